@@ -1,0 +1,32 @@
+# The two commands a newcomer types: `make run` and `make test`.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+SCENARIO ?= scenarios/llm_decode.lua
+
+.PHONY: all deps configure build run test bench clean
+
+all: build
+
+deps:
+	@bash scripts/install_deps.sh
+
+configure: deps
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Runs the main scenario on the best available backend (CUDA when a GPU is present, else CPU).
+run: build
+	./$(BUILD)/perfsim run $(SCENARIO)
+
+# Builds and runs every test: doctest units and CLI golden tests (GPU tests skip without a GPU).
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+bench: build
+	./$(BUILD)/bench/perfsim_bench
+
+clean:
+	rm -rf $(BUILD)

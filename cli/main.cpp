@@ -1,0 +1,3 @@
+#include "cli/commands.hpp"
+
+int main(int argc, char** argv) { return perfsim::run_cli(argc, argv); }

@@ -1,0 +1,47 @@
+// The narrow interface every execution backend implements: what the device is, whether it
+// can run an op, and running a graph with real kernels and allocations. Implementations live
+// in backends/<name>/; backends/registry.hpp creates them by name.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "core/results.hpp"
+
+namespace perfsim {
+
+struct DeviceInfo {
+  std::string backend;        // "cpu", "cuda"
+  std::string name;           // marketing name as the device reports it
+  std::string catalog_name;   // closest hardware catalog entry ("host-cpu", "H100-SXM")
+  int compute_units = 0;      // cores or SMs
+  double memory_bytes = 0;
+  double l2_bytes = 0;
+  double clock_hz = 0;
+};
+
+struct RunOptions {
+  int warmup = 1;
+  int repeats = 5;
+  uint64_t seed = 42;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual DeviceInfo device() const = 0;
+  // Empty when the op can run; otherwise the reason ("cpu backend has no fp8 GEMM").
+  [[nodiscard]] virtual std::string unsupported_reason(const Op& op, const Graph& g) const = 0;
+  // Executes every op of the graph in order with real buffers: warm-up runs, then timed runs.
+  // Throws NotExecutable when something cannot run (check unsupported_reason first).
+  [[nodiscard]] virtual Measurement run(const Graph& g, const RunOptions& o) = 0;
+};
+
+// The first unsupported op's reason, or "" when the whole graph can run.
+[[nodiscard]] std::string graph_unsupported_reason(const Backend& b, const Graph& g);
+
+}  // namespace perfsim

@@ -1,0 +1,18 @@
+// Exceptions that carry a message a user can act on; the CLI prints them on one line.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace perfsim {
+
+// A configuration that cannot describe a real run (bad sizes, unknown names).
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A backend cannot execute something (unsupported dtype, does not fit).
+struct NotExecutable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace perfsim

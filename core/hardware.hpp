@@ -1,0 +1,45 @@
+// A hardware profile: datasheet peaks plus the efficiency tables the cost model applies.
+#pragma once
+#include <array>
+#include <map>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "core/op_kind.hpp"
+
+namespace perfsim {
+
+// One interconnect: bandwidth per direction per device and per-message latency.
+struct Link {
+  double bandwidth = 0;  // bytes/s, unidirectional, per device
+  double latency = 0;    // seconds per message (alpha)
+};
+
+struct Hardware {
+  std::string name;            // catalog name, e.g. "H100-SXM"
+  std::string kind = "gpu";    // "gpu" or "cpu"
+  std::array<double, 6> peak_flops{};  // dense FLOP/s indexed by DType; 0 = not supported
+  double memory_bytes = 0;     // device memory capacity
+  double memory_bandwidth = 0; // bytes/s (HBM or DRAM)
+  double l2_bytes = 0;
+  int sm_count = 0;            // SMs (GPU) or cores (CPU)
+  double launch_eager = 0;     // seconds of fixed cost per op launched eagerly
+  double launch_graph = 0;     // seconds per op when replayed from a captured graph
+  double host_overhead = 0;    // seconds of host work per step (framework, sampling)
+  Link nvlink, pcie, infiniband;
+  // Fraction of peak reached per op class, for compute-bound and memory-bound work.
+  // Datasheet defaults unless `calibrated` says otherwise.
+  std::map<OpClass, double> compute_efficiency;
+  std::map<OpClass, double> memory_efficiency;
+  bool calibrated = false;
+  std::string source;          // where the figures come from (datasheet URL, calibration file)
+
+  [[nodiscard]] double peak(DType t) const { return peak_flops[static_cast<int>(t)]; }
+  [[nodiscard]] bool supports(DType t) const { return peak(t) > 0; }
+  [[nodiscard]] double compute_eff(OpClass c) const;
+  [[nodiscard]] double memory_eff(OpClass c) const;
+  // Arithmetic intensity (FLOP/byte) where compute and memory time are equal.
+  [[nodiscard]] double ridge_point(DType t) const { return peak(t) / memory_bandwidth; }
+};
+
+}  // namespace perfsim

@@ -1,0 +1,17 @@
+// Small string helpers shared by catalogs and error messages.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace perfsim {
+
+[[nodiscard]] std::string to_lower(std::string_view s);
+// Levenshtein distance, used for "did you mean" suggestions.
+[[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
+// The closest candidate (case-insensitive), or "" when nothing is reasonably close.
+[[nodiscard]] std::string closest_match(std::string_view name, const std::vector<std::string>& candidates);
+// " (did you mean 'x'?)" or "" — appended to unknown-name errors.
+[[nodiscard]] std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates);
+
+}  // namespace perfsim

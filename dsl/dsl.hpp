@@ -1,0 +1,58 @@
+// Loading Lua scenario scripts. This is the only interface to Lua the rest of perfsim sees.
+#pragma once
+#include <map>
+#include <stdexcept>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/hardware.hpp"
+#include "core/model.hpp"
+#include "core/passes.hpp"
+#include "core/scenario.hpp"
+
+namespace perfsim {
+
+// An option a script declares as `options = { name = {description, default} }`.
+struct ScriptOption {
+  std::string name;
+  std::string description;
+  std::string default_value;  // as text
+  std::string type;           // "number", "string", "boolean" (from the default)
+};
+
+// One row of a sweep: the values of the sweep axes, and the scenario with them applied.
+struct ScenarioPoint {
+  std::map<std::string, std::string> values;  // empty when the scenario has no sweep
+  Scenario scenario;
+};
+
+struct ScriptOutcome {
+  std::vector<ScriptOption> options;          // declared options (for --help)
+  std::optional<Scenario> scenario;           // returned or declared via scenario{...}
+  std::vector<ScenarioPoint> points;          // the sweep expanded (one point without a sweep)
+};
+
+struct DslSettings {
+  std::vector<std::pair<std::string, std::string>> overrides;  // --set key=value
+  std::string module_path;        // extra directory searched before the embedded stdlib
+  bool options_only = false;      // load the script's options and stop (for --help)
+  std::string default_backend = "auto";  // what perfsim.measure{} uses without `backend =`
+};
+
+// Runs `file`. Lua errors throw ScriptError with "file:line: message" and a traceback.
+// Unknown names (hardware, model, optimization, option) get a "did you mean".
+[[nodiscard]] ScriptOutcome run_script(const std::string& file, const DslSettings& settings = {});
+
+struct ScriptError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Catalog access for the CLI (`perfsim list`) and tests: evaluated from the stdlib.
+[[nodiscard]] std::vector<Hardware> hardware_catalog(const std::string& module_path = "");
+[[nodiscard]] std::vector<ModelConfig> model_zoo(const std::string& module_path = "");
+// Looks up by name, ignoring case; throws ConfigError with a suggestion.
+[[nodiscard]] Hardware find_hardware(const std::string& name, const std::string& module_path = "");
+[[nodiscard]] ModelConfig find_model(const std::string& name, const std::string& module_path = "");
+
+}  // namespace perfsim

@@ -1,0 +1,2 @@
+-- perfsim stdlib entry point (populated by the DSL work).
+return {}
