@@ -71,7 +71,7 @@ struct OpAttrs {
   int group = 1;
   // host
   double host_seconds = 0;
-  // fused_pointwise: names of the ops merged into this one
+  // add_rmsnorm / add_layernorm: names of the ops the fusion pass merged into this one
   std::vector<std::string> fused;
 };
 

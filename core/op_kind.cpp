@@ -12,11 +12,13 @@ OpClass class_of(OpKind k) {
     case OpKind::rmsnorm_bwd: return OpClass::norm;
     case OpKind::gelu: case OpKind::gelu_bwd: case OpKind::silu_mul: case OpKind::silu_mul_bwd:
     case OpKind::rope: case OpKind::rope_bwd: case OpKind::residual_add:
-    case OpKind::fused_pointwise: return OpClass::pointwise;
+      return OpClass::pointwise;
+    case OpKind::add_rmsnorm: case OpKind::add_layernorm: return OpClass::norm;
     case OpKind::embedding: case OpKind::embedding_bwd: return OpClass::embedding;
     case OpKind::cross_entropy: return OpClass::loss;
     case OpKind::adamw: return OpClass::optimizer;
-    case OpKind::kv_append: case OpKind::copy: return OpClass::memory;
+    case OpKind::kv_append: case OpKind::copy: case OpKind::slice_last_token:
+      return OpClass::memory;
     case OpKind::collective: return OpClass::communication;
     case OpKind::host: return OpClass::host;
   }
@@ -49,7 +51,9 @@ std::string_view name_of(OpKind k) {
     case OpKind::embedding_bwd: return "embedding_bwd";
     case OpKind::cross_entropy: return "cross_entropy";
     case OpKind::adamw: return "adamw";
-    case OpKind::fused_pointwise: return "fused_pointwise";
+    case OpKind::add_rmsnorm: return "add_rmsnorm";
+    case OpKind::add_layernorm: return "add_layernorm";
+    case OpKind::slice_last_token: return "slice_last_token";
     case OpKind::kv_append: return "kv_append";
     case OpKind::copy: return "copy";
     case OpKind::collective: return "collective";

@@ -24,8 +24,10 @@ enum class OpKind {
   embedding, embedding_bwd,
   cross_entropy,      // fused softmax + NLL forward and its gradient w.r.t. logits
   adamw,              // one optimizer update over a set of parameter tensors
-  fused_pointwise,    // several pointwise/norm ops merged by the fusion pass
+  add_rmsnorm,        // fusion of residual_add + rmsnorm: outputs {sum, normed} in one pass
+  add_layernorm,      // fusion of residual_add + layernorm: outputs {sum, normed} in one pass
   kv_append,          // write this step's K,V rows into the KV cache
+  slice_last_token,   // [batch*seq, cols] -> [batch, cols]: each sequence's last row
   copy,               // memcpy-like (host<->device or device<->device)
   collective,         // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
   host,               // host-side work with a fixed cost
