@@ -7,7 +7,8 @@ namespace perfsim {
 double bytes_of(DType t) {
   switch (t) {
     case DType::fp32:
-    case DType::tf32: return 4;
+    case DType::tf32:
+    case DType::int32: return 4;
     case DType::bf16:
     case DType::fp16: return 2;
     case DType::fp8:
@@ -24,6 +25,7 @@ std::string_view name_of(DType t) {
     case DType::fp16: return "fp16";
     case DType::fp8: return "fp8";
     case DType::int8: return "int8";
+    case DType::int32: return "int32";
   }
   return "?";
 }
@@ -36,6 +38,7 @@ std::optional<DType> parse_dtype(std::string_view s) {
   if (k == "bfloat16") return DType::bf16;
   if (k == "float16" || k == "half") return DType::fp16;
   if (k == "e4m3" || k == "fp8_e4m3") return DType::fp8;
+  if (k == "int32") return DType::int32;
   return std::nullopt;
 }
 

@@ -5,10 +5,13 @@
 
 namespace perfsim {
 
-enum class DType { fp32, tf32, bf16, fp16, fp8, int8 };
+// int32 holds token ids; it is never a compute precision.
+enum class DType { fp32, tf32, bf16, fp16, fp8, int8, int32 };
 
+// The compute precisions (hardware peaks are given for these).
 inline constexpr DType all_dtypes[] = {DType::fp32, DType::tf32, DType::bf16,
                                        DType::fp16, DType::fp8,  DType::int8};
+inline constexpr int dtype_count = 7;
 
 // Bytes per element in memory. tf32 is a compute mode: values are stored as fp32.
 [[nodiscard]] double bytes_of(DType t);

@@ -18,7 +18,7 @@ struct Link {
 struct Hardware {
   std::string name;            // catalog name, e.g. "H100-SXM"
   std::string kind = "gpu";    // "gpu" or "cpu"
-  std::array<double, 6> peak_flops{};  // dense FLOP/s indexed by DType; 0 = not supported
+  std::array<double, dtype_count> peak_flops{};  // dense FLOP/s indexed by DType; 0 = not supported
   double memory_bytes = 0;     // device memory capacity
   double memory_bandwidth = 0; // bytes/s (HBM or DRAM)
   double l2_bytes = 0;

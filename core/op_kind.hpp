@@ -5,30 +5,43 @@
 
 namespace perfsim {
 
+// Inputs -> outputs (tensor ids, in this order) and layouts. Shapes are row-major;
+// T = tokens (batch*seq), h = features. Backends and builders both follow this table.
 enum class OpKind {
-  gemm,               // C[m,n] (+)= op(A)[m,k] · op(B)[k,n], optionally batched
-  attn_scores,        // S[b,h,q,kv] = scale · Q·K^T per head (GQA: kv head = h / (H/Hkv))
-  attn_softmax,       // P = softmax(S) over kv, causal mask applied when attrs.causal
-  attn_context,       // O[b,q,h,d] = P·V
-  attn_scores_bwd,    // dQ, dK from dS (materialized backward)
-  attn_softmax_bwd,   // dS = P ⊙ (dP − rowsum(dP ⊙ P))
-  attn_context_bwd,   // dP, dV from dO (materialized backward)
-  flash_attention,    // fused O = softmax(scale·QK^T)V without storing S (forward; decode too)
-  flash_attention_bwd,// fused backward: dQ, dK, dV recomputing S tile by tile
-  layernorm, layernorm_bwd,
-  rmsnorm, rmsnorm_bwd,
-  gelu, gelu_bwd,
-  silu_mul, silu_mul_bwd,   // SwiGLU: out = silu(gate) ⊙ up
-  rope, rope_bwd,
-  residual_add,       // out = a + b (also used to accumulate gradients of two branches)
-  embedding, embedding_bwd,
-  cross_entropy,      // fused softmax + NLL forward and its gradient w.r.t. logits
-  adamw,              // one optimizer update over a set of parameter tensors
-  add_rmsnorm,        // fusion of residual_add + rmsnorm: outputs {sum, normed} in one pass
-  add_layernorm,      // fusion of residual_add + layernorm: outputs {sum, normed} in one pass
-  kv_append,          // write this step's K,V rows into the KV cache
-  slice_last_token,   // [batch*seq, cols] -> [batch, cols]: each sequence's last row
-  copy,               // memcpy-like (host<->device or device<->device)
+  gemm,               // {A, B} (+C when accumulate) -> {C}: C[m,n] (+)= op(A)[m,k]·op(B)[k,n];
+                      // batch > 1: [batch, ...] contiguous per operand
+  attn_scores,        // {Q, K} -> {S}: S[b,h,q,kv] = Q·K^T / sqrt(head_dim) per head
+  attn_softmax,       // {S} -> {P}: softmax over kv; masked (causal) entries are 0
+  attn_context,       // {P, V} -> {O}: O[b,q,h,d] = P·V
+  attn_context_bwd,   // {dO, P, V} -> {dP, dV}
+  attn_softmax_bwd,   // {P, dP} -> {dS}: dS = P ⊙ (dP − rowsum(dP ⊙ P))
+  attn_scores_bwd,    // {dS, Q, K} -> {dQ, dK} (scale applied; GQA sums dK over the group)
+  flash_attention,    // {Q, K, V} -> {O, LSE[b,h,q] fp32}: no S or P in memory (decode too)
+  flash_attention_bwd,// {Q, K, V, O, dO, LSE} -> {dQ, dK, dV}, recomputing S tile by tile
+  layernorm,          // {x, gamma, beta} -> {y}            x: [rows, cols]
+  layernorm_bwd,      // {x, gamma, dy} -> {dx, dgamma, dbeta} (statistics recomputed from x)
+  rmsnorm,            // {x, gamma} -> {y}
+  rmsnorm_bwd,        // {x, gamma, dy} -> {dx, dgamma}
+  gelu,               // {x} -> {y} (tanh approximation)
+  gelu_bwd,           // {x, dy} -> {dx}
+  silu_mul,           // {gate, up} -> {y}: SwiGLU y = silu(gate) ⊙ up
+  silu_mul_bwd,       // {gate, up, dy} -> {dgate, dup}
+  rope,               // {x[T, heads, head_dim]} -> {y}: rotate pairs (i, i + d/2), base 10000;
+                      // row t of a sequence of seq_q rows sits at position attrs.position + t % seq_q
+  rope_bwd,           // {dy} -> {dx}: the inverse rotation
+  residual_add,       // {a, b} -> {out = a + b} (also accumulates gradients of two branches)
+  embedding,          // {ids[T] int32, table[V,h]} (+ positions[max_seq,h]) -> {x[T,h]}
+  embedding_bwd,      // {ids, dx} -> {dtable} (+ {dpositions}): scatter-add
+  cross_entropy,      // {logits[T,V], targets[T] int32} -> {loss[T] fp32, dlogits[T,V]}
+  adamw,              // groups {param, grad, m, v} (+ low-precision weight when param is an fp32
+                      // master) -> {param, m, v} (+ weight). attrs.passes: unfused kernels
+                      // make several passes over the data, a fused one makes one.
+  add_rmsnorm,        // {a, b, gamma} -> {sum, y}: residual_add + rmsnorm in one pass (fusion)
+  add_layernorm,      // {a, b, gamma, beta} -> {sum, y}: residual_add + layernorm (fusion)
+  kv_append,          // {k_new[b, seq_q, kv_heads, d], cache[b, capacity, kv_heads, d]} -> {cache}
+                      // writes rows at attrs.position
+  slice_last_token,   // {x[b*seq_q, cols]} -> {y[b, cols]}: each sequence's last row
+  copy,               // {x} -> {y}: same bytes (host<->device or device<->device)
   collective,         // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
   host,               // host-side work with a fixed cost
 };
