@@ -1,12 +1,153 @@
+// The perfsim command line: CLI11 setup for run, list and explain, dispatch, and the single
+// place where exceptions become "perfsim: error: ..." and an exit code (1 failure, 2 usage).
 #include "cli/commands.hpp"
 
 #include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/subcommands.hpp"
+#include "cli/version.hpp"
+#include "core/errors.hpp"
+#include "dsl/dsl.hpp"
 
 namespace perfsim {
 
-int run_cli(int, char**) {
-  std::fputs("perfsim: not implemented yet\n", stderr);
-  return 1;
+namespace {
+
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+
+void print_error(const std::string& message) {
+  fmt::print(stderr, "perfsim: error: {}\n", message);
+  std::fflush(stderr);
+}
+
+// --set NAME=VALUE: reject a value without '=' while parsing, so it is a usage error.
+std::string check_set(const std::string& kv) {
+  const auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) return "expects NAME=VALUE, got '" + kv + "'";
+  return {};
+}
+
+void add_script_options(CLI::App* cmd, ScriptArgs& a, const std::string& backend_help) {
+  cmd->add_option("--set", a.sets, "Override a script option: --set NAME=VALUE (repeatable)")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false)
+      ->check(CLI::Validator(check_set, "", "set"));
+  cmd->add_option("--module-path", a.module_path,
+                  "Directory searched first by require() (before $PERFSIM_PATH and the stdlib)")
+      ->type_name("DIR");
+  cmd->add_option("--backend", a.backend, backend_help)
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{
+      "perfsim predicts what an ML workload costs on given hardware with a stack of "
+      "optimizations,\nand measures the same operator graph with real kernels to check the "
+      "prediction."};
+  app.name("perfsim");
+  app.set_version_flag("--version", fmt::format("perfsim {}", perfsim_version));
+  app.require_subcommand(1);
+  app.footer("Run 'perfsim COMMAND --help' for a command's options; docs/CLI.md explains every "
+             "column.");
+
+  RunArgs run;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run",
+      "Predict and measure a Lua scenario, step by step through its optimization stack.");
+  run_cmd->add_option("scenario", run.scenario, "Lua scenario or plain script")
+      ->required()
+      ->type_name("SCENARIO");
+  add_script_options(run_cmd, run,
+                     "Where to execute: auto (CUDA when present, else CPU), cpu, cuda, or none "
+                     "(prediction only)");
+  run_cmd->add_option("--format", run.format, "Report format (default: from -o's extension, else table)")
+      ->check(CLI::IsMember({"table", "md", "markdown", "json", "csv"}));
+  run_cmd->add_option("-o,--output", run.output, "Write the report to FILE (whole or not at all)")
+      ->type_name("FILE");
+  run_cmd->add_flag("-q,--quiet", run.quiet, "No progress or status lines on stderr");
+  run_cmd->footer("'perfsim run SCENARIO --help' also lists the options the script declares.");
+
+  ListArgs list;
+  CLI::App* list_cmd = app.add_subcommand(
+      "list", "List the hardware catalog, the model zoo or the optimizations.");
+  list_cmd->add_option("category", list.category, "hardware, models or optimizations")
+      ->required()
+      ->type_name("CATEGORY");
+  list_cmd->add_option("--module-path", list.module_path,
+                       "Directory searched first for stdlib modules (custom catalogs)")
+      ->type_name("DIR");
+
+  ExplainArgs explain;
+  explain.backend = "none";
+  CLI::App* explain_cmd = app.add_subcommand(
+      "explain",
+      "Show one optimization step's roofline op by op: FLOPs, bytes, bound, time.");
+  explain_cmd->add_option("scenario", explain.scenario, "Lua scenario")
+      ->required()
+      ->type_name("SCENARIO");
+  explain_cmd->add_option("--step", explain.step, "Stack step to explain (default: the last)")
+      ->type_name("NAME");
+  explain_cmd->add_option("--hardware", explain.hardware,
+                          "Catalog hardware to price on (default: the backend's device, else the "
+                          "scenario's first hardware)")
+      ->type_name("NAME");
+  add_script_options(explain_cmd, explain,
+                     "With a backend, price on its device's profile (nothing is executed)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    if (run_cmd->parsed() && !run.scenario.empty()) {
+      std::fputs("\n", stdout);
+      std::fflush(stdout);
+      try {
+        std::fputs(describe_script_options(run).c_str(), stdout);
+      } catch (const std::exception& e) {
+        print_error(e.what());
+        return exit_failure;
+      }
+    }
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    fmt::print("perfsim {}\n", perfsim_version);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    print_error(e.what());
+    fmt::print(stderr, "Run 'perfsim --help' (or 'perfsim COMMAND --help') for usage.\n");
+    return exit_usage;
+  }
+
+  try {
+    if (run_cmd->parsed()) return cmd_run(run);
+    if (list_cmd->parsed()) return cmd_list(list);
+    if (explain_cmd->parsed()) return cmd_explain(explain);
+    print_error("no command given");
+    return exit_usage;
+  } catch (const UsageError& e) {
+    print_error(e.what());
+    return exit_usage;
+  } catch (const std::exception& e) {
+    // ConfigError, NotExecutable, ScriptError (its traceback follows on the next lines) and
+    // anything else: one clear line, never a crash.
+    std::fflush(stdout);
+    print_error(e.what());
+    return exit_failure;
+  } catch (...) {
+    print_error("unexpected failure (not a standard exception)");
+    return exit_failure;
+  }
 }
 
 }  // namespace perfsim

@@ -1,8 +1,16 @@
+// Entry point of the graph builders: picks the builder for the workload's phase.
+// The builders themselves live in build_inference.cpp and build_train.cpp.
 #include "core/builders.hpp"
-#include <stdexcept>
+
 namespace perfsim {
-Graph build_graph(const ModelConfig&, const Workload&, const BuildOptions&) { throw std::logic_error("not implemented yet"); }
-Graph build_prefill(const ModelConfig&, const Workload&, const BuildOptions&) { throw std::logic_error("not implemented yet"); }
-Graph build_decode(const ModelConfig&, const Workload&, const BuildOptions&) { throw std::logic_error("not implemented yet"); }
-Graph build_train(const ModelConfig&, const Workload&, const BuildOptions&) { throw std::logic_error("not implemented yet"); }
+
+Graph build_graph(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
+  switch (w.phase) {
+    case Phase::prefill: return build_prefill(m, w, o);
+    case Phase::decode: return build_decode(m, w, o);
+    case Phase::train: return build_train(m, w, o);
+  }
+  return build_decode(m, w, o);
+}
+
 }  // namespace perfsim

@@ -1,8 +1,109 @@
+// predict(): every op priced by the roofline (roofline.cpp), the step timed by the stream
+// timeline (timeline.cpp), memory by the liveness walk (memory_model.cpp), plus MFU.
 #include "core/cost_model.hpp"
-#include <stdexcept>
+
+#include <algorithm>
+#include <array>
+
+#include "core/op_metrics.hpp"
+#include "core/roofline.hpp"
+
 namespace perfsim {
-double Prediction::tokens_per_second(const Graph&) const { throw std::logic_error("not implemented yet"); }
-OpCost predict_op(const Op&, const Graph&, const Hardware&) { throw std::logic_error("not implemented yet"); }
-Prediction predict(const Graph&, const Hardware&) { throw std::logic_error("not implemented yet"); }
-double timeline_makespan(const Graph&, const std::vector<OpCost>&) { throw std::logic_error("not implemented yet"); }
+
+namespace {
+
+// Bytes of the largest buffer a collective touches: the full tensor being reduced or gathered.
+double collective_payload(const Op& op, const Graph& g) {
+  double payload = 0;
+  for (int id : op.inputs) payload = std::max(payload, g.tensor(id).bytes());
+  for (int id : op.outputs) payload = std::max(payload, g.tensor(id).bytes());
+  return payload;
+}
+
+OpCost price_op(const Op& op, const Graph& g, const Hardware& hw, const ClassEfficiencies& eff) {
+  if (op.kind == OpKind::host) {
+    // Host work has a fixed cost given by the builder; it launches no kernel.
+    OpCost c;
+    c.op = op.id;
+    c.priced_as = op.dtype;
+    c.time = op.attrs.host_seconds;
+    return c;
+  }
+  const double flops = op_flops(op, g);
+  const double bytes = op_bytes(op, g);
+  if (op.kind == OpKind::collective && op.attrs.group > 1) {
+    if (auto t = collective_time(op.attrs.collective, op.attrs.group, collective_payload(op, g), hw)) {
+      OpCost c = roofline_cost(op, 0, 0, hw, g.graphed, eff);  // launch cost only
+      c.flops = op.dtype == DType::int32 ? 0 : flops;
+      c.bytes = bytes;
+      c.intensity = bytes > 0 ? c.flops / bytes : 0;
+      c.memory_time = *t;
+      c.time = c.memory_time + c.launch_time;
+      return c;
+    }
+  }
+  return roofline_cost(op, flops, bytes, hw, g.graphed, eff);
+}
+
+}  // namespace
+
+double Prediction::tokens_per_second(const Graph& g) const {
+  return step_time > 0 ? g.workload.tokens_per_step() / step_time : 0.0;
+}
+
+OpCost predict_op(const Op& op, const Graph& g, const Hardware& hw) {
+  return price_op(op, g, hw, ClassEfficiencies::of(hw));
+}
+
+Prediction predict(const Graph& g, const Hardware& hw) {
+  Prediction p;
+  p.hardware = hw.name;
+  p.calibrated = hw.calibrated;
+  p.ops.reserve(g.ops.size());
+  const ClassEfficiencies eff = ClassEfficiencies::of(hw);
+
+  std::array<double, op_class_count> class_time{};
+  std::array<bool, op_class_count> class_seen{};
+  // Model FLOPs (recomputed ops excluded) per dtype, for gemms and for all ops.
+  std::array<double, dtype_count> gemm_flops{}, model_flops{};
+  std::array<bool, dtype_count> lacking{};
+  double model_total = 0;
+  for (const Op& op : g.ops) {
+    OpCost c = price_op(op, g, hw, eff);
+    const auto cls = static_cast<std::size_t>(class_of(op.kind));
+    const auto dt = static_cast<std::size_t>(op.dtype);
+    class_time[cls] += c.time * op.count;
+    class_seen[cls] = true;
+    p.flops += c.flops * op.count;
+    if (!op.recomputed) {
+      model_flops[dt] += c.flops * op.count;
+      if (op.kind == OpKind::gemm) gemm_flops[dt] += c.flops * op.count;
+      model_total += c.flops * op.count;
+    }
+    if (!c.supported) lacking[dt] = true;
+    p.ops.push_back(c);
+  }
+  for (OpClass c : all_op_classes)
+    if (class_seen[static_cast<std::size_t>(c)]) p.time_by_class[c] = class_time[static_cast<std::size_t>(c)];
+  for (int d = 0; d < dtype_count; ++d)
+    if (lacking[static_cast<std::size_t>(d)]) p.unsupported.emplace_back(name_of(static_cast<DType>(d)));
+
+  p.host_time = hw.host_overhead;
+  p.step_time = timeline_makespan(g, p.ops) + p.host_time;
+  p.memory = predict_memory(g, true);
+  p.memory_executed = predict_memory(g, false);
+  // Unknown capacity (0) cannot rule a run out.
+  p.fits = hw.memory_bytes <= 0 || p.memory.peak <= hw.memory_bytes;
+
+  // MFU (Chowdhery et al. 2022, PaLM App. B): model FLOPs (no recomputation) per second over
+  // the peak of the precision carrying most gemm FLOPs (most FLOPs overall without gemms).
+  const auto& weights = *std::max_element(gemm_flops.begin(), gemm_flops.end()) > 0 ? gemm_flops
+                                                                                     : model_flops;
+  const auto main = static_cast<DType>(std::max_element(weights.begin(), weights.end()) - weights.begin());
+  const std::optional<DType> priced = priced_dtype(main, hw);
+  const double peak = priced && *priced != DType::int32 ? hw.peak(*priced) : 0.0;
+  p.mfu = p.step_time > 0 && peak > 0 ? model_total / (p.step_time * peak) : 0.0;
+  return p;
+}
+
 }  // namespace perfsim

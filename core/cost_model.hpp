@@ -22,6 +22,7 @@ struct OpCost {
   double launch_time = 0;    // eager or graph launch cost
   double time = 0;           // max(compute, memory) + launch, one op (not × count)
   bool supported = true;     // the hardware has the op's dtype
+  DType priced_as = DType::fp32;  // precision the compute time was priced at (op dtype or wider)
 };
 
 struct Prediction {

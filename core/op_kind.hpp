@@ -31,7 +31,9 @@ enum class OpKind {
   rope_bwd,           // {dy} -> {dx}: the inverse rotation
   residual_add,       // {a, b} -> {out = a + b} (also accumulates gradients of two branches)
   embedding,          // {ids[T] int32, table[V,h]} (+ positions[max_seq,h]) -> {x[T,h]}
-  embedding_bwd,      // {ids, dx} -> {dtable} (+ {dpositions}): scatter-add
+                      // row t sits at position attrs.position + t % attrs.seq_q
+  embedding_bwd,      // {ids, dx} -> {dtable} (+ {dpositions}): scatter-add; with
+                      // attrs.accumulate the output tables are inputs too and are added into
   cross_entropy,      // {logits[T,V], targets[T] int32} -> {loss[T] fp32, dlogits[T,V]}
   adamw,              // groups {param, grad, m, v} (+ low-precision weight when param is an fp32
                       // master) -> {param, m, v} (+ weight). attrs.passes: unfused kernels

@@ -1,7 +1,140 @@
+// FLOPs and ideal memory traffic of each op kind, from its attributes and tensor dtypes.
+// Per-element constants count one FLOP per arithmetic step of the usual kernel; they matter
+// only for memory-bound ops, whose time the bytes decide anyway.
 #include "core/op_metrics.hpp"
-#include <stdexcept>
+
 namespace perfsim {
-double op_flops(const Op&, const Graph&) { throw std::logic_error("not implemented yet"); }
-double op_bytes(const Op&, const Graph&) { throw std::logic_error("not implemented yet"); }
-double graph_flops(const Graph&) { throw std::logic_error("not implemented yet"); }
+
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+// The score rectangle b·h·q·kv; attention FLOPs count all of it even when causal
+// (as Megatron does: Narayanan et al. 2021, §5.1).
+double score_elements(const OpAttrs& a) {
+  return d(a.batch) * d(a.heads) * d(a.seq_q) * d(a.seq_kv);
+}
+
+double row_elements(const OpAttrs& a) { return d(a.rows) * d(a.cols); }
+
+// Bytes an attention op reads from a K/V tensor: a KV cache holds kv_capacity rows per
+// sequence but only the first seq_kv are valid and read.
+double attention_read_bytes(const Op& op, const Tensor& t) {
+  const OpAttrs& a = op.attrs;
+  if (t.role == TensorRole::kv_cache && a.kv_capacity > 0)
+    return d(a.batch) * d(a.seq_kv) * d(a.kv_heads) * d(a.head_dim) * bytes_of(t.dtype);
+  return t.bytes();
+}
+
+}  // namespace
+
+double op_flops(const Op& op, const Graph& g) {
+  const OpAttrs& a = op.attrs;
+  switch (op.kind) {
+    // A multiply-add per output element per reduction step: 2·m·n·k.
+    case OpKind::gemm: return 2.0 * d(a.m) * d(a.n) * d(a.k) * d(a.batch);
+    // Q·K^T and P·V are each a batched gemm over the score rectangle: 2·b·h·q·kv·d.
+    case OpKind::attn_scores:
+    case OpKind::attn_context: return 2.0 * score_elements(a) * d(a.head_dim);
+    // Each backward computes two gemms of the forward's size (dP and dV; dQ and dK).
+    case OpKind::attn_context_bwd:
+    case OpKind::attn_scores_bwd: return 4.0 * score_elements(a) * d(a.head_dim);
+    // Safe softmax: max, subtract, exp, sum, divide.
+    case OpKind::attn_softmax: return 5.0 * score_elements(a);
+    // dS = P ⊙ (dP − rowsum(dP ⊙ P)): multiply, sum, subtract, multiply.
+    case OpKind::attn_softmax_bwd: return 4.0 * score_elements(a);
+    // Flash forward: the two gemms, 4·b·h·q·kv·d (Dao 2023, FlashAttention-2 §3.1).
+    case OpKind::flash_attention: return 4.0 * score_elements(a) * d(a.head_dim);
+    // Flash backward = 2.5× forward: S recomputed plus four gemms (FlashAttention-2 §4).
+    case OpKind::flash_attention_bwd: return 2.5 * 4.0 * score_elements(a) * d(a.head_dim);
+    // LayerNorm: mean, variance (subtract, square, sum), normalize, scale and shift.
+    case OpKind::layernorm: return 8.0 * row_elements(a);
+    // RMSNorm: square, sum, scale by the reciprocal root, multiply by gamma.
+    case OpKind::rmsnorm: return 5.0 * row_elements(a);
+    // Backward norms recompute the statistics and produce dx and dgamma: ~2× forward.
+    case OpKind::layernorm_bwd: return 16.0 * row_elements(a);
+    case OpKind::rmsnorm_bwd: return 10.0 * row_elements(a);
+    // Fused residual + norm: one add per element plus the norm.
+    case OpKind::add_layernorm: return 9.0 * row_elements(a);
+    case OpKind::add_rmsnorm: return 6.0 * row_elements(a);
+    // tanh-approximated GELU: cube, two multiply-adds, tanh, add, two multiplies.
+    case OpKind::gelu: return 8.0 * d(a.elements);
+    case OpKind::gelu_bwd: return 16.0 * d(a.elements);
+    // silu(gate)·up: exp, add, divide, two multiplies.
+    case OpKind::silu_mul: return 5.0 * d(a.elements);
+    case OpKind::silu_mul_bwd: return 10.0 * d(a.elements);
+    // A 2-D rotation per pair: 6 FLOPs per 2 elements.
+    case OpKind::rope:
+    case OpKind::rope_bwd: return 3.0 * d(a.elements);
+    case OpKind::residual_add: return d(a.elements);
+    // A table lookup; learned positions add one vector per row.
+    case OpKind::embedding: return op.inputs.size() > 2 ? row_elements(a) : 0.0;
+    // One scatter-add per row and table.
+    case OpKind::embedding_bwd: return row_elements(a) * d(static_cast<int64_t>(op.outputs.size()));
+    // Softmax over the vocabulary (5) plus the gradient p − onehot scaled by 1/T (2).
+    case OpKind::cross_entropy: return 7.0 * row_elements(a);
+    // AdamW per parameter: m and v updates (3 + 4), bias-corrected step (4), decay (1).
+    case OpKind::adamw: return 12.0 * d(a.elements);
+    case OpKind::kv_append:
+    case OpKind::slice_last_token:
+    case OpKind::copy:
+    case OpKind::collective:
+    case OpKind::host: return 0.0;
+  }
+  return 0.0;
+}
+
+double op_bytes(const Op& op, const Graph& g) {
+  const OpAttrs& a = op.attrs;
+  auto sum = [&](const std::vector<int>& ids) {
+    double b = 0;
+    for (int id : ids) b += g.tensor(id).bytes();
+    return b;
+  };
+  switch (op.kind) {
+    case OpKind::kv_append: {
+      // Reads the new rows and writes them into the cache; the rest of the cache is untouched.
+      const Tensor& cache = g.tensor(op.outputs.at(0));
+      const double rows = d(a.batch) * d(a.seq_q) * d(a.kv_heads) * d(a.head_dim);
+      return g.tensor(op.inputs.at(0)).bytes() + rows * bytes_of(cache.dtype);
+    }
+    case OpKind::embedding: {
+      // Token ids, one gathered row per token from each table, the output.
+      double b = g.tensor(op.inputs.at(0)).bytes() + sum(op.outputs);
+      for (std::size_t i = 1; i < op.inputs.size(); ++i)
+        b += row_elements(a) * bytes_of(g.tensor(op.inputs[i]).dtype);
+      return b;
+    }
+    case OpKind::embedding_bwd: {
+      // Ids and dx, then per table a zero fill (unless accumulating) and a read-modify-write
+      // of one row per token.
+      double b = g.tensor(op.inputs.at(0)).bytes() + g.tensor(op.inputs.at(1)).bytes();
+      for (int id : op.outputs) {
+        const Tensor& t = g.tensor(id);
+        if (!a.accumulate) b += t.bytes();
+        b += 2.0 * row_elements(a) * bytes_of(t.dtype);
+      }
+      return b;
+    }
+    case OpKind::slice_last_token: return 2.0 * sum(op.outputs);  // copies one row per sequence
+    case OpKind::host: return 0.0;
+    default: break;
+  }
+  double in = 0;
+  if (class_of(op.kind) == OpClass::attention) {
+    for (int id : op.inputs) in += attention_read_bytes(op, g.tensor(id));
+  } else {
+    in = sum(op.inputs);
+  }
+  // Unfused multi-pass ops (AdamW) stream their operands once per pass.
+  const double passes = a.passes > 1 ? static_cast<double>(a.passes) : 1.0;
+  return (in + sum(op.outputs)) * passes;
+}
+
+double graph_flops(const Graph& g) {
+  double total = 0;
+  for (const Op& op : g.ops) total += op_flops(op, g) * op.count;
+  return total;
+}
+
 }  // namespace perfsim

@@ -1,6 +1,7 @@
 // What `perfsim run` produces: for each stack step, the prediction for the executing device
 // paired with its measurement (or the reason there is none), plus what-if predictions.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -43,6 +44,7 @@ struct StepResult {
 struct RunResult {
   std::string scenario, file, description;
   std::string model;
+  int64_t model_params = 0;             // parameters of the whole model (report header)
   std::string workload;                 // describe(Workload) of the base workload
   std::string backend;                  // "none" when only predicting
   std::string device;

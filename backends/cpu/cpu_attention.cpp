@@ -1,0 +1,224 @@
+// Materialized attention and its backward: scores S = Q·K^T·scale, softmax P (causal mask),
+// context O = P·V, and the three backward ops. Shapes in cpu_kernels.hpp (AttnShape):
+// Q, O [b, sq, h, d]; K, V [b, cap, kvh, d]; S, P [b, h, sq, skv]; dK, dV [b, gcap, kvh, d].
+// Every row is independent, so each kernel parallelizes over rows; dK/dV rows are owned by
+// one (batch, kv head, kv position) each, summing the query heads of the GQA group.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/cpu/kernel_util.hpp"
+#include "backends/cpu/parallel.hpp"
+
+namespace perfsim::cpu {
+
+using detail::axpy;
+using detail::dot;
+using detail::thread_scratch;
+
+namespace {
+
+// Rows of work per parallel chunk, sized so a chunk holds roughly 32k multiply-adds.
+int64_t grain_for(int64_t work_per_row) {
+  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(work_per_row, 1));
+}
+
+// Element offsets into Q/O and K/V for (batch, query or kv row, head).
+struct Strides {
+  explicit Strides(const AttnShape& a) : a(a) {}
+  const AttnShape& a;
+  [[nodiscard]] int64_t q(int64_t b, int64_t i, int64_t h) const {
+    return ((b * a.seq_q + i) * a.heads + h) * a.head_dim;
+  }
+  [[nodiscard]] int64_t kv(int64_t b, int64_t j, int64_t kh) const {
+    return ((b * a.kv_capacity + j) * a.kv_heads + kh) * a.head_dim;
+  }
+  [[nodiscard]] int64_t grad_kv(int64_t b, int64_t j, int64_t kh) const {
+    return ((b * a.grad_capacity + j) * a.kv_heads + kh) * a.head_dim;
+  }
+  [[nodiscard]] int64_t s(int64_t b, int64_t h, int64_t i) const {
+    return ((b * a.heads + h) * a.seq_q + i) * a.seq_kv;
+  }
+};
+
+// Splits a flat score-row index into (batch, head, query row).
+struct RowIndex {
+  int64_t b, h, i;
+};
+RowIndex split_row(const AttnShape& a, int64_t r) {
+  return {r / (a.heads * a.seq_q), (r / a.seq_q) % a.heads, r % a.seq_q};
+}
+
+}  // namespace
+
+template <class T>
+void attn_scores(const T* q, const T* k, T* s, const AttnShape& a) {
+  const Strides st(a);
+  const int64_t d = a.head_dim;
+  const float scale = a.scale();
+  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
+    float* qf = thread_scratch(0, static_cast<std::size_t>(d));
+    float* kf = thread_scratch(1, static_cast<std::size_t>(d));
+    for (int64_t r = r0; r < r1; ++r) {
+      const auto [b, h, i] = split_row(a, r);
+      const int64_t kh = h / a.group();
+      const float* qr = detail::as_float(q + st.q(b, i, h), d, qf);
+      T* srow = s + st.s(b, h, i);
+      for (int64_t j = 0; j < a.seq_kv; ++j) {
+        const float* kr = detail::as_float(k + st.kv(b, j, kh), d, kf);
+        srow[j] = from_f32<T>(dot(qr, kr, d) * scale);
+      }
+    }
+  });
+}
+
+template <class T>
+void attn_softmax(const T* s, T* p, const AttnShape& a) {
+  const Strides st(a);
+  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * 4), [&](int64_t r0, int64_t r1) {
+    float* e = thread_scratch(0, static_cast<std::size_t>(a.seq_kv));
+    for (int64_t r = r0; r < r1; ++r) {
+      const auto [b, h, i] = split_row(a, r);
+      const T* srow = s + st.s(b, h, i);
+      T* prow = p + st.s(b, h, i);
+      const int64_t vis = a.visible(i);
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < vis; ++j) mx = std::max(mx, to_f32(srow[j]));
+      float sum = 0;
+      for (int64_t j = 0; j < vis; ++j) {
+        e[j] = std::exp(to_f32(srow[j]) - mx);
+        sum += e[j];
+      }
+      const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+      for (int64_t j = 0; j < vis; ++j) prow[j] = from_f32<T>(e[j] * inv);
+      for (int64_t j = vis; j < a.seq_kv; ++j) prow[j] = from_f32<T>(0.0f);
+    }
+  });
+}
+
+template <class T>
+void attn_context(const T* p, const T* v, T* o, const AttnShape& a) {
+  const Strides st(a);
+  const int64_t d = a.head_dim;
+  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
+    float* acc = thread_scratch(0, static_cast<std::size_t>(d));
+    float* vf = thread_scratch(1, static_cast<std::size_t>(d));
+    for (int64_t r = r0; r < r1; ++r) {
+      const auto [b, h, i] = split_row(a, r);
+      const int64_t kh = h / a.group();
+      const T* prow = p + st.s(b, h, i);
+      std::fill(acc, acc + d, 0.0f);
+      for (int64_t j = 0; j < a.seq_kv; ++j) {
+        const float pj = to_f32(prow[j]);
+        if (pj == 0.0f) continue;  // masked or underflowed: contributes nothing
+        axpy(pj, detail::as_float(v + st.kv(b, j, kh), d, vf), acc, d);
+      }
+      detail::store_rows(acc, 1, d, o + st.q(b, i, h), 0);
+    }
+  });
+}
+
+namespace {
+
+// out[b, j, kh, :] = scale · Σ_{h in group(kh)} Σ_i W[b, h, i, j] · X[b, i, h, :] for j < skv,
+// 0 for skv <= j < grad_capacity. W is a score-shaped tensor (P or dS), X query-shaped.
+template <class T>
+void reduce_to_kv(const T* w, const T* x, T* out, float scale, const AttnShape& a) {
+  const Strides st(a);
+  const int64_t d = a.head_dim;
+  const int64_t g = a.group();
+  parallel_for(a.batch * a.kv_heads * a.grad_capacity, grain_for(g * a.seq_q * d),
+               [&](int64_t r0, int64_t r1) {
+    float* acc = thread_scratch(0, static_cast<std::size_t>(d));
+    float* xf = thread_scratch(1, static_cast<std::size_t>(d));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (a.kv_heads * a.grad_capacity);
+      const int64_t j = (r / a.kv_heads) % a.grad_capacity;
+      const int64_t kh = r % a.kv_heads;
+      std::fill(acc, acc + d, 0.0f);
+      if (j < a.seq_kv) {
+        for (int64_t h = kh * g; h < (kh + 1) * g; ++h)
+          for (int64_t i = 0; i < a.seq_q; ++i) {
+            const float wij = to_f32(w[st.s(b, h, i) + j]);
+            if (wij == 0.0f) continue;
+            axpy(wij * scale, detail::as_float(x + st.q(b, i, h), d, xf), acc, d);
+          }
+      }
+      detail::store_rows(acc, 1, d, out + st.grad_kv(b, j, kh), 0);
+    }
+  });
+}
+
+}  // namespace
+
+template <class T>
+void attn_context_bwd(const T* d_o, const T* p, const T* v, T* dp, T* dv, const AttnShape& a) {
+  const Strides st(a);
+  const int64_t d = a.head_dim;
+  // dP[b,h,i,j] = dO[b,i,h,:] · V[b,j,kh,:]
+  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
+    float* of = thread_scratch(0, static_cast<std::size_t>(d));
+    float* vf = thread_scratch(1, static_cast<std::size_t>(d));
+    for (int64_t r = r0; r < r1; ++r) {
+      const auto [b, h, i] = split_row(a, r);
+      const int64_t kh = h / a.group();
+      const float* orow = detail::as_float(d_o + st.q(b, i, h), d, of);
+      T* row = dp + st.s(b, h, i);
+      for (int64_t j = 0; j < a.seq_kv; ++j) {
+        row[j] = from_f32<T>(dot(orow, detail::as_float(v + st.kv(b, j, kh), d, vf), d));
+      }
+    }
+  });
+  reduce_to_kv(p, d_o, dv, 1.0f, a);
+}
+
+template <class T>
+void attn_softmax_bwd(const T* p, const T* dp, T* ds, const AttnShape& a) {
+  const Strides st(a);
+  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * 3), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const auto [b, h, i] = split_row(a, r);
+      const int64_t off = st.s(b, h, i);
+      float rowdot = 0;
+      for (int64_t j = 0; j < a.seq_kv; ++j) rowdot += to_f32(p[off + j]) * to_f32(dp[off + j]);
+      for (int64_t j = 0; j < a.seq_kv; ++j)
+        ds[off + j] = from_f32<T>(to_f32(p[off + j]) * (to_f32(dp[off + j]) - rowdot));
+    }
+  });
+}
+
+template <class T>
+void attn_scores_bwd(const T* ds, const T* q, const T* k, T* dq, T* dk, const AttnShape& a) {
+  const Strides st(a);
+  const int64_t d = a.head_dim;
+  const float scale = a.scale();
+  // dQ[b,i,h,:] = scale · Σ_j dS[b,h,i,j] · K[b,j,kh,:]
+  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
+    float* acc = thread_scratch(0, static_cast<std::size_t>(d));
+    float* kf = thread_scratch(1, static_cast<std::size_t>(d));
+    for (int64_t r = r0; r < r1; ++r) {
+      const auto [b, h, i] = split_row(a, r);
+      const int64_t kh = h / a.group();
+      const T* row = ds + st.s(b, h, i);
+      std::fill(acc, acc + d, 0.0f);
+      for (int64_t j = 0; j < a.seq_kv; ++j) {
+        const float w = to_f32(row[j]);
+        if (w == 0.0f) continue;
+        axpy(w * scale, detail::as_float(k + st.kv(b, j, kh), d, kf), acc, d);
+      }
+      detail::store_rows(acc, 1, d, dq + st.q(b, i, h), 0);
+    }
+  });
+  reduce_to_kv(ds, q, dk, scale, a);
+}
+
+#define PERFSIM_INSTANTIATE_ATTENTION(T)                                                   \
+  template void attn_scores<T>(const T*, const T*, T*, const AttnShape&);                  \
+  template void attn_softmax<T>(const T*, T*, const AttnShape&);                           \
+  template void attn_context<T>(const T*, const T*, T*, const AttnShape&);                 \
+  template void attn_context_bwd<T>(const T*, const T*, const T*, T*, T*, const AttnShape&); \
+  template void attn_softmax_bwd<T>(const T*, const T*, T*, const AttnShape&);             \
+  template void attn_scores_bwd<T>(const T*, const T*, const T*, T*, T*, const AttnShape&);
+PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_ATTENTION)
+
+}  // namespace perfsim::cpu

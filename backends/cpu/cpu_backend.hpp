@@ -1,0 +1,22 @@
+// The CPU backend: the correctness reference. Runs every op of a graph with the kernels in
+// backends/cpu (OpenBLAS for GEMMs), allocating and freeing buffers on the memory model's
+// schedule so the measured peak is comparable with the predicted one.
+#pragma once
+#include <string>
+
+#include "core/backend.hpp"
+
+namespace perfsim::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  [[nodiscard]] std::string name() const override { return "cpu"; }
+  [[nodiscard]] DeviceInfo device() const override;
+  [[nodiscard]] std::string unsupported_reason(const Op& op, const Graph& g) const override;
+  // Persistent tensors are allocated and filled first (cpu_init.hpp), then the graph runs
+  // o.warmup + o.repeats times; each op is timed on its own (steady_clock), activations are
+  // allocated right before their writer and freed right after their last use (last_use).
+  [[nodiscard]] Measurement run(const Graph& g, const RunOptions& o) override;
+};
+
+}  // namespace perfsim::cpu

@@ -1,0 +1,250 @@
+// Flash attention on the CPU: the forward streams K/V in tiles with an online softmax
+// (running max and denominator per query row) and writes O and LSE = max + log(denominator);
+// the backward recomputes score tiles from Q, K and LSE (Dao, FlashAttention-2, Alg. 1-2).
+// No score matrix is ever held: the largest temporary is a tile×tile block per thread.
+// Shapes as AttnShape in cpu_kernels.hpp; LSE [b, h, sq] fp32.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/cpu/kernel_util.hpp"
+#include "backends/cpu/parallel.hpp"
+
+namespace perfsim::cpu {
+
+using detail::axpy;
+using detail::dot;
+using detail::thread_scratch;
+
+namespace {
+
+constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+int64_t q_offset(const AttnShape& a, int64_t b, int64_t i, int64_t h) {
+  return ((b * a.seq_q + i) * a.heads + h) * a.head_dim;
+}
+int64_t kv_offset(const AttnShape& a, int64_t b, int64_t j, int64_t kh) {
+  return ((b * a.kv_capacity + j) * a.kv_heads + kh) * a.head_dim;
+}
+int64_t grad_kv_offset(const AttnShape& a, int64_t b, int64_t j, int64_t kh) {
+  return ((b * a.grad_capacity + j) * a.kv_heads + kh) * a.head_dim;
+}
+int64_t lse_offset(const AttnShape& a, int64_t b, int64_t h, int64_t i) {
+  return (b * a.heads + h) * a.seq_q + i;
+}
+
+// Loads `rows` query-layout rows (stride heads·d) or kv-layout rows (stride kv_heads·d).
+template <class T>
+void load_tile(const T* src, int64_t stride, int64_t rows, int64_t d, float* dst) {
+  detail::load_rows(src, stride, rows, d, dst);
+}
+
+// s[r, c] = scale · q[r]·k[c] for the tile, −inf where query i0+r may not see kv j0+c.
+void score_tile(const float* qf, const float* kf, int64_t br, int64_t bc, int64_t d, float scale,
+                int64_t i0, int64_t j0, const AttnShape& a, float* s) {
+  for (int64_t r = 0; r < br; ++r) {
+    const int64_t vis = a.visible(i0 + r);
+    for (int64_t c = 0; c < bc; ++c)
+      s[r * bc + c] = j0 + c < vis ? dot(qf + r * d, kf + c * d, d) * scale : neg_inf;
+  }
+}
+
+}  // namespace
+
+template <class T>
+void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+                     int64_t tile) {
+  const int64_t d = a.head_dim;
+  const int64_t q_tiles = (a.seq_q + tile - 1) / tile;
+  const float scale = a.scale();
+  parallel_for(a.batch * a.heads * q_tiles, 1, [&](int64_t t0, int64_t t1) {
+    const auto tt = static_cast<std::size_t>(tile);
+    const auto td = static_cast<std::size_t>(tile * d);
+    float* qf = thread_scratch(0, td);
+    float* kf = thread_scratch(1, td);
+    float* vf = thread_scratch(2, td);
+    float* acc = thread_scratch(3, td);
+    float* s = thread_scratch(4, tt * tt);
+    float* mx = thread_scratch(5, tt);
+    float* den = thread_scratch(6, tt);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / (a.heads * q_tiles);
+      const int64_t h = (t / q_tiles) % a.heads;
+      const int64_t i0 = (t % q_tiles) * tile;
+      const int64_t br = std::min(tile, a.seq_q - i0);
+      const int64_t kh = h / a.group();
+      load_tile(q + q_offset(a, b, i0, h), a.heads * d, br, d, qf);
+      std::fill(acc, acc + br * d, 0.0f);
+      std::fill(mx, mx + br, neg_inf);
+      std::fill(den, den + br, 0.0f);
+      const int64_t kv_end = a.visible(i0 + br - 1);  // the tile's last row sees the most
+      for (int64_t j0 = 0; j0 < kv_end; j0 += tile) {
+        const int64_t bc = std::min(tile, kv_end - j0);
+        load_tile(k + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, kf);
+        load_tile(v + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, vf);
+        score_tile(qf, kf, br, bc, d, scale, i0, j0, a, s);
+        for (int64_t r = 0; r < br; ++r) {
+          float* srow = s + r * bc;
+          float m_new = mx[r];
+          for (int64_t c = 0; c < bc; ++c) m_new = std::max(m_new, srow[c]);
+          if (m_new == neg_inf) continue;  // nothing visible yet in this row
+          const float corr = std::exp(mx[r] - m_new);  // exp(−inf) = 0 on the first tile
+          float* arow = acc + r * d;
+          for (int64_t x = 0; x < d; ++x) arow[x] *= corr;
+          float sum = 0;
+          for (int64_t c = 0; c < bc; ++c) {
+            if (srow[c] == neg_inf) continue;
+            const float p = std::exp(srow[c] - m_new);
+            sum += p;
+            axpy(p, vf + c * d, arow, d);
+          }
+          den[r] = den[r] * corr + sum;
+          mx[r] = m_new;
+        }
+      }
+      for (int64_t r = 0; r < br; ++r) {
+        const float inv = den[r] > 0 ? 1.0f / den[r] : 0.0f;
+        for (int64_t x = 0; x < d; ++x) acc[r * d + x] *= inv;
+        lse[lse_offset(a, b, h, i0 + r)] = den[r] > 0 ? mx[r] + std::log(den[r]) : neg_inf;
+      }
+      detail::store_rows(acc, br, d, o + q_offset(a, b, i0, h), a.heads * d);
+    }
+  });
+}
+
+namespace {
+
+// Per query-tile inputs of the backward, widened to float: Q, dO, LSE and
+// D = rowsum(dO ⊙ O) (equal to rowsum(dP ⊙ P), the softmax-backward correction).
+template <class T>
+void load_query_tile(const T* q, const T* o, const T* d_o, const float* lse, const AttnShape& a,
+                     int64_t b, int64_t h, int64_t i0, int64_t br, float* qf, float* dof,
+                     float* of, float* lse_t, float* delta) {
+  const int64_t d = a.head_dim;
+  load_tile(q + q_offset(a, b, i0, h), a.heads * d, br, d, qf);
+  load_tile(d_o + q_offset(a, b, i0, h), a.heads * d, br, d, dof);
+  load_tile(o + q_offset(a, b, i0, h), a.heads * d, br, d, of);
+  for (int64_t r = 0; r < br; ++r) {
+    lse_t[r] = lse[lse_offset(a, b, h, i0 + r)];
+    delta[r] = dot(dof + r * d, of + r * d, d);
+  }
+}
+
+// Recomputes P for a tile from the scores and LSE, then dS = P ⊙ (dO·V^T − D).
+// On return s holds P and ds holds dS (both [br, bc]).
+void probs_and_dscores(const float* qf, const float* kf, const float* vf, const float* dof,
+                       const float* lse_t, const float* delta, int64_t br, int64_t bc, int64_t i0,
+                       int64_t j0, const AttnShape& a, float* s, float* ds) {
+  const int64_t d = a.head_dim;
+  score_tile(qf, kf, br, bc, d, a.scale(), i0, j0, a, s);
+  for (int64_t r = 0; r < br; ++r)
+    for (int64_t c = 0; c < bc; ++c) {
+      float& p = s[r * bc + c];
+      p = p == neg_inf ? 0.0f : std::exp(p - lse_t[r]);
+      ds[r * bc + c] = p == 0.0f ? 0.0f : p * (dot(dof + r * d, vf + c * d, d) - delta[r]);
+    }
+}
+
+}  // namespace
+
+template <class T>
+void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T* d_o,
+                         const float* lse, T* dq, T* dk, T* dv, const AttnShape& a, int64_t tile) {
+  const int64_t d = a.head_dim;
+  const int64_t g = a.group();
+  const float scale = a.scale();
+  const int64_t q_tiles = (a.seq_q + tile - 1) / tile;
+  const int64_t kv_tiles = (a.grad_capacity + tile - 1) / tile;
+  const auto tt = static_cast<std::size_t>(tile);
+  const auto td = static_cast<std::size_t>(tile * d);
+
+  // Sweep 1: each (batch, kv head, kv tile) owns its dK and dV rows, summing every query
+  // tile of every head in its group. Rows seq_kv .. grad_capacity are written as zeros.
+  parallel_for(a.batch * a.kv_heads * kv_tiles, 1, [&](int64_t t0, int64_t t1) {
+    float* qf = thread_scratch(0, td);
+    float* dof = thread_scratch(1, td);
+    float* of = thread_scratch(2, td);
+    float* kf = thread_scratch(3, td);
+    float* vf = thread_scratch(4, td);
+    float* dk_acc = thread_scratch(5, td);
+    float* dv_acc = thread_scratch(6, td);
+    float* s = thread_scratch(7, tt * tt);
+    float* ds = thread_scratch(8, tt * tt);
+    float* lse_t = thread_scratch(9, tt);
+    float* delta = thread_scratch(10, tt);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / (a.kv_heads * kv_tiles);
+      const int64_t kh = (t / kv_tiles) % a.kv_heads;
+      const int64_t j0 = (t % kv_tiles) * tile;
+      const int64_t rows = std::min(tile, a.grad_capacity - j0);  // rows of dK/dV written
+      const int64_t bc = std::max<int64_t>(0, std::min(tile, a.seq_kv - j0));  // valid kv rows
+      std::fill(dk_acc, dk_acc + rows * d, 0.0f);
+      std::fill(dv_acc, dv_acc + rows * d, 0.0f);
+      if (bc > 0) {
+        load_tile(k + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, kf);
+        load_tile(v + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, vf);
+        for (int64_t h = kh * g; h < (kh + 1) * g; ++h)
+          for (int64_t i0 = 0; i0 < a.seq_q; i0 += tile) {
+            const int64_t br = std::min(tile, a.seq_q - i0);
+            if (a.visible(i0 + br - 1) <= j0) continue;  // the whole tile is masked
+            load_query_tile(q, o, d_o, lse, a, b, h, i0, br, qf, dof, of, lse_t, delta);
+            probs_and_dscores(qf, kf, vf, dof, lse_t, delta, br, bc, i0, j0, a, s, ds);
+            for (int64_t r = 0; r < br; ++r)
+              for (int64_t c = 0; c < bc; ++c) {
+                const float p = s[r * bc + c];
+                if (p == 0.0f) continue;
+                axpy(p, dof + r * d, dv_acc + c * d, d);                   // dV += P^T·dO
+                axpy(ds[r * bc + c] * scale, qf + r * d, dk_acc + c * d, d);  // dK += dS^T·Q
+              }
+          }
+      }
+      detail::store_rows(dk_acc, rows, d, dk + grad_kv_offset(a, b, j0, kh), a.kv_heads * d);
+      detail::store_rows(dv_acc, rows, d, dv + grad_kv_offset(a, b, j0, kh), a.kv_heads * d);
+    }
+  });
+
+  // Sweep 2: each (batch, head, query tile) owns its dQ rows.
+  parallel_for(a.batch * a.heads * q_tiles, 1, [&](int64_t t0, int64_t t1) {
+    float* qf = thread_scratch(0, td);
+    float* dof = thread_scratch(1, td);
+    float* of = thread_scratch(2, td);
+    float* kf = thread_scratch(3, td);
+    float* vf = thread_scratch(4, td);
+    float* dq_acc = thread_scratch(5, td);
+    float* s = thread_scratch(7, tt * tt);
+    float* ds = thread_scratch(8, tt * tt);
+    float* lse_t = thread_scratch(9, tt);
+    float* delta = thread_scratch(10, tt);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / (a.heads * q_tiles);
+      const int64_t h = (t / q_tiles) % a.heads;
+      const int64_t i0 = (t % q_tiles) * tile;
+      const int64_t br = std::min(tile, a.seq_q - i0);
+      const int64_t kh = h / g;
+      load_query_tile(q, o, d_o, lse, a, b, h, i0, br, qf, dof, of, lse_t, delta);
+      std::fill(dq_acc, dq_acc + br * d, 0.0f);
+      const int64_t kv_end = a.visible(i0 + br - 1);
+      for (int64_t j0 = 0; j0 < kv_end; j0 += tile) {
+        const int64_t bc = std::min(tile, kv_end - j0);
+        load_tile(k + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, kf);
+        load_tile(v + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, vf);
+        probs_and_dscores(qf, kf, vf, dof, lse_t, delta, br, bc, i0, j0, a, s, ds);
+        for (int64_t r = 0; r < br; ++r)
+          for (int64_t c = 0; c < bc; ++c) {
+            const float w = ds[r * bc + c];
+            if (w != 0.0f) axpy(w * scale, kf + c * d, dq_acc + r * d, d);  // dQ += dS·K
+          }
+      }
+      detail::store_rows(dq_acc, br, d, dq + q_offset(a, b, i0, h), a.heads * d);
+    }
+  });
+}
+
+#define PERFSIM_INSTANTIATE_FLASH(T)                                                        \
+  template void flash_attention<T>(const T*, const T*, const T*, T*, float*, const AttnShape&, \
+                                   int64_t);                                                \
+  template void flash_attention_bwd<T>(const T*, const T*, const T*, const T*, const T*,     \
+                                       const float*, T*, T*, T*, const AttnShape&, int64_t);
+PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_FLASH)
+
+}  // namespace perfsim::cpu

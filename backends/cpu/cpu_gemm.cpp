@@ -1,0 +1,192 @@
+// GEMM: C[batch][m,n] (+)= op(A)[m,k]·op(B)[k,n] on OpenBLAS sgemm. fp32 and tf32 operands
+// go to sgemm directly; bf16/fp16 operands are widened to fp32 one block at a time into a
+// bounded workspace (counted by the caller as transient memory) and C blocks narrowed back.
+#include <cblas.h>
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <stdexcept>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/cpu/parallel.hpp"
+
+namespace perfsim::cpu {
+
+namespace {
+
+// Block sizes for the converted path: a 256x512 A block, 512x512 B block and 256x512 C block
+// (2 MiB of fp32) keep sgemm efficient while the workspace stays small.
+constexpr int64_t block_m = 256, block_n = 512, block_k = 512;
+
+// Rows of a block converted per parallel chunk: enough elements to outweigh the hand-off.
+constexpr int64_t convert_grain_elems = 1 << 15;
+
+// dst[r, c] (rows x cols, row-major fp32) = logical[r0 + r, c0 + c] of a matrix stored with
+// leading dimension ld, transposed when `transposed` (stored [cols_total, rows_total]).
+template <class S>
+void gather_block(const S* src, int64_t ld, bool transposed, int64_t r0, int64_t c0,
+                  int64_t rows, int64_t cols, float* dst) {
+  const int64_t grain = std::max<int64_t>(1, convert_grain_elems / std::max<int64_t>(cols, 1));
+  parallel_for(rows, grain, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      float* out = dst + r * cols;
+      if (transposed) {
+        for (int64_t c = 0; c < cols; ++c) out[c] = to_f32(src[(c0 + c) * ld + r0 + r]);
+      } else {
+        const S* in = src + (r0 + r) * ld + c0;
+        for (int64_t c = 0; c < cols; ++c) out[c] = to_f32(in[c]);
+      }
+    }
+  });
+}
+
+// logical[r0 + r, c0 + c] of a row-major matrix with leading dimension ld = src[r, c].
+template <class S>
+void scatter_block(const float* src, int64_t rows, int64_t cols, S* dst, int64_t ld, int64_t r0,
+                   int64_t c0) {
+  const int64_t grain = std::max<int64_t>(1, convert_grain_elems / std::max<int64_t>(cols, 1));
+  parallel_for(rows, grain, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      S* out = dst + (r0 + r) * ld + c0;
+      for (int64_t c = 0; c < cols; ++c) out[c] = from_f32<S>(src[r * cols + c]);
+    }
+  });
+}
+
+void gather_any(const void* src, Storage t, int64_t ld, bool transposed, int64_t r0, int64_t c0,
+                int64_t rows, int64_t cols, float* dst) {
+  switch (t) {
+    case Storage::f32: gather_block(static_cast<const float*>(src), ld, transposed, r0, c0, rows, cols, dst); return;
+    case Storage::bf16: gather_block(static_cast<const bf16*>(src), ld, transposed, r0, c0, rows, cols, dst); return;
+    case Storage::f16: gather_block(static_cast<const half*>(src), ld, transposed, r0, c0, rows, cols, dst); return;
+    default: throw std::logic_error("gemm: operand is not a float storage");
+  }
+}
+
+void scatter_any(const float* src, int64_t rows, int64_t cols, void* dst, Storage t, int64_t ld,
+                 int64_t r0, int64_t c0) {
+  switch (t) {
+    case Storage::f32: scatter_block(src, rows, cols, static_cast<float*>(dst), ld, r0, c0); return;
+    case Storage::bf16: scatter_block(src, rows, cols, static_cast<bf16*>(dst), ld, r0, c0); return;
+    case Storage::f16: scatter_block(src, rows, cols, static_cast<half*>(dst), ld, r0, c0); return;
+    default: throw std::logic_error("gemm: result is not a float storage");
+  }
+}
+
+void check_blas_range(const GemmShape& s) {
+  constexpr int64_t limit = std::numeric_limits<blasint>::max();
+  if (s.m > limit || s.n > limit || s.k > limit)
+    throw std::invalid_argument(fmt::format("gemm {}x{}x{} exceeds the BLAS index range", s.m, s.n, s.k));
+}
+
+CBLAS_TRANSPOSE trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
+blasint bl(int64_t v) { return static_cast<blasint>(v); }
+
+// One batch entry, fp32 everywhere: a single sgemm.
+void gemm_f32(const float* a, const float* b, float* c, const GemmShape& s) {
+  const int64_t lda = s.trans_a ? s.m : s.k;
+  const int64_t ldb = s.trans_b ? s.k : s.n;
+  cblas_sgemm(CblasRowMajor, trans(s.trans_a), trans(s.trans_b), bl(s.m), bl(s.n), bl(s.k), 1.0f, a,
+              bl(lda), b, bl(ldb), s.accumulate ? 1.0f : 0.0f, c, bl(s.n));
+}
+
+// One batch entry with at least one 16-bit operand: blocks of op(A), op(B) and C are
+// converted to fp32 (fp32 operands are used in place) and multiplied with sgemm.
+void gemm_blocked(const void* a, Storage ta, const void* b, Storage tb, void* c, Storage tc,
+                  const GemmShape& s, float* ws) {
+  const int64_t lda = s.trans_a ? s.m : s.k;
+  const int64_t ldb = s.trans_b ? s.k : s.n;
+  float* wa = ws;
+  float* wb = wa + std::min(s.m, block_m) * std::min(s.k, block_k);
+  float* wc = wb + std::min(s.k, block_k) * std::min(s.n, block_n);
+  for (int64_t i0 = 0; i0 < s.m; i0 += block_m) {
+    const int64_t mb = std::min(block_m, s.m - i0);
+    for (int64_t j0 = 0; j0 < s.n; j0 += block_n) {
+      const int64_t nb = std::min(block_n, s.n - j0);
+      float* cp;
+      int64_t ldc;
+      float beta = s.accumulate ? 1.0f : 0.0f;
+      if (tc == Storage::f32) {
+        cp = static_cast<float*>(c) + i0 * s.n + j0;
+        ldc = s.n;
+      } else {
+        cp = wc;
+        ldc = nb;
+        if (s.accumulate) gather_any(c, tc, s.n, false, i0, j0, mb, nb, wc);
+      }
+      for (int64_t k0 = 0; k0 < s.k; k0 += block_k) {
+        const int64_t kb = std::min(block_k, s.k - k0);
+        const float* ap;
+        int64_t ap_ld;
+        bool ap_t;
+        if (ta == Storage::f32) {
+          ap = static_cast<const float*>(a) + (s.trans_a ? k0 * s.m + i0 : i0 * s.k + k0);
+          ap_ld = lda;
+          ap_t = s.trans_a;
+        } else {
+          gather_any(a, ta, lda, s.trans_a, i0, k0, mb, kb, wa);
+          ap = wa;
+          ap_ld = kb;
+          ap_t = false;
+        }
+        const float* bp;
+        int64_t bp_ld;
+        bool bp_t;
+        if (tb == Storage::f32) {
+          bp = static_cast<const float*>(b) + (s.trans_b ? j0 * s.k + k0 : k0 * s.n + j0);
+          bp_ld = ldb;
+          bp_t = s.trans_b;
+        } else {
+          gather_any(b, tb, ldb, s.trans_b, k0, j0, kb, nb, wb);
+          bp = wb;
+          bp_ld = nb;
+          bp_t = false;
+        }
+        cblas_sgemm(CblasRowMajor, trans(ap_t), trans(bp_t), bl(mb), bl(nb), bl(kb), 1.0f, ap,
+                    bl(ap_ld), bp, bl(bp_ld), beta, cp, bl(ldc));
+        beta = 1.0f;
+      }
+      if (tc != Storage::f32) {
+        if (s.k == 0 && !s.accumulate) std::fill(wc, wc + mb * nb, 0.0f);
+        scatter_any(wc, mb, nb, c, tc, s.n, i0, j0);
+      }
+    }
+  }
+}
+
+const void* offset(const void* p, Storage t, int64_t elems) {
+  return static_cast<const char*>(p) + elems * bytes_of(t);
+}
+void* offset(void* p, Storage t, int64_t elems) {
+  return static_cast<char*>(p) + elems * bytes_of(t);
+}
+
+}  // namespace
+
+int64_t gemm_workspace_floats(const GemmShape& s, Storage a, Storage b, Storage c) {
+  if (a == Storage::f32 && b == Storage::f32 && c == Storage::f32) return 0;
+  return std::min(s.m, block_m) * std::min(s.k, block_k) +
+         std::min(s.k, block_k) * std::min(s.n, block_n) +
+         std::min(s.m, block_m) * std::min(s.n, block_n);
+}
+
+void gemm(const void* a, Storage ta, const void* b, Storage tb, void* c, Storage tc,
+          const GemmShape& s, float* workspace) {
+  check_blas_range(s);
+  const bool all_f32 = ta == Storage::f32 && tb == Storage::f32 && tc == Storage::f32;
+  const int64_t stride_a = s.broadcast_a ? 0 : s.m * s.k;
+  const int64_t stride_b = s.broadcast_b ? 0 : s.k * s.n;
+  const int64_t stride_c = s.m * s.n;
+  for (int64_t bi = 0; bi < s.batch; ++bi) {
+    const void* ab = offset(a, ta, bi * stride_a);
+    const void* bb = offset(b, tb, bi * stride_b);
+    void* cb = offset(c, tc, bi * stride_c);
+    if (all_f32)
+      gemm_f32(static_cast<const float*>(ab), static_cast<const float*>(bb), static_cast<float*>(cb), s);
+    else
+      gemm_blocked(ab, ta, bb, tb, cb, tc, s, workspace);
+  }
+}
+
+}  // namespace perfsim::cpu

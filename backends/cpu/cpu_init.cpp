@@ -1,0 +1,128 @@
+// Initial values of persistent tensors (see cpu_init.hpp). Each tensor is split into
+// fixed chunks with their own generator seeded from (seed, tensor, chunk), so the values do
+// not depend on which thread fills which chunk.
+#include "backends/cpu/cpu_init.hpp"
+
+#include <cmath>
+#include <string_view>
+
+#include "backends/cpu/parallel.hpp"
+#include "backends/cpu/scalar.hpp"
+
+namespace perfsim::cpu {
+
+namespace {
+
+constexpr int64_t chunk = 1 << 16;
+
+// splitmix64 (Steele, Lea & Flood 2014): a small, well-mixed 64-bit generator.
+struct SplitMix {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in (0, 1].
+  double uniform() { return (static_cast<double>(next() >> 11) + 1.0) * 0x1.0p-53; }
+};
+
+// The vocabulary an int32 tensor indexes: the table of an embedding that reads it, or the
+// logits width of a cross-entropy that takes it as targets.
+int64_t vocab_of(const Graph& g, int id) {
+  for (const Op& op : g.ops) {
+    if (op.inputs.empty()) continue;
+    if (op.kind == OpKind::embedding && op.inputs[0] == id && op.inputs.size() > 1)
+      return g.tensor(op.inputs[1]).shape.front();
+    if (op.kind == OpKind::embedding_bwd && op.inputs[0] == id && !op.outputs.empty())
+      return g.tensor(op.outputs[0]).shape.front();
+    if (op.kind == OpKind::cross_entropy && op.inputs.size() > 1 && op.inputs[1] == id)
+      return g.tensor(op.inputs[0]).shape.back();
+  }
+  return 1;
+}
+
+bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+
+template <class T>
+void fill_typed(T* data, int64_t n, const InitSpec& spec, uint64_t seed) {
+  parallel_for((n + chunk - 1) / chunk, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      SplitMix rng{seed ^ (static_cast<uint64_t>(c) * 0xd1b54a32d192ed03ull)};
+      const int64_t b = c * chunk, e = std::min(n, b + chunk);
+      for (int64_t i = b; i < e; i += 2) {
+        // Box-Muller: two normals from two uniforms.
+        const double r = std::sqrt(-2.0 * std::log(rng.uniform()));
+        const double th = 6.283185307179586 * rng.uniform();
+        data[i] = from_f32<T>(static_cast<float>(spec.stddev * r * std::cos(th)));
+        if (i + 1 < e) data[i + 1] = from_f32<T>(static_cast<float>(spec.stddev * r * std::sin(th)));
+      }
+    }
+  });
+}
+
+template <class T>
+void fill_constant(T* data, int64_t n, float v) {
+  std::fill(data, data + n, from_f32<T>(v));
+}
+
+void fill_ids(int32_t* data, int64_t n, int64_t vocab, uint64_t seed) {
+  SplitMix rng{seed};
+  for (int64_t i = 0; i < n; ++i) data[i] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(vocab));
+}
+
+template <class T>
+void fill_float(T* data, int64_t n, const InitSpec& spec, uint64_t seed) {
+  switch (spec.kind) {
+    case InitKind::normal: fill_typed(data, n, spec, seed); return;
+    case InitKind::ones: fill_constant(data, n, 1.0f); return;
+    case InitKind::zeros:
+    case InitKind::token_ids: fill_constant(data, n, 0.0f); return;
+  }
+}
+
+}  // namespace
+
+InitSpec init_spec(const Graph& g, const Tensor& t) {
+  InitSpec s;
+  if (t.dtype == DType::int32) {
+    s.kind = InitKind::token_ids;
+    s.vocab = std::max<int64_t>(1, vocab_of(g, t.id));
+    return s;
+  }
+  switch (t.role) {
+    case TensorRole::weight:
+    case TensorRole::master_weight:
+      // 1-D parameters are norm gains (1) and biases (0); matrices N(0, 0.02) as GPT-2 does.
+      if (t.shape.size() == 1)
+        s.kind = contains(t.name, "bias") || contains(t.name, "beta") ? InitKind::zeros : InitKind::ones;
+      return s;
+    case TensorRole::gradient: return s;  // small, like real gradients
+    case TensorRole::optimizer_state: s.kind = InitKind::zeros; return s;
+    case TensorRole::kv_cache:
+    case TensorRole::input:
+    case TensorRole::activation: s.stddev = 1.0f; return s;
+  }
+  return s;
+}
+
+void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed) {
+  for (const Tensor& t : g.tensors) {
+    if (!is_persistent(t.role)) continue;
+    void* p = buffers.at(static_cast<std::size_t>(t.id));
+    if (p == nullptr) continue;
+    const InitSpec spec = init_spec(g, t);
+    const uint64_t tseed = SplitMix{seed ^ (static_cast<uint64_t>(t.id + 1) * 0x9e3779b97f4a7c15ull)}.next();
+    const int64_t n = t.elements();
+    switch (storage_of(t.dtype)) {
+      case Storage::f32: fill_float(static_cast<float*>(p), n, spec, tseed); break;
+      case Storage::bf16: fill_float(static_cast<bf16*>(p), n, spec, tseed); break;
+      case Storage::f16: fill_float(static_cast<half*>(p), n, spec, tseed); break;
+      case Storage::i32: fill_ids(static_cast<int32_t*>(p), n, spec.vocab, tseed); break;
+      case Storage::unsupported: break;
+    }
+  }
+}
+
+}  // namespace perfsim::cpu

@@ -1,0 +1,167 @@
+// The CPU backend's kernels: free functions, one op family per cpu_*.cpp file, shapes
+// passed explicitly. They compute in float and store in the storage type T (float, bf16,
+// half); templates are instantiated for exactly those three. Layouts follow
+// core/op_kind.hpp (row-major; T = tokens = batch·seq).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/scalar.hpp"
+
+namespace perfsim::cpu {
+
+// ---- cpu_gemm.cpp -------------------------------------------------------------------
+struct GemmShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false;      // A stored [k, m] instead of [m, k]
+  bool trans_b = false;      // B stored [n, k] instead of [k, n]
+  bool accumulate = false;   // C += A·B instead of C = A·B
+  bool broadcast_a = false;  // one A shared by every batch entry (otherwise [batch, ...])
+  bool broadcast_b = false;  // one B shared by every batch entry
+};
+// Float elements of workspace gemm() needs: 0 when A, B and C are all fp32; otherwise
+// blocks of A, B and C converted to fp32 (bounded, independent of the problem size).
+[[nodiscard]] int64_t gemm_workspace_floats(const GemmShape& s, Storage a, Storage b, Storage c);
+// C[batch][m, n] (+)= op(A)[m, k] · op(B)[k, n] with fp32 accumulation (OpenBLAS sgemm).
+// Operands may use different storages; 16-bit ones are converted block by block.
+void gemm(const void* a, Storage a_type,  // [batch?][m,k] or [k,m]
+          const void* b, Storage b_type,  // [batch?][k,n] or [n,k]
+          void* c, Storage c_type,        // [batch][m,n]
+          const GemmShape& s, float* workspace);
+
+// ---- cpu_attention.cpp / cpu_flash_attention.cpp ------------------------------------
+// Q [batch, seq_q, heads, head_dim]; K, V [batch, kv_capacity, kv_heads, head_dim] (first
+// seq_kv rows used); S, P [batch, heads, seq_q, seq_kv]; O like Q; dK, dV
+// [batch, grad_capacity, kv_heads, head_dim] (rows >= seq_kv written as 0).
+// GQA: query head h reads kv head h / (heads / kv_heads). Causal: query i sits at position
+// seq_kv - seq_q + i and sees kv positions <= that.
+struct AttnShape {
+  int64_t batch = 1, seq_q = 0, seq_kv = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t kv_capacity = 0;    // rows allocated in K and V
+  int64_t grad_capacity = 0;  // rows allocated in dK and dV
+  bool causal = false;
+  [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+  [[nodiscard]] int64_t group() const { return heads / kv_heads; }
+  // Number of kv positions query row i may attend to.
+  [[nodiscard]] int64_t visible(int64_t i) const {
+    return causal ? std::min(seq_kv, seq_kv - seq_q + i + 1) : seq_kv;
+  }
+};
+
+// S = Q·K^T · scale for every (query, kv) pair (masking is the softmax's job).
+template <class T> void attn_scores(const T* q, const T* k, T* s, const AttnShape& a);
+// P = softmax over the visible kv positions of each row; masked entries are 0.
+template <class T> void attn_softmax(const T* s, T* p, const AttnShape& a);
+// O[b,i,h,:] = Σ_j P[b,h,i,j] · V[b,j,h/g,:].
+template <class T> void attn_context(const T* p, const T* v, T* o, const AttnShape& a);
+// dP = dO·V^T; dV = Σ over the query heads of a group of P^T·dO.
+template <class T> void attn_context_bwd(const T* d_o, const T* p, const T* v, T* dp, T* dv,
+                                         const AttnShape& a);
+// dS = P ⊙ (dP − rowsum(dP ⊙ P)).
+template <class T> void attn_softmax_bwd(const T* p, const T* dp, T* ds, const AttnShape& a);
+// dQ = scale · dS·K; dK = scale · Σ over the group of dS^T·Q.
+template <class T> void attn_scores_bwd(const T* ds, const T* q, const T* k, T* dq, T* dk,
+                                        const AttnShape& a);
+// Tiled online-softmax attention: O and LSE[b, h, seq_q] (natural log of the softmax
+// denominator of the scaled scores). Never holds more than a tile×tile block of scores.
+template <class T> void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse,
+                                        const AttnShape& a, int64_t tile = 64);
+// Backward of flash_attention recomputing scores tile by tile from Q, K and LSE:
+// one sweep owns dK/dV per kv tile, a second owns dQ per query tile (no atomics, no S).
+template <class T> void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o,
+                                            const T* d_o, const float* lse, T* dq, T* dk, T* dv,
+                                            const AttnShape& a, int64_t tile = 64);
+
+// ---- cpu_norms.cpp: x, y, dx, sum [rows, cols]; gamma, beta, dgamma, dbeta [cols] -----
+template <class T> void layernorm(const T* x, const T* gamma, const T* beta, T* y,
+                                  int64_t rows, int64_t cols, float eps);
+// dgamma and dbeta are overwritten (summed over rows); statistics recomputed from x.
+template <class T> void layernorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma,
+                                      T* dbeta, int64_t rows, int64_t cols, float eps);
+template <class T> void rmsnorm(const T* x, const T* gamma, T* y, int64_t rows, int64_t cols,
+                                float eps);
+template <class T> void rmsnorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma,
+                                    int64_t rows, int64_t cols, float eps);
+// sum = a + b (stored, then normalized as stored) and y = rmsnorm(sum), in one pass.
+template <class T> void add_rmsnorm(const T* a, const T* b, const T* gamma, T* sum, T* y,
+                                    int64_t rows, int64_t cols, float eps);
+template <class T> void add_layernorm(const T* a, const T* b, const T* gamma, const T* beta,
+                                      T* sum, T* y, int64_t rows, int64_t cols, float eps);
+
+// ---- cpu_pointwise.cpp: n elements ---------------------------------------------------
+// y = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+template <class T> void gelu(const T* x, T* y, int64_t n);
+template <class T> void gelu_bwd(const T* x, const T* dy, T* dx, int64_t n);
+// y = silu(gate) ⊙ up, silu(g) = g·sigmoid(g)
+template <class T> void silu_mul(const T* gate, const T* up, T* y, int64_t n);
+template <class T> void silu_mul_bwd(const T* gate, const T* up, const T* dy, T* dgate, T* dup,
+                                     int64_t n);
+template <class T> void residual_add(const T* a, const T* b, T* out, int64_t n);
+// x, y [tokens, heads, head_dim]; token t sits at position + t % seq. Pairs (i, i + d/2)
+// rotate by angle pos · 10000^(−2i/d).
+struct RopeShape {
+  int64_t tokens = 0, heads = 0, head_dim = 0, seq = 1, position = 0;
+};
+template <class T> void rope(const T* x, T* y, const RopeShape& r);
+// The inverse rotation (the transpose of rope's Jacobian).
+template <class T> void rope_bwd(const T* dy, T* dx, const RopeShape& r);
+
+// ---- cpu_embedding.cpp ---------------------------------------------------------------
+// ids [tokens] int32 in [0, vocab); table [vocab, hidden]; positions [max_positions, hidden]
+// (optional, learned); x [tokens, hidden]. Token t sits at position + t % seq.
+struct EmbeddingShape {
+  int64_t tokens = 0, vocab = 0, hidden = 0, seq = 1, position = 0, max_positions = 0;
+  bool accumulate = false;  // embedding_bwd adds into dtable/dpositions instead of overwriting
+};
+template <class T> void embedding(const int32_t* ids, const T* table, const T* positions, T* x,
+                                  const EmbeddingShape& e);
+// dtable (and dpositions when given) receive the scatter-added dx rows: overwritten, or
+// added into with e.accumulate.
+template <class T> void embedding_bwd(const int32_t* ids, const T* dx, T* dtable, T* dpositions,
+                                      const EmbeddingShape& e);
+
+// ---- cpu_loss.cpp --------------------------------------------------------------------
+// logits [rows, cols]; targets [rows] int32; loss [rows] fp32 = −log softmax(logits)[target];
+// dlogits [rows, cols] (optional) = (softmax − onehot(target)) / rows: the gradient of the
+// mean loss over the rows.
+template <class T> void cross_entropy(const T* logits, const int32_t* targets, float* loss,
+                                      T* dlogits, int64_t rows, int64_t cols);
+
+// ---- cpu_adamw.cpp -------------------------------------------------------------------
+// One parameter tensor of an AdamW step; every pointer holds n elements of its storage.
+struct AdamWGroup {
+  void* param = nullptr;        Storage param_type = Storage::f32;  // updated in place
+  const void* grad = nullptr;   Storage grad_type = Storage::f32;
+  void* m = nullptr;            Storage m_type = Storage::f32;      // first moment
+  void* v = nullptr;            Storage v_type = Storage::f32;      // second moment
+  void* weight = nullptr;       Storage weight_type = Storage::bf16; // low-precision copy of
+                                                                     // an fp32 master (optional)
+  int64_t n = 0;
+};
+struct AdamWParams {
+  float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+  int64_t step = 1;  // bias correction uses 1 − beta^step
+};
+// Decoupled weight decay then the Adam update (Loshchilov & Hutter, AdamW):
+//   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;
+//   p ← p − lr · m̂ / (√v̂ + eps),  m̂ = m/(1−β1^t), v̂ = v/(1−β2^t);  weight ← p.
+// passes = 1: one sweep over each tensor doing every stage (fused). passes > 1: the four
+// stages (decay; m; v; update) are split over min(passes, 4) separate sweeps, as unfused
+// framework kernels do. Results are identical either way.
+void adamw(const std::vector<AdamWGroup>& groups, const AdamWParams& p, int passes);
+
+// ---- cpu_memory_ops.cpp --------------------------------------------------------------
+// k_new [batch, seq_new, row] written into cache [batch, capacity, row] at rows
+// position .. position + seq_new − 1 (row = kv_heads · head_dim).
+struct KvAppendShape {
+  int64_t batch = 1, seq_new = 0, capacity = 0, row = 0, position = 0;
+};
+template <class T> void kv_append(const T* k_new, T* cache, const KvAppendShape& s);
+// x [batch·seq, cols] -> y [batch, cols]: each sequence's last row.
+template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols);
+// y = x, converting between float storages when they differ.
+void copy_tensor(const void* x, Storage x_type, void* y, Storage y_type, int64_t n);
+
+}  // namespace perfsim::cpu

@@ -1,0 +1,50 @@
+// Data movement: appending new K/V rows into a preallocated cache, taking each sequence's
+// last row (the only one decode/prefill needs logits for), and plain copies.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/cpu/kernel_util.hpp"
+#include "backends/cpu/parallel.hpp"
+
+namespace perfsim::cpu {
+
+template <class T>
+void kv_append(const T* k_new, T* cache, const KvAppendShape& s) {
+  if (s.position < 0 || s.position + s.seq_new > s.capacity)
+    throw std::out_of_range(fmt::format("kv_append: rows {}..{} do not fit a cache of {} rows",
+                                        s.position, s.position + s.seq_new - 1, s.capacity));
+  for (int64_t b = 0; b < s.batch; ++b)
+    std::memcpy(cache + (b * s.capacity + s.position) * s.row, k_new + b * s.seq_new * s.row,
+                static_cast<std::size_t>(s.seq_new * s.row) * sizeof(T));
+}
+
+template <class T>
+void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols) {
+  for (int64_t b = 0; b < batch; ++b)
+    std::memcpy(y + b * cols, x + ((b + 1) * seq - 1) * cols, static_cast<std::size_t>(cols) * sizeof(T));
+}
+
+void copy_tensor(const void* x, Storage x_type, void* y, Storage y_type, int64_t n) {
+  if (x_type == y_type) {
+    // Several threads copy disjoint ranges: one thread rarely saturates memory bandwidth.
+    const int64_t bytes = n * bytes_of(x_type);
+    parallel_for(bytes, 1 << 20, [&](int64_t b, int64_t e) {
+      std::memcpy(static_cast<char*>(y) + b, static_cast<const char*>(x) + b, static_cast<std::size_t>(e - b));
+    });
+    return;
+  }
+  parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+    convert(static_cast<const char*>(x) + b * bytes_of(x_type), x_type,
+            static_cast<char*>(y) + b * bytes_of(y_type), y_type, e - b);
+  });
+}
+
+#define PERFSIM_INSTANTIATE_MEMORY(T)                                         \
+  template void kv_append<T>(const T*, T*, const KvAppendShape&);            \
+  template void slice_last_token<T>(const T*, T*, int64_t, int64_t, int64_t);
+PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_MEMORY)
+
+}  // namespace perfsim::cpu

@@ -1,0 +1,377 @@
+// Derivation and checking of kernel shapes from ops (see cpu_op_shapes.hpp).
+#include "backends/cpu/cpu_op_shapes.hpp"
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+
+namespace perfsim::cpu {
+
+namespace {
+
+[[noreturn]] void fail(const Op& op, const std::string& what) {
+  throw NotExecutable(fmt::format("cpu backend: op '{}' ({}): {}", op.name, name_of(op.kind), what));
+}
+
+const Tensor& input(const Op& op, const Graph& g, std::size_t i) { return g.tensor(op.inputs.at(i)); }
+const Tensor& output(const Op& op, const Graph& g, std::size_t i) { return g.tensor(op.outputs.at(i)); }
+
+void expect_elements(const Op& op, const Tensor& t, int64_t expected, const char* layout) {
+  if (t.elements() != expected)
+    fail(op, fmt::format("tensor '{}' holds {} elements but the op's attributes describe {} ({})",
+                         t.name, t.elements(), expected, layout));
+}
+
+void expect_positive(const Op& op, int64_t v, const char* attr) {
+  if (v <= 0) fail(op, fmt::format("attribute {} must be positive (is {})", attr, v));
+}
+
+// Rows of a [batch, rows, heads, head_dim] tensor, or fails when it does not divide evenly.
+int64_t rows_of(const Op& op, const Tensor& t, int64_t batch, int64_t heads, int64_t head_dim,
+                const char* layout) {
+  const int64_t per_row = batch * heads * head_dim;
+  if (t.elements() % per_row != 0)
+    fail(op, fmt::format("tensor '{}' holds {} elements, not a multiple of {} ({})", t.name,
+                         t.elements(), per_row, layout));
+  return t.elements() / per_row;
+}
+
+// What each operand of an attention op is.
+enum class AttnOperand { q, kv, scores, lse, grad_kv };
+
+struct AttnOperands {
+  std::vector<AttnOperand> in, out;
+};
+
+AttnOperands attn_operands(OpKind k) {
+  using A = AttnOperand;
+  switch (k) {
+    case OpKind::attn_scores: return {{A::q, A::kv}, {A::scores}};
+    case OpKind::attn_softmax: return {{A::scores}, {A::scores}};
+    case OpKind::attn_context: return {{A::scores, A::kv}, {A::q}};
+    case OpKind::attn_context_bwd: return {{A::q, A::scores, A::kv}, {A::scores, A::grad_kv}};
+    case OpKind::attn_softmax_bwd: return {{A::scores, A::scores}, {A::scores}};
+    case OpKind::attn_scores_bwd: return {{A::scores, A::q, A::kv}, {A::q, A::grad_kv}};
+    case OpKind::flash_attention: return {{A::q, A::kv, A::kv}, {A::q, A::lse}};
+    case OpKind::flash_attention_bwd:
+      return {{A::q, A::kv, A::kv, A::q, A::q, A::lse}, {A::q, A::grad_kv, A::grad_kv}};
+    default: return {};
+  }
+}
+
+struct Arity {
+  int in_min, in_max, out_min, out_max;
+};
+
+Arity arity_of(OpKind k) {
+  switch (k) {
+    case OpKind::gemm: return {2, 3, 1, 1};
+    case OpKind::attn_scores: return {2, 2, 1, 1};
+    case OpKind::attn_softmax: return {1, 1, 1, 1};
+    case OpKind::attn_context: return {2, 2, 1, 1};
+    case OpKind::attn_context_bwd: return {3, 3, 2, 2};
+    case OpKind::attn_softmax_bwd: return {2, 2, 1, 1};
+    case OpKind::attn_scores_bwd: return {3, 3, 2, 2};
+    case OpKind::flash_attention: return {3, 3, 2, 2};
+    case OpKind::flash_attention_bwd: return {6, 6, 3, 3};
+    case OpKind::layernorm: return {3, 3, 1, 1};
+    case OpKind::layernorm_bwd: return {3, 3, 3, 3};
+    case OpKind::rmsnorm: return {2, 2, 1, 1};
+    case OpKind::rmsnorm_bwd: return {3, 3, 2, 2};
+    case OpKind::gelu: return {1, 1, 1, 1};
+    case OpKind::gelu_bwd: return {2, 2, 1, 1};
+    case OpKind::silu_mul: return {2, 2, 1, 1};
+    case OpKind::silu_mul_bwd: return {3, 3, 2, 2};
+    case OpKind::rope: return {1, 1, 1, 1};
+    case OpKind::rope_bwd: return {1, 1, 1, 1};
+    case OpKind::residual_add: return {2, 2, 1, 1};
+    case OpKind::embedding: return {2, 3, 1, 1};
+    case OpKind::embedding_bwd: return {2, 4, 1, 2};
+    case OpKind::cross_entropy: return {2, 2, 1, 2};
+    case OpKind::adamw: return {4, 1 << 30, 3, 1 << 30};
+    case OpKind::add_rmsnorm: return {3, 3, 2, 2};
+    case OpKind::add_layernorm: return {4, 4, 2, 2};
+    case OpKind::kv_append: return {2, 2, 1, 1};
+    case OpKind::slice_last_token: return {1, 1, 1, 1};
+    case OpKind::copy: return {1, 1, 1, 1};
+    case OpKind::collective:
+    case OpKind::host: return {0, 1 << 30, 0, 1 << 30};
+  }
+  return {0, 0, 0, 0};
+}
+
+}  // namespace
+
+void check_arity(const Op& op) {
+  const Arity a = arity_of(op.kind);
+  const auto ni = static_cast<int>(op.inputs.size()), no = static_cast<int>(op.outputs.size());
+  if (ni < a.in_min || ni > a.in_max || no < a.out_min || no > a.out_max)
+    fail(op, fmt::format("has {} inputs and {} outputs; the kind takes {}..{} inputs and {}..{} "
+                         "outputs (core/op_kind.hpp)",
+                         ni, no, a.in_min, a.in_max, a.out_min, a.out_max));
+}
+
+GemmShape gemm_shape(const Op& op, const Graph& g) {
+  const OpAttrs& at = op.attrs;
+  expect_positive(op, at.m, "m");
+  expect_positive(op, at.n, "n");
+  expect_positive(op, at.k, "k");
+  GemmShape s;
+  s.batch = std::max<int64_t>(1, at.batch);
+  s.m = at.m, s.n = at.n, s.k = at.k;
+  s.trans_a = at.trans_a, s.trans_b = at.trans_b;
+  s.accumulate = at.accumulate;
+  const Tensor& a = input(op, g, 0);
+  const Tensor& b = input(op, g, 1);
+  s.broadcast_a = s.batch > 1 && a.elements() == s.m * s.k;
+  s.broadcast_b = s.batch > 1 && b.elements() == s.k * s.n;
+  expect_elements(op, a, (s.broadcast_a ? 1 : s.batch) * s.m * s.k, "A: [batch, m, k]");
+  expect_elements(op, b, (s.broadcast_b ? 1 : s.batch) * s.k * s.n, "B: [batch, k, n]");
+  expect_elements(op, output(op, g, 0), s.batch * s.m * s.n, "C: [batch, m, n]");
+  if (s.accumulate && op.inputs.size() != 3)
+    fail(op, "an accumulating gemm reads C: its inputs must be {A, B, C}");
+  if (op.inputs.size() == 3) expect_elements(op, input(op, g, 2), s.batch * s.m * s.n, "C: [batch, m, n]");
+  return s;
+}
+
+AttnShape attn_shape(const Op& op, const Graph& g) {
+  const OpAttrs& at = op.attrs;
+  AttnShape a;
+  a.batch = std::max<int64_t>(1, at.batch);
+  a.seq_q = at.seq_q, a.seq_kv = at.seq_kv;
+  a.heads = at.heads;
+  a.kv_heads = at.kv_heads > 0 ? at.kv_heads : at.heads;
+  a.head_dim = at.head_dim;
+  a.causal = at.causal;
+  expect_positive(op, a.seq_q, "seq_q");
+  expect_positive(op, a.seq_kv, "seq_kv");
+  expect_positive(op, a.heads, "heads");
+  expect_positive(op, a.head_dim, "head_dim");
+  if (a.heads % a.kv_heads != 0)
+    fail(op, fmt::format("heads ({}) is not a multiple of kv_heads ({})", a.heads, a.kv_heads));
+  const AttnOperands ops = attn_operands(op.kind);
+  // Capacities come from the tensors themselves: a KV cache is longer than the valid rows.
+  a.kv_capacity = a.seq_kv;
+  a.grad_capacity = a.seq_kv;
+  for (std::size_t i = 0; i < ops.in.size(); ++i)
+    if (ops.in[i] == AttnOperand::kv) {
+      a.kv_capacity = rows_of(op, input(op, g, i), a.batch, a.kv_heads, a.head_dim,
+                              "K/V: [batch, kv_capacity, kv_heads, head_dim]");
+      break;
+    }
+  for (std::size_t i = 0; i < ops.out.size(); ++i)
+    if (ops.out[i] == AttnOperand::grad_kv) {
+      a.grad_capacity = rows_of(op, output(op, g, i), a.batch, a.kv_heads, a.head_dim,
+                                "dK/dV: [batch, rows, kv_heads, head_dim]");
+      break;
+    }
+  if (a.kv_capacity < a.seq_kv || a.grad_capacity < a.seq_kv)
+    fail(op, fmt::format("K/V hold {} rows and their gradients {}, fewer than seq_kv = {}",
+                         a.kv_capacity, a.grad_capacity, a.seq_kv));
+  if (at.kv_capacity > 0 && at.kv_capacity != a.kv_capacity)
+    fail(op, fmt::format("attribute kv_capacity = {} but K/V hold {} rows", at.kv_capacity, a.kv_capacity));
+  auto check = [&](const Tensor& t, AttnOperand what) {
+    switch (what) {
+      case AttnOperand::q:
+        expect_elements(op, t, a.batch * a.seq_q * a.heads * a.head_dim, "[batch, seq_q, heads, head_dim]");
+        break;
+      case AttnOperand::kv:
+        expect_elements(op, t, a.batch * a.kv_capacity * a.kv_heads * a.head_dim,
+                        "[batch, kv_capacity, kv_heads, head_dim]");
+        break;
+      case AttnOperand::grad_kv:
+        expect_elements(op, t, a.batch * a.grad_capacity * a.kv_heads * a.head_dim,
+                        "[batch, rows, kv_heads, head_dim]");
+        break;
+      case AttnOperand::scores:
+        expect_elements(op, t, a.batch * a.heads * a.seq_q * a.seq_kv, "[batch, heads, seq_q, seq_kv]");
+        break;
+      case AttnOperand::lse:
+        expect_elements(op, t, a.batch * a.heads * a.seq_q, "LSE: [batch, heads, seq_q]");
+        break;
+    }
+  };
+  for (std::size_t i = 0; i < ops.in.size(); ++i) check(input(op, g, i), ops.in[i]);
+  for (std::size_t i = 0; i < ops.out.size(); ++i) check(output(op, g, i), ops.out[i]);
+  return a;
+}
+
+RowsCols row_shape(const Op& op, const Graph& g) {
+  const Tensor& x = input(op, g, 0);
+  RowsCols rc{op.attrs.rows, op.attrs.cols};
+  if (rc.cols <= 0) rc.cols = x.shape.empty() ? 1 : x.shape.back();
+  if (rc.rows <= 0) rc.rows = x.elements() / std::max<int64_t>(rc.cols, 1);
+  // Per operand: 'x' = [rows, cols], 'c' = [cols] (gamma, beta), 'r' = [rows] (targets, loss).
+  const char* in_layout = "";
+  const char* out_layout = "";
+  switch (op.kind) {
+    case OpKind::layernorm: in_layout = "xcc", out_layout = "x"; break;
+    case OpKind::layernorm_bwd: in_layout = "xcx", out_layout = "xcc"; break;
+    case OpKind::rmsnorm: in_layout = "xc", out_layout = "x"; break;
+    case OpKind::rmsnorm_bwd: in_layout = "xcx", out_layout = "xc"; break;
+    case OpKind::add_rmsnorm: in_layout = "xxc", out_layout = "xx"; break;
+    case OpKind::add_layernorm: in_layout = "xxcc", out_layout = "xx"; break;
+    case OpKind::cross_entropy: in_layout = "xr", out_layout = "rx"; break;
+    default: break;
+  }
+  auto check = [&](const Tensor& t, char what) {
+    if (what == 'x') expect_elements(op, t, rc.rows * rc.cols, "[rows, cols]");
+    if (what == 'c') expect_elements(op, t, rc.cols, "[cols]");
+    if (what == 'r') expect_elements(op, t, rc.rows, "[rows]");
+  };
+  for (std::size_t i = 0; i < op.inputs.size() && in_layout[i] != 0; ++i) check(input(op, g, i), in_layout[i]);
+  for (std::size_t i = 0; i < op.outputs.size() && out_layout[i] != 0; ++i) check(output(op, g, i), out_layout[i]);
+  return rc;
+}
+
+int64_t elementwise_count(const Op& op, const Graph& g) {
+  const int64_t n = output(op, g, 0).elements();
+  for (int id : op.inputs) expect_elements(op, g.tensor(id), n, "elementwise");
+  for (int id : op.outputs) expect_elements(op, g.tensor(id), n, "elementwise");
+  return n;
+}
+
+RopeShape rope_shape(const Op& op, const Graph& g) {
+  const Tensor& x = input(op, g, 0);
+  RopeShape r;
+  r.head_dim = op.attrs.head_dim;
+  expect_positive(op, r.head_dim, "head_dim");
+  if (op.attrs.heads > 0) {
+    r.heads = op.attrs.heads;
+  } else if (x.shape.size() >= 3 && x.shape.back() == r.head_dim) {
+    r.heads = x.shape[x.shape.size() - 2];  // [.., heads, head_dim]
+  } else {
+    r.heads = (x.shape.empty() ? 1 : x.shape.back()) / r.head_dim;  // [tokens, heads·head_dim]
+  }
+  expect_positive(op, r.heads, "heads");
+  r.tokens = x.elements() / (r.heads * r.head_dim);
+  expect_elements(op, x, r.tokens * r.heads * r.head_dim, "[tokens, heads, head_dim]");
+  expect_elements(op, output(op, g, 0), r.tokens * r.heads * r.head_dim, "[tokens, heads, head_dim]");
+  r.seq = op.attrs.seq_q > 0 ? op.attrs.seq_q : r.tokens;
+  r.position = op.attrs.position;
+  return r;
+}
+
+EmbeddingShape embedding_shape(const Op& op, const Graph& g) {
+  const bool bwd = op.kind == OpKind::embedding_bwd;
+  const Tensor& ids = input(op, g, 0);
+  if (ids.dtype != DType::int32) fail(op, fmt::format("token ids '{}' must be int32", ids.name));
+  const Tensor& table = bwd ? output(op, g, 0) : input(op, g, 1);
+  const Tensor* positions = nullptr;
+  if (!bwd && op.inputs.size() > 2) positions = &input(op, g, 2);
+  if (bwd && op.outputs.size() > 1) positions = &output(op, g, 1);
+  EmbeddingShape e;
+  e.tokens = ids.elements();
+  e.vocab = table.shape.empty() ? 0 : table.shape.front();
+  expect_positive(op, e.vocab, "vocab (table rows)");
+  e.hidden = table.elements() / e.vocab;
+  expect_elements(op, table, e.vocab * e.hidden, "table: [vocab, hidden]");
+  if (positions != nullptr) {
+    e.max_positions = positions->shape.empty() ? 0 : positions->shape.front();
+    expect_elements(op, *positions, e.max_positions * e.hidden, "positions: [max_seq, hidden]");
+  }
+  expect_elements(op, bwd ? input(op, g, 1) : output(op, g, 0), e.tokens * e.hidden, "x: [tokens, hidden]");
+  e.seq = op.attrs.seq_q > 0 ? op.attrs.seq_q : e.tokens;
+  e.position = op.attrs.position;
+  e.accumulate = bwd && op.attrs.accumulate;
+  if (bwd) {
+    const std::size_t want = 2 + (e.accumulate ? op.outputs.size() : 0);
+    if (op.inputs.size() != want)
+      fail(op, fmt::format("takes {} inputs ({{ids, dx}}{}), has {}", want,
+                           e.accumulate ? " plus the gradients it adds into" : "", op.inputs.size()));
+  }
+  return e;
+}
+
+KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
+  const Tensor& k_new = input(op, g, 0);
+  const Tensor& cache = input(op, g, 1);
+  KvAppendShape s;
+  s.batch = std::max<int64_t>(1, op.attrs.batch);
+  if (op.attrs.kv_heads > 0 && op.attrs.head_dim > 0)
+    s.row = op.attrs.kv_heads * op.attrs.head_dim;
+  else if (cache.shape.size() == 4)
+    s.row = cache.shape[2] * cache.shape[3];
+  expect_positive(op, s.row, "kv_heads·head_dim");
+  s.capacity = rows_of(op, cache, s.batch, 1, s.row, "cache: [batch, capacity, kv_heads, head_dim]");
+  s.seq_new = rows_of(op, k_new, s.batch, 1, s.row, "k_new: [batch, seq_q, kv_heads, head_dim]");
+  s.position = op.attrs.position;
+  if (op.attrs.kv_capacity > 0 && op.attrs.kv_capacity != s.capacity)
+    fail(op, fmt::format("attribute kv_capacity = {} but the cache holds {} rows", op.attrs.kv_capacity, s.capacity));
+  if (s.position < 0 || s.position + s.seq_new > s.capacity)
+    fail(op, fmt::format("rows {}..{} do not fit a cache of {} rows", s.position,
+                         s.position + s.seq_new - 1, s.capacity));
+  expect_elements(op, output(op, g, 0), cache.elements(), "the cache");
+  return s;
+}
+
+SliceShape slice_shape(const Op& op, const Graph& g) {
+  const Tensor& x = input(op, g, 0);
+  const Tensor& y = output(op, g, 0);
+  SliceShape s;
+  s.cols = op.attrs.cols > 0 ? op.attrs.cols : (x.shape.empty() ? 1 : x.shape.back());
+  expect_positive(op, s.cols, "cols");
+  s.batch = y.elements() / s.cols;
+  expect_positive(op, s.batch, "batch");
+  s.seq = x.elements() / (s.batch * s.cols);
+  expect_elements(op, y, s.batch * s.cols, "y: [batch, cols]");
+  expect_elements(op, x, s.batch * s.seq * s.cols, "x: [batch·seq, cols]");
+  return s;
+}
+
+std::vector<AdamWGroupIds> adamw_groups(const Op& op, const Graph& g) {
+  std::vector<AdamWGroupIds> groups;
+  std::size_t i = 0, o = 0;
+  while (i < op.inputs.size()) {
+    const bool master = g.tensor(op.inputs[i]).role == TensorRole::master_weight;
+    const std::size_t ni = master ? 5 : 4, no = master ? 4 : 3;
+    if (i + ni > op.inputs.size() || o + no > op.outputs.size())
+      fail(op, fmt::format("group {} is incomplete: groups are {{param, grad, m, v}} (+ weight "
+                           "after an fp32 master) -> {{param, m, v}} (+ weight)", groups.size()));
+    AdamWGroupIds gr;
+    gr.param = op.inputs[i], gr.grad = op.inputs[i + 1], gr.m = op.inputs[i + 2], gr.v = op.inputs[i + 3];
+    gr.param_out = op.outputs[o], gr.m_out = op.outputs[o + 1], gr.v_out = op.outputs[o + 2];
+    if (master) gr.weight = op.inputs[i + 4], gr.weight_out = op.outputs[o + 3];
+    const int64_t n = g.tensor(gr.param).elements();
+    for (int id : {gr.grad, gr.m, gr.v, gr.weight, gr.param_out, gr.m_out, gr.v_out, gr.weight_out})
+      if (id >= 0) expect_elements(op, g.tensor(id), n, "an AdamW group's tensors");
+    groups.push_back(gr);
+    i += ni;
+    o += no;
+  }
+  if (o != op.outputs.size())
+    fail(op, fmt::format("has {} outputs but its groups write {}", op.outputs.size(), o));
+  return groups;
+}
+
+AdamWParams adamw_params(const Op& op) {
+  AdamWParams p;
+  p.lr = static_cast<float>(op.attrs.lr);
+  p.beta1 = static_cast<float>(op.attrs.beta1);
+  p.beta2 = static_cast<float>(op.attrs.beta2);
+  p.weight_decay = static_cast<float>(op.attrs.weight_decay);
+  return p;
+}
+
+void check_op(const Op& op, const Graph& g) {
+  check_arity(op);
+  switch (op.kind) {
+    case OpKind::gemm: (void)gemm_shape(op, g); break;
+    case OpKind::attn_scores: case OpKind::attn_softmax: case OpKind::attn_context:
+    case OpKind::attn_context_bwd: case OpKind::attn_softmax_bwd: case OpKind::attn_scores_bwd:
+    case OpKind::flash_attention: case OpKind::flash_attention_bwd: (void)attn_shape(op, g); break;
+    case OpKind::layernorm: case OpKind::layernorm_bwd: case OpKind::rmsnorm:
+    case OpKind::rmsnorm_bwd: case OpKind::add_rmsnorm: case OpKind::add_layernorm:
+    case OpKind::cross_entropy: (void)row_shape(op, g); break;
+    case OpKind::gelu: case OpKind::gelu_bwd: case OpKind::silu_mul: case OpKind::silu_mul_bwd:
+    case OpKind::residual_add: case OpKind::copy: (void)elementwise_count(op, g); break;
+    case OpKind::rope: case OpKind::rope_bwd: (void)rope_shape(op, g); break;
+    case OpKind::embedding: case OpKind::embedding_bwd: (void)embedding_shape(op, g); break;
+    case OpKind::adamw: (void)adamw_groups(op, g); break;
+    case OpKind::kv_append: (void)kv_append_shape(op, g); break;
+    case OpKind::slice_last_token: (void)slice_shape(op, g); break;
+    case OpKind::collective: case OpKind::host: break;
+  }
+}
+
+}  // namespace perfsim::cpu

@@ -1,0 +1,47 @@
+// Kernel shapes for a graph op, derived from its attributes and checked against the shapes
+// of the tensors it reads and writes (core/op_kind.hpp is the table). Any inconsistency
+// throws NotExecutable naming the op, before a kernel could read out of bounds.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "core/graph.hpp"
+
+namespace perfsim::cpu {
+
+struct RowsCols {
+  int64_t rows = 0, cols = 0;
+};
+
+struct SliceShape {
+  int64_t batch = 0, seq = 0, cols = 0;
+};
+
+// One AdamW group's tensor ids: inputs {param, grad, m, v (, weight)} and the outputs they
+// map to {param, m, v (, weight)}; weight == -1 when param is not an fp32 master.
+struct AdamWGroupIds {
+  int param = -1, grad = -1, m = -1, v = -1, weight = -1;
+  int param_out = -1, m_out = -1, v_out = -1, weight_out = -1;
+};
+
+// Throws unless the op has as many inputs and outputs as its kind takes.
+void check_arity(const Op& op);
+
+[[nodiscard]] GemmShape gemm_shape(const Op& op, const Graph& g);
+[[nodiscard]] AttnShape attn_shape(const Op& op, const Graph& g);
+// Norms (x = input 0) and cross-entropy (logits = input 0): [rows, cols].
+[[nodiscard]] RowsCols row_shape(const Op& op, const Graph& g);
+// Pointwise ops and copies: every operand holds this many elements.
+[[nodiscard]] int64_t elementwise_count(const Op& op, const Graph& g);
+[[nodiscard]] RopeShape rope_shape(const Op& op, const Graph& g);
+[[nodiscard]] EmbeddingShape embedding_shape(const Op& op, const Graph& g);
+[[nodiscard]] KvAppendShape kv_append_shape(const Op& op, const Graph& g);
+[[nodiscard]] SliceShape slice_shape(const Op& op, const Graph& g);
+[[nodiscard]] std::vector<AdamWGroupIds> adamw_groups(const Op& op, const Graph& g);
+[[nodiscard]] AdamWParams adamw_params(const Op& op);
+
+// Runs the checks above that apply to the op's kind.
+void check_op(const Op& op, const Graph& g);
+
+}  // namespace perfsim::cpu

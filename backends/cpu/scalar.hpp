@@ -1,0 +1,33 @@
+// Storage types the CPU kernels are instantiated for (float, bf16, half), the float
+// widening/narrowing every kernel uses, and whole-array conversion between storage dtypes.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cpu/bf16.hpp"
+#include "backends/cpu/half.hpp"
+#include "core/dtype.hpp"
+
+namespace perfsim::cpu {
+
+[[nodiscard]] inline float to_f32(float x) { return x; }
+[[nodiscard]] inline float to_f32(bf16 x) { return bf16::to_float(x.bits); }
+[[nodiscard]] inline float to_f32(half x) { return half::to_float(x.bits); }
+
+template <class T>
+[[nodiscard]] inline T from_f32(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else return T(x);
+}
+
+// How a dtype is laid out in memory: tf32 is an fp32 compute mode, stored as fp32.
+enum class Storage { f32, bf16, f16, i32, unsupported };
+[[nodiscard]] Storage storage_of(DType t);
+[[nodiscard]] const char* name_of(Storage s);
+[[nodiscard]] int bytes_of(Storage s);
+
+// dst[i] = src[i] for n elements between float storages (f32, bf16, f16), rounding to
+// nearest-even when narrowing. src and dst must not overlap.
+void convert(const void* src, Storage src_type, void* dst, Storage dst_type, int64_t n);
+
+}  // namespace perfsim::cpu

@@ -1,0 +1,84 @@
+// `perfsim explain SCENARIO`: one stack step's graph priced op by op on one hardware.
+// The graph is built with a single transformer layer; counts carry the rest of the model, so
+// the totals equal those of a full build while the table stays one layer long.
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "backends/registry.hpp"
+#include "cli/subcommands.hpp"
+#include "core/cost_model.hpp"
+#include "core/errors.hpp"
+#include "core/passes.hpp"
+#include "core/report.hpp"
+#include "core/report_sections.hpp"
+#include "core/text.hpp"
+
+namespace perfsim {
+
+namespace {
+
+std::size_t find_step(const std::vector<StackStep>& stack, const std::string& wanted,
+                      const std::string& file) {
+  if (wanted.empty()) return stack.size() - 1;
+  const std::string key = to_lower(wanted);
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < stack.size(); ++i) {
+    const std::string n = to_lower(stack[i].name);
+    // "+fp8" and "fp8" both name the step "+fp8".
+    if (n == key || n == "+" + key) return i;
+    names.push_back(stack[i].name);
+  }
+  std::string list;
+  for (const auto& n : names) {
+    if (!list.empty()) list += ", ";
+    list += n;
+  }
+  throw ConfigError(fmt::format("{} has no stack step '{}'{}; steps: {}", file, wanted,
+                                did_you_mean(wanted, names), list));
+}
+
+Hardware choose_hardware(const ExplainArgs& a, const Scenario& s) {
+  if (!a.hardware.empty()) return find_hardware(a.hardware, a.module_path);
+  if (a.backend != "none") {
+    const auto backend = make_backend(a.backend);
+    return find_hardware(backend->device().catalog_name, a.module_path);
+  }
+  if (s.hardware.empty())
+    throw ConfigError(fmt::format("{} lists no hardware; pass --hardware NAME", a.scenario));
+  return s.hardware.front();
+}
+
+}  // namespace
+
+int cmd_explain(const ExplainArgs& a) {
+  const ScriptOutcome outcome = run_script(a.scenario, make_dsl_settings(a));
+  if (!outcome.scenario && outcome.points.empty())
+    throw ConfigError(fmt::format("{} declares no scenario: explain needs scenario{{...}}",
+                                  a.scenario));
+  const Scenario& s = outcome.points.empty() ? *outcome.scenario : outcome.points.front().scenario;
+  std::string sweep_note;
+  if (outcome.points.size() > 1)
+    sweep_note = fmt::format("first point ({}) of {}; fix the others with --set",
+                             sweep_label(outcome.points.front().values), outcome.points.size());
+
+  std::vector<StackStep> stack = s.stacks;
+  if (stack.empty()) stack.push_back(StackStep{"baseline", {}});
+  const std::size_t step = find_step(stack, a.step, a.scenario);
+  const Hardware hw = choose_hardware(a, s);
+
+  const Graph g = build_stack_graph(s.model, s.workload, stack, step, BuildOptions{1});
+  const Prediction p = predict(g, hw);
+  ExplainInput in;
+  in.scenario = s.name;
+  in.step = stack[step].name;
+  in.graph = &g;
+  in.prediction = &p;
+  in.sweep_note = sweep_note;
+  const std::string text = format_explain(in);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+}  // namespace perfsim

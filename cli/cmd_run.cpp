@@ -1,0 +1,101 @@
+// `perfsim run SCENARIO`: load the script, run every sweep point through run_scenario on the
+// chosen backend, and print (or write) the report. A plain script just runs.
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "backends/registry.hpp"
+#include "cli/output_file.hpp"
+#include "cli/subcommands.hpp"
+#include "core/errors.hpp"
+#include "core/report.hpp"
+#include "core/report_sections.hpp"
+#include "core/runner.hpp"
+
+namespace perfsim {
+
+namespace {
+
+ReportFormat resolve_format(const RunArgs& a) {
+  if (!a.format.empty()) {
+    if (auto f = parse_report_format(a.format)) return *f;
+    throw UsageError(fmt::format("unknown format '{}': choose table, md, json or csv", a.format));
+  }
+  if (!a.output.empty())
+    if (auto f = report_format_for_path(a.output)) return *f;
+  return ReportFormat::table;
+}
+
+// The backend and its hardware profile, created on first use so a predict-only scenario
+// never needs one.
+struct ExecutionTarget {
+  std::unique_ptr<Backend> backend;
+  std::optional<Hardware> hardware;
+};
+
+void write_stdout(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_run(const RunArgs& a) {
+  const ReportFormat format = resolve_format(a);
+  if (!a.output.empty()) check_writable(a.output);
+
+  const ScriptOutcome outcome = run_script(a.scenario, make_dsl_settings(a));
+  std::vector<ScenarioPoint> points = outcome.points;
+  if (points.empty()) {
+    if (!outcome.scenario) return 0;  // a plain script: its prints are the output
+    points.push_back(ScenarioPoint{{}, *outcome.scenario});
+  }
+
+  ExecutionTarget target;
+  const bool progress = !a.quiet && ::isatty(::fileno(stderr));
+  std::vector<RunResult> results;
+  results.reserve(points.size());
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const ScenarioPoint& point = points[i];
+    Backend* backend = nullptr;
+    const Hardware* device_hw = nullptr;
+    if (a.backend != "none" && point.scenario.execute.enabled) {
+      if (!target.backend) {
+        target.backend = make_backend(a.backend);
+        target.hardware = find_hardware(target.backend->device().catalog_name, a.module_path);
+      }
+      backend = target.backend.get();
+      device_hw = &*target.hardware;
+    }
+    RunnerHooks hooks;
+    if (progress) {
+      std::string prefix;
+      if (points.size() > 1)
+        prefix = fmt::format("[{}/{} {}] ", i + 1, points.size(), sweep_label(point.values));
+      hooks.progress = [prefix](const std::string& msg) {
+        fmt::print(stderr, "{}{}\n", prefix, msg);
+        std::fflush(stderr);
+      };
+    }
+    RunResult r = run_scenario(point.scenario, backend, device_hw, hooks);
+    if (r.sweep_point.empty()) r.sweep_point = point.values;
+    if (r.model_params == 0) r.model_params = point.scenario.model.params();
+    if (r.file.empty()) r.file = point.scenario.file;
+    results.push_back(std::move(r));
+  }
+
+  const std::string text = format_report(results, format);
+  if (a.output.empty()) {
+    write_stdout(text);
+  } else {
+    write_file_atomically(a.output, text);
+    if (!a.quiet) fmt::print(stderr, "perfsim: wrote {} ({})\n", a.output, name_of(format));
+  }
+  return 0;
+}
+
+}  // namespace perfsim

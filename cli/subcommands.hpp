@@ -1,0 +1,50 @@
+// The subcommands behind `perfsim run | list | explain`: parsed arguments in, exit code out.
+// commands.cpp owns argument parsing and turns exceptions into "perfsim: error: ..." lines.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dsl/dsl.hpp"
+
+namespace perfsim {
+
+// A command line that cannot be acted on (bad --set, unknown list category): exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Arguments every command that loads a script shares.
+struct ScriptArgs {
+  std::string scenario;             // path of the Lua script
+  std::vector<std::string> sets;    // --set key=value, in order
+  std::string module_path;          // --module-path
+  std::string backend = "auto";     // auto | cpu | cuda | none
+};
+
+struct RunArgs : ScriptArgs {
+  std::string format;               // empty: from the -o extension, else table
+  std::string output;               // -o FILE; empty = stdout
+  bool quiet = false;
+};
+
+struct ListArgs {
+  std::string category;             // hardware | models | optimizations
+  std::string module_path;
+};
+
+struct ExplainArgs : ScriptArgs {
+  std::string step;                 // empty: the last stack step
+  std::string hardware;             // empty: the backend's device, else the scenario's first
+};
+
+[[nodiscard]] int cmd_run(const RunArgs& a);
+[[nodiscard]] int cmd_list(const ListArgs& a);
+[[nodiscard]] int cmd_explain(const ExplainArgs& a);
+
+// DslSettings from --set/--module-path/--backend; throws UsageError for a --set without '='.
+[[nodiscard]] DslSettings make_dsl_settings(const ScriptArgs& a, bool options_only = false);
+// The options a script declares, as a table for `perfsim run SCRIPT --help`.
+[[nodiscard]] std::string describe_script_options(const ScriptArgs& a);
+
+}  // namespace perfsim

@@ -1,0 +1,24 @@
+// The graph passes behind apply_graph_pass (passes.cpp), one file each.
+#pragma once
+#include "core/dtype.hpp"
+#include "core/graph.hpp"
+
+namespace perfsim::passes {
+
+// fp32 / bf16 / fp16: every op and non-input tensor in `t`; training keeps fp32 master
+// weights and AdamW states under bf16/fp16 (mixed precision). fp32 drops the masters.
+void set_precision(Graph& g, DType t);
+// fp32 GEMMs compute in tf32; storage is unchanged.
+void apply_tf32(Graph& g);
+// Linear-layer GEMMs compute in fp8; inference stores the weights only GEMMs read in fp8.
+void apply_fp8(Graph& g);
+// scores -> softmax -> context (and their backward) become flash_attention (_bwd).
+void apply_flash_attention(Graph& g);
+// residual_add followed by its norm becomes add_rmsnorm / add_layernorm.
+void apply_fusion(Graph& g);
+// All adamw ops become one single-pass adamw op.
+void apply_fused_optimizer(Graph& g);
+// Per-layer activation checkpointing: forward ops rerun before each layer's backward.
+void apply_recompute(Graph& g);
+
+}  // namespace perfsim::passes

@@ -1,0 +1,117 @@
+// The report as CSV: one row per sweep point × stack step, sweep keys as the leading columns,
+// then the step figures, per-class times and the what-if hardware. Seconds and bytes; empty
+// cells where a value is missing (RFC 4180 quoting).
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/report.hpp"
+
+namespace perfsim {
+
+namespace {
+
+std::string quote(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string{}; }
+std::string num(const std::optional<double>& v) { return v ? num(*v) : std::string{}; }
+std::string flag(bool b) { return b ? "true" : "false"; }
+
+double class_time(const std::map<OpClass, double>& m, OpClass c) {
+  auto it = m.find(c);
+  return it == m.end() ? 0 : it->second;
+}
+
+template <class T>
+void add_unique(std::vector<T>& v, const T& x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+}  // namespace
+
+std::string format_csv(const std::vector<RunResult>& points) {
+  std::vector<std::string> keys, hardware;
+  bool exec = false;
+  for (const RunResult& r : points) {
+    for (const auto& [k, v] : r.sweep_point) add_unique(keys, k);
+    for (const auto& w : what_if_figures(r)) add_unique(hardware, w.hardware);
+    exec = exec || std::any_of(r.steps.begin(), r.steps.end(),
+                               [](const StepResult& s) { return s.measured.has_value(); });
+  }
+
+  std::vector<std::string> header = keys;
+  for (const char* h : {"scenario", "step", "model", "workload", "backend", "device", "hardware",
+                        "calibrated", "tokens_per_step", "predicted_step_s", "measured_step_s",
+                        "time_error", "predicted_peak_executed_bytes", "measured_peak_bytes",
+                        "memory_error", "predicted_peak_model_bytes", "fits", "predicted_speedup",
+                        "measured_speedup", "predicted_tokens_per_s", "measured_tokens_per_s",
+                        "predicted_mfu", "note"})
+    header.emplace_back(h);
+  for (OpClass c : all_op_classes) header.push_back(fmt::format("predicted_{}_s", name_of(c)));
+  if (exec)
+    for (OpClass c : all_op_classes) header.push_back(fmt::format("measured_{}_s", name_of(c)));
+  for (const auto& hw : hardware) {
+    header.push_back(hw + "_step_s");
+    header.push_back(hw + "_tokens_per_s");
+    header.push_back(hw + "_fits");
+  }
+
+  auto line = [](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      if (i) out += ',';
+      out += quote(cells[i]);
+    }
+    return out + "\n";
+  };
+  std::string out = line(header);
+
+  for (const RunResult& r : points) {
+    const auto figs = step_figures(r);
+    const auto wi = what_if_figures(r);
+    for (std::size_t i = 0; i < r.steps.size(); ++i) {
+      const StepResult& s = r.steps[i];
+      const StepFigures& f = figs[i];
+      std::vector<std::string> row;
+      for (const auto& k : keys) {
+        auto it = r.sweep_point.find(k);
+        row.push_back(it == r.sweep_point.end() ? "" : it->second);
+      }
+      row.insert(row.end(),
+                 {r.scenario, s.step, r.model, r.workload, r.backend, r.device, s.predicted.hardware,
+                  flag(s.predicted.calibrated), num(f.tokens_per_step), num(f.predicted_time),
+                  num(f.measured_time), num(f.time_error), num(f.predicted_peak_executed),
+                  num(f.measured_peak), num(f.memory_error), num(f.predicted_peak_model),
+                  flag(f.fits), num(f.predicted_speedup), num(f.measured_speedup),
+                  num(f.predicted_tokens_per_s), num(f.measured_tokens_per_s),
+                  num(s.predicted.mfu), f.note});
+      for (OpClass c : all_op_classes) row.push_back(num(class_time(s.predicted.time_by_class, c)));
+      if (exec)
+        for (OpClass c : all_op_classes)
+          row.push_back(s.measured ? num(class_time(s.measured->time_by_class, c)) : "");
+      for (const auto& hw : hardware) {
+        auto it = std::find_if(wi.begin(), wi.end(), [&](const WhatIfFigures& w) {
+          return w.hardware == hw && w.step == s.step;
+        });
+        if (it == wi.end()) {
+          row.insert(row.end(), {"", "", ""});
+        } else {
+          row.insert(row.end(), {num(it->step_time), num(it->tokens_per_s), flag(it->fits)});
+        }
+      }
+      out += line(row);
+    }
+  }
+  return out;
+}
+
+}  // namespace perfsim

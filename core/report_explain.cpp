@@ -1,0 +1,129 @@
+// `perfsim explain`: the roofline of one stack step, op by op (FLOPs, bytes, intensity, which
+// roof binds, predicted time and its share of the step), then totals per op class.
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/report.hpp"
+#include "core/report_text_table.hpp"
+
+namespace perfsim {
+
+namespace {
+
+std::string join_dims(const std::vector<int64_t>& dims) {
+  std::string out;
+  for (auto d : dims) out += (out.empty() ? "" : "×") + std::to_string(d);
+  return out;
+}
+
+// A short shape for the op: m×n×k for GEMMs, the attention geometry, else the output shape.
+std::string shape_summary(const Op& op, const Graph& g) {
+  const OpAttrs& a = op.attrs;
+  if (op.kind == OpKind::gemm) {
+    std::string s = fmt::format("{}×{}×{}", a.m, a.n, a.k);
+    return a.batch > 1 ? fmt::format("{}×({})", a.batch, s) : s;
+  }
+  if (class_of(op.kind) == OpClass::attention && a.heads > 0)
+    return fmt::format("b{} h{}/{} q{} kv{} d{}", a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv,
+                       a.head_dim);
+  if (!op.outputs.empty()) {
+    std::string s = join_dims(g.tensor(op.outputs.front()).shape);
+    if (op.outputs.size() > 1 && op.kind == OpKind::adamw)
+      s += fmt::format(" (+{} more)", op.outputs.size() - 1);
+    return s;
+  }
+  return "";
+}
+
+std::string fixed(double v, int decimals) {
+  return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "—";
+}
+
+}  // namespace
+
+std::string format_explain(const ExplainInput& in) {
+  const Graph& g = *in.graph;
+  const Prediction& p = *in.prediction;
+  const double step = p.step_time;
+  auto share = [&](double t) { return step > 0 ? fixed(100 * t / step, 1) : std::string("—"); };
+
+  std::vector<std::pair<std::string, std::string>> header;
+  header.emplace_back("explain", fmt::format("{}, step {}", in.scenario, in.step));
+  if (!in.sweep_note.empty()) header.emplace_back("sweep", in.sweep_note);
+  header.emplace_back("profile", fmt::format("{} ({})", p.hardware,
+                                             p.calibrated ? "calibrated" : "datasheet, uncalibrated"));
+  header.emplace_back("workload", describe(g.workload));
+  if (g.layers_built < g.layers_total)
+    header.emplace_back("graph", fmt::format("{} of {} transformer layers built; each layer op "
+                                             "stands for {:g} (count)",
+                                             g.layers_built, g.layers_total, g.layer_scale()));
+  header.emplace_back("step time", fmt::format("{} (timeline {} + host overhead {}); {} tok/s; "
+                                               "MFU {:.1f}%",
+                                               format_duration(step),
+                                               format_duration(step - p.host_time),
+                                               format_duration(p.host_time),
+                                               format_rate(p.tokens_per_second(g)), p.mfu * 100));
+  header.emplace_back("memory", fmt::format("model peak {} ({}), during {}", format_bytes(p.memory.peak),
+                                            p.fits ? "fits" : "does not fit", p.memory.peak_at));
+
+  TextTable ops;
+  ops.add_column("op", Align::left);
+  ops.add_column("class", Align::left);
+  ops.add_column("dtype", Align::left);
+  ops.add_column("shape", Align::left);
+  ops.add_column("count");
+  ops.add_column("GFLOP");
+  ops.add_column("MB");
+  ops.add_column("FLOP/B");
+  ops.add_column("bound", Align::left);
+  ops.add_column("µs");
+  ops.add_column("µs ×count");
+  ops.add_column("% step");
+  bool any_unsupported = false;
+  struct ClassTotal { double count = 0, flops = 0, bytes = 0, time = 0; };
+  std::map<OpClass, ClassTotal> totals;
+  for (std::size_t i = 0; i < g.ops.size() && i < p.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    const OpCost& c = p.ops[i];
+    const double total = c.time * op.count;
+    std::string bound = c.flops > 0 && c.compute_bound ? "compute" : "memory";
+    if (!c.supported) bound += " *", any_unsupported = true;
+    ops.add_row({op.name, std::string(name_of(class_of(op.kind))), std::string(name_of(op.dtype)),
+                 shape_summary(op, g), fmt::format("{:g}", op.count), fixed(c.flops / 1e9, 3),
+                 fixed(c.bytes / 1e6, 2), fixed(c.intensity, 1), bound, fixed(c.time * 1e6, 2),
+                 fixed(total * 1e6, 1), share(total)});
+    ClassTotal& t = totals[class_of(op.kind)];
+    t.count += op.count;
+    t.flops += c.flops * op.count;
+    t.bytes += c.bytes * op.count;
+    t.time += total;
+  }
+
+  TextTable classes;
+  classes.add_column("class", Align::left);
+  classes.add_column("ops");
+  classes.add_column("GFLOP");
+  classes.add_column("MB");
+  classes.add_column("time");
+  classes.add_column("% step");
+  ClassTotal all;
+  for (const auto& [cls, t] : totals) {
+    classes.add_row({std::string(name_of(cls)), fmt::format("{:g}", t.count), fixed(t.flops / 1e9, 3),
+                     fixed(t.bytes / 1e6, 1), format_duration(t.time), share(t.time)});
+    all.count += t.count, all.flops += t.flops, all.bytes += t.bytes, all.time += t.time;
+  }
+  classes.add_row({"total", fmt::format("{:g}", all.count), fixed(all.flops / 1e9, 3),
+                   fixed(all.bytes / 1e6, 1), format_duration(all.time), share(all.time)});
+
+  std::string out = format_key_values(header);
+  out += "\nPer op (GFLOP, MB and µs for one op; ×count for the whole model)\n" + ops.to_text(2);
+  if (any_unsupported) out += fmt::format("  * {}\n", unsupported_note(p));
+  out += "\nPer op class (whole model)\n" + classes.to_text(2);
+  out += "  · bound: the roof that takes longer, compute (FLOPs / peak) or memory (bytes / "
+         "bandwidth)\n";
+  return out;
+}
+
+}  // namespace perfsim

@@ -1,0 +1,130 @@
+// Roofline pricing of one op, the precision fallback, and alpha-beta collectives.
+#include "core/roofline.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <span>
+
+#include "core/errors.hpp"
+
+namespace perfsim {
+
+ClassEfficiencies ClassEfficiencies::of(const Hardware& hw) {
+  ClassEfficiencies e;
+  for (OpClass c : all_op_classes) {
+    const auto i = static_cast<std::size_t>(c);
+    e.compute[i] = hw.compute_eff(c);
+    e.memory[i] = hw.memory_eff(c);
+  }
+  return e;
+}
+
+namespace {
+
+// Wider precisions to fall back on, in order of preference. Values stored in a narrow format
+// can always be widened, so a number still exists when the hardware lacks the format.
+std::span<const DType> fallbacks(DType t) {
+  static constexpr DType fp32[] = {DType::fp32};
+  static constexpr DType tf32[] = {DType::tf32, DType::fp32};
+  static constexpr DType bf16[] = {DType::bf16, DType::fp16, DType::fp32};
+  static constexpr DType fp16[] = {DType::fp16, DType::bf16, DType::fp32};
+  static constexpr DType fp8[] = {DType::fp8, DType::bf16, DType::fp16, DType::fp32};
+  static constexpr DType int8[] = {DType::int8, DType::bf16, DType::fp16, DType::fp32};
+  switch (t) {
+    case DType::tf32: return tf32;
+    case DType::bf16: return bf16;
+    case DType::fp16: return fp16;
+    case DType::fp8: return fp8;
+    case DType::int8: return int8;
+    case DType::fp32:
+    case DType::int32: break;
+  }
+  return fp32;
+}
+
+}  // namespace
+
+std::optional<DType> priced_dtype(DType t, const Hardware& hw) {
+  if (t == DType::int32) return DType::int32;
+  for (DType d : fallbacks(t))
+    if (hw.supports(d)) return d;
+  return std::nullopt;
+}
+
+OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& hw, bool graphed,
+                     const ClassEfficiencies& eff) {
+  OpCost c;
+  c.op = op.id;
+  // int32 tensors hold token ids: ops on them only move data.
+  c.flops = op.dtype == DType::int32 ? 0.0 : flops;
+  c.bytes = bytes;
+  c.intensity = c.bytes > 0 ? c.flops / c.bytes : 0.0;
+  const auto cls = static_cast<std::size_t>(class_of(op.kind));
+
+  const std::optional<DType> priced = priced_dtype(op.dtype, hw);
+  c.priced_as = priced.value_or(DType::fp32);
+  // tf32 is a compute mode over fp32 storage: hardware without it simply computes in fp32.
+  c.supported = priced.has_value() &&
+                (*priced == op.dtype || (op.dtype == DType::tf32 && *priced == DType::fp32));
+  if (c.flops > 0) {
+    if (!priced)
+      throw ConfigError(fmt::format(
+          "hardware '{}' has no peak FLOP/s for {} or any wider precision (op '{}'); "
+          "set peak_flops for fp32 at least",
+          hw.name, name_of(op.dtype), op.name));
+    if (eff.compute[cls] <= 0)
+      throw ConfigError(fmt::format("hardware '{}': compute efficiency for {} must be > 0",
+                                    hw.name, name_of(class_of(op.kind))));
+    // Compute roof: FLOPs at the datasheet peak scaled by the class efficiency (Williams et al. 2009).
+    c.compute_time = c.flops / (hw.peak(*priced) * eff.compute[cls]);
+  }
+  if (c.bytes > 0) {
+    if (hw.memory_bandwidth <= 0 || eff.memory[cls] <= 0)
+      throw ConfigError(fmt::format(
+          "hardware '{}': memory_bandwidth and the {} memory efficiency must be > 0", hw.name,
+          name_of(class_of(op.kind))));
+    // Memory roof: bytes at the datasheet bandwidth scaled by the class efficiency (Williams et al. 2009).
+    c.memory_time = c.bytes / (hw.memory_bandwidth * eff.memory[cls]);
+  }
+  c.compute_bound = c.flops > 0 && c.compute_time >= c.memory_time;
+  // Fixed per-kernel cost: CPU-side launch, or its replay cost inside a captured graph.
+  c.launch_time = graphed ? hw.launch_graph : hw.launch_eager;
+  // Roofline: the op takes as long as its slower resource (Williams et al. 2009), plus launch.
+  c.time = std::max(c.compute_time, c.memory_time) + c.launch_time;
+  return c;
+}
+
+OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& hw, bool graphed) {
+  return roofline_cost(op, flops, bytes, hw, graphed, ClassEfficiencies::of(hw));
+}
+
+std::optional<double> collective_time(Collective c, int group, double payload,
+                                      const Hardware& hw) {
+  if (group <= 1) return 0.0;
+  const Link* link = nullptr;
+  for (const Link* l : {&hw.nvlink, &hw.pcie, &hw.infiniband})
+    if (l->bandwidth > 0) {
+      link = l;
+      break;
+    }
+  if (link == nullptr) return std::nullopt;
+  const double n = group;
+  double steps = 0, wire = 0;
+  // Ring algorithms (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): each rank sends
+  // (n-1)/n of the buffer per phase; all-reduce is a reduce-scatter followed by an all-gather.
+  switch (c) {
+    case Collective::all_reduce: steps = 2 * (n - 1); wire = 2 * (n - 1) / n * payload; break;
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all: steps = n - 1; wire = (n - 1) / n * payload; break;
+    case Collective::send_recv: steps = 1; wire = payload; break;
+  }
+  const double eff = hw.memory_eff(OpClass::communication);
+  if (eff <= 0)
+    throw ConfigError(fmt::format("hardware '{}': communication efficiency must be > 0", hw.name));
+  // Alpha-beta model (Hockney 1994): latency per message plus bytes over link bandwidth.
+  return steps * link->latency + wire / (link->bandwidth * eff);
+}
+
+}  // namespace perfsim

@@ -1,0 +1,43 @@
+// Pricing one op from its FLOPs and bytes: roofline with per-class efficiencies, the precision
+// fallback for dtypes the hardware lacks, launch cost, and alpha-beta collectives.
+// cost_model.cpp applies these to every op of a graph.
+#pragma once
+#include <array>
+#include <optional>
+
+#include "core/cost_model.hpp"
+#include "core/dtype.hpp"
+#include "core/hardware.hpp"
+#include "core/op_kind.hpp"
+
+namespace perfsim {
+
+inline constexpr std::size_t op_class_count = std::size(all_op_classes);
+
+// The hardware's efficiency tables flattened into arrays, read once per prediction so the
+// per-op loop does no map lookups.
+struct ClassEfficiencies {
+  std::array<double, op_class_count> compute{};
+  std::array<double, op_class_count> memory{};
+  [[nodiscard]] static ClassEfficiencies of(const Hardware& hw);
+};
+
+// The precision an op computing in `t` is priced at: t itself when the hardware has a peak for
+// it, else the next wider one (fp8/int8 -> bf16/fp16 -> fp32; tf32 -> fp32). nullopt when the
+// hardware has no usable peak at all. int32 is never a compute precision: returns int32.
+[[nodiscard]] std::optional<DType> priced_dtype(DType t, const Hardware& hw);
+
+// Roofline cost of `op` doing `flops` and moving `bytes` (per op, not × count):
+// max(flops / (peak · compute eff), bytes / (bandwidth · memory eff)) + launch.
+// Throws ConfigError when the hardware cannot price it (no bandwidth, no peak).
+[[nodiscard]] OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& hw,
+                                   bool graphed, const ClassEfficiencies& eff);
+[[nodiscard]] OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& hw,
+                                   bool graphed);
+
+// Seconds for one collective over `group` ranks moving a `payload`-byte buffer on the fastest
+// link the hardware lists (alpha-beta, ring algorithms). nullopt when no link is described.
+[[nodiscard]] std::optional<double> collective_time(Collective c, int group, double payload,
+                                                    const Hardware& hw);
+
+}  // namespace perfsim

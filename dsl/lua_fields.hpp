@@ -1,0 +1,72 @@
+// Reading named fields of a Lua table with type checks, rejecting unknown fields with a
+// "did you mean". Errors are ConfigError; API functions add the script location.
+#pragma once
+#include <lua.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace perfsim::dsl {
+
+// Positive stack index for `index` (Lua 5.1 has no lua_absindex).
+[[nodiscard]] int abs_index(lua_State* L, int index);
+// How a value reads in an error message: "string 'abc'", "number 1.5", "a table".
+[[nodiscard]] std::string describe_value(lua_State* L, int index);
+// Shortest text for a number: integers without a decimal point.
+[[nodiscard]] std::string format_number(double v);
+// Reads a Lua value as a whole number; throws ConfigError naming `what` otherwise.
+[[nodiscard]] int64_t to_integer(lua_State* L, int index, const std::string& what);
+// Keys of the table at `index` that are strings, sorted.
+[[nodiscard]] std::vector<std::string> string_keys(lua_State* L, int index);
+// Length of the array part (#t).
+[[nodiscard]] int array_length(lua_State* L, int index);
+
+class FieldReader {
+ public:
+  // `what` names the table in messages ("decode{}"); `known` lists the accepted fields.
+  FieldReader(lua_State* L, int index, std::string what, std::vector<std::string> known);
+
+  [[nodiscard]] bool has(const char* key) const;
+  [[nodiscard]] std::optional<double> number(const char* key) const;
+  [[nodiscard]] std::optional<int64_t> integer(const char* key) const;
+  [[nodiscard]] std::optional<bool> boolean(const char* key) const;
+  [[nodiscard]] std::optional<std::string> string(const char* key) const;
+  // Pushes the field (nil when absent) and returns its type.
+  int push(const char* key) const;
+  [[nodiscard]] const std::string& what() const { return m_what; }
+  [[nodiscard]] int index() const { return m_index; }
+
+  template <typename T>
+  void read(const char* key, T& out) const;
+
+ private:
+  [[noreturn]] void type_error(const char* key, const char* expected) const;
+  lua_State* m_L;
+  int m_index;
+  std::string m_what;
+};
+
+template <>
+inline void FieldReader::read<int64_t>(const char* key, int64_t& out) const {
+  if (auto v = integer(key)) out = *v;
+}
+template <>
+inline void FieldReader::read<int>(const char* key, int& out) const {
+  if (auto v = integer(key)) out = static_cast<int>(*v);
+}
+template <>
+inline void FieldReader::read<double>(const char* key, double& out) const {
+  if (auto v = number(key)) out = *v;
+}
+template <>
+inline void FieldReader::read<bool>(const char* key, bool& out) const {
+  if (auto v = boolean(key)) out = *v;
+}
+template <>
+inline void FieldReader::read<std::string>(const char* key, std::string& out) const {
+  if (auto v = string(key)) out = *v;
+}
+
+}  // namespace perfsim::dsl

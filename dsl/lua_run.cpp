@@ -1,0 +1,145 @@
+// perfsim.predict{...} and perfsim.measure{...}: run a scenario (every sweep point, every stack
+// step) from inside a script and return one Lua row per step.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "backends/registry.hpp"
+#include "core/errors.hpp"
+#include "core/runner.hpp"
+#include "dsl/lua_api.hpp"
+#include "dsl/lua_catalog.hpp"
+#include "dsl/lua_fields.hpp"
+#include "dsl/lua_scenario.hpp"
+#include "dsl/lua_state.hpp"
+#include "dsl/sweep.hpp"
+
+namespace perfsim::dsl {
+
+namespace {
+
+void set_number(lua_State* L, const char* key, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+void set_string(lua_State* L, const char* key, const std::string& v) {
+  lua_pushlstring(L, v.data(), v.size());
+  lua_setfield(L, -2, key);
+}
+void set_bool(lua_State* L, const char* key, bool v) {
+  lua_pushboolean(L, v ? 1 : 0);
+  lua_setfield(L, -2, key);
+}
+
+void push_by_class(lua_State* L, const std::map<OpClass, double>& by_class) {
+  lua_createtable(L, 0, static_cast<int>(by_class.size()));
+  for (const auto& [c, t] : by_class) set_number(L, std::string(name_of(c)).c_str(), t);
+}
+
+// The sweep values of a point with their natural Lua types.
+void push_sweep_values(lua_State* L, const std::map<std::string, std::string>& values) {
+  lua_createtable(L, 0, static_cast<int>(values.size()));
+  for (const auto& [k, v] : values) {
+    if (is_integer_sweep_key(k))
+      lua_pushnumber(L, std::stod(v));
+    else if (k == "kv_cache")
+      lua_pushboolean(L, v == "true" ? 1 : 0);
+    else
+      lua_pushlstring(L, v.data(), v.size());
+    lua_setfield(L, -2, k.c_str());
+  }
+}
+
+// One row per step; `base` is the first step of the same point (for speedups).
+void push_row(lua_State* L, const StepResult& r, const StepResult& base,
+              const std::map<std::string, std::string>& sweep) {
+  const Prediction& p = r.predicted;
+  const double tokens = r.graph.workload.tokens_per_step();
+  lua_createtable(L, 0, 20);
+  set_string(L, "step", r.step);
+  set_string(L, "hardware", p.hardware);
+  set_number(L, "time", p.step_time);
+  set_number(L, "tokens_per_s", p.tokens_per_second(r.graph));
+  set_number(L, "speedup", speedup(base.predicted.step_time, base.graph.workload.tokens_per_step(),
+                                   p.step_time, tokens));
+  set_number(L, "memory", p.memory.peak);
+  set_number(L, "memory_executed", p.memory_executed.peak);
+  set_bool(L, "fits", p.fits);
+  set_number(L, "flops", p.flops);
+  set_number(L, "mfu", p.mfu);
+  push_by_class(L, p.time_by_class);
+  lua_setfield(L, -2, "by_class");
+  if (r.measured) {
+    const Measurement& m = *r.measured;
+    set_number(L, "measured_time", m.step_time);
+    set_number(L, "measured_tokens_per_s", m.step_time > 0 ? tokens / m.step_time : 0.0);
+    set_number(L, "measured_memory", m.peak_bytes);
+    set_number(L, "error", relative_error(p.step_time, m.step_time));
+    push_by_class(L, m.time_by_class);
+    lua_setfield(L, -2, "measured_by_class");
+  } else {
+    set_string(L, "not_executed", r.not_executed);
+  }
+  lua_createtable(L, static_cast<int>(r.what_if.size()), 0);
+  for (std::size_t i = 0; i < r.what_if.size(); ++i) {
+    const Prediction& w = r.what_if[i];
+    lua_createtable(L, 0, 6);
+    set_string(L, "hardware", w.hardware);
+    set_number(L, "time", w.step_time);
+    set_number(L, "tokens_per_s", w.tokens_per_second(r.graph));
+    set_number(L, "memory", w.memory.peak);
+    set_bool(L, "fits", w.fits);
+    set_number(L, "mfu", w.mfu);
+    lua_rawseti(L, -2, static_cast<int>(i) + 1);
+  }
+  lua_setfield(L, -2, "what_if");
+  push_sweep_values(L, sweep);
+  lua_setfield(L, -2, "sweep");
+}
+
+int run_rows(lua_State* L, const BuiltScenario& b, Backend* backend, const Hardware* device_hw) {
+  lua_newtable(L);
+  int n = 0;
+  for (const ScenarioPoint& point : b.points) {
+    const RunResult result = run_scenario(point.scenario, backend, device_hw);
+    for (const StepResult& step : result.steps) {
+      push_row(L, step, result.steps.front(), point.values);
+      lua_rawseti(L, -2, ++n);
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+int api_predict(lua_State* L) {
+  // Listing options must not run anything.
+  if (context(L).settings.options_only) throw StopScript{};
+  const BuiltScenario b = build_scenario(L, 1, "perfsim.predict{}");
+  return run_rows(L, b, nullptr, nullptr);
+}
+
+int api_measure(lua_State* L) {
+  const ScriptContext& ctx = context(L);
+  if (ctx.settings.options_only) throw StopScript{};
+  const BuiltScenario b = build_scenario(L, 1, "perfsim.measure{}", {"backend"});
+  std::string backend_name = ctx.settings.default_backend;
+  lua_getfield(L, 1, "backend");
+  if (lua_type(L, -1) == LUA_TSTRING)
+    backend_name = lua_tostring(L, -1);
+  else if (!lua_isnil(L, -1))
+    throw ConfigError(fmt::format("perfsim.measure{{}}: backend must be a name such as \"cpu\" (got {})",
+                                  describe_value(L, -1)));
+  lua_pop(L, 1);
+  const std::unique_ptr<Backend> backend = make_backend(backend_name);
+  // Predictions paired with measurements use the profile of the device that ran them.
+  std::optional<Hardware> device_hw;
+  try {
+    device_hw = lookup_hardware(L, backend->device().catalog_name);
+  } catch (const ConfigError&) {
+    device_hw.reset();  // not in the catalog: the runner falls back to the scenario's hardware
+  }
+  return run_rows(L, b, backend.get(), device_hw ? &*device_hw : nullptr);
+}
+
+}  // namespace perfsim::dsl

@@ -1,0 +1,268 @@
+// scenario{...}: reads model, hardware, workload, stacks, execute and sweep; checks that the
+// configuration can describe a real run; expands the sweep into points.
+#include "dsl/lua_scenario.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/dtype.hpp"
+#include "core/errors.hpp"
+#include "core/text.hpp"
+#include "dsl/lua_api.hpp"
+#include "dsl/lua_catalog.hpp"
+#include "dsl/lua_convert.hpp"
+#include "dsl/lua_fields.hpp"
+#include "dsl/lua_state.hpp"
+#include "dsl/sweep.hpp"
+
+namespace perfsim::dsl {
+
+namespace {
+
+constexpr const char* built_key = "perfsim.built_scenarios";
+constexpr double gb = 1e9;
+
+ModelConfig read_model(lua_State* L, int index) {
+  ModelConfig m;
+  if (lua_type(L, index) == LUA_TSTRING)
+    m = lookup_model(L, lua_tostring(L, index));
+  else if (lua_istable(L, index))
+    m = to_model(L, index, "model");
+  else
+    throw ConfigError(fmt::format(
+        "scenario needs model = model(\"llama-3-8b\") (a zoo name or a table of dimensions; got {})",
+        describe_value(L, index)));
+  validate(m);
+  return m;
+}
+
+Hardware read_one_hardware(lua_State* L, int index, const std::string& what) {
+  if (lua_type(L, index) == LUA_TSTRING) return lookup_hardware(L, lua_tostring(L, index));
+  if (lua_istable(L, index)) return to_hardware(L, index, what);
+  throw ConfigError(fmt::format("{} must be a catalog name such as \"H100-SXM\" or a hardware table (got {})",
+                                what, describe_value(L, index)));
+}
+
+std::vector<Hardware> read_hardware_list(lua_State* L, int index) {
+  if (lua_isnil(L, index))
+    throw ConfigError(
+        "scenario needs hardware = \"H100-SXM\" or a list such as {\"H100-SXM\", \"A100-80GB\"} "
+        "(see `perfsim list hardware`)");
+  if (lua_istable(L, index) && array_length(L, index) > 0) {
+    std::vector<Hardware> out;
+    for (int i = 1; i <= array_length(L, index); ++i) {
+      lua_rawgeti(L, index, i);
+      out.push_back(read_one_hardware(L, lua_gettop(L), fmt::format("hardware[{}]", i)));
+      lua_pop(L, 1);
+    }
+    return out;
+  }
+  return {read_one_hardware(L, index, "hardware")};
+}
+
+std::vector<StackStep> read_stacks(lua_State* L, int index) {
+  std::vector<StackStep> out;
+  if (lua_isnil(L, index)) return out;
+  if (!lua_istable(L, index))
+    throw ConfigError(fmt::format(
+        "stacks must be a list of steps such as {{step(\"baseline\", \"bf16\"), ...}} (got {})",
+        describe_value(L, index)));
+  const int n = array_length(L, index);
+  if (n == 0 && !string_keys(L, index).empty())
+    throw ConfigError("stacks must be a list of steps, not a table of named fields");
+  for (int i = 1; i <= n; ++i) {
+    lua_rawgeti(L, index, i);
+    out.push_back(to_step(L, lua_gettop(L), fmt::format("stacks[{}]", i)));
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+// Reads sweep = {batch = {1, 8}, hardware = {...}}; resolves model/hardware names into `named`.
+std::vector<SweepAxis> read_sweep(lua_State* L, int index, Phase phase, SweepCatalog& named) {
+  std::vector<SweepAxis> axes;
+  if (lua_isnil(L, index)) return axes;
+  const FieldReader r(L, index, "sweep", sweep_keys());
+  for (const std::string& key : sweep_keys()) {
+    if (r.push(key.c_str()) == LUA_TNIL) {
+      lua_pop(L, 1);
+      continue;
+    }
+    if (const std::string problem = sweep_key_problem(key, phase); !problem.empty())
+      throw ConfigError(problem);
+    const int list = lua_gettop(L);
+    // A single value is a one-point axis.
+    if (!lua_istable(L, list)) {
+      lua_createtable(L, 1, 0);
+      lua_pushvalue(L, list);
+      lua_rawseti(L, -2, 1);
+      lua_replace(L, list);
+    }
+    SweepAxis axis{key, {}};
+    const int n = array_length(L, list);
+    if (n == 0) throw ConfigError(fmt::format("sweep.{} must be a non-empty list of values", key));
+    for (int i = 1; i <= n; ++i) {
+      lua_rawgeti(L, list, i);
+      const std::string what = fmt::format("sweep.{}[{}]", key, i);
+      if (is_integer_sweep_key(key)) {
+        axis.values.push_back(fmt::format("{}", to_integer(L, -1, what)));
+      } else if (key == "kv_cache") {
+        if (lua_type(L, -1) != LUA_TBOOLEAN)
+          throw ConfigError(fmt::format("{} must be true or false (got {})", what, describe_value(L, -1)));
+        axis.values.push_back(lua_toboolean(L, -1) ? "true" : "false");
+      } else {
+        if (lua_type(L, -1) != LUA_TSTRING)
+          throw ConfigError(fmt::format("{} must be a {} name (got {})", what, key, describe_value(L, -1)));
+        const std::string name = lua_tostring(L, -1);
+        if (key == "model") {
+          ModelConfig m = lookup_model(L, name);
+          validate(m);
+          axis.values.push_back(m.name);
+          named.models[m.name] = m;
+        } else {
+          Hardware hw = lookup_hardware(L, name);
+          axis.values.push_back(hw.name);
+          named.hardware[hw.name] = hw;
+        }
+      }
+      lua_pop(L, 1);
+    }
+    axes.push_back(std::move(axis));
+    lua_pop(L, 1);
+  }
+  return axes;
+}
+
+// A model whose bf16 weights exceed every listed device cannot run anywhere in this scenario.
+void check_weights_fit(const ModelConfig& m, const std::vector<const Hardware*>& hardware) {
+  const double weights = static_cast<double>(m.params()) * bytes_of(DType::bf16);
+  std::vector<std::string> sizes;
+  for (const Hardware* hw : hardware) {
+    if (hw->memory_bytes <= 0 || weights <= hw->memory_bytes) return;  // unknown size: no verdict
+    sizes.push_back(fmt::format("{} {:.0f} GB", hw->name, hw->memory_bytes / gb));
+  }
+  if (sizes.empty()) return;
+  throw ConfigError(fmt::format(
+      "model '{}' needs {:.1f} GB for its weights alone ({:.3g} parameters x 2 bytes), more than "
+      "the memory of every listed hardware ({}); choose hardware with more memory or a smaller "
+      "model (fewer layers: model(\"{}\", {{layers = ...}}))",
+      m.name, weights / gb, static_cast<double>(m.params()), fmt::join(sizes, ", "), m.name));
+}
+
+std::string default_name(const std::string& file) {
+  if (file.empty()) return "scenario";
+  return std::filesystem::path(file).stem().string();
+}
+
+std::string point_label(const std::map<std::string, std::string>& values) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : values) parts.push_back(k + "=" + v);
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
+}  // namespace
+
+const std::vector<std::string>& scenario_fields() {
+  static const std::vector<std::string> f = {"name",   "description", "model",   "hardware",
+                                             "workload", "stacks",    "execute", "sweep"};
+  return f;
+}
+
+BuiltScenario build_scenario(lua_State* L, int index, const std::string& what,
+                             const std::vector<std::string>& extra_fields) {
+  const StackRestore restore(L);
+  index = abs_index(L, index);
+  std::vector<std::string> fields = scenario_fields();
+  fields.insert(fields.end(), extra_fields.begin(), extra_fields.end());
+  const FieldReader r(L, index, what, fields);
+
+  BuiltScenario b;
+  Scenario& s = b.scenario;
+  s.file = context(L).file;
+  s.name = r.string("name").value_or(default_name(s.file));
+  r.read("description", s.description);
+
+  r.push("model");
+  if (lua_isnil(L, -1))
+    throw ConfigError(fmt::format("{} needs model = model(\"llama-3-8b\") (a zoo name or a table of "
+                                  "dimensions; see `perfsim list models`)",
+                                  what));
+  s.model = read_model(L, lua_gettop(L));
+  r.push("hardware");
+  s.hardware = read_hardware_list(L, lua_gettop(L));
+  r.push("workload");
+  if (lua_isnil(L, -1))
+    throw ConfigError(fmt::format(
+        "{} needs workload = prefill{{...}}, decode{{...}} or train{{...}}", what));
+  s.workload = to_workload(L, -1, "workload");
+  r.push("stacks");
+  s.stacks = read_stacks(L, lua_gettop(L));
+  if (r.push("execute") != LUA_TNIL) s.execute = to_execute(L, lua_gettop(L));
+  SweepCatalog named;
+  r.push("sweep");
+  s.sweep = read_sweep(L, lua_gettop(L), s.workload.phase, named);
+
+  // Weights against every hardware the scenario (or its sweep) names.
+  std::vector<const Hardware*> all_hw;
+  for (const Hardware& hw : s.hardware) all_hw.push_back(&hw);
+  for (const auto& [name, hw] : named.hardware) all_hw.push_back(&hw);
+  if (named.models.empty())
+    check_weights_fit(s.model, all_hw);
+  else
+    for (const auto& [name, m] : named.models) check_weights_fit(m, all_hw);
+
+  b.points = expand_sweep(s, named);
+  for (const ScenarioPoint& p : b.points) {
+    try {
+      validate(p.scenario);
+    } catch (const ConfigError& e) {
+      if (p.values.empty()) throw;
+      throw ConfigError(fmt::format("sweep point {}: {}", point_label(p.values), e.what()));
+    }
+  }
+  return b;
+}
+
+std::optional<std::size_t> built_scenario_id(lua_State* L, int index) {
+  index = abs_index(L, index);
+  lua_getfield(L, LUA_REGISTRYINDEX, built_key);
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return std::nullopt;
+  }
+  lua_pushvalue(L, index);
+  lua_rawget(L, -2);
+  std::optional<std::size_t> id;
+  if (lua_type(L, -1) == LUA_TNUMBER) id = static_cast<std::size_t>(lua_tonumber(L, -1));
+  lua_pop(L, 2);
+  return id;
+}
+
+int api_scenario(lua_State* L) {
+  ScriptContext& ctx = context(L);
+  BuiltScenario b = build_scenario(L, 1, "scenario{}");
+  ctx.scenarios.push_back(std::move(b));
+  // Remember the table so that returning it selects this scenario.
+  lua_getfield(L, LUA_REGISTRYINDEX, built_key);
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushstring(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, built_key);
+  }
+  lua_pushvalue(L, 1);
+  lua_pushnumber(L, static_cast<double>(ctx.scenarios.size() - 1));
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  lua_pushvalue(L, 1);
+  return 1;
+}
+
+}  // namespace perfsim::dsl

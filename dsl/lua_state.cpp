@@ -1,0 +1,249 @@
+// Lua state lifecycle: sandboxed libraries, `require` over module_path, $PERFSIM_PATH, the
+// script's directory and the embedded stdlib, and protected calls that end in ScriptError
+// with "file:line: message" plus a traceback.
+#include "dsl/lua_state.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "dsl/lua_api.hpp"
+#include "dsl/stdlib_files.hpp"
+
+namespace perfsim::dsl {
+
+namespace {
+
+constexpr const char* context_key = "perfsim.context";
+// Its address identifies the error object that stops a script early.
+char stop_marker_tag;
+
+bool is_stop_marker(lua_State* L, int index) {
+  return lua_type(L, index) == LUA_TLIGHTUSERDATA && lua_touserdata(L, index) == &stop_marker_tag;
+}
+
+std::vector<std::string> split_path_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : list) {
+    if (c == ':' || c == ';') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// Directories `require` searches before the embedded stdlib, in order.
+std::vector<std::string> search_dirs(const ScriptContext& ctx) {
+  std::vector<std::string> dirs = split_path_list(ctx.settings.module_path);
+  if (const char* env = std::getenv("PERFSIM_PATH"))
+    for (auto& d : split_path_list(env)) dirs.push_back(d);
+  if (!ctx.file.empty()) dirs.push_back(ctx.dir);
+  return dirs;
+}
+
+std::string error_text(lua_State* L, int index) {
+  if (const char* s = lua_tostring(L, index)) return s;
+  return fmt::format("(error object is a {} value)", lua_typename(L, lua_type(L, index)));
+}
+
+// Lua shortens long chunk names to "...tail"; put the script's full path back.
+std::string restore_long_path(const std::string& msg, const std::string& file) {
+  if (file.empty() || msg.rfind("...", 0) != 0) return msg;
+  const std::string rest = msg.substr(3);
+  for (std::size_t pos = rest.find(':'); pos != std::string::npos; pos = rest.find(':', pos + 1)) {
+    const std::string head = rest.substr(0, pos);
+    if (file.size() >= head.size() && file.compare(file.size() - head.size(), head.size(), head) == 0)
+      return file + rest.substr(pos);
+  }
+  return msg;
+}
+
+int traceback_handler(lua_State* L) {
+  if (is_stop_marker(L, 1)) return 1;
+  const std::string text = restore_long_path(error_text(L, 1), context(L).file);
+  luaL_traceback(L, L, text.c_str(), 1);
+  return 1;
+}
+
+// package.loaders entry: module_path, $PERFSIM_PATH, script directory, then the stdlib.
+int module_loader(lua_State* L) {
+  const char* raw = lua_tostring(L, 1);
+  if (raw == nullptr) throw std::runtime_error("require expects a module name (a string)");
+  const std::string name = raw;
+  std::string rel = name;
+  for (char& c : rel)
+    if (c == '.') c = '/';
+  std::string tried;
+  for (const std::string& dir : search_dirs(context(L))) {
+    for (const std::string& candidate : {dir + "/" + rel + ".lua", dir + "/" + rel + "/init.lua"}) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(candidate, ec)) {
+        tried += "\n\tno file '" + candidate + "'";
+        continue;
+      }
+      if (luaL_loadfile(L, candidate.c_str()) != 0) throw LuaError(error_text(L, -1));
+      return 1;
+    }
+  }
+  for (const EmbeddedFile& f : stdlib_files()) {
+    if (f.name != name) continue;
+    const std::string chunk = "=stdlib/" + name + ".lua";
+    if (luaL_loadbuffer(L, f.source.data(), f.source.size(), chunk.c_str()) != 0)
+      throw LuaError(error_text(L, -1));
+    return 1;
+  }
+  tried += "\n\tno module '" + name + "' in the embedded stdlib";
+  lua_pushlstring(L, tried.data(), tried.size());
+  return 1;
+}
+
+void set_field_nil(lua_State* L, const char* table, const char* field) {
+  lua_getglobal(L, table);
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    lua_setfield(L, -2, field);
+  }
+  lua_pop(L, 1);
+}
+
+// Scripts describe workloads; they have no business running programs or deleting files.
+void sandbox(lua_State* L) {
+  for (const char* f : {"execute", "remove", "rename", "exit"}) set_field_nil(L, "os", f);
+  set_field_nil(L, "io", "popen");
+  set_field_nil(L, "package", "loadlib");
+  lua_pushnil(L);
+  lua_setglobal(L, "ffi");
+  lua_getglobal(L, "package");
+  lua_pushstring(L, "");
+  lua_setfield(L, -2, "cpath");
+  for (const char* t : {"preload", "loaded"}) {
+    lua_getfield(L, -1, t);
+    if (lua_istable(L, -1)) {
+      lua_pushnil(L);
+      lua_setfield(L, -2, "ffi");
+    }
+    lua_pop(L, 1);
+  }
+  // Keep the preload searcher, replace the file and C-library searchers by ours.
+  lua_getfield(L, -1, "loaders");
+  lua_newtable(L);
+  lua_rawgeti(L, -2, 1);
+  lua_rawseti(L, -2, 1);
+  lua_pushcfunction(L, guarded<module_loader>);
+  lua_rawseti(L, -2, 2);
+  lua_setfield(L, -3, "loaders");
+  lua_pop(L, 2);
+}
+
+}  // namespace
+
+ScriptContext& context(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, context_key);
+  auto* ctx = static_cast<ScriptContext*>(lua_touserdata(L, -1));
+  lua_pop(L, 1);
+  return *ctx;
+}
+
+std::string script_where(lua_State* L) {
+  lua_Debug ar;
+  for (int level = 0; lua_getstack(L, level, &ar) != 0; ++level) {
+    if (lua_getinfo(L, "Sl", &ar) == 0) continue;
+    if (ar.currentline > 0 && ar.source != nullptr && ar.source[0] == '@')
+      return fmt::format("{}:{}: ", ar.source + 1, ar.currentline);
+  }
+  return "";
+}
+
+void push_stop_marker(lua_State* L) { lua_pushlightuserdata(L, &stop_marker_tag); }
+
+void pcall_or_throw(lua_State* L, int nargs, int nresults) {
+  if (lua_pcall(L, nargs, nresults, 0) == 0) return;
+  if (is_stop_marker(L, -1)) {
+    lua_pop(L, 1);
+    throw StopScript{};
+  }
+  std::string msg = error_text(L, -1);
+  lua_pop(L, 1);
+  throw LuaError(msg);
+}
+
+int detail::run_guarded(lua_State* L, int (*f)(lua_State*)) {
+  {
+    std::string message;
+    bool stop = false;
+    try {
+      return f(L);
+    } catch (const StopScript&) {
+      stop = true;
+    } catch (const LuaError& e) {
+      message = e.what();
+    } catch (const std::exception& e) {
+      message = script_where(L) + e.what();
+    }
+    if (stop)
+      push_stop_marker(L);
+    else
+      lua_pushlstring(L, message.data(), message.size());
+  }
+  return lua_error(L);
+}
+
+LuaState::LuaState(ScriptContext& ctx) : m_ctx(ctx) {
+  m_L = luaL_newstate();
+  if (m_L == nullptr) throw ScriptError("cannot create a Lua state (out of memory)");
+  try {
+    lua_pushlightuserdata(m_L, &m_ctx);
+    lua_setfield(m_L, LUA_REGISTRYINDEX, context_key);
+    luaL_openlibs(m_L);
+    sandbox(m_L);
+    install_api(m_L);
+    require("prelude");
+    lua_pop(m_L, 1);
+  } catch (...) {
+    lua_close(m_L);
+    throw;
+  }
+}
+
+LuaState::~LuaState() { lua_close(m_L); }
+
+void LuaState::load_file(const std::string& file) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    throw ScriptError(fmt::format("cannot read script '{}': no such file", file));
+  if (luaL_loadfile(m_L, file.c_str()) != 0) {
+    std::string msg = restore_long_path(error_text(m_L, -1), m_ctx.file);
+    lua_pop(m_L, 1);
+    throw ScriptError(msg);
+  }
+}
+
+bool LuaState::call(int nargs, int nresults) {
+  const int base = lua_gettop(m_L) - nargs;  // the function's index
+  lua_pushcfunction(m_L, traceback_handler);
+  lua_insert(m_L, base);
+  const int rc = lua_pcall(m_L, nargs, nresults, base);
+  lua_remove(m_L, base);
+  if (rc == 0) return true;
+  if (is_stop_marker(m_L, -1)) {
+    lua_pop(m_L, 1);
+    return false;
+  }
+  std::string msg = error_text(m_L, -1);
+  lua_pop(m_L, 1);
+  throw ScriptError(msg);
+}
+
+void LuaState::require(const std::string& name) {
+  lua_getglobal(m_L, "require");
+  lua_pushlstring(m_L, name.data(), name.size());
+  if (!call(1, 1)) throw ScriptError(fmt::format("loading module '{}' stopped early", name));
+}
+
+}  // namespace perfsim::dsl

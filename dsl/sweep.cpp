@@ -1,0 +1,84 @@
+// Cartesian expansion of sweep axes into scenario points.
+#include "dsl/sweep.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/errors.hpp"
+
+namespace perfsim::dsl {
+
+namespace {
+
+void apply(Scenario& s, const std::string& key, const std::string& value, const SweepCatalog& named) {
+  if (key == "model") {
+    s.model = named.models.at(value);
+  } else if (key == "hardware") {
+    s.hardware = {named.hardware.at(value)};
+  } else if (key == "kv_cache") {
+    s.workload.kv_cache = value == "true";
+  } else {
+    const int64_t v = std::stoll(value);
+    if (key == "batch") s.workload.batch = v;
+    else if (key == "prompt") s.workload.prompt = v;
+    else if (key == "new_tokens") s.workload.new_tokens = v;
+    else if (key == "seq") s.workload.seq = v;
+    else if (key == "grad_accum") s.workload.grad_accum = v;
+    else throw ConfigError(fmt::format("unknown sweep key '{}'", key));
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& sweep_keys() {
+  static const std::vector<std::string> keys = {"model", "hardware",   "batch",      "prompt",
+                                                "new_tokens", "seq",   "grad_accum", "kv_cache"};
+  return keys;
+}
+
+bool is_integer_sweep_key(const std::string& key) {
+  return key == "batch" || key == "prompt" || key == "new_tokens" || key == "seq" ||
+         key == "grad_accum";
+}
+
+std::string sweep_key_problem(const std::string& key, Phase p) {
+  const bool inference = p == Phase::prefill || p == Phase::decode;
+  bool ok = true;
+  if (key == "prompt" || key == "new_tokens") ok = inference;
+  if (key == "kv_cache") ok = p == Phase::decode;
+  if (key == "seq" || key == "grad_accum") ok = p == Phase::train;
+  if (ok) return "";
+  const char* fits = p == Phase::train ? "batch, seq, grad_accum"
+                     : p == Phase::decode ? "batch, prompt, new_tokens, kv_cache"
+                                          : "batch, prompt, new_tokens";
+  return fmt::format("sweep key '{}' does not apply to a {} workload (its keys: {}; and model, "
+                     "hardware)",
+                     key, name_of(p), fits);
+}
+
+std::vector<ScenarioPoint> expand_sweep(const Scenario& base, const SweepCatalog& named) {
+  Scenario plain = base;
+  plain.sweep.clear();
+  std::vector<ScenarioPoint> points = {ScenarioPoint{{}, plain}};
+  // Axes in sweep_keys() order, so the first key is the outermost loop.
+  std::vector<const SweepAxis*> axes;
+  for (const std::string& key : sweep_keys())
+    for (const SweepAxis& a : base.sweep)
+      if (a.key == key) axes.push_back(&a);
+  for (const SweepAxis* axis : axes) {
+    std::vector<ScenarioPoint> next;
+    next.reserve(points.size() * axis->values.size());
+    for (const ScenarioPoint& p : points)
+      for (const std::string& v : axis->values) {
+        ScenarioPoint q = p;
+        q.values[axis->key] = v;
+        apply(q.scenario, axis->key, v, named);
+        next.push_back(std::move(q));
+      }
+    points = std::move(next);
+  }
+  return points;
+}
+
+}  // namespace perfsim::dsl

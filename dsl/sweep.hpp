@@ -1,0 +1,29 @@
+// Sweep expansion: the cartesian product of a scenario's sweep axes, one ScenarioPoint per
+// combination. Plain C++: names were resolved by the caller (the catalogs live in Lua).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dsl/dsl.hpp"
+
+namespace perfsim::dsl {
+
+// Keys a sweep may vary, in expansion order: the first is the outermost loop.
+[[nodiscard]] const std::vector<std::string>& sweep_keys();
+// Workload keys that take whole numbers.
+[[nodiscard]] bool is_integer_sweep_key(const std::string& key);
+// "" when `key` applies to a workload of phase `p`, else why not.
+[[nodiscard]] std::string sweep_key_problem(const std::string& key, Phase p);
+
+// Models and hardware the axes name, by the names stored in SweepAxis::values.
+struct SweepCatalog {
+  std::map<std::string, ModelConfig> models;
+  std::map<std::string, Hardware> hardware;
+};
+
+// One point per combination (the last axis varies fastest); a single point with empty values
+// when there is no sweep. Points carry no sweep of their own.
+[[nodiscard]] std::vector<ScenarioPoint> expand_sweep(const Scenario& base, const SweepCatalog& named);
+
+}  // namespace perfsim::dsl

@@ -1,0 +1,165 @@
+-- hardware.lua: the hardware catalog. Peaks are dense (no 2:4 sparsity) FLOP/s from the
+-- vendor datasheets cited per entry; 0 means the precision has no hardware support.
+-- Units: bytes, bytes/s (decimal, as datasheets print them; L2 sizes in MiB), seconds.
+-- Efficiency tables are datasheet-era defaults, uncalibrated (`perfsim calibrate` fits them).
+local T = 1e12      -- tera (FLOP/s, bytes/s)
+local GB = 1e9
+local MiB = 1024 * 1024
+
+-- Typical figures, not datasheet values: a CUDA kernel launch costs ~4 us of CPU/GPU
+-- latency when issued eagerly and ~1 us per kernel when replayed from a CUDA graph.
+local LAUNCH_EAGER = 4e-6
+local LAUNCH_GRAPH = 1e-6
+-- Typical host work per step of a lean C++ runtime (sampling, bookkeeping); Python serving
+-- frameworks spend 10-100x more. Calibration replaces it.
+local HOST_OVERHEAD = 10e-6
+-- Typical per-message latencies (alpha) of NCCL point-to-point transfers on each link kind.
+local NVLINK_LATENCY = 2e-6
+local PCIE_LATENCY = 5e-6
+local IB_LATENCY = 5e-6
+-- One InfiniBand NDR 400 Gb/s NIC per GPU = 50 GB/s per direction
+-- (https://www.nvidia.com/en-us/networking/infiniband-adapters/).
+local INFINIBAND_NDR = 50 * GB
+
+-- Fraction of the dense peak reached per op class (documented defaults, not measurements).
+local COMPUTE_EFFICIENCY = {
+  gemm = 0.75,      -- large cuBLAS GEMMs reach ~70-80% of dense peak (NVIDIA Matrix Multiplication
+                    -- Background guide, docs.nvidia.com/deeplearning/performance)
+  attention = 0.5,  -- FlashAttention-2 forward reaches 50-73% of A100 peak (Dao 2023, arXiv:2307.08691);
+                    -- unfused attention runs small per-head GEMMs that do no better
+  norm = 0.5,       -- the classes below are memory-bound; their compute figure rarely binds,
+  pointwise = 0.5,  -- half of peak is a neutral default
+  embedding = 0.5,
+  loss = 0.5,
+  optimizer = 0.5,
+  memory = 0.5,
+}
+-- Fraction of the HBM bandwidth reached per op class (documented defaults, not measurements).
+local MEMORY_EFFICIENCY = {
+  gemm = 0.8,           -- weight-streaming GEMV/skinny GEMMs (decode) reach ~80% of HBM bandwidth
+  attention = 0.8,      -- decode attention streaming the KV cache (FlashDecoding-style kernels) ~80%
+  norm = 0.8,           -- row reductions: streaming with a short reduction tail
+  pointwise = 0.85,     -- streaming kernels reach ~80-90% of HBM bandwidth (BabelStream on HBM GPUs)
+  embedding = 0.6,      -- row gathers touch scattered rows; lower than a stream
+  loss = 0.8,           -- softmax + cross-entropy over logits rows: a streaming reduction
+  optimizer = 0.85,     -- AdamW is a streaming update over params, grads and states
+  memory = 0.9,         -- device-to-device copies reach ~90% of bandwidth
+  communication = 0.8,  -- NCCL bus bandwidth reaches ~75-85% of link bandwidth on large messages
+                        -- (nccl-tests, github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md)
+}
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+local function link(bandwidth, latency)
+  return {bandwidth = bandwidth, latency = bandwidth > 0 and latency or 0}
+end
+
+-- A GPU entry with the shared defaults filled in.
+local function gpu(e)
+  e.kind = "gpu"
+  e.launch_eager = LAUNCH_EAGER
+  e.launch_graph = LAUNCH_GRAPH
+  e.host_overhead = HOST_OVERHEAD
+  e.nvlink = link(e.nvlink or 0, NVLINK_LATENCY)
+  e.pcie = link(e.pcie, PCIE_LATENCY)
+  e.infiniband = link(INFINIBAND_NDR, IB_LATENCY)
+  e.compute_efficiency = copy(COMPUTE_EFFICIENCY)
+  e.memory_efficiency = copy(MEMORY_EFFICIENCY)
+  e.calibrated = false
+  return e
+end
+
+local catalog = {
+  -- V100 SXM2 32GB: https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf
+  -- (int8 via DP4A on CUDA cores; no tf32/bf16/fp8). SMs and L2: Volta whitepaper.
+  gpu {
+    name = "V100", aliases = {"v100-sxm2", "v100-32gb", "v100-sxm2-32gb"},
+    peak_flops = {fp32 = 15.7 * T, tf32 = 0, bf16 = 0, fp16 = 125 * T, fp8 = 0, int8 = 62 * T},
+    memory_bytes = 32 * GB, memory_bandwidth = 900 * GB, l2_bytes = 6 * MiB, sm_count = 80,
+    nvlink = 150 * GB,  -- NVLink 2: 300 GB/s total, 150 per direction
+    pcie = 16 * GB,     -- PCIe 3.0 x16
+    source = "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
+  },
+  -- A100 SXM4: https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
+  -- SMs and L2: https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf
+  gpu {
+    name = "A100-40GB", aliases = {"a100-40g", "a100-sxm4-40gb"},
+    peak_flops = {fp32 = 19.5 * T, tf32 = 156 * T, bf16 = 312 * T, fp16 = 312 * T, fp8 = 0, int8 = 624 * T},
+    memory_bytes = 40 * GB, memory_bandwidth = 1555 * GB, l2_bytes = 40 * MiB, sm_count = 108,
+    nvlink = 300 * GB,  -- NVLink 3: 600 GB/s total, 300 per direction
+    pcie = 32 * GB,     -- PCIe 4.0 x16
+    source = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+  },
+  gpu {
+    name = "A100-80GB", aliases = {"a100", "a100-80g", "a100-sxm4-80gb"},
+    peak_flops = {fp32 = 19.5 * T, tf32 = 156 * T, bf16 = 312 * T, fp16 = 312 * T, fp8 = 0, int8 = 624 * T},
+    memory_bytes = 80 * GB, memory_bandwidth = 2039 * GB, l2_bytes = 40 * MiB, sm_count = 108,
+    nvlink = 300 * GB,
+    pcie = 32 * GB,
+    source = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+  },
+  -- H100 SXM5 and PCIe: https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet
+  -- SMs and L2: https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper
+  gpu {
+    name = "H100-SXM", aliases = {"h100", "h100-sxm5", "h100-80gb"},
+    peak_flops = {fp32 = 67 * T, tf32 = 494.7 * T, bf16 = 989.4 * T, fp16 = 989.4 * T,
+                  fp8 = 1978.9 * T, int8 = 1978.9 * T},
+    memory_bytes = 80 * GB, memory_bandwidth = 3350 * GB, l2_bytes = 50 * MiB, sm_count = 132,
+    nvlink = 450 * GB,  -- NVLink 4: 900 GB/s total, 450 per direction
+    pcie = 64 * GB,     -- PCIe 5.0 x16
+    source = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+  },
+  gpu {
+    name = "H100-PCIe", aliases = {"h100-pcie-80gb"},
+    peak_flops = {fp32 = 51 * T, tf32 = 378 * T, bf16 = 756 * T, fp16 = 756 * T,
+                  fp8 = 1513 * T, int8 = 1513 * T},
+    memory_bytes = 80 * GB, memory_bandwidth = 2000 * GB, l2_bytes = 50 * MiB, sm_count = 114,
+    pcie = 64 * GB,     -- PCIe 5.0 x16; the optional NVLink bridge pairs two cards only
+    source = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+  },
+  -- H200 SXM: https://www.nvidia.com/en-us/data-center/h200/ (H100 SXM compute, HBM3e)
+  gpu {
+    name = "H200", aliases = {"h200-sxm", "h200-141gb"},
+    peak_flops = {fp32 = 67 * T, tf32 = 494.7 * T, bf16 = 989.4 * T, fp16 = 989.4 * T,
+                  fp8 = 1978.9 * T, int8 = 1978.9 * T},
+    memory_bytes = 141 * GB, memory_bandwidth = 4800 * GB, l2_bytes = 50 * MiB, sm_count = 132,
+    nvlink = 450 * GB,
+    pcie = 64 * GB,
+    source = "https://www.nvidia.com/en-us/data-center/h200/",
+  },
+  -- B200 (HGX B200, per GPU): https://www.nvidia.com/en-us/data-center/hgx/
+  -- The datasheet gives no L2 size (0 = unknown).
+  gpu {
+    name = "B200", aliases = {"b200-sxm", "hgx-b200"},
+    peak_flops = {fp32 = 80 * T, tf32 = 1100 * T, bf16 = 2250 * T, fp16 = 2250 * T,
+                  fp8 = 4500 * T, int8 = 4500 * T},
+    memory_bytes = 192 * GB, memory_bandwidth = 8000 * GB, l2_bytes = 0, sm_count = 148,
+    nvlink = 900 * GB,  -- NVLink 5: 1.8 TB/s total, 900 per direction
+    pcie = 64 * GB,     -- host link: PCIe 5.0 x16
+    source = "https://www.nvidia.com/en-us/data-center/hgx/",
+  },
+  -- L4: https://www.nvidia.com/en-us/data-center/l4/ ; SMs and L2: Ada Lovelace whitepaper
+  -- (https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf)
+  gpu {
+    name = "L4", aliases = {"l4-24gb"},
+    peak_flops = {fp32 = 30.3 * T, tf32 = 60 * T, bf16 = 121 * T, fp16 = 121 * T,
+                  fp8 = 242.5 * T, int8 = 242.5 * T},
+    memory_bytes = 24 * GB, memory_bandwidth = 300 * GB, l2_bytes = 48 * MiB, sm_count = 58,
+    pcie = 32 * GB,     -- PCIe 4.0 x16; no NVLink
+    source = "https://www.nvidia.com/en-us/data-center/l4/",
+  },
+}
+
+-- The machine perfsim runs on, estimated from /proc (core/host_cpu.cpp): the CPU backend's target.
+if perfsim.host_cpu then
+  local host = perfsim.host_cpu()
+  host.name = "host-cpu"
+  host.aliases = {"cpu", "host"}
+  catalog[#catalog + 1] = host
+end
+
+return catalog

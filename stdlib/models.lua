@@ -1,0 +1,44 @@
+-- models.lua: the model zoo. Dimensions come from the published configurations cited per
+-- family. Fields are those of model{} (docs/DSL.md); `aliases` are extra lookup names.
+
+-- GPT-2 / GPT-3 style: GELU MLP (4h), LayerNorm, learned positions, tied embeddings, biases.
+local function gpt(name, layers, hidden, heads, ffn_hidden, extra)
+  local m = {
+    name = name, layers = layers, hidden = hidden, heads = heads, kv_heads = heads,
+    ffn_hidden = ffn_hidden, vocab = 50257, max_seq = 1024,
+    activation = "gelu", norm = "layernorm", rope = false, tied_embeddings = true, bias = true,
+  }
+  for k, v in pairs(extra or {}) do m[k] = v end
+  return m
+end
+
+-- Llama style: SwiGLU MLP, RMSNorm, rotary positions, untied lm_head, no biases.
+local function llama(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, max_seq, aliases)
+  return {
+    name = name, aliases = aliases, layers = layers, hidden = hidden, heads = heads,
+    kv_heads = kv_heads, ffn_hidden = ffn_hidden, vocab = vocab, max_seq = max_seq,
+    activation = "swiglu", norm = "rmsnorm", rope = true, tied_embeddings = false, bias = false,
+  }
+end
+
+return {
+  -- GPT-2: Radford et al. 2019; https://huggingface.co/openai-community/gpt2/blob/main/config.json
+  gpt("gpt2", 12, 768, 12, 3072, {aliases = {"gpt2-small", "gpt-2"}}),
+  gpt("gpt2-medium", 24, 1024, 16, 4096),
+  gpt("gpt2-large", 36, 1280, 20, 5120),
+  gpt("gpt2-xl", 48, 1600, 25, 6400),
+  -- GPT-3 175B: Brown et al. 2020, arXiv:2005.14165, Table 2.1 (n_ctx 2048)
+  gpt("gpt-3-175b", 96, 12288, 96, 49152, {max_seq = 2048, aliases = {"gpt3-175b", "gpt-3"}}),
+  -- Llama 2: Touvron et al. 2023, arXiv:2307.09288; https://huggingface.co/meta-llama/Llama-2-7b-hf
+  llama("llama-2-7b", 32, 4096, 32, 32, 11008, 32000, 4096, {"llama2-7b"}),
+  llama("llama-2-13b", 40, 5120, 40, 40, 13824, 32000, 4096, {"llama2-13b"}),
+  llama("llama-2-70b", 80, 8192, 64, 8, 28672, 32000, 4096, {"llama2-70b"}),
+  -- Llama 3: https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json and -70B
+  llama("llama-3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, {"llama3-8b", "meta-llama-3-8b"}),
+  llama("llama-3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, {"llama3-70b", "meta-llama-3-70b"}),
+  -- Llama 3.1 405B: Llama Team 2024, arXiv:2407.21783, Table 3 (128K context)
+  llama("llama-3-405b", 126, 16384, 128, 8, 53248, 128256, 131072, {"llama3-405b", "llama-3.1-405b"}),
+  -- Test models: small enough to execute every layer in unit tests.
+  llama("tiny-llama", 2, 64, 4, 2, 128, 256, 256),
+  gpt("tiny-gpt", 2, 64, 4, 256, {vocab = 256, max_seq = 256}),
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# CLI golden tests: runs every case of tests/cli/cases.txt against a built perfsim and compares
+# stdout+stderr with tests/cli/golden/<name>.txt (or checks patterns, for machine-dependent runs).
+#
+#   tests/cli/run_golden.sh PERFSIM_BIN SOURCE_DIR        # check
+#   UPDATE_GOLDEN=1 tests/cli/run_golden.sh ...           # rewrite the golden files
+#   CASES=llm_decode tests/cli/run_golden.sh ...          # only cases whose name matches
+#
+# Case lines: NAME | EXIT | ARGUMENTS [| CHECK]...   ('#' starts a comment line)
+# Commands run in SOURCE_DIR, so paths in the output are relative. ARGUMENTS are split like a
+# shell would; {tmp} is a scratch directory. CHECKs:
+# ({tmp} in the output reads {tmp}, whatever the scratch directory; the last field may be empty)
+#   drop=REGEX     delete matching lines before comparing with the golden file
+#   expect=REGEX   the output must match (grep -E); a case with expect/reject has no golden file
+#   reject=REGEX   the output must not match
+#   file=PATH      PATH must exist and be non-empty afterwards
+#   nofile=PATH    PATH must not exist afterwards
+set -uo pipefail
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 PERFSIM_BIN SOURCE_DIR" >&2
+  exit 2
+fi
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+src=$(cd "$2" && pwd)
+here="$src/tests/cli"
+golden_dir="$here/golden"
+update=${UPDATE_GOLDEN:-0}
+only=${CASES:-}
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+# Splits a case line on " | " into the array `fields`.
+split_fields() {
+  local line=$1
+  fields=()
+  while [[ $line == *" | "* ]]; do
+    fields+=("${line%% | *}")
+    line=${line#* | }
+  done
+  fields+=("$line")
+}
+
+trim() {
+  local s=$1
+  s=${s#"${s%%[![:space:]]*}"}
+  s=${s%"${s##*[![:space:]]}"}
+  printf '%s' "$s"
+}
+
+passed=0
+failed=0
+failures=()
+
+while IFS= read -r raw || [ -n "$raw" ]; do
+  line=$(trim "$raw")
+  [ -z "$line" ] && continue
+  [[ $line == \#* ]] && continue
+  split_fields "$line "  # the space keeps an empty last field ("name | 2 |")
+  name=$(trim "${fields[0]}")
+  want=$(trim "${fields[1]:-0}")
+  args=$(trim "${fields[2]:-}")
+  [ -n "$only" ] && [[ $name != *$only* ]] && continue
+
+  tmp="$scratch/$name"
+  mkdir -p "$tmp"
+  args=${args//\{tmp\}/$tmp}
+  eval "argv=($args)"
+
+  out="$scratch/$name.out"
+  (cd "$src" && timeout 300 "$bin" "${argv[@]}") >"$out" 2>&1 </dev/null
+  rc=$?
+  # The scratch path differs per run; golden files name it {tmp}.
+  sed -i "s|$tmp|{tmp}|g" "$out"
+
+  problems=()
+  [ "$rc" = "$want" ] || problems+=("exit code $rc, expected $want")
+
+  patterned=0
+  drops=()
+  for ((i = 3; i < ${#fields[@]}; i++)); do
+    check=$(trim "${fields[$i]}")
+    kind=${check%%=*}
+    value=${check#*=}
+    # Paths name the scratch directory; patterns see the output, where it reads {tmp}.
+    [[ $kind == file || $kind == nofile ]] && value=${value//\{tmp\}/$tmp}
+    case $kind in
+      drop) drops+=("$value") ;;
+      expect)
+        patterned=1
+        grep -Eq -- "$value" "$out" || problems+=("output does not match /$value/")
+        ;;
+      reject)
+        patterned=1
+        grep -Eq -- "$value" "$out" && problems+=("output matches /$value/")
+        ;;
+      file)
+        patterned=1
+        [ -s "$value" ] || problems+=("file $value missing or empty")
+        ;;
+      nofile)
+        patterned=1
+        [ -e "$value" ] && problems+=("file $value should not exist")
+        ;;
+      *) problems+=("unknown check '$check'") ;;
+    esac
+  done
+
+  if [ "$patterned" = 0 ]; then
+    filtered="$scratch/$name.filtered"
+    cp "$out" "$filtered"
+    for d in "${drops[@]+"${drops[@]}"}"; do
+      grep -Ev -- "$d" "$filtered" >"$filtered.tmp"
+      mv "$filtered.tmp" "$filtered"
+    done
+    golden="$golden_dir/$name.txt"
+    if [ "$update" = 1 ]; then
+      mkdir -p "$golden_dir"
+      cp "$filtered" "$golden"
+    elif [ ! -f "$golden" ]; then
+      problems+=("no golden file $golden (run with UPDATE_GOLDEN=1)")
+    elif ! diff -u "$golden" "$filtered" >"$scratch/$name.diff"; then
+      problems+=("output differs from $golden:"$'\n'"$(head -n 40 "$scratch/$name.diff")")
+    fi
+  fi
+
+  if [ ${#problems[@]} -eq 0 ]; then
+    passed=$((passed + 1))
+    echo "ok    $name"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "FAIL  $name  (perfsim $args)"
+    for p in "${problems[@]}"; do echo "      $p"; done
+    if [ "$patterned" = 1 ]; then
+      echo "      output:"
+      head -n 30 "$out" | sed 's/^/      | /'
+    fi
+  fi
+done <"$here/cases.txt"
+
+echo "cli golden: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] || { echo "failed: ${failures[*]}"; exit 1; }

@@ -1,0 +1,265 @@
+// Cost model: roofline arithmetic on hand-checkable gemms, precision fallback, launch costs,
+// collectives, the stream timeline, and predict() over a small hand-built graph.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "core/cost_model.hpp"
+#include "core/errors.hpp"
+#include "core/roofline.hpp"
+
+using namespace perfsim;
+
+namespace {
+
+// H100-SXM-like datasheet figures with every efficiency 1.0, so times are pure roofline.
+Hardware h100_like(bool with_fp8 = true) {
+  Hardware hw;
+  hw.name = "H100-like";
+  hw.peak_flops[static_cast<int>(DType::fp32)] = 67e12;
+  hw.peak_flops[static_cast<int>(DType::tf32)] = 494e12;
+  hw.peak_flops[static_cast<int>(DType::bf16)] = 989e12;
+  hw.peak_flops[static_cast<int>(DType::fp16)] = 989e12;
+  if (with_fp8) hw.peak_flops[static_cast<int>(DType::fp8)] = 1979e12;
+  hw.memory_bytes = 80e9;
+  hw.memory_bandwidth = 3.35e12;
+  hw.launch_eager = 4e-6;
+  hw.launch_graph = 1e-6;
+  for (OpClass c : all_op_classes) {
+    hw.compute_efficiency[c] = 1.0;
+    hw.memory_efficiency[c] = 1.0;
+  }
+  return hw;
+}
+
+Op op_of(OpKind kind, DType dtype, std::string name = "op") {
+  Op op;
+  op.id = 0;
+  op.name = std::move(name);
+  op.kind = kind;
+  op.dtype = dtype;
+  return op;
+}
+
+// C[m,n] = A[m,k]·B[k,n] with A an activation, B a weight, appended to g.
+int add_gemm(Graph& g, const std::string& name, int64_t m, int64_t n, int64_t k, DType t,
+             int a_id = -1, double count = 1) {
+  if (a_id < 0) a_id = g.add_tensor({-1, name + ".x", {m, k}, t, TensorRole::input, 1});
+  const int b = g.add_tensor({-1, name + ".w", {k, n}, t, TensorRole::weight, count});
+  const int c = g.add_tensor({-1, name + ".y", {m, n}, t, TensorRole::activation, 1});
+  Op op;
+  op.name = name;
+  op.kind = OpKind::gemm;
+  op.dtype = t;
+  op.inputs = {a_id, b};
+  op.outputs = {c};
+  op.attrs.m = m;
+  op.attrs.n = n;
+  op.attrs.k = k;
+  op.count = count;
+  g.add_op(op);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("roofline: a 4096^3 fp16 gemm on H100 is compute bound") {
+  const Hardware hw = h100_like();
+  const double n = 4096;
+  const double flops = 2 * n * n * n;     // 1.374e11
+  const double bytes = 3 * n * n * 2;     // A, B, C in fp16: 100.7 MB
+  const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::fp16), flops, bytes, hw, false);
+  CHECK(c.compute_time == doctest::Approx(139e-6).epsilon(0.001));  // 1.374e11 / 989e12
+  CHECK(c.memory_time == doctest::Approx(30.05e-6).epsilon(0.001)); // 1.007e8 / 3.35e12
+  CHECK(c.compute_bound);
+  CHECK(c.intensity == doctest::Approx(4096.0 / 3));
+  CHECK(c.launch_time == 4e-6);
+  CHECK(c.time == doctest::Approx(c.compute_time + 4e-6));
+  CHECK(c.supported);
+  CHECK(c.priced_as == DType::fp16);
+}
+
+TEST_CASE("roofline: a 1x4096x4096 decode gemm is memory bound; graphs cut launch cost") {
+  const Hardware hw = h100_like();
+  const double flops = 2.0 * 4096 * 4096;                  // 3.36e7 -> 33.9 ns
+  const double bytes = (4096.0 + 4096.0 * 4096 + 4096) * 2; // x, W, y: 33.57 MB -> 10.02 us
+  const Op op = op_of(OpKind::gemm, DType::fp16);
+  const OpCost eager = roofline_cost(op, flops, bytes, hw, false);
+  CHECK_FALSE(eager.compute_bound);
+  CHECK(eager.compute_time == doctest::Approx(33.92e-9).epsilon(0.001));
+  CHECK(eager.memory_time == doctest::Approx(10.021e-6).epsilon(0.001));
+  CHECK(eager.time == doctest::Approx(10.021e-6 + 4e-6).epsilon(0.001));
+  const OpCost graphed = roofline_cost(op, flops, bytes, hw, true);
+  CHECK(graphed.launch_time == 1e-6);
+  CHECK(eager.time - graphed.time == doctest::Approx(3e-6));
+}
+
+TEST_CASE("roofline: class efficiencies scale the two roofs") {
+  Hardware hw = h100_like();
+  hw.compute_efficiency[OpClass::gemm] = 0.5;
+  hw.memory_efficiency[OpClass::gemm] = 0.8;
+  const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::bf16), 989e9, 3.35e9, hw, false);
+  CHECK(c.compute_time == doctest::Approx(2e-3));    // 989e9 / (989e12 · 0.5)
+  CHECK(c.memory_time == doctest::Approx(1.25e-3));  // 3.35e9 / (3.35e12 · 0.8)
+  // Other classes keep their own entries.
+  const OpCost n = roofline_cost(op_of(OpKind::rmsnorm, DType::bf16), 0, 3.35e9, hw, false);
+  CHECK(n.memory_time == doctest::Approx(1e-3));
+}
+
+TEST_CASE("roofline: dtypes the hardware lacks are priced at a wider precision") {
+  const double flops = 989e9;
+  SUBCASE("fp8 without fp8 peak -> bf16, flagged unsupported") {
+    const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::fp8), flops, 0, h100_like(false), false);
+    CHECK_FALSE(c.supported);
+    CHECK(c.priced_as == DType::bf16);
+    CHECK(c.compute_time == doctest::Approx(1e-3));
+  }
+  SUBCASE("fp8 with fp8 peak runs at twice the bf16 rate") {
+    const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::fp8), flops, 0, h100_like(true), false);
+    CHECK(c.supported);
+    CHECK(c.compute_time == doctest::Approx(0.5e-3).epsilon(0.001));
+  }
+  SUBCASE("fp16 on fp32-only hardware -> fp32") {
+    Hardware cpu = h100_like(false);
+    cpu.peak_flops = {};
+    cpu.peak_flops[static_cast<int>(DType::fp32)] = 1e12;
+    const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::fp16), flops, 0, cpu, false);
+    CHECK_FALSE(c.supported);
+    CHECK(c.priced_as == DType::fp32);
+    CHECK(c.compute_time == doctest::Approx(0.989));
+  }
+  SUBCASE("tf32 without a tf32 peak is plain fp32, still supported") {
+    Hardware hw = h100_like();
+    hw.peak_flops[static_cast<int>(DType::tf32)] = 0;
+    const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::tf32), 67e9, 0, hw, false);
+    CHECK(c.supported);
+    CHECK(c.priced_as == DType::fp32);
+    CHECK(c.compute_time == doctest::Approx(1e-3));
+  }
+  SUBCASE("int32 ops only move data") {
+    const OpCost c = roofline_cost(op_of(OpKind::embedding, DType::int32), 1e12, 3.35e6, h100_like(), false);
+    CHECK(c.flops == 0);
+    CHECK(c.compute_time == 0);
+    CHECK(c.memory_time == doctest::Approx(1e-6));
+    CHECK(c.supported);
+  }
+}
+
+TEST_CASE("roofline: unusable profiles are configuration errors") {
+  Hardware none = h100_like();
+  none.peak_flops = {};
+  CHECK_THROWS_AS((void)roofline_cost(op_of(OpKind::gemm, DType::fp32), 1e9, 1e6, none, false),
+                  ConfigError);
+  Hardware no_bw = h100_like();
+  no_bw.memory_bandwidth = 0;
+  CHECK_THROWS_AS((void)roofline_cost(op_of(OpKind::gemm, DType::fp32), 1e9, 1e6, no_bw, false),
+                  ConfigError);
+}
+
+TEST_CASE("collectives: ring alpha-beta times") {
+  Hardware hw = h100_like();
+  hw.nvlink = {450e9, 5e-6};
+  // all-reduce over 8 ranks of 1 GB: 14 steps of 5 us + 2·7/8 GB at 450 GB/s.
+  CHECK(*collective_time(Collective::all_reduce, 8, 1e9, hw) ==
+        doctest::Approx(14 * 5e-6 + 1.75e9 / 450e9));
+  CHECK(*collective_time(Collective::all_gather, 4, 1e9, hw) ==
+        doctest::Approx(3 * 5e-6 + 0.75e9 / 450e9));
+  CHECK(*collective_time(Collective::send_recv, 2, 1e9, hw) == doctest::Approx(5e-6 + 1e9 / 450e9));
+  CHECK(*collective_time(Collective::all_reduce, 1, 1e9, hw) == 0);
+  CHECK_FALSE(collective_time(Collective::all_reduce, 8, 1e9, h100_like()).has_value());
+}
+
+TEST_CASE("timeline: streams overlap, dependencies and counts serialize") {
+  Graph g;
+  const int w = g.add_tensor({-1, "w", {4}, DType::fp32, TensorRole::weight, 1});
+  const int t1 = g.add_tensor({-1, "t1", {4}, DType::fp32, TensorRole::activation, 1});
+  const int t2 = g.add_tensor({-1, "t2", {4}, DType::fp32, TensorRole::activation, 1});
+  const int t3 = g.add_tensor({-1, "t3", {4}, DType::fp32, TensorRole::activation, 1});
+  auto add = [&](std::string name, std::vector<int> in, int out, int stream) {
+    Op op;
+    op.name = std::move(name);
+    op.kind = OpKind::residual_add;
+    op.inputs = std::move(in);
+    op.outputs = {out};
+    op.stream = stream;
+    g.add_op(op);
+  };
+  add("a", {w}, t1, 0);      // 10 us on stream 0
+  add("b", {w}, t2, 1);      //  6 us on stream 1, independent of a
+  add("c", {t1, t2}, t3, 0); //  2 us, waits for a and b
+  std::vector<OpCost> costs(3);
+  costs[0].time = 10e-6;
+  costs[1].time = 6e-6;
+  costs[2].time = 2e-6;
+  CHECK(timeline_makespan(g, costs) == doctest::Approx(12e-6));
+
+  SUBCASE("b reading a's output waits for it") {
+    g.ops[1].inputs = {t1};
+    CHECK(timeline_makespan(g, costs) == doctest::Approx(18e-6));  // 10 + 6 + 2
+  }
+  SUBCASE("one stream runs everything back to back") {
+    g.ops[1].stream = 0;
+    CHECK(timeline_makespan(g, costs) == doctest::Approx(18e-6));
+  }
+  SUBCASE("a sampled op stands for count ops") {
+    g.ops[0].count = 3;  // 30 us on stream 0 hides b entirely
+    CHECK(timeline_makespan(g, costs) == doctest::Approx(32e-6));
+  }
+  SUBCASE("a long side stream sets the makespan") {
+    costs[1].time = 50e-6;
+    CHECK(timeline_makespan(g, costs) == doctest::Approx(52e-6));
+  }
+  CHECK_THROWS_AS((void)timeline_makespan(g, std::vector<OpCost>(2)), std::logic_error);
+}
+
+TEST_CASE("predict: a two-gemm decode graph, hand-checked") {
+  // x[1,4096] -> gemm1 (W 4096x4096, 4 layers sampled as count 4) -> gemm2 (W 4096x8192).
+  Graph g;
+  g.workload.phase = Phase::decode;
+  g.workload.batch = 1;
+  const int y = add_gemm(g, "up", 1, 4096, 4096, DType::fp16, -1, 4);
+  add_gemm(g, "down", 1, 8192, 4096, DType::fp16, y, 1);
+  Hardware hw = h100_like();
+  hw.host_overhead = 20e-6;
+
+  const Prediction p = predict(g, hw);
+  REQUIRE(p.ops.size() == 2);
+  const double f1 = 2.0 * 4096 * 4096, f2 = 2.0 * 4096 * 8192;
+  const double b1 = (4096.0 + 4096.0 * 4096 + 4096) * 2, b2 = (4096.0 + 4096.0 * 8192 + 8192) * 2;
+  CHECK(p.ops[0].flops == f1);
+  CHECK(p.ops[0].bytes == b1);
+  CHECK(p.ops[1].bytes == b2);
+  const double t1 = b1 / 3.35e12 + 4e-6, t2 = b2 / 3.35e12 + 4e-6;  // both memory bound
+  CHECK(p.ops[0].time == doctest::Approx(t1));
+  CHECK(p.time_by_class.at(OpClass::gemm) == doctest::Approx(4 * t1 + t2));
+  CHECK(p.time_by_class.size() == 1);
+  CHECK(p.host_time == 20e-6);
+  CHECK(p.step_time == doctest::Approx(4 * t1 + t2 + 20e-6));
+  CHECK(p.flops == doctest::Approx(4 * f1 + f2));
+  CHECK(p.mfu == doctest::Approx((4 * f1 + f2) / (p.step_time * 989e12)));
+  CHECK(p.tokens_per_second(g) == doctest::Approx(1 / p.step_time));
+  CHECK(p.unsupported.empty());
+  // Weights scaled by count: 4 · 32 MiB + 64 MiB, plus the 8 KiB input.
+  CHECK(p.memory.by_role.at(TensorRole::weight) == 4 * 4096.0 * 4096 * 2 + 4096.0 * 8192 * 2);
+  CHECK(p.memory_executed.by_role.at(TensorRole::weight) == 4096.0 * 4096 * 2 + 4096.0 * 8192 * 2);
+  CHECK(p.fits);
+  CHECK(p.hardware == "H100-like");
+
+  SUBCASE("missing fp8 is listed once and priced at bf16") {
+    for (auto& op : g.ops) op.dtype = DType::fp8;
+    const Prediction q = predict(g, h100_like(false));
+    CHECK(q.unsupported == std::vector<std::string>{"fp8"});
+    CHECK_FALSE(q.ops[0].supported);
+    CHECK(q.ops[1].priced_as == DType::bf16);
+  }
+  SUBCASE("recomputed FLOPs count in the step but not in MFU") {
+    g.ops[1].recomputed = true;
+    const Prediction q = predict(g, hw);
+    CHECK(q.flops == doctest::Approx(4 * f1 + f2));
+    CHECK(q.mfu == doctest::Approx(4 * f1 / (q.step_time * 989e12)));
+  }
+  SUBCASE("a device too small does not fit") {
+    hw.memory_bytes = 100e6;  // the scaled weights need 201 MB
+    CHECK_FALSE(predict(g, hw).fits);
+  }
+}
