@@ -2,8 +2,11 @@
 // place where exceptions become "perfsim: error: ..." and an exit code (1 failure, 2 usage).
 #include "cli/commands.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -11,6 +14,7 @@
 #include "cli/subcommands.hpp"
 #include "cli/version.hpp"
 #include "core/errors.hpp"
+#include "core/text.hpp"
 #include "dsl/dsl.hpp"
 
 namespace perfsim {
@@ -102,6 +106,23 @@ int run_cli(int argc, char** argv) {
   add_script_options(explain_cmd, explain,
                      "With a backend, price on its device's profile (nothing is executed)");
 
+  // CLI11 reports a missing or misspelt command as "A subcommand is required"; say which.
+  const std::vector<std::string> commands = {"run", "list", "explain"};
+  const std::string usage_hint = "Run 'perfsim --help' (or 'perfsim COMMAND --help') for usage.\n";
+  if (argc < 2) {
+    print_error("no command given; choose run, list or explain");
+    std::fputs(usage_hint.c_str(), stderr);
+    return exit_usage;
+  }
+  if (const std::string first = argv[1]; !first.empty() && first.front() != '-' &&
+                                         std::find(commands.begin(), commands.end(), first) ==
+                                             commands.end()) {
+    print_error(fmt::format("unknown command '{}'{}; choose run, list or explain", first,
+                            did_you_mean(first, commands)));
+    std::fputs(usage_hint.c_str(), stderr);
+    return exit_usage;
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -125,7 +146,7 @@ int run_cli(int argc, char** argv) {
     return 0;
   } catch (const CLI::ParseError& e) {
     print_error(e.what());
-    fmt::print(stderr, "Run 'perfsim --help' (or 'perfsim COMMAND --help') for usage.\n");
+    std::fputs(usage_hint.c_str(), stderr);
     return exit_usage;
   }
 

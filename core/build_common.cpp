@@ -174,6 +174,12 @@ OpAttrs GraphBuilder::attention_attrs(const AttentionShape& s) const {
   return a;
 }
 
+OpAttrs GraphBuilder::softmax_attrs(const AttentionShape& s) const {
+  OpAttrs a = attention_attrs(s);
+  a.kv_capacity = 0;  // reads only scores: no K/V operand whose capacity would matter
+  return a;
+}
+
 OpAttrs GraphBuilder::rope_attrs(const AttentionShape& s, int64_t heads) const {
   OpAttrs a;
   a.batch = s.batch;
@@ -241,7 +247,8 @@ LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& l
   op(OpKind::attn_scores, n("attn.scores"), {a.q_att, a.k_src}, {a.scores}, aa, l,
      Stage::forward);
   a.probs = tensor(n("attn.softmax.out"), score_shape, TensorRole::activation);
-  op(OpKind::attn_softmax, n("attn.softmax"), {a.scores}, {a.probs}, aa, l, Stage::forward);
+  op(OpKind::attn_softmax, n("attn.softmax"), {a.scores}, {a.probs}, softmax_attrs(s), l,
+     Stage::forward);
   a.context = tensor(n("attn.context.out"), {t, h}, TensorRole::activation);
   op(OpKind::attn_context, n("attn.context"), {a.probs, a.v_src}, {a.context}, aa, l,
      Stage::forward);

@@ -111,6 +111,8 @@ class GraphBuilder {
 
   // The attention attributes shared by the scores/softmax/context ops of one layer.
   [[nodiscard]] OpAttrs attention_attrs(const AttentionShape& a) const;
+  // The same for attn_softmax / attn_softmax_bwd, which read no K/V (kv_capacity 0).
+  [[nodiscard]] OpAttrs softmax_attrs(const AttentionShape& a) const;
   [[nodiscard]] OpAttrs rope_attrs(const AttentionShape& a, int64_t heads) const;
 
  private:

@@ -61,7 +61,7 @@ Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& 
 }  // namespace
 
 Graph build_prefill(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
-  build::check_positions(m, w.prompt + w.new_tokens, "prefill (prompt + new_tokens)");
+  build::check_positions(m, w.prompt, "prefill (prompt)");
   Graph g = full_forward(m, w, o, w.prompt, w.prompt + w.new_tokens);
   g.check();
   return g;

@@ -123,8 +123,8 @@ class BackwardBuilder {
     m_b.op(OpKind::attn_context_bwd, n("attn.context.bwd"), {dctx, a.probs, a.v_src},
            {dprobs, dv}, aa, l, Stage::backward);
     const int dscores = m_b.activation_like(n("attn.softmax.bwd.out"), a.scores);
-    m_b.op(OpKind::attn_softmax_bwd, n("attn.softmax.bwd"), {a.probs, dprobs}, {dscores}, aa, l,
-           Stage::backward);
+    m_b.op(OpKind::attn_softmax_bwd, n("attn.softmax.bwd"), {a.probs, dprobs}, {dscores},
+           m_b.softmax_attrs(m_shape), l, Stage::backward);
     int dq = m_b.activation_like(n("attn.scores.bwd.dq"), a.q_att);
     int dk = m_b.activation_like(n("attn.scores.bwd.dk"), a.k_att);
     m_b.op(OpKind::attn_scores_bwd, n("attn.scores.bwd"), {dscores, a.q_att, a.k_src}, {dq, dk},

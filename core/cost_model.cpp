@@ -32,7 +32,8 @@ OpCost price_op(const Op& op, const Graph& g, const Hardware& hw, const ClassEff
   const double flops = op_flops(op, g);
   const double bytes = op_bytes(op, g);
   if (op.kind == OpKind::collective && op.attrs.group > 1) {
-    if (auto t = collective_time(op.attrs.collective, op.attrs.group, collective_payload(op, g), hw)) {
+    if (auto t =
+            collective_time(op.attrs.collective, op.attrs.group, collective_payload(op, g), hw)) {
       OpCost c = roofline_cost(op, 0, 0, hw, g.graphed, eff);  // launch cost only
       c.flops = op.dtype == DType::int32 ? 0 : flops;
       c.bytes = bytes;
@@ -84,9 +85,11 @@ Prediction predict(const Graph& g, const Hardware& hw) {
     p.ops.push_back(c);
   }
   for (OpClass c : all_op_classes)
-    if (class_seen[static_cast<std::size_t>(c)]) p.time_by_class[c] = class_time[static_cast<std::size_t>(c)];
+    if (class_seen[static_cast<std::size_t>(c)])
+      p.time_by_class[c] = class_time[static_cast<std::size_t>(c)];
   for (int d = 0; d < dtype_count; ++d)
-    if (lacking[static_cast<std::size_t>(d)]) p.unsupported.emplace_back(name_of(static_cast<DType>(d)));
+    if (lacking[static_cast<std::size_t>(d)])
+      p.unsupported.emplace_back(name_of(static_cast<DType>(d)));
 
   p.host_time = hw.host_overhead;
   p.step_time = timeline_makespan(g, p.ops) + p.host_time;
@@ -97,9 +100,10 @@ Prediction predict(const Graph& g, const Hardware& hw) {
 
   // MFU (Chowdhery et al. 2022, PaLM App. B): model FLOPs (no recomputation) per second over
   // the peak of the precision carrying most gemm FLOPs (most FLOPs overall without gemms).
-  const auto& weights = *std::max_element(gemm_flops.begin(), gemm_flops.end()) > 0 ? gemm_flops
-                                                                                     : model_flops;
-  const auto main = static_cast<DType>(std::max_element(weights.begin(), weights.end()) - weights.begin());
+  const auto& weights =
+      *std::max_element(gemm_flops.begin(), gemm_flops.end()) > 0 ? gemm_flops : model_flops;
+  const auto main =
+      static_cast<DType>(std::max_element(weights.begin(), weights.end()) - weights.begin());
   const std::optional<DType> priced = priced_dtype(main, hw);
   const double peak = priced && *priced != DType::int32 ? hw.peak(*priced) : 0.0;
   p.mfu = p.step_time > 0 && peak > 0 ? model_total / (p.step_time * peak) : 0.0;

@@ -14,7 +14,8 @@ namespace perfsim {
 
 namespace {
 
-// Clock assumed when /proc/cpuinfo reports none (e.g. some ARM kernels): a typical server base clock.
+// Clock assumed when /proc/cpuinfo reports none (e.g. some ARM kernels): a typical server base
+// clock.
 constexpr double default_ghz = 2.0;
 // DRAM bandwidth one core can draw: a few streams of ~8 GB/s each per core is typical of
 // STREAM triad results on current x86 servers; an estimate, to be replaced by calibration.
@@ -115,8 +116,9 @@ HostCpuInfo read_host_cpu() {
                                    std::thread::hardware_concurrency());
   if (cpu.memory_bytes <= 0) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    cpu.memory_bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page)
-                                             : default_memory_bytes;
+    cpu.memory_bytes = pages > 0 && page > 0
+                           ? static_cast<double>(pages) * static_cast<double>(page)
+                           : default_memory_bytes;
   }
   return cpu;
 }

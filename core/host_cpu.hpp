@@ -10,12 +10,12 @@ namespace perfsim {
 
 // What the OS tells about the host CPU.
 struct HostCpuInfo {
-  std::string model_name;     // "AMD EPYC 7B13"; "unknown CPU" when not reported
-  double ghz = 0;             // clock from "cpu MHz" (highest core), or a default
-  int cores = 1;              // logical CPUs (std::thread::hardware_concurrency)
-  std::string isa;            // "AVX-512", "AVX2+FMA" or "scalar/SSE"
-  int flops_per_cycle = 8;    // fp32 FLOPs per core per cycle for that ISA
-  double memory_bytes = 0;    // MemTotal
+  std::string model_name;   // "AMD EPYC 7B13"; "unknown CPU" when not reported
+  double ghz = 0;           // clock from "cpu MHz" (highest core), or a default
+  int cores = 1;            // logical CPUs (std::thread::hardware_concurrency)
+  std::string isa;          // "AVX-512", "AVX2+FMA" or "scalar/SSE"
+  int flops_per_cycle = 8;  // fp32 FLOPs per core per cycle for that ISA
+  double memory_bytes = 0;  // MemTotal
 };
 
 // Parses the text of /proc/cpuinfo and /proc/meminfo (either may be empty) for `cores` CPUs.

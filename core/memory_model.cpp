@@ -3,10 +3,10 @@
 // free on the same schedule (last_use), so predicted and measured peaks describe one thing.
 #include "core/memory_model.hpp"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 namespace perfsim {
 
@@ -16,7 +16,8 @@ constexpr std::size_t role_count = std::size(all_tensor_roles);
 
 std::size_t checked_index(const Graph& g, const Op& op, int id) {
   if (id < 0 || static_cast<std::size_t>(id) >= g.tensors.size())
-    throw std::logic_error(fmt::format("memory model: op '{}' uses unknown tensor {}", op.name, id));
+    throw std::logic_error(
+        fmt::format("memory model: op '{}' uses unknown tensor {}", op.name, id));
   return static_cast<std::size_t>(id);
 }
 

@@ -3,7 +3,6 @@
 // tensors and that layer's backward reads those. Only the layer input stays saved across
 // layers; the original forward activations now die in the forward pass.
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "core/graph_rewrite.hpp"
@@ -38,31 +37,13 @@ void apply_recompute(Graph& g) {
   std::vector<std::vector<Op>> insert_before(g.ops.size());
   for (std::size_t l = 0; l < built; ++l) {
     if (fwd[l].empty() || bwd[l].empty()) continue;
-    std::unordered_set<int> produced;
-    for (std::size_t i : fwd[l])
-      for (int id : g.ops[i].outputs)
-        if (g.tensor(id).role == TensorRole::activation) produced.insert(id);
-    // What the layer's backward reads of its forward, then everything those depend on.
-    std::unordered_set<int> needed;
-    for (std::size_t i : bwd[l])
-      for (int id : g.ops[i].inputs)
-        if (produced.count(id)) needed.insert(id);
-    std::vector<bool> required(fwd[l].size(), false);
-    for (std::size_t r = fwd[l].size(); r-- > 0;) {
-      const Op& op = g.ops[fwd[l][r]];
-      bool feeds = false;
-      for (int id : op.outputs) feeds = feeds || needed.count(id) > 0;
-      if (!feeds || !writes_only_activations(g, op)) continue;
-      required[r] = true;
-      for (int id : op.inputs)
-        if (produced.count(id)) needed.insert(id);
-    }
-    // Clone the required ops in forward order into fresh tensors.
+    // Rerun the whole layer forward in order into fresh tensors, as checkpointing frameworks
+    // do (outputs the backward does not read are freed right after they are written).
     std::unordered_map<int, int> fresh;  // original tensor -> recomputed tensor
     std::vector<Op> clones;
-    for (std::size_t r = 0; r < fwd[l].size(); ++r) {
-      if (!required[r]) continue;
-      Op c = g.ops[fwd[l][r]];
+    for (std::size_t i : fwd[l]) {
+      if (!writes_only_activations(g, g.ops[i])) continue;
+      Op c = g.ops[i];
       c.name += ".recompute";
       c.stage = Stage::backward;
       c.recomputed = true;

@@ -22,7 +22,7 @@ std::string quote(const std::string& s) {
   return out + "\"";
 }
 
-std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string{}; }
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.15g}", v) : std::string{}; }
 std::string num(const std::optional<double>& v) { return v ? num(*v) : std::string{}; }
 std::string flag(bool b) { return b ? "true" : "false"; }
 

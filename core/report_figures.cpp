@@ -66,6 +66,8 @@ std::string format_bytes(double bytes) {
 
 std::string format_signed_percent(double ratio) {
   if (!std::isfinite(ratio)) return "—";
+  // Below the printed resolution the sign means nothing ("-0.0%" would read as an error).
+  if (std::fabs(ratio) < 0.0005) return "0.0%";
   return fmt::format("{:+.1f}%", ratio * 100);
 }
 

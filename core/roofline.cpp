@@ -32,13 +32,19 @@ std::span<const DType> fallbacks(DType t) {
   static constexpr DType fp8[] = {DType::fp8, DType::bf16, DType::fp16, DType::fp32};
   static constexpr DType int8[] = {DType::int8, DType::bf16, DType::fp16, DType::fp32};
   switch (t) {
-    case DType::tf32: return tf32;
-    case DType::bf16: return bf16;
-    case DType::fp16: return fp16;
-    case DType::fp8: return fp8;
-    case DType::int8: return int8;
+    case DType::tf32:
+      return tf32;
+    case DType::bf16:
+      return bf16;
+    case DType::fp16:
+      return fp16;
+    case DType::fp8:
+      return fp8;
+    case DType::int8:
+      return int8;
     case DType::fp32:
-    case DType::int32: break;
+    case DType::int32:
+      break;
   }
   return fp32;
 }
@@ -69,22 +75,24 @@ OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& h
                 (*priced == op.dtype || (op.dtype == DType::tf32 && *priced == DType::fp32));
   if (c.flops > 0) {
     if (!priced)
-      throw ConfigError(fmt::format(
-          "hardware '{}' has no peak FLOP/s for {} or any wider precision (op '{}'); "
-          "set peak_flops for fp32 at least",
-          hw.name, name_of(op.dtype), op.name));
+      throw ConfigError(
+          fmt::format("hardware '{}' has no peak FLOP/s for {} or any wider precision (op '{}'); "
+                      "set peak_flops for fp32 at least",
+                      hw.name, name_of(op.dtype), op.name));
     if (eff.compute[cls] <= 0)
-      throw ConfigError(fmt::format("hardware '{}': compute efficiency for {} must be > 0",
-                                    hw.name, name_of(class_of(op.kind))));
-    // Compute roof: FLOPs at the datasheet peak scaled by the class efficiency (Williams et al. 2009).
+      throw ConfigError(fmt::format("hardware '{}': compute efficiency for {} must be > 0", hw.name,
+                                    name_of(class_of(op.kind))));
+    // Compute roof: FLOPs at the datasheet peak scaled by the class efficiency (Williams et al.
+    // 2009).
     c.compute_time = c.flops / (hw.peak(*priced) * eff.compute[cls]);
   }
   if (c.bytes > 0) {
     if (hw.memory_bandwidth <= 0 || eff.memory[cls] <= 0)
-      throw ConfigError(fmt::format(
-          "hardware '{}': memory_bandwidth and the {} memory efficiency must be > 0", hw.name,
-          name_of(class_of(op.kind))));
-    // Memory roof: bytes at the datasheet bandwidth scaled by the class efficiency (Williams et al. 2009).
+      throw ConfigError(
+          fmt::format("hardware '{}': memory_bandwidth and the {} memory efficiency must be > 0",
+                      hw.name, name_of(class_of(op.kind))));
+    // Memory roof: bytes at the datasheet bandwidth scaled by the class efficiency (Williams et al.
+    // 2009).
     c.memory_time = c.bytes / (hw.memory_bandwidth * eff.memory[cls]);
   }
   c.compute_bound = c.flops > 0 && c.compute_time >= c.memory_time;
@@ -99,8 +107,7 @@ OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& h
   return roofline_cost(op, flops, bytes, hw, graphed, ClassEfficiencies::of(hw));
 }
 
-std::optional<double> collective_time(Collective c, int group, double payload,
-                                      const Hardware& hw) {
+std::optional<double> collective_time(Collective c, int group, double payload, const Hardware& hw) {
   if (group <= 1) return 0.0;
   const Link* link = nullptr;
   for (const Link* l : {&hw.nvlink, &hw.pcie, &hw.infiniband})
@@ -114,11 +121,20 @@ std::optional<double> collective_time(Collective c, int group, double payload,
   // Ring algorithms (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): each rank sends
   // (n-1)/n of the buffer per phase; all-reduce is a reduce-scatter followed by an all-gather.
   switch (c) {
-    case Collective::all_reduce: steps = 2 * (n - 1); wire = 2 * (n - 1) / n * payload; break;
+    case Collective::all_reduce:
+      steps = 2 * (n - 1);
+      wire = 2 * (n - 1) / n * payload;
+      break;
     case Collective::all_gather:
     case Collective::reduce_scatter:
-    case Collective::all_to_all: steps = n - 1; wire = (n - 1) / n * payload; break;
-    case Collective::send_recv: steps = 1; wire = payload; break;
+    case Collective::all_to_all:
+      steps = n - 1;
+      wire = (n - 1) / n * payload;
+      break;
+    case Collective::send_recv:
+      steps = 1;
+      wire = payload;
+      break;
   }
   const double eff = hw.memory_eff(OpClass::communication);
   if (eff <= 0)

@@ -71,7 +71,8 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
 
   const RunOptions run_options{s.execute.warmup, s.execute.repeats};
   for (std::size_t i = 0; i < stack.size(); ++i) {
-    if (hooks.progress) hooks.progress(fmt::format("[{}/{}] {}", i + 1, stack.size(), stack[i].name));
+    if (hooks.progress)
+      hooks.progress(fmt::format("[{}/{}] {}", i + 1, stack.size(), stack[i].name));
     StepResult r;
     r.step = stack[i].name;
     r.graph = build_stack_graph(s.model, s.workload, stack, i, BuildOptions{s.execute.layers});

@@ -23,31 +23,32 @@ void validate_hardware(const Hardware& hw) {
 
 void validate_execute(const ExecuteOptions& e, const ModelConfig& m) {
   if (e.repeats < 1)
-    throw ConfigError(fmt::format("execute.repeats must be >= 1 (got {}); timed runs give the medians",
-                                  e.repeats));
+    throw ConfigError(fmt::format(
+        "execute.repeats must be >= 1 (got {}); timed runs give the medians", e.repeats));
   if (e.warmup < 0)
     throw ConfigError(fmt::format("execute.warmup must be >= 0 (got {})", e.warmup));
   if (e.layers < 0)
     throw ConfigError(
         fmt::format("execute.layers must be >= 0 (got {}); 0 executes all layers", e.layers));
   if (e.layers > m.layers)
-    throw ConfigError(fmt::format("execute.layers = {} exceeds {}'s {} layers; use 0 for all layers",
-                                  e.layers, m.name, m.layers));
+    throw ConfigError(
+        fmt::format("execute.layers = {} exceeds {}'s {} layers; use 0 for all layers", e.layers,
+                    m.name, m.layers));
 }
 
 void validate_context(const Workload& w, const ModelConfig& m) {
   if (w.phase == Phase::train) {
     if (w.seq > m.max_seq)
-      throw ConfigError(fmt::format("seq = {} exceeds {}'s max_seq {}; lower seq", w.seq, m.name,
-                                    m.max_seq));
+      throw ConfigError(
+          fmt::format("seq = {} exceeds {}'s max_seq {}; lower seq", w.seq, m.name, m.max_seq));
     return;
   }
   // The KV cache of a prefill or decode holds the whole generation.
   const int64_t context = w.prompt + w.new_tokens;
   if (context > m.max_seq)
-    throw ConfigError(fmt::format(
-        "prompt + new_tokens = {} exceeds {}'s max_seq {}; lower prompt or new_tokens", context,
-        m.name, m.max_seq));
+    throw ConfigError(
+        fmt::format("prompt + new_tokens = {} exceeds {}'s max_seq {}; lower prompt or new_tokens",
+                    context, m.name, m.max_seq));
 }
 
 }  // namespace
@@ -65,8 +66,8 @@ void validate(const Scenario& s) {
   for (std::size_t i = 0; i < s.stacks.size(); ++i) {
     const StackStep& step = s.stacks[i];
     if (step.name.empty())
-      throw ConfigError(fmt::format("stack step {} has no name; name it like \"+flash_attention\"",
-                                    i + 1));
+      throw ConfigError(
+          fmt::format("stack step {} has no name; name it like \"+flash_attention\"", i + 1));
     for (const PassSpec& p : step.passes) validate(p);
   }
 }

@@ -1,10 +1,10 @@
 // The step timeline: ops placed on their streams in program order, each waiting for its stream
 // and for the ops that wrote its inputs; the makespan is the predicted step time.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "core/cost_model.hpp"
 
@@ -12,7 +12,8 @@ namespace perfsim {
 
 double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs) {
   if (costs.size() != g.ops.size())
-    throw std::logic_error(fmt::format("timeline: {} costs for {} ops", costs.size(), g.ops.size()));
+    throw std::logic_error(
+        fmt::format("timeline: {} costs for {} ops", costs.size(), g.ops.size()));
   // When each tensor's latest write finishes (persistent tensors are ready at 0).
   std::vector<double> written_at(g.tensors.size(), 0.0);
   std::vector<double> stream_free(1, 0.0);

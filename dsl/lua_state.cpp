@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 
 #include "dsl/lua_api.hpp"
 #include "dsl/stdlib_files.hpp"
@@ -69,6 +71,31 @@ int traceback_handler(lua_State* L) {
   const std::string text = restore_long_path(error_text(L, 1), context(L).file);
   luaL_traceback(L, L, text.c_str(), 1);
   return 1;
+}
+
+// Line hook: remembers the last line of the script that ran, for errors after a tail call.
+void line_hook(lua_State* L, lua_Debug* ar) {
+  if (lua_getinfo(L, "S", ar) == 0 || ar->source == nullptr || ar->source[0] != '@') return;
+  ScriptContext& ctx = context(L);
+  if (ctx.file == ar->source + 1) ctx.last_line = ar->currentline;
+}
+
+// Where a function tail-called by the script was called. The call replaced the script's frame,
+// and LuaJIT reports no line event for the call itself, so the last line that ran is the end of
+// the argument list; the call starts at the nearest `return f{` / `return f(` at or above it.
+std::string tail_call_where(const ScriptContext& ctx) {
+  if (ctx.last_line <= 0) return "";
+  std::ifstream in(ctx.file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  static const std::regex tail_call(R"((^|[^\w])return\s+[A-Za-z_][\w.:]*\s*[{("'])");
+  int line = ctx.last_line;
+  for (int l = std::min<int>(ctx.last_line, static_cast<int>(lines.size())); l >= 1; --l)
+    if (std::regex_search(lines[static_cast<std::size_t>(l - 1)], tail_call)) {
+      line = l;
+      break;
+    }
+  return fmt::format("{}:{}: ", ctx.file, line);
 }
 
 // package.loaders entry: module_path, $PERFSIM_PATH, script directory, then the stdlib.
@@ -157,7 +184,7 @@ std::string script_where(lua_State* L) {
     if (ar.currentline > 0 && ar.source != nullptr && ar.source[0] == '@')
       return fmt::format("{}:{}: ", ar.source + 1, ar.currentline);
   }
-  return "";
+  return tail_call_where(context(L));
 }
 
 void push_stop_marker(lua_State* L) { lua_pushlightuserdata(L, &stop_marker_tag); }
@@ -205,6 +232,7 @@ LuaState::LuaState(ScriptContext& ctx) : m_ctx(ctx) {
     install_api(m_L);
     require("prelude");
     lua_pop(m_L, 1);
+    lua_sethook(m_L, line_hook, LUA_MASKLINE, 0);
   } catch (...) {
     lua_close(m_L);
     throw;

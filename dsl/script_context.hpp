@@ -21,6 +21,9 @@ struct ScriptContext {
   std::vector<ScriptOption> options;   // in declaration order
   bool options_declared = false;       // options{} was called
   std::vector<BuiltScenario> scenarios;  // every scenario{} call, in order
+  // The last line of the script that ran. `return scenario{...}` is a tail call, which removes
+  // the script's frame; errors raised inside it are placed from this line (lua_state.cpp).
+  int last_line = 0;
 };
 
 }  // namespace perfsim::dsl

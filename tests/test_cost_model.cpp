@@ -66,11 +66,11 @@ int add_gemm(Graph& g, const std::string& name, int64_t m, int64_t n, int64_t k,
 TEST_CASE("roofline: a 4096^3 fp16 gemm on H100 is compute bound") {
   const Hardware hw = h100_like();
   const double n = 4096;
-  const double flops = 2 * n * n * n;     // 1.374e11
-  const double bytes = 3 * n * n * 2;     // A, B, C in fp16: 100.7 MB
+  const double flops = 2 * n * n * n;  // 1.374e11
+  const double bytes = 3 * n * n * 2;  // A, B, C in fp16: 100.7 MB
   const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::fp16), flops, bytes, hw, false);
-  CHECK(c.compute_time == doctest::Approx(139e-6).epsilon(0.001));  // 1.374e11 / 989e12
-  CHECK(c.memory_time == doctest::Approx(30.05e-6).epsilon(0.001)); // 1.007e8 / 3.35e12
+  CHECK(c.compute_time == doctest::Approx(139e-6).epsilon(0.001));   // 1.374e11 / 989e12
+  CHECK(c.memory_time == doctest::Approx(30.05e-6).epsilon(0.001));  // 1.007e8 / 3.35e12
   CHECK(c.compute_bound);
   CHECK(c.intensity == doctest::Approx(4096.0 / 3));
   CHECK(c.launch_time == 4e-6);
@@ -81,8 +81,8 @@ TEST_CASE("roofline: a 4096^3 fp16 gemm on H100 is compute bound") {
 
 TEST_CASE("roofline: a 1x4096x4096 decode gemm is memory bound; graphs cut launch cost") {
   const Hardware hw = h100_like();
-  const double flops = 2.0 * 4096 * 4096;                  // 3.36e7 -> 33.9 ns
-  const double bytes = (4096.0 + 4096.0 * 4096 + 4096) * 2; // x, W, y: 33.57 MB -> 10.02 us
+  const double flops = 2.0 * 4096 * 4096;                    // 3.36e7 -> 33.9 ns
+  const double bytes = (4096.0 + 4096.0 * 4096 + 4096) * 2;  // x, W, y: 33.57 MB -> 10.02 us
   const Op op = op_of(OpKind::gemm, DType::fp16);
   const OpCost eager = roofline_cost(op, flops, bytes, hw, false);
   CHECK_FALSE(eager.compute_bound);
@@ -109,13 +109,15 @@ TEST_CASE("roofline: class efficiencies scale the two roofs") {
 TEST_CASE("roofline: dtypes the hardware lacks are priced at a wider precision") {
   const double flops = 989e9;
   SUBCASE("fp8 without fp8 peak -> bf16, flagged unsupported") {
-    const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::fp8), flops, 0, h100_like(false), false);
+    const OpCost c =
+        roofline_cost(op_of(OpKind::gemm, DType::fp8), flops, 0, h100_like(false), false);
     CHECK_FALSE(c.supported);
     CHECK(c.priced_as == DType::bf16);
     CHECK(c.compute_time == doctest::Approx(1e-3));
   }
   SUBCASE("fp8 with fp8 peak runs at twice the bf16 rate") {
-    const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::fp8), flops, 0, h100_like(true), false);
+    const OpCost c =
+        roofline_cost(op_of(OpKind::gemm, DType::fp8), flops, 0, h100_like(true), false);
     CHECK(c.supported);
     CHECK(c.compute_time == doctest::Approx(0.5e-3).epsilon(0.001));
   }
@@ -137,7 +139,8 @@ TEST_CASE("roofline: dtypes the hardware lacks are priced at a wider precision")
     CHECK(c.compute_time == doctest::Approx(1e-3));
   }
   SUBCASE("int32 ops only move data") {
-    const OpCost c = roofline_cost(op_of(OpKind::embedding, DType::int32), 1e12, 3.35e6, h100_like(), false);
+    const OpCost c =
+        roofline_cost(op_of(OpKind::embedding, DType::int32), 1e12, 3.35e6, h100_like(), false);
     CHECK(c.flops == 0);
     CHECK(c.compute_time == 0);
     CHECK(c.memory_time == doctest::Approx(1e-6));
@@ -184,9 +187,9 @@ TEST_CASE("timeline: streams overlap, dependencies and counts serialize") {
     op.stream = stream;
     g.add_op(op);
   };
-  add("a", {w}, t1, 0);      // 10 us on stream 0
-  add("b", {w}, t2, 1);      //  6 us on stream 1, independent of a
-  add("c", {t1, t2}, t3, 0); //  2 us, waits for a and b
+  add("a", {w}, t1, 0);       // 10 us on stream 0
+  add("b", {w}, t2, 1);       //  6 us on stream 1, independent of a
+  add("c", {t1, t2}, t3, 0);  //  2 us, waits for a and b
   std::vector<OpCost> costs(3);
   costs[0].time = 10e-6;
   costs[1].time = 6e-6;

@@ -10,7 +10,8 @@ using namespace perfsim;
 
 namespace {
 
-int tensor(Graph& g, const char* name, std::vector<int64_t> shape, TensorRole role, double count = 1) {
+int tensor(Graph& g, const char* name, std::vector<int64_t> shape, TensorRole role,
+           double count = 1) {
   return g.add_tensor({-1, name, std::move(shape), DType::fp32, role, count});
 }
 
@@ -109,16 +110,24 @@ TEST_CASE("memory walk agrees with brute-force lifetimes on random graphs") {
     Graph g;
     std::vector<int> readable;
     for (int i = 0; i < 3; ++i)
-      readable.push_back(g.add_tensor({-1, "p", {static_cast<int64_t>(1 + next(64))}, DType::fp32,
-                                       TensorRole::weight, static_cast<double>(1 + next(4))}));
+      readable.push_back(g.add_tensor({-1,
+                                       "p",
+                                       {static_cast<int64_t>(1 + next(64))},
+                                       DType::fp32,
+                                       TensorRole::weight,
+                                       static_cast<double>(1 + next(4))}));
     const int n_ops = 5 + static_cast<int>(next(30));
     for (int i = 0; i < n_ops; ++i) {
       Op o;
       o.name = "op" + std::to_string(i);
       const int n_in = 1 + static_cast<int>(next(3));
       for (int k = 0; k < n_in; ++k) o.inputs.push_back(readable[next(readable.size())]);
-      const int fresh = g.add_tensor({-1, "t", {static_cast<int64_t>(1 + next(256))}, DType::fp32,
-                                      TensorRole::activation, static_cast<double>(1 + next(3))});
+      const int fresh = g.add_tensor({-1,
+                                      "t",
+                                      {static_cast<int64_t>(1 + next(256))},
+                                      DType::fp32,
+                                      TensorRole::activation,
+                                      static_cast<double>(1 + next(3))});
       o.outputs.push_back(fresh);
       if (next(4) == 0) o.outputs.push_back(o.inputs.front());  // in-place update
       readable.push_back(fresh);

@@ -140,6 +140,7 @@ TEST_CASE("report units") {
   CHECK(format_bytes(1.5 * gib) == "1.50 GiB");
   CHECK(format_signed_percent(-0.2) == "-20.0%");
   CHECK(format_signed_percent(0.125) == "+12.5%");
+  CHECK(format_signed_percent(-1e-6) == "0.0%");
   CHECK(format_speedup(2.0) == "2.00×");
   CHECK(format_rate(1234.6) == "1,235");
   CHECK(format_rate(12345678) == "12,345,678");
@@ -262,7 +263,7 @@ TEST_CASE("report csv: one row per sweep point and step") {
   CHECK(contains(lines[0], "A100-80GB_step_s"));
   // The workload holds a comma, so it is quoted; an unmeasured step leaves measured cells empty.
   CHECK(lines[1].rfind("1,hand,baseline,tiny,\"decode batch=1, hand\",cpu,", 0) == 0);
-  CHECK(contains(lines[1], ",0.002,0.0025,-0.2,"));
+  CHECK(contains(lines[1], ",0.002,0.0025,-0.2,1073741824,1342177280,-0.2,"));
   CHECK(lines[5].rfind("2,hand,+fp8,", 0) == 0);
   CHECK(contains(lines[5], ",0.001,,,"));
 }
@@ -281,6 +282,9 @@ TEST_CASE("report explain lists ops with their bound and share of the step") {
   CHECK(contains(e, "layer0.q_proj"));
   CHECK(contains(e, "1×64×64"));       // gemm shape m×n×k
   CHECK(contains(e, "compute"));
-  CHECK(contains(e, "37.5"));          // one gemm is 3/8 of the step
-  CHECK(contains(e, "75.0"));          // ×count 2: gemm class is 3/4 of the step
+  // The gemm takes 3/8 of the 2 ms step (750 µs) and runs twice (count 2): 1.5 ms, 75%.
+  CHECK(contains(e, "750.00"));
+  CHECK(contains(e, "1500.0"));
+  CHECK(contains(e, "75.0"));
+  CHECK(contains(e, "25.0"));          // the norm: 1/8 × 2
 }

@@ -7,15 +7,10 @@
 #include <chrono>
 #include <fstream>
 
-#include "backends/cpu/buffer.hpp"
-#include "backends/cpu/cpu_init.hpp"
-#include "backends/cpu/cpu_op_exec.hpp"
-#include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/cpu/cpu_graph_runner.hpp"
 #include "backends/cpu/parallel.hpp"
-#include "backends/cpu/scalar.hpp"
 #include "core/errors.hpp"
 #include "core/host_cpu.hpp"
-#include "core/memory_model.hpp"
 
 namespace perfsim::cpu {
 
@@ -51,10 +46,6 @@ bool has_dtype(const Op& op, const Graph& g, DType t) {
   return false;
 }
 
-std::size_t bytes_of_tensor(const Tensor& t) {
-  return static_cast<std::size_t>(t.elements()) * static_cast<std::size_t>(bytes_of(storage_of(t.dtype)));
-}
-
 }  // namespace
 
 DeviceInfo CpuBackend::device() const {
@@ -83,48 +74,18 @@ std::string CpuBackend::unsupported_reason(const Op& op, const Graph& g) const {
 }
 
 Measurement CpuBackend::run(const Graph& g, const RunOptions& o) {
-  g.check();
   if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
-  for (const Op& op : g.ops) check_op(op, g);
-
-  // Free schedule shared with the memory model: activation id is released after op frees[i].
-  const std::vector<int> last = last_use(g);
-  std::vector<std::vector<int>> frees(g.ops.size());
-  for (const Tensor& t : g.tensors) {
-    const int l = last[static_cast<std::size_t>(t.id)];
-    if (!is_persistent(t.role) && l >= 0) frees[static_cast<std::size_t>(l)].push_back(t.id);
-  }
-
-  TrackingAllocator alloc;
-  std::vector<void*> buf(g.tensors.size(), nullptr);
-  for (const Tensor& t : g.tensors)
-    if (is_persistent(t.role)) buf[static_cast<std::size_t>(t.id)] = alloc.allocate(bytes_of_tensor(t), t.role);
-  fill_persistent(g, buf, o.seed);
+  GraphRunner runner(g, o.seed);
 
   const int warmup = std::max(0, o.warmup);
   const int repeats = std::max(1, o.repeats);
+  for (int r = 0; r < warmup; ++r) runner.run_once();
   std::vector<std::vector<double>> samples(g.ops.size());
   std::vector<double> walls;
-  using clock = std::chrono::steady_clock;
-  for (int run = 0; run < warmup + repeats; ++run) {
-    const bool timed = run >= warmup;
-    const auto wall0 = clock::now();
-    for (std::size_t i = 0; i < g.ops.size(); ++i) {
-      const Op& op = g.ops[i];
-      for (int id : op.outputs) {
-        void*& p = buf[static_cast<std::size_t>(id)];
-        if (p == nullptr) p = alloc.allocate(bytes_of_tensor(g.tensor(id)), g.tensor(id).role);
-      }
-      const auto t0 = clock::now();
-      execute_op(op, g, buf, alloc);
-      const auto t1 = clock::now();
-      if (timed) samples[i].push_back(std::chrono::duration<double>(t1 - t0).count());
-      for (int id : frees[i]) {
-        alloc.release(buf[static_cast<std::size_t>(id)]);
-        buf[static_cast<std::size_t>(id)] = nullptr;
-      }
-    }
-    if (timed) walls.push_back(std::chrono::duration<double>(clock::now() - wall0).count());
+  for (int r = 0; r < repeats; ++r) {
+    const auto wall0 = std::chrono::steady_clock::now();
+    runner.run_once(&samples);
+    walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
   }
 
   Measurement m;
@@ -144,10 +105,25 @@ Measurement CpuBackend::run(const Graph& g, const RunOptions& o) {
     m.step_time += om.median * op.count;
   }
   m.executed_wall = median_of(walls);
+  const TrackingAllocator& alloc = runner.allocator();
   m.peak_bytes = alloc.peak_bytes();
+  // Every role, as the memory model reports them, so the two breakdowns line up.
   for (TensorRole r : all_tensor_roles) m.bytes_by_role_at_peak[r] = 0;
   for (const auto& [r, b] : alloc.bytes_by_role_at_peak()) m.bytes_by_role_at_peak[r] = b;
   return m;
+}
+
+std::vector<std::vector<float>> CpuBackend::evaluate(const Graph& g, uint64_t seed,
+                                                     const std::vector<int>& ids) {
+  if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
+  GraphRunner runner(g, seed);
+  std::vector<char> keep(g.tensors.size(), 0);
+  for (int id : ids) keep.at(static_cast<std::size_t>(id)) = 1;
+  runner.run_once(nullptr, &keep);
+  std::vector<std::vector<float>> out;
+  out.reserve(ids.size());
+  for (int id : ids) out.push_back(runner.read(id));
+  return out;
 }
 
 }  // namespace perfsim::cpu

@@ -2,7 +2,9 @@
 // backends/cpu (OpenBLAS for GEMMs), allocating and freeing buffers on the memory model's
 // schedule so the measured peak is comparable with the predicted one.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/backend.hpp"
 
@@ -17,6 +19,13 @@ class CpuBackend final : public Backend {
   // o.warmup + o.repeats times; each op is timed on its own (steady_clock), activations are
   // allocated right before their writer and freed right after their last use (last_use).
   [[nodiscard]] Measurement run(const Graph& g, const RunOptions& o) override;
+
+  // Runs the graph once, untimed, from the values run() would start from (same seed), and
+  // returns the final values of the tensors in `ids`, widened to float, in that order. Kept
+  // tensors outlive their last use, so the allocation schedule differs from run()'s. The
+  // reference other backends and graph passes are checked against.
+  [[nodiscard]] std::vector<std::vector<float>> evaluate(const Graph& g, uint64_t seed,
+                                                         const std::vector<int>& ids);
 };
 
 }  // namespace perfsim::cpu

@@ -32,7 +32,7 @@ int64_t position_of(const EmbeddingShape& e, int64_t t) {
 }  // namespace
 
 template <class T>
-void embedding(const int32_t* ids, const T* table, const T* positions, T* x, const EmbeddingShape& e) {
+void embedding(const int32_t* ids, const T* table, const std::type_identity_t<T>* positions, T* x, const EmbeddingShape& e) {
   const int64_t h = e.hidden;
   parallel_for(e.tokens, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(h, 1)),
                [&](int64_t t0, int64_t t1) {
@@ -50,7 +50,7 @@ void embedding(const int32_t* ids, const T* table, const T* positions, T* x, con
 }
 
 template <class T>
-void embedding_bwd(const int32_t* ids, const T* dx, T* dtable, T* dpositions, const EmbeddingShape& e) {
+void embedding_bwd(const int32_t* ids, const T* dx, T* dtable, std::type_identity_t<T>* dpositions, const EmbeddingShape& e) {
   const int64_t h = e.hidden;
   for (int64_t t = 0; t < e.tokens; ++t) checked_id(ids, t, e.vocab);  // fail before writing
   if (!e.accumulate) {

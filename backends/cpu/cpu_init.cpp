@@ -113,7 +113,10 @@ void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t
     void* p = buffers.at(static_cast<std::size_t>(t.id));
     if (p == nullptr) continue;
     const InitSpec spec = init_spec(g, t);
-    const uint64_t tseed = SplitMix{seed ^ (static_cast<uint64_t>(t.id + 1) * 0x9e3779b97f4a7c15ull)}.next();
+    // Seeded by name, not id: a pass that renumbers tensors keeps every tensor's values.
+    uint64_t name_hash = 0xcbf29ce484222325ull;  // FNV-1a
+    for (char ch : t.name) name_hash = (name_hash ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+    const uint64_t tseed = SplitMix{seed ^ name_hash}.next();
     const int64_t n = t.elements();
     switch (storage_of(t.dtype)) {
       case Storage::f32: fill_float(static_cast<float*>(p), n, spec, tseed); break;

@@ -20,8 +20,8 @@ struct InitSpec {
 // How tensor t of g is initialized.
 [[nodiscard]] InitSpec init_spec(const Graph& g, const Tensor& t);
 
-// Fills buffers[id] of every persistent tensor per init_spec; deterministic for a seed
-// (independent of the thread count).
+// Fills buffers[id] of every persistent tensor per init_spec; deterministic for a seed and
+// a tensor name (independent of the thread count and of tensor ids).
 void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed);
 
 }  // namespace perfsim::cpu

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/scalar.hpp"
@@ -115,11 +116,13 @@ struct EmbeddingShape {
   int64_t tokens = 0, vocab = 0, hidden = 0, seq = 1, position = 0, max_positions = 0;
   bool accumulate = false;  // embedding_bwd adds into dtable/dpositions instead of overwriting
 };
-template <class T> void embedding(const int32_t* ids, const T* table, const T* positions, T* x,
+template <class T> void embedding(const int32_t* ids, const T* table,
+                                  const std::type_identity_t<T>* positions, T* x,
                                   const EmbeddingShape& e);
 // dtable (and dpositions when given) receive the scatter-added dx rows: overwritten, or
 // added into with e.accumulate.
-template <class T> void embedding_bwd(const int32_t* ids, const T* dx, T* dtable, T* dpositions,
+template <class T> void embedding_bwd(const int32_t* ids, const T* dx, T* dtable,
+                                      std::type_identity_t<T>* dpositions,
                                       const EmbeddingShape& e);
 
 // ---- cpu_loss.cpp --------------------------------------------------------------------
@@ -127,7 +130,7 @@ template <class T> void embedding_bwd(const int32_t* ids, const T* dx, T* dtable
 // dlogits [rows, cols] (optional) = (softmax − onehot(target)) / rows: the gradient of the
 // mean loss over the rows.
 template <class T> void cross_entropy(const T* logits, const int32_t* targets, float* loss,
-                                      T* dlogits, int64_t rows, int64_t cols);
+                                      std::type_identity_t<T>* dlogits, int64_t rows, int64_t cols);
 
 // ---- cpu_adamw.cpp -------------------------------------------------------------------
 // One parameter tensor of an AdamW step; every pointer holds n elements of its storage.

@@ -14,7 +14,8 @@
 namespace perfsim::cpu {
 
 template <class T>
-void cross_entropy(const T* logits, const int32_t* targets, float* loss, T* dlogits, int64_t rows,
+void cross_entropy(const T* logits, const int32_t* targets, float* loss,
+                   std::type_identity_t<T>* dlogits, int64_t rows,
                    int64_t cols) {
   for (int64_t r = 0; r < rows; ++r)
     if (targets[r] < 0 || targets[r] >= cols)

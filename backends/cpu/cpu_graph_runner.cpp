@@ -1,0 +1,80 @@
+// GraphRunner: the allocation schedule and op loop shared by timed runs and evaluation.
+#include "backends/cpu/cpu_graph_runner.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "backends/cpu/cpu_init.hpp"
+#include "backends/cpu/cpu_op_exec.hpp"
+#include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/cpu/scalar.hpp"
+#include "core/errors.hpp"
+#include "core/memory_model.hpp"
+
+namespace perfsim::cpu {
+
+namespace {
+
+std::size_t bytes_of_tensor(const Tensor& t) {
+  return static_cast<std::size_t>(t.elements()) * static_cast<std::size_t>(bytes_of(storage_of(t.dtype)));
+}
+
+}  // namespace
+
+GraphRunner::GraphRunner(const Graph& g, uint64_t seed) : m_graph(g) {
+  g.check();
+  for (const Tensor& t : g.tensors)
+    if (storage_of(t.dtype) == Storage::unsupported)
+      throw NotExecutable(fmt::format("cpu backend cannot hold {} tensor '{}'", name_of(t.dtype), t.name));
+  for (const Op& op : g.ops) check_op(op, g);
+
+  const std::vector<int> last = last_use(g);
+  m_frees.resize(g.ops.size());
+  for (const Tensor& t : g.tensors) {
+    const int l = last.at(static_cast<std::size_t>(t.id));
+    if (!is_persistent(t.role) && l >= 0) m_frees[static_cast<std::size_t>(l)].push_back(t.id);
+  }
+  m_buffers.assign(g.tensors.size(), nullptr);
+  for (const Tensor& t : g.tensors)
+    if (is_persistent(t.role)) m_buffers[static_cast<std::size_t>(t.id)] = m_alloc.allocate(bytes_of_tensor(t), t.role);
+  fill_persistent(g, m_buffers, seed);
+}
+
+void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep) {
+  using clock = std::chrono::steady_clock;
+  const Graph& g = m_graph;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    for (int id : op.outputs) {
+      void*& p = m_buffers[static_cast<std::size_t>(id)];
+      if (p == nullptr) p = m_alloc.allocate(bytes_of_tensor(g.tensor(id)), g.tensor(id).role);
+    }
+    const auto t0 = clock::now();
+    execute_op(op, g, m_buffers, m_alloc);
+    const auto t1 = clock::now();
+    if (op_seconds != nullptr) (*op_seconds)[i].push_back(std::chrono::duration<double>(t1 - t0).count());
+    for (int id : m_frees[i]) {
+      if (keep != nullptr && (*keep)[static_cast<std::size_t>(id)]) continue;
+      m_alloc.release(m_buffers[static_cast<std::size_t>(id)]);
+      m_buffers[static_cast<std::size_t>(id)] = nullptr;
+    }
+  }
+}
+
+std::vector<float> GraphRunner::read(int id) const {
+  const Tensor& t = m_graph.tensor(id);
+  const void* p = m_buffers.at(static_cast<std::size_t>(id));
+  if (p == nullptr) throw std::logic_error(fmt::format("cpu backend: tensor '{}' is not live", t.name));
+  std::vector<float> out(static_cast<std::size_t>(t.elements()));
+  const Storage s = storage_of(t.dtype);
+  if (s == Storage::i32) {
+    const auto* ids = static_cast<const int32_t*>(p);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(ids[i]);
+  } else {
+    convert(p, s, out.data(), Storage::f32, t.elements());
+  }
+  return out;
+}
+
+}  // namespace perfsim::cpu

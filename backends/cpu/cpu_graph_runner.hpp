@@ -1,0 +1,36 @@
+// Executes a graph on the CPU kernels with the memory model's allocation schedule:
+// persistent tensors allocated and filled once, each activation allocated right before the
+// op that writes it and released right after its last use (core/memory_model.hpp last_use).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/buffer.hpp"
+#include "core/graph.hpp"
+
+namespace perfsim::cpu {
+
+class GraphRunner {
+ public:
+  // Checks the graph and every op's shapes, allocates persistent tensors and fills them
+  // (cpu_init.hpp). Throws NotExecutable for ops the CPU kernels cannot run.
+  GraphRunner(const Graph& g, uint64_t seed);
+
+  // One pass over the ops. When op_seconds is given, op i's kernel time is appended to
+  // (*op_seconds)[i]. Tensors with keep[id] set survive their last use (for reading back).
+  void run_once(std::vector<std::vector<double>>* op_seconds = nullptr,
+                const std::vector<char>* keep = nullptr);
+
+  // Values of a live tensor widened to float (token ids converted exactly).
+  [[nodiscard]] std::vector<float> read(int id) const;
+
+  [[nodiscard]] const TrackingAllocator& allocator() const { return m_alloc; }
+
+ private:
+  const Graph& m_graph;
+  TrackingAllocator m_alloc;
+  std::vector<void*> m_buffers;          // by tensor id; nullptr when not live
+  std::vector<std::vector<int>> m_frees; // by op index: activations released after it
+};
+
+}  // namespace perfsim::cpu

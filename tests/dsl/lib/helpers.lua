@@ -1,0 +1,2 @@
+-- Fixture module found through the script's directory (require "lib.helpers").
+return { double = function(x) return 2 * x end }

@@ -1,0 +1,12 @@
+-- Fixture: what the sandbox removes, and what stays.
+assert(os.execute == nil, "os.execute")
+assert(os.remove == nil, "os.remove")
+assert(os.rename == nil, "os.rename")
+assert(os.exit == nil, "os.exit")
+assert(io.popen == nil, "io.popen")
+assert(package.loadlib == nil, "package.loadlib")
+assert(ffi == nil, "ffi global")
+local ok = pcall(require, "ffi")
+assert(not ok, "require 'ffi' must fail")
+assert(type(os.clock()) == "number", "os.clock stays")
+assert(io.open ~= nil and loadfile ~= nil and dofile ~= nil, "file reading stays")
