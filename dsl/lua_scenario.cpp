@@ -85,6 +85,14 @@ std::vector<StackStep> read_stacks(lua_State* L, int index) {
 std::vector<SweepAxis> read_sweep(lua_State* L, int index, Phase phase, SweepCatalog& named) {
   std::vector<SweepAxis> axes;
   if (lua_isnil(L, index)) return axes;
+  if (lua_istable(L, index)) {
+    if (array_length(L, index) > 0)
+      throw ConfigError("sweep takes named lists, such as sweep = {batch = {1, 8, 32}}");
+    for (const std::string& key : string_keys(L, index))
+      if (std::find(sweep_keys().begin(), sweep_keys().end(), key) == sweep_keys().end())
+        throw ConfigError(fmt::format("unknown sweep key '{}'{}; sweep keys: {}", key,
+                                      did_you_mean(key, sweep_keys()), fmt::join(sweep_keys(), ", ")));
+  }
   const FieldReader r(L, index, "sweep", sweep_keys());
   for (const std::string& key : sweep_keys()) {
     if (r.push(key.c_str()) == LUA_TNIL) {

@@ -106,11 +106,17 @@ int module_loader(lua_State* L) {
   std::string rel = name;
   for (char& c : rel)
     if (c == '.') c = '/';
+  const ScriptContext& ctx = context(L);
+  // The runtime's own modules always come from the binary; only the catalogs (hardware,
+  // models, stacks) and user modules are looked up in directories.
+  const bool runtime_module = name == "prelude" || name == "perfsim";
   std::string tried;
-  for (const std::string& dir : search_dirs(context(L))) {
+  for (const std::string& dir : runtime_module ? std::vector<std::string>{} : search_dirs(ctx)) {
     for (const std::string& candidate : {dir + "/" + rel + ".lua", dir + "/" + rel + "/init.lua"}) {
       std::error_code ec;
-      if (!std::filesystem::is_regular_file(candidate, ec)) {
+      // A script named like a module (perfsim.lua, models.lua) is not that module.
+      const bool is_script = !ctx.file.empty() && std::filesystem::equivalent(candidate, ctx.file, ec);
+      if (!std::filesystem::is_regular_file(candidate, ec) || is_script) {
         tried += "\n\tno file '" + candidate + "'";
         continue;
       }

@@ -76,8 +76,8 @@ TEST_CASE("cpu gemm: fp32 needs no workspace; 16-bit operands a bounded one") {
   // 256x512 A block + 512x512 B block + 256x512 C block, whatever the problem size.
   CHECK(gemm_workspace_floats(s, Storage::bf16, Storage::bf16, Storage::bf16) ==
         256 * 512 + 512 * 512 + 256 * 512);
-  s.m = 3, s.n = 5, s.k = 7;
-  CHECK(gemm_workspace_floats(s, Storage::f32, Storage::bf16, Storage::f32) == 3 * 7 + 7 * 5 + 3 * 5);
+  s.m = 30, s.n = 5, s.k = 7;
+  CHECK(gemm_workspace_floats(s, Storage::f32, Storage::bf16, Storage::f32) == 30 * 7 + 7 * 5 + 30 * 5);
 }
 
 TEST_CASE("cpu gemm: batched, with broadcast operands") {
@@ -121,4 +121,24 @@ TEST_CASE("cpu gemm: bf16 across several conversion blocks in every dimension") 
   s.trans_b = false;
   s.accumulate = true;
   CHECK(gemm_error<float, bf16, bf16>(s, 42) < 1e-2);
+}
+
+TEST_CASE("cpu gemm: decode-shaped products stream a 16-bit B once") {
+  for (int64_t m : {1, 3, 8})
+    for (bool tb : {false, true})
+      for (bool acc : {false, true}) {
+        GemmShape s;
+        s.m = m, s.n = 600, s.k = 70;  // several 256-column blocks, a ragged last one
+        s.trans_b = tb, s.accumulate = acc;
+        CAPTURE(m);
+        CAPTURE(tb);
+        CAPTURE(acc);
+        CHECK(gemm_workspace_floats(s, Storage::bf16, Storage::bf16, Storage::bf16) == m * 70);
+        CHECK(gemm_error<bf16, bf16, bf16>(s, 51) < 1e-2);
+        CHECK(gemm_error<float, bf16, float>(s, 52) < 1e-5);
+        CHECK(gemm_error<half, half, float>(s, 53) < 1e-5);
+      }
+  GemmShape s;
+  s.m = 2, s.n = 9, s.k = 5, s.batch = 3, s.trans_a = true, s.broadcast_b = true;
+  CHECK(gemm_error<bf16, bf16, bf16>(s, 54) < 1e-2);
 }

@@ -92,8 +92,7 @@ TEST_CASE("dsl: train workload, named stack, model table and execute = false") {
   CHECK(s.name == "train");  // the script's file name without .lua
   CHECK(s.model.name == "mini");
   CHECK(s.model.layers == 4);
-  CHECK(s.model.kv_heads == 0);  // not given: same as heads
-  CHECK(s.model.kv_heads_or_heads() == 8);
+  CHECK(s.model.kv_heads == 8);  // not given: the constructor fills in heads
   CHECK(s.model.activation == Activation::gelu);
   CHECK(s.model.norm == NormKind::layernorm);
   CHECK(s.hardware.at(0).name == "A100-80GB");  // "A100" alias
@@ -160,14 +159,15 @@ assert(w.phase == "decode" and w.batch == 3 and w.prompt == 128 and w.new_tokens
 local t = train {}
 assert(t.phase == "train" and t.seq == 1024 and t.grad_accum == 1)
 local s = step("+b", {batch = 8}, "fusion")
-assert(s.name == "+b" and s.passes[1] == "fusion" and s.passes[2].name == "batch")
+assert(s.name == "+b" and s.passes[1].name == "batch" and s.passes[1].value == 8)
+assert(s.passes[2] == "fusion")
 )");
   CHECK_NOTHROW((void)run_script(file));
 }
 
 TEST_CASE("dsl: sandbox removes process and native access but keeps reading files") {
   CHECK_NOTHROW((void)run_script(dsl_fixture("sandbox.lua")));
-  const std::string file = write_script("ffi.lua", "local x = 1\nlocal ffi = require 'ffi'\n");
+  const std::string file = write_script("needs_ffi.lua", "local x = 1\nlocal ffi = require 'ffi'\n");
   const std::string msg = script_error(file);
   CHECK(starts_with(msg, file + ":2: module 'ffi' not found"));
   const std::string exec = write_script("exec.lua", "os.execute('true')\n");
@@ -194,4 +194,15 @@ TEST_CASE("dsl: PERFSIM_PATH is searched after module_path") {
   CHECK(m.layers == 2);
   CHECK(m.kv_heads == 2);
   CHECK_THROWS_AS((void)find_model("my-model"), ConfigError);
+}
+
+TEST_CASE("dsl: a script named like a runtime module still runs as a script") {
+  const std::string file = write_script("perfsim.lua", R"(
+return scenario { name = "named_perfsim", model = "tiny-gpt", hardware = "L4", workload = prefill {},
+                  stacks = { step("bf16", "bf16") } }
+)");
+  const ScriptOutcome out = run_script(file);
+  REQUIRE(out.scenario.has_value());
+  CHECK(out.scenario->name == "named_perfsim");
+  CHECK(out.scenario->stacks.size() == 1);
 }

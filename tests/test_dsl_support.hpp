@@ -16,9 +16,22 @@ inline std::string dsl_fixture(const std::string& name) {
   return std::string(PERFSIM_SOURCE_DIR) + "/tests/dsl/" + name;
 }
 
+inline std::filesystem::path script_dir() {
+  return std::filesystem::temp_directory_path() / ("perfsim_dsl_" + std::to_string(::getpid()));
+}
+
+// Removes the throw-away scripts when the test program exits.
+struct ScriptDirCleanup {
+  ~ScriptDirCleanup() {
+    std::error_code ec;
+    std::filesystem::remove_all(script_dir(), ec);
+  }
+};
+inline const ScriptDirCleanup script_dir_cleanup;
+
 // Writes `text` to <tmp>/perfsim_dsl_<pid>/<name> and returns the path; line 1 is the first line.
 inline std::string write_script(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / ("perfsim_dsl_" + std::to_string(::getpid()));
+  const auto dir = script_dir();
   std::filesystem::create_directories(dir);
   const std::string path = (dir / name).string();
   std::ofstream(path) << text;

@@ -1,6 +1,7 @@
 // GEMM: C[batch][m,n] (+)= op(A)[m,k]·op(B)[k,n] on OpenBLAS sgemm. fp32 and tf32 operands
 // go to sgemm directly; bf16/fp16 operands are widened to fp32 one block at a time into a
 // bounded workspace (counted by the caller as transient memory) and C blocks narrowed back.
+// A few rows against a 16-bit B (decode) take a streaming path that reads B only once.
 #include <cblas.h>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 
 #include "backends/cpu/cpu_kernels.hpp"
+#include "backends/cpu/kernel_util.hpp"
 #include "backends/cpu/parallel.hpp"
 
 namespace perfsim::cpu {
@@ -155,6 +157,74 @@ void gemm_blocked(const void* a, Storage ta, const void* b, Storage tb, void* c,
   }
 }
 
+// Decode-shaped products (a few rows of A against a large 16-bit B) stream B once,
+// widening in registers: converting B to fp32 first would move 5x the bytes (read 2, write
+// 4, read 4 again) for work that is bound by reading B.
+constexpr int64_t small_m = 8;
+constexpr int64_t column_block = 256;
+
+bool use_small_m(const GemmShape& s, Storage tb) { return s.m <= small_m && tb != Storage::f32; }
+
+template <class S>
+void small_m_typed(const float* af, const S* b, void* c, Storage tc, const GemmShape& s) {
+  const int64_t m = s.m, n = s.n, k = s.k;
+  if (s.trans_b) {
+    // B stored [n, k]: C[i, j] = A[i, :] · B[j, :], one row of B per output column.
+    parallel_for(n, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(k, 1)), [&](int64_t j0, int64_t j1) {
+      float* bf = detail::thread_scratch(0, static_cast<std::size_t>(k));
+      float out[small_m * column_block];
+      float prev[column_block];
+      for (int64_t jb = j0; jb < j1; jb += column_block) {
+        const int64_t nb = std::min(column_block, j1 - jb);
+        for (int64_t j = 0; j < nb; ++j) {
+          const float* row = detail::as_float(b + (jb + j) * k, k, bf);
+          for (int64_t i = 0; i < m; ++i) out[i * nb + j] = detail::dot(af + i * k, row, k);
+        }
+        for (int64_t i = 0; i < m; ++i) {
+          if (s.accumulate) {
+            gather_any(c, tc, n, false, i, jb, 1, nb, prev);
+            for (int64_t j = 0; j < nb; ++j) out[i * nb + j] += prev[j];
+          }
+          scatter_any(out + i * nb, 1, nb, c, tc, n, i, jb);
+        }
+      }
+    });
+    return;
+  }
+  // B stored [k, n]: each task owns a block of columns and sweeps B's rows once. Blocks are
+  // as wide as the accumulators allow (64 KiB of fp32), so each row is read in long runs
+  // rather than short strided pieces that defeat the prefetcher.
+  const int64_t per_thread = (n + thread_count() - 1) / thread_count();
+  const int64_t width = std::clamp<int64_t>((per_thread + 63) / 64 * 64, column_block,
+                                            std::max<int64_t>(column_block, 16384 / m));
+  const int64_t blocks = (n + width - 1) / width;
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    float* acc = detail::thread_scratch(0, static_cast<std::size_t>(m * width));
+    float* bf = detail::thread_scratch(1, static_cast<std::size_t>(width));
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t j0 = blk * width, nb = std::min(width, n - j0);
+      if (s.accumulate) gather_any(c, tc, n, false, 0, j0, m, nb, acc);
+      else std::fill(acc, acc + m * nb, 0.0f);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const float* row = detail::as_float(b + kk * n + j0, nb, bf);
+        for (int64_t i = 0; i < m; ++i) {
+          const float a = af[i * k + kk];
+          if (a != 0.0f) detail::axpy(a, row, acc + i * nb, nb);
+        }
+      }
+      scatter_any(acc, m, nb, c, tc, n, 0, j0);
+    }
+  });
+}
+
+// One batch entry on the small-m path; A is widened into the workspace first (m·k floats).
+void gemm_small_m(const void* a, Storage ta, const void* b, Storage tb, void* c, Storage tc,
+                  const GemmShape& s, float* ws) {
+  gather_any(a, ta, s.trans_a ? s.m : s.k, s.trans_a, 0, 0, s.m, s.k, ws);
+  if (tb == Storage::bf16) small_m_typed(ws, static_cast<const bf16*>(b), c, tc, s);
+  else small_m_typed(ws, static_cast<const half*>(b), c, tc, s);
+}
+
 const void* offset(const void* p, Storage t, int64_t elems) {
   return static_cast<const char*>(p) + elems * bytes_of(t);
 }
@@ -166,6 +236,7 @@ void* offset(void* p, Storage t, int64_t elems) {
 
 int64_t gemm_workspace_floats(const GemmShape& s, Storage a, Storage b, Storage c) {
   if (a == Storage::f32 && b == Storage::f32 && c == Storage::f32) return 0;
+  if (use_small_m(s, b)) return s.m * s.k;
   return std::min(s.m, block_m) * std::min(s.k, block_k) +
          std::min(s.k, block_k) * std::min(s.n, block_n) +
          std::min(s.m, block_m) * std::min(s.n, block_n);
@@ -184,6 +255,8 @@ void gemm(const void* a, Storage ta, const void* b, Storage tb, void* c, Storage
     void* cb = offset(c, tc, bi * stride_c);
     if (all_f32)
       gemm_f32(static_cast<const float*>(ab), static_cast<const float*>(bb), static_cast<float*>(cb), s);
+    else if (use_small_m(s, tb))
+      gemm_small_m(ab, ta, bb, tb, cb, tc, s, workspace);
     else
       gemm_blocked(ab, ta, bb, tb, cb, tc, s, workspace);
   }

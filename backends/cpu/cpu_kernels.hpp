@@ -22,8 +22,9 @@ struct GemmShape {
   bool broadcast_a = false;  // one A shared by every batch entry (otherwise [batch, ...])
   bool broadcast_b = false;  // one B shared by every batch entry
 };
-// Float elements of workspace gemm() needs: 0 when A, B and C are all fp32; otherwise
-// blocks of A, B and C converted to fp32 (bounded, independent of the problem size).
+// Float elements of workspace gemm() needs: 0 when A, B and C are all fp32; m·k (A widened)
+// when m <= 8 and B is 16-bit (B is then streamed once); otherwise blocks of A, B and C
+// converted to fp32 (bounded, independent of the problem size).
 [[nodiscard]] int64_t gemm_workspace_floats(const GemmShape& s, Storage a, Storage b, Storage c);
 // C[batch][m, n] (+)= op(A)[m, k] · op(B)[k, n] with fp32 accumulation (OpenBLAS sgemm).
 // Operands may use different storages; 16-bit ones are converted block by block.
