@@ -51,7 +51,12 @@ int cmd_run(const RunArgs& a) {
   const ScriptOutcome outcome = run_script(a.scenario, make_dsl_settings(a));
   std::vector<ScenarioPoint> points = outcome.points;
   if (points.empty()) {
-    if (!outcome.scenario) return 0;  // a plain script: its prints are the output
+    if (!outcome.scenario) {  // a plain script: its prints are the output
+      if (!a.output.empty() && !a.quiet)
+        fmt::print(stderr, "perfsim: {} is a plain script (no scenario): nothing written to {}\n",
+                   a.scenario, a.output);
+      return 0;
+    }
     points.push_back(ScenarioPoint{{}, *outcome.scenario});
   }
 

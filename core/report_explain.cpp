@@ -37,6 +37,12 @@ std::string shape_summary(const Op& op, const Graph& g) {
   return "";
 }
 
+// Op counts are whole for sampled layers; a fused op over tensors of different counts carries a
+// weighted, fractional one.
+std::string count_text(double c) {
+  return c == std::floor(c) ? fmt::format("{:.0f}", c) : fmt::format("{:.2f}", c);
+}
+
 std::string fixed(double v, int decimals) {
   return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "—";
 }
@@ -91,7 +97,7 @@ std::string format_explain(const ExplainInput& in) {
     std::string bound = c.flops > 0 && c.compute_bound ? "compute" : "memory";
     if (!c.supported) bound += " *", any_unsupported = true;
     ops.add_row({op.name, std::string(name_of(class_of(op.kind))), std::string(name_of(op.dtype)),
-                 shape_summary(op, g), fmt::format("{:g}", op.count), fixed(c.flops / 1e9, 3),
+                 shape_summary(op, g), count_text(op.count), fixed(c.flops / 1e9, 3),
                  fixed(c.bytes / 1e6, 2), fixed(c.intensity, 1), bound, fixed(c.time * 1e6, 2),
                  fixed(total * 1e6, 1), share(total)});
     ClassTotal& t = totals[class_of(op.kind)];
@@ -110,11 +116,11 @@ std::string format_explain(const ExplainInput& in) {
   classes.add_column("% step");
   ClassTotal all;
   for (const auto& [cls, t] : totals) {
-    classes.add_row({std::string(name_of(cls)), fmt::format("{:g}", t.count), fixed(t.flops / 1e9, 3),
+    classes.add_row({std::string(name_of(cls)), count_text(t.count), fixed(t.flops / 1e9, 3),
                      fixed(t.bytes / 1e6, 1), format_duration(t.time), share(t.time)});
     all.count += t.count, all.flops += t.flops, all.bytes += t.bytes, all.time += t.time;
   }
-  classes.add_row({"total", fmt::format("{:g}", all.count), fixed(all.flops / 1e9, 3),
+  classes.add_row({"total", count_text(all.count), fixed(all.flops / 1e9, 3),
                    fixed(all.bytes / 1e6, 1), format_duration(all.time), share(all.time)});
 
   std::string out = format_key_values(header);

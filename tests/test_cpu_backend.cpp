@@ -228,3 +228,36 @@ TEST_CASE("cpu registry: backends by name, with suggestions") {
   CHECK_THROWS_WITH_AS((void)make_backend("cpx"), doctest::Contains("did you mean 'cpu'"), ConfigError);
   CHECK_THROWS_WITH_AS((void)make_backend("tpu"), doctest::Contains("unknown backend 'tpu'"), ConfigError);
 }
+
+TEST_CASE("cpu backend: token ids start inside the vocabulary; kernel failures name the op") {
+  Graph g;
+  auto tensor = [&](const char* name, std::vector<int64_t> shape, TensorRole role, DType t) {
+    Tensor x;
+    x.name = name;
+    x.shape = std::move(shape);
+    x.role = role;
+    x.dtype = t;
+    return g.add_tensor(std::move(x));
+  };
+  const int ids = tensor("tokens", {40}, TensorRole::input, DType::int32);
+  const int table = tensor("embedding.weight", {10, 8}, TensorRole::weight, DType::fp32);
+  const int pos = tensor("position_embedding.weight", {20, 8}, TensorRole::weight, DType::fp32);
+  const int x = tensor("embedding.out", {40, 8}, TensorRole::activation, DType::fp32);
+  Op op;
+  op.kind = OpKind::embedding;
+  op.name = "embedding";
+  op.inputs = {ids, table, pos};
+  op.outputs = {x};
+  op.attrs.seq_q = 20;  // two sequences of 20 at positions 0..19
+  g.add_op(op);
+  cpu::CpuBackend be;
+  const auto v = be.evaluate(g, 1, {ids});
+  for (float id : v[0]) {
+    CHECK(id >= 0);
+    CHECK(id < 10);
+    CHECK(id == std::floor(id));
+  }
+  g.ops[0].attrs.position = 1;  // the last token of each sequence would need position 20
+  CHECK_THROWS_WITH_AS((void)be.run(g, quick()), doctest::Contains("op 'embedding' (embedding) failed"),
+                       NotExecutable);
+}

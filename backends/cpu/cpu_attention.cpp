@@ -1,10 +1,15 @@
 // Materialized attention and its backward: scores S = Q·K^T·scale, softmax P (causal mask),
 // context O = P·V, and the three backward ops. Shapes in cpu_kernels.hpp (AttnShape):
 // Q, O [b, sq, h, d]; K, V [b, cap, kvh, d]; S, P [b, h, sq, skv]; dK, dV [b, gcap, kvh, d].
-// Every row is independent, so each kernel parallelizes over rows; dK/dV rows are owned by
-// one (batch, kv head, kv position) each, summing the query heads of the GQA group.
+// fp32 runs each (batch, head) slice as an OpenBLAS sgemm with strided operands; bf16/fp16
+// use float-accumulating loops parallel over rows, where dK/dV rows are owned by one
+// (batch, kv head, kv position) each, summing the query heads of the GQA group.
+#include <cblas.h>
+
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/kernel_util.hpp"
@@ -49,6 +54,35 @@ RowIndex split_row(const AttnShape& a, int64_t r) {
   return {r / (a.heads * a.seq_q), (r / a.seq_q) % a.heads, r % a.seq_q};
 }
 
+// fp32 fast paths: one sgemm per (batch, head) on strided views of Q/K/V/O.
+namespace blas {
+
+blasint bl(int64_t v) { return static_cast<blasint>(v); }
+
+// C[rows, cols] (ldc) = alpha · op(A)·op(B) + beta · C.
+void sgemm(bool ta, bool tb, int64_t rows, int64_t cols, int64_t inner, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bl(rows),
+              bl(cols), bl(inner), alpha, a, bl(lda), b, bl(ldb), beta, c, bl(ldc));
+}
+
+// out[b, j, kh, :] = alpha · Σ_{h in group(kh)} W[b,h]^T · X[b,:,h,:] for j < seq_kv; zero rows
+// seq_kv .. grad_capacity. W is score-shaped (P or dS), X query-shaped (dO or Q).
+void reduce_to_kv(const float* w, const float* x, float* out, float alpha, const AttnShape& a) {
+  const Strides st(a);
+  const int64_t d = a.head_dim, g = a.group();
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t kh = 0; kh < a.kv_heads; ++kh) {
+      for (int64_t h = kh * g; h < (kh + 1) * g; ++h)
+        sgemm(true, false, a.seq_kv, d, a.seq_q, alpha, w + st.s(b, h, 0), a.seq_kv, x + st.q(b, 0, h),
+              a.heads * d, h == kh * g ? 0.0f : 1.0f, out + st.grad_kv(b, 0, kh), a.kv_heads * d);
+      for (int64_t j = a.seq_kv; j < a.grad_capacity; ++j)
+        std::memset(out + st.grad_kv(b, j, kh), 0, static_cast<std::size_t>(d) * sizeof(float));
+    }
+}
+
+}  // namespace blas
+
 }  // namespace
 
 template <class T>
@@ -56,6 +90,13 @@ void attn_scores(const T* q, const T* k, T* s, const AttnShape& a) {
   const Strides st(a);
   const int64_t d = a.head_dim;
   const float scale = a.scale();
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t h = 0; h < a.heads; ++h)
+        blas::sgemm(false, true, a.seq_q, a.seq_kv, d, scale, q + st.q(b, 0, h), a.heads * d,
+                    k + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, s + st.s(b, h, 0), a.seq_kv);
+    return;
+  }
   parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
     float* qf = thread_scratch(0, static_cast<std::size_t>(d));
     float* kf = thread_scratch(1, static_cast<std::size_t>(d));
@@ -100,6 +141,13 @@ template <class T>
 void attn_context(const T* p, const T* v, T* o, const AttnShape& a) {
   const Strides st(a);
   const int64_t d = a.head_dim;
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t h = 0; h < a.heads; ++h)
+        blas::sgemm(false, false, a.seq_q, d, a.seq_kv, 1.0f, p + st.s(b, h, 0), a.seq_kv,
+                    v + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, o + st.q(b, 0, h), a.heads * d);
+    return;
+  }
   parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
     float* acc = thread_scratch(0, static_cast<std::size_t>(d));
     float* vf = thread_scratch(1, static_cast<std::size_t>(d));
@@ -155,6 +203,14 @@ template <class T>
 void attn_context_bwd(const T* d_o, const T* p, const T* v, T* dp, T* dv, const AttnShape& a) {
   const Strides st(a);
   const int64_t d = a.head_dim;
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t h = 0; h < a.heads; ++h)
+        blas::sgemm(false, true, a.seq_q, a.seq_kv, d, 1.0f, d_o + st.q(b, 0, h), a.heads * d,
+                    v + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, dp + st.s(b, h, 0), a.seq_kv);
+    blas::reduce_to_kv(p, d_o, dv, 1.0f, a);
+    return;
+  }
   // dP[b,h,i,j] = dO[b,i,h,:] · V[b,j,kh,:]
   parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
     float* of = thread_scratch(0, static_cast<std::size_t>(d));
@@ -192,6 +248,14 @@ void attn_scores_bwd(const T* ds, const T* q, const T* k, T* dq, T* dk, const At
   const Strides st(a);
   const int64_t d = a.head_dim;
   const float scale = a.scale();
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t h = 0; h < a.heads; ++h)
+        blas::sgemm(false, false, a.seq_q, d, a.seq_kv, scale, ds + st.s(b, h, 0), a.seq_kv,
+                    k + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, dq + st.q(b, 0, h), a.heads * d);
+    blas::reduce_to_kv(ds, q, dk, scale, a);
+    return;
+  }
   // dQ[b,i,h,:] = scale · Σ_j dS[b,h,i,j] · K[b,j,kh,:]
   parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
     float* acc = thread_scratch(0, static_cast<std::size_t>(d));

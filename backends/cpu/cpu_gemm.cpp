@@ -205,12 +205,24 @@ void small_m_typed(const float* af, const S* b, void* c, Storage tc, const GemmS
       const int64_t j0 = blk * width, nb = std::min(width, n - j0);
       if (s.accumulate) gather_any(c, tc, n, false, 0, j0, m, nb, acc);
       else std::fill(acc, acc + m * nb, 0.0f);
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const float* row = detail::as_float(b + kk * n + j0, nb, bf);
+      int64_t kk = 0;
+      // Four rows of B per sweep over the accumulators: a quarter of the accumulator traffic.
+      for (; kk + 4 <= k; kk += 4) {
+        const S* r0 = b + kk * n + j0;
+        const S* r1 = r0 + n;
+        const S* r2 = r1 + n;
+        const S* r3 = r2 + n;
         for (int64_t i = 0; i < m; ++i) {
-          const float a = af[i * k + kk];
-          if (a != 0.0f) detail::axpy(a, row, acc + i * nb, nb);
+          const float* ai = af + i * k + kk;
+          const float a0 = ai[0], a1 = ai[1], a2 = ai[2], a3 = ai[3];
+          float* out = acc + i * nb;
+          for (int64_t j = 0; j < nb; ++j)
+            out[j] += (a0 * to_f32(r0[j]) + a1 * to_f32(r1[j])) + (a2 * to_f32(r2[j]) + a3 * to_f32(r3[j]));
         }
+      }
+      for (; kk < k; ++kk) {
+        const float* row = detail::as_float(b + kk * n + j0, nb, bf);
+        for (int64_t i = 0; i < m; ++i) detail::axpy(af[i * k + kk], row, acc + i * nb, nb);
       }
       scatter_any(acc, m, nb, c, tc, n, 0, j0);
     }

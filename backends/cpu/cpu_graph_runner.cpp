@@ -51,7 +51,14 @@ void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const s
       if (p == nullptr) p = m_alloc.allocate(bytes_of_tensor(g.tensor(id)), g.tensor(id).role);
     }
     const auto t0 = clock::now();
-    execute_op(op, g, m_buffers, m_alloc);
+    try {
+      execute_op(op, g, m_buffers, m_alloc);
+    } catch (const NotExecutable&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Kernel checks (token ids out of range, a cache row past its capacity) name the op.
+      throw NotExecutable(fmt::format("cpu backend: op '{}' ({}) failed: {}", op.name, name_of(op.kind), e.what()));
+    }
     const auto t1 = clock::now();
     if (op_seconds != nullptr) (*op_seconds)[i].push_back(std::chrono::duration<double>(t1 - t0).count());
     for (int id : m_frees[i]) {

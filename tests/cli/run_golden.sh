@@ -9,7 +9,8 @@
 # Case lines: NAME | EXIT | ARGUMENTS [| CHECK]...   ('#' starts a comment line)
 # Commands run in SOURCE_DIR, so paths in the output are relative. ARGUMENTS are split like a
 # shell would; {tmp} is a scratch directory. CHECKs:
-# ({tmp} in the output reads {tmp}, whatever the scratch directory; the last field may be empty)
+# (the scratch path is printed as {tmp} in the output, so patterns and golden files say {tmp};
+# the last field may be empty, as in "no_command | 2 |")
 #   drop=REGEX     delete matching lines before comparing with the golden file
 #   expect=REGEX   the output must match (grep -E); a case with expect/reject has no golden file
 #   reject=REGEX   the output must not match
