@@ -30,7 +30,7 @@ int64_t grain_for(int64_t work_per_row) {
 
 // Element offsets into Q/O and K/V for (batch, query or kv row, head).
 struct Strides {
-  explicit Strides(const AttnShape& a) : a(a) {}
+  explicit Strides(const AttnShape& shape) : a(shape) {}
   const AttnShape& a;
   [[nodiscard]] int64_t q(int64_t b, int64_t i, int64_t h) const {
     return ((b * a.seq_q + i) * a.heads + h) * a.head_dim;
