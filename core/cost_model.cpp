@@ -60,6 +60,10 @@ Prediction predict(const Graph& g, const Hardware& hw) {
   Prediction p;
   p.hardware = hw.name;
   p.calibrated = hw.calibrated;
+  // A CPU has no datasheet readable from the OS: its profile is estimated (core/host_cpu.cpp).
+  p.profile = hw.calibrated ? "calibrated"
+              : hw.kind == "cpu" ? "estimated from the CPU model, uncalibrated"
+                                 : "datasheet, uncalibrated";
   p.ops.reserve(g.ops.size());
   const ClassEfficiencies eff = ClassEfficiencies::of(hw);
 

@@ -28,6 +28,7 @@ struct OpCost {
 struct Prediction {
   std::string hardware;
   bool calibrated = false;
+  std::string profile;                           // "calibrated", "datasheet, uncalibrated", ...
   std::vector<OpCost> ops;                       // one per graph op, same order
   std::map<OpClass, double> time_by_class;       // Σ time × count per class (seconds)
   double host_time = 0;                          // host overhead per step

@@ -59,7 +59,7 @@ std::string format_explain(const ExplainInput& in) {
   header.emplace_back("explain", fmt::format("{}, step {}", in.scenario, in.step));
   if (!in.sweep_note.empty()) header.emplace_back("sweep", in.sweep_note);
   header.emplace_back("profile", fmt::format("{} ({})", p.hardware,
-                                             p.calibrated ? "calibrated" : "datasheet, uncalibrated"));
+                                             p.profile));
   header.emplace_back("workload", describe(g.workload));
   if (g.layers_built < g.layers_total)
     header.emplace_back("graph", fmt::format("{} of {} transformer layers built; each layer op "

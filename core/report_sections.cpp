@@ -190,7 +190,7 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
   if (!r.steps.empty()) {
     const Prediction& p = r.steps.front().predicted;
     d.header.emplace_back("profile", fmt::format("{} ({})", p.hardware,
-                                                 p.calibrated ? "calibrated" : "datasheet, uncalibrated"));
+                                                 p.profile));
   }
   if (!r.sampling.empty()) d.header.emplace_back("sampling", r.sampling);
 

@@ -50,6 +50,7 @@ Graph tiny_graph(int64_t batch) {
 Prediction prediction(const std::string& hw, double step_time, double exec_peak, double model_peak) {
   Prediction p;
   p.hardware = hw;
+  p.profile = "datasheet, uncalibrated";
   p.step_time = step_time;
   p.memory_executed.peak = exec_peak;
   p.memory.peak = model_peak;
