@@ -69,4 +69,18 @@ inline void FieldReader::read<std::string>(const char* key, std::string& out) co
   if (auto v = string(key)) out = *v;
 }
 
+// Writers for the table on top of the stack: t[key] = v.
+inline void set_number(lua_State* L, const char* key, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+inline void set_string(lua_State* L, const char* key, const std::string& v) {
+  lua_pushlstring(L, v.data(), v.size());
+  lua_setfield(L, -2, key);
+}
+inline void set_bool(lua_State* L, const char* key, bool v) {
+  lua_pushboolean(L, v ? 1 : 0);
+  lua_setfield(L, -2, key);
+}
+
 }  // namespace perfsim::dsl

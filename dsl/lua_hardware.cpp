@@ -59,10 +59,6 @@ void read_link(lua_State* L, int index, Link& link, const std::string& what, con
     throw ConfigError(fmt::format("{}: {}.bandwidth and {}.latency must be >= 0", what, field, field));
 }
 
-void set_number(lua_State* L, const char* key, double v) {
-  lua_pushnumber(L, v);
-  lua_setfield(L, -2, key);
-}
 
 void push_link(lua_State* L, const char* key, const Link& link) {
   lua_createtable(L, 0, 2);

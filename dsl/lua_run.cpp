@@ -18,18 +18,6 @@ namespace perfsim::dsl {
 
 namespace {
 
-void set_number(lua_State* L, const char* key, double v) {
-  lua_pushnumber(L, v);
-  lua_setfield(L, -2, key);
-}
-void set_string(lua_State* L, const char* key, const std::string& v) {
-  lua_pushlstring(L, v.data(), v.size());
-  lua_setfield(L, -2, key);
-}
-void set_bool(lua_State* L, const char* key, bool v) {
-  lua_pushboolean(L, v ? 1 : 0);
-  lua_setfield(L, -2, key);
-}
 
 void push_by_class(lua_State* L, const std::map<OpClass, double>& by_class) {
   lua_createtable(L, 0, static_cast<int>(by_class.size()));
