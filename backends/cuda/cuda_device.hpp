@@ -1,0 +1,14 @@
+// What the runtime says about the GPUs: whether one is usable, and its properties.
+#pragma once
+#include "core/backend.hpp"
+
+namespace perfsim::cuda {
+
+// True when the CUDA runtime loads and sees at least one device (never throws).
+[[nodiscard]] bool gpu_present();
+[[nodiscard]] int device_count();
+// Properties read from the device: name, SMs, L2, memory, SM clock; catalog_name is the
+// closest hardware catalog entry ("H100-SXM" for an H100 80GB HBM3), "" when none matches.
+[[nodiscard]] DeviceInfo query_device(int ordinal);
+
+}  // namespace perfsim::cuda
