@@ -22,12 +22,17 @@ namespace {
 std::size_t find_step(const std::vector<StackStep>& stack, const std::string& wanted,
                       const std::string& file) {
   if (wanted.empty()) return stack.size() - 1;
+  // "+fp8" and "fp8" both name the step "+fp8"; "+baseline" and "baseline" the step "baseline".
+  auto bare = [](const std::string& name) {
+    const std::string n = to_lower(name);
+    return n.rfind('+', 0) == 0 ? n.substr(1) : n;
+  };
   const std::string key = to_lower(wanted);
+  for (std::size_t i = 0; i < stack.size(); ++i)
+    if (to_lower(stack[i].name) == key) return i;
   std::vector<std::string> names;
   for (std::size_t i = 0; i < stack.size(); ++i) {
-    const std::string n = to_lower(stack[i].name);
-    // "+fp8" and "fp8" both name the step "+fp8".
-    if (n == key || n == "+" + key) return i;
+    if (bare(stack[i].name) == bare(wanted)) return i;
     names.push_back(stack[i].name);
   }
   std::string list;

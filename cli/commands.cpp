@@ -105,6 +105,8 @@ int run_cli(int argc, char** argv) {
       ->type_name("NAME");
   add_script_options(explain_cmd, explain,
                      "With a backend, price on its device's profile (nothing is executed)");
+  explain_cmd->footer(
+      "'perfsim explain SCENARIO --help' also lists the options the script declares.");
 
   // CLI11 reports a missing or misspelt command as "A subcommand is required"; say which.
   const std::vector<std::string> commands = {"run", "list", "explain"};
@@ -127,11 +129,15 @@ int run_cli(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
-    if (run_cmd->parsed() && !run.scenario.empty()) {
+    // `run SCRIPT --help` and `explain SCRIPT --help` also list the script's options.
+    const ScriptArgs* script = run_cmd->parsed()       ? static_cast<const ScriptArgs*>(&run)
+                               : explain_cmd->parsed() ? &explain
+                                                       : nullptr;
+    if (script != nullptr && !script->scenario.empty()) {
       std::fputs("\n", stdout);
       std::fflush(stdout);
       try {
-        std::fputs(describe_script_options(run).c_str(), stdout);
+        std::fputs(describe_script_options(*script).c_str(), stdout);
       } catch (const std::exception& e) {
         print_error(e.what());
         return exit_failure;

@@ -32,8 +32,10 @@ double megatron_train_flops(const ModelConfig& m, int64_t batch, int64_t seq, bo
 }
 
 double decode_flops_per_token(const ModelConfig& m, int64_t context) {
-  // Kaplan et al. 2020, Table 1: 2 FLOPs per parameter touched by a matmul (all layers and
-  // the lm_head; the embedding lookup is free) plus QK^T and PV, 2·context·hidden each per layer.
+  // 2 FLOPs per parameter (Kaplan et al. 2020, Table 1): every layer parameter (norm gains
+  // included, as "2·params" counts them), the lm_head and the final norm; the embedding lookup
+  // is free. Attention: QK^T and PV, 2·context·hidden each per layer (Chowdhery et al. 2022,
+  // PaLM App. B).
   const double h = d(m.hidden), final_norm = m.norm == NormKind::layernorm ? 2.0 * h : h;
   const double matmul_params = d(m.layers) * d(m.layer_params()) + d(m.vocab) * h + final_norm;
   return 2.0 * matmul_params + 4.0 * d(m.layers) * d(context) * h;

@@ -18,8 +18,10 @@ namespace perfsim::formulas {
 // 96·B·s·l·h²·(1 + s/(6h) + V/(16lh)) with full recompute (layers run forward twice).
 [[nodiscard]] double megatron_train_flops(const ModelConfig& m, int64_t batch, int64_t seq,
                                           bool recompute);
-// Decode FLOPs for one token per sequence: 2·params (no embedding lookup) + attention
-// 4·layers·context·hidden (QK^T and PV), per sequence (Kaplan et al. 2020, Table 1).
+// Decode FLOPs for one token per sequence: 2 per parameter (Kaplan et al. 2020, Table 1, with
+// the de-embedding; the embedding lookup is free) + attention 4·layers·context·hidden, QK^T and
+// PV (the forward third of PaLM's 12·L·H·Q·T, Chowdhery et al. 2022, App. B; Kaplan's table
+// counts only QK^T).
 [[nodiscard]] double decode_flops_per_token(const ModelConfig& m, int64_t context);
 // Bytes each rank sends in a ring all-reduce of `bytes`: 2(N−1)/N · bytes (Patarasuk & Yuan 2009).
 [[nodiscard]] double ring_allreduce_bytes(double bytes, int ranks);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 
@@ -19,6 +20,56 @@ std::size_t checked_index(const Graph& g, const Op& op, int id) {
     throw std::logic_error(
         fmt::format("memory model: op '{}' uses unknown tensor {}", op.name, id));
   return static_cast<std::size_t>(id);
+}
+
+// Layer sampling: an activation written by built layer l's forward with count c > 1 stands for
+// c instances, one per real layer of the group that l represents. The real forward runs the
+// group's layers one after another, so when the built layer runs, the c − 1 earlier instances
+// already exist; the real backward meets the group's layers in reverse, so while the built
+// layer's backward runs, the c − 1 other instances still exist. Both are the group's memory
+// high-water marks. The walk therefore follows one instance op by op and holds the other c − 1
+// from the first forward op of layer l until the last forward/backward op of layer l (or the
+// tensor's last use, if later). Allocating all c at the writer and freeing all c at the last
+// reader would instead free the whole group at once in backward and under-predict the peak.
+struct SampledInstances {
+  std::vector<char> sampled;   // per tensor: its other instances are held in alloc/release
+  std::vector<double> alloc;   // per op: bytes of other instances allocated before it runs
+  std::vector<double> release; // per op: bytes of other instances freed after it runs
+};
+
+SampledInstances sampled_instances(const Graph& g, const std::vector<int>& last) {
+  SampledInstances s;
+  const auto built = static_cast<std::size_t>(std::max<int64_t>(g.layers_built, 0));
+  std::vector<int> first_forward(built, -1), last_pass(built, -1), writer(g.tensors.size(), -1);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    for (int id : op.outputs) {
+      int& w = writer[checked_index(g, op, id)];
+      if (w < 0) w = static_cast<int>(i);
+    }
+    if (op.layer < 0 || static_cast<std::size_t>(op.layer) >= built) continue;
+    const auto l = static_cast<std::size_t>(op.layer);
+    if (op.stage == Stage::forward && first_forward[l] < 0) first_forward[l] = static_cast<int>(i);
+    if (op.stage == Stage::forward || op.stage == Stage::backward) last_pass[l] = static_cast<int>(i);
+  }
+  for (const Tensor& t : g.tensors) {
+    const auto k = static_cast<std::size_t>(t.id);
+    if (is_persistent(t.role) || t.count <= 1 || writer[k] < 0) continue;
+    const Op& w = g.ops[static_cast<std::size_t>(writer[k])];
+    if (w.layer < 0 || static_cast<std::size_t>(w.layer) >= built || w.stage != Stage::forward)
+      continue;
+    const auto l = static_cast<std::size_t>(w.layer);
+    if (s.sampled.empty()) {
+      s.sampled.assign(g.tensors.size(), 0);
+      s.alloc.assign(g.ops.size(), 0.0);
+      s.release.assign(g.ops.size(), 0.0);
+    }
+    s.sampled[k] = 1;
+    const double others = t.bytes() * (t.count - 1);
+    s.alloc[static_cast<std::size_t>(first_forward[l])] += others;
+    s.release[static_cast<std::size_t>(std::max(last_pass[l], last[k]))] += others;
+  }
+  return s;
 }
 
 }  // namespace
@@ -53,16 +104,23 @@ MemoryBreakdown predict_memory(const Graph& g, bool scaled) {
   int peak_op = -1;
 
   const std::vector<int> last = last_use(g);
+  const SampledInstances extra = scaled ? sampled_instances(g, last) : SampledInstances{};
+  // Bytes of the walked instance: the other instances of a sampled layer's tensor are in `extra`.
+  auto walked_size = [&](const Tensor& t) {
+    const bool one = !extra.sampled.empty() && extra.sampled[static_cast<std::size_t>(t.id)];
+    return one ? t.bytes() : size_of(t);
+  };
   std::vector<char> allocated(g.tensors.size(), 0);
   double activations = 0;
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
+    if (!extra.alloc.empty()) activations += extra.alloc[i];
     // Outputs are allocated before the op runs (an in-place output already is).
     for (int id : op.outputs) {
       const Tensor& t = g.tensors[static_cast<std::size_t>(id)];
       if (is_persistent(t.role) || allocated[static_cast<std::size_t>(id)]) continue;
       allocated[static_cast<std::size_t>(id)] = 1;
-      activations += size_of(t);
+      activations += walked_size(t);
     }
     // Strictly greater: the peak is reported at the first op that reaches it.
     if (persistent_total + activations > peak) {
@@ -75,10 +133,11 @@ MemoryBreakdown predict_memory(const Graph& g, bool scaled) {
       const auto k = static_cast<std::size_t>(id);
       if (!allocated[k] || last[k] != static_cast<int>(i)) return;
       allocated[k] = 0;
-      activations -= size_of(g.tensors[k]);
+      activations -= walked_size(g.tensors[k]);
     };
     for (int id : op.inputs) release(id);
     for (int id : op.outputs) release(id);
+    if (!extra.release.empty()) activations -= extra.release[i];
   }
 
   MemoryBreakdown m;

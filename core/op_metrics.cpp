@@ -39,17 +39,20 @@ double op_flops(const Op& op, const Graph& g) {
     // Each backward computes two gemms of the forward's size (dP and dV; dQ and dK).
     case OpKind::attn_context_bwd:
     case OpKind::attn_scores_bwd: return 4.0 * score_elements(a) * d(a.head_dim);
-    // Safe softmax: max, subtract, exp, sum, divide.
+    // Safe softmax: max, subtract, exp, sum, divide (Milakov & Gimelshein 2018, Algorithm 2).
     case OpKind::attn_softmax: return 5.0 * score_elements(a);
-    // dS = P ⊙ (dP − rowsum(dP ⊙ P)): multiply, sum, subtract, multiply.
+    // dS = P ⊙ (dP − rowsum(dP ⊙ P)) (Dao et al. 2022, FlashAttention, App. B.2): multiply, sum,
+    // subtract, multiply.
     case OpKind::attn_softmax_bwd: return 4.0 * score_elements(a);
     // Flash forward: the two gemms, 4·b·h·q·kv·d (Dao 2023, FlashAttention-2 §3.1).
     case OpKind::flash_attention: return 4.0 * score_elements(a) * d(a.head_dim);
     // Flash backward = 2.5× forward: S recomputed plus four gemms (FlashAttention-2 §4).
     case OpKind::flash_attention_bwd: return 2.5 * 4.0 * score_elements(a) * d(a.head_dim);
-    // LayerNorm: mean, variance (subtract, square, sum), normalize, scale and shift.
+    // LayerNorm (Ba et al. 2016, §3): mean, variance (subtract, square, sum), normalize,
+    // scale and shift.
     case OpKind::layernorm: return 8.0 * row_elements(a);
-    // RMSNorm: square, sum, scale by the reciprocal root, multiply by gamma.
+    // RMSNorm (Zhang & Sennrich 2019): square, sum, scale by the reciprocal root,
+    // multiply by gamma.
     case OpKind::rmsnorm: return 5.0 * row_elements(a);
     // Backward norms recompute the statistics and produce dx and dgamma: ~2× forward.
     case OpKind::layernorm_bwd: return 16.0 * row_elements(a);
@@ -57,13 +60,14 @@ double op_flops(const Op& op, const Graph& g) {
     // Fused residual + norm: one add per element plus the norm.
     case OpKind::add_layernorm: return 9.0 * row_elements(a);
     case OpKind::add_rmsnorm: return 6.0 * row_elements(a);
-    // tanh-approximated GELU: cube, two multiply-adds, tanh, add, two multiplies.
+    // tanh-approximated GELU (Hendrycks & Gimpel 2016, §2): cube, two multiply-adds, tanh, add,
+    // two multiplies.
     case OpKind::gelu: return 8.0 * d(a.elements);
     case OpKind::gelu_bwd: return 16.0 * d(a.elements);
-    // silu(gate)·up: exp, add, divide, two multiplies.
+    // SwiGLU silu(gate)·up (Shazeer 2020, GLU variants): exp, add, divide, two multiplies.
     case OpKind::silu_mul: return 5.0 * d(a.elements);
     case OpKind::silu_mul_bwd: return 10.0 * d(a.elements);
-    // A 2-D rotation per pair: 6 FLOPs per 2 elements.
+    // RoPE (Su et al. 2021, RoFormer): a 2-D rotation per pair, 6 FLOPs per 2 elements.
     case OpKind::rope:
     case OpKind::rope_bwd: return 3.0 * d(a.elements);
     case OpKind::residual_add: return d(a.elements);
@@ -73,7 +77,8 @@ double op_flops(const Op& op, const Graph& g) {
     case OpKind::embedding_bwd: return row_elements(a) * d(static_cast<int64_t>(op.outputs.size()));
     // Softmax over the vocabulary (5) plus the gradient p − onehot scaled by 1/T (2).
     case OpKind::cross_entropy: return 7.0 * row_elements(a);
-    // AdamW per parameter: m and v updates (3 + 4), bias-corrected step (4), decay (1).
+    // AdamW per parameter (Loshchilov & Hutter 2019, Algorithm 2): m and v updates (3 + 4),
+    // bias-corrected step (4), decay (1).
     case OpKind::adamw: return 12.0 * d(a.elements);
     case OpKind::kv_append:
     case OpKind::slice_last_token:
@@ -117,6 +122,20 @@ double op_bytes(const Op& op, const Graph& g) {
       return b;
     }
     case OpKind::slice_last_token: return 2.0 * sum(op.outputs);  // copies one row per sequence
+    case OpKind::adamw: {
+      // Each group reads param, grad, m, v and writes param, m, v. Under mixed precision the
+      // param is the fp32 master and the group's fifth tensor, the 16-bit weight, is only
+      // written: a copy of the updated master (Micikevicius et al. 2018, §3.1).
+      double b = 0;
+      for (std::size_t i = 0; i < op.inputs.size();) {
+        const bool master = g.tensor(op.inputs[i]).role == TensorRole::master_weight;
+        for (std::size_t k = i; k < i + 4 && k < op.inputs.size(); ++k)
+          b += g.tensor(op.inputs[k]).bytes();
+        i += master ? 5 : 4;
+      }
+      // Unfused (multi-pass) AdamW streams its operands once per pass.
+      return (b + sum(op.outputs)) * (a.passes > 1 ? static_cast<double>(a.passes) : 1.0);
+    }
     case OpKind::host: return 0.0;
     default: break;
   }
@@ -126,7 +145,7 @@ double op_bytes(const Op& op, const Graph& g) {
   } else {
     in = sum(op.inputs);
   }
-  // Unfused multi-pass ops (AdamW) stream their operands once per pass.
+  // Ops with several passes over their data stream their operands once per pass.
   const double passes = a.passes > 1 ? static_cast<double>(a.passes) : 1.0;
   return (in + sum(op.outputs)) * passes;
 }

@@ -1,5 +1,6 @@
 // The report as CSV: one row per sweep point × stack step, sweep keys as the leading columns,
-// then the step figures, per-class times and the what-if hardware. Seconds and bytes; empty
+// then the step figures, per-class times and the what-if hardware (every figure the text
+// report shows). Seconds and bytes; empty
 // cells where a value is missing (RFC 4180 quoting).
 #include <algorithm>
 #include <cmath>
@@ -48,22 +49,24 @@ std::string format_csv(const std::vector<RunResult>& points) {
                                [](const StepResult& s) { return s.measured.has_value(); });
   }
 
-  std::vector<std::string> header = keys;
+  // Sweep keys lead; "model" and "hardware" would repeat a later column's name, so those two
+  // are written sweep_model / sweep_hardware.
+  std::vector<std::string> header;
+  for (const auto& k : keys) header.push_back(k == "model" || k == "hardware" ? "sweep_" + k : k);
   for (const char* h : {"scenario", "step", "model", "workload", "backend", "device", "hardware",
                         "calibrated", "tokens_per_step", "predicted_step_s", "measured_step_s",
                         "time_error", "predicted_peak_executed_bytes", "measured_peak_bytes",
                         "memory_error", "predicted_peak_model_bytes", "fits", "predicted_speedup",
                         "measured_speedup", "predicted_tokens_per_s", "measured_tokens_per_s",
-                        "predicted_mfu", "note"})
+                        "predicted_mfu", "note", "layers_built", "layers_total"})
     header.emplace_back(h);
   for (OpClass c : all_op_classes) header.push_back(fmt::format("predicted_{}_s", name_of(c)));
   if (exec)
     for (OpClass c : all_op_classes) header.push_back(fmt::format("measured_{}_s", name_of(c)));
-  for (const auto& hw : hardware) {
-    header.push_back(hw + "_step_s");
-    header.push_back(hw + "_tokens_per_s");
-    header.push_back(hw + "_fits");
-  }
+  for (const auto& hw : hardware)
+    for (const char* h : {"_step_s", "_tokens_per_s", "_speedup", "_mfu", "_peak_model_bytes",
+                          "_fits", "_note"})
+      header.push_back(hw + h);
 
   auto line = [](const std::vector<std::string>& cells) {
     std::string out;
@@ -93,19 +96,24 @@ std::string format_csv(const std::vector<RunResult>& points) {
                   num(f.measured_peak), num(f.memory_error), num(f.predicted_peak_model),
                   flag(f.fits), num(f.predicted_speedup), num(f.measured_speedup),
                   num(f.predicted_tokens_per_s), num(f.measured_tokens_per_s),
-                  num(s.predicted.mfu), f.note});
+                  num(s.predicted.mfu), f.note, std::to_string(s.graph.layers_built),
+                  std::to_string(s.graph.layers_total)});
       for (OpClass c : all_op_classes) row.push_back(num(class_time(s.predicted.time_by_class, c)));
       if (exec)
         for (OpClass c : all_op_classes)
           row.push_back(s.measured ? num(class_time(s.measured->time_by_class, c)) : "");
       for (const auto& hw : hardware) {
-        auto it = std::find_if(wi.begin(), wi.end(), [&](const WhatIfFigures& w) {
-          return w.hardware == hw && w.step == s.step;
-        });
-        if (it == wi.end()) {
-          row.insert(row.end(), {"", "", ""});
+        // what_if_figures lists each hardware's steps in order; the i-th of them is step i
+        // (matched by position: two steps may share a name).
+        const WhatIfFigures* w = nullptr;
+        std::size_t seen = 0;
+        for (const WhatIfFigures& x : wi)
+          if (x.hardware == hw && seen++ == i) w = &x;
+        if (w == nullptr || w->step != s.step) {
+          row.insert(row.end(), {"", "", "", "", "", "", ""});
         } else {
-          row.insert(row.end(), {num(it->step_time), num(it->tokens_per_s), flag(it->fits)});
+          row.insert(row.end(), {num(w->step_time), num(w->tokens_per_s), num(w->speedup),
+                                 num(w->mfu), num(w->peak_model), flag(w->fits), w->note});
         }
       }
       out += line(row);

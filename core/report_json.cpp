@@ -75,6 +75,7 @@ json step_object(const StepResult& s, const StepFigures& f) {
   json pj;
   pj["hardware"] = p.hardware;
   pj["calibrated"] = p.calibrated;
+  pj["profile"] = p.profile;
   pj["step_time_s"] = p.step_time;
   pj["host_time_s"] = p.host_time;
   pj["tokens_per_s"] = f.predicted_tokens_per_s;
@@ -129,6 +130,7 @@ json what_if_array(const RunResult& r) {
     j["peak_bytes_model"] = w.peak_model;
     j["fits"] = w.fits;
     j["unsupported"] = w.unsupported;
+    j["note"] = w.note;
     arr.push_back(std::move(j));
   }
   return arr;

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/errors.hpp"
@@ -24,7 +25,8 @@ void push_override(lua_State* L, const ScriptOption& o, const std::string& text)
     errno = 0;
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE)
+    // strtod also reads "inf", "nan" and hex; no option means a non-finite value.
+    if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v))
       throw ConfigError(fmt::format("option '{}' expects a number (got '{}'){}{}", o.name, text,
                                     hint, o.default_value));
     lua_pushnumber(L, v);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -66,13 +67,6 @@ std::string restore_long_path(const std::string& msg, const std::string& file) {
   return msg;
 }
 
-int traceback_handler(lua_State* L) {
-  if (is_stop_marker(L, 1)) return 1;
-  const std::string text = restore_long_path(error_text(L, 1), context(L).file);
-  luaL_traceback(L, L, text.c_str(), 1);
-  return 1;
-}
-
 // Line hook: remembers the last line of the script that ran, for errors after a tail call.
 void line_hook(lua_State* L, lua_Debug* ar) {
   if (lua_getinfo(L, "S", ar) == 0 || ar->source == nullptr || ar->source[0] != '@') return;
@@ -96,6 +90,68 @@ std::string tail_call_where(const ScriptContext& ctx) {
       break;
     }
   return fmt::format("{}:{}: ", ctx.file, line);
+}
+
+// The name a script calls the function at stack `level` by: a global ("scenario") or a member
+// of the perfsim table ("perfsim.predict"); "" when it is neither.
+std::string api_name(lua_State* L, int level) {
+  lua_Debug ar;
+  if (lua_getstack(L, level, &ar) == 0 || lua_getinfo(L, "f", &ar) == 0) return "";
+  const int fn = lua_gettop(L);
+  std::string found;
+  auto search = [&](int table, const std::string& prefix) {
+    lua_pushnil(L);
+    while (lua_next(L, table) != 0) {
+      if (found.empty() && lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, fn))
+        found = prefix + lua_tostring(L, -2);
+      lua_pop(L, 1);
+    }
+  };
+  search(LUA_GLOBALSINDEX, "");
+  lua_getglobal(L, "perfsim");
+  if (found.empty() && lua_istable(L, -1)) search(lua_gettop(L), "perfsim.");
+  lua_settop(L, fn - 1);
+  return found;
+}
+
+// LuaJIT prints a C function it cannot name as "[C]: at 0x55d5...", which happens when the
+// script tail-called it (`return scenario {...}`); the script's own frame is then gone too.
+// Name the function and put the script's line back, so the traceback says where to look.
+std::string tidy_traceback(lua_State* L, const std::string& traceback, const ScriptContext& ctx) {
+  static const std::regex unnamed(R"(^\t\[C\]: at 0x[0-9a-fA-F]+$)");
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = traceback.find('\n', start)) != std::string::npos; start = nl + 1)
+    lines.push_back(traceback.substr(start, nl - start));
+  lines.push_back(traceback.substr(start));
+  const auto header = std::find(lines.begin(), lines.end(), "stack traceback:");
+  if (header == lines.end()) return traceback;
+  bool names_script = false;
+  int level = 1;  // the frames after the header start at level 1 (the handler is level 0)
+  for (auto it = header + 1; it != lines.end(); ++it, ++level) {
+    if (!ctx.file.empty() && it->find(ctx.file + ":") != std::string::npos) names_script = true;
+    if (!std::regex_match(*it, unnamed)) continue;
+    const std::string name = api_name(L, level);
+    *it = name.empty() ? "\t[C]: in a perfsim function" : "\t[C]: in function '" + name + "'";
+  }
+  std::string out;
+  for (const std::string& line : lines) out += (out.empty() ? "" : "\n") + line;
+  if (!names_script) {
+    const std::string where = tail_call_where(ctx);  // "file:line: " or ""
+    if (!where.empty()) out += "\n\t" + where + "in the script (tail call)";
+  }
+  return out;
+}
+
+int traceback_handler(lua_State* L) {
+  if (is_stop_marker(L, 1)) return 1;
+  const ScriptContext& ctx = context(L);
+  const std::string text = restore_long_path(error_text(L, 1), ctx.file);
+  luaL_traceback(L, L, text.c_str(), 1);
+  const std::string traceback = tidy_traceback(L, lua_tostring(L, -1), ctx);
+  lua_pop(L, 1);
+  lua_pushlstring(L, traceback.data(), traceback.size());
+  return 1;
 }
 
 // package.loaders entry: module_path, $PERFSIM_PATH, script directory, then the stdlib.

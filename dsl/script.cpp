@@ -31,6 +31,20 @@ void check_overrides(const dsl::ScriptContext& ctx) {
   }
 }
 
+// Listing options (--help) must not show a plain script's own output, which it prints as it
+// runs up to its first perfsim.predict/measure.
+void silence_output(lua_State* L) {
+  const lua_CFunction nothing = [](lua_State*) -> int { return 0; };
+  lua_pushcfunction(L, nothing);
+  lua_setglobal(L, "print");
+  lua_getglobal(L, "io");
+  if (lua_istable(L, -1)) {
+    lua_pushcfunction(L, nothing);
+    lua_setfield(L, -2, "write");
+  }
+  lua_pop(L, 1);
+}
+
 }  // namespace
 
 ScriptOutcome run_script(const std::string& file, const DslSettings& settings) {
@@ -42,6 +56,7 @@ ScriptOutcome run_script(const std::string& file, const DslSettings& settings) {
 
   dsl::LuaState state(ctx);
   lua_State* L = state.get();
+  if (settings.options_only) silence_output(L);
   state.load_file(file);
   const bool finished = state.call(0, 1);
 

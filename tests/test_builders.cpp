@@ -233,3 +233,24 @@ TEST_CASE("builders: inputs that cannot be built are configuration errors") {
   bad.heads = 5;
   CHECK_THROWS_AS((void)build_graph(bad, decode(1, 8, 8), {}), ConfigError);
 }
+
+TEST_CASE("builders: saved activations match Korthikanti et al. 2022 without dropout") {
+  // Korthikanti et al. 2022, §4.1: a GPT layer saves s·b·h·(34 + 5·a·s/h) bytes in 16-bit,
+  // of which 2·sbh (dropout masks) and 3·a·s²·b (attention dropout mask and output) belong to
+  // dropout, which these graphs do not have: s·b·h·(32 + 2·a·s/h) remain. GPT-2 medium dims
+  // (h 1024, a 16, 24 layers), b 1, s 1024: sbh = 1,048,576; 32 + 2·16 = 64 -> 64 MiB a layer.
+  const ModelConfig m = gpt2_medium();
+  auto saved = [](const Graph& g) {
+    double b = 0;  // activations standing for every layer (count L/built > 1)
+    for (const Tensor& t : g.tensors)
+      if (t.role == TensorRole::activation && t.count > 1) b += t.bytes() * t.count;
+    return b;
+  };
+  const Graph g = build_stack_graph(m, train(1, 1024), {{"bf16", {{"bf16", {}}}}}, 0, BuildOptions{2});
+  CHECK(saved(g) == 24.0 * 64 * 1048576);
+  // Full recompute keeps only each layer's output (the next layer's input): 2·sbh a layer.
+  const Graph r = build_stack_graph(m, train(1, 1024),
+                                    {{"bf16", {{"bf16", {}}}}, {"recompute", {{"recompute", {}}}}},
+                                    1, BuildOptions{2});
+  CHECK(saved(r) == 24.0 * 2 * 1048576);
+}

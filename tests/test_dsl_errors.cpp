@@ -118,6 +118,25 @@ outer()
   CHECK(starts_with(msg, file + ":2: broken on purpose\nstack traceback:"));
   CHECK(contains(msg, "in function 'inner'"));  // the traceback names the frames
   CHECK(contains(msg, file + ":5: in main chunk"));
+
+  // `return scenario {...}` is a tail call: Lua drops the script's frame and cannot name the
+  // C function; the traceback names it and gives the script's line back, with no addresses.
+  const std::string tail = write_script("err_tail.lua", R"(local x = 1
+return scenario {
+  model = "tiny-llama",
+  hardware = "H10",
+  workload = decode {},
+}
+)");
+  const std::string tmsg = script_error(tail);
+  CHECK(contains(tmsg, "\nstack traceback:\n\t[C]: in function 'scenario'\n\t" + tail +
+                           ":2: in the script (tail call)"));
+  CHECK_FALSE(contains(tmsg, "at 0x"));
+  const std::string api = write_script("err_tail_api.lua",
+                                       "return perfsim.predict { model = 'tiny-llama', hardware = 'L4',\n"
+                                       "  workload = decode { prompt = 300 } }\n");
+  CHECK(contains(script_error(api), "[C]: in function 'perfsim.predict'\n\t" + api +
+                                        ":1: in the script (tail call)"));
 }
 
 TEST_CASE("dsl: unreadable or malformed scripts") {

@@ -59,6 +59,9 @@ TEST_CASE("dsl: a bad override value names the option and the expected type") {
   // "1e1" is a number; "8x" is not.
   CHECK(run_script(file, with({{"batch", "1e1"}})).scenario->workload.batch == 10);
   CHECK(contains(script_error(file, with({{"batch", "8x"}})), "expects a number (got '8x')"));
+  // strtod reads these, but no option means them.
+  CHECK(contains(script_error(file, with({{"batch", "nan"}})), "expects a number (got 'nan')"));
+  CHECK(contains(script_error(file, with({{"batch", "inf"}})), "expects a number (got 'inf')"));
 }
 
 TEST_CASE("dsl: an override naming no declared option is an error with a suggestion") {

@@ -129,3 +129,30 @@ TEST_CASE("op metrics: decode step FLOPs match 2·params + attention per token")
   const double expected = 4 * formulas::decode_flops_per_token(m, w.decode_context());
   CHECK(graph_flops(g) == doctest::Approx(expected).epsilon(0.02));
 }
+
+TEST_CASE("op metrics: mixed-precision AdamW writes the 16-bit weight without reading it") {
+  Graph g;
+  // One group {master fp32, grad bf16, m, v fp32, weight bf16} of 10 parameters.
+  const int master = add(g, "p.master", {10}, DType::fp32, TensorRole::master_weight);
+  const int gr = add(g, "g", {10}, DType::bf16, TensorRole::gradient);
+  const int m = add(g, "m", {10}, DType::fp32, TensorRole::optimizer_state);
+  const int v = add(g, "v", {10}, DType::fp32, TensorRole::optimizer_state);
+  const int w = add(g, "p", {10}, DType::bf16, TensorRole::weight);
+  Op op = make(OpKind::adamw, {master, gr, m, v, w}, {master, m, v, w});
+  op.attrs.elements = 10;
+  op.attrs.passes = 1;
+  // Reads master 40 + grad 20 + m 40 + v 40; writes master 40 + m 40 + v 40 + weight 20.
+  CHECK(op_bytes(op, g) == 140 + 140);  // 28 bytes per parameter (Micikevicius et al. 2018)
+  op.attrs.passes = 4;
+  CHECK(op_bytes(op, g) == 4 * 280);
+  // Two groups in one multi-tensor op (fused_optimizer): each group counted the same way,
+  // and a plain fp32 group {param, grad, m, v} still reads all four.
+  const int p2 = add(g, "p2", {10}, DType::fp32, TensorRole::weight);
+  const int g2 = add(g, "g2", {10}, DType::fp32, TensorRole::gradient);
+  const int m2 = add(g, "m2", {10}, DType::fp32, TensorRole::optimizer_state);
+  const int v2 = add(g, "v2", {10}, DType::fp32, TensorRole::optimizer_state);
+  Op both = make(OpKind::adamw, {master, gr, m, v, w, p2, g2, m2, v2},
+                 {master, m, v, w, p2, m2, v2});
+  both.attrs.elements = 20;
+  CHECK(op_bytes(both, g) == 280 + (4 + 3) * 40);
+}

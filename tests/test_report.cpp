@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/report.hpp"
@@ -252,6 +253,8 @@ TEST_CASE("report json holds steps, ops and what-ifs") {
   CHECK(steps[0].at("ops")[0].at("bound") == "compute");
   CHECK(steps[0].at("ops")[1].at("measured_median_s").get<double>() == doctest::Approx(0.25e-3));
   CHECK(r.at("what_if").size() == 3);
+  CHECK(r.at("what_if")[1].at("note") == "A100-80GB has no fp8: priced at bf16");
+  CHECK(steps[0].at("predicted").at("profile") == "datasheet, uncalibrated");
 }
 
 TEST_CASE("report csv: one row per sweep point and step") {
@@ -267,6 +270,51 @@ TEST_CASE("report csv: one row per sweep point and step") {
   CHECK(contains(lines[1], ",0.002,0.0025,-0.2,1073741824,1342177280,-0.2,"));
   CHECK(lines[5].rfind("2,hand,+fp8,", 0) == 0);
   CHECK(contains(lines[5], ",0.001,,,"));
+}
+
+// Splits one CSV line without quoted commas.
+std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  std::istringstream in(line);
+  while (std::getline(in, cell, ',')) cells.push_back(cell);
+  if (!line.empty() && line.back() == ',') cells.emplace_back();
+  return cells;
+}
+
+TEST_CASE("report csv: what-if columns hold every figure the table shows") {
+  RunResult r = hand_result({{"hardware", "H100-SXM"}, {"model", "tiny"}});
+  r.workload = "decode batch=1";  // no quoted comma, so the cells split on ','
+  r.steps[2].step = r.steps[1].step;  // two steps of one name: matched by position
+  const std::string csv = format_csv({r});
+  std::istringstream in(csv);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  REQUIRE(lines.size() == 4);
+  const auto header = csv_cells(lines[0]);
+  // Sweep keys that name another column are prefixed, so no column name repeats.
+  CHECK(lines[0].rfind("sweep_hardware,sweep_model,scenario,step,model,", 0) == 0);
+  for (std::size_t i = 0; i < header.size(); ++i)
+    for (std::size_t j = i + 1; j < header.size(); ++j) CHECK(header[i] != header[j]);
+  auto cell = [&](std::size_t row, const std::string& column) {
+    const auto cells = csv_cells(lines[row]);
+    REQUIRE(cells.size() == header.size());
+    const auto it = std::find(header.begin(), header.end(), column);
+    REQUIRE(it != header.end());
+    return cells[static_cast<std::size_t>(it - header.begin())];
+  };
+  CHECK(cell(1, "layers_built") == "1");
+  CHECK(cell(1, "layers_total") == "2");
+  // A100 what-ifs: step times 1, 0.5 and 2 ms; tokens 1, 1, 4: speedups 1, 2 and 2.
+  CHECK(cell(1, "A100-80GB_step_s") == "0.001");
+  CHECK(cell(2, "A100-80GB_speedup") == "2");
+  CHECK(cell(3, "A100-80GB_step_s") == "0.002");
+  CHECK(cell(3, "A100-80GB_speedup") == "2");
+  CHECK(cell(1, "A100-80GB_mfu") == "0.25");
+  CHECK(cell(1, "A100-80GB_peak_model_bytes") == "17179869184");
+  CHECK(cell(3, "A100-80GB_fits") == "false");
+  CHECK(cell(2, "A100-80GB_note") == "A100-80GB has no fp8: priced at bf16");
+  CHECK(cell(1, "A100-80GB_note").empty());
 }
 
 TEST_CASE("report explain lists ops with their bound and share of the step") {

@@ -1,0 +1,114 @@
+// CachingAllocator (see cuda_allocator.hpp): best-fit reuse of cached blocks, cudaMalloc
+// only when no cached block fits, one trim-and-retry on out of memory.
+#include "backends/cuda/cuda_allocator.hpp"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_check.hpp"
+#include "core/errors.hpp"
+
+namespace perfsim::cuda {
+
+namespace {
+
+constexpr std::size_t small_round = 512;            // cudaMalloc aligns to 256 B anyway
+constexpr std::size_t large_round = 2u << 20;       // 2 MiB, the driver's large page
+constexpr std::size_t large_threshold = 1u << 20;   // requests from 1 MiB are large
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace
+
+std::size_t CachingAllocator::round_size(std::size_t bytes) {
+  const std::size_t r = bytes < large_threshold ? small_round : large_round;
+  return (bytes + r - 1) / r * r;
+}
+
+CachingAllocator::~CachingAllocator() {
+  // Never throw from a destructor: errors here are ignored (the context may be gone).
+  for (auto& [p, live] : m_live) (void)cudaFree(p);
+  for (auto& [cap, p] : m_cache) (void)cudaFree(p);
+}
+
+void* CachingAllocator::malloc_block(std::size_t capacity, std::size_t requested) {
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, capacity);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    trim();
+    e = cudaMalloc(&p, capacity);
+  }
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    std::size_t free_b = 0, total_b = 0;
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    throw NotExecutable(fmt::format(
+        "does not fit: needs {:.2f} GiB, device has {:.2f} GiB ({:.2f} GiB free, {:.2f} GiB "
+        "already held by this run); sample fewer layers or shrink the batch",
+        (m_current + static_cast<double>(requested)) / gib, static_cast<double>(total_b) / gib,
+        static_cast<double>(free_b) / gib, m_reserved / gib));
+  }
+  PERFSIM_CUDA_CHECK(e);
+  m_reserved += static_cast<double>(capacity);
+  return p;
+}
+
+void* CachingAllocator::allocate(std::size_t bytes, TensorRole role) {
+  if (bytes == 0) return nullptr;
+  const std::size_t cap = round_size(bytes);
+  void* p = nullptr;
+  std::size_t got = cap;
+  // Best fit among cached blocks, but never more than twice the request (a small tensor
+  // must not pin a huge block another tensor will need).
+  if (auto it = m_cache.lower_bound(cap); it != m_cache.end() && it->first <= 2 * cap) {
+    got = it->first;
+    p = it->second;
+    m_cache.erase(it);
+  } else {
+    p = malloc_block(cap, bytes);
+  }
+  m_live[p] = Live{bytes, got, role};
+  const auto b = static_cast<double>(bytes);
+  m_current += b;
+  m_by_role[role] += b;
+  if (m_current > m_peak) {
+    m_peak = m_current;
+    m_at_peak.clear();
+    for (const auto& [r, v] : m_by_role)
+      if (v > 0) m_at_peak[r] = v;
+  }
+  return p;
+}
+
+void CachingAllocator::release(void* p) {
+  if (p == nullptr) return;
+  const auto it = m_live.find(p);
+  if (it == m_live.end()) throw std::logic_error("cuda allocator: release of a pointer it does not own");
+  const auto b = static_cast<double>(it->second.bytes);
+  m_current -= b;
+  m_by_role[it->second.role] -= b;
+  m_cache.emplace(it->second.capacity, p);
+  m_live.erase(it);
+}
+
+void CachingAllocator::trim() {
+  for (auto& [cap, p] : m_cache) {
+    PERFSIM_CUDA_CHECK(cudaFree(p));
+    m_reserved -= static_cast<double>(cap);
+  }
+  m_cache.clear();
+}
+
+double CachingAllocator::current_bytes(TensorRole r) const {
+  const auto it = m_by_role.find(r);
+  return it == m_by_role.end() ? 0 : it->second;
+}
+
+void CachingAllocator::reset_peak() {
+  m_peak = m_current;
+  m_at_peak.clear();
+  for (const auto& [r, v] : m_by_role)
+    if (v > 0) m_at_peak[r] = v;
+}
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,63 @@
+// The CUDA backend's caching allocator: cudaMalloc-backed blocks rounded up (512 B below
+// 1 MiB, 2 MiB above), kept on free lists when released and reused by later requests of a
+// fitting size, so repeated runs (and CUDA graph capture) do not call cudaMalloc again.
+// Tracked figures follow the CPU TrackingAllocator (backends/cpu/buffer.hpp): current and
+// peak bytes count the REQUESTED sizes of live buffers, so the peak describes the graph's
+// schedule and compares with predict_memory(g, false); reserved bytes are what cudaMalloc
+// holds (live + cached, rounded).
+#pragma once
+#include <cstddef>
+#include <map>
+#include <unordered_map>
+
+#include "core/graph.hpp"
+
+namespace perfsim::cuda {
+
+class CachingAllocator {
+ public:
+  explicit CachingAllocator(int device = 0) : m_device(device) {}
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+  ~CachingAllocator();
+
+  // A device buffer of `bytes` (nullptr when bytes == 0), counted under `role` until
+  // released. Out of memory: releases the cached blocks and retries once, then throws
+  // NotExecutable("does not fit: needs X GiB, device has Y GiB").
+  [[nodiscard]] void* allocate(std::size_t bytes, TensorRole role);
+  // Returns a buffer from allocate() to the cache (no cudaFree); nullptr is ignored.
+  void release(void* p);
+  // cudaFree of every cached (released) block.
+  void trim();
+
+  // Block size a request is rounded to.
+  [[nodiscard]] static std::size_t round_size(std::size_t bytes);
+
+  [[nodiscard]] double current_bytes() const { return m_current; }
+  [[nodiscard]] double peak_bytes() const { return m_peak; }
+  [[nodiscard]] double reserved_bytes() const { return m_reserved; }
+  // Bytes per role when the peak was reached (roles with no bytes are absent).
+  [[nodiscard]] const std::map<TensorRole, double>& bytes_by_role_at_peak() const { return m_at_peak; }
+  [[nodiscard]] double current_bytes(TensorRole r) const;
+  // Restarts peak tracking from the current state.
+  void reset_peak();
+
+ private:
+  struct Live {
+    std::size_t bytes = 0;     // requested
+    std::size_t capacity = 0;  // rounded block size
+    TensorRole role = TensorRole::activation;
+  };
+  void* malloc_block(std::size_t capacity, std::size_t requested);
+
+  int m_device = 0;
+  std::unordered_map<void*, Live> m_live;
+  std::multimap<std::size_t, void*> m_cache;  // capacity -> released block
+  std::map<TensorRole, double> m_by_role;
+  std::map<TensorRole, double> m_at_peak;
+  double m_current = 0;
+  double m_peak = 0;
+  double m_reserved = 0;
+};
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,148 @@
+// GemmEngine (see cuda_gemm.hpp): operand swap for row-major data, one cached cuBLASLt plan
+// (descriptor, layouts, heuristic algorithm) per shape/type/layout key.
+#include "backends/cuda/cuda_gemm.hpp"
+
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_check.hpp"
+#include "core/errors.hpp"
+
+namespace perfsim::cuda {
+
+namespace {
+
+cudaDataType_t cuda_type(Elem e) {
+  switch (e) {
+    case Elem::f32: return CUDA_R_32F;
+    case Elem::bf16: return CUDA_R_16BF;
+    case Elem::f16: return CUDA_R_16F;
+    case Elem::e4m3: return CUDA_R_8F_E4M3;
+    default: throw NotExecutable(fmt::format("cuda gemm: no cuBLASLt type for {} operands", name_of(e)));
+  }
+}
+
+bool is_float(Elem e) { return e == Elem::f32 || e == Elem::bf16 || e == Elem::f16; }
+
+// A row-major [rows, cols] block seen by cuBLASLt (column-major): cols rows of length... i.e.
+// a column-major matrix with `cols` rows, `rows` columns and leading dimension cols.
+cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows_rm, int64_t cols_rm, int64_t batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  PERFSIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(cols_rm),
+                                                  static_cast<uint64_t>(rows_rm), cols_rm));
+  if (batch > 1) {
+    const auto count = static_cast<int32_t>(batch);
+    PERFSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    PERFSIM_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+  return l;
+}
+
+}  // namespace
+
+GemmEngine::GemmEngine() {
+  PERFSIM_CUBLAS_CHECK(cublasLtCreate(&m_handle));
+  PERFSIM_CUDA_CHECK(cudaMalloc(&m_workspace, workspace_bytes));
+}
+
+GemmEngine::~GemmEngine() {
+  for (auto& [key, p] : m_plans) {
+    (void)cublasLtMatrixLayoutDestroy(p.a);
+    (void)cublasLtMatrixLayoutDestroy(p.b);
+    (void)cublasLtMatrixLayoutDestroy(p.c);
+    (void)cublasLtMatmulDescDestroy(p.desc);
+  }
+  (void)cudaFree(m_workspace);
+  (void)cublasLtDestroy(m_handle);
+}
+
+std::string GemmEngine::unsupported(Elem a, Elem b, Elem c, const cpu::GemmShape& s) {
+  if (!is_float(c)) return fmt::format("cuda gemm writes f32, bf16 or f16, not {}", name_of(c));
+  if (a == Elem::e4m3 || b == Elem::e4m3) {
+    if (a != b) return "cuda fp8 gemm needs both inputs in e4m3";
+    if (s.trans_a || !s.trans_b)
+      return "cuBLASLt fp8 gemm takes only the TN layout (row-major: trans_a = false, trans_b = true)";
+    if (s.k % 16 != 0 || s.n % 16 != 0)
+      return fmt::format("cuBLASLt fp8 gemm needs k and n to be multiples of 16 (k = {}, n = {})", s.k, s.n);
+    return {};
+  }
+  if (!is_float(a) || a != b)
+    return fmt::format("cuda gemm needs A and B of one float type (got {} and {})", name_of(a), name_of(b));
+  if (a == Elem::f32 && c != Elem::f32) return "cuda fp32 gemm writes fp32 only";
+  if (a != Elem::f32 && c != a && c != Elem::f32)
+    return fmt::format("cuda {} gemm writes {} or f32, not {}", name_of(a), name_of(a), name_of(c));
+  return {};
+}
+
+GemmEngine::Plan& GemmEngine::plan_for(const GemmOperand& a, const GemmOperand& b, Elem c_type,
+                                       const cpu::GemmShape& s, bool tf32) {
+  const Key key{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, s.broadcast_a, s.broadcast_b,
+                static_cast<int>(a.type), static_cast<int>(b.type), static_cast<int>(c_type), tf32};
+  if (auto it = m_plans.find(key); it != m_plans.end()) return it->second;
+
+  const bool fp8 = a.type == Elem::e4m3;
+  const cublasComputeType_t compute =
+      tf32 && a.type == Elem::f32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  Plan p;
+  PERFSIM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
+  // cuBLASLt's A is our B, its B our A (C^T = op(B)^T · op(A)^T).
+  const cublasOperation_t op_lt_a = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_lt_b = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  PERFSIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_lt_a, sizeof(op_lt_a)));
+  PERFSIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_lt_b, sizeof(op_lt_b)));
+  if (fp8) {
+    // Hopper's fp8 kernels accumulate in fp22 unless asked to promote to fp32 regularly.
+    const int8_t fast_accum = 0;
+    PERFSIM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)));
+  }
+  // Stored (row-major) shapes of our operands.
+  const int64_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+  const int64_t a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+  p.a = make_layout(cuda_type(b.type), b_rows, b_cols, s.batch, s.broadcast_b ? 0 : s.k * s.n);
+  p.b = make_layout(cuda_type(a.type), a_rows, a_cols, s.batch, s.broadcast_a ? 0 : s.m * s.k);
+  p.c = make_layout(cuda_type(c_type), s.m, s.n, s.batch, s.m * s.n);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  PERFSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_bytes;
+  PERFSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                            sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(m_handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  (void)cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    (void)cublasLtMatrixLayoutDestroy(p.a);
+    (void)cublasLtMatrixLayoutDestroy(p.b);
+    (void)cublasLtMatrixLayoutDestroy(p.c);
+    (void)cublasLtMatmulDescDestroy(p.desc);
+    throw NotExecutable(fmt::format(
+        "cuBLASLt has no algorithm for batch {} m {} n {} k {} ({}·{} -> {}, trans_a {}, trans_b {}) (status {})",
+        s.batch, s.m, s.n, s.k, name_of(a.type), name_of(b.type), name_of(c_type), s.trans_a, s.trans_b,
+        static_cast<int>(st)));
+  }
+  p.algo = result.algo;
+  return m_plans.emplace(key, p).first->second;
+}
+
+void GemmEngine::gemm(const GemmOperand& a, const GemmOperand& b, void* c, Elem c_type, const cpu::GemmShape& s,
+                      bool tf32, cudaStream_t stream) {
+  if (const std::string why = unsupported(a.type, b.type, c_type, s); !why.empty()) throw NotExecutable(why);
+  Plan& p = plan_for(a, b, c_type, s, tf32);
+  if (a.type == Elem::e4m3) {
+    if (a.scale == nullptr || b.scale == nullptr) throw NotExecutable("cuda fp8 gemm needs scale pointers for A and B");
+    // Per call: the scales live with the operands (cuBLASLt's A scale is our B's).
+    PERFSIM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b.scale, sizeof(b.scale)));
+    PERFSIM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.scale, sizeof(a.scale)));
+  }
+  const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
+  PERFSIM_CUBLAS_CHECK(cublasLtMatmul(m_handle, p.desc, &alpha, b.data, p.a, a.data, p.b, &beta, c, p.c, c, p.c,
+                                      &p.algo, m_workspace, workspace_bytes, stream));
+}
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,70 @@
+// GEMMs through cuBLASLt with cpu::gemm's row-major semantics:
+//   C[batch][m, n] (+)= op(A)[m, k] · op(B)[k, n],  A stored [m, k] or [k, m] (trans_a),
+//   B stored [k, n] or [n, k] (trans_b), broadcast_a/b: one operand shared by every batch.
+// cuBLASLt is column-major; a row-major X[r, c] is the column-major X^T, so the engine
+// computes C^T = op(B)^T · op(A)^T: cuBLASLt's "A" is our B and its "B" is our A, with
+// M = n, N = m, K = k. Batches are strided (stride 0 for a broadcast operand).
+// Precisions: fp32 (compute 32F), tf32 (32F_FAST_TF32 on fp32 storage), bf16/fp16 inputs
+// with fp32 accumulation (C fp32 or the input type), fp8 e4m3 inputs with per-tensor
+// dequantization scales (device pointers) and a bf16/fp16/fp32 C. cuBLASLt's fp8 kernels
+// take only the "TN" form (its A transposed, its B not), which in row-major terms means
+// trans_b = true and trans_a = false; gemm() refuses other fp8 layouts, and the op runner
+// (cuda_op_exec.cpp) quantizes/transposes operands into that form first.
+// Heuristic results are cached per (shape, types, layout); the 32 MiB workspace is
+// allocated once per engine.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/cuda/cuda_convert.hpp"
+
+namespace perfsim::cuda {
+
+struct GemmOperand {
+  const void* data = nullptr;
+  Elem type = Elem::f32;
+  const float* scale = nullptr;  // e4m3 only: device pointer to the dequantization scale
+};
+
+class GemmEngine {
+ public:
+  GemmEngine();
+  GemmEngine(const GemmEngine&) = delete;
+  GemmEngine& operator=(const GemmEngine&) = delete;
+  ~GemmEngine();
+
+  static constexpr std::size_t workspace_bytes = 32u << 20;
+
+  // c (+)= op(a)·op(b) per `s`; tf32 selects the TF32 tensor-core mode for fp32 storage.
+  // Asynchronous on `stream`, capturable. Throws NotExecutable for type combinations or
+  // fp8 layouts cuBLASLt does not run (see supported()).
+  void gemm(const GemmOperand& a, const GemmOperand& b, void* c, Elem c_type, const cpu::GemmShape& s,
+            bool tf32, cudaStream_t stream);
+
+  // "" when gemm() runs these types and this layout directly; otherwise why not.
+  [[nodiscard]] static std::string unsupported(Elem a, Elem b, Elem c, const cpu::GemmShape& s);
+
+  // Heuristic cache entries (for tests: a repeated shape must not add one).
+  [[nodiscard]] std::size_t cached_plans() const { return m_plans.size(); }
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A, B, C=D
+    cublasLtMatmulAlgo_t algo{};
+  };
+  // batch, m, n, k, trans_a, trans_b, broadcast_a, broadcast_b, a, b, c, tf32
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool, int, int, int, bool>;
+  Plan& plan_for(const GemmOperand& a, const GemmOperand& b, Elem c_type, const cpu::GemmShape& s, bool tf32);
+
+  cublasLtHandle_t m_handle = nullptr;
+  void* m_workspace = nullptr;  // [workspace_bytes]
+  std::map<Key, Plan> m_plans;
+};
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,65 @@
+// Executes a graph on one GPU with the memory model's allocation schedule: persistent
+// tensors allocated, filled on the host with cpu::fill_persistent (the CPU backend's values)
+// and copied once; each activation allocated right before the op that writes it and
+// released right after its last use (core/memory_model.hpp last_use). Eager passes time
+// every op with a pair of CUDA events on one stream; capture() records the same pass
+// (the same allocation walk, so the same buffers and the same tracked peak) into a CUDA
+// graph that replay() launches. NVTX ranges carry the op names.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_allocator.hpp"
+#include "backends/cuda/cuda_gemm.hpp"
+#include "backends/cuda/cuda_op_exec.hpp"
+#include "core/graph.hpp"
+
+namespace perfsim::cuda {
+
+class GraphRunner {
+ public:
+  // Checks the graph and every op, allocates and fills the persistent tensors. Throws
+  // NotExecutable for ops this backend cannot run and for graphs that do not fit.
+  GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream);
+  GraphRunner(const GraphRunner&) = delete;
+  GraphRunner& operator=(const GraphRunner&) = delete;
+  ~GraphRunner();
+
+  // One eager pass over the ops. op_seconds: op i's event time appended to (*op_seconds)[i];
+  // returns the pass's GPU time (first op's start event to the last op's end event) when
+  // timed, else 0. Tensors with keep[id] set survive their last use (for reading back).
+  double run_once(std::vector<std::vector<double>>* op_seconds = nullptr, const std::vector<char>* keep = nullptr);
+  // Records one pass into a CUDA graph (run one eager pass first: it uploads the fused
+  // AdamW descriptors and warms the allocator's cache).
+  void capture(const std::vector<char>* keep = nullptr);
+  // Launches the captured graph `times` times; each launch's time by events.
+  std::vector<double> replay(int times);
+  // Fills the persistent tensors again with their initial values.
+  void reset_persistent();
+
+  // Values of a live tensor widened to float (ids exact, e4m3 dequantized). Synchronizes.
+  [[nodiscard]] std::vector<float> read(int id) const;
+  [[nodiscard]] const CachingAllocator& allocator() const { return m_alloc; }
+
+ private:
+  void walk(bool timed, bool capturing, const std::vector<char>* keep);
+  void fill_persistent_tensors();
+
+  const Graph& m_graph;
+  uint64_t m_seed;
+  CachingAllocator& m_alloc;
+  cudaStream_t m_stream;
+  std::unique_ptr<OpExecutor> m_exec;
+  std::vector<void*> m_buffers;           // by tensor id; nullptr when not live
+  std::vector<float*> m_scales;           // by tensor id: dequantization scale of e4m3 tensors
+  float* m_scale_slots = nullptr;         // [fp8 tensors] device floats behind m_scales
+  std::vector<std::vector<int>> m_frees;  // by op index: activations released after it
+  std::vector<cudaEvent_t> m_events;      // [2 * ops]: start, end of each op
+  cudaGraph_t m_cuda_graph = nullptr;
+  cudaGraphExec_t m_graph_exec = nullptr;
+};
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,544 @@
+// Op dispatch on the GPU (see cuda_op_exec.hpp). A kernel family is dispatched when its
+// header in backends/cuda/kernels/ is part of the build (__has_include); otherwise the op is
+// reported unsupported ("no kernel for <kind> yet"), never run by a stand-in.
+#include "backends/cuda/cuda_op_exec.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <tuple>
+
+#include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/cuda_convert.hpp"
+#include "core/errors.hpp"
+
+#if __has_include("backends/cuda/kernels/norms.cuh")
+#include "backends/cuda/kernels/norms.cuh"
+#define PERFSIM_CUDA_K_NORMS 1
+#endif
+#if __has_include("backends/cuda/kernels/pointwise.cuh")
+#include "backends/cuda/kernels/pointwise.cuh"
+#define PERFSIM_CUDA_K_POINTWISE 1
+#endif
+#if __has_include("backends/cuda/kernels/embedding.cuh")
+#include "backends/cuda/kernels/embedding.cuh"
+#define PERFSIM_CUDA_K_EMBEDDING 1
+#endif
+#if __has_include("backends/cuda/kernels/cross_entropy.cuh")
+#include "backends/cuda/kernels/cross_entropy.cuh"
+#define PERFSIM_CUDA_K_LOSS 1
+#endif
+#if __has_include("backends/cuda/kernels/adamw.cuh")
+#include "backends/cuda/kernels/adamw.cuh"
+#define PERFSIM_CUDA_K_ADAMW 1
+#endif
+#if __has_include("backends/cuda/kernels/memory_ops.cuh")
+#include "backends/cuda/kernels/memory_ops.cuh"
+#define PERFSIM_CUDA_K_MEMORY 1
+#endif
+#if __has_include("backends/cuda/kernels/attention_materialized.cuh")
+#include "backends/cuda/kernels/attention_materialized.cuh"
+#define PERFSIM_CUDA_K_ATTN 1
+#endif
+#if __has_include("backends/cuda/kernels/flash_attention.cuh")
+#include "backends/cuda/kernels/flash_attention.cuh"
+#define PERFSIM_CUDA_K_FLASH 1
+#endif
+#if __has_include("backends/cuda/kernels/decode_attention.cuh")
+#include "backends/cuda/kernels/decode_attention.cuh"
+#define PERFSIM_CUDA_K_DECODE 1
+#endif
+
+namespace perfsim::cuda {
+
+namespace {
+
+[[noreturn]] void fail(const Op& op, const std::string& what) {
+  throw NotExecutable(fmt::format("cuda backend: op '{}' ({}): {}", op.name, name_of(op.kind), what));
+}
+
+// Whether this build has a kernel for the kind (gemm, copy: always).
+bool kernel_built(OpKind k) {
+  switch (k) {
+    case OpKind::gemm:
+    case OpKind::copy: return true;
+    case OpKind::rmsnorm:
+    case OpKind::rmsnorm_bwd:
+    case OpKind::layernorm:
+    case OpKind::layernorm_bwd:
+    case OpKind::add_rmsnorm:
+    case OpKind::add_layernorm:
+#ifdef PERFSIM_CUDA_K_NORMS
+      return true;
+#else
+      return false;
+#endif
+    case OpKind::gelu:
+    case OpKind::gelu_bwd:
+    case OpKind::silu_mul:
+    case OpKind::silu_mul_bwd:
+    case OpKind::residual_add:
+    case OpKind::rope:
+    case OpKind::rope_bwd:
+#ifdef PERFSIM_CUDA_K_POINTWISE
+      return true;
+#else
+      return false;
+#endif
+    case OpKind::embedding:
+    case OpKind::embedding_bwd:
+#ifdef PERFSIM_CUDA_K_EMBEDDING
+      return true;
+#else
+      return false;
+#endif
+    case OpKind::cross_entropy:
+#ifdef PERFSIM_CUDA_K_LOSS
+      return true;
+#else
+      return false;
+#endif
+    case OpKind::adamw:
+#ifdef PERFSIM_CUDA_K_ADAMW
+      return true;
+#else
+      return false;
+#endif
+    case OpKind::kv_append:
+    case OpKind::slice_last_token:
+#ifdef PERFSIM_CUDA_K_MEMORY
+      return true;
+#else
+      return false;
+#endif
+    case OpKind::attn_scores:
+    case OpKind::attn_softmax:
+    case OpKind::attn_context:
+    case OpKind::attn_context_bwd:
+    case OpKind::attn_softmax_bwd:
+    case OpKind::attn_scores_bwd:
+#ifdef PERFSIM_CUDA_K_ATTN
+      return true;
+#else
+      return false;
+#endif
+    case OpKind::flash_attention:
+    case OpKind::flash_attention_bwd:
+#ifdef PERFSIM_CUDA_K_FLASH
+      return true;
+#else
+      return false;
+#endif
+    case OpKind::collective:
+    case OpKind::host: return false;
+  }
+  return false;
+}
+
+Elem elem(const Graph& g, int id) { return elem_of(g.tensor(id).dtype); }
+bool is_float(Elem e) { return e == Elem::f32 || e == Elem::bf16 || e == Elem::f16; }
+
+// Operands whose storage is fixed by the op's definition rather than by its precision
+// (the same table as the CPU runner's).
+std::optional<Elem> fixed_elem(OpKind k, bool is_output, std::size_t i) {
+  switch (k) {
+    case OpKind::embedding:
+    case OpKind::embedding_bwd:
+      if (!is_output && i == 0) return Elem::i32;
+      break;
+    case OpKind::cross_entropy:
+      if (!is_output && i == 1) return Elem::i32;
+      if (is_output && i == 0) return Elem::f32;
+      break;
+    case OpKind::flash_attention:
+      if (is_output && i == 1) return Elem::f32;
+      break;
+    case OpKind::flash_attention_bwd:
+      if (!is_output && i == 5) return Elem::f32;
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
+bool touches_fp8(const Op& op, const Graph& g) {
+  if (op.dtype == DType::fp8) return true;
+  for (int id : op.inputs)
+    if (g.tensor(id).dtype == DType::fp8) return true;
+  for (int id : op.outputs)
+    if (g.tensor(id).dtype == DType::fp8) return true;
+  return false;
+}
+
+// Seq_q up to this runs flash attention's forward with the split-KV decode kernel.
+constexpr int64_t decode_max_seq_q = 8;
+
+}  // namespace
+
+std::string op_unsupported_reason(const Op& op, const Graph& g) {
+  if (op.kind == OpKind::collective)
+    return "cuda backend runs one GPU for now: collectives (NCCL, several GPUs) are not executed yet";
+  if (op.kind == OpKind::host)
+    return fmt::format("cuda backend does not run host ops ('{}'): they have no kernel to time", op.name);
+  if (!kernel_built(op.kind)) return fmt::format("cuda backend: no kernel for {} yet", name_of(op.kind));
+  for (int id : op.inputs)
+    if (elem(g, id) == Elem::unsupported)
+      return fmt::format("cuda backend cannot hold {} tensor '{}'", name_of(g.tensor(id).dtype), g.tensor(id).name);
+  for (int id : op.outputs)
+    if (elem(g, id) == Elem::unsupported)
+      return fmt::format("cuda backend cannot hold {} tensor '{}'", name_of(g.tensor(id).dtype), g.tensor(id).name);
+  if (touches_fp8(op, g)) {
+    if (op.kind != OpKind::gemm)
+      return fmt::format("cuda backend has no fp8 {} kernel (fp8 is a GEMM precision)", name_of(op.kind));
+    if (elem(g, op.outputs.at(0)) == Elem::e4m3) return "cuda backend: fp8 gemm writes bf16/fp16/fp32, not fp8";
+    try {
+      cpu::GemmShape s = cpu::gemm_shape(op, g);
+      s.trans_a = false, s.trans_b = true;  // the runner stages operands into the TN form
+      if (std::string why = GemmEngine::unsupported(Elem::e4m3, Elem::e4m3, elem(g, op.outputs[0]), s); !why.empty())
+        return why;
+    } catch (const NotExecutable& e) {
+      return e.what();
+    }
+  }
+  return {};
+}
+
+OpExecutor::~OpExecutor() {
+  for (auto& [id, d] : m_adamw_desc) (void)cudaFree(d.device);
+  for (void* p : m_scratch) m_alloc.release(p);
+}
+
+void* OpExecutor::scratch(std::size_t bytes) {
+  void* p = m_alloc.allocate(bytes, TensorRole::activation);
+  m_scratch.push_back(p);
+  return p;
+}
+
+void OpExecutor::release_scratch() {
+  for (void* p : m_scratch) m_alloc.release(p);
+  m_scratch.clear();
+}
+
+void OpExecutor::copy_if_distinct(const std::vector<void*>& buf, int from, int to) {
+  if (from == to) return;
+  const Graph& g = m_graph;
+  convert(buf[static_cast<std::size_t>(from)], elem(g, from), buf[static_cast<std::size_t>(to)], elem(g, to),
+          g.tensor(to).elements(), m_stream);
+}
+
+void OpExecutor::run(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales,
+                     bool capturing) {
+  cpu::check_arity(op);
+  if (const std::string why = op_unsupported_reason(op, m_graph); !why.empty()) fail(op, why);
+  try {
+    switch (op.kind) {
+      case OpKind::gemm:
+        if (touches_fp8(op, m_graph)) run_fp8_gemm(op, buf, scales);
+        else run_gemm(op, buf, scales);
+        break;
+      case OpKind::adamw: run_adamw(op, buf, capturing); break;
+      default: run_generic(op, buf); break;
+    }
+  } catch (...) {
+    release_scratch();
+    throw;
+  }
+  release_scratch();
+}
+
+void OpExecutor::run_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>&) {
+  const Graph& g = m_graph;
+  const cpu::GemmShape s = cpu::gemm_shape(op, g);
+  const int a = op.inputs[0], b = op.inputs[1], c = op.outputs[0];
+  if (s.accumulate) copy_if_distinct(buf, op.inputs[2], c);
+  const bool tf32 = op.dtype == DType::tf32;
+  Elem in = elem_of(op.dtype);
+  if (!is_float(in)) in = elem(g, a);
+  auto staged_input = [&](int id) -> GemmOperand {
+    void* p = buf[static_cast<std::size_t>(id)];
+    const Elem have = elem(g, id);
+    if (have == in) return {p, in, nullptr};
+    const int64_t n = g.tensor(id).elements();
+    void* q = scratch(static_cast<std::size_t>(n) * static_cast<std::size_t>(bytes_of(in)));
+    convert(p, have, q, in, n, m_stream);
+    return {q, in, nullptr};
+  };
+  const GemmOperand ga = staged_input(a), gb = staged_input(b);
+  // C in its own storage when cuBLASLt writes it, else through an fp32 copy.
+  const Elem c_have = elem(g, c);
+  const Elem c_kernel = GemmEngine::unsupported(in, in, c_have, s).empty() ? c_have : Elem::f32;
+  void* c_ptr = buf[static_cast<std::size_t>(c)];
+  const int64_t c_n = g.tensor(c).elements();
+  if (c_kernel != c_have) {
+    void* staged = scratch(static_cast<std::size_t>(c_n) * sizeof(float));
+    if (s.accumulate) convert(c_ptr, c_have, staged, c_kernel, c_n, m_stream);
+    m_gemm.gemm(ga, gb, staged, c_kernel, s, tf32, m_stream);
+    convert(staged, c_kernel, c_ptr, c_have, c_n, m_stream);
+    return;
+  }
+  m_gemm.gemm(ga, gb, c_ptr, c_kernel, s, tf32, m_stream);
+}
+
+void OpExecutor::run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales) {
+  const Graph& g = m_graph;
+  const cpu::GemmShape s = cpu::gemm_shape(op, g);
+  const int a = op.inputs[0], b = op.inputs[1], c = op.outputs[0];
+  if (s.accumulate) copy_if_distinct(buf, op.inputs[2], c);
+  auto* slots = static_cast<float*>(scratch(4 * sizeof(float)));  // scale_a, scale_b, amax_a, amax_b
+  // A into [batch_a][m, k] e4m3 (cuBLASLt's B, not transposed), B into [batch_b][n, k]
+  // (cuBLASLt's A, transposed): the TN form its fp8 kernels take.
+  auto stage = [&](int id, int64_t batch, int64_t rows, int64_t cols, bool transpose, float* scale,
+                   float* amax) -> GemmOperand {
+    void* p = buf[static_cast<std::size_t>(id)];
+    const Elem have = elem(g, id);
+    if (have == Elem::e4m3 && !transpose) return {p, Elem::e4m3, scales[static_cast<std::size_t>(id)]};
+    auto* q = static_cast<uint8_t*>(scratch(static_cast<std::size_t>(batch * rows * cols)));
+    if (have == Elem::e4m3)
+      transpose_e4m3(static_cast<const uint8_t*>(p), scales[static_cast<std::size_t>(id)], q, scale, batch, rows,
+                     cols, m_stream);
+    else
+      quantize_e4m3(p, have, q, scale, amax, batch, rows, cols, transpose, m_stream);
+    return {q, Elem::e4m3, scale};
+  };
+  const int64_t batch_a = s.broadcast_a ? 1 : s.batch, batch_b = s.broadcast_b ? 1 : s.batch;
+  // Stored shapes: A [k, m] when trans_a (transpose to [m, k]); B [k, n] unless trans_b.
+  const GemmOperand ga = stage(a, batch_a, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, s.trans_a, slots + 0, slots + 2);
+  const GemmOperand gb = stage(b, batch_b, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, !s.trans_b, slots + 1, slots + 3);
+  cpu::GemmShape tn = s;
+  tn.trans_a = false, tn.trans_b = true;
+  m_gemm.gemm(ga, gb, buf[static_cast<std::size_t>(c)], elem(g, c), tn, false, m_stream);
+}
+
+void OpExecutor::run_adamw(const Op& op, const std::vector<void*>& buf, bool capturing) {
+#ifdef PERFSIM_CUDA_K_ADAMW
+  const Graph& g = m_graph;
+  std::vector<cpu::AdamWGroup> groups;
+  auto ptr = [&](int id) { return buf[static_cast<std::size_t>(id)]; };
+  for (const cpu::AdamWGroupIds& ids : cpu::adamw_groups(op, g)) {
+    copy_if_distinct(buf, ids.param, ids.param_out);
+    copy_if_distinct(buf, ids.m, ids.m_out);
+    copy_if_distinct(buf, ids.v, ids.v_out);
+    cpu::AdamWGroup gr;
+    gr.param = ptr(ids.param_out), gr.param_type = storage_of(elem(g, ids.param_out));
+    gr.grad = ptr(ids.grad), gr.grad_type = storage_of(elem(g, ids.grad));
+    gr.m = ptr(ids.m_out), gr.m_type = storage_of(elem(g, ids.m_out));
+    gr.v = ptr(ids.v_out), gr.v_type = storage_of(elem(g, ids.v_out));
+    if (ids.weight_out >= 0) gr.weight = ptr(ids.weight_out), gr.weight_type = storage_of(elem(g, ids.weight_out));
+    gr.n = g.tensor(ids.param).elements();
+    for (cpu::Storage t : {gr.param_type, gr.grad_type, gr.m_type, gr.v_type})
+      if (t != cpu::Storage::f32 && t != cpu::Storage::bf16 && t != cpu::Storage::f16)
+        fail(op, fmt::format("AdamW tensors must be floating point, got {}", cpu::name_of(t)));
+    groups.push_back(gr);
+  }
+  const cpu::AdamWParams params = cpu::adamw_params(op);
+  if (op.attrs.passes > 1) {
+    adamw_unfused(groups, params, op.attrs.passes, m_stream);
+    return;
+  }
+  // Fused: one launch reading descriptors from device memory, uploaded when they change
+  // (the first eager run); a capture must find them in place.
+  const std::vector<AdamWDeviceGroup> desc = adamw_descriptors(groups);
+  const auto bytes = static_cast<std::size_t>(adamw_workspace_bytes(static_cast<int64_t>(desc.size())));
+  UploadedDescriptors& up = m_adamw_desc[op.id];
+  const auto* raw = reinterpret_cast<const unsigned char*>(desc.data());
+  if (up.host.size() != bytes || std::memcmp(up.host.data(), raw, bytes) != 0) {
+    if (capturing) fail(op, "AdamW descriptors changed during CUDA graph capture (run once eagerly first)");
+    if (up.device != nullptr) PERFSIM_CUDA_CHECK(cudaFree(up.device));
+    up.device = nullptr;
+    PERFSIM_CUDA_CHECK(cudaMalloc(&up.device, bytes));
+    PERFSIM_CUDA_CHECK(cudaMemcpy(up.device, raw, bytes, cudaMemcpyHostToDevice));
+    up.host.assign(raw, raw + bytes);
+  }
+  adamw_fused(static_cast<const AdamWDeviceGroup*>(up.device), static_cast<int64_t>(desc.size()),
+              adamw_total_chunks(desc), params, m_stream);
+#else
+  fail(op, "no kernel for adamw yet");
+#endif
+}
+
+namespace {
+
+// Kernel calls for ops whose float operands share one storage T.
+template <class T>
+void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const std::vector<void*>& out,
+               const std::function<void*(std::size_t)>& scratch, cudaStream_t st) {
+  auto I = [&](std::size_t i) { return static_cast<const T*>(in.at(i)); };
+  auto O = [&](std::size_t i) { return static_cast<T*>(out.at(i)); };
+  [[maybe_unused]] auto ids = [&](std::size_t i) { return static_cast<const int32_t*>(in.at(i)); };
+  [[maybe_unused]] const auto eps = static_cast<float>(op.attrs.eps);
+  switch (op.kind) {
+#ifdef PERFSIM_CUDA_K_ATTN
+    case OpKind::attn_scores: attn_scores(I(0), I(1), O(0), cpu::attn_shape(op, g), st); return;
+    case OpKind::attn_softmax: attn_softmax(I(0), O(0), cpu::attn_shape(op, g), st); return;
+    case OpKind::attn_context: attn_context(I(0), I(1), O(0), cpu::attn_shape(op, g), st); return;
+    case OpKind::attn_context_bwd: attn_context_bwd(I(0), I(1), I(2), O(0), O(1), cpu::attn_shape(op, g), st); return;
+    case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), cpu::attn_shape(op, g), st); return;
+    case OpKind::attn_scores_bwd: attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), cpu::attn_shape(op, g), st); return;
+#endif
+#ifdef PERFSIM_CUDA_K_FLASH
+    case OpKind::flash_attention: {
+      const cpu::AttnShape a = cpu::attn_shape(op, g);
+      auto* lse = static_cast<float*>(out.at(1));
+#ifdef PERFSIM_CUDA_K_DECODE
+      if (a.seq_q <= decode_max_seq_q) {
+        void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
+        decode_attention(I(0), I(1), I(2), O(0), lse, a, ws, st);
+        return;
+      }
+#endif
+      flash_attention(I(0), I(1), I(2), O(0), lse, a, st);
+      return;
+    }
+    case OpKind::flash_attention_bwd: {
+      const cpu::AttnShape a = cpu::attn_shape(op, g);
+      void* ws = scratch(static_cast<std::size_t>(flash_attention_bwd_workspace_bytes(a)));
+      flash_attention_bwd(I(0), I(1), I(2), I(3), I(4), static_cast<const float*>(in.at(5)), O(0), O(1), O(2), a,
+                          ws, st);
+      return;
+    }
+#endif
+#ifdef PERFSIM_CUDA_K_NORMS
+    case OpKind::layernorm: {
+      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      layernorm(I(0), I(1), I(2), O(0), rc.rows, rc.cols, eps, st);
+      return;
+    }
+    case OpKind::layernorm_bwd: {
+      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      auto* ws = static_cast<float*>(scratch(static_cast<std::size_t>(norm_bwd_workspace_floats(rc.rows, rc.cols)) * 4));
+      layernorm_bwd(I(0), I(1), I(2), O(0), O(1), O(2), rc.rows, rc.cols, eps, ws, st);
+      return;
+    }
+    case OpKind::rmsnorm: {
+      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      rmsnorm(I(0), I(1), O(0), rc.rows, rc.cols, eps, st);
+      return;
+    }
+    case OpKind::rmsnorm_bwd: {
+      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      auto* ws = static_cast<float*>(scratch(static_cast<std::size_t>(norm_bwd_workspace_floats(rc.rows, rc.cols)) * 4));
+      rmsnorm_bwd(I(0), I(1), I(2), O(0), O(1), rc.rows, rc.cols, eps, ws, st);
+      return;
+    }
+    case OpKind::add_rmsnorm: {
+      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      add_rmsnorm(I(0), I(1), I(2), O(0), O(1), rc.rows, rc.cols, eps, st);
+      return;
+    }
+    case OpKind::add_layernorm: {
+      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      add_layernorm(I(0), I(1), I(2), I(3), O(0), O(1), rc.rows, rc.cols, eps, st);
+      return;
+    }
+#endif
+#ifdef PERFSIM_CUDA_K_LOSS
+    case OpKind::cross_entropy: {
+      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      cross_entropy(I(0), ids(1), static_cast<float*>(out.at(0)), out.size() > 1 ? O(1) : nullptr, rc.rows, rc.cols,
+                    st);
+      return;
+    }
+#endif
+#ifdef PERFSIM_CUDA_K_POINTWISE
+    case OpKind::gelu: gelu(I(0), O(0), cpu::elementwise_count(op, g), st); return;
+    case OpKind::gelu_bwd: gelu_bwd(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
+    case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
+    case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), cpu::elementwise_count(op, g), st); return;
+    case OpKind::residual_add: residual_add(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
+    case OpKind::rope: rope(I(0), O(0), cpu::rope_shape(op, g), st); return;
+    case OpKind::rope_bwd: rope_bwd(I(0), O(0), cpu::rope_shape(op, g), st); return;
+#endif
+#ifdef PERFSIM_CUDA_K_EMBEDDING
+    case OpKind::embedding:
+      embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0), cpu::embedding_shape(op, g), st);
+      return;
+    case OpKind::embedding_bwd: {
+      const cpu::EmbeddingShape e = cpu::embedding_shape(op, g);
+      const bool with_pos = out.size() > 1;
+      auto* ws = static_cast<float*>(
+          scratch(static_cast<std::size_t>(embedding_bwd_workspace_floats<T>(e, with_pos)) * sizeof(float)));
+      embedding_bwd(ids(0), I(1), O(0), with_pos ? O(1) : nullptr, e, ws, st);
+      return;
+    }
+#endif
+#ifdef PERFSIM_CUDA_K_MEMORY
+    case OpKind::kv_append: kv_append(I(0), O(0), cpu::kv_append_shape(op, g), st); return;
+    case OpKind::slice_last_token: {
+      const cpu::SliceShape s = cpu::slice_shape(op, g);
+      slice_last_token(I(0), O(0), s.batch, s.seq, s.cols, st);
+      return;
+    }
+#endif
+    default: break;
+  }
+  throw NotExecutable(fmt::format("cuda backend: no kernel for {} yet", name_of(op.kind)));
+}
+
+}  // namespace
+
+void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
+  const Graph& g = m_graph;
+  if (op.kind == OpKind::copy) {
+    const int64_t n = cpu::elementwise_count(op, g);
+    const int x = op.inputs[0], y = op.outputs[0];
+#ifdef PERFSIM_CUDA_K_MEMORY
+    copy_tensor(buf[static_cast<std::size_t>(x)], storage_of(elem(g, x)), buf[static_cast<std::size_t>(y)],
+                storage_of(elem(g, y)), n, m_stream);
+#else
+    convert(buf[static_cast<std::size_t>(x)], elem(g, x), buf[static_cast<std::size_t>(y)], elem(g, y), n, m_stream);
+#endif
+    return;
+  }
+  cpu::check_op(op, g);
+  // Outputs that start from an input's values (in place when the graph names one tensor).
+  if (op.kind == OpKind::kv_append) copy_if_distinct(buf, op.inputs[1], op.outputs[0]);
+  if (op.kind == OpKind::embedding_bwd && op.attrs.accumulate)
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) copy_if_distinct(buf, op.inputs.at(2 + j), op.outputs[j]);
+
+  std::optional<Elem> kernel;
+  for (std::size_t i = 0; i < op.inputs.size() && !kernel; ++i)
+    if (!fixed_elem(op.kind, false, i)) kernel = elem(g, op.inputs[i]);
+  if (!kernel || !is_float(*kernel))
+    fail(op, fmt::format("needs floating-point operands, got {}", kernel ? name_of(*kernel) : "none"));
+
+  std::map<int, void*> staged;  // tensor id -> converted copy
+  std::vector<std::tuple<int, void*, Elem>> write_back;  // id, staged copy, its type
+  auto operand = [&](int id, Elem need, bool is_output) -> void* {
+    void* real = buf[static_cast<std::size_t>(id)];
+    const Elem have = elem(g, id);
+    if (have == need) return real;
+    if (!is_float(have) || !is_float(need))
+      fail(op, fmt::format("tensor '{}' is {} where the op needs {}", g.tensor(id).name, name_of(have), name_of(need)));
+    const int64_t n = g.tensor(id).elements();
+    auto it = staged.find(id);
+    if (it == staged.end()) {
+      void* p = scratch(static_cast<std::size_t>(n) * static_cast<std::size_t>(bytes_of(need)));
+      if (!is_output || op.kind == OpKind::kv_append || op.kind == OpKind::embedding_bwd) convert(real, have, p, need, n, m_stream);
+      it = staged.emplace(id, p).first;
+    }
+    if (is_output) write_back.emplace_back(id, it->second, need);
+    return it->second;
+  };
+  std::vector<void*> in, out;
+  for (std::size_t i = 0; i < op.inputs.size(); ++i)
+    in.push_back(operand(op.inputs[i], fixed_elem(op.kind, false, i).value_or(*kernel), false));
+  for (std::size_t i = 0; i < op.outputs.size(); ++i)
+    out.push_back(operand(op.outputs[i], fixed_elem(op.kind, true, i).value_or(*kernel), true));
+
+  const std::function<void*(std::size_t)> scratch_fn = [this](std::size_t bytes) { return scratch(bytes); };
+  switch (*kernel) {
+    case Elem::f32: run_typed<float>(op, g, in, out, scratch_fn, m_stream); break;
+    case Elem::bf16: run_typed<__nv_bfloat16>(op, g, in, out, scratch_fn, m_stream); break;
+    case Elem::f16: run_typed<__half>(op, g, in, out, scratch_fn, m_stream); break;
+    default: break;
+  }
+  for (const auto& [id, data, type] : write_back)
+    convert(data, type, buf[static_cast<std::size_t>(id)], elem(g, id), g.tensor(id).elements(), m_stream);
+}
+
+}  // namespace perfsim::cuda

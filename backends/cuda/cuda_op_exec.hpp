@@ -1,0 +1,59 @@
+// Runs one graph op on the GPU: derives its shapes with the CPU backend's cpu::*_shape
+// functions, stages operands whose storage differs from what the kernel takes (converted
+// copies and kernel workspaces come from the caching allocator as transient activation
+// memory, as the CPU backend counts its own), and calls the launcher of
+// backends/cuda/kernels/<op>.cuh, or cuBLASLt for GEMMs, on one stream.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_allocator.hpp"
+#include "backends/cuda/cuda_gemm.hpp"
+#include "core/graph.hpp"
+
+namespace perfsim::cuda {
+
+// "" when the CUDA backend can run op; otherwise why not (a collective, a host op, an op
+// whose kernel is not built yet, an fp8 GEMM shape cuBLASLt refuses).
+[[nodiscard]] std::string op_unsupported_reason(const Op& op, const Graph& g);
+
+class OpExecutor {
+ public:
+  OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
+      : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream) {}
+  OpExecutor(const OpExecutor&) = delete;
+  OpExecutor& operator=(const OpExecutor&) = delete;
+  ~OpExecutor();
+
+  // buffers[id]: device data of tensor id (every operand of op allocated by the caller);
+  // scales[id]: device dequantization scale of an e4m3 tensor (nullptr otherwise).
+  // capturing: a CUDA graph is being captured (no host-to-device uploads allowed).
+  void run(const Op& op, const std::vector<void*>& buffers, const std::vector<float*>& scales,
+           bool capturing);
+
+ private:
+  void run_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales);
+  void run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales);
+  void run_adamw(const Op& op, const std::vector<void*>& buf, bool capturing);
+  void run_generic(const Op& op, const std::vector<void*>& buf);
+  void copy_if_distinct(const std::vector<void*>& buf, int from, int to);
+  void* scratch(std::size_t bytes);
+  void release_scratch();
+
+  struct UploadedDescriptors {
+    std::vector<unsigned char> host;  // what the device copy holds
+    void* device = nullptr;
+  };
+
+  const Graph& m_graph;
+  CachingAllocator& m_alloc;
+  GemmEngine& m_gemm;
+  cudaStream_t m_stream;
+  std::vector<void*> m_scratch;                      // this op's transient buffers
+  std::map<int, UploadedDescriptors> m_adamw_desc;   // op id -> fused AdamW descriptors
+};
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,81 @@
+// Fused softmax cross-entropy (as llm.c's fused classifier): one block per row of logits
+// [rows, cols]. Sweep 1 keeps an online (max, Σexp) pair per thread (Milakov & Gimelshein
+// 2018) merged over the block into the log-sum-exp; sweep 2 writes the mean-loss gradient
+// (softmax − onehot)/rows. Logits are read twice (the second time mostly from L2), never a
+// probability tensor.
+#include <limits>
+
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/kernels/cross_entropy.cuh"
+#include "backends/cuda/kernels/kernel_util.cuh"
+
+namespace perfsim::cuda {
+
+namespace {
+
+template <class T, int V>
+__global__ void cross_entropy_kernel(const T* __restrict__ logits, const int32_t* __restrict__ targets,
+                                     float* __restrict__ loss, T* __restrict__ dlogits,
+                                     int64_t rows, int64_t cols) {
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * cols;
+  const T* x = logits + off;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V];
+    detail::load_f32<T, V>(x + c, v);
+    float vm = v[0];
+#pragma unroll
+    for (int i = 1; i < V; ++i) vm = fmaxf(vm, v[i]);
+    if (vm > m) {
+      s *= expf(m - vm);  // exp(−inf) = 0 on the first chunk
+      m = vm;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) s += expf(v[i] - m);
+  }
+  const float mx = detail::block_max(m);
+  float tot[1] = {m == -INFINITY ? 0.0f : s * expf(m - mx)};
+  detail::block_sum(tot);
+  const float lse = mx + logf(tot[0]);
+  const int64_t target = targets[blockIdx.x];
+  const bool valid = target >= 0 && target < cols;
+  if (threadIdx.x == 0)
+    loss[blockIdx.x] = valid ? lse - detail::to_f32(x[target]) : std::numeric_limits<float>::quiet_NaN();
+  if (dlogits == nullptr) return;
+  const float inv_rows = 1.0f / static_cast<float>(rows);
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V], g[V];
+    detail::load_f32<T, V>(x + c, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      g[i] = (expf(v[i] - lse) - (c + i == target ? 1.0f : 0.0f)) * inv_rows;
+    detail::store_f32<T, V>(dlogits + off + c, g);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void cross_entropy(const T* logits, const int32_t* targets, float* loss,
+                   std::type_identity_t<T>* dlogits, int64_t rows, int64_t cols,
+                   cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  constexpr int vec = detail::vec_of<T>;
+  if (cols % vec == 0 && detail::aligned(16, logits, dlogits))
+    cross_entropy_kernel<T, vec><<<static_cast<unsigned>(rows), detail::row_threads(cols / vec), 0,
+                                   stream>>>(logits, targets, loss, dlogits, rows, cols);
+  else
+    cross_entropy_kernel<T, 1><<<static_cast<unsigned>(rows), detail::row_threads(cols), 0,
+                                 stream>>>(logits, targets, loss, dlogits, rows, cols);
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+template void cross_entropy<float>(const float*, const int32_t*, float*, float*, int64_t, int64_t,
+                                   cudaStream_t);
+template void cross_entropy<__nv_bfloat16>(const __nv_bfloat16*, const int32_t*, float*,
+                                           __nv_bfloat16*, int64_t, int64_t, cudaStream_t);
+template void cross_entropy<__half>(const __half*, const int32_t*, float*, __half*, int64_t,
+                                    int64_t, cudaStream_t);
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,36 @@
+// Decode attention (few query rows, long KV cache) by split-KV "flash decoding": the kv
+// range is cut into splits computed by separate CTAs, each leaving an unnormalized partial
+// (running max, denominator, weighted V sum) in a workspace; a second kernel merges them.
+// Same semantics and layouts as flash_attention (flash_attention.cuh): Q [b, seq_q, H, d],
+// O like Q, LSE [b, H, seq_q]; GQA; causal with query i at position seq_kv - seq_q + i.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cpu/cpu_kernels.hpp"
+
+namespace perfsim::cuda {
+
+using cpu::AttnShape;
+
+// Number of kv splits the launchers use for a shape (about 256 kv positions per split).
+[[nodiscard]] int decode_attention_splits(const AttnShape& a);
+// Bytes of workspace the decode launchers need (fp32 partials for every split).
+[[nodiscard]] int64_t decode_attention_workspace_bytes(const AttnShape& a);
+
+// Contiguous cache: K, V [b, kv_capacity, Hkv, d]. head_dim 32, 64, 128 or 256 runs the
+// split-KV kernel; other head_dims fall back to flash_attention (no workspace used).
+template <class T>
+void decode_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+                      void* workspace, cudaStream_t stream);
+
+// Paged cache: K, V pages [num_blocks, block_size, Hkv, d]; block_table int32
+// [b, max_blocks] maps kv position j of batch b to page block_table[b][j / block_size],
+// row j % block_size. a.kv_capacity is ignored. head_dim must be 32, 64, 128 or 256.
+template <class T>
+void paged_decode_attention(const T* q, const T* k_pages, const T* v_pages,
+                            const int32_t* block_table, int block_size, int max_blocks, T* o,
+                            float* lse, const AttnShape& a, void* workspace, cudaStream_t stream);
+
+}  // namespace perfsim::cuda

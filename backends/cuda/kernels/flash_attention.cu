@@ -1,0 +1,370 @@
+// Flash attention forward (FlashAttention-2, Dao 2023, Alg. 1), O and LSE from Q, K, V.
+// Q [b, seq_q, H, d]; K, V [b, kv_capacity, Hkv, d] (first seq_kv rows read); O like Q;
+// LSE [b, H, seq_q] fp32. Semantics of cpu::flash_attention (GQA, causal, -inf LSE and zero
+// O for a row that sees nothing).
+//
+// Tensor-core path (bf16/fp16, d in {64, 128}): one CTA of 4 warps per (query tile of
+// 64·WM rows, head, batch); each warp owns WM slices of 16 query rows. K/V tiles of 64 rows
+// stream through shared memory by cp.async, double-buffered (tile t+1 loads while tile t is
+// computed). S = Q·K^T and O += P·V are mma.sync m16n8k16 with fp32 accumulators; operands
+// come from shared memory through ldmatrix (V with .trans), rows swizzled (16-byte chunk c
+// of row r stored at c ^ (r & 7)) so the 8 rows an ldmatrix reads hit 8 distinct bank
+// groups. P never leaves registers: the S accumulator layout is the A-operand layout of
+// the next mma. Online softmax in the log2 domain (exp2 with scale·log2(e) folded in).
+// Causal: kv tiles past the query tile's last visible position are never loaded; masking
+// runs only on tiles crossing the diagonal or seq_kv.
+//
+// Fallback path (fp32, other d <= 256): one warp per query row, lanes split d; kept simple
+// for correctness, not speed.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/kernels/attention_device.cuh"
+#include "backends/cuda/kernels/flash_attention.cuh"
+#include "core/errors.hpp"
+
+namespace perfsim::cuda {
+
+using namespace attn_detail;
+
+namespace {
+
+struct FwdParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  int seq_q, seq_kv, heads, kv_heads, group;
+  int64_t kv_capacity;
+  bool causal;
+  float scale;  // 1/sqrt(d)
+};
+
+constexpr int k_block_n = 64;
+constexpr int k_warps = 4;
+
+// Element offset of 16-byte chunk `ch` of row `row` in a swizzled [rows, D] tile.
+template <int D>
+__device__ __forceinline__ int swz(int row, int ch) {
+  return row * D + ((ch ^ (row & 7)) << 3);
+}
+
+// cp.async of `R` rows × D columns (row stride `stride` elements) into a swizzled tile;
+// rows >= valid are filled with zeros.
+template <class T, int D, int R>
+__device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int valid, int tid) {
+  constexpr int chunks_per_row = D / 8;
+#pragma unroll
+  for (int c = tid; c < R * chunks_per_row; c += k_warps * 32) {
+    const int row = c / chunks_per_row;
+    const int ch = c % chunks_per_row;
+    const bool ok = row < valid;
+    cp_async_16(s + swz<D>(row, ch), g + (ok ? row : 0) * stride + ch * 8, ok);
+  }
+}
+
+template <class T, int D, int WM>
+__global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams p) {
+  constexpr int BM = 16 * k_warps * WM;
+  constexpr int BN = k_block_n;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* q_s = reinterpret_cast<T*>(smem_raw);  // [BM, D]
+  T* k_s = q_s + BM * D;                    // [2, BN, D]
+  T* v_s = k_s + 2 * BN * D;                // [2, BN, D]
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal tiles first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int kh = h / p.group;
+  const int i0 = m_block * BM;
+  const int rows_valid = min(BM, p.seq_q - i0);
+
+  const int64_t q_stride = int64_t(p.heads) * D;
+  const int64_t kv_stride = int64_t(p.kv_heads) * D;
+  const T* q = static_cast<const T*>(p.q) + ((int64_t(b) * p.seq_q + i0) * p.heads + h) * D;
+  const T* k = static_cast<const T*>(p.k) + (int64_t(b) * p.kv_capacity * p.kv_heads + kh) * D;
+  const T* v = static_cast<const T*>(p.v) + (int64_t(b) * p.kv_capacity * p.kv_heads + kh) * D;
+
+  // Causal: the tile's last row sees the most; rows see kv < seq_kv - seq_q + row + 1.
+  const int diag = p.seq_kv - p.seq_q;  // query row i sees kv < diag + i + 1
+  const int kv_end =
+      p.causal ? max(0, min(p.seq_kv, diag + i0 + rows_valid)) : p.seq_kv;
+  const int mask_from = p.causal ? min(p.seq_kv, diag + i0 + 1) : p.seq_kv;  // tiles past need masks
+  const int n_tiles = (kv_end + BN - 1) / BN;
+
+  load_tile<T, D, BM>(q_s, q, q_stride, rows_valid, tid);
+  if (n_tiles > 0) {
+    load_tile<T, D, BN>(k_s, k, kv_stride, min(BN, p.seq_kv), tid);
+    load_tile<T, D, BN>(v_s, v, kv_stride, min(BN, p.seq_kv), tid);
+  }
+  cp_async_commit();
+
+  const int g = lane / 4, t4 = lane % 4;
+  const int wrow0 = warp * 16 * WM;  // first tile row of this warp
+  const float scale_log2 = p.scale * k_log2e;
+
+  float acc[WM][D / 8][4];
+  float m_run[WM][2], l_run[WM][2];
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi) {
+#pragma unroll
+    for (int nb = 0; nb < D / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][nb][e] = 0.f;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      m_run[mi][hh] = -INFINITY;
+      l_run[mi][hh] = 0.f;
+    }
+  }
+
+  for (int t = 0; t < n_tiles; ++t) {
+    cp_async_wait<0>();
+    __syncthreads();
+    const int j0 = t * BN;
+    if (t + 1 < n_tiles) {
+      const int nj = j0 + BN;
+      const int buf = (t + 1) & 1;
+      load_tile<T, D, BN>(k_s + buf * BN * D, k + nj * kv_stride, kv_stride, min(BN, p.seq_kv - nj), tid);
+      load_tile<T, D, BN>(v_s + buf * BN * D, v + nj * kv_stride, kv_stride, min(BN, p.seq_kv - nj), tid);
+    }
+    cp_async_commit();
+    const T* kt = k_s + (t & 1) * BN * D;
+    const T* vt = v_s + (t & 1) * BN * D;
+
+    // S = Q · K^T for this warp's rows: [WM][BN/8 n-blocks][4]
+    float s[WM][BN / 8][4];
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+      for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mi][nb][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t qa[WM][4];
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi)
+        ldmatrix_x4(qa[mi], q_s + swz<D>(wrow0 + mi * 16 + lane % 16, kk * 2 + lane / 16));
+#pragma unroll
+      for (int np = 0; np < BN / 16; ++np) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, kt + swz<D>(np * 16 + lane % 8 + (lane / 16) * 8, kk * 2 + (lane / 8) % 2));
+#pragma unroll
+        for (int mi = 0; mi < WM; ++mi) {
+          mma_16816<T>(s[mi][2 * np], qa[mi], kb[0], kb[1]);
+          mma_16816<T>(s[mi][2 * np + 1], qa[mi], kb[2], kb[3]);
+        }
+      }
+    }
+
+    // Mask kv columns a row may not see (only on tiles crossing the diagonal or seq_kv).
+    if (j0 + BN > mask_from) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int row = i0 + wrow0 + mi * 16 + g + 8 * hh;
+          const int vis = p.causal ? min(p.seq_kv, diag + row + 1) : p.seq_kv;
+#pragma unroll
+          for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (j0 + nb * 8 + 2 * t4 + e >= vis) s[mi][nb][2 * hh + e] = -INFINITY;
+        }
+    }
+
+    // Online softmax: rows g and g+8 of each slice; a quad of lanes shares a row.
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb)
+          mx = fmaxf(mx, fmaxf(s[mi][nb][2 * hh], s[mi][nb][2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[mi][hh], mx * scale_log2);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet
+        const float corr = exp2f(m_run[mi][hh] - m_use);
+        m_run[mi][hh] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pe = exp2f(fmaf(s[mi][nb][2 * hh + e], scale_log2, -m_use));
+            s[mi][nb][2 * hh + e] = pe;
+            sum += pe;
+          }
+        l_run[mi][hh] = l_run[mi][hh] * corr + sum;
+#pragma unroll
+        for (int nb = 0; nb < D / 8; ++nb) {
+          acc[mi][nb][2 * hh] *= corr;
+          acc[mi][nb][2 * hh + 1] *= corr;
+        }
+      }
+
+    // O += P · V; P's accumulator layout is the A-fragment layout (16 kv columns per step).
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t pa[WM][4];
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi) {
+        pa[mi][0] = pack2<T>(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+        pa[mi][1] = pack2<T>(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+        pa[mi][2] = pack2<T>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+        pa[mi][3] = pack2<T>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, vt + swz<D>(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8, dp * 2 + lane / 16));
+#pragma unroll
+        for (int mi = 0; mi < WM; ++mi) {
+          mma_16816<T>(acc[mi][2 * dp], pa[mi], vb[0], vb[1]);
+          mma_16816<T>(acc[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: O = acc / l, LSE = m·ln2 + ln(l) (m is in the log2 domain of scaled scores).
+  T* o = static_cast<T*>(p.o);
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float l = l_run[mi][hh];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = i0 + wrow0 + mi * 16 + g + 8 * hh;
+      if (row >= p.seq_q) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      T* orow = o + ((int64_t(b) * p.seq_q + row) * p.heads + h) * D + 2 * t4;
+#pragma unroll
+      for (int nb = 0; nb < D / 8; ++nb)
+        *reinterpret_cast<uint32_t*>(orow + nb * 8) =
+            pack2<T>(acc[mi][nb][2 * hh] * inv, acc[mi][nb][2 * hh + 1] * inv);
+      if (t4 == 0)
+        p.lse[(int64_t(b) * p.heads + h) * p.seq_q + row] =
+            l > 0.f ? m_run[mi][hh] * k_ln2 + logf(l) : -INFINITY;
+    }
+}
+
+// One warp per query row; lane x holds elements x, x+32, ... of q and of the accumulator.
+constexpr int k_simple_max_per_lane = 8;  // head_dim <= 256
+
+template <class T>
+__global__ void flash_fwd_simple_kernel(FwdParams p, int d) {
+  const int lane = threadIdx.x % 32;
+  const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int h = blockIdx.y, b = blockIdx.z;
+  if (i >= p.seq_q) return;
+  const int kh = h / p.group;
+  const T* q = static_cast<const T*>(p.q) + ((int64_t(b) * p.seq_q + i) * p.heads + h) * d;
+  const T* k = static_cast<const T*>(p.k) + (int64_t(b) * p.kv_capacity * p.kv_heads + kh) * d;
+  const T* v = static_cast<const T*>(p.v) + (int64_t(b) * p.kv_capacity * p.kv_heads + kh) * d;
+  const int64_t kv_stride = int64_t(p.kv_heads) * d;
+  float qr[k_simple_max_per_lane], acc[k_simple_max_per_lane];
+#pragma unroll
+  for (int u = 0; u < k_simple_max_per_lane; ++u) {
+    const int x = lane + 32 * u;
+    qr[u] = x < d ? to_float(q[x]) : 0.f;
+    acc[u] = 0.f;
+  }
+  const int vis = p.causal ? max(0, min(p.seq_kv, p.seq_kv - p.seq_q + i + 1)) : p.seq_kv;
+  float m = -INFINITY, l = 0.f;
+  for (int j = 0; j < vis; ++j) {
+    float dot = 0.f;
+#pragma unroll
+    for (int u = 0; u < k_simple_max_per_lane; ++u) {
+      const int x = lane + 32 * u;
+      if (x < d) dot += qr[u] * to_float(k[j * kv_stride + x]);
+    }
+    const float s = warp_sum(dot) * p.scale;
+    const float m_new = fmaxf(m, s);
+    const float corr = expf(m - m_new);
+    const float pj = expf(s - m_new);
+    l = l * corr + pj;
+#pragma unroll
+    for (int u = 0; u < k_simple_max_per_lane; ++u) {
+      const int x = lane + 32 * u;
+      if (x < d) acc[u] = acc[u] * corr + pj * to_float(v[j * kv_stride + x]);
+    }
+    m = m_new;
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  T* o = static_cast<T*>(p.o) + ((int64_t(b) * p.seq_q + i) * p.heads + h) * d;
+#pragma unroll
+  for (int u = 0; u < k_simple_max_per_lane; ++u) {
+    const int x = lane + 32 * u;
+    if (x < d) o[x] = from_float<T>(acc[u] * inv);
+  }
+  if (lane == 0) p.lse[(int64_t(b) * p.heads + h) * p.seq_q + i] = l > 0.f ? m + logf(l) : -INFINITY;
+}
+
+template <class T, int D, int WM>
+void launch_tc(const FwdParams& p, int batch, cudaStream_t stream) {
+  constexpr int BM = 16 * k_warps * WM;
+  constexpr int smem = (BM + 4 * k_block_n) * D * int(sizeof(T));
+  auto kernel = flash_fwd_tc_kernel<T, D, WM>;
+  PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid((p.seq_q + BM - 1) / BM, p.heads, batch);
+  kernel<<<grid, k_warps * 32, smem, stream>>>(p);
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T, int D>
+void launch_tc_d(const FwdParams& p, int batch, int block_m, cudaStream_t stream) {
+  // 128-row tiles halve the shared-memory reads of K and V per flop.
+  if (block_m == 0) block_m = 128;
+  if (block_m == 64) launch_tc<T, D, 1>(p, batch, stream);
+  else if (block_m == 128) launch_tc<T, D, 2>(p, batch, stream);
+  else throw ConfigError("flash_attention: block_m must be 64 or 128, got " + std::to_string(block_m));
+}
+
+}  // namespace
+
+template <class T>
+void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+                     cudaStream_t stream, int block_m) {
+  if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
+    throw ConfigError("flash_attention: heads (" + std::to_string(a.heads) +
+                      ") must be a positive multiple of kv_heads (" + std::to_string(a.kv_heads) + ")");
+  if (a.head_dim <= 0 || a.head_dim > 32 * k_simple_max_per_lane)
+    throw ConfigError("flash_attention: head_dim " + std::to_string(a.head_dim) +
+                      " unsupported on CUDA (1..256)");
+  if (a.seq_kv > a.kv_capacity)
+    throw ConfigError("flash_attention: seq_kv exceeds kv_capacity");
+  if (a.seq_q <= 0 || a.batch <= 0) return;
+  FwdParams p{q, k, v, o, lse,
+              int(a.seq_q), int(a.seq_kv), int(a.heads), int(a.kv_heads), int(a.group()),
+              a.kv_capacity, a.causal, a.scale()};
+  if constexpr (!std::is_same_v<T, float>) {
+    if (a.head_dim == 64) return launch_tc_d<T, 64>(p, int(a.batch), block_m, stream);
+    if (a.head_dim == 128) return launch_tc_d<T, 128>(p, int(a.batch), block_m, stream);
+  }
+  constexpr int rows_per_block = 4;
+  const dim3 grid(unsigned((a.seq_q + rows_per_block - 1) / rows_per_block), unsigned(a.heads),
+                  unsigned(a.batch));
+  flash_fwd_simple_kernel<T><<<grid, rows_per_block * 32, 0, stream>>>(p, int(a.head_dim));
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+#define PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(T)                                              \
+  template void flash_attention<T>(const T*, const T*, const T*, T*, float*, const AttnShape&, \
+                                   cudaStream_t, int);
+PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(float)
+PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__nv_bfloat16)
+PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__half)
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,38 @@
+// Flash attention on the GPU, forward (flash_attention.cu) and backward
+// (flash_attention_bwd.cu), with exactly the semantics of cpu::flash_attention{,_bwd}:
+// Q [b, seq_q, H, d]; K, V [b, kv_capacity, Hkv, d] (first seq_kv rows valid); O like Q;
+// LSE [b, H, seq_q] fp32 (natural log of the softmax denominator of the scaled scores;
+// -inf for a row that sees nothing); GQA h -> h / (H / Hkv); causal with query i at
+// position seq_kv - seq_q + i. T is float, __nv_bfloat16 or __half.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cpu/cpu_kernels.hpp"
+
+namespace perfsim::cuda {
+
+using cpu::AttnShape;
+
+// Forward. bf16/fp16 with head_dim 64 or 128 run the tensor-core kernel (mma.sync
+// m16n8k16, fp32 accumulation); fp32 and other head_dims (<= 256) run a simple per-row
+// kernel kept for correctness. block_m picks the query tile of the tensor-core kernel
+// (64 or 128 rows; 0 = the default for the head_dim); other values throw ConfigError.
+template <class T>
+void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+                     cudaStream_t stream, int block_m = 0);
+
+// Bytes of device workspace flash_attention_bwd needs: fp32 dQ accumulators
+// [b, seq_q, H, d] and D = rowsum(dO ⊙ O) [b, H, seq_q].
+[[nodiscard]] int64_t flash_attention_bwd_workspace_bytes(const AttnShape& a);
+
+// Backward: dQ like Q; dK, dV [b, grad_capacity, Hkv, d] summed over each GQA group,
+// rows >= seq_kv written as 0. `workspace` holds flash_attention_bwd_workspace_bytes(a)
+// bytes (16-byte aligned). See flash_attention_bwd.cu for the kernel split.
+template <class T>
+void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T* d_o,
+                         const float* lse, T* dq, T* dk, T* dv, const AttnShape& a,
+                         void* workspace, cudaStream_t stream);
+
+}  // namespace perfsim::cuda

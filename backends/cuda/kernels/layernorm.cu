@@ -1,0 +1,208 @@
+// LayerNorm (Ba et al. 2016) over rows of x [rows, cols]: y = (x − mean)·rstd·gamma + beta with
+// two-pass statistics (mean, then variance) for accuracy; its backward (dx, and dgamma/dbeta
+// via per-block partials); and the fused residual add + LayerNorm. One block per row.
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/kernels/kernel_util.cuh"
+#include "backends/cuda/kernels/norms.cuh"
+
+namespace perfsim::cuda {
+
+using detail::load_f32;
+using detail::store_f32;
+
+namespace {
+
+// Mean and rstd of row `xr` (two sweeps; the second hits L1/L2).
+template <class T, int V>
+__device__ void row_stats(const T* xr, int64_t cols, float eps, float& mean, float& rstd) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  float s[1] = {0.0f};
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V];
+    load_f32<T, V>(xr + c, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) s[0] += v[i];
+  }
+  detail::block_sum(s);
+  mean = s[0] / static_cast<float>(cols);
+  float q[1] = {0.0f};
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V];
+    load_f32<T, V>(xr + c, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) q[0] += (v[i] - mean) * (v[i] - mean);
+  }
+  detail::block_sum(q);
+  rstd = 1.0f / sqrtf(q[0] / static_cast<float>(cols) + eps);
+}
+
+template <class T, int V>
+__device__ void write_normalized(const T* xr, const T* gamma, const T* beta, T* yr, int64_t cols,
+                                 float mean, float rstd) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V], g[V], b[V], o[V];
+    load_f32<T, V>(xr + c, v);
+    load_f32<T, V>(gamma + c, g);
+    load_f32<T, V>(beta + c, b);
+#pragma unroll
+    for (int i = 0; i < V; ++i) o[i] = (v[i] - mean) * rstd * g[i] + b[i];
+    store_f32<T, V>(yr + c, o);
+  }
+}
+
+template <class T, int V>
+__global__ void layernorm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                 const T* __restrict__ beta, T* __restrict__ y, int64_t cols,
+                                 float eps) {
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * cols;
+  float mean, rstd;
+  row_stats<T, V>(x + off, cols, eps, mean, rstd);
+  write_normalized<T, V>(x + off, gamma, beta, y + off, cols, mean, rstd);
+}
+
+template <class T, int V>
+__global__ void add_layernorm_kernel(const T* __restrict__ a, const T* __restrict__ b,
+                                     const T* __restrict__ gamma, const T* __restrict__ beta,
+                                     T* __restrict__ sum, T* __restrict__ y, int64_t cols,
+                                     float eps) {
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * cols;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float va[V], vb[V], s[V];
+    load_f32<T, V>(a + off + c, va);
+    load_f32<T, V>(b + off + c, vb);
+#pragma unroll
+    for (int i = 0; i < V; ++i) s[i] = va[i] + vb[i];
+    store_f32<T, V>(sum + off + c, s);
+  }
+  // Other threads' stores to `sum` must be visible before the statistics sweep reads them.
+  __syncthreads();
+  float mean, rstd;
+  row_stats<T, V>(sum + off, cols, eps, mean, rstd);
+  write_normalized<T, V>(sum + off, gamma, beta, y + off, cols, mean, rstd);
+}
+
+// Block p owns rows [p·rows/P, (p+1)·rows/P); partials: dgamma rows [0, P), dbeta [P, 2P).
+template <class T, int V>
+__global__ void layernorm_bwd_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                     const T* __restrict__ dy, T* __restrict__ dx,
+                                     float* __restrict__ partial, int64_t rows, int64_t cols,
+                                     float eps) {
+  const int64_t parts = gridDim.x, p = blockIdx.x;
+  const int64_t r0 = p * rows / parts, r1 = (p + 1) * rows / parts;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  float* pg = partial + p * cols;
+  float* pb = partial + (parts + p) * cols;
+  for (int64_t c = threadIdx.x * V; c < cols; c += step)
+#pragma unroll
+    for (int i = 0; i < V; ++i) pg[c + i] = pb[c + i] = 0.0f;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t off = r * cols;
+    float s[1] = {0.0f};
+    for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+      float xv[V];
+      load_f32<T, V>(x + off + c, xv);
+#pragma unroll
+      for (int i = 0; i < V; ++i) s[0] += xv[i];
+    }
+    detail::block_sum(s);
+    const float mean = s[0] / static_cast<float>(cols);
+    float acc[3] = {0.0f, 0.0f, 0.0f};  // Σ (x−mean)², Σ g, Σ g·(x−mean); g = dy ⊙ gamma
+    for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+      float xv[V], gv[V], dv[V];
+      load_f32<T, V>(x + off + c, xv);
+      load_f32<T, V>(gamma + c, gv);
+      load_f32<T, V>(dy + off + c, dv);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float xc = xv[i] - mean, g = dv[i] * gv[i];
+        acc[0] += xc * xc;
+        acc[1] += g;
+        acc[2] += g * xc;
+      }
+    }
+    detail::block_sum(acc);
+    const float inv_cols = 1.0f / static_cast<float>(cols);
+    const float rstd = 1.0f / sqrtf(acc[0] * inv_cols + eps);
+    const float mg = acc[1] * inv_cols, mgx = acc[2] * rstd * inv_cols;
+    // dx = rstd · (g − mean(g) − x̂·mean(g ⊙ x̂))
+    for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+      float xv[V], gv[V], dv[V], o[V];
+      load_f32<T, V>(x + off + c, xv);
+      load_f32<T, V>(gamma + c, gv);
+      load_f32<T, V>(dy + off + c, dv);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float xh = (xv[i] - mean) * rstd;
+        o[i] = rstd * (dv[i] * gv[i] - mg - xh * mgx);
+        pg[c + i] += dv[i] * xh;
+        pb[c + i] += dv[i];
+      }
+      store_f32<T, V>(dx + off + c, o);
+    }
+  }
+}
+
+template <class T, class F>
+void dispatch_vec(bool vectorizable, F launch) {
+  if (vectorizable) launch(std::integral_constant<int, detail::vec_of<T>>{});
+  else launch(std::integral_constant<int, 1>{});
+}
+
+}  // namespace
+
+template <class T>
+void layernorm(const T* x, const T* gamma, const T* beta, T* y, int64_t rows, int64_t cols,
+               float eps, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const bool v = cols % detail::vec_of<T> == 0 && detail::aligned(16, x, gamma, beta, y);
+  dispatch_vec<T>(v, [&](auto vc) {
+    constexpr int V = decltype(vc)::value;
+    layernorm_kernel<T, V><<<static_cast<unsigned>(rows), detail::row_threads(cols / V), 0,
+                             stream>>>(x, gamma, beta, y, cols, eps);
+  });
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void add_layernorm(const T* a, const T* b, const T* gamma, const T* beta, T* sum, T* y,
+                   int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const bool v = cols % detail::vec_of<T> == 0 && detail::aligned(16, a, b, gamma, beta, sum, y);
+  dispatch_vec<T>(v, [&](auto vc) {
+    constexpr int V = decltype(vc)::value;
+    add_layernorm_kernel<T, V><<<static_cast<unsigned>(rows), detail::row_threads(cols / V), 0,
+                                 stream>>>(a, b, gamma, beta, sum, y, cols, eps);
+  });
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void layernorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, T* dbeta,
+                   int64_t rows, int64_t cols, float eps, float* workspace, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const int64_t parts = detail::norm_bwd_blocks(rows);
+  const bool v = cols % detail::vec_of<T> == 0 && detail::aligned(16, x, gamma, dy, dx);
+  dispatch_vec<T>(v, [&](auto vc) {
+    constexpr int V = decltype(vc)::value;
+    layernorm_bwd_kernel<T, V><<<static_cast<unsigned>(parts), detail::row_threads(cols / V), 0,
+                                 stream>>>(x, gamma, dy, dx, workspace, rows, cols, eps);
+  });
+  PERFSIM_CUDA_CHECK_LAUNCH();
+  detail::sum_partials(workspace, dgamma, parts, cols, stream);
+  detail::sum_partials(workspace + parts * cols, dbeta, parts, cols, stream);
+}
+
+#define PERFSIM_CUDA_INSTANTIATE_LAYERNORM(T)                                                  \
+  template void layernorm<T>(const T*, const T*, const T*, T*, int64_t, int64_t, float,        \
+                             cudaStream_t);                                                    \
+  template void add_layernorm<T>(const T*, const T*, const T*, const T*, T*, T*, int64_t,      \
+                                 int64_t, float, cudaStream_t);                                \
+  template void layernorm_bwd<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,   \
+                                 float, float*, cudaStream_t);
+PERFSIM_CUDA_INSTANTIATE_LAYERNORM(float)
+PERFSIM_CUDA_INSTANTIATE_LAYERNORM(__nv_bfloat16)
+PERFSIM_CUDA_INSTANTIATE_LAYERNORM(__half)
+
+}  // namespace perfsim::cuda

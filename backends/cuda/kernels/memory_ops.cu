@@ -1,0 +1,83 @@
+// KV-cache append and last-token slice as strided device-to-device copies, and dtype
+// conversion as a grid-stride kernel. Shapes in memory_ops.cuh.
+#include <stdexcept>
+#include <string>
+
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/kernels/kernel_util.cuh"
+#include "backends/cuda/kernels/memory_ops.cuh"
+
+namespace perfsim::cuda {
+
+namespace {
+
+template <class S, class D>
+__global__ void convert_kernel(const S* __restrict__ x, D* __restrict__ y, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = detail::from_f32<D>(detail::to_f32(x[i]));
+}
+
+template <class S>
+void convert_from(const S* x, void* y, cpu::Storage y_type, int64_t n, cudaStream_t stream) {
+  constexpr int threads = 256;
+  const unsigned blocks = detail::grid_for(n, threads);
+  switch (y_type) {
+    case cpu::Storage::f32: convert_kernel<<<blocks, threads, 0, stream>>>(x, static_cast<float*>(y), n); break;
+    case cpu::Storage::bf16: convert_kernel<<<blocks, threads, 0, stream>>>(x, static_cast<__nv_bfloat16*>(y), n); break;
+    case cpu::Storage::f16: convert_kernel<<<blocks, threads, 0, stream>>>(x, static_cast<__half*>(y), n); break;
+    default: throw std::invalid_argument(std::string("copy_tensor: cannot convert to ") + cpu::name_of(y_type));
+  }
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+template <class T>
+void kv_append(const T* k_new, T* cache, const cpu::KvAppendShape& s, cudaStream_t stream) {
+  if (s.position < 0 || s.position + s.seq_new > s.capacity)
+    // (std::to_string: fmt's compile-time format checks do not build under nvcc)
+    throw std::out_of_range("kv_append: rows " + std::to_string(s.position) + ".." +
+                            std::to_string(s.position + s.seq_new - 1) + " do not fit a cache of " +
+                            std::to_string(s.capacity) + " rows");
+  if (s.batch <= 0 || s.seq_new <= 0 || s.row <= 0) return;
+  const auto width = static_cast<size_t>(s.seq_new * s.row) * sizeof(T);
+  PERFSIM_CUDA_CHECK(cudaMemcpy2DAsync(cache + s.position * s.row,
+                                       static_cast<size_t>(s.capacity * s.row) * sizeof(T), k_new,
+                                       width, width, static_cast<size_t>(s.batch),
+                                       cudaMemcpyDeviceToDevice, stream));
+}
+
+template <class T>
+void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols, cudaStream_t stream) {
+  if (batch <= 0 || seq <= 0 || cols <= 0) return;
+  const auto width = static_cast<size_t>(cols) * sizeof(T);
+  PERFSIM_CUDA_CHECK(cudaMemcpy2DAsync(y, width, x + (seq - 1) * cols, static_cast<size_t>(seq) * width,
+                                       width, static_cast<size_t>(batch), cudaMemcpyDeviceToDevice,
+                                       stream));
+}
+
+void copy_tensor(const void* x, cpu::Storage x_type, void* y, cpu::Storage y_type, int64_t n,
+                 cudaStream_t stream) {
+  if (n <= 0) return;
+  if (x_type == y_type) {
+    PERFSIM_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * static_cast<size_t>(cpu::bytes_of(x_type)),
+                                       cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  switch (x_type) {
+    case cpu::Storage::f32: convert_from(static_cast<const float*>(x), y, y_type, n, stream); break;
+    case cpu::Storage::bf16: convert_from(static_cast<const __nv_bfloat16*>(x), y, y_type, n, stream); break;
+    case cpu::Storage::f16: convert_from(static_cast<const __half*>(x), y, y_type, n, stream); break;
+    default: throw std::invalid_argument(std::string("copy_tensor: cannot convert from ") + cpu::name_of(x_type));
+  }
+}
+
+#define PERFSIM_CUDA_INSTANTIATE_MEMORY(T)                                                    \
+  template void kv_append<T>(const T*, T*, const cpu::KvAppendShape&, cudaStream_t);         \
+  template void slice_last_token<T>(const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);
+PERFSIM_CUDA_INSTANTIATE_MEMORY(float)
+PERFSIM_CUDA_INSTANTIATE_MEMORY(__nv_bfloat16)
+PERFSIM_CUDA_INSTANTIATE_MEMORY(__half)
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,38 @@
+// Data movement on the GPU, mirroring cpu::kv_append/slice_last_token/copy_tensor
+// (backends/cpu/cpu_kernels.hpp), plus the fp8 (e4m3) quantization of the fp8 GEMM path.
+// Strided copies are cudaMemcpy2DAsync device-to-device (capturable as memcpy nodes);
+// conversions and the quantization are kernels. All asynchronous on `stream`.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cpu/cpu_kernels.hpp"
+
+namespace perfsim::cuda {
+
+// k_new [batch, seq_new, row] into cache [batch, capacity, row] at rows position.. (throws
+// std::out_of_range on the host when the rows do not fit, as the CPU kernel does).
+template <class T> void kv_append(const T* k_new, T* cache, const cpu::KvAppendShape& s,
+                                  cudaStream_t stream);
+// x [batch·seq, cols] -> y [batch, cols]: each sequence's last row.
+template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols,
+                                         cudaStream_t stream);
+// y = x for n elements, converting between float storages (f32, bf16, f16; round to
+// nearest-even when narrowing). Same storage: a device-to-device memcpy.
+void copy_tensor(const void* x, cpu::Storage x_type, void* y, cpu::Storage y_type, int64_t n,
+                 cudaStream_t stream);
+
+// Largest finite e4m3 magnitude (OCP FP8 spec: S.1111.110 = 448).
+inline constexpr float fp8_e4m3_max = 448.0f;
+// Per-tensor fp8 quantization: amax = max|x| (reduction kernel), then y = e4m3(x · 448/amax)
+// (cast kernel, saturating) and *scale = amax/448, the dequantization scale a scaled GEMM
+// multiplies by (scale = 1 when x is all zeros). x [n], y [n], scale [1] device;
+// workspace: 1 float of device memory.
+template <class T> void fp8_quantize(const T* x, __nv_fp8_e4m3* y, float* scale, int64_t n,
+                                     float* workspace, cudaStream_t stream);
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,31 @@
+// Elementwise kernels on the GPU, mirroring cpu::gelu/silu_mul/residual_add/rope
+// (backends/cpu/cpu_kernels.hpp): n elements, 16-byte vector loads in a grid-stride loop when
+// every pointer is 16-byte aligned (a scalar tail covers n not a multiple of the vector).
+// Launchers are asynchronous on `stream` and capturable.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cpu/cpu_kernels.hpp"
+
+namespace perfsim::cuda {
+
+// y = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+template <class T> void gelu(const T* x, T* y, int64_t n, cudaStream_t stream);
+template <class T> void gelu_bwd(const T* x, const T* dy, T* dx, int64_t n, cudaStream_t stream);
+// y = silu(gate) ⊙ up
+template <class T> void silu_mul(const T* gate, const T* up, T* y, int64_t n, cudaStream_t stream);
+template <class T> void silu_mul_bwd(const T* gate, const T* up, const T* dy, T* dgate, T* dup,
+                                     int64_t n, cudaStream_t stream);
+template <class T> void residual_add(const T* a, const T* b, T* out, int64_t n,
+                                     cudaStream_t stream);
+// x, y [tokens, heads, head_dim]; pairs (i, i + d/2) rotate by pos·10000^(−2i/d), token t at
+// position + t % seq. Angles and their sines/cosines are computed in double, as the CPU
+// reference does, so large positions keep fp32 accuracy.
+template <class T> void rope(const T* x, T* y, const cpu::RopeShape& r, cudaStream_t stream);
+template <class T> void rope_bwd(const T* dy, T* dx, const cpu::RopeShape& r, cudaStream_t stream);
+
+}  // namespace perfsim::cuda

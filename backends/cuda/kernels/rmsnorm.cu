@@ -1,0 +1,181 @@
+// RMSNorm (Zhang & Sennrich 2019) over rows of x [rows, cols]: y = x · rstd · gamma with
+// rstd = 1/sqrt(mean(x²) + eps); its backward (dx, and dgamma via per-block partials); and
+// the fused residual add + RMSNorm (sum = a + b stored, then normalized as stored). One block
+// per row; a row is read once from DRAM and re-read from L1/L2 for the second sweep.
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/kernels/kernel_util.cuh"
+#include "backends/cuda/kernels/norms.cuh"
+
+namespace perfsim::cuda {
+
+using detail::load_f32;
+using detail::store_f32;
+
+namespace {
+
+template <class T, int V>
+__global__ void rmsnorm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                               T* __restrict__ y, int64_t cols, float eps) {
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  float ss[1] = {0.0f};
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V];
+    load_f32<T, V>(xr + c, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) ss[0] += v[i] * v[i];
+  }
+  detail::block_sum(ss);
+  const float rstd = 1.0f / sqrtf(ss[0] / static_cast<float>(cols) + eps);
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float v[V], g[V], o[V];
+    load_f32<T, V>(xr + c, v);
+    load_f32<T, V>(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < V; ++i) o[i] = v[i] * rstd * g[i];
+    store_f32<T, V>(yr + c, o);
+  }
+}
+
+template <class T, int V>
+__global__ void add_rmsnorm_kernel(const T* __restrict__ a, const T* __restrict__ b,
+                                   const T* __restrict__ gamma, T* __restrict__ sum,
+                                   T* __restrict__ y, int64_t cols, float eps) {
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * cols;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  float ss[1] = {0.0f};
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float va[V], vb[V], s[V];
+    load_f32<T, V>(a + off + c, va);
+    load_f32<T, V>(b + off + c, vb);
+#pragma unroll
+    for (int i = 0; i < V; ++i) s[i] = detail::to_f32(detail::from_f32<T>(va[i] + vb[i]));
+    store_f32<T, V>(sum + off + c, s);
+#pragma unroll
+    for (int i = 0; i < V; ++i) ss[0] += s[i] * s[i];
+  }
+  detail::block_sum(ss);
+  const float rstd = 1.0f / sqrtf(ss[0] / static_cast<float>(cols) + eps);
+  // Each thread re-reads only the elements it stored itself: no barrier needed.
+  for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+    float s[V], g[V], o[V];
+    load_f32<T, V>(sum + off + c, s);
+    load_f32<T, V>(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < V; ++i) o[i] = s[i] * rstd * g[i];
+    store_f32<T, V>(y + off + c, o);
+  }
+}
+
+// Block p owns rows [p·rows/P, (p+1)·rows/P) and the partial row `partial + p·cols`.
+template <class T, int V>
+__global__ void rmsnorm_bwd_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                   const T* __restrict__ dy, T* __restrict__ dx,
+                                   float* __restrict__ partial, int64_t rows, int64_t cols,
+                                   float eps) {
+  const int64_t parts = gridDim.x, p = blockIdx.x;
+  const int64_t r0 = p * rows / parts, r1 = (p + 1) * rows / parts;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * V;
+  float* pg = partial + p * cols;
+  for (int64_t c = threadIdx.x * V; c < cols; c += step)
+#pragma unroll
+    for (int i = 0; i < V; ++i) pg[c + i] = 0.0f;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t off = r * cols;
+    float acc[2] = {0.0f, 0.0f};  // Σ x², Σ dy·gamma·x
+    for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+      float xv[V], gv[V], dv[V];
+      load_f32<T, V>(x + off + c, xv);
+      load_f32<T, V>(gamma + c, gv);
+      load_f32<T, V>(dy + off + c, dv);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        acc[0] += xv[i] * xv[i];
+        acc[1] += dv[i] * gv[i] * xv[i];
+      }
+    }
+    detail::block_sum(acc);
+    const float rstd = 1.0f / sqrtf(acc[0] / static_cast<float>(cols) + eps);
+    const float mgx = acc[1] * rstd / static_cast<float>(cols);
+    // dx = rstd · (g − x̂·mean(g ⊙ x̂)), g = dy ⊙ gamma
+    for (int64_t c = threadIdx.x * V; c < cols; c += step) {
+      float xv[V], gv[V], dv[V], o[V];
+      load_f32<T, V>(x + off + c, xv);
+      load_f32<T, V>(gamma + c, gv);
+      load_f32<T, V>(dy + off + c, dv);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float xh = xv[i] * rstd;
+        o[i] = rstd * (dv[i] * gv[i] - xh * mgx);
+        pg[c + i] += dv[i] * xh;
+      }
+      store_f32<T, V>(dx + off + c, o);
+    }
+  }
+}
+
+template <class T, class F>
+void dispatch_vec(bool vectorizable, F launch) {
+  if (vectorizable) launch(std::integral_constant<int, detail::vec_of<T>>{});
+  else launch(std::integral_constant<int, 1>{});
+}
+
+}  // namespace
+
+template <class T>
+void rmsnorm(const T* x, const T* gamma, T* y, int64_t rows, int64_t cols, float eps,
+             cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  constexpr int vec = detail::vec_of<T>;
+  const bool v = cols % vec == 0 && detail::aligned(16, x, gamma, y);
+  dispatch_vec<T>(v, [&](auto vc) {
+    constexpr int V = decltype(vc)::value;
+    rmsnorm_kernel<T, V><<<static_cast<unsigned>(rows), detail::row_threads(cols / V), 0, stream>>>(
+        x, gamma, y, cols, eps);
+  });
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void add_rmsnorm(const T* a, const T* b, const T* gamma, T* sum, T* y, int64_t rows, int64_t cols,
+                 float eps, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  constexpr int vec = detail::vec_of<T>;
+  const bool v = cols % vec == 0 && detail::aligned(16, a, b, gamma, sum, y);
+  dispatch_vec<T>(v, [&](auto vc) {
+    constexpr int V = decltype(vc)::value;
+    add_rmsnorm_kernel<T, V><<<static_cast<unsigned>(rows), detail::row_threads(cols / V), 0,
+                               stream>>>(a, b, gamma, sum, y, cols, eps);
+  });
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void rmsnorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, int64_t rows,
+                 int64_t cols, float eps, float* workspace, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  constexpr int vec = detail::vec_of<T>;
+  const int64_t parts = detail::norm_bwd_blocks(rows);
+  const bool v = cols % vec == 0 && detail::aligned(16, x, gamma, dy, dx);
+  dispatch_vec<T>(v, [&](auto vc) {
+    constexpr int V = decltype(vc)::value;
+    rmsnorm_bwd_kernel<T, V><<<static_cast<unsigned>(parts), detail::row_threads(cols / V), 0,
+                               stream>>>(x, gamma, dy, dx, workspace, rows, cols, eps);
+  });
+  PERFSIM_CUDA_CHECK_LAUNCH();
+  detail::sum_partials(workspace, dgamma, parts, cols, stream);
+}
+
+#define PERFSIM_CUDA_INSTANTIATE_RMSNORM(T)                                                    \
+  template void rmsnorm<T>(const T*, const T*, T*, int64_t, int64_t, float, cudaStream_t);     \
+  template void add_rmsnorm<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, float,  \
+                               cudaStream_t);                                                  \
+  template void rmsnorm_bwd<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, float,  \
+                               float*, cudaStream_t);
+PERFSIM_CUDA_INSTANTIATE_RMSNORM(float)
+PERFSIM_CUDA_INSTANTIATE_RMSNORM(__nv_bfloat16)
+PERFSIM_CUDA_INSTANTIATE_RMSNORM(__half)
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,261 @@
+// CUDA flash attention (forward, backward) and decode attention (contiguous and paged)
+// against cpu::flash_attention{,_bwd} on the same random inputs. Outputs are poisoned with
+// NaN bytes before each launch so an unwritten element fails. Tolerances (normalized max
+// error max|a−b|/max|b|): 16-bit ≤ 1e-2 (the GPU rounds P to 16 bits before P·V, the CPU
+// keeps it in fp32); fp32 ≤ 1e-4 (same math, different summation order: tiles, warp
+// reductions, split merges and dQ atomics reassociate the sums).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/kernels/decode_attention.cuh"
+#include "backends/cuda/kernels/flash_attention.cuh"
+
+namespace {
+
+using perfsim::cpu::AttnShape;
+namespace cpu = perfsim::cpu;
+namespace gpu = perfsim::cuda;
+
+// The device type with the same bits as a CPU storage type.
+template <class C> struct device_type { using type = float; };
+template <> struct device_type<cpu::bf16> { using type = __nv_bfloat16; };
+template <> struct device_type<cpu::half> { using type = __half; };
+template <class C> using dev_t = typename device_type<C>::type;
+
+template <class C> double tolerance() { return std::is_same_v<C, float> ? 1e-4 : 1e-2; }
+
+struct DeviceBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuf(size_t n) : bytes(std::max<size_t>(n, 16)) { PERFSIM_CUDA_CHECK(cudaMalloc(&p, bytes)); }
+  ~DeviceBuf() { cudaFree(p); }
+  DeviceBuf(DeviceBuf&& o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr; }
+  DeviceBuf(const DeviceBuf&) = delete;
+  DeviceBuf& operator=(const DeviceBuf&) = delete;
+  void poison() const { PERFSIM_CUDA_CHECK(cudaMemset(p, 0xFF, bytes)); }
+};
+
+template <class T> T* dev(const DeviceBuf& b) { return static_cast<T*>(b.p); }
+
+template <class C> std::vector<C> random_vec(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<C> v(n);
+  for (auto& x : v) x = cpu::from_f32<C>(dist(rng));
+  return v;
+}
+
+template <class C> DeviceBuf upload(const std::vector<C>& h) {
+  DeviceBuf d(h.size() * sizeof(C));
+  PERFSIM_CUDA_CHECK(cudaMemcpy(d.p, h.data(), h.size() * sizeof(C), cudaMemcpyHostToDevice));
+  return d;
+}
+
+template <class C> std::vector<C> download(const DeviceBuf& d, size_t n) {
+  std::vector<C> h(n);
+  PERFSIM_CUDA_CHECK(cudaMemcpy(h.data(), d.p, n * sizeof(C), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// max|a−b| / max|b|; NaN anywhere in a (an unwritten or broken element) gives infinity.
+template <class C> double norm_err(const std::vector<C>& a, const std::vector<C>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = cpu::to_f32(a[i]), y = cpu::to_f32(b[i]);
+    if (std::isnan(x)) return INFINITY;
+    num = std::max(num, std::abs(x - y));
+    den = std::max(den, std::abs(y));
+  }
+  return den > 0 ? num / den : num;
+}
+
+// LSE: -inf must match exactly; finite values within 1e-3 absolute (fp32 either way).
+double lse_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isinf(b[i]) || std::isinf(a[i])) {
+      if (a[i] != b[i]) return INFINITY;
+      continue;
+    }
+    if (std::isnan(a[i])) return INFINITY;
+    e = std::max(e, double(std::abs(a[i] - b[i])));
+  }
+  return e;
+}
+
+AttnShape shape(int64_t b, int64_t sq, int64_t skv, int64_t h, int64_t hkv, int64_t d,
+                bool causal, int64_t cap = 0) {
+  AttnShape a;
+  a.batch = b, a.seq_q = sq, a.seq_kv = skv, a.heads = h, a.kv_heads = hkv, a.head_dim = d;
+  a.kv_capacity = cap ? cap : skv;
+  a.grad_capacity = a.kv_capacity;
+  a.causal = causal;
+  return a;
+}
+
+size_t q_elems(const AttnShape& a) { return size_t(a.batch * a.seq_q * a.heads * a.head_dim); }
+size_t kv_elems(const AttnShape& a) { return size_t(a.batch * a.kv_capacity * a.kv_heads * a.head_dim); }
+size_t lse_elems(const AttnShape& a) { return size_t(a.batch * a.heads * a.seq_q); }
+
+enum class Fwd { flash, decode };
+
+template <class C>
+void check_forward(const AttnShape& a, Fwd path, int block_m = 0, uint32_t seed = 1) {
+  using G = dev_t<C>;
+  const auto q = random_vec<C>(q_elems(a), seed);
+  const auto k = random_vec<C>(kv_elems(a), seed + 1);
+  const auto v = random_vec<C>(kv_elems(a), seed + 2);
+  std::vector<C> o_ref(q_elems(a));
+  std::vector<float> lse_ref(lse_elems(a));
+  cpu::flash_attention(q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data(), a);
+
+  const auto dq = upload(q), dk = upload(k), dv = upload(v);
+  DeviceBuf d_o(q_elems(a) * sizeof(C)), d_lse(lse_elems(a) * sizeof(float));
+  d_o.poison();
+  d_lse.poison();
+  if (path == Fwd::flash) {
+    gpu::flash_attention(dev<G>(dq), dev<G>(dk), dev<G>(dv), dev<G>(d_o), dev<float>(d_lse), a,
+                         nullptr, block_m);
+  } else {
+    DeviceBuf ws(size_t(gpu::decode_attention_workspace_bytes(a)));
+    ws.poison();
+    gpu::decode_attention(dev<G>(dq), dev<G>(dk), dev<G>(dv), dev<G>(d_o), dev<float>(d_lse), a,
+                          ws.p, nullptr);
+    PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());  // before ws is freed
+  }
+  PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(norm_err(download<C>(d_o, q_elems(a)), o_ref) <= tolerance<C>());
+  CHECK(lse_err(download<float>(d_lse, lse_elems(a)), lse_ref) <= 1e-3);
+}
+
+template <class C> void check_backward(const AttnShape& a, uint32_t seed = 7) {
+  using G = dev_t<C>;
+  const auto q = random_vec<C>(q_elems(a), seed);
+  const auto k = random_vec<C>(kv_elems(a), seed + 1);
+  const auto v = random_vec<C>(kv_elems(a), seed + 2);
+  const auto d_o = random_vec<C>(q_elems(a), seed + 3);
+  std::vector<C> o(q_elems(a));
+  std::vector<float> lse(lse_elems(a));
+  cpu::flash_attention(q.data(), k.data(), v.data(), o.data(), lse.data(), a);
+  const size_t g_elems = size_t(a.batch * a.grad_capacity * a.kv_heads * a.head_dim);
+  std::vector<C> dq_ref(q_elems(a)), dk_ref(g_elems), dv_ref(g_elems);
+  cpu::flash_attention_bwd(q.data(), k.data(), v.data(), o.data(), d_o.data(), lse.data(),
+                           dq_ref.data(), dk_ref.data(), dv_ref.data(), a);
+
+  const auto gq = upload(q), gk = upload(k), gv = upload(v), go = upload(o), gdo = upload(d_o);
+  const auto glse = upload(lse);
+  DeviceBuf gdq(q_elems(a) * sizeof(C)), gdk(g_elems * sizeof(C)), gdv(g_elems * sizeof(C));
+  DeviceBuf ws(size_t(gpu::flash_attention_bwd_workspace_bytes(a)));
+  gdq.poison();
+  gdk.poison();
+  gdv.poison();
+  ws.poison();
+  gpu::flash_attention_bwd(dev<G>(gq), dev<G>(gk), dev<G>(gv), dev<G>(go), dev<G>(gdo),
+                           dev<float>(glse), dev<G>(gdq), dev<G>(gdk), dev<G>(gdv), a, ws.p,
+                           nullptr);
+  PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(norm_err(download<C>(gdq, q_elems(a)), dq_ref) <= tolerance<C>());
+  CHECK(norm_err(download<C>(gdk, g_elems), dk_ref) <= tolerance<C>());
+  CHECK(norm_err(download<C>(gdv, g_elems), dv_ref) <= tolerance<C>());
+}
+
+}  // namespace
+
+TEST_CASE("cuda flash attention forward bf16 tensor cores, GQA 8:2, both tile heights") {
+  for (bool causal : {false, true})
+    for (int bm : {64, 128}) {
+      CAPTURE(causal);
+      CAPTURE(bm);
+      check_forward<cpu::bf16>(shape(2, 256, 256, 8, 2, 128, causal), Fwd::flash, bm);
+      check_forward<cpu::bf16>(shape(1, 77, 300, 8, 2, 64, causal, 320), Fwd::flash, bm);
+    }
+}
+
+TEST_CASE("cuda flash attention forward fp16 odd lengths and fp32 fallback") {
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    check_forward<cpu::half>(shape(2, 77, 300, 8, 2, 128, causal, 333), Fwd::flash);
+    check_forward<float>(shape(1, 77, 300, 8, 2, 64, causal, 320), Fwd::flash);
+    check_forward<cpu::bf16>(shape(1, 33, 70, 4, 4, 96, causal), Fwd::flash);  // simple path
+  }
+}
+
+TEST_CASE("cuda flash attention forward: causal rows that see nothing get O = 0, LSE = -inf") {
+  check_forward<cpu::bf16>(shape(1, 100, 40, 4, 2, 64, true), Fwd::flash);
+  check_forward<float>(shape(1, 100, 40, 4, 2, 64, true), Fwd::flash);
+}
+
+TEST_CASE("cuda decode attention split-KV matches the CPU on a partly filled cache") {
+  check_forward<cpu::bf16>(shape(3, 1, 1000, 8, 2, 128, false, 1024), Fwd::decode);
+  check_forward<cpu::bf16>(shape(3, 1, 1000, 8, 2, 128, true, 1024), Fwd::decode);
+  check_forward<cpu::bf16>(shape(2, 4, 777, 8, 2, 64, true, 800), Fwd::decode);  // 8 rows per pass
+  check_forward<float>(shape(2, 3, 300, 12, 2, 64, true, 512), Fwd::decode);     // 18 rows: 3 passes
+  check_forward<cpu::half>(shape(1, 1, 5, 4, 1, 32, false, 8), Fwd::decode);
+}
+
+TEST_CASE("cuda paged decode attention reads K/V through a block table") {
+  using C = cpu::bf16;
+  using G = __nv_bfloat16;
+  const int block_size = 16;
+  const AttnShape a = shape(2, 1, 300, 8, 2, 128, false);
+  const int max_blocks = (int(a.seq_kv) + block_size - 1) / block_size;  // 19
+  const int num_blocks = int(a.batch) * max_blocks + 5;                  // spare pages
+  const int64_t row = a.kv_heads * a.head_dim;
+  const auto q = random_vec<C>(q_elems(a), 11);
+  const auto k = random_vec<C>(kv_elems(a), 12);
+  const auto v = random_vec<C>(kv_elems(a), 13);
+  std::vector<C> o_ref(q_elems(a));
+  std::vector<float> lse_ref(lse_elems(a));
+  cpu::flash_attention(q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data(), a);
+
+  // Scatter the contiguous cache into shuffled pages; unused pages hold random data.
+  std::vector<int32_t> pages(static_cast<size_t>(num_blocks));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), std::mt19937(5));
+  std::vector<int32_t> table(size_t(a.batch * max_blocks));
+  auto kp = random_vec<C>(size_t(num_blocks * block_size * row), 14);
+  auto vp = random_vec<C>(size_t(num_blocks * block_size * row), 15);
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int blk = 0; blk < max_blocks; ++blk) {
+      const int32_t page = pages[size_t(b * max_blocks + blk)];
+      table[size_t(b * max_blocks + blk)] = page;
+      for (int r = 0; r < block_size; ++r) {
+        const int64_t j = int64_t(blk) * block_size + r;
+        if (j >= a.seq_kv) break;
+        std::memcpy(&kp[size_t((int64_t(page) * block_size + r) * row)], &k[size_t((b * a.kv_capacity + j) * row)], size_t(row) * sizeof(C));
+        std::memcpy(&vp[size_t((int64_t(page) * block_size + r) * row)], &v[size_t((b * a.kv_capacity + j) * row)], size_t(row) * sizeof(C));
+      }
+    }
+  const auto gq = upload(q), gk = upload(kp), gv = upload(vp), gt = upload(table);
+  DeviceBuf go(q_elems(a) * sizeof(C)), glse(lse_elems(a) * sizeof(float));
+  DeviceBuf ws(size_t(gpu::decode_attention_workspace_bytes(a)));
+  go.poison();
+  glse.poison();
+  gpu::paged_decode_attention(dev<G>(gq), dev<G>(gk), dev<G>(gv), dev<int32_t>(gt), block_size,
+                              max_blocks, dev<G>(go), dev<float>(glse), a, ws.p, nullptr);
+  PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(norm_err(download<C>(go, q_elems(a)), o_ref) <= 1e-2);
+  CHECK(lse_err(download<float>(glse, lse_elems(a)), lse_ref) <= 1e-3);
+}
+
+TEST_CASE("cuda flash attention backward matches cpu::flash_attention_bwd") {
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    AttnShape a = shape(1, 77, 300, 8, 2, 64, causal, 320);
+    a.grad_capacity = 330;  // rows 300..329 of dK/dV must come back as zeros
+    check_backward<float>(a);
+    check_backward<cpu::bf16>(shape(2, 128, 128, 4, 2, 128, causal));
+    check_backward<cpu::half>(shape(1, 40, 90, 4, 1, 64, causal, 96));
+  }
+}

@@ -1,0 +1,111 @@
+// CUDA norms (rmsnorm, layernorm, their backward passes and the fused add + norm) against
+// the CPU reference on the same inputs, for fp32, bf16 and fp16, on sizes that take the
+// vector path (cols a multiple of 8) and the scalar path (odd cols).
+#include <doctest/doctest.h>
+
+#include "backends/cuda/kernels/norms.cuh"
+#include "test_cuda_kernels_util.hpp"
+
+using namespace perfsim;
+using namespace perfsim::cuda::test;
+
+namespace {
+
+constexpr float eps = 1e-5f;
+
+template <class D>
+void check_forward(int64_t rows, int64_t cols) {
+  using H = host_t<D>;
+  const auto x = random_values<H>(rows * cols, 1, -2.0f, 2.0f);
+  const auto b = random_values<H>(rows * cols, 2);
+  const auto gamma = random_values<H>(cols, 3, 0.5f, 1.5f);
+  const auto beta = random_values<H>(cols, 4);
+  DeviceBuffer<D> dx(x), db(b), dg(gamma), dbeta(beta), dy(rows * cols), dsum(rows * cols);
+  std::vector<H> y(x.size()), sum(x.size());
+
+  dy.poison();
+  cuda::rmsnorm(dx.get(), dg.get(), dy.get(), rows, cols, eps, nullptr);
+  cpu::rmsnorm(x.data(), gamma.data(), y.data(), rows, cols, eps);
+  CHECK(normalized_error(dy.download(), y) <= tolerance<D>());
+
+  dy.poison();
+  cuda::layernorm(dx.get(), dg.get(), dbeta.get(), dy.get(), rows, cols, eps, nullptr);
+  cpu::layernorm(x.data(), gamma.data(), beta.data(), y.data(), rows, cols, eps);
+  CHECK(normalized_error(dy.download(), y) <= tolerance<D>());
+
+  dy.poison();
+  dsum.poison();
+  cuda::add_rmsnorm(dx.get(), db.get(), dg.get(), dsum.get(), dy.get(), rows, cols, eps, nullptr);
+  cpu::add_rmsnorm(x.data(), b.data(), gamma.data(), sum.data(), y.data(), rows, cols, eps);
+  CHECK(normalized_error(dsum.download(), sum) <= tolerance<D>());
+  CHECK(normalized_error(dy.download(), y) <= tolerance<D>());
+
+  dy.poison();
+  dsum.poison();
+  cuda::add_layernorm(dx.get(), db.get(), dg.get(), dbeta.get(), dsum.get(), dy.get(), rows, cols,
+                      eps, nullptr);
+  cpu::add_layernorm(x.data(), b.data(), gamma.data(), beta.data(), sum.data(), y.data(), rows,
+                     cols, eps);
+  CHECK(normalized_error(dsum.download(), sum) <= tolerance<D>());
+  CHECK(normalized_error(dy.download(), y) <= tolerance<D>());
+}
+
+template <class D>
+void check_backward(int64_t rows, int64_t cols) {
+  using H = host_t<D>;
+  const auto x = random_values<H>(rows * cols, 5, -2.0f, 2.0f);
+  const auto up = random_values<H>(rows * cols, 6);
+  const auto gamma = random_values<H>(cols, 7, 0.5f, 1.5f);
+  DeviceBuffer<D> d_x(x), d_up(up), d_g(gamma), d_dx(rows * cols), d_dg(cols), d_db(cols);
+  DeviceBuffer<float> ws(cuda::norm_bwd_workspace_floats(rows, cols));
+  std::vector<H> dx(x.size()), dg(gamma.size()), db(gamma.size());
+
+  d_dx.poison();
+  d_dg.poison();
+  cuda::rmsnorm_bwd(d_x.get(), d_g.get(), d_up.get(), d_dx.get(), d_dg.get(), rows, cols, eps,
+                    ws.get(), nullptr);
+  cpu::rmsnorm_bwd(x.data(), gamma.data(), up.data(), dx.data(), dg.data(), rows, cols, eps);
+  CHECK(normalized_error(d_dx.download(), dx) <= tolerance<D>());
+  CHECK(normalized_error(d_dg.download(), dg) <= tolerance<D>());
+
+  d_dx.poison();
+  d_dg.poison();
+  d_db.poison();
+  cuda::layernorm_bwd(d_x.get(), d_g.get(), d_up.get(), d_dx.get(), d_dg.get(), d_db.get(), rows,
+                      cols, eps, ws.get(), nullptr);
+  cpu::layernorm_bwd(x.data(), gamma.data(), up.data(), dx.data(), dg.data(), db.data(), rows, cols,
+                     eps);
+  CHECK(normalized_error(d_dx.download(), dx) <= tolerance<D>());
+  CHECK(normalized_error(d_dg.download(), dg) <= tolerance<D>());
+  CHECK(normalized_error(d_db.download(), db) <= tolerance<D>());
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("cuda kernels: norms match the CPU reference", D, float, __nv_bfloat16, __half) {
+  SUBCASE("odd cols (scalar path)") { check_forward<D>(7, 1001); }
+  SUBCASE("vector path") { check_forward<D>(33, 4096); }
+  SUBCASE("wide rows") { check_forward<D>(3, 16384); }
+}
+
+TEST_CASE_TEMPLATE("cuda kernels: norm backward matches the CPU reference", D, float, __nv_bfloat16,
+                   __half) {
+  SUBCASE("odd cols") { check_backward<D>(7, 1000 + 1); }
+  // More rows than partial blocks (512): several rows per block, summed in a fixed order.
+  SUBCASE("rows > partial blocks") { check_backward<D>(1100, 256); }
+}
+
+TEST_CASE("cuda kernels: norm backward is deterministic") {
+  const int64_t rows = 1100, cols = 512;
+  const auto x = random_values<float>(rows * cols, 8);
+  const auto dy = random_values<float>(rows * cols, 9);
+  const auto gamma = random_values<float>(cols, 10);
+  DeviceBuffer<float> d_x(x), d_dy(dy), d_g(gamma), d_dx(rows * cols), d_dg(cols), d_db(cols);
+  DeviceBuffer<float> ws(cuda::norm_bwd_workspace_floats(rows, cols));
+  cuda::layernorm_bwd(d_x.get(), d_g.get(), d_dy.get(), d_dx.get(), d_dg.get(), d_db.get(), rows,
+                      cols, eps, ws.get(), nullptr);
+  const auto first = d_dg.download<float>();
+  cuda::layernorm_bwd(d_x.get(), d_g.get(), d_dy.get(), d_dx.get(), d_dg.get(), d_db.get(), rows,
+                      cols, eps, ws.get(), nullptr);
+  CHECK(d_dg.download<float>() == first);
+}
