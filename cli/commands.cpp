@@ -49,6 +49,31 @@ void add_script_options(CLI::App* cmd, ScriptArgs& a, const std::string& backend
       ->capture_default_str();
 }
 
+// "--backend", "-o", ... of one command.
+std::vector<std::string> option_names(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd.get_options()) {
+    for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+    for (const std::string& n : o->get_snames()) names.push_back("-" + n);
+  }
+  return names;
+}
+
+// The first argument after the command that looks like an option and is none of its options.
+std::string unknown_option(const CLI::App& cmd, int argc, char** argv) {
+  const std::vector<std::string> names = option_names(cmd);
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg.front() != '-') continue;
+    if (const auto eq = arg.find('='); eq != std::string::npos) arg.resize(eq);
+    // -q and -o (possibly glued to a value: -ofile) are short options.
+    const std::string short_name = arg.size() > 2 && arg[1] != '-' ? arg.substr(0, 2) : arg;
+    if (std::find(names.begin(), names.end(), short_name) == names.end()) return arg;
+  }
+  return "";
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -124,6 +149,18 @@ int run_cli(int argc, char** argv) {
     std::fputs(usage_hint.c_str(), stderr);
     return exit_usage;
   }
+  if (const std::string first = argv[1]; first.size() > 1 && first.front() == '-') {
+    const std::vector<std::string> flags = {"--help", "-h", "--help-all", "--version"};
+    if (std::find(flags.begin(), flags.end(), first) == flags.end()) {
+      const std::string hint = did_you_mean(first, flags);
+      print_error(fmt::format("unknown option '{}'{}", first,
+                              hint.empty() ? "; a command's options go after it: perfsim run "
+                                             "SCENARIO --backend none"
+                                           : hint));
+      std::fputs(usage_hint.c_str(), stderr);
+      return exit_usage;
+    }
+  }
 
   try {
     app.parse(argc, argv);
@@ -150,6 +187,18 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::CallForVersion&) {
     fmt::print("perfsim {}\n", perfsim_version);
     return 0;
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists stray arguments (in reverse order); a misspelt option deserves a suggestion.
+    const CLI::App* cmd = run_cmd->parsed() ? run_cmd : explain_cmd->parsed() ? explain_cmd
+                        : list_cmd->parsed() ? list_cmd : nullptr;
+    const std::string unknown = cmd != nullptr ? unknown_option(*cmd, argc, argv) : "";
+    if (unknown.empty())
+      print_error(e.what());
+    else
+      print_error(fmt::format("unknown option '{}' for perfsim {}{}", unknown, cmd->get_name(),
+                              did_you_mean(unknown, option_names(*cmd))));
+    std::fputs(usage_hint.c_str(), stderr);
+    return exit_usage;
   } catch (const CLI::ParseError& e) {
     print_error(e.what());
     std::fputs(usage_hint.c_str(), stderr);

@@ -30,6 +30,9 @@ struct Measurement {
   double peak_bytes = 0;                // allocator high-water mark of the graph as built
   std::map<TensorRole, double> bytes_by_role_at_peak;
   int warmup = 0, repeats = 0;
+  // CUDA graph replay (Graph::graphed): step_time and executed_wall come from replaying the
+  // captured step; ops and time_by_class are medians of separate eager passes.
+  bool graph_replayed = false;
 };
 
 struct StepResult {

@@ -29,7 +29,15 @@ int api_model(lua_State* L) {
     throw ConfigError(fmt::format(
         "model() expects a zoo name such as \"llama-3-8b\" or a table of dimensions (got {})",
         describe_value(L, 1)));
-  if (!lua_isnoneornil(L, 2)) read_model_fields(L, 2, m, "model() overrides");
+  if (!lua_isnoneornil(L, 2)) {
+    // Without GQA, kv_heads follows a new `heads` unless it is given too (gpt2 with 16 heads
+    // keeps 16 key/value heads, not the 12 of the original).
+    const bool multi_head = m.kv_heads_or_heads() == m.heads;
+    read_model_fields(L, 2, m, "model() overrides");
+    lua_getfield(L, 2, "kv_heads");
+    if (multi_head && lua_isnil(L, -1)) m.kv_heads = m.heads;
+    lua_pop(L, 1);
+  }
   validate(m);
   push_model(L, m);
   return 1;

@@ -74,6 +74,14 @@ TEST_CASE("dsl: inconsistent models are rejected where they are built") {
                  "model 'llama-3-8b': heads (7) must divide hidden (4096)");
   check_error_at("err_kv_heads.lua", "local m = model('llama-3-8b', { kv_heads = 5 })\n", 1,
                  "model 'llama-3-8b': kv_heads (5) must divide heads (32)");
+  // Changing only `heads` of a multi-head model keeps it multi-head; a GQA model keeps its
+  // key/value heads.
+  const std::string heads = write_script(
+      "ok_heads.lua",
+      "assert(model('gpt2', { heads = 16 }).kv_heads == 16)\n"
+      "assert(model('gpt2', { heads = 16, kv_heads = 4 }).kv_heads == 4)\n"
+      "assert(model('llama-3-8b', { heads = 64 }).kv_heads == 8)\n");
+  CHECK_NOTHROW((void)run_script(heads));
 }
 
 TEST_CASE("dsl: inconsistent workloads and scenarios say what to change") {

@@ -47,6 +47,7 @@ class GraphRunner {
  private:
   void walk(bool timed, bool capturing, const std::vector<char>* keep);
   void fill_persistent_tensors();
+  void release_all();
 
   const Graph& m_graph;
   uint64_t m_seed;

@@ -3,6 +3,7 @@
 // when causal (the project's convention, as Megatron): forward 4·b·H·sq·skv·d, backward
 // 2.5× that. Decode reports GB/s of K/V read (the bytes that bound it).
 //   bench_flash fwd|bwd|decode dtype(bf16|fp16|fp32) b sq skv H Hkv d causal(0|1) [block_m] [iters]
+// Host-only C++ (linked against perfsim_cuda) so it builds without CUDA enabled in bench/.
 // bench/cuda/bench_attention.py runs it next to PyTorch SDPA on the same shapes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -24,27 +27,20 @@ namespace {
 using perfsim::cpu::AttnShape;
 namespace gpu = perfsim::cuda;
 
-// Deterministic pseudo-random values in [-1, 1) (never all zeros: zeros time faster).
-template <class T>
-__global__ void fill_random(T* p, int64_t n, uint32_t seed) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    x ^= x >> 13;
-    const float f = float(x & 0xFFFFFF) / float(0x800000) - 1.0f;
-    if constexpr (std::is_same_v<T, float>) p[i] = f;
-    else if constexpr (std::is_same_v<T, __half>) p[i] = __float2half_rn(f);
-    else p[i] = __float2bfloat16_rn(f);
-  }
-}
-
+// Uniform values in [-1, 1) filled on the host (never zeros: zeros time faster).
 template <class T> T* alloc_random(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<T> h(size_t(std::max<int64_t>(n, 1)));
+  for (auto& x : h) {
+    const float f = dist(rng);
+    if constexpr (std::is_same_v<T, float>) x = f;
+    else if constexpr (std::is_same_v<T, __half>) x = __float2half_rn(f);
+    else x = __float2bfloat16_rn(f);
+  }
   void* p = nullptr;
-  PERFSIM_CUDA_CHECK(cudaMalloc(&p, size_t(std::max<int64_t>(n, 1)) * sizeof(T)));
-  fill_random<T><<<1024, 256>>>(static_cast<T*>(p), n, seed);
-  PERFSIM_CUDA_CHECK_LAUNCH();
+  PERFSIM_CUDA_CHECK(cudaMalloc(&p, h.size() * sizeof(T)));
+  PERFSIM_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
   return static_cast<T*>(p);
 }
 

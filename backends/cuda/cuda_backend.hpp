@@ -1,0 +1,51 @@
+// The CUDA backend: runs a graph on GPU 0 with cuBLASLt GEMMs and perfsim's own kernels
+// (backends/cuda/kernels), the memory model's allocation schedule through a caching
+// allocator, per-op CUDA-event timing, and CUDA graph replay for graphs marked graphed.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_allocator.hpp"
+#include "backends/cuda/cuda_gemm.hpp"
+#include "core/backend.hpp"
+
+namespace perfsim::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend();
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+  ~CudaBackend() override;
+
+  [[nodiscard]] std::string name() const override { return "cuda"; }
+  // query_device(0); when the hardware catalog has no entry for the GPU, the name says so.
+  [[nodiscard]] DeviceInfo device() const override;
+  [[nodiscard]] std::string unsupported_reason(const Op& op, const Graph& g) const override;
+  // Eager: o.warmup passes, then o.repeats timed passes; each op timed by CUDA events,
+  // medians. g.graphed: additionally captures one pass into a CUDA graph and replays it
+  // (1 warm-up + o.repeats launches): step_time/executed_wall from the replays, per-op
+  // figures from the eager passes (Measurement::graph_replayed).
+  [[nodiscard]] Measurement run(const Graph& g, const RunOptions& o) override;
+
+  // Runs the graph once from the values run() starts from (same seed) and returns the final
+  // values of `ids` widened to float, as CpuBackend::evaluate does. g.graphed: the pass is a
+  // replay of a captured CUDA graph (after an eager warm-up and a reset of the state).
+  [[nodiscard]] std::vector<std::vector<float>> evaluate(const Graph& g, uint64_t seed, const std::vector<int>& ids);
+
+  [[nodiscard]] const CachingAllocator& allocator() const { return *m_alloc; }
+
+ private:
+  cudaStream_t m_stream = nullptr;
+  std::unique_ptr<CachingAllocator> m_alloc;
+  std::unique_ptr<GemmEngine> m_gemm;
+};
+
+// For the registry (backends/registry.cpp).
+[[nodiscard]] std::unique_ptr<Backend> make_cuda_backend();
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,259 @@
+// GraphRunner (see cuda_graph_runner.hpp): persistent state, the allocation walk shared by
+// eager passes and graph capture, event timing and read-back.
+#include "backends/cuda/cuda_graph_runner.hpp"
+
+#include <cuda_fp8.h>
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/cpu_init.hpp"
+#include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/cpu/scalar.hpp"
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/cuda_convert.hpp"
+#include "core/errors.hpp"
+#include "core/memory_model.hpp"
+
+namespace perfsim::cuda {
+
+namespace {
+
+std::size_t bytes_of_tensor(const Tensor& t) {
+  return static_cast<std::size_t>(t.elements()) * static_cast<std::size_t>(bytes_of(elem_of(t.dtype)));
+}
+
+}  // namespace
+
+GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
+    : m_graph(g), m_seed(seed), m_alloc(alloc), m_stream(stream) {
+  g.check();
+  for (const Tensor& t : g.tensors)
+    if (elem_of(t.dtype) == Elem::unsupported)
+      throw NotExecutable(fmt::format("cuda backend cannot hold {} tensor '{}'", name_of(t.dtype), t.name));
+  for (const Op& op : g.ops) {
+    if (const std::string why = op_unsupported_reason(op, g); !why.empty()) throw NotExecutable(why);
+    cpu::check_op(op, g);
+  }
+  m_exec = std::make_unique<OpExecutor>(g, alloc, gemm, stream);
+
+  const std::vector<int> last = last_use(g);
+  m_frees.resize(g.ops.size());
+  for (const Tensor& t : g.tensors) {
+    const int l = last.at(static_cast<std::size_t>(t.id));
+    if (!is_persistent(t.role) && l >= 0) m_frees[static_cast<std::size_t>(l)].push_back(t.id);
+  }
+  m_buffers.assign(g.tensors.size(), nullptr);
+  m_scales.assign(g.tensors.size(), nullptr);
+  std::size_t fp8_count = 0;
+  for (const Tensor& t : g.tensors)
+    if (elem_of(t.dtype) == Elem::e4m3) ++fp8_count;
+  if (fp8_count > 0) {
+    PERFSIM_CUDA_CHECK(cudaMalloc(&m_scale_slots, fp8_count * sizeof(float)));
+    std::size_t slot = 0;
+    for (const Tensor& t : g.tensors)
+      if (elem_of(t.dtype) == Elem::e4m3) m_scales[static_cast<std::size_t>(t.id)] = m_scale_slots + slot++;
+  }
+  try {
+    for (const Tensor& t : g.tensors)
+      if (is_persistent(t.role)) m_buffers[static_cast<std::size_t>(t.id)] = m_alloc.allocate(bytes_of_tensor(t), t.role);
+    fill_persistent_tensors();
+    m_events.assign(2 * g.ops.size(), nullptr);
+    for (cudaEvent_t& e : m_events) PERFSIM_CUDA_CHECK(cudaEventCreate(&e));
+  } catch (...) {
+    release_all();  // a graph that does not fit leaves the allocator as it found it
+    throw;
+  }
+}
+
+GraphRunner::~GraphRunner() { release_all(); }
+
+void GraphRunner::release_all() {
+  (void)cudaStreamSynchronize(m_stream);
+  if (m_graph_exec != nullptr) (void)cudaGraphExecDestroy(m_graph_exec);
+  if (m_cuda_graph != nullptr) (void)cudaGraphDestroy(m_cuda_graph);
+  for (cudaEvent_t e : m_events)
+    if (e != nullptr) (void)cudaEventDestroy(e);
+  m_exec.reset();
+  for (void* p : m_buffers) {
+    try {
+      m_alloc.release(p);
+    } catch (...) {
+    }
+  }
+  m_buffers.clear();
+  if (m_scale_slots != nullptr) (void)cudaFree(m_scale_slots);
+  m_scale_slots = nullptr;
+  m_graph_exec = nullptr;
+  m_cuda_graph = nullptr;
+  m_events.clear();
+}
+
+// Host-side values, one tensor at a time (a large model's state need not fit in host memory
+// twice): float and id tensors exactly as the CPU backend fills them; e4m3 tensors from the
+// fp32 values the same tensor would hold, quantized with a per-tensor scale amax / 448.
+void GraphRunner::fill_persistent_tensors() {
+  const Graph& g = m_graph;
+  Graph as_fp32;  // e4m3 tensors re-typed fp32: their values come from the same generator
+  bool have_fp8 = false;
+  for (const Tensor& t : g.tensors) have_fp8 = have_fp8 || elem_of(t.dtype) == Elem::e4m3;
+  if (have_fp8) {
+    as_fp32 = g;
+    for (Tensor& t : as_fp32.tensors)
+      if (t.dtype == DType::fp8) t.dtype = DType::fp32;
+  }
+  std::vector<void*> host_ptrs(g.tensors.size(), nullptr);
+  std::vector<unsigned char> host;
+  for (const Tensor& t : g.tensors) {
+    if (!is_persistent(t.role) || t.elements() == 0) continue;
+    const auto id = static_cast<std::size_t>(t.id);
+    const bool fp8 = elem_of(t.dtype) == Elem::e4m3;
+    host.assign(fp8 ? static_cast<std::size_t>(t.elements()) * sizeof(float) : bytes_of_tensor(t), 0);
+    host_ptrs[id] = host.data();
+    cpu::fill_persistent(fp8 ? as_fp32 : g, host_ptrs, m_seed);
+    host_ptrs[id] = nullptr;
+    if (fp8) {
+      const auto* x = reinterpret_cast<const float*>(host.data());
+      const auto n = static_cast<std::size_t>(t.elements());
+      float amax = 0;
+      for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::abs(x[i]));
+      const float scale = amax > 0 ? amax / e4m3_max : 1.0f;
+      std::vector<unsigned char> q(n);
+      const float inv = 1.0f / scale;  // as the device quantizer (cuda_convert.cu) does
+      for (std::size_t i = 0; i < n; ++i) q[i] = __nv_fp8_e4m3(x[i] * inv).__x;
+      PERFSIM_CUDA_CHECK(cudaMemcpy(m_buffers[id], q.data(), n, cudaMemcpyHostToDevice));
+      PERFSIM_CUDA_CHECK(cudaMemcpy(m_scales[id], &scale, sizeof(float), cudaMemcpyHostToDevice));
+    } else {
+      PERFSIM_CUDA_CHECK(cudaMemcpy(m_buffers[id], host.data(), host.size(), cudaMemcpyHostToDevice));
+    }
+  }
+}
+
+void GraphRunner::reset_persistent() {
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  fill_persistent_tensors();
+}
+
+void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep) {
+  const Graph& g = m_graph;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    for (int id : op.outputs) {
+      void*& p = m_buffers[static_cast<std::size_t>(id)];
+      if (p == nullptr) p = m_alloc.allocate(bytes_of_tensor(g.tensor(id)), g.tensor(id).role);
+    }
+    nvtxRangePushA(op.name.c_str());
+    if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_events[2 * i], m_stream));
+    try {
+      m_exec->run(op, m_buffers, m_scales, capturing);
+    } catch (const NotExecutable&) {
+      nvtxRangePop();
+      throw;
+    } catch (const std::exception& e) {
+      nvtxRangePop();
+      throw NotExecutable(fmt::format("cuda backend: op '{}' ({}) failed: {}", op.name, name_of(op.kind), e.what()));
+    }
+    if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_events[2 * i + 1], m_stream));
+    nvtxRangePop();
+    for (int id : m_frees[i]) {
+      if (keep != nullptr && (*keep)[static_cast<std::size_t>(id)]) continue;
+      m_alloc.release(m_buffers[static_cast<std::size_t>(id)]);
+      m_buffers[static_cast<std::size_t>(id)] = nullptr;
+    }
+  }
+}
+
+double GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep) {
+  const bool timed = op_seconds != nullptr && !m_graph.ops.empty();
+  walk(timed, false, keep);
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  if (!timed) return 0;
+  for (std::size_t i = 0; i < m_graph.ops.size(); ++i) {
+    float ms = 0;
+    PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, m_events[2 * i], m_events[2 * i + 1]));
+    (*op_seconds)[i].push_back(ms * 1e-3);
+  }
+  float total_ms = 0;
+  PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&total_ms, m_events.front(), m_events.back()));
+  return total_ms * 1e-3;
+}
+
+void GraphRunner::capture(const std::vector<char>* keep) {
+  if (m_graph_exec != nullptr) return;
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  // Relaxed: a cudaMalloc by the caching allocator (a block size not yet cached) is allowed
+  // while capturing; the block then belongs to the captured graph's buffers.
+  PERFSIM_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeRelaxed));
+  try {
+    walk(false, true, keep);
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    (void)cudaStreamEndCapture(m_stream, &broken);
+    if (broken != nullptr) (void)cudaGraphDestroy(broken);
+    (void)cudaGetLastError();
+    throw;
+  }
+  PERFSIM_CUDA_CHECK(cudaStreamEndCapture(m_stream, &m_cuda_graph));
+  PERFSIM_CUDA_CHECK(cudaGraphInstantiate(&m_graph_exec, m_cuda_graph, 0));
+}
+
+std::vector<double> GraphRunner::replay(int times) {
+  if (m_graph_exec == nullptr) throw std::logic_error("cuda graph runner: replay() before capture()");
+  std::vector<double> out;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  PERFSIM_CUDA_CHECK(cudaEventCreate(&start));
+  PERFSIM_CUDA_CHECK(cudaEventCreate(&stop));
+  try {
+    for (int r = 0; r < times; ++r) {
+      PERFSIM_CUDA_CHECK(cudaEventRecord(start, m_stream));
+      PERFSIM_CUDA_CHECK(cudaGraphLaunch(m_graph_exec, m_stream));
+      PERFSIM_CUDA_CHECK(cudaEventRecord(stop, m_stream));
+      PERFSIM_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      out.push_back(ms * 1e-3);
+    }
+  } catch (...) {
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(stop);
+    throw;
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return out;
+}
+
+std::vector<float> GraphRunner::read(int id) const {
+  const Tensor& t = m_graph.tensor(id);
+  const void* p = m_buffers.at(static_cast<std::size_t>(id));
+  if (p == nullptr) throw std::logic_error(fmt::format("cuda backend: tensor '{}' is not live", t.name));
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  const auto n = static_cast<std::size_t>(t.elements());
+  std::vector<unsigned char> host(bytes_of_tensor(t));
+  PERFSIM_CUDA_CHECK(cudaMemcpy(host.data(), p, host.size(), cudaMemcpyDeviceToHost));
+  std::vector<float> out(n);
+  const Elem e = elem_of(t.dtype);
+  if (e == Elem::i32) {
+    for (std::size_t i = 0; i < n; ++i) {
+      int32_t v = 0;
+      std::memcpy(&v, host.data() + 4 * i, 4);
+      out[i] = static_cast<float>(v);
+    }
+  } else if (e == Elem::e4m3) {
+    float scale = 1;
+    PERFSIM_CUDA_CHECK(cudaMemcpy(&scale, m_scales[static_cast<std::size_t>(id)], sizeof(float), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < n; ++i) {
+      __nv_fp8_e4m3 q;
+      q.__x = host[i];
+      out[i] = static_cast<float>(q) * scale;
+    }
+  } else {
+    cpu::convert(host.data(), storage_of(e), out.data(), cpu::Storage::f32, t.elements());
+  }
+  return out;
+}
+
+}  // namespace perfsim::cuda

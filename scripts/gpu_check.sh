@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One command for a GPU machine: unpack the offline dependencies when the system lacks them,
+# configure and build (Release), run ctest (unit, cli and gpu tests), run the GPU tests
+# under compute-sanitizer memcheck, then the GPU benchmarks when they were built.
+# Logs go to ${OUT:-build-gpu-logs}; a summary table is printed last. Exit status: non-zero
+# when any step failed or when no GPU is visible (the GPU tests would only be skipped).
+#   scripts/gpu_check.sh            (BUILD=build-gpu JOBS=$(nproc) to override)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-gpu}
+LOGS=${OUT:-build-gpu-logs}
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$LOGS"
+declare -a names=() results=()
+record() { names+=("$1"); results+=("$2"); }
+step() {  # step NAME LOGFILE COMMAND...
+  local name=$1 log=$2; shift 2
+  local t0=$SECONDS
+  if "$@" >"$LOGS/$log" 2>&1; then record "$name" "ok ($((SECONDS - t0)) s, $LOGS/$log)"; return 0; fi
+  local rc=$?
+  record "$name" "FAILED rc=$rc ($LOGS/$log)"
+  tail -30 "$LOGS/$log"
+  return $rc
+}
+summary() {
+  echo
+  echo "| step | result |"
+  echo "|---|---|"
+  for i in "${!names[@]}"; do echo "| ${names[$i]} | ${results[$i]} |"; done
+}
+status=0
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$LOGS/gpus.log" 2>&1; then
+  echo "gpu_check: no GPU visible (nvidia-smi failed): this script is for a GPU machine" >&2
+  exit 2
+fi
+record "gpus" "$(head -1 "$LOGS/gpus.log")"
+
+# Dependencies: the system's when pkg-config finds them, else the offline .debs (.deps/debs).
+if pkg-config --exists luajit openblas 2>/dev/null; then
+  record deps "system"
+elif [ -d .deps/debs ]; then
+  eval "$(scripts/offline_deps.sh unpack "${PERFSIM_DEPS:-/tmp/perfsim-deps}")"
+  record deps "offline .debs unpacked under $PERFSIM_DEPS"
+else
+  record deps "MISSING: install them (scripts/install_deps.sh) or copy .deps/debs here"
+fi
+
+gen=""; command -v ninja >/dev/null && gen="-G Ninja"
+step configure configure.log cmake -S . -B "$BUILD" $gen -DCMAKE_BUILD_TYPE=Release || { summary; exit 1; }
+step build build.log cmake --build "$BUILD" -j "$JOBS" || { summary; exit 1; }
+step ctest ctest.log ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" || status=1
+if grep -q "gpu .*Skipped\|Not Run" "$LOGS/ctest.log"; then record "gpu tests" "SKIPPED: no device seen by the tests"; status=1; fi
+
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  step memcheck memcheck.log compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$BUILD/tests/gpu/perfsim_gpu_tests" || status=1
+else
+  record memcheck "SKIPPED: compute-sanitizer not on PATH (it ships in the CUDA toolkit's bin/)"
+fi
+
+benches=$(find "$BUILD/bench/cuda" -maxdepth 1 -type f -executable 2>/dev/null | sort)
+if [ -n "$benches" ]; then
+  for b in $benches; do step "bench $(basename "$b")" "$(basename "$b").log" "$b" || status=1; done
+else
+  record benchmarks "none built (configure with -DPERFSIM_BENCH=ON)"
+fi
+
+summary
+exit $status

@@ -1,0 +1,189 @@
+// The CUDA backend as a whole on builder graphs of a tiny Llama: evaluate() against
+// CpuBackend::evaluate from the same initial values (decode, prefill, train; fp32 and bf16),
+// the measured peak against the memory model, the out-of-memory message, CUDA graph replay
+// against eager execution, and an fp8 inference step against the fp32 one.
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "backends/cpu/cpu_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
+#include "core/errors.hpp"
+#include "core/memory_model.hpp"
+#include "core/passes.hpp"
+#include "gpu_test_util.hpp"
+#include "graph_test_models.hpp"
+
+using namespace perfsim;
+using namespace perfsim::cuda::test;
+
+namespace {
+
+ModelConfig tiny() {
+  ModelConfig m = test_models::tiny_llama();  // GQA: 4 query heads, 2 kv heads
+  m.layers = 2;
+  m.vocab = 128;  // a multiple of 16, so the fp8 lm_head GEMM is one cuBLASLt runs
+  return m;
+}
+
+Workload inference(Phase p) {
+  Workload w;
+  w.phase = p;
+  w.batch = 2, w.prompt = 6, w.new_tokens = 4;
+  return w;
+}
+
+Workload training() {
+  Workload w;
+  w.phase = Phase::train;
+  w.batch = 2, w.seq = 8;
+  return w;
+}
+
+Graph graph_with(const Workload& w, const std::vector<std::string>& passes) {
+  std::vector<StackStep> stack{{"step", {}}};
+  for (const auto& p : passes) stack[0].passes.push_back(PassSpec{p, std::nullopt});
+  return build_stack_graph(tiny(), w, stack, 0);
+}
+
+// What a step produces: the last op's outputs (logits / loss) and, in training, every
+// gradient and the weights after the optimizer.
+std::vector<int> results_of(const Graph& g) {
+  std::vector<int> ids;
+  for (int id : g.ops.back().outputs) ids.push_back(id);
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::cross_entropy || op.kind == OpKind::slice_last_token)
+      for (int id : op.outputs) ids.push_back(id);
+  for (const Tensor& t : g.tensors)
+    if (t.role == TensorRole::gradient || (g.workload.phase == Phase::train && t.role == TensorRole::weight))
+      ids.push_back(t.id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+void check_against_cpu(const Graph& g, double tol) {
+  const std::vector<int> ids = results_of(g);
+  REQUIRE(!ids.empty());
+  const auto want = cpu::CpuBackend().evaluate(g, 7, ids);
+  cuda::CudaBackend be;
+  const auto got = be.evaluate(g, 7, ids);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    CAPTURE(g.tensor(ids[i]).name);
+    CHECK(rel_err(got[i], want[i]) < tol);
+  }
+}
+
+RunOptions once() {
+  RunOptions o;
+  o.warmup = 1;
+  o.repeats = 2;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("cuda backend: tiny llama matches the CPU backend (fp32)") {
+  for (Phase p : {Phase::decode, Phase::prefill, Phase::train}) {
+    CAPTURE(name_of(p));
+    const Workload w = p == Phase::train ? training() : inference(p);
+    for (const char* pass : {"fp32", "flash_attention", "fusion"}) {
+      CAPTURE(pass);
+      // Summation orders differ from OpenBLAS and the CPU kernels; fp32 agrees to ~1e-6.
+      check_against_cpu(graph_with(w, {pass}), 1e-4);
+    }
+  }
+}
+
+TEST_CASE("cuda backend: tiny llama matches the CPU backend (bf16)") {
+  for (Phase p : {Phase::decode, Phase::prefill, Phase::train}) {
+    CAPTURE(name_of(p));
+    const Workload w = p == Phase::train ? training() : inference(p);
+    check_against_cpu(graph_with(w, {"bf16", "flash_attention"}), 2e-2);
+  }
+}
+
+TEST_CASE("cuda backend: measured peak follows the memory model") {
+  for (Phase p : {Phase::decode, Phase::prefill, Phase::train}) {
+    CAPTURE(name_of(p));
+    const Workload w = p == Phase::train ? training() : inference(p);
+    const Graph g = graph_with(w, {"fp32"});
+    cuda::CudaBackend be;
+    const Measurement m = be.run(g, once());
+    const MemoryBreakdown pred = predict_memory(g, false);
+    CHECK(m.backend == "cuda");
+    CHECK(m.step_time > 0);
+    for (const OpMeasurement& om : m.ops) CHECK(om.executed);
+    if (p == Phase::train) {
+      // Training adds kernel workspaces (norm-backward partial sums, transient activation
+      // memory the model does not know); the schedule itself is the same.
+      CHECK(m.peak_bytes >= pred.peak);
+      CHECK(m.peak_bytes <= pred.peak * 1.25);
+    } else {
+      CHECK(m.peak_bytes == pred.peak);
+      for (TensorRole r : all_tensor_roles) CHECK(m.bytes_by_role_at_peak.at(r) == pred.by_role.at(r));
+    }
+  }
+}
+
+TEST_CASE("cuda backend: a graph that does not fit says so") {
+  Graph g;
+  g.model = "huge";
+  Tensor x;
+  x.name = "huge.input";
+  x.shape = {int64_t{1} << 38};  // 1 TiB of fp32
+  x.role = TensorRole::input;
+  const int in = g.add_tensor(x);
+  Tensor y = x;
+  y.name = "huge.copy";
+  y.role = TensorRole::activation;
+  const int out = g.add_tensor(y);
+  Op op;
+  op.name = "copy";
+  op.kind = OpKind::copy;
+  op.inputs = {in};
+  op.outputs = {out};
+  op.attrs.elements = x.shape[0];
+  g.add_op(op);
+  cuda::CudaBackend be;
+  CHECK_THROWS_WITH_AS((void)be.run(g, once()), doctest::Contains("does not fit: needs"), NotExecutable);
+  // Nothing stays allocated after the failure.
+  CHECK(be.allocator().current_bytes() == 0);
+}
+
+TEST_CASE("cuda backend: CUDA graph replay gives the eager results") {
+  for (Phase p : {Phase::decode, Phase::train}) {
+    CAPTURE(name_of(p));
+    const Workload w = p == Phase::train ? training() : inference(p);
+    Graph g = graph_with(w, {"flash_attention", "fused_optimizer"});
+    const std::vector<int> ids = results_of(g);
+    cuda::CudaBackend be;
+    const auto eager = be.evaluate(g, 3, ids);
+    g.graphed = true;
+    const auto replayed = be.evaluate(g, 3, ids);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      CAPTURE(g.tensor(ids[i]).name);
+      CHECK(rel_err(replayed[i], eager[i]) < 1e-6);
+    }
+    const Measurement m = be.run(g, once());
+    CHECK(m.graph_replayed);
+    CHECK(m.executed_wall > 0);
+    CHECK(m.peak_bytes == be.run([&] { Graph e = g; e.graphed = false; return e; }(), once()).peak_bytes);
+  }
+}
+
+TEST_CASE("cuda backend: an fp8 inference step stays close to the fp32 one") {
+  const Workload w = inference(Phase::prefill);
+  const Graph base = graph_with(w, {"bf16"});
+  const Graph fp8 = graph_with(w, {"bf16", "fp8"});
+  std::map<std::string, int> fp8_ids;
+  for (const Tensor& t : fp8.tensors) fp8_ids[t.name] = t.id;
+  const int logits = base.ops.back().outputs.at(0);
+  cuda::CudaBackend be;
+  REQUIRE(graph_unsupported_reason(be, fp8).empty());
+  const auto want = be.evaluate(base, 5, {logits});
+  const auto got = be.evaluate(fp8, 5, {fp8_ids.at(base.tensor(logits).name)});
+  // e4m3 keeps 3 mantissa bits (relative 2^-4 per input); through two layers the logits
+  // stay within ~15% of their range.
+  CHECK(rel_err(got[0], want[0]) < 0.15);
+}
