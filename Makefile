@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 SCENARIO ?= scenarios/llm_decode.lua
 
-.PHONY: all deps configure build run test bench clean
+.PHONY: all deps configure build run test test-gpu bench clean
 
 all: build
 
@@ -24,6 +24,12 @@ run: build
 # Builds and runs every test: doctest units and CLI golden tests (GPU tests skip without a GPU).
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# On a GPU machine: build, ctest (unit + cli + gpu), compute-sanitizer memcheck of the GPU
+# tests and the GPU benchmarks, with a summary table (scripts/gpu_check.sh; logs in
+# build-gpu-logs). Fails with a clear message when no GPU is visible.
+test-gpu:
+	@BUILD=$(BUILD) JOBS=$(JOBS) bash scripts/gpu_check.sh
 
 bench: build
 	./$(BUILD)/bench/perfsim_bench

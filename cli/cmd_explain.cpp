@@ -65,7 +65,9 @@ int cmd_explain(const ExplainArgs& a) {
   const Scenario& s = outcome.points.empty() ? *outcome.scenario : outcome.points.front().scenario;
   std::string sweep_note;
   if (outcome.points.size() > 1)
-    sweep_note = fmt::format("first point ({}) of {}; fix the others with --set",
+    // --set cannot select a point (the sweep still overrides the options it sweeps), so say
+    // plainly which point this is.
+    sweep_note = fmt::format("first point ({}) of {}; explain prices one point",
                              sweep_label(outcome.points.front().values), outcome.points.size());
 
   std::vector<StackStep> stack = s.stacks;

@@ -39,6 +39,7 @@ Target target_kind(const std::string& path) {
 
 // Writes, flushes and closes `f`; returns 0 or the errno of the first failure.
 int write_and_close(std::FILE* f, std::string_view content) {
+  errno = 0;
   int err = 0;
   if (std::fwrite(content.data(), 1, content.size(), f) != content.size()) err = errno ? errno : EIO;
   if (std::fflush(f) != 0 && err == 0) err = errno ? errno : EIO;
@@ -46,14 +47,19 @@ int write_and_close(std::FILE* f, std::string_view content) {
   return err;
 }
 
+// "out" for "out/" (a directory named with its slash), else the path itself.
+std::string without_trailing_slash(const std::string& path) {
+  return path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1) : path;
+}
+
 }  // namespace
 
 void check_writable(const std::string& path) {
   switch (target_kind(path)) {
     case Target::directory:
-      throw ConfigError(fmt::format("cannot write '{}': it is a directory; name a file, such as "
-                                    "-o {}/report.json",
-                                    path, path.back() == '/' ? path.substr(0, path.size() - 1) : path));
+      throw ConfigError(fmt::format(
+          "cannot write '{}': it is a directory; name a file, such as -o {}/report.json", path,
+          without_trailing_slash(path)));
     case Target::special:
       if (::access(path.c_str(), W_OK) != 0) fail(path, errno);
       return;

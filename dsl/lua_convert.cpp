@@ -190,6 +190,11 @@ StackStep to_step(lua_State* L, int index, const std::string& what) {
         const std::string pass_what = fmt::format("{} pass {}", what, i);
         if (lua_type(L, -1) == LUA_TSTRING) {
           step.passes.push_back(PassSpec{lua_tostring(L, -1), std::nullopt});
+        } else if (!lua_istable(L, -1)) {
+          throw ConfigError(fmt::format(
+              "{} must be an optimization name such as \"bf16\" or a value pass such as "
+              "{{batch = 32}} (got {})",
+              pass_what, describe_value(L, -1)));
         } else {
           const FieldReader p(L, -1, pass_what, {"name", "value"});
           PassSpec spec;

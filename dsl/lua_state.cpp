@@ -11,6 +11,7 @@
 #include <fstream>
 #include <regex>
 
+#include "core/text.hpp"
 #include "dsl/lua_api.hpp"
 #include "dsl/stdlib_files.hpp"
 
@@ -230,6 +231,21 @@ void sandbox(lua_State* L) {
   lua_pop(L, 2);
 }
 
+// " (did you mean 'scenarios/llm_decode.lua'?)" for a misspelt script name, from the .lua
+// files of the directory it names; "" when none is close.
+std::string similar_script(const std::string& file) {
+  const std::filesystem::path path(file);
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".lua") names.push_back(it->path().filename().string());
+  std::sort(names.begin(), names.end());  // directory order is arbitrary
+  const std::string match = closest_match(path.filename().string(), names);
+  if (match.empty()) return "";
+  return fmt::format(" (did you mean '{}'?)", (path.parent_path() / match).string());
+}
+
 }  // namespace
 
 ScriptContext& context(lua_State* L) {
@@ -305,8 +321,12 @@ LuaState::~LuaState() { lua_close(m_L); }
 
 void LuaState::load_file(const std::string& file) {
   std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw ScriptError(
+        fmt::format("cannot read script '{}': it is a directory; name a .lua file in it", file));
   if (!std::filesystem::is_regular_file(file, ec))
-    throw ScriptError(fmt::format("cannot read script '{}': no such file", file));
+    throw ScriptError(
+        fmt::format("cannot read script '{}': no such file{}", file, similar_script(file)));
   if (luaL_loadfile(m_L, file.c_str()) != 0) {
     std::string msg = restore_long_path(error_text(m_L, -1), m_ctx.file);
     lua_pop(m_L, 1);

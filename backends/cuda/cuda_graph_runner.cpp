@@ -52,10 +52,12 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
   for (const Tensor& t : g.tensors)
     if (elem_of(t.dtype) == Elem::e4m3) ++fp8_count;
   if (fp8_count > 0) {
-    PERFSIM_CUDA_CHECK(cudaMalloc(&m_scale_slots, fp8_count * sizeof(float)));
+    // One 256-byte line per scale: cuBLASLt wants aligned scale pointers.
+    constexpr std::size_t line = 64;  // floats
+    PERFSIM_CUDA_CHECK(cudaMalloc(&m_scale_slots, fp8_count * line * sizeof(float)));
     std::size_t slot = 0;
     for (const Tensor& t : g.tensors)
-      if (elem_of(t.dtype) == Elem::e4m3) m_scales[static_cast<std::size_t>(t.id)] = m_scale_slots + slot++;
+      if (elem_of(t.dtype) == Elem::e4m3) m_scales[static_cast<std::size_t>(t.id)] = m_scale_slots + line * slot++;
   }
   try {
     for (const Tensor& t : g.tensors)

@@ -289,7 +289,10 @@ void OpExecutor::run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const
   const cpu::GemmShape s = cpu::gemm_shape(op, g);
   const int a = op.inputs[0], b = op.inputs[1], c = op.outputs[0];
   if (s.accumulate) copy_if_distinct(buf, op.inputs[2], c);
-  auto* slots = static_cast<float*>(scratch(4 * sizeof(float)));  // scale_a, scale_b, amax_a, amax_b
+  // scale_a, scale_b, amax_a, amax_b, each on its own 256-byte line: cuBLASLt refuses
+  // (CUBLAS_STATUS_NOT_SUPPORTED) scale pointers that are not suitably aligned.
+  constexpr int line = 64;  // floats
+  auto* slots = static_cast<float*>(scratch(4 * line * sizeof(float)));
   // A into [batch_a][m, k] e4m3 (cuBLASLt's B, not transposed), B into [batch_b][n, k]
   // (cuBLASLt's A, transposed): the TN form its fp8 kernels take.
   auto stage = [&](int id, int64_t batch, int64_t rows, int64_t cols, bool transpose, float* scale,
@@ -307,8 +310,10 @@ void OpExecutor::run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const
   };
   const int64_t batch_a = s.broadcast_a ? 1 : s.batch, batch_b = s.broadcast_b ? 1 : s.batch;
   // Stored shapes: A [k, m] when trans_a (transpose to [m, k]); B [k, n] unless trans_b.
-  const GemmOperand ga = stage(a, batch_a, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, s.trans_a, slots + 0, slots + 2);
-  const GemmOperand gb = stage(b, batch_b, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, !s.trans_b, slots + 1, slots + 3);
+  const GemmOperand ga =
+      stage(a, batch_a, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, s.trans_a, slots, slots + 2 * line);
+  const GemmOperand gb =
+      stage(b, batch_b, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, !s.trans_b, slots + line, slots + 3 * line);
   cpu::GemmShape tn = s;
   tn.trans_a = false, tn.trans_b = true;
   m_gemm.gemm(ga, gb, buf[static_cast<std::size_t>(c)], elem(g, c), tn, false, m_stream);

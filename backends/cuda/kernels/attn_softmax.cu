@@ -22,6 +22,7 @@ __global__ void softmax_kernel(const T* __restrict__ s, T* __restrict__ p, int64
   T* pr = p + row * skv;
   const int64_t step = static_cast<int64_t>(blockDim.x) * V;
   float m = -INFINITY, sum = 0.0f;
+#pragma unroll 4
   for (int64_t c = threadIdx.x * V; c < vis; c += step) {
     float v[V];
     detail::load_f32<T, V>(sr + c, v);
@@ -80,10 +81,10 @@ void attn_softmax(const T* s, T* p, const cpu::AttnShape& a, cudaStream_t stream
   if (rows <= 0 || a.seq_kv <= 0) return;
   constexpr int vec = detail::vec_of<T>;
   if (a.seq_kv % vec == 0 && detail::aligned(16, s, p))
-    softmax_kernel<T, vec><<<static_cast<unsigned>(rows), detail::row_threads(a.seq_kv / vec), 0, stream>>>(
+    softmax_kernel<T, vec><<<static_cast<unsigned>(rows), detail::row_threads_ilp(a.seq_kv / vec), 0, stream>>>(
         s, p, a.seq_q, a.seq_kv, a.causal);
   else
-    softmax_kernel<T, 1><<<static_cast<unsigned>(rows), detail::row_threads(a.seq_kv), 0, stream>>>(
+    softmax_kernel<T, 1><<<static_cast<unsigned>(rows), detail::row_threads_ilp(a.seq_kv), 0, stream>>>(
         s, p, a.seq_q, a.seq_kv, a.causal);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }

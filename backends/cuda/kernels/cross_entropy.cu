@@ -63,10 +63,10 @@ void cross_entropy(const T* logits, const int32_t* targets, float* loss,
   if (rows <= 0 || cols <= 0) return;
   constexpr int vec = detail::vec_of<T>;
   if (cols % vec == 0 && detail::aligned(16, logits, dlogits))
-    cross_entropy_kernel<T, vec><<<static_cast<unsigned>(rows), detail::row_threads(cols / vec), 0,
+    cross_entropy_kernel<T, vec><<<static_cast<unsigned>(rows), detail::row_threads_ilp(cols / vec), 0,
                                    stream>>>(logits, targets, loss, dlogits, rows, cols);
   else
-    cross_entropy_kernel<T, 1><<<static_cast<unsigned>(rows), detail::row_threads(cols), 0,
+    cross_entropy_kernel<T, 1><<<static_cast<unsigned>(rows), detail::row_threads_ilp(cols), 0,
                                  stream>>>(logits, targets, loss, dlogits, rows, cols);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }

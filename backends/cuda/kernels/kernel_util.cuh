@@ -116,4 +116,13 @@ inline int row_threads(int64_t units) {
   return static_cast<int>(t);
 }
 
+// Threads for a one-block-per-row kernel whose first sweep is latency-bound (a dependent
+// max/sum chain per row): about 4 vectors per thread keep several loads in flight, and wide
+// rows get 1024 threads so that fewer rows are resident at once and the second sweep still
+// finds its row in L2.
+inline int row_threads_ilp(int64_t units) {
+  int64_t t = ((units + 3) / 4 + 31) / 32 * 32;
+  return static_cast<int>(t < 32 ? 32 : (t > 1024 ? 1024 : t));
+}
+
 }  // namespace perfsim::cuda::detail

@@ -1,8 +1,8 @@
 // Rotary position embeddings (RoFormer, Su et al. 2021, "rotate half" pairing (i, i + d/2))
 // and the inverse rotation for the backward. x, y [tokens, heads, head_dim]. One thread per
-// (token, pair i): it computes the angle pos·10000^(−2i/d) and its sine/cosine once in
-// double (as the CPU reference does, so positions in the thousands stay accurate in fp32)
-// and rotates that pair in every head.
+// (token, pair i): it computes the angle pos·10000^(−2i/d) and its sine/cosine once, exactly
+// as the CPU reference does (frequency rounded to float, angle and sin/cos in double), and
+// rotates that pair in every head.
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/kernel_util.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
@@ -24,7 +24,9 @@ __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
     T* yt = y + t * heads * d;
     if (half_d > 0) {
       const double pos = static_cast<double>(position + t % seq);
-      const double inv_freq = pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      // The frequency is rounded to float as the CPU reference stores it; the angle, its sine
+      // and cosine are then formed in double.
+      const double inv_freq = static_cast<float>(pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d)));
       double sd, cd;
       sincos(pos * inv_freq, &sd, &cd);
       const float c = static_cast<float>(cd), s = sign * static_cast<float>(sd);
