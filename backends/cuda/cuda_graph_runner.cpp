@@ -96,7 +96,8 @@ void GraphRunner::release_all() {
 
 // Host-side values, one tensor at a time (a large model's state need not fit in host memory
 // twice): float and id tensors exactly as the CPU backend fills them; e4m3 tensors from the
-// fp32 values the same tensor would hold, quantized with a per-tensor scale amax / 448.
+// fp32 values the same tensor would hold, quantized with a per-tensor scale amax / 448, and
+// stored transposed when fp8_storage says so (quantized once here, not per GEMM).
 void GraphRunner::fill_persistent_tensors() {
   const Graph& g = m_graph;
   Graph as_fp32;  // e4m3 tensors re-typed fp32: their values come from the same generator
@@ -125,7 +126,16 @@ void GraphRunner::fill_persistent_tensors() {
       const float scale = amax > 0 ? amax / e4m3_max : 1.0f;
       std::vector<unsigned char> q(n);
       const float inv = 1.0f / scale;  // as the device quantizer (cuda_convert.cu) does
-      for (std::size_t i = 0; i < n; ++i) q[i] = __nv_fp8_e4m3(x[i] * inv).__x;
+      const Fp8Storage& st = m_exec->fp8_layouts()[id];
+      if (st.transposed) {  // [batch][k, n] -> [batch][n, k], the fp8 GEMM's TN form
+        for (int64_t bt = 0; bt < st.batch; ++bt)
+          for (int64_t r = 0; r < st.k; ++r)
+            for (int64_t c = 0; c < st.n; ++c)
+              q[static_cast<std::size_t>((bt * st.n + c) * st.k + r)] =
+                  __nv_fp8_e4m3(x[static_cast<std::size_t>((bt * st.k + r) * st.n + c)] * inv).__x;
+      } else {
+        for (std::size_t i = 0; i < n; ++i) q[i] = __nv_fp8_e4m3(x[i] * inv).__x;
+      }
       PERFSIM_CUDA_CHECK(cudaMemcpy(m_buffers[id], q.data(), n, cudaMemcpyHostToDevice));
       PERFSIM_CUDA_CHECK(cudaMemcpy(m_scales[id], &scale, sizeof(float), cudaMemcpyHostToDevice));
     } else {
@@ -247,9 +257,16 @@ std::vector<float> GraphRunner::read(int id) const {
   } else if (e == Elem::e4m3) {
     float scale = 1;
     PERFSIM_CUDA_CHECK(cudaMemcpy(&scale, m_scales[static_cast<std::size_t>(id)], sizeof(float), cudaMemcpyDeviceToHost));
+    const Fp8Storage& st = m_exec->fp8_layouts()[static_cast<std::size_t>(id)];
     for (std::size_t i = 0; i < n; ++i) {
+      std::size_t from = i;  // the graph's [batch][k, n] element i, stored [batch][n, k] when transposed
+      if (st.transposed) {
+        const auto per = static_cast<std::size_t>(st.k * st.n), r = (i % per) / static_cast<std::size_t>(st.n),
+                   c = i % static_cast<std::size_t>(st.n);
+        from = (i / per) * per + c * static_cast<std::size_t>(st.k) + r;
+      }
       __nv_fp8_e4m3 q;
-      q.__x = host[i];
+      q.__x = host[from];
       out[i] = static_cast<float>(q) * scale;
     }
   } else {

@@ -284,40 +284,7 @@ void OpExecutor::run_gemm(const Op& op, const std::vector<void*>& buf, const std
   m_gemm.gemm(ga, gb, c_ptr, c_kernel, s, tf32, m_stream);
 }
 
-void OpExecutor::run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales) {
-  const Graph& g = m_graph;
-  const cpu::GemmShape s = cpu::gemm_shape(op, g);
-  const int a = op.inputs[0], b = op.inputs[1], c = op.outputs[0];
-  if (s.accumulate) copy_if_distinct(buf, op.inputs[2], c);
-  // scale_a, scale_b, amax_a, amax_b, each on its own 256-byte line: cuBLASLt refuses
-  // (CUBLAS_STATUS_NOT_SUPPORTED) scale pointers that are not suitably aligned.
-  constexpr int line = 64;  // floats
-  auto* slots = static_cast<float*>(scratch(4 * line * sizeof(float)));
-  // A into [batch_a][m, k] e4m3 (cuBLASLt's B, not transposed), B into [batch_b][n, k]
-  // (cuBLASLt's A, transposed): the TN form its fp8 kernels take.
-  auto stage = [&](int id, int64_t batch, int64_t rows, int64_t cols, bool transpose, float* scale,
-                   float* amax) -> GemmOperand {
-    void* p = buf[static_cast<std::size_t>(id)];
-    const Elem have = elem(g, id);
-    if (have == Elem::e4m3 && !transpose) return {p, Elem::e4m3, scales[static_cast<std::size_t>(id)]};
-    auto* q = static_cast<uint8_t*>(scratch(static_cast<std::size_t>(batch * rows * cols)));
-    if (have == Elem::e4m3)
-      transpose_e4m3(static_cast<const uint8_t*>(p), scales[static_cast<std::size_t>(id)], q, scale, batch, rows,
-                     cols, m_stream);
-    else
-      quantize_e4m3(p, have, q, scale, amax, batch, rows, cols, transpose, m_stream);
-    return {q, Elem::e4m3, scale};
-  };
-  const int64_t batch_a = s.broadcast_a ? 1 : s.batch, batch_b = s.broadcast_b ? 1 : s.batch;
-  // Stored shapes: A [k, m] when trans_a (transpose to [m, k]); B [k, n] unless trans_b.
-  const GemmOperand ga =
-      stage(a, batch_a, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, s.trans_a, slots, slots + 2 * line);
-  const GemmOperand gb =
-      stage(b, batch_b, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, !s.trans_b, slots + line, slots + 3 * line);
-  cpu::GemmShape tn = s;
-  tn.trans_a = false, tn.trans_b = true;
-  m_gemm.gemm(ga, gb, buf[static_cast<std::size_t>(c)], elem(g, c), tn, false, m_stream);
-}
+// run_fp8_gemm: cuda_fp8_gemm.cpp
 
 void OpExecutor::run_adamw(const Op& op, const std::vector<void*>& buf, bool capturing) {
 #ifdef PERFSIM_CUDA_K_ADAMW

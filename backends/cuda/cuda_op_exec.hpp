@@ -20,10 +20,22 @@ namespace perfsim::cuda {
 // whose kernel is not built yet, an fp8 GEMM shape cuBLASLt refuses).
 [[nodiscard]] std::string op_unsupported_reason(const Op& op, const Graph& g);
 
+// How an e4m3 tensor is stored. cuBLASLt's fp8 kernels take only the TN form (row-major B
+// stored [n, k]), so a persistent e4m3 tensor that fp8 GEMMs read only as operand B with
+// trans_b = false, all with one [batch][k, n] layout, is stored transposed, [batch][n, k],
+// quantized once at fill time (GraphRunner): the GEMM then reads it in place, as real fp8
+// inference stores its weights. Its bytes per element (1) are those of the graph's tensor.
+struct Fp8Storage {
+  bool transposed = false;  // stored [batch][n, k] instead of the graph's [batch][k, n]
+  int64_t batch = 1, k = 0, n = 0;
+};
+// By tensor id (default entries for every other tensor).
+[[nodiscard]] std::vector<Fp8Storage> fp8_storage(const Graph& g);
+
 class OpExecutor {
  public:
   OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
-      : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream) {}
+      : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_fp8_storage(fp8_storage(g)) {}
   OpExecutor(const OpExecutor&) = delete;
   OpExecutor& operator=(const OpExecutor&) = delete;
   ~OpExecutor();
@@ -33,6 +45,8 @@ class OpExecutor {
   // capturing: a CUDA graph is being captured (no host-to-device uploads allowed).
   void run(const Op& op, const std::vector<void*>& buffers, const std::vector<float*>& scales,
            bool capturing);
+  // fp8_storage(graph), by tensor id: the runner fills and reads e4m3 tensors accordingly.
+  [[nodiscard]] const std::vector<Fp8Storage>& fp8_layouts() const { return m_fp8_storage; }
 
  private:
   void run_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales);
@@ -52,6 +66,7 @@ class OpExecutor {
   CachingAllocator& m_alloc;
   GemmEngine& m_gemm;
   cudaStream_t m_stream;
+  std::vector<Fp8Storage> m_fp8_storage;             // by tensor id
   std::vector<void*> m_scratch;                      // this op's transient buffers
   std::map<int, UploadedDescriptors> m_adamw_desc;   // op id -> fused AdamW descriptors
 };

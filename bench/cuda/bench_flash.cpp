@@ -3,6 +3,7 @@
 // when causal (the project's convention, as Megatron): forward 4·b·H·sq·skv·d, backward
 // 2.5× that. Decode reports GB/s of K/V read (the bytes that bound it).
 //   bench_flash fwd|bwd|decode dtype(bf16|fp16|fp32) b sq skv H Hkv d causal(0|1) [block_m] [iters]
+// (bwd: block_m is the backward's kv tile, block_n of flash_attention_bwd, and the forward's.)
 // Host-only C++ (linked against perfsim_cuda) so it builds without CUDA enabled in bench/.
 // bench/cuda/bench_attention.py runs it next to PyTorch SDPA on the same shapes.
 #include <cuda_bf16.h>
@@ -90,7 +91,7 @@ void run(const std::string& mode, const char* dtype, const AttnShape& a, int blo
     T* dv = alloc_random<T>(nkv, 8);
     void* ws = nullptr;
     PERFSIM_CUDA_CHECK(cudaMalloc(&ws, size_t(gpu::flash_attention_bwd_workspace_bytes(a))));
-    ms = median_ms([&] { gpu::flash_attention_bwd(q, k, v, o, d_o, lse, dq, dk, dv, a, ws, nullptr); },
+    ms = median_ms([&] { gpu::flash_attention_bwd(q, k, v, o, d_o, lse, dq, dk, dv, a, ws, nullptr, block_m); },
                    iters);
     rate = 2.5 * fwd_flops / (ms * 1e-3) / 1e12;
     cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(ws);

@@ -29,10 +29,12 @@ void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const
 
 // Backward: dQ like Q; dK, dV [b, grad_capacity, Hkv, d] summed over each GQA group,
 // rows >= seq_kv written as 0. `workspace` holds flash_attention_bwd_workspace_bytes(a)
-// bytes (16-byte aligned). See flash_attention_bwd.cu for the kernel split.
+// bytes (16-byte aligned). See flash_attention_bwd.cu for the kernel split. bf16/fp16 with
+// head_dim 64 or 128 run the tensor-core kernel; block_n picks its kv tile (64 or 128 rows;
+// 0 = the default; other values throw ConfigError); the fallback ignores it.
 template <class T>
 void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T* d_o,
                          const float* lse, T* dq, T* dk, T* dv, const AttnShape& a,
-                         void* workspace, cudaStream_t stream);
+                         void* workspace, cudaStream_t stream, int block_n = 0);
 
 }  // namespace perfsim::cuda

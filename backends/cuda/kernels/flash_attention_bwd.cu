@@ -7,14 +7,14 @@
 // Three launches:
 //  1. preprocess: D = rowsum(dO ⊙ O) per (b, h, i) into the workspace, and the fp32 dQ
 //     accumulators zeroed;
-//  2. one CTA per (kv tile of 16 rows, kv head, batch) holds its K/V tile in shared memory
-//     and its dK/dV in registers, walks every query row of every head of its GQA group in
-//     chunks of 8 (skipping chunks the causal mask hides entirely), and adds its share of
-//     dQ = scale·dS·K into the fp32 accumulators with atomics (one add per element per kv
-//     tile, so dQ's summation order varies run to run at fp32 rounding level);
+//  2. the main pass: dK/dV per kv tile and dQ by fp32 atomics into the accumulators (so
+//     dQ's summation order varies run to run at fp32 rounding level). bf16/fp16 with
+//     head_dim 64 or 128 run the tensor-core kernel of flash_attention_bwd_tc.cu; fp32 and
+//     other head_dims run the fallback below: one CTA per (kv tile of 16 rows, kv head,
+//     batch) holds its K/V tile in shared memory and its dK/dV in registers, walks every
+//     query row of every head of its GQA group in chunks of 8 (skipping chunks the causal
+//     mask hides entirely), in fp32 on the CUDA cores (correct, not tuned);
 //  3. dQ converted from the fp32 accumulators to T.
-// This path computes in fp32 on the CUDA cores (no tensor cores): it is the correct
-// reference implementation of the GPU backward, not a tuned one.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -24,11 +24,13 @@
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/attention_device.cuh"
 #include "backends/cuda/kernels/flash_attention.cuh"
+#include "backends/cuda/kernels/flash_attention_bwd_detail.cuh"
 #include "core/errors.hpp"
 
 namespace perfsim::cuda {
 
 using namespace attn_detail;
+using flash_bwd_detail::BwdParams;
 
 namespace {
 
@@ -37,18 +39,6 @@ constexpr int k_rows = 8;       // query rows per chunk
 constexpr int k_threads = 128;  // == k_rows * k_bc: one (row, kv) score per thread
 constexpr int k_max_d = 256;
 constexpr int k_max_per_thread = k_bc * k_max_d / k_threads;  // dK/dV elements per thread
-
-struct BwdParams {
-  const void *q, *k, *v, *o, *d_o;
-  const float* lse;
-  void *dq, *dk, *dv;
-  float* dq_acc;  // [b, seq_q, H, d]
-  float* delta;   // [b, H, seq_q]
-  int seq_q, seq_kv, heads, kv_heads, group, d;
-  int64_t kv_capacity, grad_capacity;
-  bool causal;
-  float scale;
-};
 
 __device__ __forceinline__ int visible(const BwdParams& p, int i) {
   return p.causal ? max(0, min(p.seq_kv, p.seq_kv - p.seq_q + i + 1)) : p.seq_kv;
@@ -198,7 +188,7 @@ int64_t flash_attention_bwd_workspace_bytes(const AttnShape& a) {
 template <class T>
 void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T* d_o,
                          const float* lse, T* dq, T* dk, T* dv, const AttnShape& a,
-                         void* workspace, cudaStream_t stream) {
+                         void* workspace, cudaStream_t stream, int block_n) {
   if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     throw ConfigError("flash_attention_bwd: heads must be a positive multiple of kv_heads");
   if (a.head_dim <= 0 || a.head_dim > k_max_d)
@@ -206,6 +196,8 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
                       " unsupported on CUDA (1..256)");
   if (a.seq_kv > a.kv_capacity || a.seq_kv > a.grad_capacity)
     throw ConfigError("flash_attention_bwd: seq_kv exceeds kv_capacity or grad_capacity");
+  if (block_n != 0 && block_n != 64 && block_n != 128)
+    throw ConfigError("flash_attention_bwd: block_n must be 0, 64 or 128, got " + std::to_string(block_n));
   if (a.batch <= 0) return;
   auto* dq_acc = static_cast<float*>(workspace);
   auto* delta = reinterpret_cast<float*>(static_cast<char*>(workspace) +
@@ -220,7 +212,9 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
     bwd_preprocess_kernel<T><<<unsigned((rows + warps - 1) / warps), warps * 32, 0, stream>>>(p, rows);
     PERFSIM_CUDA_CHECK_LAUNCH();
   }
-  if (a.grad_capacity > 0) {
+  if (a.grad_capacity > 0 && flash_bwd_detail::bwd_tc_supported<T>(int(a.head_dim))) {
+    flash_bwd_detail::flash_bwd_tc<T>(p, int(a.batch), block_n, stream);
+  } else if (a.grad_capacity > 0) {
     const int d = int(a.head_dim);
     const int smem = int(sizeof(float)) * (2 * k_bc * (d + 1) + 2 * k_rows * d + 2 * k_rows * k_bc);
     PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(bwd_kv_kernel<T>,
@@ -241,7 +235,7 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
 #define PERFSIM_CUDA_INSTANTIATE_FLASH_BWD(T)                                                   \
   template void flash_attention_bwd<T>(const T*, const T*, const T*, const T*, const T*,         \
                                        const float*, T*, T*, T*, const AttnShape&, void*,       \
-                                       cudaStream_t);
+                                       cudaStream_t, int);
 PERFSIM_CUDA_INSTANTIATE_FLASH_BWD(float)
 PERFSIM_CUDA_INSTANTIATE_FLASH_BWD(__nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_FLASH_BWD(__half)
