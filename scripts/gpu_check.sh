@@ -4,7 +4,8 @@
 # under compute-sanitizer memcheck, then the GPU benchmarks when they were built.
 # Logs go to ${OUT:-build-gpu-logs}; a summary table is printed last. Exit status: non-zero
 # when any step failed or when no GPU is visible (the GPU tests would only be skipped).
-#   scripts/gpu_check.sh            (BUILD=build-gpu JOBS=$(nproc) to override)
+#   scripts/gpu_check.sh            (BUILD=build-gpu JOBS=$(nproc) MEMCHECK_TIMEOUT=0
+#                                    SCENARIOS=1 to override)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
@@ -53,8 +54,9 @@ step ctest ctest.log ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" ||
 if grep -q "gpu .*Skipped\|Not Run" "$LOGS/ctest.log"; then record "gpu tests" "SKIPPED: no device seen by the tests"; status=1; fi
 
 if command -v compute-sanitizer >/dev/null 2>&1; then
-  step memcheck memcheck.log compute-sanitizer --tool memcheck --error-exitcode 3 \
-    "$BUILD/tests/gpu/perfsim_gpu_tests" || status=1
+  # MEMCHECK_TIMEOUT bounds the run (memcheck slows kernels 10-100x); 0 = no bound.
+  step memcheck memcheck.log timeout "${MEMCHECK_TIMEOUT:-0}" compute-sanitizer --tool memcheck \
+    --error-exitcode 3 "$BUILD/tests/gpu/perfsim_gpu_tests" || status=1
 else
   record memcheck "SKIPPED: compute-sanitizer not on PATH (it ships in the CUDA toolkit's bin/)"
 fi
@@ -64,6 +66,17 @@ if [ -n "$benches" ]; then
   for b in $benches; do step "bench $(basename "$b")" "$(basename "$b").log" "$b" || status=1; done
 else
   record benchmarks "none built (configure with -DPERFSIM_BENCH=ON)"
+fi
+
+# The scenarios on the GPU: predicted next to measured, per optimization step.
+if [ "${SCENARIOS:-1}" != 0 ]; then
+  for sc in scenarios/llm_decode.lua scenarios/train_step.lua scenarios/prefill.lua; do
+    step "run $(basename "$sc")" "run_$(basename "$sc" .lua).md" \
+      "$BUILD/perfsim" run "$sc" --backend cuda --format md --quiet || status=1
+  done
+  step "run prefill.lua prompt=8192" "run_prefill_8192.md" \
+    "$BUILD/perfsim" run scenarios/prefill.lua --backend cuda --format md --quiet \
+    --set prompt=8192 --set repeats=3 || status=1
 fi
 
 summary

@@ -1,12 +1,15 @@
 // Row softmax of materialized attention scores with the causal mask, and its backward.
 // S, P, dP, dS [b, h, sq, skv]; row r = ((b·h + head)·sq + i) sees kv positions
 // j < visible(i) (all of them when not causal); masked entries of P are written as 0.
-// One block per row: sweep 1 keeps an online (max, Σexp) pair per thread (Milakov &
-// Gimelshein 2018), merged over the block; sweep 2 writes. The backward's dS = P ⊙ (dP − Σ dP⊙P)
-// is likewise a reduction sweep then a write sweep.
+// Forward: the row is held in registers (row_regs.cuh) and read from DRAM once: max, Σexp,
+// then the write. Rows up to 256 packs take one warp each (4 rows per block, shuffles only);
+// longer rows up to 8192 packs one block each. Wider rows fall back to two sweeps with an
+// online (max, Σexp) pair per thread (Milakov & Gimelshein 2018). The backward's
+// dS = P ⊙ (dP − Σ dP⊙P) is a reduction sweep then a write sweep.
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/attention_materialized.cuh"
 #include "backends/cuda/kernels/kernel_util.cuh"
+#include "backends/cuda/kernels/row_regs.cuh"
 
 namespace perfsim::cuda {
 
@@ -49,6 +52,100 @@ __global__ void softmax_kernel(const T* __restrict__ s, T* __restrict__ p, int64
   }
 }
 
+constexpr int k_warp_rows = 4;   // rows (warps) per block of the warp kernel
+constexpr int k_block_packs = 8;  // packs per thread of the block kernel
+
+template <bool Block> __device__ __forceinline__ float row_max(float v) {
+  if constexpr (Block) return detail::block_max(v);
+  else return detail::warp_max(v);
+}
+template <bool Block> __device__ __forceinline__ float row_sum(float v) {
+  if constexpr (Block) {
+    float a[1] = {v};
+    detail::block_sum(a);
+    return a[0];
+  } else {
+    return detail::warp_sum(v);
+  }
+}
+
+// Softmax of one row held by `nt` threads (a warp or the block), N packs each.
+template <class T, int V, int N, bool Block>
+__device__ __forceinline__ void softmax_row(const T* __restrict__ sr, T* __restrict__ pr,
+                                            int64_t skv, int64_t vis, int tid, int nt) {
+  using Slice = detail::RowSlice<T, V, N>;
+  Slice xs;
+  xs.load(sr, vis, tid, nt);  // masked packs are not read
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (Slice::col(tid, nt, k, i) < vis) m = fmaxf(m, xs.at(k, i));
+  const float mx = row_max<Block>(m);
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (Slice::col(tid, nt, k, i) < vis) s += expf(xs.at(k, i) - mx);
+  const float tot = row_sum<Block>(s);
+  const float inv = tot > 0.0f ? 1.0f / tot : 0.0f;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    if (!Slice::in_row(tid, nt, k, skv)) continue;
+    float o[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      o[i] = Slice::col(tid, nt, k, i) < vis ? expf(xs.at(k, i) - mx) * inv : 0.0f;
+    detail::store_f32<T, V>(pr + Slice::col(tid, nt, k, 0), o);
+  }
+}
+
+__device__ __forceinline__ int64_t visible(int64_t row, int64_t sq, int64_t skv, bool causal) {
+  const int64_t vis = causal ? skv - sq + row % sq + 1 : skv;
+  return vis < skv ? (vis < 0 ? 0 : vis) : skv;
+}
+
+template <class T, int V, int N>
+__global__ void __launch_bounds__(k_warp_rows * 32) softmax_warp_kernel(
+    const T* __restrict__ s, T* __restrict__ p, int64_t rows, int64_t sq, int64_t skv, bool causal) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * k_warp_rows + threadIdx.x / 32;
+  if (row >= rows) return;  // whole warps leave; no block barrier follows
+  softmax_row<T, V, N, false>(s + row * skv, p + row * skv, skv, visible(row, sq, skv, causal),
+                              threadIdx.x % 32, 32);
+}
+
+template <class T, int V, int N>
+__global__ void __launch_bounds__(1024) softmax_block_kernel(const T* __restrict__ s,
+                                                             T* __restrict__ p, int64_t sq,
+                                                             int64_t skv, bool causal) {
+  const int64_t row = blockIdx.x;
+  softmax_row<T, V, N, true>(s + row * skv, p + row * skv, skv, visible(row, sq, skv, causal),
+                             threadIdx.x, blockDim.x);
+}
+
+template <class T, int V>
+void launch_softmax(const T* s, T* p, int64_t rows, const cpu::AttnShape& a, cudaStream_t stream) {
+  const int64_t units = (a.seq_kv + V - 1) / V;
+  const auto warp_blocks = static_cast<unsigned>((rows + k_warp_rows - 1) / k_warp_rows);
+  const int warp_threads = k_warp_rows * 32;
+  if (units <= 32)
+    softmax_warp_kernel<T, V, 1><<<warp_blocks, warp_threads, 0, stream>>>(s, p, rows, a.seq_q, a.seq_kv, a.causal);
+  else if (units <= 64)
+    softmax_warp_kernel<T, V, 2><<<warp_blocks, warp_threads, 0, stream>>>(s, p, rows, a.seq_q, a.seq_kv, a.causal);
+  else if (units <= 128)
+    softmax_warp_kernel<T, V, 4><<<warp_blocks, warp_threads, 0, stream>>>(s, p, rows, a.seq_q, a.seq_kv, a.causal);
+  else if (units <= 256)
+    softmax_warp_kernel<T, V, 8><<<warp_blocks, warp_threads, 0, stream>>>(s, p, rows, a.seq_q, a.seq_kv, a.causal);
+  else if (const int t = detail::reg_row_threads(units, k_block_packs); t > 0)
+    softmax_block_kernel<T, V, k_block_packs><<<static_cast<unsigned>(rows), t, 0, stream>>>(
+        s, p, a.seq_q, a.seq_kv, a.causal);
+  else
+    softmax_kernel<T, V><<<static_cast<unsigned>(rows), detail::row_threads_ilp(units), 0, stream>>>(
+        s, p, a.seq_q, a.seq_kv, a.causal);
+}
+
 template <class T, int V>
 __global__ void softmax_bwd_kernel(const T* __restrict__ p, const T* __restrict__ dp,
                                    T* __restrict__ ds, int64_t skv) {
@@ -80,12 +177,8 @@ void attn_softmax(const T* s, T* p, const cpu::AttnShape& a, cudaStream_t stream
   const int64_t rows = a.batch * a.heads * a.seq_q;
   if (rows <= 0 || a.seq_kv <= 0) return;
   constexpr int vec = detail::vec_of<T>;
-  if (a.seq_kv % vec == 0 && detail::aligned(16, s, p))
-    softmax_kernel<T, vec><<<static_cast<unsigned>(rows), detail::row_threads_ilp(a.seq_kv / vec), 0, stream>>>(
-        s, p, a.seq_q, a.seq_kv, a.causal);
-  else
-    softmax_kernel<T, 1><<<static_cast<unsigned>(rows), detail::row_threads_ilp(a.seq_kv), 0, stream>>>(
-        s, p, a.seq_q, a.seq_kv, a.causal);
+  if (a.seq_kv % vec == 0 && detail::aligned(16, s, p)) launch_softmax<T, vec>(s, p, rows, a, stream);
+  else launch_softmax<T, 1>(s, p, rows, a, stream);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 

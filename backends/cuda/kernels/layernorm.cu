@@ -1,9 +1,14 @@
 // LayerNorm (Ba et al. 2016) over rows of x [rows, cols]: y = (x − mean)·rstd·gamma + beta with
 // two-pass statistics (mean, then variance) for accuracy; its backward (dx, and dgamma/dbeta
-// via per-block partials); and the fused residual add + LayerNorm. One block per row.
+// via per-block partials); and the fused residual add + LayerNorm. One block per row. The
+// backward's blocks are persistent (as many as fit on the device), each walking a fixed range
+// of rows held in registers (row_regs.cuh) with the next row's loads in flight, and keep their
+// dgamma/dbeta partials in registers: one global write per column per block. Rows too wide for
+// one block's registers take the two-sweep kernel.
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/kernel_util.cuh"
 #include "backends/cuda/kernels/norms.cuh"
+#include "backends/cuda/kernels/row_regs.cuh"
 
 namespace perfsim::cuda {
 
@@ -144,6 +149,86 @@ __global__ void layernorm_bwd_kernel(const T* __restrict__ x, const T* __restric
   }
 }
 
+// Block p owns rows [p·rows/P, (p+1)·rows/P); partials: dgamma rows [0, P), dbeta [P, 2P).
+template <class T, int V, int N>
+__global__ void __launch_bounds__(detail::bwd_max_threads) layernorm_bwd_reg_kernel(
+    const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ dy,
+    T* __restrict__ dx, float* __restrict__ partial, int64_t rows, int64_t cols, float eps) {
+  const int64_t parts = gridDim.x, p = blockIdx.x;
+  const int64_t r0 = p * rows / parts, r1 = (p + 1) * rows / parts;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  using Slice = detail::RowSlice<T, V, N>;
+  float g[N][V], pg[N][V], pb[N][V];
+  {
+    Slice gs;
+    gs.load(gamma, cols, tid, nt);
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+#pragma unroll
+      for (int i = 0; i < V; ++i) g[k][i] = gs.at(k, i), pg[k][i] = pb[k][i] = 0.0f;
+  }
+  Slice nx, nd;
+  if (r0 < r1) {
+    nx.load(x + r0 * cols, cols, tid, nt);
+    nd.load(dy + r0 * cols, cols, tid, nt);
+  }
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t r = r0; r < r1; ++r) {
+    const Slice xs = nx, ds = nd;
+    if (r + 1 < r1) {
+      nx.load(x + (r + 1) * cols, cols, tid, nt);
+      nd.load(dy + (r + 1) * cols, cols, tid, nt);
+    }
+    float s[1] = {0.0f};
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+#pragma unroll
+      for (int i = 0; i < V; ++i) s[0] += xs.at(k, i);
+    detail::block_sum(s);
+    const float mean = s[0] * inv_cols;
+    float acc[3] = {0.0f, 0.0f, 0.0f};  // Σ (x−mean)², Σ g, Σ g·(x−mean); g = dy ⊙ gamma
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (!Slice::in_row(tid, nt, k, cols)) continue;  // zero-filled x would count −mean
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float xc = xs.at(k, i) - mean, gv = ds.at(k, i) * g[k][i];
+        acc[0] += xc * xc;
+        acc[1] += gv;
+        acc[2] += gv * xc;
+      }
+    }
+    detail::block_sum(acc);
+    const float rstd = 1.0f / sqrtf(acc[0] * inv_cols + eps);
+    const float mg = acc[1] * inv_cols, mgx = acc[2] * rstd * inv_cols;
+    // dx = rstd · (g − mean(g) − x̂·mean(g ⊙ x̂))
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (!Slice::in_row(tid, nt, k, cols)) continue;
+      float o[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float xh = (xs.at(k, i) - mean) * rstd, dv = ds.at(k, i);
+        o[i] = rstd * (dv * g[k][i] - mg - xh * mgx);
+        pg[k][i] += dv * xh;
+        pb[k][i] += dv;
+      }
+      store_f32<T, V>(dx + r * cols + Slice::col(tid, nt, k, 0), o);
+    }
+  }
+  float* prow_g = partial + p * cols;
+  float* prow_b = partial + (parts + p) * cols;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    if (!Slice::in_row(tid, nt, k, cols)) continue;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      prow_g[Slice::col(tid, nt, k, i)] = pg[k][i];
+      prow_b[Slice::col(tid, nt, k, i)] = pb[k][i];
+    }
+  }
+}
+
 template <class T, class F>
 void dispatch_vec(bool vectorizable, F launch) {
   if (vectorizable) launch(std::integral_constant<int, detail::vec_of<T>>{});
@@ -182,12 +267,22 @@ template <class T>
 void layernorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, T* dbeta,
                    int64_t rows, int64_t cols, float eps, float* workspace, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  const int64_t parts = detail::norm_bwd_blocks(rows);
+  int64_t parts = detail::norm_bwd_blocks(rows);
   const bool v = cols % detail::vec_of<T> == 0 && detail::aligned(16, x, gamma, dy, dx);
   dispatch_vec<T>(v, [&](auto vc) {
     constexpr int V = decltype(vc)::value;
-    layernorm_bwd_kernel<T, V><<<static_cast<unsigned>(parts), detail::row_threads(cols / V), 0,
-                                 stream>>>(x, gamma, dy, dx, workspace, rows, cols, eps);
+    constexpr int N = detail::bwd_packs<V>;
+    if (const int t = detail::reg_row_threads(cols / V, N, detail::bwd_max_threads); t > 0) {
+      // As many blocks as are resident at once (never more than the workspace holds).
+      const auto kernel = layernorm_bwd_reg_kernel<T, V, N>;
+      const int64_t resident = int64_t(detail::sm_count()) * detail::blocks_per_sm(kernel, t);
+      parts = parts < resident ? parts : resident;
+      kernel<<<static_cast<unsigned>(parts), t, 0, stream>>>(x, gamma, dy, dx, workspace, rows,
+                                                             cols, eps);
+    } else {
+      layernorm_bwd_kernel<T, V><<<static_cast<unsigned>(parts), detail::row_threads(cols / V), 0,
+                                   stream>>>(x, gamma, dy, dx, workspace, rows, cols, eps);
+    }
   });
   PERFSIM_CUDA_CHECK_LAUNCH();
   detail::sum_partials(workspace, dgamma, parts, cols, stream);

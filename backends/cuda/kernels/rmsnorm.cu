@@ -1,10 +1,15 @@
 // RMSNorm (Zhang & Sennrich 2019) over rows of x [rows, cols]: y = x · rstd · gamma with
 // rstd = 1/sqrt(mean(x²) + eps); its backward (dx, and dgamma via per-block partials); and
 // the fused residual add + RMSNorm (sum = a + b stored, then normalized as stored). One block
-// per row; a row is read once from DRAM and re-read from L1/L2 for the second sweep.
+// per row. rmsnorm and rmsnorm_bwd hold rows in registers (row_regs.cuh: one DRAM read, no
+// second sweep); the backward's blocks are persistent (as many as fit on the device), each
+// walking a fixed range of rows with the next row's loads in flight, and keep their dgamma
+// partial in registers: one global write per column per block. Rows too wide for one block's
+// registers take the two-sweep kernels.
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/kernel_util.cuh"
 #include "backends/cuda/kernels/norms.cuh"
+#include "backends/cuda/kernels/row_regs.cuh"
 
 namespace perfsim::cuda {
 
@@ -116,6 +121,103 @@ __global__ void rmsnorm_bwd_kernel(const T* __restrict__ x, const T* __restrict_
   }
 }
 
+using detail::bwd_max_threads;
+using detail::bwd_packs;
+using detail::fwd_packs;
+
+template <class T, int V, int N>
+__global__ void __launch_bounds__(1024) rmsnorm_reg_kernel(const T* __restrict__ x,
+                                                           const T* __restrict__ gamma,
+                                                           T* __restrict__ y, int64_t cols,
+                                                           float eps) {
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * cols;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  detail::RowSlice<T, V, N> xs;
+  xs.load(x + off, cols, tid, nt);
+  float ss[1] = {0.0f};
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+#pragma unroll
+    for (int i = 0; i < V; ++i) ss[0] += xs.at(k, i) * xs.at(k, i);
+  detail::block_sum(ss);
+  const float rstd = 1.0f / sqrtf(ss[0] / static_cast<float>(cols) + eps);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    if (!xs.in_row(tid, nt, k, cols)) continue;
+    const int64_t c = xs.col(tid, nt, k, 0);
+    float g[V], o[V];
+    load_f32<T, V>(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < V; ++i) o[i] = xs.at(k, i) * rstd * g[i];
+    store_f32<T, V>(y + off + c, o);
+  }
+}
+
+// Persistent backward: block p owns rows [p·rows/P, (p+1)·rows/P); gamma and the dgamma
+// partial stay in registers; row r+1 is loaded while row r is reduced.
+template <class T, int V, int N>
+__global__ void __launch_bounds__(bwd_max_threads) rmsnorm_bwd_reg_kernel(
+    const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ dy,
+    T* __restrict__ dx, float* __restrict__ partial, int64_t rows, int64_t cols, float eps) {
+  const int64_t parts = gridDim.x, p = blockIdx.x;
+  const int64_t r0 = p * rows / parts, r1 = (p + 1) * rows / parts;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  using Slice = detail::RowSlice<T, V, N>;
+  float g[N][V], pg[N][V];
+  {
+    Slice gs;
+    gs.load(gamma, cols, tid, nt);
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+#pragma unroll
+      for (int i = 0; i < V; ++i) g[k][i] = gs.at(k, i), pg[k][i] = 0.0f;
+  }
+  Slice nx, nd;
+  if (r0 < r1) {
+    nx.load(x + r0 * cols, cols, tid, nt);
+    nd.load(dy + r0 * cols, cols, tid, nt);
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const Slice xs = nx, ds = nd;
+    if (r + 1 < r1) {
+      nx.load(x + (r + 1) * cols, cols, tid, nt);
+      nd.load(dy + (r + 1) * cols, cols, tid, nt);
+    }
+    float acc[2] = {0.0f, 0.0f};  // Σ x², Σ dy·gamma·x
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float xv = xs.at(k, i);
+        acc[0] += xv * xv;
+        acc[1] += ds.at(k, i) * g[k][i] * xv;
+      }
+    detail::block_sum(acc);
+    const float rstd = 1.0f / sqrtf(acc[0] / static_cast<float>(cols) + eps);
+    const float mgx = acc[1] * rstd / static_cast<float>(cols);
+    // dx = rstd · (g − x̂·mean(g ⊙ x̂)), g = dy ⊙ gamma
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (!Slice::in_row(tid, nt, k, cols)) continue;
+      float o[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float xh = xs.at(k, i) * rstd, dv = ds.at(k, i);
+        o[i] = rstd * (dv * g[k][i] - xh * mgx);
+        pg[k][i] += dv * xh;
+      }
+      store_f32<T, V>(dx + r * cols + Slice::col(tid, nt, k, 0), o);
+    }
+  }
+  float* prow = partial + p * cols;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    if (!Slice::in_row(tid, nt, k, cols)) continue;
+#pragma unroll
+    for (int i = 0; i < V; ++i) prow[Slice::col(tid, nt, k, i)] = pg[k][i];
+  }
+}
+
 template <class T, class F>
 void dispatch_vec(bool vectorizable, F launch) {
   if (vectorizable) launch(std::integral_constant<int, detail::vec_of<T>>{});
@@ -132,8 +234,12 @@ void rmsnorm(const T* x, const T* gamma, T* y, int64_t rows, int64_t cols, float
   const bool v = cols % vec == 0 && detail::aligned(16, x, gamma, y);
   dispatch_vec<T>(v, [&](auto vc) {
     constexpr int V = decltype(vc)::value;
-    rmsnorm_kernel<T, V><<<static_cast<unsigned>(rows), detail::row_threads(cols / V), 0, stream>>>(
-        x, gamma, y, cols, eps);
+    constexpr int N = fwd_packs<V>;
+    if (const int t = detail::reg_row_threads(cols / V, N); t > 0)
+      rmsnorm_reg_kernel<T, V, N><<<static_cast<unsigned>(rows), t, 0, stream>>>(x, gamma, y, cols, eps);
+    else
+      rmsnorm_kernel<T, V><<<static_cast<unsigned>(rows), detail::row_threads(cols / V), 0, stream>>>(
+          x, gamma, y, cols, eps);
   });
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
@@ -157,12 +263,22 @@ void rmsnorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, int6
                  int64_t cols, float eps, float* workspace, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   constexpr int vec = detail::vec_of<T>;
-  const int64_t parts = detail::norm_bwd_blocks(rows);
+  int64_t parts = detail::norm_bwd_blocks(rows);
   const bool v = cols % vec == 0 && detail::aligned(16, x, gamma, dy, dx);
   dispatch_vec<T>(v, [&](auto vc) {
     constexpr int V = decltype(vc)::value;
-    rmsnorm_bwd_kernel<T, V><<<static_cast<unsigned>(parts), detail::row_threads(cols / V), 0,
-                               stream>>>(x, gamma, dy, dx, workspace, rows, cols, eps);
+    constexpr int N = bwd_packs<V>;
+    if (const int t = detail::reg_row_threads(cols / V, N, bwd_max_threads); t > 0) {
+      // As many blocks as are resident at once (never more than the workspace holds).
+      const auto kernel = rmsnorm_bwd_reg_kernel<T, V, N>;
+      const int64_t resident = int64_t(detail::sm_count()) * detail::blocks_per_sm(kernel, t);
+      parts = parts < resident ? parts : resident;
+      kernel<<<static_cast<unsigned>(parts), t, 0, stream>>>(x, gamma, dy, dx, workspace, rows,
+                                                             cols, eps);
+    } else {
+      rmsnorm_bwd_kernel<T, V><<<static_cast<unsigned>(parts), detail::row_threads(cols / V), 0,
+                                 stream>>>(x, gamma, dy, dx, workspace, rows, cols, eps);
+    }
   });
   PERFSIM_CUDA_CHECK_LAUNCH();
   detail::sum_partials(workspace, dgamma, parts, cols, stream);

@@ -1,0 +1,68 @@
+// Row-in-registers helpers for the memory-bound row kernels (norms, softmax, cross-entropy):
+// a row of `cols` elements is split into 16-byte packs (V elements each, V = 1 on the scalar
+// path); thread t of `stride` threads holds packs k = 0..N-1 at columns (t + k·stride)·V, so
+// a warp's k-th load is contiguous (coalesced). Holding the row as raw packs lets a kernel
+// read it from DRAM once, reduce, and write it without a second sweep. Packs past the row end
+// are zero-filled and must be masked by the caller (`in_row`).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels/kernel_util.cuh"
+
+namespace perfsim::cuda::detail {
+
+template <class T, int V, int N>
+struct RowSlice {
+  Pack<T, V> p[N];
+
+  // Column of element (k, i) for thread `tid` of `stride` threads.
+  __device__ __forceinline__ static int64_t col(int tid, int stride, int k, int i) {
+    return (static_cast<int64_t>(tid) + static_cast<int64_t>(k) * stride) * V + i;
+  }
+  __device__ __forceinline__ static bool in_row(int tid, int stride, int k, int64_t cols) {
+    return col(tid, stride, k, 0) < cols;
+  }
+  // Loads this thread's packs of `row` (cols elements); packs past `limit` (≤ cols) are zeros.
+  __device__ __forceinline__ void load(const T* __restrict__ row, int64_t limit, int tid,
+                                       int stride) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const int64_t c = col(tid, stride, k, 0);
+      if (c < limit) {
+        p[k] = *reinterpret_cast<const Pack<T, V>*>(row + c);
+      } else {
+#pragma unroll
+        for (int i = 0; i < V; ++i) p[k].v[i] = from_f32<T>(0.0f);
+      }
+    }
+  }
+  __device__ __forceinline__ float at(int k, int i) const { return to_f32(p[k].v[i]); }
+};
+
+// Packs per thread of the norm kernels. The persistent backward passes hold gamma, their
+// partial sums and two rows (current and next) of x and dy: 2 packs each keep them within 128
+// registers at 512 threads (rows up to 8192 bf16 / 4096 fp32 elements).
+template <int V> inline constexpr int fwd_packs = V == 1 ? 16 : 4;
+template <int V> inline constexpr int bwd_packs = V == 1 ? 8 : 2;
+constexpr int bwd_max_threads = 512;
+
+// Threads for a block holding a row of `units` packs, N packs per thread: a multiple of 32,
+// at least 32; 0 when the row does not fit in `max_threads` (the caller falls back).
+inline int reg_row_threads(int64_t units, int n, int max_threads = 1024) {
+  const int64_t t = ((units + n - 1) / n + 31) / 32 * 32;
+  if (t > max_threads) return 0;
+  return static_cast<int>(t < 32 ? 32 : t);
+}
+
+// Resident blocks per SM of `kernel` at `threads` threads (a host query; capturable).
+template <class K>
+inline int blocks_per_sm(K kernel, int threads, size_t smem = 0) {
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess || n < 1)
+    n = 1;
+  return n;
+}
+
+}  // namespace perfsim::cuda::detail
