@@ -3,7 +3,7 @@
 // j < visible(i) (all of them when not causal); masked entries of P are written as 0.
 // Forward: the row is held in registers (row_regs.cuh) and read from DRAM once: max, Σexp,
 // then the write. Rows up to 256 packs take one warp each (4 rows per block, shuffles only);
-// longer rows up to 8192 packs one block each. Wider rows fall back to two sweeps with an
+// longer rows up to 4096 packs one block each. Wider rows fall back to two sweeps with an
 // online (max, Σexp) pair per thread (Milakov & Gimelshein 2018). The backward's
 // dS = P ⊙ (dP − Σ dP⊙P) is a reduction sweep then a write sweep.
 #include "backends/cuda/cuda_check.hpp"
@@ -53,7 +53,7 @@ __global__ void softmax_kernel(const T* __restrict__ s, T* __restrict__ p, int64
 }
 
 constexpr int k_warp_rows = 4;   // rows (warps) per block of the warp kernel
-constexpr int k_block_packs = 8;  // packs per thread of the block kernel
+constexpr int k_block_packs = 4;  // packs per thread of the block kernel (no spills at 1024)
 
 template <bool Block> __device__ __forceinline__ float row_max(float v) {
   if constexpr (Block) return detail::block_max(v);
@@ -88,7 +88,7 @@ __device__ __forceinline__ void softmax_row(const T* __restrict__ sr, T* __restr
   for (int k = 0; k < N; ++k)
 #pragma unroll
     for (int i = 0; i < V; ++i)
-      if (Slice::col(tid, nt, k, i) < vis) s += expf(xs.at(k, i) - mx);
+      if (Slice::col(tid, nt, k, i) < vis) s += expf(xs.fresh(k, i) - mx);
   const float tot = row_sum<Block>(s);
   const float inv = tot > 0.0f ? 1.0f / tot : 0.0f;
 #pragma unroll
@@ -97,7 +97,7 @@ __device__ __forceinline__ void softmax_row(const T* __restrict__ sr, T* __restr
     float o[V];
 #pragma unroll
     for (int i = 0; i < V; ++i)
-      o[i] = Slice::col(tid, nt, k, i) < vis ? expf(xs.at(k, i) - mx) * inv : 0.0f;
+      o[i] = Slice::col(tid, nt, k, i) < vis ? expf(xs.fresh(k, i) - mx) * inv : 0.0f;
     detail::store_f32<T, V>(pr + Slice::col(tid, nt, k, 0), o);
   }
 }

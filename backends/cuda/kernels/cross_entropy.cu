@@ -1,13 +1,15 @@
 // Fused softmax cross-entropy (as llm.c's fused classifier): one block per row of logits
-// [rows, cols]. Sweep 1 keeps an online (max, Σexp) pair per thread (Milakov & Gimelshein
-// 2018) merged over the block into the log-sum-exp; sweep 2 writes the mean-loss gradient
-// (softmax − onehot)/rows. Logits are read twice (the second time mostly from L2), never a
-// probability tensor.
+// [rows, cols], never a probability tensor. Rows up to 8192 packs per block are held in
+// registers (row_regs.cuh) and read from DRAM once: max, Σexp → log-sum-exp, then the
+// mean-loss gradient (softmax − onehot)/rows. Wider rows take two sweeps: the first keeps an
+// online (max, Σexp) pair per thread (Milakov & Gimelshein 2018), the second re-reads the
+// logits (mostly from L2) and writes the gradient.
 #include <limits>
 
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/cross_entropy.cuh"
 #include "backends/cuda/kernels/kernel_util.cuh"
+#include "backends/cuda/kernels/row_regs.cuh"
 
 namespace perfsim::cuda {
 
@@ -54,6 +56,63 @@ __global__ void cross_entropy_kernel(const T* __restrict__ logits, const int32_t
   }
 }
 
+constexpr int k_packs = 8;  // packs per thread of the register kernel
+
+template <class T, int V, int N>
+__global__ void __launch_bounds__(1024) cross_entropy_reg_kernel(
+    const T* __restrict__ logits, const int32_t* __restrict__ targets, float* __restrict__ loss,
+    T* __restrict__ dlogits, int64_t rows, int64_t cols) {
+  using Slice = detail::RowSlice<T, V, N>;
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * cols;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const T* x = logits + off;
+  Slice xs;
+  xs.load(x, cols, tid, nt);
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (Slice::in_row(tid, nt, k, cols))
+#pragma unroll
+      for (int i = 0; i < V; ++i) m = fmaxf(m, xs.at(k, i));
+  const float mx = detail::block_max(m);
+  float tot[1] = {0.0f};
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (Slice::in_row(tid, nt, k, cols))
+#pragma unroll
+      for (int i = 0; i < V; ++i) tot[0] += expf(xs.fresh(k, i) - mx);
+  detail::block_sum(tot);
+  const float lse = mx + logf(tot[0]);
+  const int64_t target = targets[blockIdx.x];
+  const bool valid = target >= 0 && target < cols;
+  if (threadIdx.x == 0)
+    loss[blockIdx.x] = valid ? lse - detail::to_f32(x[target]) : std::numeric_limits<float>::quiet_NaN();
+  if (dlogits == nullptr) return;
+  const float inv_rows = 1.0f / static_cast<float>(rows);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    if (!Slice::in_row(tid, nt, k, cols)) continue;
+    const int64_t c = Slice::col(tid, nt, k, 0);
+    float g[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      g[i] = (expf(xs.fresh(k, i) - lse) - (c + i == target ? 1.0f : 0.0f)) * inv_rows;
+    detail::store_f32<T, V>(dlogits + off + c, g);
+  }
+}
+
+template <class T, int V>
+void launch_cross_entropy(const T* logits, const int32_t* targets, float* loss, T* dlogits,
+                          int64_t rows, int64_t cols, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(rows);
+  if (const int t = detail::reg_row_threads(cols / V, k_packs); t > 0)
+    cross_entropy_reg_kernel<T, V, k_packs><<<blocks, t, 0, stream>>>(logits, targets, loss,
+                                                                      dlogits, rows, cols);
+  else
+    cross_entropy_kernel<T, V><<<blocks, detail::row_threads_ilp(cols / V), 0, stream>>>(
+        logits, targets, loss, dlogits, rows, cols);
+}
+
 }  // namespace
 
 template <class T>
@@ -63,11 +122,9 @@ void cross_entropy(const T* logits, const int32_t* targets, float* loss,
   if (rows <= 0 || cols <= 0) return;
   constexpr int vec = detail::vec_of<T>;
   if (cols % vec == 0 && detail::aligned(16, logits, dlogits))
-    cross_entropy_kernel<T, vec><<<static_cast<unsigned>(rows), detail::row_threads_ilp(cols / vec), 0,
-                                   stream>>>(logits, targets, loss, dlogits, rows, cols);
+    launch_cross_entropy<T, vec>(logits, targets, loss, dlogits, rows, cols, stream);
   else
-    cross_entropy_kernel<T, 1><<<static_cast<unsigned>(rows), detail::row_threads_ilp(cols), 0,
-                                 stream>>>(logits, targets, loss, dlogits, rows, cols);
+    launch_cross_entropy<T, 1>(logits, targets, loss, dlogits, rows, cols, stream);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 

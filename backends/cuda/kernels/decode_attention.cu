@@ -2,15 +2,19 @@
 // Q [b, seq_q, H, d]; K, V [b, kv_capacity, Hkv, d] or pages [num_blocks, block_size, Hkv, d]
 // through block_table [b, max_blocks]; O like Q; LSE [b, H, seq_q] fp32.
 //
-// Kernel 1: one CTA of 4 warps per (split, kv head, batch). Its rows are the query rows of
-// every head of the GQA group (group·seq_q), so each K/V row is read from memory once per
-// group. Warp w takes positions split_start + w, +4, ... (4 at a time, loads issued before
-// use); each lane holds d/32 contiguous elements; scores are warp sums; an online softmax
-// per row keeps (max, denominator, acc). The 4 warps merge in shared memory and write an
-// unnormalized partial per (split, b, h, i): acc[d], max, denominator (natural-log domain
-// of scaled scores). Rows beyond 8 per pass are handled by further passes over the split.
-// Kernel 2: one warp per (b, h, i) merges the splits: M = max m_s, L = Σ l_s·e^(m_s−M),
-// O = Σ acc_s·e^(m_s−M) / L, LSE = M + ln L (−inf and O = 0 when nothing is visible).
+// Kernel 1: one CTA of 4 warps per (split, kv head, batch); splits are sized so that the
+// grid fills every SM several times (decode_attention_splits). Its rows are the query rows
+// of every head of the GQA group (group·seq_q), so each K/V row is read from memory once per
+// group. A K/V row of d elements is read by L = min(32, d/pack) lanes with 16-byte loads, so a
+// warp covers G = 32/L kv positions per load and issues U = 4 such loads for K and for V
+// before using any (G·U positions, 4 KiB of bf16 at d = 128, in flight per warp). Scores are
+// sums over the L lanes of a row; the online softmax (max, denominator, acc) is updated once
+// per G·U positions with a warp-wide batch max. The 4 warps merge in shared memory and write an
+// unnormalized partial per (split, b, h, i): acc[d], max, denominator (natural-log domain of
+// scaled scores). Query rows beyond R per pass (R = 1 or 4) are handled by further passes.
+// Kernel 2: one block per (b, h, i) and 32 output columns merges the splits: M = max m_s,
+// L = Σ l_s·e^(m_s−M), O = Σ acc_s·e^(m_s−M) / L, LSE = M + ln L (−inf and O = 0 when nothing
+// is visible); 8 lanes of splits per column are summed in a fixed order.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -21,6 +25,7 @@
 #include "backends/cuda/kernels/attention_device.cuh"
 #include "backends/cuda/kernels/decode_attention.cuh"
 #include "backends/cuda/kernels/flash_attention.cuh"
+#include "backends/cuda/kernels/kernel_util.cuh"
 #include "core/errors.hpp"
 
 namespace perfsim::cuda {
@@ -30,10 +35,11 @@ using namespace attn_detail;
 namespace {
 
 constexpr int k_warps = 4;
-constexpr int k_rows = 8;            // query rows per pass
-constexpr int k_unroll = 4;          // kv positions in flight per warp
-constexpr int k_split_target = 256;  // kv positions per split
-constexpr int k_max_splits = 64;
+constexpr int k_unroll = 4;           // 16-byte loads of K (and of V) in flight per lane
+constexpr int k_ctas_per_sm = 4;      // grid target of the split sizing
+constexpr int k_min_split_len = 64;   // kv positions per split, at least
+constexpr int k_max_splits = 256;
+constexpr int k_combine_lanes = 8;    // split lanes per output column in the combine kernel
 
 struct DecodeParams {
   const void* q;
@@ -59,113 +65,138 @@ struct PagedRows {
   }
 };
 
-// E contiguous elements as floats, with the widest aligned loads that fit.
-template <class T, int E>
-__device__ __forceinline__ void load_vec(const T* p, float (&f)[E]) {
-  constexpr int bytes = E * int(sizeof(T));
-  if constexpr (bytes % 16 == 0) {
+// Lane geometry of a head_dim-D row of T: L lanes per row, E elements (P packs) per lane,
+// G rows per warp load.
+template <class T, int D>
+struct Geometry {
+  static constexpr int pack = 16 / int(sizeof(T));
+  static constexpr int L = D / pack < 32 ? D / pack : 32;
+  static constexpr int E = D / L;
+  static constexpr int P = E / pack;
+  static constexpr int G = 32 / L;
+};
+
+template <class T, int P>
+__device__ __forceinline__ void load_packs(const T* p, uint4 (&w)[P]) {
 #pragma unroll
-    for (int c = 0; c < bytes / 16; ++c) {
-      const uint4 w = reinterpret_cast<const uint4*>(p)[c];
-      const T* e = reinterpret_cast<const T*>(&w);
-#pragma unroll
-      for (int u = 0; u < 16 / int(sizeof(T)); ++u) f[c * (16 / sizeof(T)) + u] = to_float(e[u]);
-    }
-  } else if constexpr (bytes == 8) {
-    const uint2 w = *reinterpret_cast<const uint2*>(p);
-    const T* e = reinterpret_cast<const T*>(&w);
-#pragma unroll
-    for (int u = 0; u < E; ++u) f[u] = to_float(e[u]);
-  } else {
-#pragma unroll
-    for (int u = 0; u < E; ++u) f[u] = to_float(p[u]);
-  }
+  for (int c = 0; c < P; ++c) w[c] = reinterpret_cast<const uint4*>(p)[c];
+}
+template <class T, int E, int P>
+__device__ __forceinline__ float elem(const uint4 (&w)[P], int e) {
+  return to_float(reinterpret_cast<const T*>(&w[0])[e]);
 }
 
-template <class T, int D, class Rows>
+template <class T, int D, int R, class Rows>
 __global__ void __launch_bounds__(k_warps * 32) decode_split_kernel(DecodeParams p, Rows rows) {
-  constexpr int E = D / 32;
-  __shared__ float red_acc[k_warps][k_rows][D];
-  __shared__ float red_ml[k_warps][k_rows][2];
+  using Geo = Geometry<T, D>;
+  constexpr int L = Geo::L, E = Geo::E, P = Geo::P, G = Geo::G;
+  __shared__ float red_acc[k_warps][R][D];
+  __shared__ float red_ml[k_warps][R][2];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int sub = lane % L, grp = lane / L;  // element slice and kv row of this lane
   const int split = blockIdx.x, kh = blockIdx.y, b = blockIdx.z;
   const int j_begin = split * p.split_len;
   const int j_end = min(p.seq_kv, j_begin + p.split_len);
   const int64_t kv_stride = int64_t(p.kv_heads) * D;
-  const T* k = static_cast<const T*>(p.k) + int64_t(kh) * D + lane * E;
-  const T* v = static_cast<const T*>(p.v) + int64_t(kh) * D + lane * E;
+  const T* k = static_cast<const T*>(p.k) + int64_t(kh) * D + sub * E;
+  const T* v = static_cast<const T*>(p.v) + int64_t(kh) * D + sub * E;
   const int total_rows = p.group * p.seq_q;  // row r: head kh·group + r / seq_q, query r % seq_q
+  constexpr int chunk = G * k_unroll;        // kv positions per warp iteration
 
-  for (int r0 = 0; r0 < total_rows; r0 += k_rows) {
-    float qf[k_rows][E], acc[k_rows][E], m[k_rows], l[k_rows];
-    int vis[k_rows];
+  for (int r0 = 0; r0 < total_rows; r0 += R) {
+    float qf[R][E], acc[R][E], m[R], l[R];
+    int vis[R];
 #pragma unroll
-    for (int r = 0; r < k_rows; ++r) {
+    for (int r = 0; r < R; ++r) {
       const int rr = r0 + r;
       const bool live = rr < total_rows;
       const int h = kh * p.group + (live ? rr / p.seq_q : 0);
       const int i = live ? rr % p.seq_q : 0;
       if (live) {
-        load_vec<T, E>(static_cast<const T*>(p.q) + ((int64_t(b) * p.seq_q + i) * p.heads + h) * D + lane * E, qf[r]);
+        uint4 w[P];
+        load_packs<T, P>(static_cast<const T*>(p.q) + ((int64_t(b) * p.seq_q + i) * p.heads + h) * D + sub * E, w);
+#pragma unroll
+        for (int e = 0; e < E; ++e) qf[r][e] = elem<T, E, P>(w, e) * p.scale;
       } else {
 #pragma unroll
-        for (int u = 0; u < E; ++u) qf[r][u] = 0.f;
+        for (int e = 0; e < E; ++e) qf[r][e] = 0.f;
       }
-#pragma unroll
-      for (int u = 0; u < E; ++u) qf[r][u] *= p.scale;
       vis[r] = !live ? 0 : p.causal ? max(0, min(p.seq_kv, p.seq_kv - p.seq_q + i + 1)) : p.seq_kv;
       m[r] = -INFINITY;
       l[r] = 0.f;
 #pragma unroll
-      for (int u = 0; u < E; ++u) acc[r][u] = 0.f;
+      for (int e = 0; e < E; ++e) acc[r][e] = 0.f;
     }
 
-    for (int j = j_begin + warp; j < j_end; j += k_warps * k_unroll) {
-      float kf[k_unroll][E], vf[k_unroll][E];
+    for (int base = j_begin + warp * chunk; base < j_end; base += k_warps * chunk) {
+      uint4 kw[k_unroll][P], vw[k_unroll][P];
 #pragma unroll
-      for (int x = 0; x < k_unroll; ++x) {
-        const int jj = j + x * k_warps;
-        if (jj < j_end) {
-          const int64_t row = rows(b, jj);
-          load_vec<T, E>(k + row * kv_stride, kf[x]);
-          load_vec<T, E>(v + row * kv_stride, vf[x]);
+      for (int u = 0; u < k_unroll; ++u) {
+        const int j = base + u * G + grp;
+        if (j < j_end) {
+          const int64_t row = rows(b, j);
+          load_packs<T, P>(k + row * kv_stride, kw[u]);
+          load_packs<T, P>(v + row * kv_stride, vw[u]);
+        } else {
+#pragma unroll
+          for (int c = 0; c < P; ++c) kw[u][c] = vw[u][c] = make_uint4(0, 0, 0, 0);
         }
       }
 #pragma unroll
-      for (int x = 0; x < k_unroll; ++x) {
-        const int jj = j + x * k_warps;
-        if (jj >= j_end) break;
+      for (int r = 0; r < R; ++r) {
+        if (r0 + r >= total_rows) break;
+        float s[k_unroll];
+        float bm = -INFINITY;
 #pragma unroll
-        for (int r = 0; r < k_rows; ++r) {
-          if (r0 + r >= total_rows) break;
+        for (int u = 0; u < k_unroll; ++u) {
           float dot = 0.f;
 #pragma unroll
-          for (int u = 0; u < E; ++u) dot += qf[r][u] * kf[x][u];
-          const float s = warp_sum(dot);
-          if (jj >= vis[r]) continue;
-          const float m_new = fmaxf(m[r], s);
-          const float corr = expf(m[r] - m_new);
-          const float pj = expf(s - m_new);
-          l[r] = l[r] * corr + pj;
+          for (int e = 0; e < E; ++e) dot += qf[r][e] * elem<T, E, P>(kw[u], e);
 #pragma unroll
-          for (int u = 0; u < E; ++u) acc[r][u] = acc[r][u] * corr + pj * vf[x][u];
-          m[r] = m_new;
+          for (int o = L / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+          const int j = base + u * G + grp;
+          s[u] = j < j_end && j < vis[r] ? dot : -INFINITY;
+          bm = fmaxf(bm, s[u]);
         }
+#pragma unroll
+        for (int o = L; o < 32; o <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
+        const float m_new = fmaxf(m[r], bm);
+        if (m_new == -INFINITY) continue;  // warp-uniform: nothing visible yet
+        const float corr = expf(m[r] - m_new);
+        l[r] *= corr;
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[r][e] *= corr;
+#pragma unroll
+        for (int u = 0; u < k_unroll; ++u) {
+          const float pj = expf(s[u] - m_new);  // 0 for masked positions
+          l[r] += pj;
+#pragma unroll
+          for (int e = 0; e < E; ++e) acc[r][e] += pj * elem<T, E, P>(vw[u], e);
+        }
+        m[r] = m_new;
       }
     }
 
-    // Merge the 4 warps' states, then write this split's partial for each live row.
+    // Sum the G row groups of the warp (they share the warp-wide max), then merge the warps.
 #pragma unroll
-    for (int r = 0; r < k_rows; ++r) {
+    for (int r = 0; r < R; ++r) {
 #pragma unroll
-      for (int u = 0; u < E; ++u) red_acc[warp][r][lane * E + u] = acc[r][u];
+      for (int o = L; o < 32; o <<= 1) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], o);
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], o);
+      }
+      if (grp == 0) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) red_acc[warp][r][sub * E + e] = acc[r][e];
+      }
       if (lane == 0) {
         red_ml[warp][r][0] = m[r];
         red_ml[warp][r][1] = l[r];
       }
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < k_rows * D; e += k_warps * 32) {
+    for (int e = threadIdx.x; e < R * D; e += k_warps * 32) {
       const int r = e / D, x = e % D, rr = r0 + r;
       if (rr >= total_rows) continue;
       float mm = -INFINITY;
@@ -192,29 +223,44 @@ __global__ void __launch_bounds__(k_warps * 32) decode_split_kernel(DecodeParams
   }
 }
 
+// Block (row, column tile): 32 output columns × k_combine_lanes lanes of splits.
 template <class T>
-__global__ void decode_combine_kernel(DecodeParams p, int d, T* o, float* lse) {
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;  // (b, h, i)
-  const int lane = threadIdx.x % 32;
+__global__ void __launch_bounds__(32 * k_combine_lanes) decode_combine_kernel(DecodeParams p, int d,
+                                                                             T* o, float* lse) {
+  __shared__ float weight[k_max_splits];
+  __shared__ float red[k_combine_lanes][33];
+  __shared__ float total[2];
+  const int64_t row = blockIdx.x;  // (b·H + h)·seq_q + i
   const int64_t rows = int64_t(p.batch) * p.heads * p.seq_q;
-  if (row >= rows) return;
-  float mm = -INFINITY;
-  for (int s = 0; s < p.splits; ++s) mm = fmaxf(mm, p.part_ml[(s * rows + row) * 2]);
-  float ll = 0.f;
-  if (mm != -INFINITY)
-    for (int s = 0; s < p.splits; ++s)
-      ll += p.part_ml[(s * rows + row) * 2 + 1] * expf(p.part_ml[(s * rows + row) * 2] - mm);
-  const float inv = ll > 0.f ? 1.f / ll : 0.f;
-  const int64_t i = row % p.seq_q, h = (row / p.seq_q) % p.heads, b = row / (int64_t(p.seq_q) * p.heads);
-  T* orow = o + ((b * p.seq_q + i) * p.heads + h) * d;
-  for (int x = lane; x < d; x += 32) {
-    float a = 0.f;
-    if (ll > 0.f)
-      for (int s = 0; s < p.splits; ++s)
-        a += p.part_acc[(s * rows + row) * d + x] * expf(p.part_ml[(s * rows + row) * 2] - mm);
-    orow[x] = from_float<T>(a * inv);
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  if (ty == 0) {
+    float mm = -INFINITY;
+    for (int s = tx; s < p.splits; s += 32) mm = fmaxf(mm, p.part_ml[(s * rows + row) * 2]);
+    mm = warp_max(mm);
+    float ll = 0.f;
+    for (int s = tx; s < p.splits; s += 32) {
+      const float f = mm == -INFINITY ? 0.f : expf(p.part_ml[(s * rows + row) * 2] - mm);
+      weight[s] = f;
+      ll += p.part_ml[(s * rows + row) * 2 + 1] * f;
+    }
+    ll = warp_sum(ll);
+    if (tx == 0) total[0] = mm, total[1] = ll;
   }
-  if (lane == 0) lse[row] = ll > 0.f ? mm + logf(ll) : -INFINITY;  // row == (b·H + h)·seq_q + i
+  __syncthreads();
+  const float mm = total[0], ll = total[1];
+  const int x = blockIdx.y * 32 + tx;
+  float a = 0.f;
+#pragma unroll 4
+  for (int s = ty; s < p.splits; s += k_combine_lanes) a += p.part_acc[(s * rows + row) * d + x] * weight[s];
+  red[ty][tx] = a;
+  __syncthreads();
+  if (ty != 0) return;
+  float sum = 0.f;
+#pragma unroll
+  for (int y = 0; y < k_combine_lanes; ++y) sum += red[y][tx];
+  const int64_t i = row % p.seq_q, h = (row / p.seq_q) % p.heads, b = row / (int64_t(p.seq_q) * p.heads);
+  o[((b * p.seq_q + i) * p.heads + h) * d + x] = from_float<T>(ll > 0.f ? sum / ll : 0.f);
+  if (blockIdx.y == 0 && tx == 0) lse[row] = ll > 0.f ? mm + logf(ll) : -INFINITY;
 }
 
 bool split_kernel_head_dim(int64_t d) { return d == 32 || d == 64 || d == 128 || d == 256; }
@@ -234,28 +280,38 @@ void launch_decode(const T* q, const T* k, const T* v, T* o, float* lse, const A
   p.part_acc = static_cast<float*>(workspace);
   p.part_ml = p.part_acc + slots * a.head_dim;
   const dim3 grid(unsigned(splits), unsigned(a.kv_heads), unsigned(a.batch));
+  const bool one_row = a.group() * a.seq_q == 1;
+  auto launch = [&](auto d_c) {
+    constexpr int D = decltype(d_c)::value;
+    if (one_row) decode_split_kernel<T, D, 1><<<grid, k_warps * 32, 0, stream>>>(p, rows);
+    else decode_split_kernel<T, D, 4><<<grid, k_warps * 32, 0, stream>>>(p, rows);
+  };
   switch (a.head_dim) {
-    case 32: decode_split_kernel<T, 32><<<grid, k_warps * 32, 0, stream>>>(p, rows); break;
-    case 64: decode_split_kernel<T, 64><<<grid, k_warps * 32, 0, stream>>>(p, rows); break;
-    case 128: decode_split_kernel<T, 128><<<grid, k_warps * 32, 0, stream>>>(p, rows); break;
-    case 256: decode_split_kernel<T, 256><<<grid, k_warps * 32, 0, stream>>>(p, rows); break;
+    case 32: launch(std::integral_constant<int, 32>{}); break;
+    case 64: launch(std::integral_constant<int, 64>{}); break;
+    case 128: launch(std::integral_constant<int, 128>{}); break;
+    case 256: launch(std::integral_constant<int, 256>{}); break;
     default:
       throw ConfigError("decode_attention: head_dim " + std::to_string(a.head_dim) +
                         " unsupported (32, 64, 128 or 256)");
   }
   PERFSIM_CUDA_CHECK_LAUNCH();
   const int64_t out_rows = a.batch * a.heads * a.seq_q;
-  constexpr int warps = 8;
-  decode_combine_kernel<T><<<unsigned((out_rows + warps - 1) / warps), warps * 32, 0, stream>>>(
-      p, int(a.head_dim), o, lse);
+  decode_combine_kernel<T><<<dim3(unsigned(out_rows), unsigned(a.head_dim / 32)),
+                             dim3(32, k_combine_lanes), 0, stream>>>(p, int(a.head_dim), o, lse);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 int decode_attention_splits(const AttnShape& a) {
-  const int64_t s = (a.seq_kv + k_split_target - 1) / k_split_target;
-  return int(std::clamp<int64_t>(s, 1, k_max_splits));
+  // Enough CTAs (splits × kv heads × batch) to fill every SM k_ctas_per_sm times, but no
+  // split shorter than k_min_split_len positions.
+  const int64_t ctas = std::max<int64_t>(1, a.batch * a.kv_heads);
+  const int64_t target = int64_t(detail::sm_count()) * k_ctas_per_sm;
+  const int64_t by_grid = (target + ctas - 1) / ctas;
+  const int64_t by_len = (a.seq_kv + k_min_split_len - 1) / k_min_split_len;
+  return int(std::clamp<int64_t>(std::min(by_grid, by_len), 1, k_max_splits));
 }
 
 int64_t decode_attention_workspace_bytes(const AttnShape& a) {

@@ -285,8 +285,10 @@ void launch(const BwdParams& p, int batch, cudaStream_t stream) {
 
 template <class T, int D>
 void launch_d(const BwdParams& p, int batch, int block_n, cudaStream_t stream) {
-  // 128-row kv tiles (8 warps) halve the dQ atomics per flop against 64-row ones.
-  if (block_n == 0) block_n = 128;
+  // Default from measurement on an H100 (docs/PERFORMANCE.md): at d = 128 the 128-row kv
+  // tile (8 warps, half the dQ atomics per flop) runs 5-11% faster; at d = 64 the two are
+  // within 1%, and the 64-row tile (2 CTAs per SM) is kept.
+  if (block_n == 0) block_n = D == 128 ? 128 : 64;
   if (block_n == 64) launch<T, D, 4>(p, batch, stream);
   else if (block_n == 128) launch<T, D, 8>(p, batch, stream);
   else throw ConfigError("flash_attention_bwd: block_n must be 64 or 128, got " + std::to_string(block_n));

@@ -13,6 +13,21 @@
 
 namespace perfsim::cuda::detail {
 
+// Widening the compiler may not common out (asm volatile): kernels that sweep a held row
+// several times around block barriers use it so that only the raw packs stay live, not a
+// float copy of the row (which would spill at 1024 threads).
+__device__ __forceinline__ float fresh_f32(float x) { return x; }
+__device__ __forceinline__ float fresh_f32(__nv_bfloat16 x) {
+  unsigned r;
+  asm volatile("cvt.u32.u16 %0, %1;" : "=r"(r) : "h"(__bfloat16_as_ushort(x)));
+  return __uint_as_float(r << 16);
+}
+__device__ __forceinline__ float fresh_f32(__half x) {
+  float r;
+  asm volatile("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(__half_as_ushort(x)));
+  return r;
+}
+
 template <class T, int V, int N>
 struct RowSlice {
   Pack<T, V> p[N];
@@ -39,6 +54,7 @@ struct RowSlice {
     }
   }
   __device__ __forceinline__ float at(int k, int i) const { return to_f32(p[k].v[i]); }
+  __device__ __forceinline__ float fresh(int k, int i) const { return fresh_f32(p[k].v[i]); }
 };
 
 // Packs per thread of the norm kernels. The persistent backward passes hold gamma, their
