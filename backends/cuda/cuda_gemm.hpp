@@ -8,8 +8,9 @@
 // with fp32 accumulation (C fp32 or the input type), fp8 e4m3 inputs with per-tensor
 // dequantization scales (device pointers) and a bf16/fp16/fp32 C. cuBLASLt's fp8 kernels
 // take only the "TN" form (its A transposed, its B not), which in row-major terms means
-// trans_b = true and trans_a = false; gemm() refuses other fp8 layouts, and the op runner
-// (cuda_op_exec.cpp) quantizes/transposes operands into that form first.
+// trans_b = true and trans_a = false; gemm() refuses other fp8 layouts. fp8 inference
+// weights are stored in that form once at fill time (cuda_fp8_gemm.cpp); other operands are
+// quantized/transposed into it per call.
 // Heuristic results are cached per (shape, types, layout); the 32 MiB workspace is
 // allocated once per engine.
 #pragma once
