@@ -80,6 +80,14 @@ TEST_CASE_TEMPLATE("cuda kernels: materialized attention matches the CPU referen
       check_attention<D>({.batch = 1, .seq_q = 64, .seq_kv = 64, .heads = 2, .kv_heads = 2,
                           .head_dim = 64, .kv_capacity = 64, .grad_capacity = 64, .causal = causal});
     }
+    SUBCASE("long rows: one block per softmax row") {
+      check_attention<D>({.batch = 1, .seq_q = 5, .seq_kv = 3000, .heads = 2, .kv_heads = 1,
+                          .head_dim = 32, .kv_capacity = 3000, .grad_capacity = 3000, .causal = causal});
+    }
+    SUBCASE("very long rows: two-sweep softmax") {
+      check_attention<D>({.batch = 1, .seq_q = 2, .seq_kv = 40000, .heads = 1, .kv_heads = 1,
+                          .head_dim = 16, .kv_capacity = 40000, .grad_capacity = 40000, .causal = causal});
+    }
     SUBCASE("one-token decode, GQA 4") {
       check_attention<D>({.batch = 2, .seq_q = 1, .seq_kv = 37, .heads = 8, .kv_heads = 2,
                           .head_dim = 32, .kv_capacity = 48, .grad_capacity = 37, .causal = causal});

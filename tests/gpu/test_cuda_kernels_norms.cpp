@@ -93,6 +93,10 @@ TEST_CASE_TEMPLATE("cuda kernels: norm backward matches the CPU reference", D, f
   SUBCASE("odd cols") { check_backward<D>(7, 1000 + 1); }
   // More rows than partial blocks (512): several rows per block, summed in a fixed order.
   SUBCASE("rows > partial blocks") { check_backward<D>(1100, 256); }
+  // Rows held in registers by persistent blocks, several rows each.
+  SUBCASE("llama-like rows, persistent blocks") { check_backward<D>(600, 4096); }
+  // Too wide for one block's registers: the two-sweep kernels.
+  SUBCASE("wide rows (two-sweep fallback)") { check_backward<D>(5, 8200); }
 }
 
 TEST_CASE("cuda kernels: norm backward is deterministic") {

@@ -1,9 +1,9 @@
 // Fused softmax cross-entropy (as llm.c's fused classifier): one block per row of logits
-// [rows, cols], never a probability tensor. Rows up to 8192 packs per block are held in
-// registers (row_regs.cuh) and read from DRAM once: max, Σexp → log-sum-exp, then the
-// mean-loss gradient (softmax − onehot)/rows. Wider rows take two sweeps: the first keeps an
-// online (max, Σexp) pair per thread (Milakov & Gimelshein 2018), the second re-reads the
-// logits (mostly from L2) and writes the gradient.
+// [rows, cols], never a probability tensor. Rows up to 4096 packs are held in registers
+// (row_regs.cuh) and read from DRAM once: max, Σexp → log-sum-exp, then the mean-loss
+// gradient (softmax − onehot)/rows. Wider rows take two sweeps: the first keeps an online
+// (max, Σexp) pair per thread (Milakov & Gimelshein 2018) and, for rows up to 110 KiB, a copy
+// of the row in shared memory that the second sweep (the gradient) reads instead of memory.
 #include <limits>
 
 #include "backends/cuda/cuda_check.hpp"
@@ -15,17 +15,28 @@ namespace perfsim::cuda {
 
 namespace {
 
-template <class T, int V>
+// Cache: sweep 1 also keeps the row in shared memory (cols·sizeof(T) bytes, dynamic), so
+// sweep 2 reads it from there instead of L2/DRAM.
+template <class T, int V, bool Cache>
 __global__ void cross_entropy_kernel(const T* __restrict__ logits, const int32_t* __restrict__ targets,
                                      float* __restrict__ loss, T* __restrict__ dlogits,
                                      int64_t rows, int64_t cols) {
+  extern __shared__ __align__(16) unsigned char row_cache[];
+  auto* cache = reinterpret_cast<detail::Pack<T, V>*>(row_cache);
   const int64_t off = static_cast<int64_t>(blockIdx.x) * cols;
   const T* x = logits + off;
   const int64_t step = static_cast<int64_t>(blockDim.x) * V;
   float m = -INFINITY, s = 0.0f;
   for (int64_t c = threadIdx.x * V; c < cols; c += step) {
     float v[V];
-    detail::load_f32<T, V>(x + c, v);
+    if constexpr (Cache) {
+      const auto pk = *reinterpret_cast<const detail::Pack<T, V>*>(x + c);
+      cache[c / V] = pk;
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = detail::to_f32(pk.v[i]);
+    } else {
+      detail::load_f32<T, V>(x + c, v);
+    }
     float vm = v[0];
 #pragma unroll
     for (int i = 1; i < V; ++i) vm = fmaxf(vm, v[i]);
@@ -48,7 +59,13 @@ __global__ void cross_entropy_kernel(const T* __restrict__ logits, const int32_t
   const float inv_rows = 1.0f / static_cast<float>(rows);
   for (int64_t c = threadIdx.x * V; c < cols; c += step) {
     float v[V], g[V];
-    detail::load_f32<T, V>(x + c, v);
+    if constexpr (Cache) {  // written by this thread in sweep 1: no barrier needed
+      const auto pk = cache[c / V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = detail::to_f32(pk.v[i]);
+    } else {
+      detail::load_f32<T, V>(x + c, v);
+    }
 #pragma unroll
     for (int i = 0; i < V; ++i)
       g[i] = (expf(v[i] - lse) - (c + i == target ? 1.0f : 0.0f)) * inv_rows;
@@ -56,10 +73,12 @@ __global__ void cross_entropy_kernel(const T* __restrict__ logits, const int32_t
   }
 }
 
-constexpr int k_packs = 8;  // packs per thread of the register kernel
+constexpr int k_packs = 8;            // packs per thread of the register kernel
+constexpr int k_reg_threads = 512;    // at most: 2+ blocks per SM without spills
+constexpr int k_cache_bytes = 110 << 10;  // row cache limit: two blocks per SM (227 KiB)
 
 template <class T, int V, int N>
-__global__ void __launch_bounds__(1024) cross_entropy_reg_kernel(
+__global__ void __launch_bounds__(k_reg_threads) cross_entropy_reg_kernel(
     const T* __restrict__ logits, const int32_t* __restrict__ targets, float* __restrict__ loss,
     T* __restrict__ dlogits, int64_t rows, int64_t cols) {
   using Slice = detail::RowSlice<T, V, N>;
@@ -105,12 +124,25 @@ template <class T, int V>
 void launch_cross_entropy(const T* logits, const int32_t* targets, float* loss, T* dlogits,
                           int64_t rows, int64_t cols, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>(rows);
-  if (const int t = detail::reg_row_threads(cols / V, k_packs); t > 0)
+  const int threads = detail::row_threads_ilp(cols / V);
+  const int64_t bytes = cols * static_cast<int64_t>(sizeof(T));
+  if (const int t = detail::reg_row_threads(cols / V, k_packs, k_reg_threads); t > 0) {
     cross_entropy_reg_kernel<T, V, k_packs><<<blocks, t, 0, stream>>>(logits, targets, loss,
                                                                       dlogits, rows, cols);
-  else
-    cross_entropy_kernel<T, V><<<blocks, detail::row_threads_ilp(cols / V), 0, stream>>>(
+  } else if (dlogits != nullptr && bytes <= k_cache_bytes) {
+    static const bool opted_in = [] {  // once per instantiation: a host attribute, capturable
+      PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(cross_entropy_kernel<T, V, true>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              k_cache_bytes));
+      return true;
+    }();
+    (void)opted_in;
+    cross_entropy_kernel<T, V, true><<<blocks, threads, static_cast<size_t>(bytes), stream>>>(
         logits, targets, loss, dlogits, rows, cols);
+  } else {
+    cross_entropy_kernel<T, V, false><<<blocks, threads, 0, stream>>>(logits, targets, loss,
+                                                                      dlogits, rows, cols);
+  }
 }
 
 }  // namespace

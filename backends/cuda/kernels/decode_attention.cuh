@@ -14,7 +14,8 @@ namespace perfsim::cuda {
 
 using cpu::AttnShape;
 
-// Number of kv splits the launchers use for a shape (about 256 kv positions per split).
+// Number of kv splits the launchers use for a shape: enough CTAs (splits × kv heads × batch)
+// for 4 per SM of the current device, each split at least 64 kv positions, at most 256 splits.
 [[nodiscard]] int decode_attention_splits(const AttnShape& a);
 // Bytes of workspace the decode launchers need (fp32 partials for every split).
 [[nodiscard]] int64_t decode_attention_workspace_bytes(const AttnShape& a);

@@ -179,28 +179,29 @@ __global__ void __launch_bounds__(detail::bwd_max_threads) layernorm_bwd_reg_ker
       nx.load(x + (r + 1) * cols, cols, tid, nt);
       nd.load(dy + (r + 1) * cols, cols, tid, nt);
     }
-    float s[1] = {0.0f};
-#pragma unroll
-    for (int k = 0; k < N; ++k)
-#pragma unroll
-      for (int i = 0; i < V; ++i) s[0] += xs.at(k, i);
-    detail::block_sum(s);
-    const float mean = s[0] * inv_cols;
-    float acc[3] = {0.0f, 0.0f, 0.0f};  // Σ (x−mean)², Σ g, Σ g·(x−mean); g = dy ⊙ gamma
+    // One reduction for all statistics, shifted by the row's first element (any sample of the
+    // row keeps the one-pass variance free of cancellation when |mean| ≫ std).
+    const float shift = detail::to_f32(x[r * cols]);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // Σ x−K, Σ (x−K)², Σ g, Σ g·(x−K); g = dy ⊙ gamma
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      if (!Slice::in_row(tid, nt, k, cols)) continue;  // zero-filled x would count −mean
+      if (!Slice::in_row(tid, nt, k, cols)) continue;  // zero-filled x would count −K
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        const float xc = xs.at(k, i) - mean, gv = ds.at(k, i) * g[k][i];
-        acc[0] += xc * xc;
-        acc[1] += gv;
-        acc[2] += gv * xc;
+        const float xk = xs.at(k, i) - shift, gv = ds.at(k, i) * g[k][i];
+        acc[0] += xk;
+        acc[1] += xk * xk;
+        acc[2] += gv;
+        acc[3] += gv * xk;
       }
     }
     detail::block_sum(acc);
-    const float rstd = 1.0f / sqrtf(acc[0] * inv_cols + eps);
-    const float mg = acc[1] * inv_cols, mgx = acc[2] * rstd * inv_cols;
+    const float mk = acc[0] * inv_cols;  // mean − K
+    const float mean = shift + mk;
+    const float var = fmaxf(acc[1] * inv_cols - mk * mk, 0.0f);
+    const float rstd = 1.0f / sqrtf(var + eps);
+    // Σ g·(x−mean) = Σ g·(x−K) − (mean−K)·Σ g
+    const float mg = acc[2] * inv_cols, mgx = (acc[3] - mk * acc[2]) * rstd * inv_cols;
     // dx = rstd · (g − mean(g) − x̂·mean(g ⊙ x̂))
 #pragma unroll
     for (int k = 0; k < N; ++k) {

@@ -1,9 +1,9 @@
 // Row normalizations on the GPU, mirroring cpu::layernorm/rmsnorm (backends/cpu/cpu_kernels.hpp):
 // x, y, dx, sum [rows, cols]; gamma, beta, dgamma, dbeta [cols]. One block per row, 16-byte
 // vector loads when the row pointers allow, fp32 statistics. The backward passes reduce
-// dgamma/dbeta deterministically: each of min(rows, 512) blocks owns a fixed range of rows
-// and writes per-column partial sums to `workspace`, then a second kernel sums the partials
-// in a fixed order. Launchers are asynchronous on `stream` and capturable.
+// dgamma/dbeta deterministically: each of at most min(rows, 512) blocks (as many as are
+// resident on the device) owns a fixed range of rows and writes per-column partial sums to
+// `workspace`, then a second kernel sums the partials in a fixed order. Launchers are asynchronous on `stream` and capturable.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
