@@ -1,8 +1,12 @@
 // GemmEngine (see cuda_gemm.hpp): operand swap for row-major data, one cached cuBLASLt plan
-// (descriptor, layouts, heuristic algorithm) per shape/type/layout key.
+// (descriptor, layouts, heuristic candidates, chosen algorithm) per shape/type/layout key, and
+// the autotuning that times the candidates on the first eager call.
 #include "backends/cuda/cuda_gemm.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
 
 #include "backends/cuda/cuda_check.hpp"
 #include "core/errors.hpp"
@@ -38,6 +42,28 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows_rm, int64_t co
   }
   return l;
 }
+
+// True when `stream` is capturing a CUDA graph, or when asking is itself illegal (the legacy
+// stream while another stream captures in global mode): then nothing may synchronize.
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Events and scratch of one tuning, released on every exit path.
+struct TuningResources {
+  std::array<cudaEvent_t, GemmEngine::autotune_timed + 1> events{};
+  void* scratch = nullptr;  // [batch, m, n] of the C type
+  ~TuningResources() {
+    for (cudaEvent_t e : events)
+      if (e != nullptr) (void)cudaEventDestroy(e);
+    if (scratch != nullptr) (void)cudaFree(scratch);
+  }
+};
 
 }  // namespace
 
@@ -109,12 +135,16 @@ GemmEngine::Plan& GemmEngine::plan_for(const GemmOperand& a, const GemmOperand& 
   const uint64_t ws = workspace_bytes;
   PERFSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                             sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, autotune_candidates> results{};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(m_handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(m_handle, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                           autotune_candidates, results.data(), &found);
   (void)cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+  if (st == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < found; ++i)
+      if (results[static_cast<std::size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
+        p.candidates.push_back(results[static_cast<std::size_t>(i)].algo);
+  if (p.candidates.empty()) {
     (void)cublasLtMatrixLayoutDestroy(p.a);
     (void)cublasLtMatrixLayoutDestroy(p.b);
     (void)cublasLtMatrixLayoutDestroy(p.c);
@@ -124,8 +154,55 @@ GemmEngine::Plan& GemmEngine::plan_for(const GemmOperand& a, const GemmOperand& 
         s.batch, s.m, s.n, s.k, name_of(a.type), name_of(b.type), name_of(c_type), s.trans_a, s.trans_b,
         static_cast<int>(st)));
   }
-  p.algo = result.algo;
-  return m_plans.emplace(key, p).first->second;
+  p.algo = p.candidates.front();
+  return m_plans.emplace(key, std::move(p)).first->second;
+}
+
+std::size_t GemmEngine::tuned_plans() const {
+  return static_cast<std::size_t>(
+      std::count_if(m_plans.begin(), m_plans.end(), [](const auto& kv) { return kv.second.tuned; }));
+}
+
+void GemmEngine::tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem c_type, const cpu::GemmShape& s,
+                      float beta, cudaStream_t stream) {
+  p.tuned = true;  // also when it fails below: the first heuristic stays, no retry per call
+  if (p.candidates.size() < 2) return;
+  TuningResources r;
+  const std::size_t c_bytes = static_cast<std::size_t>(s.batch * s.m * s.n) * static_cast<std::size_t>(bytes_of(c_type));
+  if (cudaMalloc(&r.scratch, c_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // no room for a scratch C: keep the first heuristic
+    r.scratch = nullptr;
+    return;
+  }
+  // Finite, so that beta = 1 reads the same kind of values as the real launch does.
+  PERFSIM_CUDA_CHECK(cudaMemsetAsync(r.scratch, 0, c_bytes, stream));
+  for (cudaEvent_t& e : r.events) PERFSIM_CUDA_CHECK(cudaEventCreate(&e));
+  const float alpha = 1.0f;
+  auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(m_handle, p.desc, &alpha, b.data, p.a, a.data, p.b, &beta, r.scratch, p.c, r.scratch, p.c,
+                          &algo, m_workspace, workspace_bytes, stream);
+  };
+  float best_ms = 0;
+  const cublasLtMatmulAlgo_t* best = nullptr;
+  for (const cublasLtMatmulAlgo_t& algo : p.candidates) {
+    bool ok = true;
+    for (int i = 0; i < autotune_warmup && ok; ++i) ok = launch(algo) == CUBLAS_STATUS_SUCCESS;
+    if (!ok) continue;  // the heuristic offered it, but it refuses these operands: skip it
+    PERFSIM_CUDA_CHECK(cudaEventRecord(r.events[0], stream));
+    for (int i = 0; i < autotune_timed && ok; ++i) {
+      ok = launch(algo) == CUBLAS_STATUS_SUCCESS;
+      PERFSIM_CUDA_CHECK(cudaEventRecord(r.events[static_cast<std::size_t>(i) + 1], stream));
+    }
+    PERFSIM_CUDA_CHECK(cudaEventSynchronize(r.events.back()));
+    if (!ok) continue;
+    std::array<float, autotune_timed> ms{};
+    for (std::size_t i = 0; i < ms.size(); ++i)
+      PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms[i], r.events[i], r.events[i + 1]));
+    std::sort(ms.begin(), ms.end());
+    const float median = ms[ms.size() / 2];
+    if (best == nullptr || median < best_ms) best = &algo, best_ms = median;
+  }
+  if (best != nullptr) p.algo = *best;
 }
 
 void GemmEngine::gemm(const GemmOperand& a, const GemmOperand& b, void* c, Elem c_type, const cpu::GemmShape& s,
@@ -141,6 +218,7 @@ void GemmEngine::gemm(const GemmOperand& a, const GemmOperand& b, void* c, Elem 
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.scale, sizeof(a.scale)));
   }
   const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
+  if (m_autotune && !p.tuned && !capturing(stream)) tune(p, a, b, c_type, s, beta, stream);
   PERFSIM_CUBLAS_CHECK(cublasLtMatmul(m_handle, p.desc, &alpha, b.data, p.a, a.data, p.b, &beta, c, p.c, c, p.c,
                                       &p.algo, m_workspace, workspace_bytes, stream));
 }

@@ -11,8 +11,15 @@
 // trans_b = true and trans_a = false; gemm() refuses other fp8 layouts. fp8 inference
 // weights are stored in that form once at fill time (cuda_fp8_gemm.cpp); other operands are
 // quantized/transposed into it per call.
-// Heuristic results are cached per (shape, types, layout); the 32 MiB workspace is
-// allocated once per engine.
+// Plans are cached per (shape, types, layout); the 32 MiB workspace is allocated once per
+// engine. Autotuning (on by default): the first call of a new plan on a stream that is not
+// capturing times cuBLASLt's top autotune_candidates heuristic algorithms on the call's own
+// operands (warm-up launches, then the median of autotune_timed launches each) and keeps the
+// fastest. The timing launches write a scratch C (cudaMalloc'd for the tuning and freed
+// before the real launch, outside the backend's allocator: not in the measured peak), zeroed
+// first, with the call's beta, so an accumulating C is written once, by the real launch. A
+// plan first needed while its stream captures a CUDA graph keeps the first heuristic for that
+// capture (no synchronization is allowed there) and is tuned at its next eager call.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -20,6 +27,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cuda/cuda_convert.hpp"
@@ -53,19 +61,36 @@ class GemmEngine {
   // Heuristic cache entries (for tests: a repeated shape must not add one).
   [[nodiscard]] std::size_t cached_plans() const { return m_plans.size(); }
 
+  // Autotuning on (default) or off (every plan keeps cuBLASLt's first heuristic algorithm).
+  // Switching it on later tunes existing plans at their next eager call.
+  void set_autotune(bool on) { m_autotune = on; }
+  [[nodiscard]] bool autotune() const { return m_autotune; }
+  // Plans whose algorithm was chosen by timing (for tests and benchmarks).
+  [[nodiscard]] std::size_t tuned_plans() const;
+
+  static constexpr int autotune_candidates = 8;  // heuristic algorithms requested and timed
+  static constexpr int autotune_warmup = 2;      // untimed launches per candidate
+  static constexpr int autotune_timed = 5;       // timed launches per candidate (median kept)
+
  private:
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A, B, C=D
-    cublasLtMatmulAlgo_t algo{};
+    cublasLtMatmulAlgo_t algo{};                     // the algorithm gemm() launches
+    std::vector<cublasLtMatmulAlgo_t> candidates;     // heuristic order; candidates[0] is the default
+    bool tuned = false;                               // algo chosen by timing the candidates
   };
   // batch, m, n, k, trans_a, trans_b, broadcast_a, broadcast_b, a, b, c, tf32
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool, int, int, int, bool>;
   Plan& plan_for(const GemmOperand& a, const GemmOperand& b, Elem c_type, const cpu::GemmShape& s, bool tf32);
+  // Times p.candidates on these operands into a scratch C and sets p.algo to the fastest.
+  void tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem c_type, const cpu::GemmShape& s, float beta,
+            cudaStream_t stream);
 
   cublasLtHandle_t m_handle = nullptr;
   void* m_workspace = nullptr;  // [workspace_bytes]
   std::map<Key, Plan> m_plans;
+  bool m_autotune = true;
 };
 
 }  // namespace perfsim::cuda

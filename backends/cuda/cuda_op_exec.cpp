@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 
 #include "backends/cpu/cpu_op_shapes.hpp"
@@ -208,6 +209,18 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
   return {};
 }
 
+std::unique_ptr<BlasHandle> OpExecutor::make_attention_blas(const Graph& g) {
+#ifdef PERFSIM_CUDA_K_ATTN
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::attn_scores || op.kind == OpKind::attn_context || op.kind == OpKind::attn_context_bwd ||
+        op.kind == OpKind::attn_scores_bwd)
+      return std::make_unique<BlasHandle>();
+#else
+  (void)g;
+#endif
+  return nullptr;
+}
+
 OpExecutor::~OpExecutor() {
   for (auto& [id, d] : m_adamw_desc) (void)cudaFree(d.device);
   for (void* p : m_scratch) m_alloc.release(p);
@@ -338,19 +351,32 @@ namespace {
 // Kernel calls for ops whose float operands share one storage T.
 template <class T>
 void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const std::vector<void*>& out,
-               const std::function<void*(std::size_t)>& scratch, cudaStream_t st) {
+               const std::function<void*(std::size_t)>& scratch, const BlasHandle* blas_handle, cudaStream_t st) {
   auto I = [&](std::size_t i) { return static_cast<const T*>(in.at(i)); };
   auto O = [&](std::size_t i) { return static_cast<T*>(out.at(i)); };
   [[maybe_unused]] auto ids = [&](std::size_t i) { return static_cast<const int32_t*>(in.at(i)); };
   [[maybe_unused]] const auto eps = static_cast<float>(op.attrs.eps);
   switch (op.kind) {
 #ifdef PERFSIM_CUDA_K_ATTN
-    case OpKind::attn_scores: attn_scores(I(0), I(1), O(0), cpu::attn_shape(op, g), st); return;
     case OpKind::attn_softmax: attn_softmax(I(0), O(0), cpu::attn_shape(op, g), st); return;
-    case OpKind::attn_context: attn_context(I(0), I(1), O(0), cpu::attn_shape(op, g), st); return;
-    case OpKind::attn_context_bwd: attn_context_bwd(I(0), I(1), I(2), O(0), O(1), cpu::attn_shape(op, g), st); return;
     case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), cpu::attn_shape(op, g), st); return;
-    case OpKind::attn_scores_bwd: attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), cpu::attn_shape(op, g), st); return;
+    case OpKind::attn_scores:
+    case OpKind::attn_context:
+    case OpKind::attn_context_bwd:
+    case OpKind::attn_scores_bwd: {
+      if (blas_handle == nullptr) throw std::logic_error("cuda backend: attention products without a cuBLAS handle");
+      const cpu::AttnShape a = cpu::attn_shape(op, g);
+      AttnGemm blas{blas_handle->handle(), blas_handle->workspace(), BlasHandle::workspace_bytes,
+                    op.dtype == DType::tf32, nullptr};
+      if (const auto bytes = static_cast<std::size_t>(attn_grad_workspace_bytes(a, static_cast<int>(sizeof(T))));
+          bytes > 0 && (op.kind == OpKind::attn_context_bwd || op.kind == OpKind::attn_scores_bwd))
+        blas.workspace = scratch(bytes);
+      if (op.kind == OpKind::attn_scores) attn_scores(I(0), I(1), O(0), a, blas, st);
+      else if (op.kind == OpKind::attn_context) attn_context(I(0), I(1), O(0), a, blas, st);
+      else if (op.kind == OpKind::attn_context_bwd) attn_context_bwd(I(0), I(1), I(2), O(0), O(1), a, blas, st);
+      else attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), a, blas, st);
+      return;
+    }
 #endif
 #ifdef PERFSIM_CUDA_K_FLASH
     case OpKind::flash_attention: {
@@ -504,9 +530,9 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
 
   const std::function<void*(std::size_t)> scratch_fn = [this](std::size_t bytes) { return scratch(bytes); };
   switch (*kernel) {
-    case Elem::f32: run_typed<float>(op, g, in, out, scratch_fn, m_stream); break;
-    case Elem::bf16: run_typed<__nv_bfloat16>(op, g, in, out, scratch_fn, m_stream); break;
-    case Elem::f16: run_typed<__half>(op, g, in, out, scratch_fn, m_stream); break;
+    case Elem::f32: run_typed<float>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
+    case Elem::bf16: run_typed<__nv_bfloat16>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
+    case Elem::f16: run_typed<__half>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
     default: break;
   }
   for (const auto& [id, data, type] : write_back)

@@ -7,10 +7,12 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_allocator.hpp"
+#include "backends/cuda/cuda_blas.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
 #include "core/graph.hpp"
 
@@ -35,7 +37,8 @@ struct Fp8Storage {
 class OpExecutor {
  public:
   OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
-      : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_fp8_storage(fp8_storage(g)) {}
+      : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_fp8_storage(fp8_storage(g)),
+        m_blas(make_attention_blas(g)) {}
   OpExecutor(const OpExecutor&) = delete;
   OpExecutor& operator=(const OpExecutor&) = delete;
   ~OpExecutor();
@@ -56,6 +59,9 @@ class OpExecutor {
   void copy_if_distinct(const std::vector<void*>& buf, int from, int to);
   void* scratch(std::size_t bytes);
   void release_scratch();
+  // A cuBLAS handle when g has materialized attention products (created here, before any
+  // capture, since cublasCreate allocates), else null.
+  [[nodiscard]] static std::unique_ptr<BlasHandle> make_attention_blas(const Graph& g);
 
   struct UploadedDescriptors {
     std::vector<unsigned char> host;  // what the device copy holds
@@ -69,6 +75,7 @@ class OpExecutor {
   std::vector<Fp8Storage> m_fp8_storage;             // by tensor id
   std::vector<void*> m_scratch;                      // this op's transient buffers
   std::map<int, UploadedDescriptors> m_adamw_desc;   // op id -> fused AdamW descriptors
+  std::unique_ptr<BlasHandle> m_blas;                // materialized attention's batched GEMMs
 };
 
 }  // namespace perfsim::cuda

@@ -1,6 +1,7 @@
-// GEMM benchmark: perfsim's GEMM path (GemmEngine::gemm, the cuBLASLt plan it caches: the
-// first heuristic algorithm) against the best of cuBLASLt's top-N heuristic algorithms timed
-// in the same run on the same descriptor, for bf16, fp16, fp8 (e4m3 TN, per-tensor scales,
+// GEMM benchmark: perfsim's GEMM path (GemmEngine::gemm with autotuning: the plan keeps the
+// fastest of cuBLASLt's top-8 heuristic algorithms, timed on its first call) against the best
+// of cuBLASLt's top-N heuristic algorithms timed in the same run on the same descriptor, and,
+// for information, the untuned path (autotune off: the first heuristic algorithm), for bf16, fp16, fp8 (e4m3 TN, per-tensor scales,
 // bf16 out) and tf32, on a large square (8192³), an LLM MLP shape (m 4096, n 14336, k 4096)
 // and a decode-skinny one (m 8). Layouts are the graph's: A [m, k], B [k, n] row-major; fp8
 // takes B stored [n, k], as the backend stores fp8 weights. CUDA events around each launch,
@@ -88,11 +89,11 @@ double time_median(F&& launch, int sets, int iters, cudaEvent_t e0, cudaEvent_t 
 
 struct Row {
   Case c;
-  double perfsim_s = 0, best_s = 0, first_s = 0;
+  double perfsim_s = 0, untuned_s = 0, best_s = 0, first_s = 0;
   int best_index = -1, algos = 0;
 };
 
-Row run_case(const Case& c, gpu::GemmEngine& engine, cublasLtHandle_t lt, void* ws, int iters, int top_n,
+Row run_case(const Case& c, gpu::GemmEngine& engine, gpu::GemmEngine& untuned, cublasLtHandle_t lt, void* ws, int iters, int top_n,
              cudaEvent_t e0, cudaEvent_t e1) {
   const bool fp8 = c.in == Elem::e4m3;
   const int eb = gpu::bytes_of(c.in);
@@ -117,12 +118,17 @@ Row run_case(const Case& c, gpu::GemmEngine& engine, cublasLtHandle_t lt, void* 
   perfsim::cpu::GemmShape s;
   s.m = c.m, s.n = c.n, s.k = c.k, s.trans_b = fp8;
   Row row{c};
-  row.perfsim_s = time_median(
-      [&](int r) {
-        engine.gemm({as[static_cast<std::size_t>(r)], c.in, fp8 ? scales : nullptr},
-                    {bs[static_cast<std::size_t>(r)], c.in, fp8 ? scale_b : nullptr}, out, c.out, s, c.tf32, nullptr);
-      },
-      sets, iters, e0, e1);
+  // The first warm-up launch of the tuned engine creates and tunes the plan.
+  auto engine_time = [&](gpu::GemmEngine& eng) {
+    return time_median(
+        [&](int r) {
+          eng.gemm({as[static_cast<std::size_t>(r)], c.in, fp8 ? scales : nullptr},
+                   {bs[static_cast<std::size_t>(r)], c.in, fp8 ? scale_b : nullptr}, out, c.out, s, c.tf32, nullptr);
+        },
+        sets, iters, e0, e1);
+  };
+  row.perfsim_s = engine_time(engine);
+  row.untuned_s = engine_time(untuned);
 
   // The same problem described to cuBLASLt directly (column-major C^T = B^T · A^T).
   cublasLtMatmulDesc_t desc = nullptr;
@@ -200,7 +206,9 @@ int main(int argc, char** argv) {
   };
   const Shape shapes[] = {{8192, 8192, 8192}, {4096, 14336, 4096}, {8, 14336, 4096}};
 
-  gpu::GemmEngine engine;
+  gpu::GemmEngine engine;  // autotuned (the default)
+  gpu::GemmEngine untuned;
+  untuned.set_autotune(false);
   cublasLtHandle_t lt = nullptr;
   PERFSIM_CUBLAS_CHECK(cublasLtCreate(&lt));
   void* ws = nullptr;
@@ -211,21 +219,25 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   for (const Shape& sh : shapes)
     for (const Dt& d : dts) {
-      const Row r = run_case({d.name, d.in, d.out, d.tf32, sh.m, sh.n, sh.k}, engine, lt, ws, iters, top_n, e0, e1);
-      std::printf("RESULT gemm %s m=%lld n=%lld k=%lld perfsim_us=%.2f best_us=%.2f best_algo=%d of %d\n", r.c.dtype,
-                  static_cast<long long>(r.c.m), static_cast<long long>(r.c.n), static_cast<long long>(r.c.k),
-                  r.perfsim_s * 1e6, r.best_s * 1e6, r.best_index, r.algos);
+      const Row r = run_case({d.name, d.in, d.out, d.tf32, sh.m, sh.n, sh.k}, engine, untuned, lt, ws, iters, top_n, e0, e1);
+      std::printf("RESULT gemm %s m=%lld n=%lld k=%lld perfsim_us=%.2f untuned_us=%.2f best_us=%.2f best_algo=%d of %d\n",
+                  r.c.dtype, static_cast<long long>(r.c.m), static_cast<long long>(r.c.n),
+                  static_cast<long long>(r.c.k), r.perfsim_s * 1e6, r.untuned_s * 1e6, r.best_s * 1e6, r.best_index,
+                  r.algos);
       std::fflush(stdout);
       rows.push_back(r);
     }
-  std::printf("\n| dtype | m | n | k | perfsim µs | perfsim TFLOP/s | best of top-%d µs (algo #) | perfsim / best |\n", top_n);
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "\n| dtype | m | n | k | perfsim (tuned) µs | TFLOP/s | best of top-%d µs (algo #) | tuned / best | untuned µs | "
+      "untuned / best |\n",
+      top_n);
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
     const double flops = 2.0 * static_cast<double>(r.c.m) * static_cast<double>(r.c.n) * static_cast<double>(r.c.k);
-    std::printf("| %s | %lld | %lld | %lld | %.1f | %.0f | %.1f (#%d of %d) | %.3f |\n", r.c.dtype,
+    std::printf("| %s | %lld | %lld | %lld | %.1f | %.0f | %.1f (#%d of %d) | %.3f | %.1f | %.3f |\n", r.c.dtype,
                 static_cast<long long>(r.c.m), static_cast<long long>(r.c.n), static_cast<long long>(r.c.k),
                 r.perfsim_s * 1e6, flops / r.perfsim_s * 1e-12, r.best_s * 1e6, r.best_index, r.algos,
-                r.perfsim_s / r.best_s);
+                r.perfsim_s / r.best_s, r.untuned_s * 1e6, r.untuned_s / r.best_s);
   }
   (void)cudaEventDestroy(e0);
   (void)cudaEventDestroy(e1);

@@ -1,8 +1,13 @@
 // CUDA materialized attention (scores, softmax, context and their backward passes) against
 // the CPU reference on the same inputs: GQA, causal and not, odd lengths, a KV capacity larger
-// than the valid rows, gradient capacity rows that must be zeroed, and a one-token decode.
+// than the valid rows, gradient capacity rows that must be zeroed, and a one-token decode. The
+// products run through cuBLAS; both of its batching schedules (per (batch, group member) and
+// per query head) are exercised.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
+#include "backends/cuda/cuda_blas.hpp"
 #include "backends/cuda/kernels/attention_materialized.cuh"
 #include "test_cuda_kernels_util.hpp"
 
@@ -32,8 +37,13 @@ void check_attention(const cpu::AttnShape& a) {
   DeviceBuffer<D> out_s(s_n), out_q(q_n), out_kv(g_n);
   std::vector<H> want_s(static_cast<size_t>(s_n)), want_q(static_cast<size_t>(q_n)), want_kv(static_cast<size_t>(g_n));
 
+  static cuda::BlasHandle handle;
+  DeviceBuffer<float> grad_ws(std::max<int64_t>(1, cuda::attn_grad_workspace_bytes(a, sizeof(D)) / 4));
+  grad_ws.poison();
+  const cuda::AttnGemm blas{handle.handle(), handle.workspace(), cuda::BlasHandle::workspace_bytes, false, grad_ws.get()};
+
   out_s.poison();
-  cuda::attn_scores(dq_in.get(), dk_in.get(), out_s.get(), a, nullptr);
+  cuda::attn_scores(dq_in.get(), dk_in.get(), out_s.get(), a, blas, nullptr);
   cpu::attn_scores(q.data(), k.data(), want_s.data(), a);
   CHECK(normalized_error(out_s.download(), want_s) <= tolerance<D>());
 
@@ -42,13 +52,13 @@ void check_attention(const cpu::AttnShape& a) {
   CHECK(normalized_error(out_s.download(), p) <= tolerance<D>());
 
   out_q.poison();
-  cuda::attn_context(dp_prob.get(), dv_in.get(), out_q.get(), a, nullptr);
+  cuda::attn_context(dp_prob.get(), dv_in.get(), out_q.get(), a, blas, nullptr);
   cpu::attn_context(p.data(), v.data(), want_q.data(), a);
   CHECK(normalized_error(out_q.download(), want_q) <= tolerance<D>());
 
   out_s.poison();
   out_kv.poison();
-  cuda::attn_context_bwd(ddo.get(), dp_prob.get(), dv_in.get(), out_s.get(), out_kv.get(), a, nullptr);
+  cuda::attn_context_bwd(ddo.get(), dp_prob.get(), dv_in.get(), out_s.get(), out_kv.get(), a, blas, nullptr);
   cpu::attn_context_bwd(d_o.data(), p.data(), v.data(), want_s.data(), want_kv.data(), a);
   CHECK(normalized_error(out_s.download(), want_s) <= tolerance<D>());
   CHECK(normalized_error(out_kv.download(), want_kv) <= tolerance<D>());
@@ -60,7 +70,7 @@ void check_attention(const cpu::AttnShape& a) {
 
   out_q.poison();
   out_kv.poison();
-  cuda::attn_scores_bwd(ddp_in.get(), dq_in.get(), dk_in.get(), out_q.get(), out_kv.get(), a, nullptr);
+  cuda::attn_scores_bwd(ddp_in.get(), dq_in.get(), dk_in.get(), out_q.get(), out_kv.get(), a, blas, nullptr);
   cpu::attn_scores_bwd(dp_in.data(), q.data(), k.data(), want_q.data(), want_kv.data(), a);
   CHECK(normalized_error(out_q.download(), want_q) <= tolerance<D>());
   CHECK(normalized_error(out_kv.download(), want_kv) <= tolerance<D>());
@@ -87,6 +97,10 @@ TEST_CASE_TEMPLATE("cuda kernels: materialized attention matches the CPU referen
     SUBCASE("very long rows: two-sweep softmax") {
       check_attention<D>({.batch = 1, .seq_q = 2, .seq_kv = 40000, .heads = 1, .kv_heads = 1,
                           .head_dim = 16, .kv_capacity = 40000, .grad_capacity = 40000, .causal = causal});
+    }
+    SUBCASE("GQA, batch·group > heads: one call per query head") {
+      check_attention<D>({.batch = 3, .seq_q = 9, .seq_kv = 11, .heads = 4, .kv_heads = 2,
+                          .head_dim = 24, .kv_capacity = 16, .grad_capacity = 12, .causal = causal});
     }
     SUBCASE("one-token decode, GQA 4") {
       check_attention<D>({.batch = 2, .seq_q = 1, .seq_kv = 37, .heads = 8, .kv_heads = 2,

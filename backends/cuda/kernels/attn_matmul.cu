@@ -1,155 +1,211 @@
 // The four products of materialized attention and its backward (scores, context, and their
-// gradients) as one batched, strided, shared-memory tiled matmul: C = alpha · Σ_group A·B.
-// Each operand is addressed through strides, so Q/K/V/O keep their [b, s, heads, d] layouts
-// and S/P theirs [b, h, sq, skv] with no transposes; the GQA sum over the query heads of a
-// kv group (dK, dV) runs inside the kernel so it is rounded once. 32×32 output tiles,
-// 32-deep k slices staged in shared memory, fp32 accumulation. Clarity over speed.
+// gradients) as cuBLAS strided-batched GEMMs (cublasGemmStridedBatchedEx), fp32 accumulation
+// on tensor cores (TF32 only when the op asks for it), as a framework's eager attention runs.
+// cuBLAS is column-major: a row-major X[r, c] with row stride ld is the column-major X^T with
+// leading dimension ld, so Q/K/V/O keep their [b, s, heads, d] layouts (ld = heads·d) and
+// S/P theirs [b, h, sq, skv] (ld = skv): no transposes, no copies.
+// One strided batch needs one stride per operand, but the heads of a (b, h) pair are not one
+// arithmetic progression across both b and GQA (query head h reads kv head h/g). Two
+// schedules, the one with fewer calls is used:
+//   per (b, j), batch over the kv heads kvh: query head h = kvh·g + j (Q stride g·d, K/V
+//     stride d, S stride g·sq·skv): b·g calls;
+//   per query head h, batch over b: H calls.
+// dK/dV sum the g query heads of a group: successive calls accumulate (beta = 1) in a fixed
+// order, so the result is deterministic; with 16-bit storage and g > 1 the sum builds in an
+// fp32 workspace and is rounded once. Rows skv..grad_capacity of dK/dV are zeroed.
+#include <limits>
+#include <stdexcept>
+#include <string>
+
 #include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/kernels/attention_materialized.cuh"
-#include "backends/cuda/kernels/kernel_util.cuh"
+#include "core/errors.hpp"
 
 namespace perfsim::cuda {
 
 namespace {
 
-constexpr int tile = 32, rows_per_pass = 8;
+template <class T> constexpr cudaDataType_t data_type();
+template <> constexpr cudaDataType_t data_type<float>() { return CUDA_R_32F; }
+template <> constexpr cudaDataType_t data_type<__nv_bfloat16>() { return CUDA_R_16BF; }
+template <> constexpr cudaDataType_t data_type<__half>() { return CUDA_R_16F; }
 
-// Element (r, c) of one operand for grid batch z = (b, hh) and group member gi:
-// base + b·outer + ((hh / div)·mul + gi·gstep)·head + r·rs + c·cs.
+template <class T> constexpr Elem elem_type();
+template <> constexpr Elem elem_type<float>() { return Elem::f32; }
+template <> constexpr Elem elem_type<__nv_bfloat16>() { return Elem::bf16; }
+template <> constexpr Elem elem_type<__half>() { return Elem::f16; }
+
+int as_int(int64_t v, const char* what) {
+  if (v < 0 || v > std::numeric_limits<int>::max())
+    throw NotExecutable("cuda materialized attention: " + std::string(what) + " = " + std::to_string(v) +
+                        " exceeds cuBLAS's int range");
+  return static_cast<int>(v);
+}
+
+// One operand of a head's matrix: element offset of head (b, h) = b·b_stride + hh·h_stride
+// with hh = h/g for a kv tensor, h for a query-head tensor.
 struct Operand {
-  int64_t outer = 0, head = 0, div = 1, mul = 1, gstep = 0, rs = 0, cs = 0;
-  [[nodiscard]] __device__ int64_t offset(int64_t b, int64_t hh, int64_t gi) const {
-    return b * outer + ((hh / div) * mul + gi * gstep) * head;
-  }
+  const void* data = nullptr;
+  cudaDataType_t type = CUDA_R_32F;
+  int elem_bytes = 4;
+  int64_t ld = 0, b_stride = 0, h_stride = 0;
+  bool per_kv = false;
 };
 
-struct Problem {
-  int64_t m = 0, n = 0, k = 0;
-  int64_t heads = 1;  // grid z = batch · heads
-  int64_t groups = 1; // products summed into each C
+struct Product {
+  cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  int64_t m = 0, n = 0, k = 0;  // column-major: C[m, n] = op(A)[m, k]·op(B)[k, n]
   float alpha = 1.0f;
   Operand a, b, c;
+  bool reduce_group = false;  // C is per kv head: sum the g query heads of its group
 };
 
-template <class T>
-__global__ void tiled_matmul_kernel(const T* __restrict__ a, const T* __restrict__ b,
-                                    T* __restrict__ c, Problem pr) {
-  __shared__ float as[tile][tile + 1];  // [m, k] slice
-  __shared__ float bs[tile][tile + 1];  // [k, n] slice
-  const int64_t z = blockIdx.z, bi = z / pr.heads, hh = z % pr.heads;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * tile, col0 = static_cast<int64_t>(blockIdx.x) * tile;
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  float acc[tile / rows_per_pass] = {};
-  for (int64_t gi = 0; gi < pr.groups; ++gi) {
-    const T* ag = a + pr.a.offset(bi, hh, gi);
-    const T* bg = b + pr.b.offset(bi, hh, gi);
-    for (int64_t k0 = 0; k0 < pr.k; k0 += tile) {
-      for (int r = ty; r < tile; r += rows_per_pass) {
-        const int64_t ar = row0 + r, ak = k0 + tx;
-        as[r][tx] = ar < pr.m && ak < pr.k ? detail::to_f32(ag[ar * pr.a.rs + ak * pr.a.cs]) : 0.0f;
-        const int64_t bk = k0 + r, bc = col0 + tx;
-        bs[r][tx] = bk < pr.k && bc < pr.n ? detail::to_f32(bg[bk * pr.b.rs + bc * pr.b.cs]) : 0.0f;
-      }
-      __syncthreads();
-#pragma unroll 8
-      for (int kk = 0; kk < tile; ++kk) {
-        const float bv = bs[kk][tx];
-#pragma unroll
-        for (int i = 0; i < tile / rows_per_pass; ++i) acc[i] += as[ty + i * rows_per_pass][kk] * bv;
-      }
-      __syncthreads();
-    }
+const void* at(const Operand& o, int64_t elems) {
+  return static_cast<const char*>(o.data) + elems * o.elem_bytes;
+}
+
+void bind(const AttnGemm& blas, cudaStream_t stream) {
+  PERFSIM_CUBLAS_CHECK(cublasSetStream(blas.handle, stream));
+  // cublasSetStream resets the workspace to cuBLAS's pool: hand ours back.
+  if (blas.blas_workspace != nullptr)
+    PERFSIM_CUBLAS_CHECK(cublasSetWorkspace(blas.handle, blas.blas_workspace, blas.blas_workspace_bytes));
+}
+
+void run(const Product& p, const cpu::AttnShape& s, const AttnGemm& blas, bool fp32_storage) {
+  if (p.m <= 0 || p.n <= 0 || s.batch <= 0 || s.heads <= 0) return;
+  if (blas.handle == nullptr) throw std::logic_error("cuda materialized attention: no cuBLAS handle");
+  const cublasComputeType_t compute = fp32_storage && blas.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const int m = as_int(p.m, "m"), n = as_int(p.n, "n"), k = as_int(p.k, "k");
+  const int lda = as_int(p.a.ld, "lda"), ldb = as_int(p.b.ld, "ldb"), ldc = as_int(p.c.ld, "ldc");
+  const int64_t g = s.group();
+  const float zero = 0.0f, one = 1.0f;
+  auto call = [&](int64_t off_a, int64_t off_b, int64_t off_c, int64_t sa, int64_t sb, int64_t sc, int64_t count,
+                  bool accumulate) {
+    PERFSIM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        blas.handle, p.ta, p.tb, m, n, k, &p.alpha, at(p.a, off_a), p.a.type, lda, sa, at(p.b, off_b), p.b.type, ldb,
+        sb, accumulate ? &one : &zero, const_cast<void*>(at(p.c, off_c)), p.c.type, ldc, sc, as_int(count, "batch"),
+        compute, CUBLAS_GEMM_DEFAULT));
+  };
+  // Offset of head (b, h) and the stride between heads kvh·g + j of consecutive kvh.
+  auto head = [&](const Operand& o, int64_t b, int64_t h) { return b * o.b_stride + (o.per_kv ? h / g : h) * o.h_stride; };
+  auto kv_step = [&](const Operand& o) { return o.per_kv ? o.h_stride : g * o.h_stride; };
+  if (s.batch * g <= s.heads) {
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t j = 0; j < g; ++j)
+        call(head(p.a, b, j), head(p.b, b, j), head(p.c, b, j), kv_step(p.a), kv_step(p.b), kv_step(p.c), s.kv_heads,
+             p.reduce_group && j > 0);
+  } else {
+    for (int64_t h = 0; h < s.heads; ++h)
+      call(head(p.a, 0, h), head(p.b, 0, h), head(p.c, 0, h), p.a.b_stride, p.b.b_stride, p.c.b_stride, s.batch,
+           p.reduce_group && h % g != 0);
   }
-  T* cz = c + pr.c.offset(bi, hh, 0);
-#pragma unroll
-  for (int i = 0; i < tile / rows_per_pass; ++i) {
-    const int64_t r = row0 + ty + i * rows_per_pass, col = col0 + tx;
-    if (r < pr.m && col < pr.n) cz[r * pr.c.rs + col * pr.c.cs] = detail::from_f32<T>(pr.alpha * acc[i]);
-  }
 }
 
+template <class T> Operand q_like(const T* x, const cpu::AttnShape& s) {  // [b, sq, H, d]
+  return {x, data_type<T>(), sizeof(T), s.heads * s.head_dim, s.seq_q * s.heads * s.head_dim, s.head_dim, false};
+}
+template <class T> Operand kv_like(const T* x, const cpu::AttnShape& s, int64_t capacity) {  // [b, cap, Hkv, d]
+  return {x, data_type<T>(), sizeof(T), s.kv_heads * s.head_dim, capacity * s.kv_heads * s.head_dim, s.head_dim, true};
+}
+template <class T> Operand s_like(const T* x, const cpu::AttnShape& s) {  // [b, H, sq, skv]
+  return {x, data_type<T>(), sizeof(T), s.seq_kv, s.heads * s.seq_q * s.seq_kv, s.seq_q * s.seq_kv, false};
+}
+
+// S[b,h] = alpha · X[b,:,h,:] · KV[b,:,h/g,:]^T (scores: X = Q; dP: X = dO).
+// Column-major S^T[skv, sq] = KV^T(op T of [d, skv]) · X^T[d, sq].
 template <class T>
-void run(const T* a, const T* b, T* c, const Problem& pr, int64_t batch, cudaStream_t stream) {
-  if (pr.m <= 0 || pr.n <= 0 || batch * pr.heads <= 0) return;
-  const dim3 grid(static_cast<unsigned>((pr.n + tile - 1) / tile), static_cast<unsigned>((pr.m + tile - 1) / tile),
-                  static_cast<unsigned>(batch * pr.heads));
-  tiled_matmul_kernel<T><<<grid, dim3(tile, rows_per_pass), 0, stream>>>(a, b, c, pr);
-  PERFSIM_CUDA_CHECK_LAUNCH();
+void rows_times_kv_t(const T* x, const T* kv, T* out, float alpha, const cpu::AttnShape& s, const AttnGemm& blas) {
+  Product p;
+  p.ta = CUBLAS_OP_T, p.tb = CUBLAS_OP_N;
+  p.m = s.seq_kv, p.n = s.seq_q, p.k = s.head_dim, p.alpha = alpha;
+  p.a = kv_like(kv, s, s.kv_capacity), p.b = q_like(x, s), p.c = s_like(out, s);
+  run(p, s, blas, sizeof(T) == 4);
 }
 
-// Operand layouts for shape a. "q": [b, sq, h, d] rows i; "kv": [b, cap, kvh, d] rows j, read
-// by query head h as kv head h/g; "s": [b, h, sq, skv]. rows/cols pick which index is which.
-Operand q_rows(const cpu::AttnShape& a) { return {a.seq_q * a.heads * a.head_dim, a.head_dim, 1, 1, 0, a.heads * a.head_dim, 1}; }
-Operand kv_rows(const cpu::AttnShape& a) { return {a.kv_capacity * a.kv_heads * a.head_dim, a.head_dim, a.group(), 1, 0, a.kv_heads * a.head_dim, 1}; }
-Operand kv_cols(const cpu::AttnShape& a) { return {a.kv_capacity * a.kv_heads * a.head_dim, a.head_dim, a.group(), 1, 0, 1, a.kv_heads * a.head_dim}; }
-Operand s_rows(const cpu::AttnShape& a) { return {a.heads * a.seq_q * a.seq_kv, a.seq_q * a.seq_kv, 1, 1, 0, a.seq_kv, 1}; }
-
-// C[b,h] = alpha · X[b,:,h,:] · KV[b,:,h/g,:]^T: scores (X = Q) and dP (X = dO).
+// O[b,:,h,:] = alpha · W[b,h] · KV[b,:,h/g,:] (context: W = P; dQ: W = dS).
+// Column-major O^T[d, sq] = KV^T[d, skv] · W^T[skv, sq].
 template <class T>
-void rows_times_kv_t(const T* x, const T* kv, T* s, float alpha, const cpu::AttnShape& a, cudaStream_t stream) {
-  Problem pr;
-  pr.m = a.seq_q; pr.n = a.seq_kv; pr.k = a.head_dim; pr.heads = a.heads; pr.alpha = alpha;
-  pr.a = q_rows(a); pr.b = kv_cols(a); pr.c = s_rows(a);
-  run(x, kv, s, pr, a.batch, stream);
+void scores_times_kv(const T* w, const T* kv, T* out, float alpha, const cpu::AttnShape& s, const AttnGemm& blas) {
+  Product p;
+  p.m = s.head_dim, p.n = s.seq_q, p.k = s.seq_kv, p.alpha = alpha;
+  p.a = kv_like(kv, s, s.kv_capacity), p.b = s_like(w, s), p.c = q_like(out, s);
+  run(p, s, blas, sizeof(T) == 4);
 }
 
-// O[b,:,h,:] = alpha · W[b,h] · KV[b,:,h/g,:]: context (W = P) and dQ (W = dS).
-template <class T>
-void scores_times_kv(const T* w, const T* kv, T* o, float alpha, const cpu::AttnShape& a, cudaStream_t stream) {
-  Problem pr;
-  pr.m = a.seq_q; pr.n = a.head_dim; pr.k = a.seq_kv; pr.heads = a.heads; pr.alpha = alpha;
-  pr.a = s_rows(a); pr.b = kv_rows(a); pr.c = q_rows(a);
-  run(w, kv, o, pr, a.batch, stream);
+// Zero rows skv ≤ j < grad_capacity of a [b, grad_capacity, Hkv, d] tensor.
+void zero_tail_rows(void* out, int elem_bytes, const cpu::AttnShape& s, cudaStream_t stream) {
+  if (s.grad_capacity <= s.seq_kv || s.batch <= 0) return;
+  const auto row = static_cast<size_t>(s.kv_heads * s.head_dim * elem_bytes);
+  PERFSIM_CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(out) + static_cast<size_t>(s.seq_kv) * row,
+                                       static_cast<size_t>(s.grad_capacity) * row, 0,
+                                       static_cast<size_t>(s.grad_capacity - s.seq_kv) * row,
+                                       static_cast<size_t>(s.batch), stream));
 }
+
+bool needs_fp32_sum(const cpu::AttnShape& s, int elem_bytes) { return elem_bytes < 4 && s.group() > 1; }
 
 // out[b, j, kh, :] = alpha · Σ_{h in group(kh)} W[b,h]^T · X[b,:,h,:] for j < skv, zero for
-// skv ≤ j < grad_capacity: dV (W = P, X = dO) and dK (W = dS, X = Q).
+// skv ≤ j < grad_capacity (dV: W = P, X = dO; dK: W = dS, X = Q).
+// Column-major out^T[d, skv] = X^T[d, sq] · W(op T of [skv, sq]).
 template <class T>
-void reduce_to_kv(const T* w, const T* x, T* out, float alpha, const cpu::AttnShape& a, cudaStream_t stream) {
-  const int64_t g = a.group(), d = a.head_dim;
-  Problem pr;
-  pr.m = a.seq_kv; pr.n = d; pr.k = a.seq_q; pr.heads = a.kv_heads; pr.groups = g; pr.alpha = alpha;
-  pr.a = {a.heads * a.seq_q * a.seq_kv, a.seq_q * a.seq_kv, 1, g, 1, 1, a.seq_kv};  // W^T
-  pr.b = {a.seq_q * a.heads * d, d, 1, g, 1, a.heads * d, 1};
-  pr.c = {a.grad_capacity * a.kv_heads * d, d, 1, 1, 0, a.kv_heads * d, 1};
-  run(w, x, out, pr, a.batch, stream);
-  if (a.grad_capacity > a.seq_kv && a.batch > 0) {
-    const size_t row = static_cast<size_t>(a.kv_heads * d) * sizeof(T);
-    PERFSIM_CUDA_CHECK(cudaMemset2DAsync(out + a.seq_kv * a.kv_heads * d, static_cast<size_t>(a.grad_capacity) * row, 0,
-                                         static_cast<size_t>(a.grad_capacity - a.seq_kv) * row,
-                                         static_cast<size_t>(a.batch), stream));
-  }
+void reduce_to_kv(const T* w, const T* x, T* out, float alpha, const cpu::AttnShape& s, const AttnGemm& blas,
+                  cudaStream_t stream) {
+  const bool fp32_sum = needs_fp32_sum(s, sizeof(T));
+  if (fp32_sum && blas.workspace == nullptr)
+    throw std::logic_error("cuda materialized attention: the GQA gradient sum needs AttnGemm::workspace");
+  Product p;
+  p.ta = CUBLAS_OP_N, p.tb = CUBLAS_OP_T;
+  p.m = s.head_dim, p.n = s.seq_kv, p.k = s.seq_q, p.alpha = alpha, p.reduce_group = true;
+  p.a = q_like(x, s), p.b = s_like(w, s);
+  void* target = fp32_sum ? blas.workspace : static_cast<void*>(out);
+  p.c = {target, fp32_sum ? CUDA_R_32F : data_type<T>(), fp32_sum ? 4 : static_cast<int>(sizeof(T)),
+         s.kv_heads * s.head_dim, s.grad_capacity * s.kv_heads * s.head_dim, s.head_dim, true};
+  run(p, s, blas, sizeof(T) == 4);
+  zero_tail_rows(target, p.c.elem_bytes, s, stream);
+  if (fp32_sum)
+    convert(blas.workspace, Elem::f32, out, elem_type<T>(), s.batch * s.grad_capacity * s.kv_heads * s.head_dim,
+            stream);
 }
 
 }  // namespace
 
+int64_t attn_grad_workspace_bytes(const cpu::AttnShape& a, int elem_bytes) {
+  if (!needs_fp32_sum(a, elem_bytes)) return 0;
+  return a.batch * a.grad_capacity * a.kv_heads * a.head_dim * static_cast<int64_t>(sizeof(float));
+}
+
 template <class T>
-void attn_scores(const T* q, const T* k, T* s, const cpu::AttnShape& a, cudaStream_t stream) {
-  rows_times_kv_t(q, k, s, a.scale(), a, stream);
+void attn_scores(const T* q, const T* k, T* s, const cpu::AttnShape& a, const AttnGemm& blas, cudaStream_t stream) {
+  bind(blas, stream);
+  rows_times_kv_t(q, k, s, a.scale(), a, blas);
 }
 template <class T>
-void attn_context(const T* p, const T* v, T* o, const cpu::AttnShape& a, cudaStream_t stream) {
-  scores_times_kv(p, v, o, 1.0f, a, stream);
+void attn_context(const T* p, const T* v, T* o, const cpu::AttnShape& a, const AttnGemm& blas, cudaStream_t stream) {
+  bind(blas, stream);
+  scores_times_kv(p, v, o, 1.0f, a, blas);
 }
 template <class T>
 void attn_context_bwd(const T* d_o, const T* p, const T* v, T* dp, T* dv, const cpu::AttnShape& a,
-                      cudaStream_t stream) {
-  rows_times_kv_t(d_o, v, dp, 1.0f, a, stream);
-  reduce_to_kv(p, d_o, dv, 1.0f, a, stream);
+                      const AttnGemm& blas, cudaStream_t stream) {
+  bind(blas, stream);
+  rows_times_kv_t(d_o, v, dp, 1.0f, a, blas);
+  reduce_to_kv(p, d_o, dv, 1.0f, a, blas, stream);
 }
 template <class T>
 void attn_scores_bwd(const T* ds, const T* q, const T* k, T* dq, T* dk, const cpu::AttnShape& a,
-                     cudaStream_t stream) {
-  scores_times_kv(ds, k, dq, a.scale(), a, stream);
-  reduce_to_kv(ds, q, dk, a.scale(), a, stream);
+                     const AttnGemm& blas, cudaStream_t stream) {
+  bind(blas, stream);
+  scores_times_kv(ds, k, dq, a.scale(), a, blas);
+  reduce_to_kv(ds, q, dk, a.scale(), a, blas, stream);
 }
 
-#define PERFSIM_CUDA_INSTANTIATE_ATTN_MATMUL(T)                                                        \
-  template void attn_scores<T>(const T*, const T*, T*, const cpu::AttnShape&, cudaStream_t);          \
-  template void attn_context<T>(const T*, const T*, T*, const cpu::AttnShape&, cudaStream_t);         \
-  template void attn_context_bwd<T>(const T*, const T*, const T*, T*, T*, const cpu::AttnShape&,      \
-                                    cudaStream_t);                                                    \
-  template void attn_scores_bwd<T>(const T*, const T*, const T*, T*, T*, const cpu::AttnShape&,       \
+#define PERFSIM_CUDA_INSTANTIATE_ATTN_MATMUL(T)                                                             \
+  template void attn_scores<T>(const T*, const T*, T*, const cpu::AttnShape&, const AttnGemm&, cudaStream_t); \
+  template void attn_context<T>(const T*, const T*, T*, const cpu::AttnShape&, const AttnGemm&, cudaStream_t); \
+  template void attn_context_bwd<T>(const T*, const T*, const T*, T*, T*, const cpu::AttnShape&, const AttnGemm&, \
+                                    cudaStream_t);                                                          \
+  template void attn_scores_bwd<T>(const T*, const T*, const T*, T*, T*, const cpu::AttnShape&, const AttnGemm&, \
                                    cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_ATTN_MATMUL(float)
 PERFSIM_CUDA_INSTANTIATE_ATTN_MATMUL(__nv_bfloat16)
