@@ -64,7 +64,7 @@ else
 fi
 
 benches=$(find "$BUILD/bench/cuda" -maxdepth 1 -type f -executable 2>/dev/null | sort)
-# bench_flash takes a shape: time the forward, backward and decode cases issue 3 names.
+# bench_flash takes a shape: time the forward, backward and decode shapes the goals in docs/PERFORMANCE.md name.
 flash_cases=("fwd bf16 4 4096 4096 16 16 128 0" "fwd bf16 4 4096 4096 16 16 128 1"
              "bwd bf16 4 4096 4096 16 16 128 0" "decode bf16 8 1 8192 32 8 128 0")
 if [ -n "$benches" ]; then
