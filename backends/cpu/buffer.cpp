@@ -34,17 +34,10 @@ void* TrackingAllocator::allocate(std::size_t bytes, TensorRole role) {
     if (p == nullptr)
       throw NotExecutable(fmt::format("cpu backend: out of host memory allocating {:.1f} MiB "
                                       "({:.1f} MiB live); reduce the batch or sequence length",
-                                      static_cast<double>(bytes) / (1 << 20), m_current / (1 << 20)));
+                                      static_cast<double>(bytes) / (1 << 20), m_usage.current() / (1 << 20)));
   }
   m_live.emplace(p, Live{bytes, capacity, role});
-  m_current += static_cast<double>(bytes);
-  m_by_role[role] += static_cast<double>(bytes);
-  if (m_current > m_peak) {
-    m_peak = m_current;
-    m_at_peak.clear();
-    for (const auto& [r, b] : m_by_role)
-      if (b > 0) m_at_peak[r] = b;
-  }
+  m_usage.add(role, static_cast<double>(bytes));
   return p;
 }
 
@@ -52,8 +45,7 @@ void TrackingAllocator::release(void* p) {
   if (p == nullptr) return;
   auto it = m_live.find(p);
   if (it == m_live.end()) throw std::logic_error("cpu allocator: release of an unknown buffer");
-  m_current -= static_cast<double>(it->second.bytes);
-  m_by_role[it->second.role] -= static_cast<double>(it->second.bytes);
+  m_usage.remove(it->second.role, static_cast<double>(it->second.bytes));
   m_cache.emplace(it->second.capacity, p);
   m_live.erase(it);
 }
@@ -61,18 +53,6 @@ void TrackingAllocator::release(void* p) {
 void TrackingAllocator::trim() {
   for (auto& [cap, p] : m_cache) std::free(p);
   m_cache.clear();
-}
-
-double TrackingAllocator::current_bytes(TensorRole r) const {
-  auto it = m_by_role.find(r);
-  return it == m_by_role.end() ? 0.0 : it->second;
-}
-
-void TrackingAllocator::reset_peak() {
-  m_peak = m_current;
-  m_at_peak.clear();
-  for (const auto& [r, b] : m_by_role)
-    if (b > 0) m_at_peak[r] = b;
 }
 
 }  // namespace perfsim::cpu

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/memory_usage.hpp"
 #include "core/graph.hpp"
 
 namespace perfsim::cpu {
@@ -28,13 +29,13 @@ class TrackingAllocator {
   // Gives cached (released) blocks back to the system.
   void trim();
 
-  [[nodiscard]] double current_bytes() const { return m_current; }
-  [[nodiscard]] double peak_bytes() const { return m_peak; }
+  [[nodiscard]] double current_bytes() const { return m_usage.current(); }
+  [[nodiscard]] double peak_bytes() const { return m_usage.peak(); }
   // Bytes per role when the peak was reached (roles with no bytes are absent).
-  [[nodiscard]] const std::map<TensorRole, double>& bytes_by_role_at_peak() const { return m_at_peak; }
-  [[nodiscard]] double current_bytes(TensorRole r) const;
+  [[nodiscard]] const std::map<TensorRole, double>& bytes_by_role_at_peak() const { return m_usage.at_peak(); }
+  [[nodiscard]] double current_bytes(TensorRole r) const { return m_usage.current(r); }
   // Restarts peak tracking from the current state.
-  void reset_peak();
+  void reset_peak() { m_usage.reset_peak(); }
 
  private:
   struct Live {
@@ -44,10 +45,7 @@ class TrackingAllocator {
   };
   std::unordered_map<void*, Live> m_live;
   std::multimap<std::size_t, void*> m_cache;  // capacity -> released block
-  std::map<TensorRole, double> m_by_role;
-  std::map<TensorRole, double> m_at_peak;
-  double m_current = 0;
-  double m_peak = 0;
+  MemoryUsage m_usage;
 };
 
 }  // namespace perfsim::cpu

@@ -45,7 +45,7 @@ void* CachingAllocator::malloc_block(std::size_t capacity, std::size_t requested
     throw NotExecutable(fmt::format(
         "does not fit: needs {:.2f} GiB, device has {:.2f} GiB ({:.2f} GiB free, {:.2f} GiB "
         "already held by this run); sample fewer layers or shrink the batch",
-        (m_current + static_cast<double>(requested)) / gib, static_cast<double>(total_b) / gib,
+        (m_usage.current() + static_cast<double>(requested)) / gib, static_cast<double>(total_b) / gib,
         static_cast<double>(free_b) / gib, m_reserved / gib));
   }
   PERFSIM_CUDA_CHECK(e);
@@ -68,15 +68,7 @@ void* CachingAllocator::allocate(std::size_t bytes, TensorRole role) {
     p = malloc_block(cap, bytes);
   }
   m_live[p] = Live{bytes, got, role};
-  const auto b = static_cast<double>(bytes);
-  m_current += b;
-  m_by_role[role] += b;
-  if (m_current > m_peak) {
-    m_peak = m_current;
-    m_at_peak.clear();
-    for (const auto& [r, v] : m_by_role)
-      if (v > 0) m_at_peak[r] = v;
-  }
+  m_usage.add(role, static_cast<double>(bytes));
   return p;
 }
 
@@ -84,9 +76,7 @@ void CachingAllocator::release(void* p) {
   if (p == nullptr) return;
   const auto it = m_live.find(p);
   if (it == m_live.end()) throw std::logic_error("cuda allocator: release of a pointer it does not own");
-  const auto b = static_cast<double>(it->second.bytes);
-  m_current -= b;
-  m_by_role[it->second.role] -= b;
+  m_usage.remove(it->second.role, static_cast<double>(it->second.bytes));
   m_cache.emplace(it->second.capacity, p);
   m_live.erase(it);
 }
@@ -97,18 +87,6 @@ void CachingAllocator::trim() {
     m_reserved -= static_cast<double>(cap);
   }
   m_cache.clear();
-}
-
-double CachingAllocator::current_bytes(TensorRole r) const {
-  const auto it = m_by_role.find(r);
-  return it == m_by_role.end() ? 0 : it->second;
-}
-
-void CachingAllocator::reset_peak() {
-  m_peak = m_current;
-  m_at_peak.clear();
-  for (const auto& [r, v] : m_by_role)
-    if (v > 0) m_at_peak[r] = v;
 }
 
 }  // namespace perfsim::cuda

@@ -10,6 +10,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "backends/memory_usage.hpp"
 #include "core/graph.hpp"
 
 namespace perfsim::cuda {
@@ -33,14 +34,14 @@ class CachingAllocator {
   // Block size a request is rounded to.
   [[nodiscard]] static std::size_t round_size(std::size_t bytes);
 
-  [[nodiscard]] double current_bytes() const { return m_current; }
-  [[nodiscard]] double peak_bytes() const { return m_peak; }
+  [[nodiscard]] double current_bytes() const { return m_usage.current(); }
+  [[nodiscard]] double peak_bytes() const { return m_usage.peak(); }
   [[nodiscard]] double reserved_bytes() const { return m_reserved; }
   // Bytes per role when the peak was reached (roles with no bytes are absent).
-  [[nodiscard]] const std::map<TensorRole, double>& bytes_by_role_at_peak() const { return m_at_peak; }
-  [[nodiscard]] double current_bytes(TensorRole r) const;
+  [[nodiscard]] const std::map<TensorRole, double>& bytes_by_role_at_peak() const { return m_usage.at_peak(); }
+  [[nodiscard]] double current_bytes(TensorRole r) const { return m_usage.current(r); }
   // Restarts peak tracking from the current state.
-  void reset_peak();
+  void reset_peak() { m_usage.reset_peak(); }
 
  private:
   struct Live {
@@ -53,10 +54,7 @@ class CachingAllocator {
   int m_device = 0;
   std::unordered_map<void*, Live> m_live;
   std::multimap<std::size_t, void*> m_cache;  // capacity -> released block
-  std::map<TensorRole, double> m_by_role;
-  std::map<TensorRole, double> m_at_peak;
-  double m_current = 0;
-  double m_peak = 0;
+  MemoryUsage m_usage;
   double m_reserved = 0;
 };
 
