@@ -9,6 +9,7 @@
 
 #include "backends/cpu/cpu_graph_runner.hpp"
 #include "backends/cpu/parallel.hpp"
+#include "backends/measurement.hpp"
 #include "core/errors.hpp"
 #include "core/host_cpu.hpp"
 
@@ -29,13 +30,6 @@ double read_cache_bytes(const char* path) {
   } catch (...) {
     return 0;
   }
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 bool has_dtype(const Op& op, const Graph& g, DType t) {
@@ -88,23 +82,7 @@ Measurement CpuBackend::run(const Graph& g, const RunOptions& o) {
     walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
   }
 
-  Measurement m;
-  m.backend = name();
-  m.device = device().name;
-  m.warmup = warmup;
-  m.repeats = repeats;
-  for (std::size_t i = 0; i < g.ops.size(); ++i) {
-    const Op& op = g.ops[i];
-    OpMeasurement om;
-    om.op = op.id;
-    om.median = median_of(samples[i]);
-    om.min = samples[i].empty() ? 0 : *std::min_element(samples[i].begin(), samples[i].end());
-    om.executed = true;
-    m.ops.push_back(om);
-    m.time_by_class[class_of(op.kind)] += om.median * op.count;
-    m.step_time += om.median * op.count;
-  }
-  m.executed_wall = median_of(walls);
+  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmup, repeats);
   const TrackingAllocator& alloc = runner.allocator();
   m.peak_bytes = alloc.peak_bytes();
   // Every role, as the memory model reports them, so the two breakdowns line up.

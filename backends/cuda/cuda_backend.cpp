@@ -9,20 +9,11 @@
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
+#include "backends/measurement.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim::cuda {
 
-namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 CudaBackend::CudaBackend() {
   if (!gpu_present()) throw NotExecutable("cuda backend: no CUDA device is visible");
@@ -58,25 +49,9 @@ Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
   std::vector<double> walls;
   for (int r = 0; r < repeats; ++r) walls.push_back(runner.run_once(&samples));
 
-  Measurement m;
-  m.backend = name();
-  m.device = device().name;
-  m.warmup = warmup;
-  m.repeats = repeats;
-  double unscaled = 0;
-  for (std::size_t i = 0; i < g.ops.size(); ++i) {
-    const Op& op = g.ops[i];
-    OpMeasurement om;
-    om.op = op.id;
-    om.median = median_of(samples[i]);
-    om.min = samples[i].empty() ? 0 : *std::min_element(samples[i].begin(), samples[i].end());
-    om.executed = true;
-    m.ops.push_back(om);
-    m.time_by_class[class_of(op.kind)] += om.median * op.count;
-    m.step_time += om.median * op.count;
-    unscaled += om.median;
-  }
-  m.executed_wall = median_of(walls);
+  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmup, repeats);
+  double unscaled = 0;  // Σ eager medians of the graph as built
+  for (const OpMeasurement& om : m.ops) unscaled += om.median;
   if (g.graphed) {
     // The replayed step as built; sampled layers scale it by the eager passes' ratio of
     // scaled (× count) to built op time, the only per-layer split a replay cannot give.

@@ -1,0 +1,47 @@
+// Turning timed repeats into a Measurement, the same way for every backend: per-op medians
+// and minima, time by class and step time (median × count), and the median whole-run wall time.
+#pragma once
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "core/results.hpp"
+
+namespace perfsim {
+
+// Median of the samples (mean of the middle two for an even count); 0 when empty.
+[[nodiscard]] inline double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// samples[i]: the timed seconds of op i over the repeats; walls: one whole run per repeat.
+[[nodiscard]] inline Measurement summarize_runs(const Graph& g,
+                                                const std::vector<std::vector<double>>& samples,
+                                                const std::vector<double>& walls,
+                                                std::string backend, std::string device,
+                                                int warmup, int repeats) {
+  Measurement m;
+  m.backend = std::move(backend);
+  m.device = std::move(device);
+  m.warmup = warmup;
+  m.repeats = repeats;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    OpMeasurement om;
+    om.op = op.id;
+    om.median = median_of(samples[i]);
+    om.min = samples[i].empty() ? 0 : *std::min_element(samples[i].begin(), samples[i].end());
+    om.executed = true;
+    m.ops.push_back(om);
+    m.time_by_class[class_of(op.kind)] += om.median * op.count;
+    m.step_time += om.median * op.count;
+  }
+  m.executed_wall = median_of(walls);
+  return m;
+}
+
+}  // namespace perfsim
