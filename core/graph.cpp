@@ -19,6 +19,15 @@ const char* name_of(TensorRole r) {
   return "?";
 }
 
+const char* name_of(Residence r) {
+  switch (r) {
+    case Residence::device: return "device";
+    case Residence::host_pageable: return "host (pageable)";
+    case Residence::host_pinned: return "host (pinned)";
+  }
+  return "?";
+}
+
 bool is_persistent(TensorRole r) { return r != TensorRole::activation; }
 
 const char* name_of(Stage s) {

@@ -29,6 +29,14 @@ inline constexpr TensorRole all_tensor_roles[] = {
     TensorRole::activation};
 
 [[nodiscard]] const char* name_of(TensorRole r);
+
+// Where a tensor's bytes live. Host tensors are not device memory: the memory model and the
+// backends' device peaks leave them out, and `copy` ops move them to or from the device.
+// Pageable memory is what malloc returns (the driver stages each copy through a pinned
+// buffer, and the copy blocks the host); pinned memory is page-locked (DMA straight from it,
+// asynchronous to the host).
+enum class Residence { device, host_pageable, host_pinned };
+[[nodiscard]] const char* name_of(Residence r);
 // Persistent tensors live for the whole step; activations live from producer to last reader.
 [[nodiscard]] bool is_persistent(TensorRole r);
 
@@ -41,8 +49,10 @@ struct Tensor {
   // How many real tensors this one stands for: L/built for per-layer tensors whose
   // lifetime spans layers (weights, saved activations), 1 otherwise.
   double count = 1;
+  Residence residence = Residence::device;
 
   [[nodiscard]] int64_t elements() const;
+  [[nodiscard]] bool on_host() const { return residence != Residence::device; }
   [[nodiscard]] double bytes() const { return static_cast<double>(elements()) * bytes_of(dtype); }
 };
 
@@ -90,6 +100,12 @@ struct Op {
   int layer = -1;            // transformer layer, -1 outside layers
   double count = 1;          // how many real ops this one stands for (layer sampling)
   bool recomputed = false;   // inserted by the recompute pass
+  // 0: the main stream, where ops run in program order. A side stream (> 0) forks from the
+  // program where the op is issued: the op starts once every op issued before it on stream 0
+  // has finished, its own stream is free, and the writers of its inputs have finished. Any op
+  // waits for the writers of its inputs (the join). A tensor whose last use is an op on a side
+  // stream is kept until the end of the step (last_use() = -1), so no buffer is reused while a
+  // side stream may still touch it.
   int stream = 0;
 };
 

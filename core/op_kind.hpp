@@ -43,7 +43,8 @@ enum class OpKind {
   kv_append,          // {k_new[b, seq_q, kv_heads, d], cache[b, capacity, kv_heads, d]} -> {cache}
                       // writes rows at attrs.position
   slice_last_token,   // {x[b*seq_q, cols]} -> {y[b, cols]}: each sequence's last row
-  copy,               // {x} -> {y}: same bytes (host<->device or device<->device)
+  copy,               // {x} -> {y}: same bytes; the residences say the direction: upload
+                      // (host x), download (host y) or device to device
   collective,         // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
   host,               // host-side work with a fixed cost
 };
