@@ -1,9 +1,10 @@
 // Materialized attention and its backward: scores S = Q·K^T·scale, softmax P (causal mask),
 // context O = P·V, and the three backward ops. Shapes in cpu_kernels.hpp (AttnShape):
 // Q, O [b, sq, h, d]; K, V [b, cap, kvh, d]; S, P [b, h, sq, skv]; dK, dV [b, gcap, kvh, d].
-// fp32 runs each (batch, head) slice as an OpenBLAS sgemm with strided operands; bf16/fp16
-// use float-accumulating loops parallel over rows, where dK/dV rows are owned by one
-// (batch, kv head, kv position) each, summing the query heads of the GQA group.
+// Three loops cover five of the six ops (dot products with K/V rows, weighted sums of K/V rows,
+// sums onto K/V rows). fp32 runs each (batch, head) slice as an OpenBLAS sgemm with strided
+// operands; bf16/fp16 use float-accumulating loops parallel over rows, where dK/dV rows are
+// owned by one (batch, kv head, kv position) each, summing the query heads of the GQA group.
 #include <cblas.h>
 
 #include <cmath>
@@ -83,95 +84,74 @@ void reduce_to_kv(const float* w, const float* x, float* out, float alpha, const
 
 }  // namespace blas
 
-}  // namespace
-
+// out[b, h, i, j] = scale · X[b, i, h, :] · KV[b, j, kh, :] for every j < seq_kv: the scores
+// (X = Q, KV = K) and dP (X = dO, KV = V). X query-shaped, out score-shaped.
 template <class T>
-void attn_scores(const T* q, const T* k, T* s, const AttnShape& a) {
+void rows_dot_kv(const T* x, const T* kv, T* out, float scale, const AttnShape& a) {
   const Strides st(a);
   const int64_t d = a.head_dim;
-  const float scale = a.scale();
   if constexpr (std::is_same_v<T, float>) {
     for (int64_t b = 0; b < a.batch; ++b)
       for (int64_t h = 0; h < a.heads; ++h)
-        blas::sgemm(false, true, a.seq_q, a.seq_kv, d, scale, q + st.q(b, 0, h), a.heads * d,
-                    k + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, s + st.s(b, h, 0), a.seq_kv);
+        blas::sgemm(false, true, a.seq_q, a.seq_kv, d, scale, x + st.q(b, 0, h), a.heads * d,
+                    kv + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, out + st.s(b, h, 0),
+                    a.seq_kv);
     return;
   }
   parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
-    float* qf = thread_scratch(0, static_cast<std::size_t>(d));
+    float* xf = thread_scratch(0, static_cast<std::size_t>(d));
     float* kf = thread_scratch(1, static_cast<std::size_t>(d));
     for (int64_t r = r0; r < r1; ++r) {
       const auto [b, h, i] = split_row(a, r);
       const int64_t kh = h / a.group();
-      const float* qr = detail::as_float(q + st.q(b, i, h), d, qf);
-      T* srow = s + st.s(b, h, i);
-      for (int64_t j = 0; j < a.seq_kv; ++j) {
-        const float* kr = detail::as_float(k + st.kv(b, j, kh), d, kf);
-        srow[j] = from_f32<T>(dot(qr, kr, d) * scale);
-      }
+      const float* xr = detail::as_float(x + st.q(b, i, h), d, xf);
+      T* row = out + st.s(b, h, i);
+      for (int64_t j = 0; j < a.seq_kv; ++j)
+        row[j] = from_f32<T>(dot(xr, detail::as_float(kv + st.kv(b, j, kh), d, kf), d) * scale);
     }
   });
 }
 
+// out[b, i, h, :] = scale · Σ_j W[b, h, i, j] · KV[b, j, kh, :]: the context (W = P, KV = V)
+// and dQ (W = dS, KV = K). W score-shaped, out query-shaped.
 template <class T>
-void attn_softmax(const T* s, T* p, const AttnShape& a) {
-  const Strides st(a);
-  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * 4), [&](int64_t r0, int64_t r1) {
-    float* e = thread_scratch(0, static_cast<std::size_t>(a.seq_kv));
-    for (int64_t r = r0; r < r1; ++r) {
-      const auto [b, h, i] = split_row(a, r);
-      const T* srow = s + st.s(b, h, i);
-      T* prow = p + st.s(b, h, i);
-      const int64_t vis = a.visible(i);
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < vis; ++j) mx = std::max(mx, to_f32(srow[j]));
-      float sum = 0;
-      for (int64_t j = 0; j < vis; ++j) {
-        e[j] = std::exp(to_f32(srow[j]) - mx);
-        sum += e[j];
-      }
-      const float inv = sum > 0 ? 1.0f / sum : 0.0f;
-      for (int64_t j = 0; j < vis; ++j) prow[j] = from_f32<T>(e[j] * inv);
-      for (int64_t j = vis; j < a.seq_kv; ++j) prow[j] = from_f32<T>(0.0f);
-    }
-  });
-}
-
-template <class T>
-void attn_context(const T* p, const T* v, T* o, const AttnShape& a) {
+void rows_times_kv(const T* w, const T* kv, T* out, float scale, const AttnShape& a) {
   const Strides st(a);
   const int64_t d = a.head_dim;
   if constexpr (std::is_same_v<T, float>) {
     for (int64_t b = 0; b < a.batch; ++b)
       for (int64_t h = 0; h < a.heads; ++h)
-        blas::sgemm(false, false, a.seq_q, d, a.seq_kv, 1.0f, p + st.s(b, h, 0), a.seq_kv,
-                    v + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, o + st.q(b, 0, h), a.heads * d);
+        blas::sgemm(false, false, a.seq_q, d, a.seq_kv, scale, w + st.s(b, h, 0), a.seq_kv,
+                    kv + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, out + st.q(b, 0, h),
+                    a.heads * d);
     return;
   }
   parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
     float* acc = thread_scratch(0, static_cast<std::size_t>(d));
-    float* vf = thread_scratch(1, static_cast<std::size_t>(d));
+    float* kf = thread_scratch(1, static_cast<std::size_t>(d));
     for (int64_t r = r0; r < r1; ++r) {
       const auto [b, h, i] = split_row(a, r);
       const int64_t kh = h / a.group();
-      const T* prow = p + st.s(b, h, i);
+      const T* row = w + st.s(b, h, i);
       std::fill(acc, acc + d, 0.0f);
       for (int64_t j = 0; j < a.seq_kv; ++j) {
-        const float pj = to_f32(prow[j]);
-        if (pj == 0.0f) continue;  // masked or underflowed: contributes nothing
-        axpy(pj, detail::as_float(v + st.kv(b, j, kh), d, vf), acc, d);
+        const float wj = to_f32(row[j]);
+        if (wj == 0.0f) continue;  // masked or underflowed: contributes nothing
+        axpy(wj * scale, detail::as_float(kv + st.kv(b, j, kh), d, kf), acc, d);
       }
-      detail::store_rows(acc, 1, d, o + st.q(b, i, h), 0);
+      detail::store_rows(acc, 1, d, out + st.q(b, i, h), 0);
     }
   });
 }
 
-namespace {
-
 // out[b, j, kh, :] = scale · Σ_{h in group(kh)} Σ_i W[b, h, i, j] · X[b, i, h, :] for j < skv,
-// 0 for skv <= j < grad_capacity. W is a score-shaped tensor (P or dS), X query-shaped.
+// 0 for skv <= j < grad_capacity: dV (W = P, X = dO) and dK (W = dS, X = Q).
 template <class T>
 void reduce_to_kv(const T* w, const T* x, T* out, float scale, const AttnShape& a) {
+  if constexpr (std::is_same_v<T, float>) {
+    blas::reduce_to_kv(w, x, out, scale, a);
+    return;
+  }
   const Strides st(a);
   const int64_t d = a.head_dim;
   const int64_t g = a.group();
@@ -200,32 +180,43 @@ void reduce_to_kv(const T* w, const T* x, T* out, float scale, const AttnShape& 
 }  // namespace
 
 template <class T>
-void attn_context_bwd(const T* d_o, const T* p, const T* v, T* dp, T* dv, const AttnShape& a) {
+void attn_scores(const T* q, const T* k, T* s, const AttnShape& a) {
+  rows_dot_kv(q, k, s, a.scale(), a);
+}
+
+template <class T>
+void attn_softmax(const T* s, T* p, const AttnShape& a) {
   const Strides st(a);
-  const int64_t d = a.head_dim;
-  if constexpr (std::is_same_v<T, float>) {
-    for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t h = 0; h < a.heads; ++h)
-        blas::sgemm(false, true, a.seq_q, a.seq_kv, d, 1.0f, d_o + st.q(b, 0, h), a.heads * d,
-                    v + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, dp + st.s(b, h, 0), a.seq_kv);
-    blas::reduce_to_kv(p, d_o, dv, 1.0f, a);
-    return;
-  }
-  // dP[b,h,i,j] = dO[b,i,h,:] · V[b,j,kh,:]
-  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
-    float* of = thread_scratch(0, static_cast<std::size_t>(d));
-    float* vf = thread_scratch(1, static_cast<std::size_t>(d));
+  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * 4), [&](int64_t r0, int64_t r1) {
+    float* e = thread_scratch(0, static_cast<std::size_t>(a.seq_kv));
     for (int64_t r = r0; r < r1; ++r) {
       const auto [b, h, i] = split_row(a, r);
-      const int64_t kh = h / a.group();
-      const float* orow = detail::as_float(d_o + st.q(b, i, h), d, of);
-      T* row = dp + st.s(b, h, i);
-      for (int64_t j = 0; j < a.seq_kv; ++j) {
-        row[j] = from_f32<T>(dot(orow, detail::as_float(v + st.kv(b, j, kh), d, vf), d));
+      const T* srow = s + st.s(b, h, i);
+      T* prow = p + st.s(b, h, i);
+      const int64_t vis = a.visible(i);
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < vis; ++j) mx = std::max(mx, to_f32(srow[j]));
+      float sum = 0;
+      for (int64_t j = 0; j < vis; ++j) {
+        e[j] = std::exp(to_f32(srow[j]) - mx);
+        sum += e[j];
       }
+      const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+      for (int64_t j = 0; j < vis; ++j) prow[j] = from_f32<T>(e[j] * inv);
+      for (int64_t j = vis; j < a.seq_kv; ++j) prow[j] = from_f32<T>(0.0f);
     }
   });
-  reduce_to_kv(p, d_o, dv, 1.0f, a);
+}
+
+template <class T>
+void attn_context(const T* p, const T* v, T* o, const AttnShape& a) {
+  rows_times_kv(p, v, o, 1.0f, a);
+}
+
+template <class T>
+void attn_context_bwd(const T* d_o, const T* p, const T* v, T* dp, T* dv, const AttnShape& a) {
+  rows_dot_kv(d_o, v, dp, 1.0f, a);  // dP = dO · V^T
+  reduce_to_kv(p, d_o, dv, 1.0f, a); // dV = P^T · dO
 }
 
 template <class T>
@@ -245,35 +236,9 @@ void attn_softmax_bwd(const T* p, const T* dp, T* ds, const AttnShape& a) {
 
 template <class T>
 void attn_scores_bwd(const T* ds, const T* q, const T* k, T* dq, T* dk, const AttnShape& a) {
-  const Strides st(a);
-  const int64_t d = a.head_dim;
   const float scale = a.scale();
-  if constexpr (std::is_same_v<T, float>) {
-    for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t h = 0; h < a.heads; ++h)
-        blas::sgemm(false, false, a.seq_q, d, a.seq_kv, scale, ds + st.s(b, h, 0), a.seq_kv,
-                    k + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, dq + st.q(b, 0, h), a.heads * d);
-    blas::reduce_to_kv(ds, q, dk, scale, a);
-    return;
-  }
-  // dQ[b,i,h,:] = scale · Σ_j dS[b,h,i,j] · K[b,j,kh,:]
-  parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
-    float* acc = thread_scratch(0, static_cast<std::size_t>(d));
-    float* kf = thread_scratch(1, static_cast<std::size_t>(d));
-    for (int64_t r = r0; r < r1; ++r) {
-      const auto [b, h, i] = split_row(a, r);
-      const int64_t kh = h / a.group();
-      const T* row = ds + st.s(b, h, i);
-      std::fill(acc, acc + d, 0.0f);
-      for (int64_t j = 0; j < a.seq_kv; ++j) {
-        const float w = to_f32(row[j]);
-        if (w == 0.0f) continue;
-        axpy(w * scale, detail::as_float(k + st.kv(b, j, kh), d, kf), acc, d);
-      }
-      detail::store_rows(acc, 1, d, dq + st.q(b, i, h), 0);
-    }
-  });
-  reduce_to_kv(ds, q, dk, scale, a);
+  rows_times_kv(ds, k, dq, scale, a);  // dQ = scale · dS · K
+  reduce_to_kv(ds, q, dk, scale, a);   // dK = scale · dS^T · Q
 }
 
 #define PERFSIM_INSTANTIATE_ATTENTION(T)                                                   \
