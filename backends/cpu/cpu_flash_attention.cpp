@@ -114,36 +114,65 @@ void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const
 
 namespace {
 
-// Per query-tile inputs of the backward, widened to float: Q, dO, LSE and
-// D = rowsum(dO ⊙ O) (equal to rowsum(dP ⊙ P), the softmax-backward correction).
-template <class T>
-void load_query_tile(const T* q, const T* o, const T* d_o, const float* lse, const AttnShape& a,
-                     int64_t b, int64_t h, int64_t i0, int64_t br, float* qf, float* dof,
-                     float* of, float* lse_t, float* delta) {
-  const int64_t d = a.head_dim;
-  load_tile(q + q_offset(a, b, i0, h), a.heads * d, br, d, qf);
-  load_tile(d_o + q_offset(a, b, i0, h), a.heads * d, br, d, dof);
-  load_tile(o + q_offset(a, b, i0, h), a.heads * d, br, d, of);
-  for (int64_t r = 0; r < br; ++r) {
-    lse_t[r] = lse[lse_offset(a, b, h, i0 + r)];
-    delta[r] = dot(dof + r * d, of + r * d, d);
+// One thread's float tiles for the backward: the query side (Q, dO, O, LSE, D) of a query
+// tile, the K/V of a kv tile, and the recomputed P and dS between them.
+struct BwdTiles {
+  BwdTiles(int64_t tile, int64_t d) {
+    const auto tt = static_cast<std::size_t>(tile);
+    const auto td = static_cast<std::size_t>(tile * d);
+    qf = thread_scratch(0, td);
+    dof = thread_scratch(1, td);
+    of = thread_scratch(2, td);
+    kf = thread_scratch(3, td);
+    vf = thread_scratch(4, td);
+    acc_a = thread_scratch(5, td);
+    acc_b = thread_scratch(6, td);
+    s = thread_scratch(7, tt * tt);
+    ds = thread_scratch(8, tt * tt);
+    lse_t = thread_scratch(9, tt);
+    delta = thread_scratch(10, tt);
   }
-}
+  float *qf, *dof, *of, *kf, *vf;  // [tile, d]
+  float *acc_a, *acc_b;            // [tile, d]: dK and dV, or dQ
+  float *s, *ds;                   // [br, bc]: P and dS
+  float *lse_t, *delta;            // [br]
 
-// Recomputes P for a tile from the scores and LSE, then dS = P ⊙ (dO·V^T − D).
-// On return s holds P and ds holds dS (both [br, bc]).
-void probs_and_dscores(const float* qf, const float* kf, const float* vf, const float* dof,
-                       const float* lse_t, const float* delta, int64_t br, int64_t bc, int64_t i0,
-                       int64_t j0, const AttnShape& a, float* s, float* ds) {
-  const int64_t d = a.head_dim;
-  score_tile(qf, kf, br, bc, d, a.scale(), i0, j0, a, s);
-  for (int64_t r = 0; r < br; ++r)
-    for (int64_t c = 0; c < bc; ++c) {
-      float& p = s[r * bc + c];
-      p = p == neg_inf ? 0.0f : std::exp(p - lse_t[r]);
-      ds[r * bc + c] = p == 0.0f ? 0.0f : p * (dot(dof + r * d, vf + c * d, d) - delta[r]);
+  // Q, dO, LSE and D = rowsum(dO ⊙ O) (equal to rowsum(dP ⊙ P), the softmax-backward
+  // correction) of query rows i0 .. i0 + br of head h, widened to float.
+  template <class T>
+  void load_query(const T* q, const T* o, const T* d_o, const float* lse, const AttnShape& a,
+                  int64_t b, int64_t h, int64_t i0, int64_t br) {
+    const int64_t d = a.head_dim;
+    load_tile(q + q_offset(a, b, i0, h), a.heads * d, br, d, qf);
+    load_tile(d_o + q_offset(a, b, i0, h), a.heads * d, br, d, dof);
+    load_tile(o + q_offset(a, b, i0, h), a.heads * d, br, d, of);
+    for (int64_t r = 0; r < br; ++r) {
+      lse_t[r] = lse[lse_offset(a, b, h, i0 + r)];
+      delta[r] = dot(dof + r * d, of + r * d, d);
     }
-}
+  }
+
+  // K and V rows j0 .. j0 + bc of kv head kh.
+  template <class T>
+  void load_kv(const T* k, const T* v, const AttnShape& a, int64_t b, int64_t kh, int64_t j0,
+               int64_t bc) {
+    load_tile(k + kv_offset(a, b, j0, kh), a.kv_heads * a.head_dim, bc, a.head_dim, kf);
+    load_tile(v + kv_offset(a, b, j0, kh), a.kv_heads * a.head_dim, bc, a.head_dim, vf);
+  }
+
+  // Recomputes P for the tile pair from the scores and LSE, then dS = P ⊙ (dO·V^T − D):
+  // s holds P and ds holds dS afterwards (both [br, bc]).
+  void probs_and_dscores(int64_t br, int64_t bc, int64_t i0, int64_t j0, const AttnShape& a) {
+    const int64_t d = a.head_dim;
+    score_tile(qf, kf, br, bc, d, a.scale(), i0, j0, a, s);
+    for (int64_t r = 0; r < br; ++r)
+      for (int64_t c = 0; c < bc; ++c) {
+        float& p = s[r * bc + c];
+        p = p == neg_inf ? 0.0f : std::exp(p - lse_t[r]);
+        ds[r * bc + c] = p == 0.0f ? 0.0f : p * (dot(dof + r * d, vf + c * d, d) - delta[r]);
+      }
+  }
+};
 
 }  // namespace
 
@@ -155,23 +184,13 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
   const float scale = a.scale();
   const int64_t q_tiles = (a.seq_q + tile - 1) / tile;
   const int64_t kv_tiles = (a.grad_capacity + tile - 1) / tile;
-  const auto tt = static_cast<std::size_t>(tile);
-  const auto td = static_cast<std::size_t>(tile * d);
 
   // Sweep 1: each (batch, kv head, kv tile) owns its dK and dV rows, summing every query
   // tile of every head in its group. Rows seq_kv .. grad_capacity are written as zeros.
   parallel_for(a.batch * a.kv_heads * kv_tiles, 1, [&](int64_t t0, int64_t t1) {
-    float* qf = thread_scratch(0, td);
-    float* dof = thread_scratch(1, td);
-    float* of = thread_scratch(2, td);
-    float* kf = thread_scratch(3, td);
-    float* vf = thread_scratch(4, td);
-    float* dk_acc = thread_scratch(5, td);
-    float* dv_acc = thread_scratch(6, td);
-    float* s = thread_scratch(7, tt * tt);
-    float* ds = thread_scratch(8, tt * tt);
-    float* lse_t = thread_scratch(9, tt);
-    float* delta = thread_scratch(10, tt);
+    BwdTiles w(tile, d);
+    float* dk_acc = w.acc_a;
+    float* dv_acc = w.acc_b;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (a.kv_heads * kv_tiles);
       const int64_t kh = (t / kv_tiles) % a.kv_heads;
@@ -181,20 +200,19 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
       std::fill(dk_acc, dk_acc + rows * d, 0.0f);
       std::fill(dv_acc, dv_acc + rows * d, 0.0f);
       if (bc > 0) {
-        load_tile(k + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, kf);
-        load_tile(v + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, vf);
+        w.load_kv(k, v, a, b, kh, j0, bc);
         for (int64_t h = kh * g; h < (kh + 1) * g; ++h)
           for (int64_t i0 = 0; i0 < a.seq_q; i0 += tile) {
             const int64_t br = std::min(tile, a.seq_q - i0);
             if (a.visible(i0 + br - 1) <= j0) continue;  // the whole tile is masked
-            load_query_tile(q, o, d_o, lse, a, b, h, i0, br, qf, dof, of, lse_t, delta);
-            probs_and_dscores(qf, kf, vf, dof, lse_t, delta, br, bc, i0, j0, a, s, ds);
+            w.load_query(q, o, d_o, lse, a, b, h, i0, br);
+            w.probs_and_dscores(br, bc, i0, j0, a);
             for (int64_t r = 0; r < br; ++r)
               for (int64_t c = 0; c < bc; ++c) {
-                const float p = s[r * bc + c];
+                const float p = w.s[r * bc + c];
                 if (p == 0.0f) continue;
-                axpy(p, dof + r * d, dv_acc + c * d, d);                   // dV += P^T·dO
-                axpy(ds[r * bc + c] * scale, qf + r * d, dk_acc + c * d, d);  // dK += dS^T·Q
+                axpy(p, w.dof + r * d, dv_acc + c * d, d);                     // dV += P^T·dO
+                axpy(w.ds[r * bc + c] * scale, w.qf + r * d, dk_acc + c * d, d);  // dK += dS^T·Q
               }
           }
       }
@@ -205,34 +223,24 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
 
   // Sweep 2: each (batch, head, query tile) owns its dQ rows.
   parallel_for(a.batch * a.heads * q_tiles, 1, [&](int64_t t0, int64_t t1) {
-    float* qf = thread_scratch(0, td);
-    float* dof = thread_scratch(1, td);
-    float* of = thread_scratch(2, td);
-    float* kf = thread_scratch(3, td);
-    float* vf = thread_scratch(4, td);
-    float* dq_acc = thread_scratch(5, td);
-    float* s = thread_scratch(7, tt * tt);
-    float* ds = thread_scratch(8, tt * tt);
-    float* lse_t = thread_scratch(9, tt);
-    float* delta = thread_scratch(10, tt);
+    BwdTiles w(tile, d);
+    float* dq_acc = w.acc_a;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (a.heads * q_tiles);
       const int64_t h = (t / q_tiles) % a.heads;
       const int64_t i0 = (t % q_tiles) * tile;
       const int64_t br = std::min(tile, a.seq_q - i0);
-      const int64_t kh = h / g;
-      load_query_tile(q, o, d_o, lse, a, b, h, i0, br, qf, dof, of, lse_t, delta);
+      w.load_query(q, o, d_o, lse, a, b, h, i0, br);
       std::fill(dq_acc, dq_acc + br * d, 0.0f);
       const int64_t kv_end = a.visible(i0 + br - 1);
       for (int64_t j0 = 0; j0 < kv_end; j0 += tile) {
         const int64_t bc = std::min(tile, kv_end - j0);
-        load_tile(k + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, kf);
-        load_tile(v + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, vf);
-        probs_and_dscores(qf, kf, vf, dof, lse_t, delta, br, bc, i0, j0, a, s, ds);
+        w.load_kv(k, v, a, b, h / g, j0, bc);
+        w.probs_and_dscores(br, bc, i0, j0, a);
         for (int64_t r = 0; r < br; ++r)
           for (int64_t c = 0; c < bc; ++c) {
-            const float w = ds[r * bc + c];
-            if (w != 0.0f) axpy(w * scale, kf + c * d, dq_acc + r * d, d);  // dQ += dS·K
+            const float ds = w.ds[r * bc + c];
+            if (ds != 0.0f) axpy(ds * scale, w.kf + c * d, dq_acc + r * d, d);  // dQ += dS·K
           }
       }
       detail::store_rows(dq_acc, br, d, dq + q_offset(a, b, i0, h), a.heads * d);
