@@ -93,6 +93,21 @@ void gemm_f32(const float* a, const float* b, float* c, const GemmShape& s) {
               bl(lda), b, bl(ldb), s.accumulate ? 1.0f : 0.0f, c, bl(s.n));
 }
 
+// Rows r0 .. r0 + rows, columns c0 .. c0 + cols of op(X) as sgemm reads them: X itself when
+// stored fp32, else the block widened into `scratch` (row-major, untransposed).
+struct Panel {
+  const float* data;
+  int64_t ld;
+  bool trans;
+};
+Panel panel(const void* x, Storage t, int64_t ld, bool trans, int64_t r0, int64_t c0,
+            int64_t rows, int64_t cols, float* scratch) {
+  if (t == Storage::f32)
+    return {static_cast<const float*>(x) + (trans ? c0 * ld + r0 : r0 * ld + c0), ld, trans};
+  gather_any(x, t, ld, trans, r0, c0, rows, cols, scratch);
+  return {scratch, cols, false};
+}
+
 // One batch entry with at least one 16-bit operand: blocks of op(A), op(B) and C are
 // converted to fp32 (fp32 operands are used in place) and multiplied with sgemm.
 void gemm_blocked(const void* a, Storage ta, const void* b, Storage tb, void* c, Storage tc,
@@ -119,34 +134,10 @@ void gemm_blocked(const void* a, Storage ta, const void* b, Storage tb, void* c,
       }
       for (int64_t k0 = 0; k0 < s.k; k0 += block_k) {
         const int64_t kb = std::min(block_k, s.k - k0);
-        const float* ap;
-        int64_t ap_ld;
-        bool ap_t;
-        if (ta == Storage::f32) {
-          ap = static_cast<const float*>(a) + (s.trans_a ? k0 * s.m + i0 : i0 * s.k + k0);
-          ap_ld = lda;
-          ap_t = s.trans_a;
-        } else {
-          gather_any(a, ta, lda, s.trans_a, i0, k0, mb, kb, wa);
-          ap = wa;
-          ap_ld = kb;
-          ap_t = false;
-        }
-        const float* bp;
-        int64_t bp_ld;
-        bool bp_t;
-        if (tb == Storage::f32) {
-          bp = static_cast<const float*>(b) + (s.trans_b ? j0 * s.k + k0 : k0 * s.n + j0);
-          bp_ld = ldb;
-          bp_t = s.trans_b;
-        } else {
-          gather_any(b, tb, ldb, s.trans_b, k0, j0, kb, nb, wb);
-          bp = wb;
-          bp_ld = nb;
-          bp_t = false;
-        }
-        cblas_sgemm(CblasRowMajor, trans(ap_t), trans(bp_t), bl(mb), bl(nb), bl(kb), 1.0f, ap,
-                    bl(ap_ld), bp, bl(bp_ld), beta, cp, bl(ldc));
+        const Panel ap = panel(a, ta, lda, s.trans_a, i0, k0, mb, kb, wa);
+        const Panel bp = panel(b, tb, ldb, s.trans_b, k0, j0, kb, nb, wb);
+        cblas_sgemm(CblasRowMajor, trans(ap.trans), trans(bp.trans), bl(mb), bl(nb), bl(kb), 1.0f,
+                    ap.data, bl(ap.ld), bp.data, bl(bp.ld), beta, cp, bl(ldc));
         beta = 1.0f;
       }
       if (tc != Storage::f32) {
