@@ -162,18 +162,24 @@ void rmsnorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, int6
   });
 }
 
+// Row r of sum = a + b, stored in T, and widened into sf: the fused norms normalize the sum as
+// stored, so they equal residual_add followed by the norm.
+template <class T>
+void add_row(const T* a, const T* b, T* sum, float* sf, int64_t r, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) {
+    const T s = from_f32<T>(to_f32(a[r * cols + c]) + to_f32(b[r * cols + c]));
+    sum[r * cols + c] = s;
+    sf[c] = to_f32(s);
+  }
+}
+
 template <class T>
 void add_rmsnorm(const T* a, const T* b, const T* gamma, T* sum, T* y, int64_t rows, int64_t cols,
                  float eps) {
   parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     float* sf = thread_scratch(0, static_cast<std::size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        // Normalize the sum as stored, so the fused op equals residual_add then rmsnorm.
-        const T s = from_f32<T>(to_f32(a[r * cols + c]) + to_f32(b[r * cols + c]));
-        sum[r * cols + c] = s;
-        sf[c] = to_f32(s);
-      }
+      add_row(a, b, sum, sf, r, cols);
       const float rstd = rms_rstd(sf, cols, eps);
       for (int64_t c = 0; c < cols; ++c) y[r * cols + c] = from_f32<T>(sf[c] * rstd * to_f32(gamma[c]));
     }
@@ -186,11 +192,7 @@ void add_layernorm(const T* a, const T* b, const T* gamma, const T* beta, T* sum
   parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     float* sf = thread_scratch(0, static_cast<std::size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const T s = from_f32<T>(to_f32(a[r * cols + c]) + to_f32(b[r * cols + c]));
-        sum[r * cols + c] = s;
-        sf[c] = to_f32(s);
-      }
+      add_row(a, b, sum, sf, r, cols);
       const Stats st = layer_stats(sf, cols, eps);
       for (int64_t c = 0; c < cols; ++c)
         y[r * cols + c] = from_f32<T>((sf[c] - st.mean) * st.rstd * to_f32(gamma[c]) + to_f32(beta[c]));
