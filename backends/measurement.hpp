@@ -1,10 +1,13 @@
 // Turning timed repeats into a Measurement, the same way for every backend: per-op medians
-// and minima, time by class and step time (median × count), and the median whole-run wall time.
+// and minima, time by class (Σ median × count), the step time (the cost model's stream
+// timeline fed with the medians: Σ median × count on one stream, overlap honoured on several),
+// and the median whole-run wall time.
 #pragma once
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "core/cost_model.hpp"
 #include "core/graph.hpp"
 #include "core/results.hpp"
 
@@ -19,16 +22,20 @@ namespace perfsim {
 }
 
 // samples[i]: the timed seconds of op i over the repeats; walls: one whole run per repeat.
+// copy_engines: whether the device copies host data beside its kernels (timeline_makespan).
 [[nodiscard]] inline Measurement summarize_runs(const Graph& g,
                                                 const std::vector<std::vector<double>>& samples,
                                                 const std::vector<double>& walls,
                                                 std::string backend, std::string device,
-                                                int warmup, int repeats) {
+                                                int warmup, int repeats,
+                                                bool copy_engines = true) {
   Measurement m;
   m.backend = std::move(backend);
   m.device = std::move(device);
   m.warmup = warmup;
   m.repeats = repeats;
+  std::vector<double> medians;
+  medians.reserve(g.ops.size());
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     OpMeasurement om;
@@ -38,8 +45,9 @@ namespace perfsim {
     om.executed = true;
     m.ops.push_back(om);
     m.time_by_class[class_of(op.kind)] += om.median * op.count;
-    m.step_time += om.median * op.count;
+    medians.push_back(om.median);
   }
+  m.step_time = timeline_makespan(g, medians, copy_engines);
   m.executed_wall = median_of(walls);
   return m;
 }

@@ -43,6 +43,24 @@ int GraphBuilder::tensor(std::string name, std::vector<int64_t> shape, TensorRol
   return m_graph.add_tensor(std::move(t));
 }
 
+int GraphBuilder::input(std::string name, int64_t elements) {
+  return tensor(std::move(name), {elements}, TensorRole::input, -1, DType::int32);
+}
+
+void GraphBuilder::upload(int dst) {
+  if (!m_graph.workload.host_data) return;
+  Tensor host = m_graph.tensor(dst);
+  host.name += ".host";
+  host.residence = Residence::host_pageable;  // what malloc returns; pinned_memory changes it
+  const std::string dst_name = m_graph.tensor(dst).name;
+  const int src = m_graph.add_tensor(std::move(host));
+  OpAttrs a;
+  a.elements = m_graph.tensor(dst).elements();
+  // Forward stage: counted once per micro-batch, like the forward ops.
+  const int id = op(OpKind::copy, "upload." + dst_name, {src}, {dst}, a, -1, Stage::forward);
+  m_graph.ops[static_cast<std::size_t>(id)].dtype = m_graph.tensor(dst).dtype;  // moves, computes nothing
+}
+
 int GraphBuilder::activation_like(std::string name, int like) {
   const Tensor& l = m_graph.tensor(like);
   return tensor(std::move(name), l.shape, TensorRole::activation, -1, l.dtype);

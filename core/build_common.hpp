@@ -84,6 +84,12 @@ class GraphBuilder {
   // Persistent per-layer tensors (layer >= 0) count L/built; everything else counts 1.
   int tensor(std::string name, std::vector<int64_t> shape, TensorRole role, int layer = -1,
              DType dtype = DType::fp32);
+  // A device input (token ids, targets: int32) of `elements` values.
+  int input(std::string name, int64_t elements);
+  // With Workload::host_data: adds `<name>.host` (pageable host memory, role input) and the
+  // op "upload.<name>" copying it into the device input `dst`; call it right before the first
+  // op that reads `dst`. Without host data it adds nothing.
+  void upload(int dst);
   // Activation of the same shape and dtype as `like`.
   int activation_like(std::string name, int like);
   int op(OpKind kind, std::string name, std::vector<int> inputs, std::vector<int> outputs,

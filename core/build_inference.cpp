@@ -41,7 +41,8 @@ Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& 
   GraphBuilder b(m, w, o);
   const ModelWeights mw = b.add_weights();
   const int64_t batch = w.batch, t = batch * seq;
-  const int tokens = b.tensor("tokens", {t}, TensorRole::input, -1, DType::int32);
+  const int tokens = b.input("tokens", t);
+  b.upload(tokens);
   int x = b.embed(tokens, mw, batch, seq, 0);
   AttentionShape s;
   s.batch = batch;
@@ -79,7 +80,8 @@ Graph build_decode(const ModelConfig& m, const Workload& w, const BuildOptions& 
   GraphBuilder b(m, w, o);
   const ModelWeights mw = b.add_weights();
   const int64_t batch = w.batch;
-  const int tokens = b.tensor("tokens", {batch}, TensorRole::input, -1, DType::int32);
+  const int tokens = b.input("tokens", batch);  // the step's new token per sequence
+  b.upload(tokens);
   int x = b.embed(tokens, mw, batch, 1, context);
   AttentionShape s;
   s.batch = batch;

@@ -179,8 +179,8 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
   b.set_pass_multiplier(static_cast<double>(w.grad_accum));
   const ModelWeights mw = b.add_weights();
   const int64_t t = w.batch * w.seq, h = m.hidden, vocab = m.vocab;
-  const int tokens = b.tensor("tokens", {t}, TensorRole::input, -1, DType::int32);
-  const int targets = b.tensor("targets", {t}, TensorRole::input, -1, DType::int32);
+  const int tokens = b.input("tokens", t);
+  const int targets = b.input("targets", t);
 
   // Forward.
   AttentionShape s;
@@ -189,6 +189,7 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
   s.seq_kv = w.seq;
   s.kv_capacity = w.seq;
   std::vector<LayerActivations> acts;
+  b.upload(tokens);
   int x = b.embed(tokens, mw, w.batch, w.seq, 0);
   for (int l = 0; l < static_cast<int>(b.layers_built()); ++l) {
     acts.push_back(b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, {}));
@@ -204,6 +205,7 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
   ce.rows = t;
   ce.cols = vocab;
   ce.elements = t * vocab;
+  b.upload(targets);
   b.op(OpKind::cross_entropy, "cross_entropy", {logits, targets}, {loss, dlogits}, ce, -1,
        Stage::forward);
 

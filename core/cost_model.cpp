@@ -29,6 +29,17 @@ OpCost price_op(const Op& op, const Graph& g, const Hardware& hw, const ClassEff
     c.time = op.attrs.host_seconds;
     return c;
   }
+  // An upload or download crosses the host link once and launches like a kernel. A CPU
+  // without a link description has none to cross: its "device" is host memory, so its copies
+  // are memcpys priced by the roofline below, as device-to-device copies are.
+  if (const Tensor* host = host_side(op, g);
+      host != nullptr && (hw.kind != "cpu" || hw.pcie.bandwidth > 0)) {
+    OpCost c = roofline_cost(op, 0, 0, hw, g.graphed, eff);  // launch cost only
+    c.bytes = host->bytes();
+    c.memory_time = transfer_time(c.bytes, host->residence == Residence::host_pinned, hw);
+    c.time = c.memory_time + c.launch_time;
+    return c;
+  }
   const double flops = op_flops(op, g);
   const double bytes = op_bytes(op, g);
   if (op.kind == OpKind::collective && op.attrs.group > 1) {
@@ -96,7 +107,7 @@ Prediction predict(const Graph& g, const Hardware& hw) {
       p.unsupported.emplace_back(name_of(static_cast<DType>(d)));
 
   p.host_time = hw.host_overhead;
-  p.step_time = timeline_makespan(g, p.ops) + p.host_time;
+  p.step_time = timeline_makespan(g, p.ops, hw.kind == "gpu") + p.host_time;
   p.memory = predict_memory(g, true);
   p.memory_executed = predict_memory(g, false);
   // Unknown capacity (0) cannot rule a run out.

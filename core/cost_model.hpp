@@ -46,8 +46,19 @@ struct Prediction {
 [[nodiscard]] OpCost predict_op(const Op& op, const Graph& g, const Hardware& hw);
 [[nodiscard]] Prediction predict(const Graph& g, const Hardware& hw);
 
-// Makespan of the ops over their streams, each op starting after its stream is free and its
-// inputs are written; durations are time × count.
-[[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs);
+// Makespan of the ops over their streams (the rules written on Op::stream), each op also
+// waiting for the resource it occupies (SMs, upload or download copy engine, host); durations
+// are seconds × count. On one stream this is Σ seconds × count. copy_engines: a GPU moves host
+// data with DMA engines beside its kernels; without them (a CPU, whose cores do the copies)
+// copies occupy the same resource as kernels and never overlap them.
+// issue_seconds (optional, per op): host time to issue the op. The host issues every op in
+// program order, so a side-stream op's issue delays stream 0 by that much: moving an op to a
+// side stream hides its device time, not its launch.
+[[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<double>& op_seconds,
+                                       bool copy_engines = true,
+                                       const std::vector<double>& issue_seconds = {});
+// The same over predicted costs (OpCost::time, issued in OpCost::launch_time).
+[[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs,
+                                       bool copy_engines = true);
 
 }  // namespace perfsim

@@ -26,7 +26,10 @@ struct Hardware {
   double launch_eager = 0;     // seconds of fixed cost per op launched eagerly
   double launch_graph = 0;     // seconds per op when replayed from a captured graph
   double host_overhead = 0;    // seconds of host work per step (framework, sampling)
-  Link nvlink, pcie, infiniband;
+  Link nvlink, pcie, infiniband;  // pcie: the host link, which host<->device copies cross
+  // Bytes/s one host thread copies between buffers in host memory: the staging copy of a
+  // transfer from pageable memory runs at this rate (0 = unknown).
+  double host_copy_bandwidth = 0;
   // Fraction of peak reached per op class, for compute-bound and memory-bound work.
   // Datasheet defaults unless `calibrated` says otherwise.
   std::map<OpClass, double> compute_efficiency;

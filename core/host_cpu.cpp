@@ -137,6 +137,8 @@ Hardware host_cpu_profile(const HostCpuInfo& cpu) {
   hw.memory_bytes = cpu.memory_bytes;
   hw.memory_bandwidth = std::min(bandwidth_per_core * cpu.cores, bandwidth_cap);
   hw.sm_count = cpu.cores;
+  // One thread's copy rate is the bandwidth one core draws.
+  hw.host_copy_bandwidth = bandwidth_per_core;
   hw.launch_eager = cpu_dispatch_seconds;
   hw.launch_graph = cpu_dispatch_seconds;  // nothing to replay on a CPU
   hw.host_overhead = 0;

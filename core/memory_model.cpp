@@ -1,6 +1,8 @@
 // The memory walk: persistent tensors live all step; each activation is allocated just before
-// the op that first writes it and freed right after the last op that touches it. Backends
-// free on the same schedule (last_use), so predicted and measured peaks describe one thing.
+// the op that first writes it and freed right after the last op that touches it (or kept to
+// the end of the step, see last_use). Host tensors are summed apart, outside the device peak.
+// Backends free on the same schedule (last_use), so predicted and measured peaks describe one
+// thing.
 #include "core/memory_model.hpp"
 
 #include <fmt/format.h>
@@ -54,7 +56,7 @@ SampledInstances sampled_instances(const Graph& g, const std::vector<int>& last)
   }
   for (const Tensor& t : g.tensors) {
     const auto k = static_cast<std::size_t>(t.id);
-    if (is_persistent(t.role) || t.count <= 1 || writer[k] < 0) continue;
+    if (is_persistent(t.role) || t.on_host() || t.count <= 1 || writer[k] < 0) continue;
     const Op& w = g.ops[static_cast<std::size_t>(writer[k])];
     if (w.layer < 0 || static_cast<std::size_t>(w.layer) >= built || w.stage != Stage::forward)
       continue;
@@ -83,8 +85,12 @@ std::vector<int> last_use(const Graph& g) {
     for (int id : op.inputs) last[checked_index(g, op, id)] = static_cast<int>(i);
     for (int id : op.outputs) last[checked_index(g, op, id)] = static_cast<int>(i);
   }
-  for (const Tensor& t : g.tensors)
-    if (is_persistent(t.role)) last[static_cast<std::size_t>(t.id)] = -1;
+  for (const Tensor& t : g.tensors) {
+    int& l = last[static_cast<std::size_t>(t.id)];
+    // Program order says nothing about when a side-stream op runs: its operands stay.
+    const bool side_stream = l >= 0 && g.ops[static_cast<std::size_t>(l)].stream > 0;
+    if (is_persistent(t.role) || t.on_host() || side_stream) l = -1;
+  }
   return last;
 }
 
@@ -92,12 +98,16 @@ MemoryBreakdown predict_memory(const Graph& g, bool scaled) {
   auto size_of = [scaled](const Tensor& t) { return scaled ? t.bytes() * t.count : t.bytes(); };
 
   std::array<double, role_count> persistent{};
-  double persistent_total = 0;
-  for (const Tensor& t : g.tensors)
-    if (is_persistent(t.role)) {
+  double persistent_total = 0, host = 0, host_pinned = 0;
+  for (const Tensor& t : g.tensors) {
+    if (t.on_host()) {
+      host += size_of(t);
+      if (t.residence == Residence::host_pinned) host_pinned += size_of(t);
+    } else if (is_persistent(t.role)) {
       persistent[static_cast<std::size_t>(t.role)] += size_of(t);
       persistent_total += size_of(t);
     }
+  }
 
   // The high-water mark, kept in scalars during the walk; the breakdown is built once at the end.
   double peak = persistent_total, peak_activations = 0;
@@ -115,10 +125,11 @@ MemoryBreakdown predict_memory(const Graph& g, bool scaled) {
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     if (!extra.alloc.empty()) activations += extra.alloc[i];
-    // Outputs are allocated before the op runs (an in-place output already is).
+    // Outputs are allocated before the op runs (an in-place output already is). An activation
+    // with last use -1 (read on a side stream) is allocated here and never freed.
     for (int id : op.outputs) {
       const Tensor& t = g.tensors[static_cast<std::size_t>(id)];
-      if (is_persistent(t.role) || allocated[static_cast<std::size_t>(id)]) continue;
+      if (is_persistent(t.role) || t.on_host() || allocated[static_cast<std::size_t>(id)]) continue;
       allocated[static_cast<std::size_t>(id)] = 1;
       activations += walked_size(t);
     }
@@ -147,6 +158,8 @@ MemoryBreakdown predict_memory(const Graph& g, bool scaled) {
   if (peak_op >= 0) m.peak_at = g.ops[static_cast<std::size_t>(peak_op)].name;
   for (TensorRole r : all_tensor_roles) m.by_role[r] = persistent[static_cast<std::size_t>(r)];
   m.by_role[TensorRole::activation] = peak_activations;
+  m.host_bytes = host;
+  m.host_pinned_bytes = host_pinned;
   return m;
 }
 

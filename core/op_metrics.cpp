@@ -150,6 +150,34 @@ double op_bytes(const Op& op, const Graph& g) {
   return (in + sum(op.outputs)) * passes;
 }
 
+CopyDirection copy_direction(const Op& op, const Graph& g) {
+  const bool from_host = !op.inputs.empty() && g.tensor(op.inputs.front()).on_host();
+  const bool to_host = !op.outputs.empty() && g.tensor(op.outputs.front()).on_host();
+  if (from_host && to_host) return CopyDirection::host_to_host;
+  if (from_host) return CopyDirection::upload;
+  if (to_host) return CopyDirection::download;
+  return CopyDirection::device_to_device;
+}
+
+const Tensor* host_side(const Op& op, const Graph& g) {
+  if (op.kind != OpKind::copy) return nullptr;
+  switch (copy_direction(op, g)) {
+    case CopyDirection::upload: return &g.tensor(op.inputs.front());
+    case CopyDirection::download: return &g.tensor(op.outputs.front());
+    case CopyDirection::device_to_device:
+    case CopyDirection::host_to_host: break;
+  }
+  return nullptr;
+}
+
+std::string transfer_label(const Op& op, const Graph& g) {
+  const Tensor* h = host_side(op, g);
+  if (h == nullptr) return "";
+  const char* memory = h->residence == Residence::host_pinned ? "pinned" : "pageable";
+  const char* way = copy_direction(op, g) == CopyDirection::upload ? "upload" : "download";
+  return std::string(way) + " (" + memory + ")";
+}
+
 double graph_flops(const Graph& g) {
   double total = 0;
   for (const Op& op : g.ops) total += op_flops(op, g) * op.count;

@@ -1,6 +1,8 @@
 // FLOPs and bytes each op performs and moves, derived from its shapes and dtypes.
 // These are per single op (not multiplied by Op::count).
 #pragma once
+#include <string>
+
 #include "core/graph.hpp"
 
 namespace perfsim {
@@ -11,5 +13,13 @@ namespace perfsim {
 [[nodiscard]] double op_bytes(const Op& op, const Graph& g);
 // Sum of op_flops × count over the graph (the whole step, all layers).
 [[nodiscard]] double graph_flops(const Graph& g);
+
+// Which way a copy op moves its bytes, read from the residences of its operands.
+enum class CopyDirection { device_to_device, upload, download, host_to_host };
+[[nodiscard]] CopyDirection copy_direction(const Op& op, const Graph& g);
+// The host tensor of an upload (its input) or a download (its output); nullptr otherwise.
+[[nodiscard]] const Tensor* host_side(const Op& op, const Graph& g);
+// "upload (pinned)", "download (pageable)" for copies across the host link, "" otherwise.
+[[nodiscard]] std::string transfer_label(const Op& op, const Graph& g);
 
 }  // namespace perfsim

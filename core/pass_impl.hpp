@@ -20,5 +20,10 @@ void apply_fusion(Graph& g);
 void apply_fused_optimizer(Graph& g);
 // Per-layer activation checkpointing: forward ops rerun before each layer's backward.
 void apply_recompute(Graph& g);
+// Every host tensor becomes page-locked (host_pinned).
+void apply_pinned_memory(Graph& g);
+// Each upload becomes a prefetch of the next step's input into `<dst>.next` on side stream 1,
+// issued at the start of the step. Throws ConfigError without uploads or from pageable memory.
+void apply_prefetch(Graph& g);
 
 }  // namespace perfsim::passes

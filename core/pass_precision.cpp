@@ -56,6 +56,9 @@ void set_precision(Graph& g, DType t) {
       default: x.dtype = t;
     }
   }
+  // A copy moves its data in the data's own type (token ids stay int32).
+  for (Op& op : g.ops)
+    if (op.kind == OpKind::copy) op.dtype = g.tensor(op.inputs.at(0)).dtype;
   // Loss values and the softmax log-sum-exp stay fp32 for accuracy.
   for (const Op& op : g.ops) {
     if (op.kind == OpKind::cross_entropy) g.tensor(op.outputs.at(0)).dtype = DType::fp32;

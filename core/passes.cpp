@@ -36,6 +36,13 @@ const std::vector<OptimizationInfo>& optimizations() {
       {"recompute",
        "activation checkpointing: each layer's forward reruns in backward; only layer inputs saved",
        false, false},
+      {"pinned_memory",
+       "host input buffers are page-locked: uploads skip the driver's staging copy (host_data)",
+       false, false},
+      {"prefetch",
+       "the next step's inputs upload on a copy stream during compute, into a second buffer "
+       "(needs pinned_memory)",
+       false, false},
       {"kv_cache", "decode reuses cached K/V (1) or recomputes the whole context each step (0)",
        false, true},
       {"batch", "sets the batch size (sequences, or the training micro-batch)", true, true},
@@ -102,6 +109,8 @@ void apply_graph_pass(const PassSpec& p, Graph& g) {
   else if (n == "cuda_graphs") g.graphed = true;
   else if (n == "fused_optimizer") passes::apply_fused_optimizer(g);
   else if (n == "recompute") passes::apply_recompute(g);
+  else if (n == "pinned_memory") passes::apply_pinned_memory(g);
+  else if (n == "prefetch") passes::apply_prefetch(g);
   // batch and kv_cache act on the workload before building.
 }
 

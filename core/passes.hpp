@@ -39,7 +39,7 @@ void validate(const PassSpec& p);
 // Applies a workload pass (batch, kv_cache); returns false when p is a graph pass.
 bool apply_workload_pass(const PassSpec& p, Workload& w);
 // Applies a graph pass in place (precision, flash_attention, fusion, cuda_graphs,
-// fused_optimizer, recompute); no-op for workload passes.
+// fused_optimizer, recompute, pinned_memory, prefetch); no-op for workload passes.
 void apply_graph_pass(const PassSpec& p, Graph& g);
 
 // Builds the graph for step `upto` of `stack` (inclusive): workload passes first, then the

@@ -34,6 +34,8 @@ struct StepFigures {
   std::optional<double> measured_peak;         // bytes, allocator high-water mark of that graph
   std::optional<double> memory_error;
   double predicted_peak_model = 0;             // bytes, whole model
+  double host_bytes = 0;                       // bytes in host memory (not in the peaks)
+  double host_pinned_bytes = 0;                // the page-locked part of host_bytes
   bool fits = true;
   double predicted_speedup = 1;                // throughput vs the first step, same hardware
   std::optional<double> measured_speedup;      // needs the first step measured too

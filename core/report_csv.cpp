@@ -41,8 +41,9 @@ void add_unique(std::vector<T>& v, const T& x) {
 
 std::string format_csv(const std::vector<RunResult>& points) {
   std::vector<std::string> keys, hardware;
-  bool exec = false;
+  bool exec = false, host = false;
   for (const RunResult& r : points) {
+    for (const StepResult& s : r.steps) host = host || s.predicted.memory.host_bytes > 0;
     for (const auto& [k, v] : r.sweep_point) add_unique(keys, k);
     for (const auto& w : what_if_figures(r)) add_unique(hardware, w.hardware);
     exec = exec || std::any_of(r.steps.begin(), r.steps.end(),
@@ -60,6 +61,8 @@ std::string format_csv(const std::vector<RunResult>& points) {
                         "measured_speedup", "predicted_tokens_per_s", "measured_tokens_per_s",
                         "predicted_mfu", "note", "layers_built", "layers_total"})
     header.emplace_back(h);
+  // Host memory columns only when some graph holds data in host memory.
+  if (host) header.insert(header.end(), {"predicted_host_bytes", "predicted_host_pinned_bytes"});
   for (OpClass c : all_op_classes) header.push_back(fmt::format("predicted_{}_s", name_of(c)));
   if (exec)
     for (OpClass c : all_op_classes) header.push_back(fmt::format("measured_{}_s", name_of(c)));
@@ -98,6 +101,7 @@ std::string format_csv(const std::vector<RunResult>& points) {
                   num(f.predicted_tokens_per_s), num(f.measured_tokens_per_s),
                   num(s.predicted.mfu), f.note, std::to_string(s.graph.layers_built),
                   std::to_string(s.graph.layers_total)});
+      if (host) row.insert(row.end(), {num(f.host_bytes), num(f.host_pinned_bytes)});
       for (OpClass c : all_op_classes) row.push_back(num(class_time(s.predicted.time_by_class, c)));
       if (exec)
         for (OpClass c : all_op_classes)

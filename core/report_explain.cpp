@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/op_metrics.hpp"
 #include "core/report.hpp"
 #include "core/report_text_table.hpp"
 
@@ -73,6 +74,10 @@ std::string format_explain(const ExplainInput& in) {
                                                format_rate(p.tokens_per_second(g)), p.mfu * 100));
   header.emplace_back("memory", fmt::format("model peak {} ({}), during {}", format_bytes(p.memory.peak),
                                             p.fits ? "fits" : "does not fit", p.memory.peak_at));
+  if (p.memory.host_bytes > 0)
+    header.emplace_back("host memory", fmt::format("{} ({} pinned), not in the device peak",
+                                                   format_bytes(p.memory.host_bytes),
+                                                   format_bytes(p.memory.host_pinned_bytes)));
 
   TextTable ops;
   ops.add_column("op", Align::left);
@@ -87,14 +92,19 @@ std::string format_explain(const ExplainInput& in) {
   ops.add_column("µs");
   ops.add_column("µs ×count");
   ops.add_column("% step");
-  bool any_unsupported = false;
+  bool any_unsupported = false, any_transfer = false;
   struct ClassTotal { double count = 0, flops = 0, bytes = 0, time = 0; };
   std::map<OpClass, ClassTotal> totals;
   for (std::size_t i = 0; i < g.ops.size() && i < p.ops.size(); ++i) {
     const Op& op = g.ops[i];
     const OpCost& c = p.ops[i];
     const double total = c.time * op.count;
-    std::string bound = c.flops > 0 && c.compute_bound ? "compute" : "memory";
+    // A copy across the host link is bound by the link: say which way and from what memory.
+    const std::string transfer = transfer_label(op, g);
+    any_transfer = any_transfer || !transfer.empty();
+    std::string bound = !transfer.empty()                  ? transfer
+                        : c.flops > 0 && c.compute_bound ? "compute"
+                                                           : "memory";
     if (!c.supported) bound += " *", any_unsupported = true;
     ops.add_row({op.name, std::string(name_of(class_of(op.kind))), std::string(name_of(op.dtype)),
                  shape_summary(op, g), count_text(op.count), fixed(c.flops / 1e9, 3),
@@ -129,6 +139,9 @@ std::string format_explain(const ExplainInput& in) {
   out += "\nPer op class (whole model)\n" + classes.to_text(2);
   out += "  · bound: the roof that takes longer, compute (FLOPs / peak) or memory (bytes / "
          "bandwidth)\n";
+  if (any_transfer)
+    out += "  · upload / download: a copy over the host link (pcie), from pinned or pageable "
+           "memory\n";
   return out;
 }
 

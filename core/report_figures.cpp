@@ -130,6 +130,8 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
     f.predicted_time = p.step_time;
     f.predicted_peak_executed = p.memory_executed.peak;
     f.predicted_peak_model = p.memory.peak;
+    f.host_bytes = p.memory.host_bytes;
+    f.host_pinned_bytes = p.memory.host_pinned_bytes;
     f.fits = p.fits;
     f.predicted_tokens_per_s = p.tokens_per_second(s.graph);
     if (s.measured) {

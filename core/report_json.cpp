@@ -86,6 +86,10 @@ json step_object(const StepResult& s, const StepFigures& f) {
   pj["peak_bytes_model"] = p.memory.peak;
   pj["peak_at"] = p.memory.peak_at;
   pj["bytes_by_role_at_peak"] = role_bytes(p.memory.by_role);
+  if (p.memory.host_bytes > 0) {  // only graphs holding data in host memory
+    pj["host_bytes"] = p.memory.host_bytes;
+    pj["host_pinned_bytes"] = p.memory.host_pinned_bytes;
+  }
   pj["fits"] = p.fits;
   pj["unsupported"] = p.unsupported;
   pj["time_by_class_s"] = class_times(p.time_by_class);

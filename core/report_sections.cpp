@@ -83,16 +83,26 @@ ReportSection memory_section(const RunResult& r, const std::vector<StepFigures>&
   t.add_column("pred exec peak");
   if (exec) t.add_column("meas exec peak"), t.add_column("mem err");
   t.add_column("pred model peak");
+  // Host memory shows only for graphs that hold data on the host (host_data).
+  const bool host = std::any_of(figs.begin(), figs.end(),
+                                [](const StepFigures& f) { return f.host_bytes > 0; });
+  if (host) t.add_column("host (pinned)");
   t.add_column("fits " + primary_hardware(r), Align::left);
   for (const auto& f : figs) {
     std::vector<std::string> row{f.step, format_bytes(f.predicted_peak_executed)};
     if (exec) row.push_back(opt_bytes(f.measured_peak)), row.push_back(opt_percent(f.memory_error));
     row.push_back(format_bytes(f.predicted_peak_model));
+    if (host)
+      row.push_back(fmt::format("{} ({})", format_bytes(f.host_bytes),
+                                format_bytes(f.host_pinned_bytes)));
     row.push_back(f.fits ? "yes" : "does not fit");
     t.add_row(std::move(row));
   }
   s.notes.push_back("exec peak: the graph as built (sampled layers), as the backend allocates it");
   s.notes.push_back("model peak: predicted for every layer of the model");
+  if (host)
+    s.notes.push_back("host: input buffers in host memory (pinned part in brackets), not in the "
+                      "device peaks");
   return s;
 }
 

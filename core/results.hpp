@@ -25,7 +25,7 @@ struct Measurement {
   std::string device;                   // e.g. "AMD EPYC 7B13 (2 threads)"
   std::vector<OpMeasurement> ops;       // one per graph op, same order
   std::map<OpClass, double> time_by_class;  // Σ median × count
-  double step_time = 0;                 // Σ median × count (+ measured host time)
+  double step_time = 0;                 // stream timeline of the medians (one stream: Σ median × count)
   double executed_wall = 0;             // median wall time of one run of the graph as built
   double peak_bytes = 0;                // allocator high-water mark of the graph as built
   std::map<TensorRole, double> bytes_by_role_at_peak;

@@ -107,6 +107,28 @@ OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& h
   return roofline_cost(op, flops, bytes, hw, graphed, ClassEfficiencies::of(hw));
 }
 
+double transfer_time(double bytes, bool pinned, const Hardware& hw) {
+  if (hw.pcie.bandwidth <= 0)
+    throw ConfigError(fmt::format(
+        "hardware '{}' has no host link to price a host<->device copy: set pcie = {{bandwidth = "
+        "bytes/s per direction, latency = seconds}}",
+        hw.name));
+  // Alpha-beta over the link (Hockney 1994); PCIe 5.0 x16 is 64 GB/s per direction raw
+  // (PCI-SIG PCIe 5.0 specification: 32 GT/s × 16 lanes).
+  double t = hw.pcie.latency + bytes / hw.pcie.bandwidth;
+  if (!pinned) {
+    if (hw.host_copy_bandwidth <= 0)
+      throw ConfigError(fmt::format(
+          "hardware '{}' has no host_copy_bandwidth to price a copy from pageable memory: set "
+          "host_copy_bandwidth (bytes/s one host thread copies) or use pinned_memory",
+          hw.name));
+    // Pageable memory is staged through a pinned buffer by a host memcpy (NVIDIA, "How to
+    // Optimize Data Transfers in CUDA C/C++", developer.nvidia.com/blog); modelled serial.
+    t += bytes / hw.host_copy_bandwidth;
+  }
+  return t;
+}
+
 std::optional<double> collective_time(Collective c, int group, double payload, const Hardware& hw) {
   if (group <= 1) return 0.0;
   const Link* link = nullptr;

@@ -35,6 +35,12 @@ struct ClassEfficiencies {
 [[nodiscard]] OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& hw,
                                    bool graphed);
 
+// Seconds to move `bytes` across the host link (hw.pcie) one way: latency + bytes / bandwidth
+// from pinned memory; from pageable memory the driver first copies through a pinned staging
+// buffer on one host thread, modelled serial: + bytes / hw.host_copy_bandwidth. Throws
+// ConfigError when the hardware lacks the figure it needs.
+[[nodiscard]] double transfer_time(double bytes, bool pinned, const Hardware& hw);
+
 // Seconds for one collective over `group` ranks moving a `payload`-byte buffer on the fastest
 // link the hardware lists (alpha-beta, ring algorithms). nullopt when no link is described.
 [[nodiscard]] std::optional<double> collective_time(Collective c, int group, double payload,

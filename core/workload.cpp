@@ -15,16 +15,9 @@ const char* name_of(Phase p) {
   return "?";
 }
 
-double Workload::tokens_per_step() const {
-  switch (phase) {
-    case Phase::prefill: return static_cast<double>(batch * prompt);
-    case Phase::decode: return static_cast<double>(batch);
-    case Phase::train: return static_cast<double>(batch * seq * grad_accum);
-  }
-  return 1;
-}
+namespace {
 
-std::string describe(const Workload& w) {
+std::string describe_sizes(const Workload& w) {
   switch (w.phase) {
     case Phase::prefill: return fmt::format("prefill batch={} prompt={}", w.batch, w.prompt);
     case Phase::decode:
@@ -36,6 +29,22 @@ std::string describe(const Workload& w) {
                          w.grad_accum);
   }
   return "?";
+}
+
+}  // namespace
+
+double Workload::tokens_per_step() const {
+  switch (phase) {
+    case Phase::prefill: return static_cast<double>(batch * prompt);
+    case Phase::decode: return static_cast<double>(batch);
+    case Phase::train: return static_cast<double>(batch * seq * grad_accum);
+  }
+  return 1;
+}
+
+std::string describe(const Workload& w) {
+  const std::string text = describe_sizes(w);
+  return w.host_data ? text + " host_data=true" : text;
 }
 
 void validate(const Workload& w) {

@@ -15,6 +15,9 @@ struct Workload {
   int64_t seq = 1024;          // train: sequence length
   int64_t grad_accum = 1;      // train: micro-batches per optimizer step
   bool kv_cache = true;        // decode: reuse cached K,V (off: recompute the whole context)
+  // The inputs (token ids, targets) start in host memory and each step uploads them to the
+  // device (copy ops); false: they are already on the device.
+  bool host_data = false;
 
   // Decode graphs describe one step at the mean context of the generation.
   [[nodiscard]] int64_t decode_context() const { return prompt + new_tokens / 2; }

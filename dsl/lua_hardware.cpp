@@ -83,7 +83,7 @@ const std::vector<std::string>& hardware_fields() {
       "name",          "kind",          "peak_flops",   "memory_bytes", "memory_bandwidth",
       "l2_bytes",      "sm_count",      "launch_eager", "launch_graph", "host_overhead",
       "nvlink",        "pcie",          "infiniband",   "compute_efficiency",
-      "memory_efficiency", "calibrated", "source",      "aliases"};
+      "memory_efficiency", "calibrated", "source",      "aliases",      "host_copy_bandwidth"};
   return f;
 }
 
@@ -104,6 +104,7 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
   r.read("launch_eager", hw.launch_eager);
   r.read("launch_graph", hw.launch_graph);
   r.read("host_overhead", hw.host_overhead);
+  r.read("host_copy_bandwidth", hw.host_copy_bandwidth);
   const std::pair<const char*, Link*> links[] = {
       {"nvlink", &hw.nvlink}, {"pcie", &hw.pcie}, {"infiniband", &hw.infiniband}};
   for (const auto& [key, link] : links) {
@@ -118,7 +119,8 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
   lua_pop(L, 1);
   r.read("calibrated", hw.calibrated);
   r.read("source", hw.source);
-  if (hw.memory_bytes < 0 || hw.memory_bandwidth < 0 || hw.l2_bytes < 0)
+  if (hw.memory_bytes < 0 || hw.memory_bandwidth < 0 || hw.l2_bytes < 0 ||
+      hw.host_copy_bandwidth < 0)
     throw ConfigError(fmt::format("{}: memory sizes and bandwidths must be >= 0", what));
 }
 
@@ -138,7 +140,7 @@ Hardware to_hardware(lua_State* L, int index, const std::string& what) {
 }
 
 void push_hardware(lua_State* L, const Hardware& hw) {
-  lua_createtable(L, 0, 18);
+  lua_createtable(L, 0, 19);
   lua_pushstring(L, hw.name.c_str());
   lua_setfield(L, -2, "name");
   lua_pushstring(L, hw.kind.c_str());
@@ -153,6 +155,7 @@ void push_hardware(lua_State* L, const Hardware& hw) {
   set_number(L, "launch_eager", hw.launch_eager);
   set_number(L, "launch_graph", hw.launch_graph);
   set_number(L, "host_overhead", hw.host_overhead);
+  set_number(L, "host_copy_bandwidth", hw.host_copy_bandwidth);
   push_link(L, "nvlink", hw.nvlink);
   push_link(L, "pcie", hw.pcie);
   push_link(L, "infiniband", hw.infiniband);

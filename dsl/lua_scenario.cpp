@@ -196,8 +196,11 @@ std::string point_label(const std::map<std::string, std::string>& values) {
 }  // namespace
 
 const std::vector<std::string>& scenario_fields() {
+  // host_data = true: the inputs start in host memory and every step uploads them
+  // (Workload::host_data); the pinned_memory and prefetch passes act on those uploads.
   static const std::vector<std::string> f = {"name",   "description", "model",   "hardware",
-                                             "workload", "stacks",    "execute", "sweep"};
+                                             "workload", "stacks",    "execute", "sweep",
+                                             "host_data"};
   return f;
 }
 
@@ -228,6 +231,7 @@ BuiltScenario build_scenario(lua_State* L, int index, const std::string& what,
     throw ConfigError(fmt::format(
         "{} needs workload = prefill{{...}}, decode{{...}} or train{{...}}", what));
   s.workload = to_workload(L, -1, "workload");
+  r.read("host_data", s.workload.host_data);
   r.push("stacks");
   s.stacks = read_stacks(L, lua_gettop(L));
   if (r.push("execute") != LUA_TNIL) s.execute = to_execute(L, lua_gettop(L));

@@ -17,6 +17,11 @@ local HOST_OVERHEAD = 10e-6
 local NVLINK_LATENCY = 2e-6
 local PCIE_LATENCY = 5e-6
 local IB_LATENCY = 5e-6
+-- Bytes/s one host thread copies in DRAM, which bounds the staging copy of a transfer from
+-- pageable memory: a single core reaches ~10-20 GB/s in STREAM Copy on current x86 servers
+-- (McCalpin, STREAM benchmark, https://www.cs.virginia.edu/stream/); the low end, to be
+-- conservative.
+local HOST_COPY_BANDWIDTH = 10 * GB
 -- One InfiniBand NDR 400 Gb/s NIC per GPU = 50 GB/s per direction
 -- (https://www.nvidia.com/en-us/networking/infiniband-adapters/).
 local INFINIBAND_NDR = 50 * GB
@@ -64,6 +69,7 @@ local function gpu(e)
   e.launch_eager = LAUNCH_EAGER
   e.launch_graph = LAUNCH_GRAPH
   e.host_overhead = HOST_OVERHEAD
+  e.host_copy_bandwidth = e.host_copy_bandwidth or HOST_COPY_BANDWIDTH
   e.nvlink = link(e.nvlink or 0, NVLINK_LATENCY)
   e.pcie = link(e.pcie, PCIE_LATENCY)
   e.infiniband = link(INFINIBAND_NDR, IB_LATENCY)

@@ -77,7 +77,7 @@ TEST_CASE("passes: registry names and validation") {
   }
   CHECK(names == std::set<std::string>{"fp32", "tf32", "bf16", "fp16", "fp8", "flash_attention",
                                        "fusion", "cuda_graphs", "fused_optimizer", "recompute",
-                                       "kv_cache", "batch"});
+                                       "pinned_memory", "prefetch", "kv_cache", "batch"});
   CHECK(config_error({"flash_atention", {}}) ==
         "unknown optimization 'flash_atention' (did you mean 'flash_attention'?)");
   CHECK(config_error({"batch", {}}).find("needs a value") != std::string::npos);

@@ -82,7 +82,9 @@ Measurement CpuBackend::run(const Graph& g, const RunOptions& o) {
     walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
   }
 
-  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmup, repeats);
+  // One queue, and the same cores copy and compute: nothing overlaps.
+  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmup, repeats,
+                                 /*copy_engines=*/false);
   const TrackingAllocator& alloc = runner.allocator();
   m.peak_bytes = alloc.peak_bytes();
   // Every role, as the memory model reports them, so the two breakdowns line up.

@@ -36,14 +36,24 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed) : m_graph(g) {
     if (!is_persistent(t.role) && l >= 0) m_frees[static_cast<std::size_t>(l)].push_back(t.id);
   }
   m_buffers.assign(g.tensors.size(), nullptr);
-  for (const Tensor& t : g.tensors)
-    if (is_persistent(t.role)) m_buffers[static_cast<std::size_t>(t.id)] = m_alloc.allocate(bytes_of_tensor(t), t.role);
+  for (const Tensor& t : g.tensors) {
+    void*& p = m_buffers[static_cast<std::size_t>(t.id)];
+    if (t.on_host()) {
+      // Host memory is not the device's: allocated apart, so it stays out of the peak.
+      m_host.push_back(std::make_unique<std::byte[]>(bytes_of_tensor(t)));
+      p = m_host.back().get();
+    } else if (is_persistent(t.role)) {
+      p = m_alloc.allocate(bytes_of_tensor(t), t.role);
+    }
+  }
   fill_persistent(g, m_buffers, seed);
 }
 
 void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep) {
   using clock = std::chrono::steady_clock;
   const Graph& g = m_graph;
+  // Program order for every stream: one queue executes them all (Op::stream only changes
+  // how the timeline overlaps their measured times).
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     for (int id : op.outputs) {

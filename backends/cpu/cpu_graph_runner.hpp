@@ -1,8 +1,13 @@
 // Executes a graph on the CPU kernels with the memory model's allocation schedule:
 // persistent tensors allocated and filled once, each activation allocated right before the
 // op that writes it and released right after its last use (core/memory_model.hpp last_use).
+// Host tensors live in plain host buffers outside the tracked allocator: like the memory
+// model, the measured peak counts device memory only. The CPU has one queue, so ops of every
+// stream run in program order.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/buffer.hpp"
@@ -30,6 +35,7 @@ class GraphRunner {
   const Graph& m_graph;
   TrackingAllocator m_alloc;
   std::vector<void*> m_buffers;          // by tensor id; nullptr when not live
+  std::vector<std::unique_ptr<std::byte[]>> m_host;  // host tensors' buffers (untracked)
   std::vector<std::vector<int>> m_frees; // by op index: activations released after it
 };
 

@@ -87,7 +87,21 @@ void fill_float(T* data, int64_t n, const InitSpec& spec, uint64_t seed) {
 
 }  // namespace
 
+std::string data_name(const Tensor& t) {
+  constexpr std::string_view suffix = ".host";
+  const std::string_view n = t.name;
+  if (t.on_host() && n.size() > suffix.size() && n.substr(n.size() - suffix.size()) == suffix)
+    return std::string(n.substr(0, n.size() - suffix.size()));
+  return t.name;
+}
+
 InitSpec init_spec(const Graph& g, const Tensor& t) {
+  if (t.on_host()) {
+    // Initialized as the device tensor whose data it holds, when the graph has one.
+    const std::string twin = data_name(t);
+    for (const Tensor& d : g.tensors)
+      if (!d.on_host() && d.name == twin) return init_spec(g, d);
+  }
   InitSpec s;
   if (t.dtype == DType::int32) {
     s.kind = InitKind::token_ids;
@@ -118,7 +132,7 @@ void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t
     const InitSpec spec = init_spec(g, t);
     // Seeded by name, not id: a pass that renumbers tensors keeps every tensor's values.
     uint64_t name_hash = 0xcbf29ce484222325ull;  // FNV-1a
-    for (char ch : t.name) name_hash = (name_hash ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+    for (char ch : data_name(t)) name_hash = (name_hash ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
     const uint64_t tseed = SplitMix{seed ^ name_hash}.next();
     const int64_t n = t.elements();
     switch (storage_of(t.dtype)) {

@@ -3,6 +3,7 @@
 // moments 0), so softmax, norms and AdamW stay finite however many times the graph runs.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/graph.hpp"
@@ -17,11 +18,16 @@ struct InitSpec {
   int64_t vocab = 1;     // token_ids: uniform in [0, vocab)
 };
 
+// The name a tensor's values are derived from: its own, except that a host tensor
+// "<x>.host" (the data uploaded into "<x>", see GraphBuilder::upload) holds the values "<x>"
+// gets without host data, so a graph reads the same data whether it uploads it or not.
+[[nodiscard]] std::string data_name(const Tensor& t);
+
 // How tensor t of g is initialized.
 [[nodiscard]] InitSpec init_spec(const Graph& g, const Tensor& t);
 
-// Fills buffers[id] of every persistent tensor per init_spec; deterministic for a seed and
-// a tensor name (independent of the thread count and of tensor ids).
+// Fills buffers[id] of every persistent tensor per init_spec (host tensors included);
+// deterministic for a seed and data_name (independent of the thread count and of tensor ids).
 void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed);
 
 }  // namespace perfsim::cpu
