@@ -63,6 +63,8 @@ else
   record memcheck "SKIPPED: compute-sanitizer not on PATH (it ships in the CUDA toolkit's bin/)"
 fi
 
+# Every executable built in bench/cuda runs with its defaults (bench_copy, bench_gemm,
+# bench_launch, bench_nccl, perfsim_cuda_bench), except bench_flash below.
 benches=$(find "$BUILD/bench/cuda" -maxdepth 1 -type f -executable 2>/dev/null | sort)
 # bench_flash takes a shape: time the forward, backward and decode shapes the goals in docs/PERFORMANCE.md name.
 flash_cases=("fwd bf16 4 4096 4096 16 16 128 0" "fwd bf16 4 4096 4096 16 16 128 1"

@@ -50,16 +50,22 @@ Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
   for (int r = 0; r < repeats; ++r) walls.push_back(runner.run_once(&samples));
 
   Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmup, repeats);
-  double unscaled = 0;  // Σ eager medians of the graph as built
-  for (const OpMeasurement& om : m.ops) unscaled += om.median;
   if (g.graphed) {
-    // The replayed step as built; sampled layers scale it by the eager passes' ratio of
-    // scaled (× count) to built op time, the only per-layer split a replay cannot give.
+    // The replayed step as built (side streams included: the replay's end event follows the
+    // graph's last node, after every side branch joined stream 0); sampled layers scale it by
+    // the eager passes' ratio of scaled (× count) to built op time, the only per-layer split
+    // a replay cannot give. The ratio is taken over op times, not over summarize_runs's
+    // step_time, which may already account for overlap between streams.
+    double built = 0, scaled = 0;
+    for (std::size_t i = 0; i < m.ops.size(); ++i) {
+      built += m.ops[i].median;
+      scaled += m.ops[i].median * g.ops[i].count;
+    }
     runner.capture();
     (void)runner.replay(1);
     const double replay = median_of(runner.replay(repeats));
     m.executed_wall = replay;
-    m.step_time = unscaled > 0 ? replay * (m.step_time / unscaled) : replay;
+    m.step_time = built > 0 ? replay * (scaled / built) : replay;
     m.graph_replayed = true;
   }
   const CachingAllocator& alloc = runner.allocator();

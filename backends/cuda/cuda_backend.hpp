@@ -1,6 +1,8 @@
 // The CUDA backend: runs a graph on GPU 0 with cuBLASLt GEMMs and perfsim's own kernels
 // (backends/cuda/kernels), the memory model's allocation schedule through a caching
-// allocator, per-op CUDA-event timing, and CUDA graph replay for graphs marked graphed.
+// allocator, host tensors in pageable or pinned host memory (uploads and downloads are
+// cudaMemcpyAsync), one CUDA stream per Op::stream with the fork/join events its contract
+// asks for, per-op CUDA-event timing, and CUDA graph replay for graphs marked graphed.
 #pragma once
 #include <cuda_runtime.h>
 

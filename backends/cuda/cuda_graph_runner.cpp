@@ -1,5 +1,6 @@
-// GraphRunner (see cuda_graph_runner.hpp): persistent state, the allocation walk shared by
-// eager passes and graph capture, event timing and read-back.
+// GraphRunner (see cuda_graph_runner.hpp): persistent state, host tensors, the allocation
+// walk with its stream forks and joins shared by eager passes and graph capture, event
+// timing and read-back.
 #include "backends/cuda/cuda_graph_runner.hpp"
 
 #include <cuda_fp8.h>
@@ -31,21 +32,23 @@ std::size_t bytes_of_tensor(const Tensor& t) {
 GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
     : m_graph(g), m_seed(seed), m_alloc(alloc), m_stream(stream) {
   g.check();
-  for (const Tensor& t : g.tensors)
+  for (const Tensor& t : g.tensors) {
     if (elem_of(t.dtype) == Elem::unsupported)
       throw NotExecutable(fmt::format("cuda backend cannot hold {} tensor '{}'", name_of(t.dtype), t.name));
+    if (t.on_host() && elem_of(t.dtype) == Elem::e4m3)
+      throw NotExecutable(fmt::format("cuda backend keeps no fp8 tensor in host memory ('{}')", t.name));
+  }
   for (const Op& op : g.ops) {
     if (const std::string why = op_unsupported_reason(op, g); !why.empty()) throw NotExecutable(why);
     cpu::check_op(op, g);
   }
+  m_plan = plan_streams(g);
   m_exec = std::make_unique<OpExecutor>(g, alloc, gemm, stream);
 
-  const std::vector<int> last = last_use(g);
   m_frees.resize(g.ops.size());
-  for (const Tensor& t : g.tensors) {
-    const int l = last.at(static_cast<std::size_t>(t.id));
-    if (!is_persistent(t.role) && l >= 0) m_frees[static_cast<std::size_t>(l)].push_back(t.id);
-  }
+  for (const Tensor& t : g.tensors)
+    if (const int l = m_plan.free_after.at(static_cast<std::size_t>(t.id)); l >= 0)
+      m_frees[static_cast<std::size_t>(l)].push_back(t.id);
   m_buffers.assign(g.tensors.size(), nullptr);
   m_scales.assign(g.tensors.size(), nullptr);
   std::size_t fp8_count = 0;
@@ -60,11 +63,13 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
       if (elem_of(t.dtype) == Elem::e4m3) m_scales[static_cast<std::size_t>(t.id)] = m_scale_slots + line * slot++;
   }
   try {
-    for (const Tensor& t : g.tensors)
-      if (is_persistent(t.role)) m_buffers[static_cast<std::size_t>(t.id)] = m_alloc.allocate(bytes_of_tensor(t), t.role);
+    for (const Tensor& t : g.tensors) {
+      void*& p = m_buffers[static_cast<std::size_t>(t.id)];
+      if (t.on_host()) p = m_host.allocate(bytes_of_tensor(t), t.residence == Residence::host_pinned);
+      else if (is_persistent(t.role)) p = m_alloc.allocate(bytes_of_tensor(t), t.role);
+    }
     fill_persistent_tensors();
-    m_events.assign(2 * g.ops.size(), nullptr);
-    for (cudaEvent_t& e : m_events) PERFSIM_CUDA_CHECK(cudaEventCreate(&e));
+    create_streams();
   } catch (...) {
     release_all();  // a graph that does not fit leaves the allocator as it found it
     throw;
@@ -73,25 +78,59 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
 
 GraphRunner::~GraphRunner() { release_all(); }
 
+void GraphRunner::create_streams() {
+  m_streams.assign(m_plan.streams.size(), nullptr);
+  m_streams[0] = m_stream;
+  for (std::size_t l = 1; l < m_streams.size(); ++l)
+    PERFSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&m_streams[l], cudaStreamNonBlocking));
+  const std::size_t n = m_graph.ops.size();
+  m_events.assign(2 * n, nullptr);
+  for (cudaEvent_t& e : m_events) PERFSIM_CUDA_CHECK(cudaEventCreate(&e));
+  PERFSIM_CUDA_CHECK(cudaEventCreate(&m_step_start));
+  PERFSIM_CUDA_CHECK(cudaEventCreate(&m_step_end));
+  m_fork.assign(n, nullptr);
+  m_done.assign(n, nullptr);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (m_plan.lane[i] == 0) continue;  // only side-stream ops fork and signal completion
+    PERFSIM_CUDA_CHECK(cudaEventCreateWithFlags(&m_fork[i], cudaEventDisableTiming));
+    PERFSIM_CUDA_CHECK(cudaEventCreateWithFlags(&m_done[i], cudaEventDisableTiming));
+  }
+}
+
+void GraphRunner::sync_all() {
+  for (cudaStream_t s : m_streams)
+    if (s != nullptr) (void)cudaStreamSynchronize(s);
+  if (m_streams.empty()) (void)cudaStreamSynchronize(m_stream);
+}
+
 void GraphRunner::release_all() {
-  (void)cudaStreamSynchronize(m_stream);
+  sync_all();
   if (m_graph_exec != nullptr) (void)cudaGraphExecDestroy(m_graph_exec);
   if (m_cuda_graph != nullptr) (void)cudaGraphDestroy(m_cuda_graph);
-  for (cudaEvent_t e : m_events)
+  for (const auto* list : {&m_events, &m_fork, &m_done})
+    for (cudaEvent_t e : *list)
+      if (e != nullptr) (void)cudaEventDestroy(e);
+  for (cudaEvent_t e : {m_step_start, m_step_end})
     if (e != nullptr) (void)cudaEventDestroy(e);
   m_exec.reset();
-  for (void* p : m_buffers) {
+  for (std::size_t id = 0; id < m_buffers.size(); ++id) {
+    if (m_graph.tensors[id].on_host()) continue;  // HostMemory frees these
     try {
-      m_alloc.release(p);
+      m_alloc.release(m_buffers[id]);
     } catch (...) {
     }
   }
   m_buffers.clear();
+  m_host.release_all();
+  for (std::size_t l = 1; l < m_streams.size(); ++l)
+    if (m_streams[l] != nullptr) (void)cudaStreamDestroy(m_streams[l]);
+  m_streams.clear();
   if (m_scale_slots != nullptr) (void)cudaFree(m_scale_slots);
   m_scale_slots = nullptr;
   m_graph_exec = nullptr;
   m_cuda_graph = nullptr;
-  m_events.clear();
+  m_events.clear(), m_fork.clear(), m_done.clear();
+  m_step_start = m_step_end = nullptr;
 }
 
 // Host-side values, one tensor at a time (a large model's state need not fit in host memory
@@ -111,8 +150,18 @@ void GraphRunner::fill_persistent_tensors() {
   std::vector<void*> host_ptrs(g.tensors.size(), nullptr);
   std::vector<unsigned char> host;
   for (const Tensor& t : g.tensors) {
-    if (!is_persistent(t.role) || t.elements() == 0) continue;
     const auto id = static_cast<std::size_t>(t.id);
+    if (t.on_host() && t.elements() > 0) {  // filled in place; written ones start as NaN bytes
+      if (!is_persistent(t.role)) {
+        std::memset(m_buffers[id], 0xFF, bytes_of_tensor(t));
+        continue;
+      }
+      host_ptrs[id] = m_buffers[id];
+      cpu::fill_persistent(g, host_ptrs, m_seed);
+      host_ptrs[id] = nullptr;
+      continue;
+    }
+    if (!is_persistent(t.role) || t.elements() == 0) continue;
     const bool fp8 = elem_of(t.dtype) == Elem::e4m3;
     host.assign(fp8 ? static_cast<std::size_t>(t.elements()) * sizeof(float) : bytes_of_tensor(t), 0);
     host_ptrs[id] = host.data();
@@ -145,22 +194,34 @@ void GraphRunner::fill_persistent_tensors() {
 }
 
 void GraphRunner::reset_persistent() {
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
   fill_persistent_tensors();
 }
 
+void GraphRunner::wait(cudaStream_t s, cudaEvent_t e) { PERFSIM_CUDA_CHECK(cudaStreamWaitEvent(s, e, 0)); }
+
 void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep) {
   const Graph& g = m_graph;
+  auto kept = [&](int id) { return keep != nullptr && (*keep)[static_cast<std::size_t>(id)]; };
+  if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
+    const int lane = m_plan.lane[i];
+    const cudaStream_t st = m_streams[static_cast<std::size_t>(lane)];
     for (int id : op.outputs) {
       void*& p = m_buffers[static_cast<std::size_t>(id)];
       if (p == nullptr) p = m_alloc.allocate(bytes_of_tensor(g.tensor(id)), g.tensor(id).role);
     }
+    if (lane != 0) {  // the fork: after everything issued so far on stream 0
+      PERFSIM_CUDA_CHECK(cudaEventRecord(m_fork[i], m_stream));
+      wait(st, m_fork[i]);
+    }
+    for (int w : m_plan.waits[i]) wait(st, m_done[static_cast<std::size_t>(w)]);  // the joins
     nvtxRangePushA(op.name.c_str());
-    if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_events[2 * i], m_stream));
+    // Timing events after the waits: an op's time excludes waiting for other streams.
+    if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_events[2 * i], st));
     try {
-      m_exec->run(op, m_buffers, m_scales, capturing);
+      m_exec->run(op, m_buffers, m_scales, capturing, st, lane != 0);
     } catch (const NotExecutable&) {
       nvtxRangePop();
       throw;
@@ -168,20 +229,35 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
       nvtxRangePop();
       throw NotExecutable(fmt::format("cuda backend: op '{}' ({}) failed: {}", op.name, name_of(op.kind), e.what()));
     }
-    if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_events[2 * i + 1], m_stream));
+    if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_events[2 * i + 1], st));
+    if (lane != 0) PERFSIM_CUDA_CHECK(cudaEventRecord(m_done[i], st));
     nvtxRangePop();
+    for (int j : m_plan.after[i]) wait(m_stream, m_done[static_cast<std::size_t>(j)]);
     for (int id : m_frees[i]) {
-      if (keep != nullptr && (*keep)[static_cast<std::size_t>(id)]) continue;
+      if (kept(id)) continue;
       m_alloc.release(m_buffers[static_cast<std::size_t>(id)]);
       m_buffers[static_cast<std::size_t>(id)] = nullptr;
     }
   }
+  // The end of the step: stream 0 joins every side stream (this also closes a capture's
+  // side branches), then what was kept for the side streams goes back to the allocator.
+  for (std::size_t l = 1; l < m_plan.lane_last.size(); ++l)
+    if (const int last = m_plan.lane_last[l]; last >= 0) wait(m_stream, m_done[static_cast<std::size_t>(last)]);
+  m_exec->release_held_scratch();
+  for (const Tensor& t : g.tensors) {
+    void*& p = m_buffers[static_cast<std::size_t>(t.id)];
+    if (m_plan.end_of_step[static_cast<std::size_t>(t.id)] && p != nullptr && !kept(t.id)) {
+      m_alloc.release(p);
+      p = nullptr;
+    }
+  }
+  if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
 }
 
 double GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep) {
   const bool timed = op_seconds != nullptr && !m_graph.ops.empty();
   walk(timed, false, keep);
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
   if (!timed) return 0;
   for (std::size_t i = 0; i < m_graph.ops.size(); ++i) {
     float ms = 0;
@@ -189,7 +265,7 @@ double GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const
     (*op_seconds)[i].push_back(ms * 1e-3);
   }
   float total_ms = 0;
-  PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&total_ms, m_events.front(), m_events.back()));
+  PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&total_ms, m_step_start, m_step_end));
   return total_ms * 1e-3;
 }
 
@@ -202,10 +278,12 @@ void GraphRunner::capture(const std::vector<char>* keep) {
   try {
     walk(false, true, keep);
   } catch (...) {
+    // Ending the capture on its origin stream also ends it on the side streams that joined it.
     cudaGraph_t broken = nullptr;
     (void)cudaStreamEndCapture(m_stream, &broken);
     if (broken != nullptr) (void)cudaGraphDestroy(broken);
     (void)cudaGetLastError();
+    m_exec->release_held_scratch();
     throw;
   }
   PERFSIM_CUDA_CHECK(cudaStreamEndCapture(m_stream, &m_cuda_graph));
@@ -242,10 +320,11 @@ std::vector<float> GraphRunner::read(int id) const {
   const Tensor& t = m_graph.tensor(id);
   const void* p = m_buffers.at(static_cast<std::size_t>(id));
   if (p == nullptr) throw std::logic_error(fmt::format("cuda backend: tensor '{}' is not live", t.name));
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
   const auto n = static_cast<std::size_t>(t.elements());
   std::vector<unsigned char> host(bytes_of_tensor(t));
-  PERFSIM_CUDA_CHECK(cudaMemcpy(host.data(), p, host.size(), cudaMemcpyDeviceToHost));
+  if (t.on_host()) std::memcpy(host.data(), p, host.size());
+  else PERFSIM_CUDA_CHECK(cudaMemcpy(host.data(), p, host.size(), cudaMemcpyDeviceToHost));
   std::vector<float> out(n);
   const Elem e = elem_of(t.dtype);
   if (e == Elem::i32) {

@@ -1,10 +1,13 @@
 // Executes a graph on one GPU with the memory model's allocation schedule: persistent
 // tensors allocated, filled on the host with cpu::fill_persistent (the CPU backend's values)
 // and copied once; each activation allocated right before the op that writes it and
-// released right after its last use (core/memory_model.hpp last_use). Eager passes time
-// every op with a pair of CUDA events on one stream; capture() records the same pass
-// (the same allocation walk, so the same buffers and the same tracked peak) into a CUDA
-// graph that replay() launches. NVTX ranges carry the op names.
+// released right after its last use (core/memory_model.hpp last_use). Host tensors live in
+// host memory (pageable or pinned, cuda_host_memory.hpp) outside the tracked device peak.
+// Ops run on one CUDA stream per distinct Op::stream, ordered by the fork/join events of
+// cuda_stream_plan.hpp. Eager passes time every op with a pair of CUDA events on its own
+// stream; capture() records the same pass (the same allocation walk, so the same buffers
+// and the same tracked peak; side streams join the capture through the fork events) into a
+// CUDA graph that replay() launches. NVTX ranges carry the op names.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,7 +17,9 @@
 
 #include "backends/cuda/cuda_allocator.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
+#include "backends/cuda/cuda_host_memory.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
+#include "backends/cuda/cuda_stream_plan.hpp"
 #include "core/graph.hpp"
 
 namespace perfsim::cuda {
@@ -29,18 +34,21 @@ class GraphRunner {
   ~GraphRunner();
 
   // One eager pass over the ops. op_seconds: op i's event time appended to (*op_seconds)[i];
-  // returns the pass's GPU time (first op's start event to the last op's end event) when
-  // timed, else 0. Tensors with keep[id] set survive their last use (for reading back).
+  // returns the pass's GPU time (an event on stream 0 before the first op to one after stream
+  // 0 has joined every side stream) when timed, else 0. Tensors with keep[id] set survive
+  // their last use (for reading back).
   double run_once(std::vector<std::vector<double>>* op_seconds = nullptr, const std::vector<char>* keep = nullptr);
   // Records one pass into a CUDA graph (run one eager pass first: it uploads the fused
   // AdamW descriptors and warms the allocator's cache).
   void capture(const std::vector<char>* keep = nullptr);
   // Launches the captured graph `times` times; each launch's time by events.
   std::vector<double> replay(int times);
-  // Fills the persistent tensors again with their initial values.
+  // Fills the persistent tensors again with their initial values (and poisons the host
+  // tensors that ops write, so a later pass that does not write them shows).
   void reset_persistent();
 
   // Values of a live tensor widened to float (ids exact, e4m3 dequantized). Synchronizes.
+  // Host tensors are read from host memory.
   [[nodiscard]] std::vector<float> read(int id) const;
   [[nodiscard]] const CachingAllocator& allocator() const { return m_alloc; }
 
@@ -49,16 +57,26 @@ class GraphRunner {
   void fill_persistent_tensors();
   void release_all();
 
+  void create_streams();
+  void wait(cudaStream_t s, cudaEvent_t e);
+  void sync_all();
+
   const Graph& m_graph;
   uint64_t m_seed;
   CachingAllocator& m_alloc;
-  cudaStream_t m_stream;
+  cudaStream_t m_stream;                  // stream 0 (the backend's)
+  StreamPlan m_plan;
+  std::vector<cudaStream_t> m_streams;    // by lane; [0] = m_stream, the others created here
   std::unique_ptr<OpExecutor> m_exec;
+  HostMemory m_host;                      // host tensors' memory
   std::vector<void*> m_buffers;           // by tensor id; nullptr when not live
   std::vector<float*> m_scales;           // by tensor id: dequantization scale of e4m3 tensors
   float* m_scale_slots = nullptr;         // [fp8 tensors] device floats behind m_scales
   std::vector<std::vector<int>> m_frees;  // by op index: activations released after it
-  std::vector<cudaEvent_t> m_events;      // [2 * ops]: start, end of each op
+  std::vector<cudaEvent_t> m_events;      // [2 * ops]: start, end of each op (on its stream)
+  std::vector<cudaEvent_t> m_fork;        // by op: recorded on stream 0 before a side-stream op
+  std::vector<cudaEvent_t> m_done;        // by op: recorded on its side stream after it
+  cudaEvent_t m_step_start = nullptr, m_step_end = nullptr;  // on stream 0
   cudaGraph_t m_cuda_graph = nullptr;
   cudaGraphExec_t m_graph_exec = nullptr;
 };

@@ -182,6 +182,18 @@ constexpr int64_t decode_max_seq_q = 8;
 }  // namespace
 
 std::string op_unsupported_reason(const Op& op, const Graph& g) {
+  if (op.kind == OpKind::copy && op.inputs.size() == 1 && op.outputs.size() == 1) {
+    const Tensor& x = g.tensor(op.inputs[0]);
+    const Tensor& y = g.tensor(op.outputs[0]);
+    if (x.on_host() && y.on_host())
+      return fmt::format("cuda backend: copy '{}' is between two host tensors (nothing for the GPU to do)", op.name);
+    if ((x.on_host() || y.on_host()) && elem(g, x.id) != elem(g, y.id) &&
+        !(is_float(elem(g, x.id)) && is_float(elem(g, y.id))))
+      return fmt::format("cuda backend: copy '{}' cannot convert {} to {}", op.name, name_of(x.dtype), name_of(y.dtype));
+    if (g.graphed && !pageable_copies_capturable &&
+        (x.residence == Residence::host_pageable || y.residence == Residence::host_pageable))
+      return fmt::format("{} (op '{}')", pageable_capture_message, op.name);
+  }
   if (op.kind == OpKind::collective)
     return "cuda backend runs one GPU for now: collectives (NCCL, several GPUs) are not executed yet";
   if (op.kind == OpKind::host)
@@ -224,6 +236,7 @@ std::unique_ptr<BlasHandle> OpExecutor::make_attention_blas(const Graph& g) {
 OpExecutor::~OpExecutor() {
   for (auto& [id, d] : m_adamw_desc) (void)cudaFree(d.device);
   for (void* p : m_scratch) m_alloc.release(p);
+  for (void* p : m_held_scratch) m_alloc.release(p);
 }
 
 void* OpExecutor::scratch(std::size_t bytes) {
@@ -244,11 +257,29 @@ void OpExecutor::copy_if_distinct(const std::vector<void*>& buf, int from, int t
           g.tensor(to).elements(), m_stream);
 }
 
+void OpExecutor::release_held_scratch() {
+  for (void* p : m_held_scratch) m_alloc.release(p);
+  m_held_scratch.clear();
+}
+
 void OpExecutor::run(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales,
-                     bool capturing) {
+                     bool capturing, cudaStream_t stream, bool hold_scratch) {
   cpu::check_arity(op);
   if (const std::string why = op_unsupported_reason(op, m_graph); !why.empty()) fail(op, why);
+  m_stream = stream;
+  auto done = [&] {
+    if (!hold_scratch) return release_scratch();
+    m_held_scratch.insert(m_held_scratch.end(), m_scratch.begin(), m_scratch.end());
+    m_scratch.clear();
+  };
+  const bool host_copy = op.kind == OpKind::copy &&
+                         (m_graph.tensor(op.inputs[0]).on_host() || m_graph.tensor(op.outputs[0]).on_host());
   try {
+    if (host_copy) {
+      run_host_copy(op, buf, capturing);
+      done();
+      return;
+    }
     switch (op.kind) {
       case OpKind::gemm:
         if (touches_fp8(op, m_graph)) run_fp8_gemm(op, buf, scales);
@@ -258,10 +289,39 @@ void OpExecutor::run(const Op& op, const std::vector<void*>& buf, const std::vec
       default: run_generic(op, buf); break;
     }
   } catch (...) {
-    release_scratch();
+    done();
     throw;
   }
-  release_scratch();
+  done();
+}
+
+// Upload (host x -> device y) or download (device x -> host y) on the op's stream. Equal
+// element types move the bytes straight; otherwise the bytes travel in the host tensor's type
+// through a device scratch converted on the GPU (transient activation memory, as staging is
+// elsewhere). A pageable side makes the copy synchronous for the host (the driver stages it
+// through its own pinned buffer); a pinned one is a DMA asynchronous to the host.
+void OpExecutor::run_host_copy(const Op& op, const std::vector<void*>& buf, bool capturing) {
+  const Graph& g = m_graph;
+  const int x = op.inputs[0], y = op.outputs[0];
+  const bool upload = g.tensor(x).on_host();
+  const int host_id = upload ? x : y, dev_id = upload ? y : x;
+  const Elem he = elem(g, host_id), de = elem(g, dev_id);
+  const int64_t n = g.tensor(y).elements();
+  const std::size_t bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(bytes_of(he));
+  void* host = buf[static_cast<std::size_t>(host_id)];
+  void* dev = buf[static_cast<std::size_t>(dev_id)];
+  void* staged = he == de ? dev : scratch(bytes);  // [n] in the host tensor's type
+  if (!upload && staged != dev) convert(dev, de, staged, he, n, m_stream);
+  const cudaError_t e = upload ? cudaMemcpyAsync(staged, host, bytes, cudaMemcpyHostToDevice, m_stream)
+                               : cudaMemcpyAsync(host, staged, bytes, cudaMemcpyDeviceToHost, m_stream);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (capturing && g.tensor(host_id).residence == Residence::host_pageable)
+      fail(op, fmt::format("{} ({})", pageable_capture_message, cudaGetErrorString(e)));
+    throw_cuda_status(e, upload ? "cudaMemcpyAsync(host to device)" : "cudaMemcpyAsync(device to host)", __FILE__,
+                      __LINE__);
+  }
+  if (upload && staged != dev) convert(staged, he, dev, de, n, m_stream);
 }
 
 void OpExecutor::run_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>&) {

@@ -2,7 +2,8 @@
 // functions, stages operands whose storage differs from what the kernel takes (converted
 // copies and kernel workspaces come from the caching allocator as transient activation
 // memory, as the CPU backend counts its own), and calls the launcher of
-// backends/cuda/kernels/<op>.cuh, or cuBLASLt for GEMMs, on one stream.
+// backends/cuda/kernels/<op>.cuh, or cuBLASLt for GEMMs, on the op's stream. A `copy` with a
+// host side is a cudaMemcpyAsync on that stream (upload or download, by the residences).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -19,8 +20,19 @@
 namespace perfsim::cuda {
 
 // "" when the CUDA backend can run op; otherwise why not (a collective, a host op, an op
-// whose kernel is not built yet, an fp8 GEMM shape cuBLASLt refuses).
+// whose kernel is not built yet, an fp8 GEMM shape cuBLASLt refuses, a copy between two host
+// tensors, a copy from or to pageable memory in a graph that cuda_graphs captures when
+// such copies cannot be captured).
 [[nodiscard]] std::string op_unsupported_reason(const Op& op, const Graph& g);
+
+// Whether a cudaMemcpyAsync between pageable host memory and the device can be captured into
+// a CUDA graph and replays correctly. It can on the H100 with CUDA 13 / driver 580: the copy
+// becomes a memcpy node and each replay moves the host buffer's current contents, both ways
+// (tests/gpu/test_cuda_host_copy.cpp checks the driver against this constant). When false,
+// graphed graphs with a pageable copy are unsupported with pageable_capture_message.
+inline constexpr bool pageable_copies_capturable = true;
+inline constexpr const char* pageable_capture_message =
+    "cuda_graphs cannot capture a copy from pageable memory: add pinned_memory before cuda_graphs";
 
 // How an e4m3 tensor is stored. cuBLASLt's fp8 kernels take only the TN form (row-major B
 // stored [n, k]), so a persistent e4m3 tensor that fp8 GEMMs read only as operand B with
@@ -46,8 +58,13 @@ class OpExecutor {
   // buffers[id]: device data of tensor id (every operand of op allocated by the caller);
   // scales[id]: device dequantization scale of an e4m3 tensor (nullptr otherwise).
   // capturing: a CUDA graph is being captured (no host-to-device uploads allowed).
+  // stream: where the op runs. hold_scratch: keep the op's kernel workspaces until
+  // release_held_scratch() (an op on a side stream may still be running when the next op is
+  // issued, so its workspace must not go back to the allocator yet).
   void run(const Op& op, const std::vector<void*>& buffers, const std::vector<float*>& scales,
-           bool capturing);
+           bool capturing, cudaStream_t stream, bool hold_scratch = false);
+  // Returns the held workspaces to the allocator (call once the side streams are joined).
+  void release_held_scratch();
   // fp8_storage(graph), by tensor id: the runner fills and reads e4m3 tensors accordingly.
   [[nodiscard]] const std::vector<Fp8Storage>& fp8_layouts() const { return m_fp8_storage; }
 
@@ -56,6 +73,7 @@ class OpExecutor {
   void run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales);
   void run_adamw(const Op& op, const std::vector<void*>& buf, bool capturing);
   void run_generic(const Op& op, const std::vector<void*>& buf);
+  void run_host_copy(const Op& op, const std::vector<void*>& buf, bool capturing);
   void copy_if_distinct(const std::vector<void*>& buf, int from, int to);
   void* scratch(std::size_t bytes);
   void release_scratch();
@@ -71,9 +89,10 @@ class OpExecutor {
   const Graph& m_graph;
   CachingAllocator& m_alloc;
   GemmEngine& m_gemm;
-  cudaStream_t m_stream;
+  cudaStream_t m_stream;                             // the current op's stream
   std::vector<Fp8Storage> m_fp8_storage;             // by tensor id
   std::vector<void*> m_scratch;                      // this op's transient buffers
+  std::vector<void*> m_held_scratch;                 // side-stream ops' buffers, until the join
   std::map<int, UploadedDescriptors> m_adamw_desc;   // op id -> fused AdamW descriptors
   std::unique_ptr<BlasHandle> m_blas;                // materialized attention's batched GEMMs
 };
