@@ -86,7 +86,8 @@ fi
 
 # The scenarios on the GPU: predicted next to measured, per optimization step.
 if [ "${SCENARIOS:-1}" != 0 ]; then
-  for sc in scenarios/llm_decode.lua scenarios/train_step.lua scenarios/prefill.lua; do
+  for sc in scenarios/llm_decode.lua scenarios/train_step.lua scenarios/prefill.lua \
+            scenarios/data_loading.lua; do
     step "run $(basename "$sc")" "run_$(basename "$sc" .lua).md" \
       "$BUILD/perfsim" run "$sc" --backend cuda --format md --quiet || status=1
   done
@@ -94,6 +95,10 @@ if [ "${SCENARIOS:-1}" != 0 ]; then
   step "run prefill.lua prompt=8064" "run_prefill_8064.md" \
     "$BUILD/perfsim" run scenarios/prefill.lua --backend cuda --format md --quiet \
     --set prompt=8064 --set repeats=3 || status=1
+  # Data loading where the step is large enough for the GPU to notice: GPT-2 at seq 1024.
+  step "run data_loading.lua gpt2" "run_data_loading_gpt2.md" \
+    "$BUILD/perfsim" run scenarios/data_loading.lua --backend cuda --format md --quiet \
+    --set model=gpt2 --set batch=8 --set seq=1024 || status=1
 fi
 
 summary
