@@ -2,7 +2,8 @@
 // kernel is timed with CUDA events, median over repeats after a warm-up, rotating between 4
 // input/output sets so operands never stay in L2. Bytes = what the op must read + write;
 // GB/s is compared with a device-to-device cudaMemcpy (read + write bytes) timed in the same
-// run. Also the cost of an empty kernel launch and of a tiny eager rmsnorm. Prints a markdown
+// run (first, and again last to show its drift); the norm backward rows include their partial
+// sum kernel. Also the cost of an empty kernel launch and of a tiny eager rmsnorm. Prints a markdown
 // table last; exits 0 (a report: the % column shows the ≥ 85% goal).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -108,6 +109,13 @@ double time_us(const std::function<void(int)>& fn) {
   return t[t.size() / 2];
 }
 
+// A tuning point, printed only (not in the table): median µs and % of the copy.
+void sweep(const std::string& what, double bytes, double copy_gbs, const std::function<void(int)>& fn) {
+  const double us = time_us(fn);
+  std::printf("sweep: %-44s %9.1f us %5.0f%% of copy\n", what.c_str(), us, 100.0 * bytes / us * 1e-3 / copy_gbs);
+  std::fflush(stdout);
+}
+
 void bench(const std::string& kernel, const std::string& dtype, const std::string& shape, double bytes,
            const std::function<void(int)>& fn) {
   const double us = time_us(fn);
@@ -155,6 +163,17 @@ int main() {
       float* ws = alloc<float>(gpu::norm_bwd_workspace_floats(rows, cols));
       bench("rmsnorm_bwd", "bf16", shape, 3 * e2, [&](int s) { gpu::rmsnorm_bwd(x[s], gamma, y[s], z[s], w[s], rows, cols, 1e-5f, ws, nullptr); });
       bench("layernorm_bwd", "bf16", shape, 3 * e2, [&](int s) { gpu::layernorm_bwd(x[s], gamma, y[s], z[s], w[s], w[(s + 1) % sets], rows, cols, 1e-5f, ws, nullptr); });
+      // The pipelined backward's packs per thread and rows per block reduction (2 blocks per SM).
+      for (const bool layer : {false, true})
+        for (const int packs : {1, 2})
+          for (const int per_step : {1, 2})
+            sweep(std::string(layer ? "layernorm_bwd" : "rmsnorm_bwd") + " packs/thread " + std::to_string(packs) +
+                      " rows/step " + std::to_string(per_step),
+                  3 * e2, copy_gbs, [&](int s) {
+                    const int64_t parts = gpu::detail::norm_bwd_pipelined(layer, x[s], gamma, y[s], z[s], ws, rows, cols,
+                                                                          1e-5f, nullptr, 2, per_step, packs);
+                    gpu::detail::sum_partials(ws, w[s], parts, cols, nullptr, layer ? w[(s + 1) % sets] : nullptr);
+                  });
     }
     {
       const cpu::RopeShape r{.tokens = rows, .heads = 32, .head_dim = cols / 32, .seq = rows, .position = 0};
@@ -223,6 +242,11 @@ int main() {
       bench("adamw unfused (4 sweeps)", "fp32", "8x2Mi", elems * 4 * 12,  // decay 2, m 3, v 3, update 4
             [&](int s) { gpu::adamw_unfused(groups[s], p, 4, nullptr); });
     }
+
+    // The copy again, last: how far the reference drifted during the run (clocks, heat).
+    bench("D2D cudaMemcpy (end of run)", "bf16", shape, 2 * e2, [&](int s) {
+      PERFSIM_CUDA_CHECK(cudaMemcpyAsync(y[s], x[s], static_cast<size_t>(e2), cudaMemcpyDeviceToDevice));
+    });
 
     // Launch overheads: back-to-back launches, average per launch.
     const int launches = 2000;

@@ -108,3 +108,28 @@ TEST_CASE_TEMPLATE("cuda kernels: materialized attention matches the CPU referen
     }
   }
 }
+
+// The softmax alone on every row kernel: one warp per row (1, 2, 4, 8 packs per lane), one
+// block per row, and a causal mask ending inside a pack (seq_kv 1000: the last visible
+// element of a row is mid-pack).
+TEST_CASE_TEMPLATE("cuda kernels: attention softmax matches the CPU reference on every row kernel", D,
+                   float, __nv_bfloat16, __half) {
+  using H = host_t<D>;
+  for (const int64_t skv : {int64_t{33}, int64_t{256}, int64_t{1000}, int64_t{1024}, int64_t{2048},
+                            int64_t{4100}}) {
+    for (const bool causal : {false, true}) {
+      CAPTURE(skv);
+      CAPTURE(causal);
+      const cpu::AttnShape a{.batch = 2, .seq_q = 7, .seq_kv = skv, .heads = 3, .kv_heads = 3,
+                             .head_dim = 8, .kv_capacity = skv, .grad_capacity = skv, .causal = causal};
+      const int64_t n = a.batch * a.heads * a.seq_q * skv;
+      const auto s_in = random_values<H>(n, 107, -6, 6);
+      std::vector<H> want(static_cast<size_t>(n));
+      cpu::attn_softmax(s_in.data(), want.data(), a);
+      DeviceBuffer<D> d_s(s_in), d_p(n);
+      d_p.poison();
+      cuda::attn_softmax(d_s.get(), d_p.get(), a, nullptr);
+      CHECK(normalized_error(d_p.download(), want) <= tolerance<D>());
+    }
+  }
+}

@@ -93,8 +93,13 @@ TEST_CASE_TEMPLATE("cuda kernels: norm backward matches the CPU reference", D, f
   SUBCASE("odd cols") { check_backward<D>(7, 1000 + 1); }
   // More rows than partial blocks (512): several rows per block, summed in a fixed order.
   SUBCASE("rows > partial blocks") { check_backward<D>(1100, 256); }
-  // Rows held in registers by persistent blocks, several rows each.
+  // Rows staged through the shared-memory ring by persistent blocks, several rows each.
   SUBCASE("llama-like rows, persistent blocks") { check_backward<D>(600, 4096); }
+  // More rows than resident blocks, split unevenly; tiny rows (one warp per block).
+  SUBCASE("uneven rows per block") { check_backward<D>(2003, 1024); }
+  SUBCASE("tiny rows") { check_backward<D>(9, 24); }
+  // 16-bit: 512 threads, a 3-stage ring; fp32: too wide for the ring (fallback).
+  SUBCASE("8192 columns") { check_backward<D>(70, 8192); }
   // Too wide for one block's registers: the two-sweep kernels.
   SUBCASE("wide rows (two-sweep fallback)") { check_backward<D>(5, 8200); }
 }
@@ -112,4 +117,40 @@ TEST_CASE("cuda kernels: norm backward is deterministic") {
   cuda::layernorm_bwd(d_x.get(), d_g.get(), d_dy.get(), d_dx.get(), d_dg.get(), d_db.get(), rows,
                       cols, eps, ws.get(), nullptr);
   CHECK(d_dg.download<float>() == first);
+}
+
+// The pipelined backward at every setting the benchmark sweeps (resident blocks per SM, rows
+// per block reduction, packs per thread), an odd row count so that a block's last step holds
+// one row.
+TEST_CASE_TEMPLATE("cuda kernels: pipelined norm backward matches the CPU reference at every setting", D,
+                   float, __nv_bfloat16) {
+  using H = host_t<D>;
+  const int64_t rows = 601, cols = 1024;
+  const auto x = random_values<H>(rows * cols, 11, -2.0f, 2.0f);
+  const auto up = random_values<H>(rows * cols, 12);
+  const auto gamma = random_values<H>(cols, 13, 0.5f, 1.5f);
+  DeviceBuffer<D> d_x(x), d_up(up), d_g(gamma), d_dx(rows * cols), d_dg(cols), d_db(cols);
+  DeviceBuffer<float> ws(cuda::norm_bwd_workspace_floats(rows, cols));
+  std::vector<H> dx(x.size()), dg(gamma.size()), db(gamma.size()), rdx(x.size()), rdg(gamma.size());
+  cpu::layernorm_bwd(x.data(), gamma.data(), up.data(), dx.data(), dg.data(), db.data(), rows, cols, eps);
+  cpu::rmsnorm_bwd(x.data(), gamma.data(), up.data(), rdx.data(), rdg.data(), rows, cols, eps);
+  for (const bool layer : {false, true})
+    for (const int per_sm : {1, 2, 3})
+      for (const int per_step : {1, 2})
+        for (const int packs : {1, 2}) {
+          CAPTURE(layer);
+          CAPTURE(per_sm);
+          CAPTURE(per_step);
+          CAPTURE(packs);
+          d_dx.poison();
+          d_dg.poison();
+          d_db.poison();
+          const int64_t parts = cuda::detail::norm_bwd_pipelined(layer, d_x.get(), d_g.get(), d_up.get(), d_dx.get(),
+                                                                 ws.get(), rows, cols, eps, nullptr, per_sm, per_step, packs);
+          REQUIRE(parts > 0);
+          cuda::detail::sum_partials(ws.get(), d_dg.get(), parts, cols, nullptr, layer ? d_db.get() : nullptr);
+          CHECK(normalized_error(d_dx.download(), layer ? dx : rdx) <= tolerance<D>());
+          CHECK(normalized_error(d_dg.download(), layer ? dg : rdg) <= tolerance<D>());
+          if (layer) CHECK(normalized_error(d_db.download(), db) <= tolerance<D>());
+        }
 }

@@ -1,9 +1,9 @@
 // Row softmax of materialized attention scores with the causal mask, and its backward.
 // S, P, dP, dS [b, h, sq, skv]; row r = ((b·h + head)·sq + i) sees kv positions
 // j < visible(i) (all of them when not causal); masked entries of P are written as 0.
-// Forward: the row is held in registers (row_regs.cuh) and read from DRAM once: max, Σexp,
-// then the write. Rows up to 256 packs take one warp each (4 rows per block, shuffles only);
-// longer rows up to 4096 packs one block each. Wider rows fall back to two sweeps with an
+// Forward: the row is held in registers (row_regs.cuh) and read from DRAM once: max, Σexp
+// (exponentials kept in registers), then the write. Rows up to 256 packs take one warp each
+// (4 rows per block, shuffles only); longer rows up to 4096 packs one block each. Wider rows fall back to two sweeps with an
 // online (max, Σexp) pair per thread (Milakov & Gimelshein 2018). The backward's
 // dS = P ⊙ (dP − Σ dP⊙P) is a reduction sweep then a write sweep.
 #include "backends/cuda/cuda_check.hpp"
@@ -69,26 +69,47 @@ template <bool Block> __device__ __forceinline__ float row_sum(float v) {
   }
 }
 
-// Softmax of one row held by `nt` threads (a warp or the block), N packs each.
+// Softmax of one row held by `nt` threads (a warp or the block), N packs each. Each element
+// costs about six instructions: the row is memory-bound only if the exponentials stay cheap
+// (with two accurate expf per element it issued ~35 instructions per element and fell to 80%
+// of a copy). So: masked elements become −inf once (2^−inf = 0: no mask later), the
+// exponential is 2^(x·log2e − max·log2e), one FFMA and one MUFU.EX2, computed once and kept
+// in registers for the write.
 template <class T, int V, int N, bool Block>
 __device__ __forceinline__ void softmax_row(const T* __restrict__ sr, T* __restrict__ pr,
                                             int64_t skv, int64_t vis, int tid, int nt) {
   using Slice = detail::RowSlice<T, V, N>;
-  Slice xs;
-  xs.load(sr, vis, tid, nt);  // masked packs are not read
+  float e[N][V];
+  {
+    Slice xs;
+    xs.load(sr, vis, tid, nt);  // masked packs are not read
+    if (Slice::col(tid, nt, N - 1, V - 1) < vis) {  // all this thread holds is visible
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+#pragma unroll
+        for (int i = 0; i < V; ++i) e[k][i] = xs.at(k, i);
+    } else {
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+#pragma unroll
+        for (int i = 0; i < V; ++i) e[k][i] = Slice::col(tid, nt, k, i) < vis ? xs.at(k, i) : -INFINITY;
+    }
+  }
   float m = -INFINITY;
 #pragma unroll
   for (int k = 0; k < N; ++k)
 #pragma unroll
-    for (int i = 0; i < V; ++i)
-      if (Slice::col(tid, nt, k, i) < vis) m = fmaxf(m, xs.at(k, i));
+    for (int i = 0; i < V; ++i) m = fmaxf(m, e[k][i]);
   const float mx = row_max<Block>(m);
+  const float mx2 = mx == -INFINITY ? 0.0f : mx * detail::k_log2e;  // fully masked row: all 0
   float s = 0.0f;
 #pragma unroll
   for (int k = 0; k < N; ++k)
 #pragma unroll
-    for (int i = 0; i < V; ++i)
-      if (Slice::col(tid, nt, k, i) < vis) s += expf(xs.fresh(k, i) - mx);
+    for (int i = 0; i < V; ++i) {
+      e[k][i] = detail::exp2_approx(fmaf(e[k][i], detail::k_log2e, -mx2));
+      s += e[k][i];
+    }
   const float tot = row_sum<Block>(s);
   const float inv = tot > 0.0f ? 1.0f / tot : 0.0f;
 #pragma unroll
@@ -96,8 +117,7 @@ __device__ __forceinline__ void softmax_row(const T* __restrict__ sr, T* __restr
     if (!Slice::in_row(tid, nt, k, skv)) continue;
     float o[V];
 #pragma unroll
-    for (int i = 0; i < V; ++i)
-      o[i] = Slice::col(tid, nt, k, i) < vis ? expf(xs.fresh(k, i) - mx) * inv : 0.0f;
+    for (int i = 0; i < V; ++i) o[i] = e[k][i] * inv;
     detail::store_f32<T, V>(pr + Slice::col(tid, nt, k, 0), o);
   }
 }

@@ -1,6 +1,7 @@
 // LayerNorm (Ba et al. 2016) over rows of x [rows, cols]: y = (x − mean)·rstd·gamma + beta with
 // two-pass statistics (mean, then variance) for accuracy; its backward (dx, and dgamma/dbeta
-// via per-block partials); and the fused residual add + LayerNorm. One block per row. The
+// via per-block partials); and the fused residual add + LayerNorm. One block per row. Aligned
+// backward rows take the pipelined kernel (norm_bwd_pipelined.cu); for the others, the
 // backward's blocks are persistent (as many as fit on the device), each walking a fixed range
 // of rows held in registers (row_regs.cuh) with the next row's loads in flight, and keep their
 // dgamma/dbeta partials in registers: one global write per column per block. Rows too wide for
@@ -268,6 +269,11 @@ template <class T>
 void layernorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, T* dbeta,
                    int64_t rows, int64_t cols, float eps, float* workspace, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
+  if (const int64_t parts = detail::norm_bwd_pipelined(true, x, gamma, dy, dx, workspace, rows,
+                                                       cols, eps, stream)) {
+    detail::sum_partials(workspace, dgamma, parts, cols, stream, dbeta);
+    return;
+  }
   int64_t parts = detail::norm_bwd_blocks(rows);
   const bool v = cols % detail::vec_of<T> == 0 && detail::aligned(16, x, gamma, dy, dx);
   dispatch_vec<T>(v, [&](auto vc) {
@@ -286,8 +292,7 @@ void layernorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, T*
     }
   });
   PERFSIM_CUDA_CHECK_LAUNCH();
-  detail::sum_partials(workspace, dgamma, parts, cols, stream);
-  detail::sum_partials(workspace + parts * cols, dbeta, parts, cols, stream);
+  detail::sum_partials(workspace, dgamma, parts, cols, stream, dbeta);
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_LAYERNORM(T)                                                  \

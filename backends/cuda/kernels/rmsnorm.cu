@@ -2,7 +2,8 @@
 // rstd = 1/sqrt(mean(x²) + eps); its backward (dx, and dgamma via per-block partials); and
 // the fused residual add + RMSNorm (sum = a + b stored, then normalized as stored). One block
 // per row. rmsnorm and rmsnorm_bwd hold rows in registers (row_regs.cuh: one DRAM read, no
-// second sweep); the backward's blocks are persistent (as many as fit on the device), each
+// second sweep). Aligned backward rows take the pipelined kernel (norm_bwd_pipelined.cu);
+// unaligned ones the persistent kernel below (as many blocks as fit on the device), each
 // walking a fixed range of rows with the next row's loads in flight, and keep their dgamma
 // partial in registers: one global write per column per block. Rows too wide for one block's
 // registers take the two-sweep kernels.
@@ -262,6 +263,11 @@ template <class T>
 void rmsnorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, int64_t rows,
                  int64_t cols, float eps, float* workspace, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
+  if (const int64_t parts = detail::norm_bwd_pipelined(false, x, gamma, dy, dx, workspace, rows,
+                                                       cols, eps, stream)) {
+    detail::sum_partials(workspace, dgamma, parts, cols, stream);
+    return;
+  }
   constexpr int vec = detail::vec_of<T>;
   int64_t parts = detail::norm_bwd_blocks(rows);
   const bool v = cols % vec == 0 && detail::aligned(16, x, gamma, dy, dx);
