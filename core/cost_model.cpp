@@ -108,8 +108,8 @@ Prediction predict(const Graph& g, const Hardware& hw) {
 
   p.host_time = hw.host_overhead;
   p.step_time = timeline_makespan(g, p.ops, hw.kind == "gpu") + p.host_time;
-  p.memory = predict_memory(g, true);
-  p.memory_executed = predict_memory(g, false);
+  p.memory = predict_memory(g, hw, true);
+  p.memory_executed = predict_memory(g, hw, false);
   // Unknown capacity (0) cannot rule a run out.
   p.fits = hw.memory_bytes <= 0 || p.memory.peak <= hw.memory_bytes;
 

@@ -15,6 +15,7 @@ const char* name_of(TensorRole r) {
     case TensorRole::kv_cache: return "kv_cache";
     case TensorRole::input: return "inputs";
     case TensorRole::activation: return "activations";
+    case TensorRole::workspace: return "workspace";
   }
   return "?";
 }

@@ -21,12 +21,14 @@ enum class TensorRole {
   kv_cache,        // cached keys and values
   input,           // token ids, targets
   activation,      // produced and consumed by ops; freed after its last reader
+  workspace,       // not a tensor role: kernel and library workspaces (core/workspace.hpp),
+                   // the bucket memory breakdowns report them under
 };
 
 inline constexpr TensorRole all_tensor_roles[] = {
     TensorRole::weight, TensorRole::master_weight, TensorRole::gradient,
     TensorRole::optimizer_state, TensorRole::kv_cache, TensorRole::input,
-    TensorRole::activation};
+    TensorRole::activation, TensorRole::workspace};
 
 [[nodiscard]] const char* name_of(TensorRole r);
 

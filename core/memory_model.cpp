@@ -5,6 +5,8 @@
 // thing.
 #include "core/memory_model.hpp"
 
+#include "core/workspace.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -74,6 +76,8 @@ SampledInstances sampled_instances(const Graph& g, const std::vector<int>& last)
   return s;
 }
 
+MemoryBreakdown walk(const Graph& g, bool scaled, const Hardware* hw);
+
 }  // namespace
 
 std::vector<int> last_use(const Graph& g) {
@@ -94,7 +98,13 @@ std::vector<int> last_use(const Graph& g) {
   return last;
 }
 
-MemoryBreakdown predict_memory(const Graph& g, bool scaled) {
+MemoryBreakdown predict_memory(const Graph& g, bool scaled) { return walk(g, scaled, nullptr); }
+
+MemoryBreakdown predict_memory(const Graph& g, const Hardware& hw, bool scaled) { return walk(g, scaled, &hw); }
+
+namespace {
+
+MemoryBreakdown walk(const Graph& g, bool scaled, const Hardware* hw) {
   auto size_of = [scaled](const Tensor& t) { return scaled ? t.bytes() * t.count : t.bytes(); };
 
   std::array<double, role_count> persistent{};
@@ -108,6 +118,14 @@ MemoryBreakdown predict_memory(const Graph& g, bool scaled) {
       persistent_total += size_of(t);
     }
   }
+
+  // Workspaces: the ones held all step join the persistent total; an op's own is live while
+  // it runs (a side-stream op's stays until the end of the step).
+  const PersistentWorkspace held_all_step = hw != nullptr ? persistent_workspace(g, *hw, scaled) : PersistentWorkspace{};
+  const std::vector<double> op_workspace = hw != nullptr ? workspace_per_op(g, *hw) : std::vector<double>{};
+  persistent[static_cast<std::size_t>(TensorRole::workspace)] = held_all_step.total();
+  persistent_total += held_all_step.total();
+  double held_workspace = 0, peak_workspace = 0;
 
   // The high-water mark, kept in scalars during the walk; the breakdown is built once at the end.
   double peak = persistent_total, peak_activations = 0;
@@ -133,12 +151,15 @@ MemoryBreakdown predict_memory(const Graph& g, bool scaled) {
       allocated[static_cast<std::size_t>(id)] = 1;
       activations += walked_size(t);
     }
+    const double ws = op_workspace.empty() ? 0.0 : op_workspace[i];
     // Strictly greater: the peak is reported at the first op that reaches it.
-    if (persistent_total + activations > peak) {
-      peak = persistent_total + activations;
+    if (persistent_total + activations + held_workspace + ws > peak) {
+      peak = persistent_total + activations + held_workspace + ws;
       peak_activations = activations;
+      peak_workspace = held_workspace + ws;
       peak_op = static_cast<int>(i);
     }
+    if (op.stream > 0) held_workspace += scaled ? ws * static_cast<double>(op.count) : ws;
     // Free every activation whose last use is this op (it is among the op's operands).
     auto release = [&](int id) {
       const auto k = static_cast<std::size_t>(id);
@@ -158,9 +179,12 @@ MemoryBreakdown predict_memory(const Graph& g, bool scaled) {
   if (peak_op >= 0) m.peak_at = g.ops[static_cast<std::size_t>(peak_op)].name;
   for (TensorRole r : all_tensor_roles) m.by_role[r] = persistent[static_cast<std::size_t>(r)];
   m.by_role[TensorRole::activation] = peak_activations;
+  m.by_role[TensorRole::workspace] += peak_workspace;
   m.host_bytes = host;
   m.host_pinned_bytes = host_pinned;
   return m;
 }
+
+}  // namespace
 
 }  // namespace perfsim

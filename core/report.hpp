@@ -34,6 +34,8 @@ struct StepFigures {
   std::optional<double> measured_peak;         // bytes, allocator high-water mark of that graph
   std::optional<double> memory_error;
   double predicted_peak_model = 0;             // bytes, whole model
+  double predicted_workspace = 0;              // bytes of kernel/library workspace in the executed peak
+  std::optional<double> measured_workspace;    // the same at the measured peak
   double host_bytes = 0;                       // bytes in host memory (not in the peaks)
   double host_pinned_bytes = 0;                // the page-locked part of host_bytes
   bool fits = true;

@@ -41,9 +41,11 @@ void add_unique(std::vector<T>& v, const T& x) {
 
 std::string format_csv(const std::vector<RunResult>& points) {
   std::vector<std::string> keys, hardware;
-  bool exec = false, host = false;
+  bool exec = false, host = false, ws = false;
   for (const RunResult& r : points) {
     for (const StepResult& s : r.steps) host = host || s.predicted.memory.host_bytes > 0;
+    for (const StepFigures& f : step_figures(r))
+      ws = ws || f.predicted_workspace > 0 || f.measured_workspace.value_or(0) > 0;
     for (const auto& [k, v] : r.sweep_point) add_unique(keys, k);
     for (const auto& w : what_if_figures(r)) add_unique(hardware, w.hardware);
     exec = exec || std::any_of(r.steps.begin(), r.steps.end(),
@@ -63,6 +65,8 @@ std::string format_csv(const std::vector<RunResult>& points) {
     header.emplace_back(h);
   // Host memory columns only when some graph holds data in host memory.
   if (host) header.insert(header.end(), {"predicted_host_bytes", "predicted_host_pinned_bytes"});
+  // Workspace columns only when some executed peak holds kernel or library workspace.
+  if (ws) header.insert(header.end(), {"predicted_workspace_bytes", "measured_workspace_bytes"});
   for (OpClass c : all_op_classes) header.push_back(fmt::format("predicted_{}_s", name_of(c)));
   if (exec)
     for (OpClass c : all_op_classes) header.push_back(fmt::format("measured_{}_s", name_of(c)));
@@ -102,6 +106,7 @@ std::string format_csv(const std::vector<RunResult>& points) {
                   num(s.predicted.mfu), f.note, std::to_string(s.graph.layers_built),
                   std::to_string(s.graph.layers_total)});
       if (host) row.insert(row.end(), {num(f.host_bytes), num(f.host_pinned_bytes)});
+      if (ws) row.insert(row.end(), {num(f.predicted_workspace), num(f.measured_workspace)});
       for (OpClass c : all_op_classes) row.push_back(num(class_time(s.predicted.time_by_class, c)));
       if (exec)
         for (OpClass c : all_op_classes)

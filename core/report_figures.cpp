@@ -130,6 +130,8 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
     f.predicted_time = p.step_time;
     f.predicted_peak_executed = p.memory_executed.peak;
     f.predicted_peak_model = p.memory.peak;
+    if (const auto it = p.memory_executed.by_role.find(TensorRole::workspace); it != p.memory_executed.by_role.end())
+      f.predicted_workspace = it->second;
     f.host_bytes = p.memory.host_bytes;
     f.host_pinned_bytes = p.memory.host_pinned_bytes;
     f.fits = p.fits;
@@ -138,6 +140,8 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
       const Measurement& m = *s.measured;
       f.measured_time = m.step_time;
       f.measured_peak = m.peak_bytes;
+      const auto ws = m.bytes_by_role_at_peak.find(TensorRole::workspace);
+      f.measured_workspace = ws == m.bytes_by_role_at_peak.end() ? 0.0 : ws->second;
       f.time_error = finite(relative_error(p.step_time, m.step_time));
       f.memory_error = finite(relative_error(p.memory_executed.peak, m.peak_bytes));
       if (m.step_time > 0) f.measured_tokens_per_s = f.tokens_per_step / m.step_time;

@@ -21,7 +21,9 @@ json class_times(const std::map<OpClass, double>& m) {
 
 json role_bytes(const std::map<TensorRole, double>& m) {
   json j = json::object();
-  for (const auto& [role, b] : m) j[name_of(role)] = b;
+  // Workspace only when there is some (GPU profiles); the tensor roles always.
+  for (const auto& [role, b] : m)
+    if (role != TensorRole::workspace || b > 0) j[name_of(role)] = b;
   return j;
 }
 
@@ -86,6 +88,7 @@ json step_object(const StepResult& s, const StepFigures& f) {
   pj["peak_bytes_model"] = p.memory.peak;
   pj["peak_at"] = p.memory.peak_at;
   pj["bytes_by_role_at_peak"] = role_bytes(p.memory.by_role);
+  if (f.predicted_workspace > 0) pj["workspace_bytes_executed"] = f.predicted_workspace;
   if (p.memory.host_bytes > 0) {  // only graphs holding data in host memory
     pj["host_bytes"] = p.memory.host_bytes;
     pj["host_pinned_bytes"] = p.memory.host_pinned_bytes;

@@ -87,6 +87,14 @@ ReportSection memory_section(const RunResult& r, const std::vector<StepFigures>&
   const bool host = std::any_of(figs.begin(), figs.end(),
                                 [](const StepFigures& f) { return f.host_bytes > 0; });
   if (host) t.add_column("host (pinned)");
+  // Workspace shows only when some step's executed peak holds any (GPU profiles).
+  const bool ws = std::any_of(figs.begin(), figs.end(), [](const StepFigures& f) {
+    return f.predicted_workspace > 0 || f.measured_workspace.value_or(0) > 0;
+  });
+  if (ws) {
+    t.add_column("pred workspace");
+    if (exec) t.add_column("meas workspace");
+  }
   t.add_column("fits " + primary_hardware(r), Align::left);
   for (const auto& f : figs) {
     std::vector<std::string> row{f.step, format_bytes(f.predicted_peak_executed)};
@@ -95,6 +103,10 @@ ReportSection memory_section(const RunResult& r, const std::vector<StepFigures>&
     if (host)
       row.push_back(fmt::format("{} ({})", format_bytes(f.host_bytes),
                                 format_bytes(f.host_pinned_bytes)));
+    if (ws) {
+      row.push_back(format_bytes(f.predicted_workspace));
+      if (exec) row.push_back(opt_bytes(f.measured_workspace));
+    }
     row.push_back(f.fits ? "yes" : "does not fit");
     t.add_row(std::move(row));
   }
@@ -103,6 +115,8 @@ ReportSection memory_section(const RunResult& r, const std::vector<StepFigures>&
   if (host)
     s.notes.push_back("host: input buffers in host memory (pinned part in brackets), not in the "
                       "device peaks");
+  if (ws)
+    s.notes.push_back("workspace: kernel and library workspaces in the exec peak (part of it)");
   return s;
 }
 

@@ -119,7 +119,10 @@ InitSpec init_spec(const Graph& g, const Tensor& t) {
     case TensorRole::optimizer_state: s.kind = InitKind::zeros; return s;
     case TensorRole::kv_cache:
     case TensorRole::input:
-    case TensorRole::activation: s.stddev = 1.0f; return s;
+    case TensorRole::activation:
+    case TensorRole::workspace:  // no tensor carries it: the label of workspace bytes
+      s.stddev = 1.0f;
+      return s;
   }
   return s;
 }

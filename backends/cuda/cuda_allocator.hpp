@@ -30,6 +30,11 @@ class CachingAllocator {
   void release(void* p);
   // cudaFree of every cached (released) block.
   void trim();
+  // Counts `bytes` of device memory held outside this allocator (a library's workspace
+  // cudaMalloc'd by its handle) under `role`, as if allocated, until uncount_external():
+  // the tracked figures then describe all the device memory a graph run holds.
+  void count_external(std::size_t bytes, TensorRole role) { m_usage.add(role, static_cast<double>(bytes)); }
+  void uncount_external(std::size_t bytes, TensorRole role) { m_usage.remove(role, static_cast<double>(bytes)); }
 
   // Block size a request is rounded to.
   [[nodiscard]] static std::size_t round_size(std::size_t bytes);

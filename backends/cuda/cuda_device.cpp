@@ -52,4 +52,17 @@ DeviceInfo query_device(int ordinal) {
   return d;
 }
 
+Hardware device_profile(int ordinal) {
+  int sms = 0;
+  PERFSIM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal));
+  Hardware hw;
+  const DeviceInfo d = query_device(ordinal);
+  hw.name = d.catalog_name.empty() ? d.name : d.catalog_name;
+  hw.kind = "gpu";
+  hw.sm_count = sms;
+  hw.memory_bytes = d.memory_bytes;
+  hw.l2_bytes = d.l2_bytes;
+  return hw;
+}
+
 }  // namespace perfsim::cuda

@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_convert.hpp"
 #include "core/errors.hpp"
 #include "core/memory_model.hpp"
+#include "core/workspace.hpp"
 
 namespace perfsim::cuda {
 
@@ -54,15 +55,20 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
   std::size_t fp8_count = 0;
   for (const Tensor& t : g.tensors)
     if (elem_of(t.dtype) == Elem::e4m3) ++fp8_count;
-  if (fp8_count > 0) {
-    // One 256-byte line per scale: cuBLASLt wants aligned scale pointers.
-    constexpr std::size_t line = 64;  // floats
-    PERFSIM_CUDA_CHECK(cudaMalloc(&m_scale_slots, fp8_count * line * sizeof(float)));
-    std::size_t slot = 0;
-    for (const Tensor& t : g.tensors)
-      if (elem_of(t.dtype) == Elem::e4m3) m_scales[static_cast<std::size_t>(t.id)] = m_scale_slots + line * slot++;
-  }
   try {
+    // The GEMM engine's cuBLASLt workspace is device memory this run holds (persistent
+    // workspace in core/workspace.hpp): counted, though the engine allocated it.
+    m_alloc.count_external(GemmEngine::workspace_bytes, TensorRole::workspace);
+    m_counts_gemm_workspace = true;
+    if (fp8_count > 0) {
+      // One 256-byte line per scale: cuBLASLt wants aligned scale pointers.
+      constexpr std::size_t line = 64;  // floats
+      static_assert(line * sizeof(float) == static_cast<std::size_t>(fp8_scale_slot_bytes));
+      m_scale_slots = static_cast<float*>(m_alloc.allocate(fp8_count * line * sizeof(float), TensorRole::workspace));
+      std::size_t slot = 0;
+      for (const Tensor& t : g.tensors)
+        if (elem_of(t.dtype) == Elem::e4m3) m_scales[static_cast<std::size_t>(t.id)] = m_scale_slots + line * slot++;
+    }
     for (const Tensor& t : g.tensors) {
       void*& p = m_buffers[static_cast<std::size_t>(t.id)];
       if (t.on_host()) p = m_host.allocate(bytes_of_tensor(t), t.residence == Residence::host_pinned);
@@ -125,8 +131,10 @@ void GraphRunner::release_all() {
   for (std::size_t l = 1; l < m_streams.size(); ++l)
     if (m_streams[l] != nullptr) (void)cudaStreamDestroy(m_streams[l]);
   m_streams.clear();
-  if (m_scale_slots != nullptr) (void)cudaFree(m_scale_slots);
+  if (m_scale_slots != nullptr) m_alloc.release(m_scale_slots);
   m_scale_slots = nullptr;
+  if (m_counts_gemm_workspace) m_alloc.uncount_external(GemmEngine::workspace_bytes, TensorRole::workspace);
+  m_counts_gemm_workspace = false;
   m_graph_exec = nullptr;
   m_cuda_graph = nullptr;
   m_events.clear(), m_fork.clear(), m_done.clear();

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_allocator.hpp"
@@ -51,6 +52,8 @@ class GraphRunner {
   // Host tensors are read from host memory.
   [[nodiscard]] std::vector<float> read(int id) const;
   [[nodiscard]] const CachingAllocator& allocator() const { return m_alloc; }
+  // Ops whose kernels carved less workspace than core/workspace.hpp planned (see OpExecutor).
+  [[nodiscard]] const std::vector<std::string>& workspace_mismatches() const { return m_exec->workspace_mismatches(); }
 
  private:
   void walk(bool timed, bool capturing, const std::vector<char>* keep);
@@ -71,7 +74,8 @@ class GraphRunner {
   HostMemory m_host;                      // host tensors' memory
   std::vector<void*> m_buffers;           // by tensor id; nullptr when not live
   std::vector<float*> m_scales;           // by tensor id: dequantization scale of e4m3 tensors
-  float* m_scale_slots = nullptr;         // [fp8 tensors] device floats behind m_scales
+  float* m_scale_slots = nullptr;         // [fp8 tensors × 64] device floats behind m_scales (workspace)
+  bool m_counts_gemm_workspace = false;   // the GEMM engine's workspace is counted in m_alloc
   std::vector<std::vector<int>> m_frees;  // by op index: activations released after it
   std::vector<cudaEvent_t> m_events;      // [2 * ops]: start, end of each op (on its stream)
   std::vector<cudaEvent_t> m_fork;        // by op: recorded on stream 0 before a side-stream op

@@ -16,7 +16,10 @@
 #include "backends/cpu/cpu_op_shapes.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
+#include "backends/cuda/cuda_device.hpp"
+#include "backends/cuda/cuda_fp8_activation.hpp"
 #include "core/errors.hpp"
+#include "core/workspace.hpp"
 
 #if __has_include("backends/cuda/kernels/norms.cuh")
 #include "backends/cuda/kernels/norms.cuh"
@@ -56,6 +59,14 @@
 #endif
 
 namespace perfsim::cuda {
+
+// core/workspace.hpp mirrors these sizes; the compiler checks the ones that are constants.
+static_assert(GemmEngine::workspace_bytes == static_cast<std::size_t>(gemm_library_workspace));
+static_assert(BlasHandle::workspace_bytes == static_cast<std::size_t>(attention_library_workspace));
+static_assert(fp8_single_block_max == fp8_single_block_elements);
+#ifdef PERFSIM_CUDA_K_ADAMW
+static_assert(sizeof(AdamWDeviceGroup) == static_cast<std::size_t>(adamw_descriptor_bytes));
+#endif
 
 namespace {
 
@@ -177,7 +188,7 @@ bool touches_fp8(const Op& op, const Graph& g) {
 }
 
 // Seq_q up to this runs flash attention's forward with the split-KV decode kernel.
-constexpr int64_t decode_max_seq_q = 8;
+constexpr int64_t decode_max_seq_q = decode_kernel_max_seq_q;
 
 }  // namespace
 
@@ -233,21 +244,70 @@ std::unique_ptr<BlasHandle> OpExecutor::make_attention_blas(const Graph& g) {
   return nullptr;
 }
 
+OpExecutor::OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
+    : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_fp8_storage(fp8_storage(g)),
+      m_blas(make_attention_blas(g)) {
+  int dev = 0;
+  PERFSIM_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::vector<double> planned = workspace_per_op(g, device_profile(dev));
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (planned[i] > 0) m_ws_planned[g.ops[i].id] = static_cast<std::size_t>(planned[i]);
+  if (m_blas != nullptr) m_alloc.count_external(BlasHandle::workspace_bytes, TensorRole::workspace);
+#ifdef PERFSIM_CUDA_K_ADAMW
+  // Fused AdamW descriptors live all step (persistent_workspace): allocated here, filled at
+  // the first eager run.
+  try {
+    for (const Op& op : g.ops) {
+      if (op.kind != OpKind::adamw || op.attrs.passes > 1) continue;
+      const auto groups = static_cast<int64_t>(cpu::adamw_groups(op, g).size());
+      m_adamw_desc[op.id].device =
+          m_alloc.allocate(static_cast<std::size_t>(adamw_workspace_bytes(groups)), TensorRole::workspace);
+    }
+  } catch (...) {
+    for (auto& [id, d] : m_adamw_desc) m_alloc.release(d.device);
+    if (m_blas != nullptr) m_alloc.uncount_external(BlasHandle::workspace_bytes, TensorRole::workspace);
+    throw;
+  }
+#endif
+}
+
 OpExecutor::~OpExecutor() {
-  for (auto& [id, d] : m_adamw_desc) (void)cudaFree(d.device);
-  for (void* p : m_scratch) m_alloc.release(p);
+  for (auto& [id, d] : m_adamw_desc) m_alloc.release(d.device);
+  if (m_ws_block != nullptr) m_alloc.release(m_ws_block);
   for (void* p : m_held_scratch) m_alloc.release(p);
+  if (m_blas != nullptr) m_alloc.uncount_external(BlasHandle::workspace_bytes, TensorRole::workspace);
+}
+
+void OpExecutor::begin_workspace(const Op& op) {
+  const auto it = m_ws_planned.find(op.id);
+  m_ws_size = it == m_ws_planned.end() ? 0 : it->second;
+  m_ws_used = 0;
+  m_ws_block = m_ws_size > 0 ? m_alloc.allocate(m_ws_size, TensorRole::workspace) : nullptr;
+}
+
+void OpExecutor::end_workspace(const Op& op, bool hold) {
+  if (m_ws_used != m_ws_size)
+    m_ws_mismatches.push_back(fmt::format("{}: used {} of {} planned bytes", op.name, m_ws_used, m_ws_size));
+  if (m_ws_block != nullptr) {
+    if (hold) m_held_scratch.push_back(m_ws_block);
+    else m_alloc.release(m_ws_block);
+  }
+  m_ws_block = nullptr;
+  m_ws_size = m_ws_used = 0;
 }
 
 void* OpExecutor::scratch(std::size_t bytes) {
-  void* p = m_alloc.allocate(bytes, TensorRole::activation);
-  m_scratch.push_back(p);
+  if (bytes == 0) return nullptr;
+  const auto align = static_cast<std::size_t>(workspace_alignment);
+  const std::size_t take = (bytes + align - 1) / align * align;
+  if (m_ws_used + take > m_ws_size)
+    throw std::logic_error(fmt::format(
+        "cuda backend: the kernels need more workspace than core/workspace.cpp plans ({} bytes more than the "
+        "{} planned); the mirror of a kernel's workspace size is out of date",
+        m_ws_used + take - m_ws_size, m_ws_size));
+  void* p = static_cast<char*>(m_ws_block) + m_ws_used;
+  m_ws_used += take;
   return p;
-}
-
-void OpExecutor::release_scratch() {
-  for (void* p : m_scratch) m_alloc.release(p);
-  m_scratch.clear();
 }
 
 void OpExecutor::copy_if_distinct(const std::vector<void*>& buf, int from, int to) {
@@ -267,11 +327,8 @@ void OpExecutor::run(const Op& op, const std::vector<void*>& buf, const std::vec
   cpu::check_arity(op);
   if (const std::string why = op_unsupported_reason(op, m_graph); !why.empty()) fail(op, why);
   m_stream = stream;
-  auto done = [&] {
-    if (!hold_scratch) return release_scratch();
-    m_held_scratch.insert(m_held_scratch.end(), m_scratch.begin(), m_scratch.end());
-    m_scratch.clear();
-  };
+  begin_workspace(op);
+  auto done = [&] { end_workspace(op, hold_scratch); };
   const bool host_copy = op.kind == OpKind::copy &&
                          (m_graph.tensor(op.inputs[0]).on_host() || m_graph.tensor(op.outputs[0]).on_host());
   try {
@@ -393,9 +450,10 @@ void OpExecutor::run_adamw(const Op& op, const std::vector<void*>& buf, bool cap
   const auto* raw = reinterpret_cast<const unsigned char*>(desc.data());
   if (up.host.size() != bytes || std::memcmp(up.host.data(), raw, bytes) != 0) {
     if (capturing) fail(op, "AdamW descriptors changed during CUDA graph capture (run once eagerly first)");
-    if (up.device != nullptr) PERFSIM_CUDA_CHECK(cudaFree(up.device));
-    up.device = nullptr;
-    PERFSIM_CUDA_CHECK(cudaMalloc(&up.device, bytes));
+    // The buffer was sized for these groups when the executor was made (persistent workspace).
+    if (up.device == nullptr || (!up.host.empty() && up.host.size() != bytes))
+      throw std::logic_error(fmt::format("cuda backend: AdamW '{}' has no descriptor buffer of {} bytes", op.name, bytes));
+    PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // a previous launch may still read them
     PERFSIM_CUDA_CHECK(cudaMemcpy(up.device, raw, bytes, cudaMemcpyHostToDevice));
     up.host.assign(raw, raw + bytes);
   }

@@ -1,9 +1,11 @@
 // Runs one graph op on the GPU: derives its shapes with the CPU backend's cpu::*_shape
-// functions, stages operands whose storage differs from what the kernel takes (converted
-// copies and kernel workspaces come from the caching allocator as transient activation
-// memory, as the CPU backend counts its own), and calls the launcher of
-// backends/cuda/kernels/<op>.cuh, or cuBLASLt for GEMMs, on the op's stream. A `copy` with a
-// host side is a cudaMemcpyAsync on that stream (upload or download, by the residences).
+// functions, stages operands whose storage differs from what the kernel takes, and calls the
+// launcher of backends/cuda/kernels/<op>.cuh, or cuBLASLt for GEMMs, on the op's stream. A
+// `copy` with a host side is a cudaMemcpyAsync on that stream (upload or download, by the
+// residences). Converted copies and kernel workspaces are carved out of ONE block per op of
+// exactly workspace_bytes(op, g, device_profile) (core/workspace.hpp), taken from the caching
+// allocator under TensorRole::workspace: the memory model plans the same bytes. A kernel
+// whose workspace does not fit the planned block is not launched (std::logic_error).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -16,6 +18,7 @@
 #include "backends/cuda/cuda_blas.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
 #include "core/graph.hpp"
+#include "core/hardware.hpp"
 
 namespace perfsim::cuda {
 
@@ -48,9 +51,9 @@ struct Fp8Storage {
 
 class OpExecutor {
  public:
-  OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
-      : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_fp8_storage(fp8_storage(g)),
-        m_blas(make_attention_blas(g)) {}
+  // Plans every op's workspace for the current device and allocates what the executor holds
+  // all step (fused AdamW descriptors; the cuBLAS workspace is counted under workspace).
+  OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream);
   OpExecutor(const OpExecutor&) = delete;
   OpExecutor& operator=(const OpExecutor&) = delete;
   ~OpExecutor();
@@ -65,6 +68,9 @@ class OpExecutor {
            bool capturing, cudaStream_t stream, bool hold_scratch = false);
   // Returns the held workspaces to the allocator (call once the side streams are joined).
   void release_held_scratch();
+  // Ops whose kernels used fewer workspace bytes than planned ("name: used / planned"); empty
+  // when core/workspace.cpp mirrors the kernels exactly (checked by the GPU tests).
+  [[nodiscard]] const std::vector<std::string>& workspace_mismatches() const { return m_ws_mismatches; }
   // fp8_storage(graph), by tensor id: the runner fills and reads e4m3 tensors accordingly.
   [[nodiscard]] const std::vector<Fp8Storage>& fp8_layouts() const { return m_fp8_storage; }
 
@@ -75,8 +81,10 @@ class OpExecutor {
   void run_generic(const Op& op, const std::vector<void*>& buf);
   void run_host_copy(const Op& op, const std::vector<void*>& buf, bool capturing);
   void copy_if_distinct(const std::vector<void*>& buf, int from, int to);
+  // The next `bytes` (rounded to workspace_alignment) of the op's workspace block.
   void* scratch(std::size_t bytes);
-  void release_scratch();
+  void begin_workspace(const Op& op);
+  void end_workspace(const Op& op, bool hold);
   // A cuBLAS handle when g has materialized attention products (created here, before any
   // capture, since cublasCreate allocates), else null.
   [[nodiscard]] static std::unique_ptr<BlasHandle> make_attention_blas(const Graph& g);
@@ -91,8 +99,11 @@ class OpExecutor {
   GemmEngine& m_gemm;
   cudaStream_t m_stream;                             // the current op's stream
   std::vector<Fp8Storage> m_fp8_storage;             // by tensor id
-  std::vector<void*> m_scratch;                      // this op's transient buffers
-  std::vector<void*> m_held_scratch;                 // side-stream ops' buffers, until the join
+  std::map<int, std::size_t> m_ws_planned;           // op id -> workspace_bytes (non-zero only)
+  void* m_ws_block = nullptr;                        // the current op's workspace
+  std::size_t m_ws_size = 0, m_ws_used = 0;          // its planned and carved bytes
+  std::vector<std::string> m_ws_mismatches;
+  std::vector<void*> m_held_scratch;                 // side-stream ops' workspaces, until the join
   std::map<int, UploadedDescriptors> m_adamw_desc;   // op id -> fused AdamW descriptors
   std::unique_ptr<BlasHandle> m_blas;                // materialized attention's batched GEMMs
 };
