@@ -246,7 +246,7 @@ std::unique_ptr<BlasHandle> OpExecutor::make_attention_blas(const Graph& g) {
 
 OpExecutor::OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
     : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_fp8_storage(fp8_storage(g)),
-      m_blas(make_attention_blas(g)) {
+      m_checked(g.ops.size(), 0), m_blas(make_attention_blas(g)) {
   int dev = 0;
   PERFSIM_CUDA_CHECK(cudaGetDevice(&dev));
   const std::vector<double> planned = workspace_per_op(g, device_profile(dev));
@@ -324,8 +324,14 @@ void OpExecutor::release_held_scratch() {
 
 void OpExecutor::run(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales,
                      bool capturing, cudaStream_t stream, bool hold_scratch) {
-  cpu::check_arity(op);
-  if (const std::string why = op_unsupported_reason(op, m_graph); !why.empty()) fail(op, why);
+  // The graph does not change while it runs: its ops are checked on their first run only,
+  // which keeps the eager dispatch path short.
+  const auto id = static_cast<std::size_t>(op.id);
+  if (id >= m_checked.size() || m_checked[id] == 0) {
+    cpu::check_op(op, m_graph);
+    if (const std::string why = op_unsupported_reason(op, m_graph); !why.empty()) fail(op, why);
+    if (id < m_checked.size()) m_checked[id] = 1;
+  }
   m_stream = stream;
   begin_workspace(op);
   auto done = [&] { end_workspace(op, hold_scratch); };
@@ -610,7 +616,6 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
 #endif
     return;
   }
-  cpu::check_op(op, g);
   // Outputs that start from an input's values (in place when the graph names one tensor).
   if (op.kind == OpKind::kv_append) copy_if_distinct(buf, op.inputs[1], op.outputs[0]);
   if (op.kind == OpKind::embedding_bwd && op.attrs.accumulate)
@@ -640,7 +645,9 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
     if (is_output) write_back.emplace_back(id, it->second, need);
     return it->second;
   };
-  std::vector<void*> in, out;
+  std::vector<void*>& in = m_in;
+  std::vector<void*>& out = m_out;
+  in.clear(), out.clear();
   for (std::size_t i = 0; i < op.inputs.size(); ++i)
     in.push_back(operand(op.inputs[i], fixed_elem(op.kind, false, i).value_or(*kernel), false));
   for (std::size_t i = 0; i < op.outputs.size(); ++i)

@@ -99,6 +99,8 @@ class OpExecutor {
   GemmEngine& m_gemm;
   cudaStream_t m_stream;                             // the current op's stream
   std::vector<Fp8Storage> m_fp8_storage;             // by tensor id
+  std::vector<char> m_checked;                       // by op id: shapes and support checked once
+  std::vector<void*> m_in, m_out;                    // run_generic's operands, reused per op
   std::map<int, std::size_t> m_ws_planned;           // op id -> workspace_bytes (non-zero only)
   void* m_ws_block = nullptr;                        // the current op's workspace
   std::size_t m_ws_size = 0, m_ws_used = 0;          // its planned and carved bytes
