@@ -184,4 +184,13 @@ double graph_flops(const Graph& g) {
   return total;
 }
 
+bool touches_fp8(const Op& op, const Graph& g) {
+  if (op.dtype == DType::fp8) return true;
+  for (int id : op.inputs)
+    if (g.tensor(id).dtype == DType::fp8) return true;
+  for (int id : op.outputs)
+    if (g.tensor(id).dtype == DType::fp8) return true;
+  return false;
+}
+
 }  // namespace perfsim

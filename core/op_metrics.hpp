@@ -22,4 +22,7 @@ enum class CopyDirection { device_to_device, upload, download, host_to_host };
 // "upload (pinned)", "download (pageable)" for copies across the host link, "" otherwise.
 [[nodiscard]] std::string transfer_label(const Op& op, const Graph& g);
 
+// Whether the op computes in fp8 or reads or writes an fp8 tensor.
+[[nodiscard]] bool touches_fp8(const Op& op, const Graph& g);
+
 }  // namespace perfsim

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <map>
 
+#include "core/op_metrics.hpp"
+
 namespace perfsim {
 
 namespace {
@@ -45,15 +47,6 @@ Storage storage(const Graph& g, int id) { return storage_of(g.tensor(id).dtype);
 
 int64_t aligned(int64_t bytes) {
   return bytes <= 0 ? 0 : (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
-}
-
-bool touches_fp8(const Op& op, const Graph& g) {
-  if (op.dtype == DType::fp8) return true;
-  for (int id : op.inputs)
-    if (g.tensor(id).dtype == DType::fp8) return true;
-  for (int id : op.outputs)
-    if (g.tensor(id).dtype == DType::fp8) return true;
-  return false;
 }
 
 struct GemmDims {

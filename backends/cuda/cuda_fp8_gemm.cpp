@@ -13,36 +13,22 @@
 #include "backends/cuda/cuda_fp8_activation.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "core/errors.hpp"
+#include "core/workspace.hpp"
 
 namespace perfsim::cuda {
 
 std::vector<Fp8Storage> fp8_storage(const Graph& g) {
+  // Which tensors are stored transposed is decided once, in core, for the memory model and
+  // this backend alike; here only the layout each one takes.
+  const std::vector<char> transposed = fp8_b_stored_transposed(g);
   std::vector<Fp8Storage> out(g.tensors.size());
-  std::vector<char> eligible(g.tensors.size(), 0), seen(g.tensors.size(), 0);
-  for (const Tensor& t : g.tensors)
-    eligible[static_cast<std::size_t>(t.id)] = is_persistent(t.role) && elem_of(t.dtype) == Elem::e4m3;
   for (const Op& op : g.ops) {
-    for (int id : op.outputs) eligible[static_cast<std::size_t>(id)] = 0;  // written: keep the graph's layout
-    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-      const auto id = static_cast<std::size_t>(op.inputs[i]);
-      if (!eligible[id]) continue;
-      if (op.kind != OpKind::gemm || i != 1) {
-        eligible[id] = 0;
-        continue;
-      }
-      const cpu::GemmShape s = cpu::gemm_shape(op, g);
-      const Fp8Storage want{true, s.broadcast_b ? 1 : s.batch, s.k, s.n};
-      const bool same = !seen[id] || (out[id].batch == want.batch && out[id].k == want.k && out[id].n == want.n);
-      if (s.trans_b || !same || want.batch * want.k * want.n != g.tensors[id].elements()) {
-        eligible[id] = 0;
-        continue;
-      }
-      out[id] = want;
-      seen[id] = 1;
-    }
+    if (op.kind != OpKind::gemm || op.inputs.size() < 2) continue;
+    const auto id = static_cast<std::size_t>(op.inputs[1]);
+    if (!transposed[id] || out[id].transposed) continue;
+    const cpu::GemmShape s = cpu::gemm_shape(op, g);
+    out[id] = Fp8Storage{true, s.broadcast_b ? 1 : s.batch, s.k, s.n};
   }
-  for (std::size_t id = 0; id < out.size(); ++id)
-    if (!eligible[id] || !seen[id]) out[id] = Fp8Storage{};
   return out;
 }
 

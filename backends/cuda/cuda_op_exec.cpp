@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_fp8_activation.hpp"
 #include "core/errors.hpp"
+#include "core/op_metrics.hpp"
 #include "core/workspace.hpp"
 
 #if __has_include("backends/cuda/kernels/norms.cuh")
@@ -176,15 +177,6 @@ std::optional<Elem> fixed_elem(OpKind k, bool is_output, std::size_t i) {
     default: break;
   }
   return std::nullopt;
-}
-
-bool touches_fp8(const Op& op, const Graph& g) {
-  if (op.dtype == DType::fp8) return true;
-  for (int id : op.inputs)
-    if (g.tensor(id).dtype == DType::fp8) return true;
-  for (int id : op.outputs)
-    if (g.tensor(id).dtype == DType::fp8) return true;
-  return false;
 }
 
 // Seq_q up to this runs flash attention's forward with the split-KV decode kernel.
