@@ -92,7 +92,7 @@ std::string format_explain(const ExplainInput& in) {
   ops.add_column("µs");
   ops.add_column("µs ×count");
   ops.add_column("% step");
-  bool any_unsupported = false, any_transfer = false;
+  bool any_unsupported = false, any_transfer = false, any_side_stream = false;
   struct ClassTotal { double count = 0, flops = 0, bytes = 0, time = 0; };
   std::map<OpClass, ClassTotal> totals;
   for (std::size_t i = 0; i < g.ops.size() && i < p.ops.size(); ++i) {
@@ -106,6 +106,7 @@ std::string format_explain(const ExplainInput& in) {
                         : c.flops > 0 && c.compute_bound ? "compute"
                                                            : "memory";
     if (!c.supported) bound += " *", any_unsupported = true;
+    if (op.stream > 0) bound += fmt::format(", stream {}", op.stream), any_side_stream = true;
     ops.add_row({op.name, std::string(name_of(class_of(op.kind))), std::string(name_of(op.dtype)),
                  shape_summary(op, g), count_text(op.count), fixed(c.flops / 1e9, 3),
                  fixed(c.bytes / 1e6, 2), fixed(c.intensity, 1), bound, fixed(c.time * 1e6, 2),
@@ -142,6 +143,9 @@ std::string format_explain(const ExplainInput& in) {
   if (any_transfer)
     out += "  · upload / download: a copy over the host link (pcie), from pinned or pageable "
            "memory\n";
+  if (any_side_stream)
+    out += "  · stream N: on a side stream, overlapping the main stream's work (only a copy can\n"
+           "    overlap a kernel: kernels on two streams share the SMs)\n";
   return out;
 }
 
