@@ -1,7 +1,8 @@
-// Op dispatch on the GPU (see cuda_op_exec.hpp). A kernel family is dispatched when its
-// header in backends/cuda/kernels/ is part of the build (__has_include); otherwise the op is
-// reported unsupported ("no kernel for <kind> yet"), never run by a stand-in.
+// Op dispatch on the GPU (see cuda_op_exec.hpp): support checks, workspaces, and the ops with
+// their own path (host copies, GEMMs, AdamW). The other kinds go through run_generic
+// (cuda_op_kernels.cpp).
 #include "backends/cuda/cuda_op_exec.hpp"
+#include "backends/cuda/cuda_op_util.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -22,42 +23,9 @@
 #include "core/op_metrics.hpp"
 #include "core/workspace.hpp"
 
-#if __has_include("backends/cuda/kernels/norms.cuh")
-#include "backends/cuda/kernels/norms.cuh"
-#define PERFSIM_CUDA_K_NORMS 1
-#endif
-#if __has_include("backends/cuda/kernels/pointwise.cuh")
-#include "backends/cuda/kernels/pointwise.cuh"
-#define PERFSIM_CUDA_K_POINTWISE 1
-#endif
-#if __has_include("backends/cuda/kernels/embedding.cuh")
-#include "backends/cuda/kernels/embedding.cuh"
-#define PERFSIM_CUDA_K_EMBEDDING 1
-#endif
-#if __has_include("backends/cuda/kernels/cross_entropy.cuh")
-#include "backends/cuda/kernels/cross_entropy.cuh"
-#define PERFSIM_CUDA_K_LOSS 1
-#endif
-#if __has_include("backends/cuda/kernels/adamw.cuh")
 #include "backends/cuda/kernels/adamw.cuh"
-#define PERFSIM_CUDA_K_ADAMW 1
-#endif
-#if __has_include("backends/cuda/kernels/memory_ops.cuh")
 #include "backends/cuda/kernels/memory_ops.cuh"
-#define PERFSIM_CUDA_K_MEMORY 1
-#endif
-#if __has_include("backends/cuda/kernels/attention_materialized.cuh")
 #include "backends/cuda/kernels/attention_materialized.cuh"
-#define PERFSIM_CUDA_K_ATTN 1
-#endif
-#if __has_include("backends/cuda/kernels/flash_attention.cuh")
-#include "backends/cuda/kernels/flash_attention.cuh"
-#define PERFSIM_CUDA_K_FLASH 1
-#endif
-#if __has_include("backends/cuda/kernels/decode_attention.cuh")
-#include "backends/cuda/kernels/decode_attention.cuh"
-#define PERFSIM_CUDA_K_DECODE 1
-#endif
 
 namespace perfsim::cuda {
 
@@ -65,92 +33,12 @@ namespace perfsim::cuda {
 static_assert(GemmEngine::workspace_bytes == static_cast<std::size_t>(gemm_library_workspace));
 static_assert(BlasHandle::workspace_bytes == static_cast<std::size_t>(attention_library_workspace));
 static_assert(fp8_single_block_max == fp8_single_block_elements);
-#ifdef PERFSIM_CUDA_K_ADAMW
 static_assert(sizeof(AdamWDeviceGroup) == static_cast<std::size_t>(adamw_descriptor_bytes));
-#endif
 
-namespace {
+namespace op_detail {
 
 [[noreturn]] void fail(const Op& op, const std::string& what) {
   throw NotExecutable(fmt::format("cuda backend: op '{}' ({}): {}", op.name, name_of(op.kind), what));
-}
-
-// Whether this build has a kernel for the kind (gemm, copy: always).
-bool kernel_built(OpKind k) {
-  switch (k) {
-    case OpKind::gemm:
-    case OpKind::copy: return true;
-    case OpKind::rmsnorm:
-    case OpKind::rmsnorm_bwd:
-    case OpKind::layernorm:
-    case OpKind::layernorm_bwd:
-    case OpKind::add_rmsnorm:
-    case OpKind::add_layernorm:
-#ifdef PERFSIM_CUDA_K_NORMS
-      return true;
-#else
-      return false;
-#endif
-    case OpKind::gelu:
-    case OpKind::gelu_bwd:
-    case OpKind::silu_mul:
-    case OpKind::silu_mul_bwd:
-    case OpKind::residual_add:
-    case OpKind::rope:
-    case OpKind::rope_bwd:
-#ifdef PERFSIM_CUDA_K_POINTWISE
-      return true;
-#else
-      return false;
-#endif
-    case OpKind::embedding:
-    case OpKind::embedding_bwd:
-#ifdef PERFSIM_CUDA_K_EMBEDDING
-      return true;
-#else
-      return false;
-#endif
-    case OpKind::cross_entropy:
-#ifdef PERFSIM_CUDA_K_LOSS
-      return true;
-#else
-      return false;
-#endif
-    case OpKind::adamw:
-#ifdef PERFSIM_CUDA_K_ADAMW
-      return true;
-#else
-      return false;
-#endif
-    case OpKind::kv_append:
-    case OpKind::slice_last_token:
-#ifdef PERFSIM_CUDA_K_MEMORY
-      return true;
-#else
-      return false;
-#endif
-    case OpKind::attn_scores:
-    case OpKind::attn_softmax:
-    case OpKind::attn_context:
-    case OpKind::attn_context_bwd:
-    case OpKind::attn_softmax_bwd:
-    case OpKind::attn_scores_bwd:
-#ifdef PERFSIM_CUDA_K_ATTN
-      return true;
-#else
-      return false;
-#endif
-    case OpKind::flash_attention:
-    case OpKind::flash_attention_bwd:
-#ifdef PERFSIM_CUDA_K_FLASH
-      return true;
-#else
-      return false;
-#endif
-    case OpKind::collective:
-    case OpKind::host: return false;
-  }
-  return false;
 }
 
 Elem elem(const Graph& g, int id) { return elem_of(g.tensor(id).dtype); }
@@ -179,10 +67,12 @@ std::optional<Elem> fixed_elem(OpKind k, bool is_output, std::size_t i) {
   return std::nullopt;
 }
 
-// Seq_q up to this runs flash attention's forward with the split-KV decode kernel.
-constexpr int64_t decode_max_seq_q = decode_kernel_max_seq_q;
+}  // namespace op_detail
 
-}  // namespace
+using op_detail::elem;
+using op_detail::fail;
+using op_detail::fixed_elem;
+using op_detail::is_float;
 
 std::string op_unsupported_reason(const Op& op, const Graph& g) {
   if (op.kind == OpKind::copy && op.inputs.size() == 1 && op.outputs.size() == 1) {
@@ -201,7 +91,6 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
     return "cuda backend runs one GPU for now: collectives (NCCL, several GPUs) are not executed yet";
   if (op.kind == OpKind::host)
     return fmt::format("cuda backend does not run host ops ('{}'): they have no kernel to time", op.name);
-  if (!kernel_built(op.kind)) return fmt::format("cuda backend: no kernel for {} yet", name_of(op.kind));
   for (int id : op.inputs)
     if (elem(g, id) == Elem::unsupported)
       return fmt::format("cuda backend cannot hold {} tensor '{}'", name_of(g.tensor(id).dtype), g.tensor(id).name);
@@ -225,14 +114,10 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
 }
 
 std::unique_ptr<BlasHandle> OpExecutor::make_attention_blas(const Graph& g) {
-#ifdef PERFSIM_CUDA_K_ATTN
   for (const Op& op : g.ops)
     if (op.kind == OpKind::attn_scores || op.kind == OpKind::attn_context || op.kind == OpKind::attn_context_bwd ||
         op.kind == OpKind::attn_scores_bwd)
       return std::make_unique<BlasHandle>();
-#else
-  (void)g;
-#endif
   return nullptr;
 }
 
@@ -245,7 +130,6 @@ OpExecutor::OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm
   for (std::size_t i = 0; i < g.ops.size(); ++i)
     if (planned[i] > 0) m_ws_planned[g.ops[i].id] = static_cast<std::size_t>(planned[i]);
   if (m_blas != nullptr) m_alloc.count_external(BlasHandle::workspace_bytes, TensorRole::workspace);
-#ifdef PERFSIM_CUDA_K_ADAMW
   // Fused AdamW descriptors live all step (persistent_workspace): allocated here, filled at
   // the first eager run.
   try {
@@ -260,7 +144,6 @@ OpExecutor::OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm
     if (m_blas != nullptr) m_alloc.uncount_external(BlasHandle::workspace_bytes, TensorRole::workspace);
     throw;
   }
-#endif
 }
 
 OpExecutor::~OpExecutor() {
@@ -415,7 +298,6 @@ void OpExecutor::run_gemm(const Op& op, const std::vector<void*>& buf, const std
 // run_fp8_gemm: cuda_fp8_gemm.cpp
 
 void OpExecutor::run_adamw(const Op& op, const std::vector<void*>& buf, bool capturing) {
-#ifdef PERFSIM_CUDA_K_ADAMW
   const Graph& g = m_graph;
   std::vector<cpu::AdamWGroup> groups;
   auto ptr = [&](int id) { return buf[static_cast<std::size_t>(id)]; };
@@ -457,203 +339,6 @@ void OpExecutor::run_adamw(const Op& op, const std::vector<void*>& buf, bool cap
   }
   adamw_fused(static_cast<const AdamWDeviceGroup*>(up.device), static_cast<int64_t>(desc.size()),
               adamw_total_chunks(desc), params, m_stream);
-#else
-  fail(op, "no kernel for adamw yet");
-#endif
-}
-
-namespace {
-
-// Kernel calls for ops whose float operands share one storage T.
-template <class T>
-void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const std::vector<void*>& out,
-               const std::function<void*(std::size_t)>& scratch, const BlasHandle* blas_handle, cudaStream_t st) {
-  auto I = [&](std::size_t i) { return static_cast<const T*>(in.at(i)); };
-  auto O = [&](std::size_t i) { return static_cast<T*>(out.at(i)); };
-  [[maybe_unused]] auto ids = [&](std::size_t i) { return static_cast<const int32_t*>(in.at(i)); };
-  [[maybe_unused]] const auto eps = static_cast<float>(op.attrs.eps);
-  switch (op.kind) {
-#ifdef PERFSIM_CUDA_K_ATTN
-    case OpKind::attn_softmax: attn_softmax(I(0), O(0), cpu::attn_shape(op, g), st); return;
-    case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), cpu::attn_shape(op, g), st); return;
-    case OpKind::attn_scores:
-    case OpKind::attn_context:
-    case OpKind::attn_context_bwd:
-    case OpKind::attn_scores_bwd: {
-      if (blas_handle == nullptr) throw std::logic_error("cuda backend: attention products without a cuBLAS handle");
-      const cpu::AttnShape a = cpu::attn_shape(op, g);
-      AttnGemm blas{blas_handle->handle(), blas_handle->workspace(), BlasHandle::workspace_bytes,
-                    op.dtype == DType::tf32, nullptr};
-      if (const auto bytes = static_cast<std::size_t>(attn_grad_workspace_bytes(a, static_cast<int>(sizeof(T))));
-          bytes > 0 && (op.kind == OpKind::attn_context_bwd || op.kind == OpKind::attn_scores_bwd))
-        blas.workspace = scratch(bytes);
-      if (op.kind == OpKind::attn_scores) attn_scores(I(0), I(1), O(0), a, blas, st);
-      else if (op.kind == OpKind::attn_context) attn_context(I(0), I(1), O(0), a, blas, st);
-      else if (op.kind == OpKind::attn_context_bwd) attn_context_bwd(I(0), I(1), I(2), O(0), O(1), a, blas, st);
-      else attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), a, blas, st);
-      return;
-    }
-#endif
-#ifdef PERFSIM_CUDA_K_FLASH
-    case OpKind::flash_attention: {
-      const cpu::AttnShape a = cpu::attn_shape(op, g);
-      auto* lse = static_cast<float*>(out.at(1));
-#ifdef PERFSIM_CUDA_K_DECODE
-      if (a.seq_q <= decode_max_seq_q) {
-        void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
-        decode_attention(I(0), I(1), I(2), O(0), lse, a, ws, st);
-        return;
-      }
-#endif
-      flash_attention(I(0), I(1), I(2), O(0), lse, a, st);
-      return;
-    }
-    case OpKind::flash_attention_bwd: {
-      const cpu::AttnShape a = cpu::attn_shape(op, g);
-      void* ws = scratch(static_cast<std::size_t>(flash_attention_bwd_workspace_bytes(a)));
-      flash_attention_bwd(I(0), I(1), I(2), I(3), I(4), static_cast<const float*>(in.at(5)), O(0), O(1), O(2), a,
-                          ws, st);
-      return;
-    }
-#endif
-#ifdef PERFSIM_CUDA_K_NORMS
-    case OpKind::layernorm: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
-      layernorm(I(0), I(1), I(2), O(0), rc.rows, rc.cols, eps, st);
-      return;
-    }
-    case OpKind::layernorm_bwd: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
-      auto* ws = static_cast<float*>(scratch(static_cast<std::size_t>(norm_bwd_workspace_floats(rc.rows, rc.cols)) * 4));
-      layernorm_bwd(I(0), I(1), I(2), O(0), O(1), O(2), rc.rows, rc.cols, eps, ws, st);
-      return;
-    }
-    case OpKind::rmsnorm: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
-      rmsnorm(I(0), I(1), O(0), rc.rows, rc.cols, eps, st);
-      return;
-    }
-    case OpKind::rmsnorm_bwd: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
-      auto* ws = static_cast<float*>(scratch(static_cast<std::size_t>(norm_bwd_workspace_floats(rc.rows, rc.cols)) * 4));
-      rmsnorm_bwd(I(0), I(1), I(2), O(0), O(1), rc.rows, rc.cols, eps, ws, st);
-      return;
-    }
-    case OpKind::add_rmsnorm: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
-      add_rmsnorm(I(0), I(1), I(2), O(0), O(1), rc.rows, rc.cols, eps, st);
-      return;
-    }
-    case OpKind::add_layernorm: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
-      add_layernorm(I(0), I(1), I(2), I(3), O(0), O(1), rc.rows, rc.cols, eps, st);
-      return;
-    }
-#endif
-#ifdef PERFSIM_CUDA_K_LOSS
-    case OpKind::cross_entropy: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
-      cross_entropy(I(0), ids(1), static_cast<float*>(out.at(0)), out.size() > 1 ? O(1) : nullptr, rc.rows, rc.cols,
-                    st);
-      return;
-    }
-#endif
-#ifdef PERFSIM_CUDA_K_POINTWISE
-    case OpKind::gelu: gelu(I(0), O(0), cpu::elementwise_count(op, g), st); return;
-    case OpKind::gelu_bwd: gelu_bwd(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
-    case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
-    case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), cpu::elementwise_count(op, g), st); return;
-    case OpKind::residual_add: residual_add(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
-    case OpKind::rope: rope(I(0), O(0), cpu::rope_shape(op, g), st); return;
-    case OpKind::rope_bwd: rope_bwd(I(0), O(0), cpu::rope_shape(op, g), st); return;
-#endif
-#ifdef PERFSIM_CUDA_K_EMBEDDING
-    case OpKind::embedding:
-      embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0), cpu::embedding_shape(op, g), st);
-      return;
-    case OpKind::embedding_bwd: {
-      const cpu::EmbeddingShape e = cpu::embedding_shape(op, g);
-      const bool with_pos = out.size() > 1;
-      auto* ws = static_cast<float*>(
-          scratch(static_cast<std::size_t>(embedding_bwd_workspace_floats<T>(e, with_pos)) * sizeof(float)));
-      embedding_bwd(ids(0), I(1), O(0), with_pos ? O(1) : nullptr, e, ws, st);
-      return;
-    }
-#endif
-#ifdef PERFSIM_CUDA_K_MEMORY
-    case OpKind::kv_append: kv_append(I(0), O(0), cpu::kv_append_shape(op, g), st); return;
-    case OpKind::slice_last_token: {
-      const cpu::SliceShape s = cpu::slice_shape(op, g);
-      slice_last_token(I(0), O(0), s.batch, s.seq, s.cols, st);
-      return;
-    }
-#endif
-    default: break;
-  }
-  throw NotExecutable(fmt::format("cuda backend: no kernel for {} yet", name_of(op.kind)));
-}
-
-}  // namespace
-
-void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
-  const Graph& g = m_graph;
-  if (op.kind == OpKind::copy) {
-    const int64_t n = cpu::elementwise_count(op, g);
-    const int x = op.inputs[0], y = op.outputs[0];
-#ifdef PERFSIM_CUDA_K_MEMORY
-    copy_tensor(buf[static_cast<std::size_t>(x)], storage_of(elem(g, x)), buf[static_cast<std::size_t>(y)],
-                storage_of(elem(g, y)), n, m_stream);
-#else
-    convert(buf[static_cast<std::size_t>(x)], elem(g, x), buf[static_cast<std::size_t>(y)], elem(g, y), n, m_stream);
-#endif
-    return;
-  }
-  // Outputs that start from an input's values (in place when the graph names one tensor).
-  if (op.kind == OpKind::kv_append) copy_if_distinct(buf, op.inputs[1], op.outputs[0]);
-  if (op.kind == OpKind::embedding_bwd && op.attrs.accumulate)
-    for (std::size_t j = 0; j < op.outputs.size(); ++j) copy_if_distinct(buf, op.inputs.at(2 + j), op.outputs[j]);
-
-  std::optional<Elem> kernel;
-  for (std::size_t i = 0; i < op.inputs.size() && !kernel; ++i)
-    if (!fixed_elem(op.kind, false, i)) kernel = elem(g, op.inputs[i]);
-  if (!kernel || !is_float(*kernel))
-    fail(op, fmt::format("needs floating-point operands, got {}", kernel ? name_of(*kernel) : "none"));
-
-  std::map<int, void*> staged;  // tensor id -> converted copy
-  std::vector<std::tuple<int, void*, Elem>> write_back;  // id, staged copy, its type
-  auto operand = [&](int id, Elem need, bool is_output) -> void* {
-    void* real = buf[static_cast<std::size_t>(id)];
-    const Elem have = elem(g, id);
-    if (have == need) return real;
-    if (!is_float(have) || !is_float(need))
-      fail(op, fmt::format("tensor '{}' is {} where the op needs {}", g.tensor(id).name, name_of(have), name_of(need)));
-    const int64_t n = g.tensor(id).elements();
-    auto it = staged.find(id);
-    if (it == staged.end()) {
-      void* p = scratch(static_cast<std::size_t>(n) * static_cast<std::size_t>(bytes_of(need)));
-      if (!is_output || op.kind == OpKind::kv_append || op.kind == OpKind::embedding_bwd) convert(real, have, p, need, n, m_stream);
-      it = staged.emplace(id, p).first;
-    }
-    if (is_output) write_back.emplace_back(id, it->second, need);
-    return it->second;
-  };
-  std::vector<void*>& in = m_in;
-  std::vector<void*>& out = m_out;
-  in.clear(), out.clear();
-  for (std::size_t i = 0; i < op.inputs.size(); ++i)
-    in.push_back(operand(op.inputs[i], fixed_elem(op.kind, false, i).value_or(*kernel), false));
-  for (std::size_t i = 0; i < op.outputs.size(); ++i)
-    out.push_back(operand(op.outputs[i], fixed_elem(op.kind, true, i).value_or(*kernel), true));
-
-  const std::function<void*(std::size_t)> scratch_fn = [this](std::size_t bytes) { return scratch(bytes); };
-  switch (*kernel) {
-    case Elem::f32: run_typed<float>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
-    case Elem::bf16: run_typed<__nv_bfloat16>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
-    case Elem::f16: run_typed<__half>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
-    default: break;
-  }
-  for (const auto& [id, data, type] : write_back)
-    convert(data, type, buf[static_cast<std::size_t>(id)], elem(g, id), g.tensor(id).elements(), m_stream);
 }
 
 }  // namespace perfsim::cuda

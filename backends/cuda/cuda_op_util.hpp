@@ -1,0 +1,21 @@
+// Small helpers shared by the op dispatch files (cuda_op_exec.cpp, cuda_op_kernels.cpp).
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "backends/cuda/cuda_convert.hpp"
+#include "core/graph.hpp"
+
+namespace perfsim::cuda::op_detail {
+
+// Throws NotExecutable naming the op.
+[[noreturn]] void fail(const Op& op, const std::string& what);
+// How the backend stores tensor `id`.
+[[nodiscard]] Elem elem(const Graph& g, int id);
+[[nodiscard]] bool is_float(Elem e);
+// Operands whose storage is fixed by the op's definition rather than by its precision
+// (token ids, the loss, the log-sum-exp): the same table as the CPU runner's.
+[[nodiscard]] std::optional<Elem> fixed_elem(OpKind k, bool is_output, std::size_t i);
+
+}  // namespace perfsim::cuda::op_detail
