@@ -163,17 +163,20 @@ int main() {
       float* ws = alloc<float>(gpu::norm_bwd_workspace_floats(rows, cols));
       bench("rmsnorm_bwd", "bf16", shape, 3 * e2, [&](int s) { gpu::rmsnorm_bwd(x[s], gamma, y[s], z[s], w[s], rows, cols, 1e-5f, ws, nullptr); });
       bench("layernorm_bwd", "bf16", shape, 3 * e2, [&](int s) { gpu::layernorm_bwd(x[s], gamma, y[s], z[s], w[s], w[(s + 1) % sets], rows, cols, 1e-5f, ws, nullptr); });
-      // The pipelined backward's packs per thread and rows per block reduction (2 blocks per SM).
+      // The pipelined backward's packs per thread, rows per block reduction and blocks per
+      // cluster summing their partials (2 blocks per SM).
       for (const bool layer : {false, true})
         for (const int packs : {1, 2})
           for (const int per_step : {1, 2})
-            sweep(std::string(layer ? "layernorm_bwd" : "rmsnorm_bwd") + " packs/thread " + std::to_string(packs) +
-                      " rows/step " + std::to_string(per_step),
-                  3 * e2, copy_gbs, [&](int s) {
-                    const int64_t parts = gpu::detail::norm_bwd_pipelined(layer, x[s], gamma, y[s], z[s], ws, rows, cols,
-                                                                          1e-5f, nullptr, 2, per_step, packs);
-                    gpu::detail::sum_partials(ws, w[s], parts, cols, nullptr, layer ? w[(s + 1) % sets] : nullptr);
-                  });
+            for (const int cluster : {1, 2, 4})
+              sweep(std::string(layer ? "layernorm_bwd" : "rmsnorm_bwd") + " packs " + std::to_string(packs) +
+                        " rows/step " + std::to_string(per_step) + " cluster " + std::to_string(cluster),
+                    3 * e2, copy_gbs, [&](int s) {
+                      const int64_t parts = gpu::detail::norm_bwd_pipelined(layer, x[s], gamma, y[s], z[s], ws, rows,
+                                                                            cols, 1e-5f, nullptr, 2, per_step, packs,
+                                                                            cluster);
+                      gpu::detail::sum_partials(ws, w[s], parts, cols, nullptr, layer ? w[(s + 1) % sets] : nullptr);
+                    });
     }
     {
       const cpu::RopeShape r{.tokens = rows, .heads = 32, .head_dim = cols / 32, .seq = rows, .position = 0};
@@ -193,6 +196,10 @@ int main() {
       float* loss = alloc<float>(ce_rows);
       bench("cross_entropy (+dlogits)", "bf16", dims(ce_rows, ce_cols), 2.0 * 2 * ce_rows * ce_cols,
             [&](int s) { gpu::cross_entropy(x[s], targets, loss, z[s], ce_rows, ce_cols, nullptr); });
+      // The loss alone (no gradient: one streaming read of the logits), against the same
+      // copy: what the gradient sweep adds on top.
+      sweep("cross_entropy loss only (read 64 MiB)", 2.0 * ce_rows * ce_cols, copy_gbs,
+            [&](int s) { gpu::cross_entropy(x[s], targets, loss, nullptr, ce_rows, ce_cols, nullptr); });
     }
     {
       const int64_t vocab = 32000, tokens = rows;

@@ -120,8 +120,8 @@ TEST_CASE("cuda kernels: norm backward is deterministic") {
 }
 
 // The pipelined backward at every setting the benchmark sweeps (resident blocks per SM, rows
-// per block reduction, packs per thread), an odd row count so that a block's last step holds
-// one row.
+// per block reduction, packs per thread, blocks per cluster adding their partials), an odd
+// row count so that a block's last step holds one row.
 TEST_CASE_TEMPLATE("cuda kernels: pipelined norm backward matches the CPU reference at every setting", D,
                    float, __nv_bfloat16) {
   using H = host_t<D>;
@@ -137,20 +137,56 @@ TEST_CASE_TEMPLATE("cuda kernels: pipelined norm backward matches the CPU refere
   for (const bool layer : {false, true})
     for (const int per_sm : {1, 2, 3})
       for (const int per_step : {1, 2})
-        for (const int packs : {1, 2}) {
-          CAPTURE(layer);
-          CAPTURE(per_sm);
-          CAPTURE(per_step);
-          CAPTURE(packs);
-          d_dx.poison();
-          d_dg.poison();
-          d_db.poison();
-          const int64_t parts = cuda::detail::norm_bwd_pipelined(layer, d_x.get(), d_g.get(), d_up.get(), d_dx.get(),
-                                                                 ws.get(), rows, cols, eps, nullptr, per_sm, per_step, packs);
-          REQUIRE(parts > 0);
-          cuda::detail::sum_partials(ws.get(), d_dg.get(), parts, cols, nullptr, layer ? d_db.get() : nullptr);
-          CHECK(normalized_error(d_dx.download(), layer ? dx : rdx) <= tolerance<D>());
-          CHECK(normalized_error(d_dg.download(), layer ? dg : rdg) <= tolerance<D>());
-          if (layer) CHECK(normalized_error(d_db.download(), db) <= tolerance<D>());
-        }
+        for (const int packs : {1, 2})
+          for (const int cluster : {1, 2, 4}) {
+            CAPTURE(layer);
+            CAPTURE(per_sm);
+            CAPTURE(per_step);
+            CAPTURE(packs);
+            CAPTURE(cluster);
+            d_dx.poison();
+            d_dg.poison();
+            d_db.poison();
+            const int64_t parts = cuda::detail::norm_bwd_pipelined(layer, d_x.get(), d_g.get(), d_up.get(), d_dx.get(),
+                                                                   ws.get(), rows, cols, eps, nullptr, per_sm, per_step,
+                                                                   packs, cluster);
+            REQUIRE(parts > 0);
+            CHECK(parts <= cuda::detail::norm_bwd_blocks(rows));
+            cuda::detail::sum_partials(ws.get(), d_dg.get(), parts, cols, nullptr, layer ? d_db.get() : nullptr);
+            CHECK(normalized_error(d_dx.download(), layer ? dx : rdx) <= tolerance<D>());
+            CHECK(normalized_error(d_dg.download(), layer ? dg : rdg) <= tolerance<D>());
+            if (layer) CHECK(normalized_error(d_db.download(), db) <= tolerance<D>());
+          }
+}
+
+// Clusters on fewer rows than blocks per cluster (falls back to one block per cluster) and on
+// a row count that is not a multiple of the cluster size; clustered sums are deterministic.
+TEST_CASE("cuda kernels: clustered norm backward partials on few rows") {
+  const int64_t cols = 2048;
+  for (const int64_t rows : {int64_t{3}, int64_t{5}, int64_t{11}}) {
+    CAPTURE(rows);
+    const auto x = random_values<float>(rows * cols, 14, -2.0f, 2.0f);
+    const auto up = random_values<float>(rows * cols, 15);
+    const auto gamma = random_values<float>(cols, 16, 0.5f, 1.5f);
+    DeviceBuffer<float> d_x(x), d_up(up), d_g(gamma), d_dx(rows * cols), d_dg(cols), d_db(cols);
+    DeviceBuffer<float> ws(cuda::norm_bwd_workspace_floats(rows, cols));
+    std::vector<float> dx(x.size()), dg(gamma.size()), db(gamma.size());
+    cpu::layernorm_bwd(x.data(), gamma.data(), up.data(), dx.data(), dg.data(), db.data(), rows, cols, eps);
+    d_dx.poison();
+    d_dg.poison();
+    d_db.poison();
+    const int64_t parts = cuda::detail::norm_bwd_pipelined(true, d_x.get(), d_g.get(), d_up.get(), d_dx.get(), ws.get(),
+                                                           rows, cols, eps, nullptr, 2, 1, 1, 4);
+    REQUIRE(parts > 0);
+    CHECK(parts <= cuda::detail::norm_bwd_blocks(rows));
+    cuda::detail::sum_partials(ws.get(), d_dg.get(), parts, cols, nullptr, d_db.get());
+    CHECK(normalized_error(d_dx.download(), dx) <= 1e-5);
+    CHECK(normalized_error(d_dg.download(), dg) <= 1e-5);
+    CHECK(normalized_error(d_db.download(), db) <= 1e-5);
+    const auto first = d_dg.download<float>();
+    const int64_t again = cuda::detail::norm_bwd_pipelined(true, d_x.get(), d_g.get(), d_up.get(), d_dx.get(), ws.get(),
+                                                           rows, cols, eps, nullptr, 2, 1, 1, 4);
+    cuda::detail::sum_partials(ws.get(), d_dg.get(), again, cols, nullptr, d_db.get());
+    CHECK(d_dg.download<float>() == first);
+  }
 }

@@ -49,14 +49,17 @@ template <class T> void sum_partials(const float* partial, T* out, int64_t parts
 // and the partial rows (dgamma [0, P), dbeta [P, 2P)) and returns P, or returns 0 without
 // launching when the rows are unaligned or too wide for it (the caller falls back).
 // blocks_per_sm (resident blocks per SM at most), rows_per_step (1 or 2 rows per block
-// reduction) and packs (16-byte packs per thread, 1 or 2): 0 = the defaults; other values
-// are for the benchmark's sweep.
+// reduction), packs (16-byte packs per thread, 1 or 2) and cluster (blocks per thread-block
+// cluster that add their partials in distributed shared memory before writing them: 1, 2 or
+// 4; P counts clusters): 0 = the defaults; other values are for the benchmark's sweep.
+// P ≤ norm_bwd_blocks(rows) always (the workspace size does not depend on these settings).
 template <class T> [[nodiscard]] int64_t norm_bwd_pipelined(bool layer, const T* x, const T* gamma,
                                                             const T* dy, T* dx, float* partial,
                                                             int64_t rows, int64_t cols, float eps,
                                                             cudaStream_t stream,
                                                             int blocks_per_sm = 0,
-                                                            int rows_per_step = 0, int packs = 0);
+                                                            int rows_per_step = 0, int packs = 0,
+                                                            int cluster = 0);
 }  // namespace detail
 
 }  // namespace perfsim::cuda

@@ -3,7 +3,8 @@
 // path); thread t of `stride` threads holds packs k = 0..N-1 at columns (t + k·stride)·V, so
 // a warp's k-th load is contiguous (coalesced). Holding the row as raw packs lets a kernel
 // read it from DRAM once, reduce, and write it without a second sweep. Packs past the row end
-// are zero-filled and must be masked by the caller (`in_row`).
+// are zero-filled and must be masked by the caller (`in_row`). Also the cp.async helpers the
+// kernels that stage rows in shared memory use (norm backward ring, cross-entropy row cache).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -36,6 +37,23 @@ __device__ __forceinline__ float exp2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+// 16 bytes global → shared without passing through registers (L2 only: .cg). A thread that
+// later reads back only what it copied itself needs no block barrier, only cp_async_wait.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most `pending` (0..3) of this thread's copy groups are still in flight.
+__device__ __forceinline__ void cp_async_wait(int pending) {
+  switch (pending) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+  }
 }
 
 template <class T, int V, int N>
