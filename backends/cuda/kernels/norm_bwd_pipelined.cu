@@ -1,16 +1,16 @@
 // Pipelined backward of RMSNorm and LayerNorm (the fast path of rmsnorm_bwd/layernorm_bwd for
 // 16-byte-aligned rows): x, dy, dx [rows, cols]; gamma [cols]; partial [P or 2P, cols] fp32.
-// Persistent blocks (two per SM) each own a fixed range of rows, walked in steps of two rows
-// that share one block reduction. Rows are staged through a ring of shared-memory buffers by
+// Persistent blocks (two per SM) each own a fixed range of rows, walked in steps of one or two
+// rows that share one block reduction. Rows are staged through a ring of shared-memory buffers by
 // cp.async, `stages - 1` steps ahead of the step being reduced, so DRAM keeps ~100 KiB per SM
 // in flight through the block barriers (a register prefetch of one row ahead left too little
 // in flight: 66-79% of a copy). Each thread copies and later reads back only its own 16-byte
-// packs, so the ring needs no block barrier. The dgamma/dbeta partials live in registers
-// (gamma too for RMSNorm; LayerNorm keeps gamma in shared memory, which leaves it room for its
-// four statistics per row at 64 registers). Blocks may be launched as thread-block clusters
-// of C blocks that add their partials through distributed shared memory at the end: one
-// partial row per cluster and statistic (C times fewer to write, re-read and sum), summed in
-// a fixed order by detail::sum_partials.
+// packs, so the ring needs no block barrier. gamma and the dgamma/dbeta partials live in
+// registers (LayerNorm at one pack per thread keeps gamma in shared memory instead; at two
+// packs and one row per step it keeps the widened row in registers across the reduction).
+// Blocks may be launched as thread-block clusters of C blocks that add their partials through
+// distributed shared memory at the end: one partial row per cluster and statistic (C times
+// fewer to write, re-read and sum), summed in a fixed order by detail::sum_partials.
 #include <cooperative_groups.h>
 
 #include "backends/cuda/cuda_check.hpp"
@@ -24,13 +24,13 @@ namespace {
 
 constexpr int k_max_threads = 512;
 constexpr int k_rows_per_step = 2;         // RMSNorm rows per block reduction (1 → 2: +2-4%)
-constexpr int k_rows_per_step_layer = 1;   // LayerNorm (2 → 1 with clusters of 2: +5%)
+constexpr int k_rows_per_step_layer = 1;   // LayerNorm (2 → 1 at clusters of 2: +6-10%)
 constexpr int k_max_stages = 4;
 constexpr int k_smem_budget = 96 << 10;    // ring bytes per block: two blocks fit in 228 KiB
 constexpr int k_blocks_per_sm = 2;         // more would multiply the partial rows to sum
 constexpr int k_max_cluster = 4;           // blocks per cluster that add their partials
-constexpr int k_cluster_layer = 2;         // default cluster size, LayerNorm
-constexpr int k_cluster_rms = 1;           // default cluster size, RMSNorm
+constexpr int k_cluster_layer = 2;         // LayerNorm cluster size (1 → 2: +11-14% of a copy)
+constexpr int k_cluster_rms = 1;           // RMSNorm (2 or 4: −1 to −5%)
 // Packs per thread (template N): 1 (rows up to 512·16 B = 8 KiB) or 2 (16 KiB).
 
 // Block p owns rows [p·rows/P, (p+1)·rows/P). Partials: one row per cluster q of C blocks
@@ -360,8 +360,8 @@ int64_t launch_packs(const T* x, const T* gamma, const T* dy, T* dx, float* part
                      cudaStream_t stream) {
   // RMSNorm: one pack per thread when the row fits in k_max_threads, twice the warps per SM
   // to hide each row's reduction latency (bf16 4096: 90% of a copy, 83% with two packs).
-  // LayerNorm: two packs (77%; 64% with one: its four statistics per row and gamma, dgamma and
-  // dbeta in registers leave too few registers at 512 threads × 2 blocks per SM).
+  // LayerNorm: two packs, one row per step, clusters of 2 (87%; one pack: 59-68% even with
+  // gamma in shared memory, its four statistics per row at 64 registers issue too slowly).
   if (packs == 0)
     packs = !Layer && detail::reg_row_threads(cols / detail::vec_of<T>, 1, k_max_threads) > 0 ? 1 : 2;
   if (packs == 1)

@@ -3,7 +3,8 @@
 // vector loads when the row pointers allow, fp32 statistics. The backward passes reduce
 // dgamma/dbeta deterministically: each of at most min(rows, 512) blocks (as many as are
 // resident on the device) owns a fixed range of rows and writes per-column partial sums to
-// `workspace`, then a second kernel sums the partials in a fixed order. Launchers are
+// `workspace` (LayerNorm: pairs of blocks in a thread-block cluster first add theirs through
+// distributed shared memory), then a second kernel sums the partials in a fixed order. Launchers are
 // asynchronous on `stream` and capturable.
 #pragma once
 #include <cuda_bf16.h>
