@@ -30,8 +30,8 @@ struct Measurement {
   double peak_bytes = 0;                // allocator high-water mark of the graph as built
   std::map<TensorRole, double> bytes_by_role_at_peak;
   int warmup = 0, repeats = 0;
-  // CUDA graph replay (Graph::graphed): step_time and executed_wall come from replaying the
-  // captured step; ops and time_by_class are medians of separate eager passes.
+  // CUDA graph replay (Graph::graphed): ops, time_by_class and step_time come from replays of
+  // the captured step with an event pair around each op; executed_wall from replays without.
   bool graph_replayed = false;
 };
 

@@ -1,9 +1,12 @@
-// CudaBackend: device facts, what it can run, the timed eager and graph-replay loops.
+// CudaBackend: device facts, what it can run, the timed eager and graph-replay loops with
+// their time-bounded warm-up.
 #include "backends/cuda/cuda_backend.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_device.hpp"
@@ -37,41 +40,125 @@ DeviceInfo CudaBackend::device() const {
 
 std::string CudaBackend::unsupported_reason(const Op& op, const Graph& g) const { return op_unsupported_reason(op, g); }
 
+namespace {
+
+// Warm-up lasts a minimum wall time as well as a count: the first passes of a process run
+// while the GPU and CPU clocks ramp up from idle and while caches, the allocator's free
+// lists and cuBLASLt's plans settle. Decode steps are a few ms, so one pass (the count
+// alone) measured them before the clocks settled, and two processes disagreed by up to 50%.
+// The time runs from the end of the first pass: that pass does one-time work (GEMM
+// autotuning, lazy loading of kernel modules, a graph's upload) that can alone last longer.
+constexpr double min_warmup_seconds = 0.2;
+// A safeguard only: steps of ~20 us or more reach the time first.
+constexpr int max_warmup_passes = 10000;
+
+// Runs pass() at least `passes` times and, unless passes is 0 (a cold measurement was asked
+// for), until min_warmup_seconds have passed since the first pass ended, at most
+// max(passes, max_warmup_passes) times. Returns how many passes ran.
+template <class F>
+int warm_up(int passes, F&& pass) {
+  if (passes <= 0) return 0;
+  pass();
+  const auto start = std::chrono::steady_clock::now();
+  const int cap = std::max(passes, max_warmup_passes);
+  int done = 1;
+  for (;;) {
+    const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start;
+    if (done >= cap || (done >= passes && spent.count() >= min_warmup_seconds)) break;
+    pass();
+    ++done;
+  }
+  return done;
+}
+
+// Σ median / Σ median × count of eager op times: how the replay of the built layers scales to
+// the whole model when the replay itself has no per-op times (timed capture refused).
+double count_scale(const Measurement& eager, const Graph& g) {
+  double built = 0, scaled = 0;
+  for (std::size_t i = 0; i < eager.ops.size(); ++i) {
+    built += eager.ops[i].median;
+    scaled += eager.ops[i].median * g.ops[i].count;
+  }
+  return built > 0 ? scaled / built : 1.0;
+}
+
+// The event nodes that time each op inside a replay cost a few µs per op (about 4 on an
+// H100, docs/PERFORMANCE.md), part of it inside the op's own interval: replayed times of small
+// kernels read high and their sum exceeds the replay without the nodes. On one stream the
+// probe cost is estimated as (Σ op medians − untimed replay) / ops and taken off every sample
+// (not below 0), so the op times of a replay add up to the replay itself. With side streams
+// the op times overlap and their sum is not the replay: no correction there.
+void remove_probe_cost(std::vector<std::vector<double>>& samples, double untimed_wall, const Graph& g) {
+  if (g.ops.empty() || std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.stream != 0; }))
+    return;
+  double sum = 0;
+  for (const std::vector<double>& s : samples) sum += median_of(s);
+  const double per_op = (sum - untimed_wall) / static_cast<double>(g.ops.size());
+  if (per_op <= 0) return;
+  for (std::vector<double>& s : samples)
+    for (double& t : s) t = std::max(0.0, t - per_op);
+}
+
+}  // namespace
+
 Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
   if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
   m_alloc->reset_peak();
   GraphRunner runner(g, o.seed, *m_alloc, *m_gemm, m_stream);
 
-  const int warmup = std::max(0, o.warmup);
   const int repeats = std::max(1, o.repeats);
-  for (int r = 0; r < warmup; ++r) (void)runner.run_once();
-  std::vector<std::vector<double>> samples(g.ops.size());
-  std::vector<double> walls;
-  for (int r = 0; r < repeats; ++r) walls.push_back(runner.run_once(&samples));
-
-  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmup, repeats);
-  if (g.graphed) {
-    // The replayed step as built (side streams included: the replay's end event follows the
-    // graph's last node, after every side branch joined stream 0); sampled layers scale it by
-    // the eager passes' ratio of scaled (× count) to built op time, the only per-layer split
-    // a replay cannot give. The ratio is taken over op times, not over summarize_runs's
-    // step_time, which may already account for overlap between streams.
-    double built = 0, scaled = 0;
-    for (std::size_t i = 0; i < m.ops.size(); ++i) {
-      built += m.ops[i].median;
-      scaled += m.ops[i].median * g.ops[i].count;
-    }
-    runner.capture();
-    (void)runner.replay(1);
-    const double replay = median_of(runner.replay(repeats));
-    m.executed_wall = replay;
-    m.step_time = built > 0 ? replay * (scaled / built) : replay;
-    m.graph_replayed = true;
-  }
+  Measurement m = g.graphed ? run_replayed(runner, g, std::max(0, o.warmup), repeats)
+                            : run_eager(runner, g, std::max(0, o.warmup), repeats);
   const CachingAllocator& alloc = runner.allocator();
   m.peak_bytes = alloc.peak_bytes();
   for (TensorRole r : all_tensor_roles) m.bytes_by_role_at_peak[r] = 0;
   for (const auto& [r, b] : alloc.bytes_by_role_at_peak()) m.bytes_by_role_at_peak[r] = b;
+  return m;
+}
+
+Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, int warmup, int repeats) {
+  const int warmed = warm_up(warmup, [&] { (void)runner.run_once(); });
+  std::vector<std::vector<double>> samples(g.ops.size());
+  std::vector<double> walls;
+  for (int r = 0; r < repeats; ++r) walls.push_back(runner.run_once(&samples));
+  return summarize_runs(g, samples, walls, name(), device().name, warmed, repeats);
+}
+
+Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, int warmup, int repeats) {
+  // One eager pass before capturing: it tunes the GEMM plans, uploads the fused-AdamW
+  // descriptors and fills the allocator's cache with the step's blocks.
+  (void)runner.run_once();
+  runner.capture();
+  if (const std::string why = runner.capture_timed(); !why.empty()) {
+    // A driver without event-record nodes: the per-op figures come from eager passes and
+    // the replay is scaled by their count ratio (less stable: eager noise enters the step).
+    fmt::print(stderr, "perfsim: cuda backend: no per-op times inside the CUDA graph ({}); using eager op times\n", why);
+    Measurement m = run_eager(runner, g, warmup, repeats);
+    const int replays = warm_up(warmup, [&] { (void)runner.replay(1); });
+    const double replay = median_of(runner.replay(repeats));
+    m.warmup += 1 + replays;
+    m.executed_wall = replay;
+    m.step_time = replay * count_scale(m, g);
+    m.graph_replayed = true;
+    return m;
+  }
+  // Warm-up launches both variants (a graph's first launch also uploads it to the device).
+  const int replays = warm_up(warmup, [&] {
+    (void)runner.replay(1);
+    (void)runner.replay_timed(1);
+  });
+  // The untimed and timed replays alternate, so both see the same clock and cache state.
+  std::vector<std::vector<double>> samples(g.ops.size());
+  std::vector<double> walls;
+  for (int r = 0; r < repeats; ++r) {
+    walls.push_back(runner.replay(1).at(0));
+    (void)runner.replay_timed(1, &samples);
+  }
+  remove_probe_cost(samples, median_of(walls), g);
+  // ops/time_by_class: the event nodes' per-op times less their probe cost; step_time: their
+  // stream timeline (× count); executed_wall: the step as captured, without event nodes.
+  Measurement m = summarize_runs(g, samples, walls, name(), device().name, 1 + replays, repeats);
+  m.graph_replayed = true;
   return m;
 }
 

@@ -17,6 +17,8 @@
 
 namespace perfsim::cuda {
 
+class GraphRunner;
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend();
@@ -28,10 +30,12 @@ class CudaBackend final : public Backend {
   // query_device(0); when the hardware catalog has no entry for the GPU, the name says so.
   [[nodiscard]] DeviceInfo device() const override;
   [[nodiscard]] std::string unsupported_reason(const Op& op, const Graph& g) const override;
-  // Eager: o.warmup passes, then o.repeats timed passes; each op timed by CUDA events,
-  // medians. g.graphed: additionally captures one pass into a CUDA graph and replays it
-  // (1 warm-up + o.repeats launches): step_time/executed_wall from the replays, per-op
-  // figures from the eager passes (Measurement::graph_replayed).
+  // Eager: warm-up passes (at least o.warmup and at least 0.2 s of them, unless o.warmup is
+  // 0), then o.repeats timed passes; each op timed by CUDA events on its stream, medians.
+  // g.graphed: one eager pass, then the step captured twice into CUDA graphs, as it is and
+  // with an event-record node around each op; after the same warm-up of replays, o.repeats
+  // replays of each: per-op figures and step_time (stream timeline × count) from the timed
+  // variant, executed_wall from the plain one (Measurement::graph_replayed).
   [[nodiscard]] Measurement run(const Graph& g, const RunOptions& o) override;
 
   // Runs the graph once from the values run() starts from (same seed) and returns the final
@@ -42,6 +46,9 @@ class CudaBackend final : public Backend {
   [[nodiscard]] const CachingAllocator& allocator() const { return *m_alloc; }
 
  private:
+  [[nodiscard]] Measurement run_eager(GraphRunner& runner, const Graph& g, int warmup, int repeats);
+  [[nodiscard]] Measurement run_replayed(GraphRunner& runner, const Graph& g, int warmup, int repeats);
+
   cudaStream_t m_stream = nullptr;
   std::unique_ptr<CachingAllocator> m_alloc;
   std::unique_ptr<GemmEngine> m_gemm;

@@ -1,6 +1,6 @@
 // GraphRunner (see cuda_graph_runner.hpp): persistent state, host tensors, the allocation
-// walk with its stream forks and joins shared by eager passes and graph capture, event
-// timing and read-back.
+// walk with its stream forks and joins shared by eager passes and graph capture (plain and
+// with per-op event nodes), event timing of passes and replays, and read-back.
 #include "backends/cuda/cuda_graph_runner.hpp"
 
 #include <cuda_fp8.h>
@@ -113,6 +113,8 @@ void GraphRunner::release_all() {
   sync_all();
   if (m_graph_exec != nullptr) (void)cudaGraphExecDestroy(m_graph_exec);
   if (m_cuda_graph != nullptr) (void)cudaGraphDestroy(m_cuda_graph);
+  if (m_timed_exec != nullptr) (void)cudaGraphExecDestroy(m_timed_exec);
+  if (m_timed_graph != nullptr) (void)cudaGraphDestroy(m_timed_graph);
   for (const auto* list : {&m_events, &m_fork, &m_done})
     for (cudaEvent_t e : *list)
       if (e != nullptr) (void)cudaEventDestroy(e);
@@ -137,6 +139,8 @@ void GraphRunner::release_all() {
   m_counts_gemm_workspace = false;
   m_graph_exec = nullptr;
   m_cuda_graph = nullptr;
+  m_timed_exec = nullptr;
+  m_timed_graph = nullptr;
   m_events.clear(), m_fork.clear(), m_done.clear();
   m_step_start = m_step_end = nullptr;
 }
@@ -208,10 +212,29 @@ void GraphRunner::reset_persistent() {
 
 void GraphRunner::wait(cudaStream_t s, cudaEvent_t e) { PERFSIM_CUDA_CHECK(cudaStreamWaitEvent(s, e, 0)); }
 
+// While capturing, a plain cudaEventRecord only marks a point of the capture (what fork and
+// join events need); an external record becomes an event-record node that records the event
+// each time the graph is launched, so replays can be timed op by op.
+void GraphRunner::record_op_event(cudaEvent_t e, cudaStream_t s, bool capturing) {
+  if (capturing) PERFSIM_CUDA_CHECK(cudaEventRecordWithFlags(e, s, cudaEventRecordExternal));
+  else PERFSIM_CUDA_CHECK(cudaEventRecord(e, s));
+}
+
+void GraphRunner::append_op_times(std::vector<std::vector<double>>& op_seconds) const {
+  for (std::size_t i = 0; i < m_graph.ops.size(); ++i) {
+    float ms = 0;
+    PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, m_events[2 * i], m_events[2 * i + 1]));
+    op_seconds[i].push_back(ms * 1e-3);
+  }
+}
+
 void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep) {
   const Graph& g = m_graph;
   auto kept = [&](int id) { return keep != nullptr && (*keep)[static_cast<std::size_t>(id)]; };
-  if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
+  // A timed capture times its replays from outside (replay_timed), so only the ops' events
+  // become nodes.
+  const bool step_events = timed && !capturing;
+  if (step_events) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     const int lane = m_plan.lane[i];
@@ -227,7 +250,7 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
     for (int w : m_plan.waits[i]) wait(st, m_done[static_cast<std::size_t>(w)]);  // the joins
     nvtxRangePushA(op.name.c_str());
     // Timing events after the waits: an op's time excludes waiting for other streams.
-    if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_events[2 * i], st));
+    if (timed) record_op_event(m_events[2 * i], st, capturing);
     try {
       m_exec->run(op, m_buffers, m_scales, capturing, st, lane != 0);
     } catch (const NotExecutable&) {
@@ -237,7 +260,7 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
       nvtxRangePop();
       throw NotExecutable(fmt::format("cuda backend: op '{}' ({}) failed: {}", op.name, name_of(op.kind), e.what()));
     }
-    if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_events[2 * i + 1], st));
+    if (timed) record_op_event(m_events[2 * i + 1], st, capturing);
     if (lane != 0) PERFSIM_CUDA_CHECK(cudaEventRecord(m_done[i], st));
     nvtxRangePop();
     for (int j : m_plan.after[i]) wait(m_stream, m_done[static_cast<std::size_t>(j)]);
@@ -259,7 +282,7 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
       p = nullptr;
     }
   }
-  if (timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
+  if (step_events) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
 }
 
 double GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep) {
@@ -267,11 +290,7 @@ double GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const
   walk(timed, false, keep);
   PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
   if (!timed) return 0;
-  for (std::size_t i = 0; i < m_graph.ops.size(); ++i) {
-    float ms = 0;
-    PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, m_events[2 * i], m_events[2 * i + 1]));
-    (*op_seconds)[i].push_back(ms * 1e-3);
-  }
+  append_op_times(*op_seconds);
   float total_ms = 0;
   PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&total_ms, m_step_start, m_step_end));
   return total_ms * 1e-3;
@@ -286,42 +305,98 @@ void GraphRunner::capture(const std::vector<char>* keep) {
   try {
     walk(false, true, keep);
   } catch (...) {
-    // Ending the capture on its origin stream also ends it on the side streams that joined it.
-    cudaGraph_t broken = nullptr;
-    (void)cudaStreamEndCapture(m_stream, &broken);
-    if (broken != nullptr) (void)cudaGraphDestroy(broken);
-    (void)cudaGetLastError();
-    m_exec->release_held_scratch();
+    abandon_capture();
     throw;
   }
   PERFSIM_CUDA_CHECK(cudaStreamEndCapture(m_stream, &m_cuda_graph));
   PERFSIM_CUDA_CHECK(cudaGraphInstantiate(&m_graph_exec, m_cuda_graph, 0));
 }
 
-std::vector<double> GraphRunner::replay(int times) {
-  if (m_graph_exec == nullptr) throw std::logic_error("cuda graph runner: replay() before capture()");
+void GraphRunner::abandon_capture() {
+  // Ending the capture on its origin stream also ends it on the side streams that joined it.
+  cudaGraph_t broken = nullptr;
+  (void)cudaStreamEndCapture(m_stream, &broken);
+  if (broken != nullptr) (void)cudaGraphDestroy(broken);
+  (void)cudaGetLastError();
+  m_exec->release_held_scratch();
+  // Activations the interrupted walk allocated and had not released yet: nothing ran on them.
+  for (const Tensor& t : m_graph.tensors) {
+    void*& p = m_buffers[static_cast<std::size_t>(t.id)];
+    if (p == nullptr || t.on_host() || is_persistent(t.role)) continue;
+    m_alloc.release(p);
+    p = nullptr;
+  }
+}
+
+std::string GraphRunner::capture_timed() {
+  if (m_timed_exec != nullptr) return "";
+  if (m_graph_exec == nullptr) throw std::logic_error("cuda graph runner: capture_timed() before capture()");
+  if (m_graph.ops.empty()) return "the graph has no ops";
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  PERFSIM_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeRelaxed));
+  try {
+    walk(true, true, nullptr);
+  } catch (const CudaError& e) {  // e.g. event-record nodes refused by the driver
+    abandon_capture();
+    return e.what();
+  } catch (...) {
+    abandon_capture();
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  if (const cudaError_t e = cudaStreamEndCapture(m_stream, &graph); e != cudaSuccess || graph == nullptr) {
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    return fmt::format("cudaStreamEndCapture failed: {}", cudaGetErrorString(e));
+  }
+  cudaGraphExec_t exec = nullptr;
+  if (const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0); e != cudaSuccess) {
+    (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    return fmt::format("cudaGraphInstantiate failed: {}", cudaGetErrorString(e));
+  }
+  m_timed_graph = graph;
+  m_timed_exec = exec;
+  return "";
+}
+
+template <class F>
+std::vector<double> GraphRunner::launch(cudaGraphExec_t exec, int times, F&& after_launch) {
   std::vector<double> out;
   cudaEvent_t start = nullptr, stop = nullptr;
   PERFSIM_CUDA_CHECK(cudaEventCreate(&start));
-  PERFSIM_CUDA_CHECK(cudaEventCreate(&stop));
   try {
+    PERFSIM_CUDA_CHECK(cudaEventCreate(&stop));
     for (int r = 0; r < times; ++r) {
       PERFSIM_CUDA_CHECK(cudaEventRecord(start, m_stream));
-      PERFSIM_CUDA_CHECK(cudaGraphLaunch(m_graph_exec, m_stream));
+      PERFSIM_CUDA_CHECK(cudaGraphLaunch(exec, m_stream));
       PERFSIM_CUDA_CHECK(cudaEventRecord(stop, m_stream));
-      PERFSIM_CUDA_CHECK(cudaEventSynchronize(stop));
+      PERFSIM_CUDA_CHECK(cudaEventSynchronize(stop));  // every side branch joined before it
       float ms = 0;
       PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
       out.push_back(ms * 1e-3);
+      after_launch();
     }
   } catch (...) {
     (void)cudaEventDestroy(start);
-    (void)cudaEventDestroy(stop);
+    if (stop != nullptr) (void)cudaEventDestroy(stop);
     throw;
   }
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
   return out;
+}
+
+std::vector<double> GraphRunner::replay(int times) {
+  if (m_graph_exec == nullptr) throw std::logic_error("cuda graph runner: replay() before capture()");
+  return launch(m_graph_exec, times, [] {});
+}
+
+std::vector<double> GraphRunner::replay_timed(int times, std::vector<std::vector<double>>* op_seconds) {
+  if (m_timed_exec == nullptr) throw std::logic_error("cuda graph runner: replay_timed() without a timed capture");
+  return launch(m_timed_exec, times, [&] {
+    if (op_seconds != nullptr) append_op_times(*op_seconds);
+  });
 }
 
 std::vector<float> GraphRunner::read(int id) const {

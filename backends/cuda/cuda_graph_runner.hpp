@@ -7,7 +7,9 @@
 // cuda_stream_plan.hpp. Eager passes time every op with a pair of CUDA events on its own
 // stream; capture() records the same pass (the same allocation walk, so the same buffers
 // and the same tracked peak; side streams join the capture through the fork events) into a
-// CUDA graph that replay() launches. NVTX ranges carry the op names.
+// CUDA graph that replay() launches. capture_timed() records a second variant with an
+// event-record node before and after each op (on the op's stream), whose replays give the
+// per-op times of a replayed step. NVTX ranges carry the op names.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -44,6 +46,17 @@ class GraphRunner {
   void capture(const std::vector<char>* keep = nullptr);
   // Launches the captured graph `times` times; each launch's time by events.
   std::vector<double> replay(int times);
+  // Records the timed variant of the step (after capture(): same walk, plus the per-op
+  // events as event-record nodes, cudaEventRecordExternal). Returns "" on success, else why
+  // the driver refused it (the runner is left as before, without a timed variant).
+  [[nodiscard]] std::string capture_timed();
+  [[nodiscard]] bool has_timed_graph() const { return m_timed_exec != nullptr; }
+  // The captured step (timed: the variant with event nodes); nullptr before its capture.
+  [[nodiscard]] cudaGraph_t captured(bool timed) const { return timed ? m_timed_graph : m_cuda_graph; }
+  // Launches the timed variant `times` times; each launch's time by events around it (as
+  // replay()), and, when op_seconds is given, op i's time between its two event nodes
+  // appended to (*op_seconds)[i].
+  std::vector<double> replay_timed(int times, std::vector<std::vector<double>>* op_seconds = nullptr);
   // Fills the persistent tensors again with their initial values (and poisons the host
   // tensors that ops write, so a later pass that does not write them shows).
   void reset_persistent();
@@ -57,6 +70,14 @@ class GraphRunner {
 
  private:
   void walk(bool timed, bool capturing, const std::vector<char>* keep);
+  // Ends a capture that failed part-way and returns what its walk still held.
+  void abandon_capture();
+  void record_op_event(cudaEvent_t e, cudaStream_t s, bool capturing);
+  void append_op_times(std::vector<std::vector<double>>& op_seconds) const;
+  // Launches exec `times` times, each between two events on stream 0; after each launch
+  // `after_launch` runs (the stream synchronized).
+  template <class F>
+  std::vector<double> launch(cudaGraphExec_t exec, int times, F&& after_launch);
   void fill_persistent_tensors();
   void release_all();
 
@@ -83,6 +104,8 @@ class GraphRunner {
   cudaEvent_t m_step_start = nullptr, m_step_end = nullptr;  // on stream 0
   cudaGraph_t m_cuda_graph = nullptr;
   cudaGraphExec_t m_graph_exec = nullptr;
+  cudaGraph_t m_timed_graph = nullptr;    // capture_timed(): the step with per-op event nodes
+  cudaGraphExec_t m_timed_exec = nullptr;
 };
 
 }  // namespace perfsim::cuda
