@@ -82,12 +82,13 @@ double count_scale(const Measurement& eager, const Graph& g) {
   return built > 0 ? scaled / built : 1.0;
 }
 
-// The event nodes that time each op inside a replay cost a few µs per op (about 4 on an
-// H100, docs/PERFORMANCE.md), part of it inside the op's own interval: replayed times of small
-// kernels read high and their sum exceeds the replay without the nodes. On one stream the
-// probe cost is estimated as (Σ op medians − untimed replay) / ops and taken off every sample
-// (not below 0), so the op times of a replay add up to the replay itself. With side streams
-// the op times overlap and their sum is not the replay: no correction there.
+// The events that time each op (event nodes inside a replay, event records between eager
+// launches) cost a few µs per op (about 4 on an H100, docs/PERFORMANCE.md), part of it inside
+// the op's own interval: the times of small kernels read high and their sum exceeds the same
+// step run without the events. On one stream the probe cost is estimated as
+// (Σ op medians − untimed step) / ops and taken off every sample (not below 0), so the op
+// times add up to the step as it runs. With side streams the op times overlap and their sum is
+// not the step: no correction there.
 void remove_probe_cost(std::vector<std::vector<double>>& samples, double untimed_wall, const Graph& g) {
   if (g.ops.empty() || std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.stream != 0; }))
     return;
@@ -118,9 +119,15 @@ Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
 
 Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, int warmup, int repeats) {
   const int warmed = warm_up(warmup, [&] { (void)runner.run_once(); });
+  // Passes with and without per-op events alternate: the first give the op times, the second
+  // the step as it runs (executed_wall) and so the events' cost.
   std::vector<std::vector<double>> samples(g.ops.size());
   std::vector<double> walls;
-  for (int r = 0; r < repeats; ++r) walls.push_back(runner.run_once(&samples));
+  for (int r = 0; r < repeats; ++r) {
+    (void)runner.run_once(&samples);
+    walls.push_back(runner.run_walled());
+  }
+  remove_probe_cost(samples, median_of(walls), g);
   return summarize_runs(g, samples, walls, name(), device().name, warmed, repeats);
 }
 

@@ -296,6 +296,17 @@ double GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const
   return total_ms * 1e-3;
 }
 
+double GraphRunner::run_walled() {
+  if (m_graph.ops.empty()) return 0;
+  PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
+  walk(false, false, nullptr);  // ends with stream 0 joined to every side stream
+  PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  float total_ms = 0;
+  PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&total_ms, m_step_start, m_step_end));
+  return total_ms * 1e-3;
+}
+
 void GraphRunner::capture(const std::vector<char>* keep) {
   if (m_graph_exec != nullptr) return;
   PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));

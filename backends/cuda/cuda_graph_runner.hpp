@@ -41,6 +41,8 @@ class GraphRunner {
   // 0 has joined every side stream) when timed, else 0. Tensors with keep[id] set survive
   // their last use (for reading back).
   double run_once(std::vector<std::vector<double>>* op_seconds = nullptr, const std::vector<char>* keep = nullptr);
+  // One eager pass without per-op events: its GPU time as above (the step as it runs, no probes).
+  double run_walled();
   // Records one pass into a CUDA graph (run one eager pass first: it uploads the fused
   // AdamW descriptors and warms the allocator's cache).
   void capture(const std::vector<char>* keep = nullptr);

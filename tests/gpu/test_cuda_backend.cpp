@@ -208,7 +208,14 @@ TEST_CASE("cuda backend: CUDA graph replay gives the eager results") {
     const Measurement m = be.run(g, once());
     CHECK(m.graph_replayed);
     CHECK(m.executed_wall > 0);
-    for (const OpMeasurement& om : m.ops) CHECK(om.median > 0);  // the replay's own op times
+    // The replay's own op times, less the event nodes' cost (floored at 0, which the slow
+    // kernels under compute-sanitizer can reach); together they are the replay.
+    double sum = 0;
+    for (const OpMeasurement& om : m.ops) {
+      CHECK(om.median >= 0);
+      sum += om.median;
+    }
+    CHECK(sum > 0);
     CHECK(m.peak_bytes == be.run([&] { Graph e = g; e.graphed = false; return e; }(), once()).peak_bytes);
   }
 }

@@ -136,6 +136,27 @@ TEST_CASE("cuda graph timing: a replayed step has per-op times of its own") {
                       std::accumulate(medians.begin(), medians.end(), 0.0) * 1e6));
 }
 
+TEST_CASE("cuda graph timing: eager op times less the events' cost add up to the untimed step") {
+  const Graph g = decode_graph(tiny_deep(), {"bf16", "flash_attention"}, false);
+  RunOptions o;
+  o.warmup = 2, o.repeats = 7;
+  cuda::CudaBackend be;
+  const Measurement m = be.run(g, o);
+  CHECK(!m.graph_replayed);
+  double built_sum = 0;
+  for (const OpMeasurement& om : m.ops) {
+    CHECK(om.median >= 0);
+    built_sum += om.median;
+  }
+  // executed_wall: passes without per-op events; the op times are corrected to add up to it
+  // (exactly, unless a sample was floored at 0, which only adds).
+  CHECK(m.executed_wall > 0);
+  CHECK(built_sum >= 0.999 * m.executed_wall);
+  CHECK(built_sum <= 1.25 * m.executed_wall);
+  MESSAGE(fmt::format("tiny llama decode, eager: untimed step {:.2f} us, Σ op {:.2f} us", m.executed_wall * 1e6,
+                      built_sum * 1e6));
+}
+
 TEST_CASE("cuda graph timing: the timed capture adds two event nodes per op") {
   const Graph g = decode_graph(tiny_deep(), {"bf16", "flash_attention"}, true);
   const ReplayFigures f = replay_figures(g, 21);

@@ -204,7 +204,12 @@ TEST_CASE("cuda host copy: side-stream upload feeding stream 0 matches the CPU b
       CHECK(m.executed_wall > 0);
       CHECK(m.step_time > 0);
       CHECK(m.graph_replayed == graphed);
-      for (const OpMeasurement& om : m.ops) CHECK(om.median > 0);
+      double sum = 0;
+      for (const OpMeasurement& om : m.ops) {
+        CHECK(om.median >= 0);  // less the timing events' cost, floored at 0 (one stream)
+        sum += om.median;
+      }
+      CHECK(sum > 0);
     }
   }
 }
