@@ -63,11 +63,19 @@ void* CachingAllocator::allocate(std::size_t bytes, TensorRole role) {
   if (auto it = m_cache.lower_bound(cap); it != m_cache.end() && it->first <= 2 * cap) {
     got = it->first;
     p = it->second;
-    m_cache.erase(it);
+    m_cache_nodes.push_back(m_cache.extract(it));
   } else {
     p = malloc_block(cap, bytes);
   }
-  m_live[p] = Live{bytes, got, role};
+  if (m_live_nodes.empty()) {
+    m_live[p] = Live{bytes, got, role};
+  } else {
+    auto node = std::move(m_live_nodes.back());
+    m_live_nodes.pop_back();
+    node.key() = p;
+    node.mapped() = Live{bytes, got, role};
+    m_live.insert(std::move(node));
+  }
   m_usage.add(role, static_cast<double>(bytes));
   return p;
 }
@@ -77,8 +85,17 @@ void CachingAllocator::release(void* p) {
   const auto it = m_live.find(p);
   if (it == m_live.end()) throw std::logic_error("cuda allocator: release of a pointer it does not own");
   m_usage.remove(it->second.role, static_cast<double>(it->second.bytes));
-  m_cache.emplace(it->second.capacity, p);
-  m_live.erase(it);
+  const std::size_t capacity = it->second.capacity;
+  m_live_nodes.push_back(m_live.extract(it));
+  if (m_cache_nodes.empty()) {
+    m_cache.emplace(capacity, p);
+  } else {
+    auto node = std::move(m_cache_nodes.back());
+    m_cache_nodes.pop_back();
+    node.key() = capacity;
+    node.mapped() = p;
+    m_cache.insert(std::move(node));
+  }
 }
 
 void CachingAllocator::trim() {

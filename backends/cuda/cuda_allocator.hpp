@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <map>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/memory_usage.hpp"
 #include "core/graph.hpp"
@@ -59,6 +60,10 @@ class CachingAllocator {
   int m_device = 0;
   std::unordered_map<void*, Live> m_live;
   std::multimap<std::size_t, void*> m_cache;  // capacity -> released block
+  // Map nodes taken out of m_live and m_cache, reused so that a steady-state allocate/release
+  // pair touches no heap: the eager dispatch path does one per op output.
+  std::vector<std::unordered_map<void*, Live>::node_type> m_live_nodes;
+  std::vector<std::multimap<std::size_t, void*>::node_type> m_cache_nodes;
   MemoryUsage m_usage;
   double m_reserved = 0;
 };
