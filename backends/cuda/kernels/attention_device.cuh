@@ -8,20 +8,13 @@
 
 #include <cstdint>
 
+#include "backends/cuda/kernels/kernel_util.cuh"
+
 namespace perfsim::cuda::attn_detail {
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-
-template <class T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ __forceinline__ __half from_float<__half>(float x) {
-  return __float2half_rn(x);
-}
+// The storage conversions of kernel_util.cuh (round to nearest-even when narrowing).
+template <class T> __device__ __forceinline__ float to_float(T x) { return detail::to_f32(x); }
+template <class T> __device__ __forceinline__ T from_float(float x) { return detail::from_f32<T>(x); }
 
 // Two floats as one 32-bit register of 16-bit values, `lo` in the low half (the lower
 // column of an mma fragment).
