@@ -71,7 +71,7 @@ int cmd_explain(const ExplainArgs& a) {
                              sweep_label(outcome.points.front().values), outcome.points.size());
 
   std::vector<StackStep> stack = s.stacks;
-  if (stack.empty()) stack.push_back(StackStep{"baseline", {}});
+  if (stack.empty()) stack.push_back(StackStep{"baseline", {}, ""});
   const std::size_t step = find_step(stack, a.step, a.scenario);
   const Hardware hw = choose_hardware(a, s);
 

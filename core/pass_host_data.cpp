@@ -13,8 +13,13 @@
 namespace perfsim::passes {
 
 void apply_pinned_memory(Graph& g) {
+  bool any = false;
   for (Tensor& t : g.tensors)
-    if (t.on_host()) t.residence = Residence::host_pinned;
+    if (t.on_host()) t.residence = Residence::host_pinned, any = true;
+  if (!any)
+    throw ConfigError(
+        "pinned_memory: this step holds nothing in host memory; set host_data = true in the "
+        "scenario");
 }
 
 void apply_prefetch(Graph& g) {

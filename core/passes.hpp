@@ -21,6 +21,9 @@ struct PassSpec {
 struct StackStep {
   std::string name;
   std::vector<PassSpec> passes;
+  // "file:line: " of the step() call in the scenario ("" when unknown): errors raised while
+  // its passes rewrite the graph start with it.
+  std::string where;
 };
 
 struct OptimizationInfo {

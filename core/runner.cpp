@@ -55,7 +55,7 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
   // The measured run is compared with a prediction for the device that ran it.
   const Hardware& primary = executing && device_hw != nullptr ? *device_hw : s.hardware.front();
 
-  const std::vector<StackStep> baseline = {StackStep{"baseline", {}}};
+  const std::vector<StackStep> baseline = {StackStep{"baseline", {}, ""}};
   const std::vector<StackStep>& stack = s.stacks.empty() ? baseline : s.stacks;
 
   RunResult out;
@@ -75,7 +75,12 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
       hooks.progress(fmt::format("[{}/{}] {}", i + 1, stack.size(), stack[i].name));
     StepResult r;
     r.step = stack[i].name;
-    r.graph = build_stack_graph(s.model, s.workload, stack, i, BuildOptions{s.execute.layers});
+    try {
+      r.graph = build_stack_graph(s.model, s.workload, stack, i, BuildOptions{s.execute.layers});
+    } catch (const ConfigError& e) {
+      // Earlier steps built already, so the pass that refused is one of this step's.
+      throw ConfigError(fmt::format("{}step '{}': {}", stack[i].where, stack[i].name, e.what()));
+    }
     r.predicted = predict(r.graph, primary);
     for (const Hardware& hw : s.hardware)
       if (hw.name != primary.name) r.what_if.push_back(predict(r.graph, hw));

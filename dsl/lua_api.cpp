@@ -74,7 +74,8 @@ int api_workload(lua_State* L) {
 
 // perfsim._check_step{name = ..., passes = {...}}: validates and normalizes a step (prelude).
 int api_check_step(lua_State* L) {
-  const StackStep s = to_step(L, 1, "step()");
+  StackStep s = to_step(L, 1, "step()");
+  if (s.where.empty()) s.where = script_where(L);  // the scenario's step(...) line
   push_step(L, s);
   return 1;
 }

@@ -179,8 +179,9 @@ StackStep to_step(lua_State* L, int index, const std::string& what) {
     step.name = lua_tostring(L, index);
     step.passes.push_back(PassSpec{step.name, std::nullopt});
   } else {
-    const FieldReader r(L, index, what, {"name", "passes"});
+    const FieldReader r(L, index, what, {"name", "passes", "where"});
     const auto name = r.string("name");
+    step.where = r.string("where").value_or("");
     if (!name) throw ConfigError(fmt::format("{}: missing field 'name' (use step(\"name\", passes...))", what));
     step.name = *name;
     if (r.push("passes") == LUA_TTABLE) {
@@ -222,8 +223,9 @@ StackStep to_step(lua_State* L, int index, const std::string& what) {
 }
 
 void push_step(lua_State* L, const StackStep& s) {
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 3);
   set_string(L, "name", s.name);
+  if (!s.where.empty()) set_string(L, "where", s.where);
   lua_createtable(L, static_cast<int>(s.passes.size()), 0);
   for (std::size_t i = 0; i < s.passes.size(); ++i) {
     const PassSpec& p = s.passes[i];

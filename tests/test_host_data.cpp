@@ -371,15 +371,18 @@ TEST_CASE("passes: pinned_memory and prefetch double-buffer each input on a copy
   CHECK(predict(g, h100).step_time <= predict(pinned, h100).step_time);
 }
 
-TEST_CASE("passes: prefetch errors say what to change") {
+TEST_CASE("passes: pinned_memory and prefetch errors say what to change") {
   const ModelConfig m = small_llama();
-  CHECK(config_error(m, train(1, false), {"pinned_memory", "prefetch"}) ==
+  CHECK(config_error(m, train(1, false), {"prefetch"}) ==
         "prefetch: this step uploads nothing from the host; set host_data = true in the scenario");
   CHECK(config_error(m, train(1), {"prefetch"}) ==
         "prefetch needs pinned_memory earlier in the stack: a copy from pageable memory blocks "
         "the host, so it cannot overlap compute");
-  // pinned_memory without host data changes nothing and is no error.
-  CHECK(config_error(m, train(1, false), {"pinned_memory"}).empty());
+  // pinned_memory without host data would change nothing: the stack is likely a mistake.
+  CHECK(config_error(m, train(1, false), {"pinned_memory"}) ==
+        "pinned_memory: this step holds nothing in host memory; set host_data = true in the "
+        "scenario");
+  CHECK(config_error(m, train(1), {"pinned_memory", "prefetch"}).empty());
 }
 
 TEST_CASE("cpu backend: a host-data train step computes what the device-input step does") {
