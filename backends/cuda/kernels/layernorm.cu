@@ -218,17 +218,8 @@ __global__ void __launch_bounds__(detail::bwd_max_threads) layernorm_bwd_reg_ker
       store_f32<T, V>(dx + r * cols + Slice::col(tid, nt, k, 0), o);
     }
   }
-  float* prow_g = partial + p * cols;
-  float* prow_b = partial + (parts + p) * cols;
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    if (!Slice::in_row(tid, nt, k, cols)) continue;
-#pragma unroll
-    for (int i = 0; i < V; ++i) {
-      prow_g[Slice::col(tid, nt, k, i)] = pg[k][i];
-      prow_b[Slice::col(tid, nt, k, i)] = pb[k][i];
-    }
-  }
+  Slice::store(partial + p * cols, pg, tid, nt, cols);
+  Slice::store(partial + (parts + p) * cols, pb, tid, nt, cols);
 }
 
 template <class T, class F>

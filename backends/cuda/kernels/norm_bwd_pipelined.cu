@@ -231,17 +231,8 @@ __global__ void __launch_bounds__(k_max_threads, N == 1 ? 2 : 1) norm_bwd_pipe_k
   const int64_t csize = cluster.num_blocks(), rank = cluster.block_rank();
   const int64_t groups = parts / csize, q = p / csize;  // partial rows per statistic; this one
   if (csize == 1) {
-    float* prow_g = partial + q * cols;
-    float* prow_b = partial + (groups + q) * cols;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      if (!Slice::in_row(tid, nt, k, cols)) continue;
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        prow_g[Slice::col(tid, nt, k, i)] = pg[k][i];
-        if constexpr (Layer) prow_b[Slice::col(tid, nt, k, i)] = pb[k][i];
-      }
-    }
+    Slice::store(partial + q * cols, pg, tid, nt, cols);
+    if constexpr (Layer) Slice::store(partial + (groups + q) * cols, pb, tid, nt, cols);
     return;
   }
   // Cluster: each block parks its partials in its (now idle) ring, [dgamma cols | dbeta cols];

@@ -210,13 +210,7 @@ __global__ void __launch_bounds__(bwd_max_threads) rmsnorm_bwd_reg_kernel(
       store_f32<T, V>(dx + r * cols + Slice::col(tid, nt, k, 0), o);
     }
   }
-  float* prow = partial + p * cols;
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    if (!Slice::in_row(tid, nt, k, cols)) continue;
-#pragma unroll
-    for (int i = 0; i < V; ++i) prow[Slice::col(tid, nt, k, i)] = pg[k][i];
-  }
+  Slice::store(partial + p * cols, pg, tid, nt, cols);
 }
 
 template <class T, class F>

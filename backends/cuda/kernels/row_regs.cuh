@@ -81,6 +81,17 @@ struct RowSlice {
       }
     }
   }
+  // Writes this thread's share of a float row (cols elements) from v: the norm backward
+  // passes' per-column partial sums.
+  __device__ __forceinline__ static void store(float* __restrict__ row, const float (&v)[N][V],
+                                               int tid, int stride, int64_t cols) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (!in_row(tid, stride, k, cols)) continue;
+#pragma unroll
+      for (int i = 0; i < V; ++i) row[col(tid, stride, k, i)] = v[k][i];
+    }
+  }
   __device__ __forceinline__ float at(int k, int i) const { return to_f32(p[k].v[i]); }
   __device__ __forceinline__ float fresh(int k, int i) const { return fresh_f32(p[k].v[i]); }
 };
