@@ -56,6 +56,36 @@ TEST_CASE_TEMPLATE("cuda kernels: embedding and its backward match the CPU refer
   }
 }
 
+namespace {
+
+// cross_entropy on the GPU (outputs poisoned first) and on the CPU, same logits and targets.
+template <class D>
+struct CrossEntropyResults {
+  std::vector<float> gpu_loss, cpu_loss;
+  std::vector<host_t<D>> gpu_grad, cpu_grad;
+};
+
+template <class D>
+CrossEntropyResults<D> run_cross_entropy(const std::vector<host_t<D>>& logits,
+                                         const std::vector<int32_t>& targets, int64_t rows,
+                                         int64_t cols) {
+  DeviceBuffer<D> d_logits(logits), d_grad(rows * cols);
+  DeviceBuffer<int32_t> d_targets(targets);
+  DeviceBuffer<float> d_loss(rows);
+  d_grad.poison();
+  d_loss.poison();
+  cuda::cross_entropy(d_logits.get(), d_targets.get(), d_loss.get(), d_grad.get(), rows, cols, nullptr);
+  CrossEntropyResults<D> r;
+  r.cpu_loss.resize(static_cast<size_t>(rows));
+  r.cpu_grad.resize(logits.size());
+  cpu::cross_entropy(logits.data(), targets.data(), r.cpu_loss.data(), r.cpu_grad.data(), rows, cols);
+  r.gpu_loss = d_loss.download<float>();
+  r.gpu_grad = d_grad.download();
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE_TEMPLATE("cuda kernels: cross-entropy matches the CPU reference", D, float, __nv_bfloat16,
                    __half) {
   using H = host_t<D>;
@@ -67,23 +97,18 @@ TEST_CASE_TEMPLATE("cuda kernels: cross-entropy matches the CPU reference", D, f
     const int64_t rows = 7;
     const auto logits = random_values<H>(rows * cols, 31, -8.0f, 8.0f);
     const auto targets = random_ids(rows, static_cast<int32_t>(cols), 32);
-    DeviceBuffer<D> d_logits(logits), d_grad(rows * cols);
-    DeviceBuffer<int32_t> d_targets(targets);
-    DeviceBuffer<float> d_loss(rows);
-    std::vector<float> loss(static_cast<size_t>(rows));
-    std::vector<H> grad(logits.size());
-    d_grad.poison();
-    d_loss.poison();
-    cuda::cross_entropy(d_logits.get(), d_targets.get(), d_loss.get(), d_grad.get(), rows, cols, nullptr);
-    cpu::cross_entropy(logits.data(), targets.data(), loss.data(), grad.data(), rows, cols);
+    const CrossEntropyResults<D> r = run_cross_entropy<D>(logits, targets, rows, cols);
     // The loss is computed in fp32 from the same stored logits in every storage type; only the
     // order of the exp sums differs.
-    CHECK(normalized_error(d_loss.download<float>(), loss) <= 1e-5);
-    CHECK(normalized_error(d_grad.download(), grad) <= tolerance<D>());
+    CHECK(normalized_error(r.gpu_loss, r.cpu_loss) <= 1e-5);
+    CHECK(normalized_error(r.gpu_grad, r.cpu_grad) <= tolerance<D>());
     // The loss alone (no gradient tensor).
+    DeviceBuffer<D> d_logits(logits);
+    DeviceBuffer<int32_t> d_targets(targets);
+    DeviceBuffer<float> d_loss(rows);
     d_loss.poison();
     cuda::cross_entropy(d_logits.get(), d_targets.get(), d_loss.get(), nullptr, rows, cols, nullptr);
-    CHECK(normalized_error(d_loss.download<float>(), loss) <= 1e-5);
+    CHECK(normalized_error(d_loss.download<float>(), r.cpu_loss) <= 1e-5);
   }
 }
 
@@ -101,19 +126,11 @@ TEST_CASE_TEMPLATE("cuda kernels: cross-entropy targets at row and pack ends", D
     // One dominant logit per row (on its target in even rows): the max is not a random one.
     for (int64_t r = 0; r < rows; ++r)
       logits[static_cast<size_t>(r * cols + (r % 2 == 0 ? targets[static_cast<size_t>(r)] : cols / 3))] = cpu::from_f32<H>(12.0f);
-    DeviceBuffer<D> d_logits(logits), d_grad(rows * cols);
-    DeviceBuffer<int32_t> d_targets(targets);
-    DeviceBuffer<float> d_loss(rows);
-    std::vector<float> loss(static_cast<size_t>(rows));
-    std::vector<H> grad(logits.size());
-    d_grad.poison();
-    d_loss.poison();
-    cuda::cross_entropy(d_logits.get(), d_targets.get(), d_loss.get(), d_grad.get(), rows, cols, nullptr);
-    cpu::cross_entropy(logits.data(), targets.data(), loss.data(), grad.data(), rows, cols);
-    CHECK(normalized_error(d_loss.download<float>(), loss) <= 1e-5);
+    const CrossEntropyResults<D> r = run_cross_entropy<D>(logits, targets, rows, cols);
+    CHECK(normalized_error(r.gpu_loss, r.cpu_loss) <= 1e-5);
     // fp32: with one dominant logit the reference's sequential fp32 Σexp (50304 tiny terms
     // added to ≈1.5) is itself off by ~2.5e-5 relative; the kernel sums in a tree.
-    CHECK(normalized_error(d_grad.download(), grad) <= (std::is_same_v<D, float> ? 1e-4 : tolerance<D>()));
+    CHECK(normalized_error(r.gpu_grad, r.cpu_grad) <= (std::is_same_v<D, float> ? 1e-4 : tolerance<D>()));
   }
 }
 
