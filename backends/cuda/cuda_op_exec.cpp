@@ -123,7 +123,7 @@ std::unique_ptr<BlasHandle> OpExecutor::make_attention_blas(const Graph& g) {
 
 OpExecutor::OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
     : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_fp8_storage(fp8_storage(g)),
-      m_checked(g.ops.size(), 0), m_blas(make_attention_blas(g)) {
+      m_blas(make_attention_blas(g)) {
   int dev = 0;
   PERFSIM_CUDA_CHECK(cudaGetDevice(&dev));
   const std::vector<double> planned = workspace_per_op(g, device_profile(dev));
@@ -199,14 +199,6 @@ void OpExecutor::release_held_scratch() {
 
 void OpExecutor::run(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales,
                      bool capturing, cudaStream_t stream, bool hold_scratch) {
-  // The graph does not change while it runs: its ops are checked on their first run only,
-  // which keeps the eager dispatch path short.
-  const auto id = static_cast<std::size_t>(op.id);
-  if (id >= m_checked.size() || m_checked[id] == 0) {
-    cpu::check_op(op, m_graph);
-    if (const std::string why = op_unsupported_reason(op, m_graph); !why.empty()) fail(op, why);
-    if (id < m_checked.size()) m_checked[id] = 1;
-  }
   m_stream = stream;
   begin_workspace(op);
   auto done = [&] { end_workspace(op, hold_scratch); };

@@ -58,6 +58,8 @@ class OpExecutor {
   OpExecutor& operator=(const OpExecutor&) = delete;
   ~OpExecutor();
 
+  // op: checked by the caller once per graph (cpu::check_op, op_unsupported_reason: the
+  // GraphRunner's constructor does), not again here, on the eager dispatch path.
   // buffers[id]: device data of tensor id (every operand of op allocated by the caller);
   // scales[id]: device dequantization scale of an e4m3 tensor (nullptr otherwise).
   // capturing: a CUDA graph is being captured (no host-to-device uploads allowed).
@@ -99,7 +101,6 @@ class OpExecutor {
   GemmEngine& m_gemm;
   cudaStream_t m_stream;                             // the current op's stream
   std::vector<Fp8Storage> m_fp8_storage;             // by tensor id
-  std::vector<char> m_checked;                       // by op id: shapes and support checked once
   std::vector<void*> m_in, m_out;                    // run_generic's operands, reused per op
   std::map<int, std::size_t> m_ws_planned;           // op id -> workspace_bytes (non-zero only)
   void* m_ws_block = nullptr;                        // the current op's workspace
