@@ -2,6 +2,8 @@
 // timeline (timeline.cpp), memory by the liveness walk (memory_model.cpp), plus MFU.
 #include "core/cost_model.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 
@@ -57,6 +59,19 @@ OpCost price_op(const Op& op, const Graph& g, const Hardware& hw, const ClassEff
   return roofline_cost(op, flops, bytes, hw, g.graphed, eff);
 }
 
+// What the prediction was priced from, for report headers: a calibrated profile says where
+// and when it was measured and how many of the graph's ops its tables covered.
+std::string describe_profile(const Hardware& hw, const std::vector<OpCost>& ops) {
+  if (!hw.calibrated)
+    return hw.kind == "cpu" ? "estimated from the CPU model, uncalibrated" : "datasheet, uncalibrated";
+  const Provenance& m = hw.calibration.measured_on;
+  const auto fitted = std::count_if(ops.begin(), ops.end(), [](const OpCost& c) { return c.calibrated; });
+  std::string where;
+  if (!m.device.empty()) where += " on " + m.device;
+  if (!m.date.empty()) where += " " + m.date;
+  return fmt::format("calibrated{}; {} of {} ops from fitted tables", where, fitted, ops.size());
+}
+
 }  // namespace
 
 double Prediction::tokens_per_second(const Graph& g) const {
@@ -72,9 +87,6 @@ Prediction predict(const Graph& g, const Hardware& hw) {
   p.hardware = hw.name;
   p.calibrated = hw.calibrated;
   // A CPU has no datasheet readable from the OS: its profile is estimated (core/host_cpu.cpp).
-  p.profile = hw.calibrated ? "calibrated"
-              : hw.kind == "cpu" ? "estimated from the CPU model, uncalibrated"
-                                 : "datasheet, uncalibrated";
   p.ops.reserve(g.ops.size());
   const ClassEfficiencies eff = ClassEfficiencies::of(hw);
 
@@ -99,6 +111,7 @@ Prediction predict(const Graph& g, const Hardware& hw) {
     if (!c.supported) lacking[dt] = true;
     p.ops.push_back(c);
   }
+  p.profile = describe_profile(hw, p.ops);
   for (OpClass c : all_op_classes)
     if (class_seen[static_cast<std::size_t>(c)])
       p.time_by_class[c] = class_time[static_cast<std::size_t>(c)];

@@ -23,6 +23,7 @@ struct OpCost {
   double time = 0;           // max(compute, memory) + launch, one op (not × count)
   bool supported = true;     // the hardware has the op's dtype
   DType priced_as = DType::fp32;  // precision the compute time was priced at (op dtype or wider)
+  bool calibrated = false;   // efficiency from the profile's fitted tables, not a class default
 };
 
 struct Prediction {

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "core/calibration.hpp"
 #include "core/dtype.hpp"
 #include "core/op_kind.hpp"
 
@@ -34,7 +35,11 @@ struct Hardware {
   // Datasheet defaults unless `calibrated` says otherwise.
   std::map<OpClass, double> compute_efficiency;
   std::map<OpClass, double> memory_efficiency;
+  // Tables fitted by `perfsim calibrate`; where they hold an op's kernel they replace the
+  // per-class efficiencies for it (roofline.cpp).
+  Calibration calibration;
   bool calibrated = false;
+  std::string base;            // calibrated profiles: the catalog entry they refine ("H100-SXM")
   std::string source;          // where the figures come from (datasheet URL, calibration file)
 
   [[nodiscard]] double peak(DType t) const { return peak_flops[static_cast<int>(t)]; }

@@ -95,4 +95,17 @@ std::optional<OpClass> parse_op_class(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<OpKind> parse_op_kind(std::string_view s) {
+  // OpKind values are consecutive from gemm to host.
+  for (int k = 0; k <= static_cast<int>(OpKind::host); ++k)
+    if (s == name_of(static_cast<OpKind>(k))) return static_cast<OpKind>(k);
+  return std::nullopt;
+}
+
+std::optional<Collective> parse_collective(std::string_view s) {
+  for (Collective c : all_collectives)
+    if (s == name_of(c)) return c;
+  return std::nullopt;
+}
+
 }  // namespace perfsim

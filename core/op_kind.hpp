@@ -59,11 +59,16 @@ inline constexpr OpClass all_op_classes[] = {
     OpClass::communication, OpClass::host};
 
 enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
+inline constexpr Collective all_collectives[] = {Collective::all_reduce, Collective::all_gather,
+                                                 Collective::reduce_scatter, Collective::all_to_all,
+                                                 Collective::send_recv};
 
 [[nodiscard]] OpClass class_of(OpKind k);
 [[nodiscard]] std::string_view name_of(OpKind k);
 [[nodiscard]] std::string_view name_of(OpClass c);
 [[nodiscard]] std::string_view name_of(Collective c);
 [[nodiscard]] std::optional<OpClass> parse_op_class(std::string_view s);
+[[nodiscard]] std::optional<OpKind> parse_op_kind(std::string_view s);
+[[nodiscard]] std::optional<Collective> parse_collective(std::string_view s);
 
 }  // namespace perfsim

@@ -49,7 +49,31 @@ std::span<const DType> fallbacks(DType t) {
   return fp32;
 }
 
+// The profile's fitted efficiency for this op, if its tables hold the kernel: GEMMs from the
+// (m, n, k) grid of their dtype, every other kind from the curve at its calibration point.
+std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Hardware& hw) {
+  const Calibration& cal = hw.calibration;
+  if (cal.empty() || (c.flops <= 0 && c.bytes <= 0)) return std::nullopt;
+  if (op.kind == OpKind::gemm) {
+    if (auto it = cal.gemm.find(c.priced_as); it != cal.gemm.end())
+      return it->second.at(static_cast<double>(op.attrs.m * op.attrs.batch),
+                           static_cast<double>(op.attrs.n), static_cast<double>(op.attrs.k));
+  }
+  const CalibrationPoint p = calibration_point(op, c, hw);
+  const auto it = cal.kernels.find(p.key);
+  if (it == cal.kernels.end()) return std::nullopt;
+  return it->second.at(p.roofline_seconds);
+}
+
 }  // namespace
+
+CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware& hw) {
+  const double compute = c.flops > 0 && hw.peak(c.priced_as) > 0 ? c.flops / hw.peak(c.priced_as) : 0.0;
+  const double memory = c.bytes > 0 && hw.memory_bandwidth > 0 ? c.bytes / hw.memory_bandwidth : 0.0;
+  const bool compute_bound = c.flops > 0 && compute >= memory;
+  return {calibration_key(op.kind, c.priced_as, compute_bound), std::max(compute, memory),
+          compute_bound};
+}
 
 std::optional<DType> priced_dtype(DType t, const Hardware& hw) {
   if (t == DType::int32) return DType::int32;
@@ -96,6 +120,14 @@ OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& h
     c.memory_time = c.bytes / (hw.memory_bandwidth * eff.memory[cls]);
   }
   c.compute_bound = c.flops > 0 && c.compute_time >= c.memory_time;
+  // A fitted table for this kernel replaces the class efficiencies: both roofs at the datasheet
+  // peaks, divided by the efficiency measured for kernels of this kind and size.
+  if (const std::optional<double> fitted = fitted_efficiency(op, c, hw)) {
+    c.compute_time = c.flops > 0 ? c.flops / hw.peak(c.priced_as) / *fitted : 0.0;
+    c.memory_time = c.bytes > 0 ? c.bytes / hw.memory_bandwidth / *fitted : 0.0;
+    c.compute_bound = c.flops > 0 && c.compute_time >= c.memory_time;
+    c.calibrated = true;
+  }
   // Fixed per-kernel cost: CPU-side launch, or its replay cost inside a captured graph.
   c.launch_time = graphed ? hw.launch_graph : hw.launch_eager;
   // Roofline: the op takes as long as its slower resource (Williams et al. 2009), plus launch.
@@ -137,7 +169,8 @@ std::optional<double> collective_time(Collective c, int group, double payload, c
       link = l;
       break;
     }
-  if (link == nullptr) return std::nullopt;
+  const auto fitted = hw.calibration.collectives.find({c, group});
+  if (link == nullptr && fitted == hw.calibration.collectives.end()) return std::nullopt;
   const double n = group;
   double steps = 0, wire = 0;
   // Ring algorithms (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): each rank sends
@@ -158,6 +191,9 @@ std::optional<double> collective_time(Collective c, int group, double payload, c
       wire = payload;
       break;
   }
+  // A fitted alpha-beta for this collective and group size replaces the link figures.
+  if (fitted != hw.calibration.collectives.end())
+    return fitted->second.latency + wire / fitted->second.bandwidth;
   const double eff = hw.memory_eff(OpClass::communication);
   if (eff <= 0)
     throw ConfigError(fmt::format("hardware '{}': communication efficiency must be > 0", hw.name));

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <optional>
+#include <string>
 
 #include "core/cost_model.hpp"
 #include "core/dtype.hpp"
@@ -26,6 +27,16 @@ struct ClassEfficiencies {
 // it, else the next wider one (fp8/int8 -> bf16/fp16 -> fp32; tf32 -> fp32). nullopt when the
 // hardware has no usable peak at all. int32 is never a compute precision: returns int32.
 [[nodiscard]] std::optional<DType> priced_dtype(DType t, const Hardware& hw);
+
+// Where a fitted efficiency curve prices an op (calibration.hpp): the table key of its kind,
+// priced dtype and bound, and its roofline time at the datasheet peaks (no efficiencies).
+// `perfsim calibrate` fits the curves at these points; the cost model reads them there.
+struct CalibrationPoint {
+  std::string key;                // "rmsnorm/bf16/memory"
+  double roofline_seconds = 0;    // max(flops / peak, bytes / bandwidth)
+  bool compute_bound = false;
+};
+[[nodiscard]] CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware& hw);
 
 // Roofline cost of `op` doing `flops` and moving `bytes` (per op, not × count):
 // max(flops / (peak · compute eff), bytes / (bandwidth · memory eff)) + launch.

@@ -55,4 +55,15 @@ struct ScriptError : std::runtime_error {
 [[nodiscard]] Hardware find_hardware(const std::string& name, const std::string& module_path = "");
 [[nodiscard]] ModelConfig find_model(const std::string& name, const std::string& module_path = "");
 
+// Profiles: hardware refined by `perfsim calibrate` (efficiency tables, launch costs, links).
+// `name_or_path` is a file (it contains '/' or ends in ".lua") or a profile name looked up as
+// profiles/<name>.lua in --module-path, $PERFSIM_PATH and the stdlib. Throws ConfigError
+// naming the file and what is wrong.
+[[nodiscard]] Hardware load_profile(const std::string& name_or_path,
+                                    const std::string& module_path = "");
+// Names of the profiles on the search path and in the stdlib (stdlib/profiles/*.lua), sorted.
+[[nodiscard]] std::vector<std::string> profile_names(const std::string& module_path = "");
+// The readable Lua text of a profile (`return profile { ... }`) that load_profile reads back.
+[[nodiscard]] std::string profile_to_lua(const Hardware& hw);
+
 }  // namespace perfsim

@@ -10,6 +10,7 @@
 #include "core/passes.hpp"
 #include "core/text.hpp"
 #include "dsl/lua_catalog.hpp"
+#include "dsl/lua_profile.hpp"
 #include "dsl/lua_convert.hpp"
 #include "dsl/lua_fields.hpp"
 #include "dsl/lua_state.hpp"
@@ -159,6 +160,7 @@ void install_api(lua_State* L) {
       {"options", guarded<api_options>},
       {"model", guarded<api_model>},
       {"hardware", guarded<api_hardware>},
+      {"profile", guarded<api_profile>},
       {"prefill", guarded<api_workload<Phase::prefill>>},
       {"decode", guarded<api_workload<Phase::decode>>},
       {"train", guarded<api_workload<Phase::train>>},

@@ -5,6 +5,7 @@
 
 #include "core/errors.hpp"
 #include "core/text.hpp"
+#include "dsl/lua_calibration.hpp"
 #include "dsl/lua_convert.hpp"
 #include "dsl/lua_fields.hpp"
 
@@ -43,9 +44,10 @@ void read_efficiency(lua_State* L, int index, std::map<OpClass, double>& table,
   for (OpClass c : all_op_classes) {
     const std::string key(name_of(c));
     if (auto v = r.number(key.c_str())) {
-      if (*v <= 0 || *v > 1)
-        throw ConfigError(fmt::format("{}: {}.{} must be a fraction in (0, 1] (got {})", what,
-                                      field, key, format_number(*v)));
+      // Above 1 only in fitted profiles, where data served from cache beats the datasheet.
+      if (*v <= 0 || *v > 10)
+        throw ConfigError(fmt::format("{}: {}.{} must be a fraction of peak in (0, 10] (got {})",
+                                      what, field, key, format_number(*v)));
       table[c] = *v;
     }
   }
@@ -83,7 +85,8 @@ const std::vector<std::string>& hardware_fields() {
       "name",          "kind",          "peak_flops",   "memory_bytes", "memory_bandwidth",
       "l2_bytes",      "sm_count",      "launch_eager", "launch_graph", "host_overhead",
       "nvlink",        "pcie",          "infiniband",   "compute_efficiency",
-      "memory_efficiency", "calibrated", "source",      "aliases",      "host_copy_bandwidth"};
+      "memory_efficiency", "calibrated", "source",      "aliases",      "host_copy_bandwidth",
+      "base",          "measured",      "gemm",         "kernels",      "collectives"};
   return f;
 }
 
@@ -118,7 +121,9 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
     read_efficiency(L, -1, hw.memory_efficiency, what, "memory_efficiency");
   lua_pop(L, 1);
   r.read("calibrated", hw.calibrated);
+  r.read("base", hw.base);
   r.read("source", hw.source);
+  read_calibration_fields(L, index, hw.calibration, what);
   if (hw.memory_bytes < 0 || hw.memory_bandwidth < 0 || hw.l2_bytes < 0 ||
       hw.host_copy_bandwidth < 0)
     throw ConfigError(fmt::format("{}: memory sizes and bandwidths must be >= 0", what));
@@ -140,7 +145,7 @@ Hardware to_hardware(lua_State* L, int index, const std::string& what) {
 }
 
 void push_hardware(lua_State* L, const Hardware& hw) {
-  lua_createtable(L, 0, 19);
+  lua_createtable(L, 0, 24);
   lua_pushstring(L, hw.name.c_str());
   lua_setfield(L, -2, "name");
   lua_pushstring(L, hw.kind.c_str());
@@ -165,6 +170,8 @@ void push_hardware(lua_State* L, const Hardware& hw) {
   lua_setfield(L, -2, "calibrated");
   lua_pushstring(L, hw.source.c_str());
   lua_setfield(L, -2, "source");
+  set_string(L, "base", hw.base);
+  push_calibration_fields(L, hw.calibration);
 }
 
 }  // namespace perfsim::dsl

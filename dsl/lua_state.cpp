@@ -248,6 +248,8 @@ std::string similar_script(const std::string& file) {
 
 }  // namespace
 
+std::vector<std::string> module_search_dirs(lua_State* L) { return search_dirs(context(L)); }
+
 ScriptContext& context(lua_State* L) {
   lua_getfield(L, LUA_REGISTRYINDEX, context_key);
   auto* ctx = static_cast<ScriptContext*>(lua_touserdata(L, -1));

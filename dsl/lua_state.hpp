@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "dsl/script_context.hpp"
 
@@ -43,6 +44,10 @@ class LuaState {
 };
 
 [[nodiscard]] ScriptContext& context(lua_State* L);
+
+// The directories `require` searches before the embedded stdlib, in order (--module-path,
+// $PERFSIM_PATH, the script's directory).
+[[nodiscard]] std::vector<std::string> module_search_dirs(lua_State* L);
 
 // "file:line: " of the innermost frame running a script or user module file (stdlib and C
 // frames are skipped), or "" when no such frame is active.

@@ -1,4 +1,5 @@
-# Generates a C++ file holding every stdlib/*.lua as a string, so the binary carries its stdlib.
+# Generates a C++ file holding every stdlib/*.lua (module "name") and stdlib/profiles/*.lua
+# (module "profiles.name") as a string, so the binary carries its stdlib.
 # Usage: cmake -DOUT=file.cpp -DDIR=stdlib -P embed_lua.cmake
 file(GLOB files ${DIR}/*.lua)
 list(SORT files)
@@ -7,6 +8,13 @@ foreach(f ${files})
   get_filename_component(name ${f} NAME_WE)
   file(READ ${f} content)
   string(APPEND body "    {\"${name}\", R\"perfsim_lua(${content})perfsim_lua\"},\n")
+endforeach()
+file(GLOB profiles ${DIR}/profiles/*.lua)
+list(SORT profiles)
+foreach(f ${profiles})
+  get_filename_component(name ${f} NAME_WE)
+  file(READ ${f} content)
+  string(APPEND body "    {\"profiles.${name}\", R\"perfsim_lua(${content})perfsim_lua\"},\n")
 endforeach()
 string(APPEND body "  };\n  return files;\n}\n\n}  // namespace perfsim\n")
 file(WRITE ${OUT}.tmp "${body}")

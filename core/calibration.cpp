@@ -1,0 +1,86 @@
+// Interpolation in the fitted efficiency tables. Efficiencies and sizes span decades, so both
+// are interpolated in log space: a straight line there is a power law between two points.
+#include "core/calibration.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace perfsim {
+
+namespace {
+
+// Position of x on an ascending axis: the lower index and the weight of the upper one, in
+// log space, clamped to the ends (weight 0 at or below the first point, 1 past the last).
+struct AxisPosition {
+  std::size_t lower = 0;
+  double weight = 0;
+};
+
+AxisPosition locate(const std::vector<double>& axis, double x) {
+  if (axis.size() == 1 || x <= axis.front()) return {0, 0.0};
+  if (x >= axis.back()) return {axis.size() - 2, 1.0};
+  const auto upper = static_cast<std::size_t>(
+      std::upper_bound(axis.begin(), axis.end(), x) - axis.begin());
+  const std::size_t lower = upper - 1;
+  const double w =
+      std::log(x / axis[lower]) / std::log(axis[upper] / axis[lower]);
+  return {lower, w};
+}
+
+void check_axis(const std::vector<double>& axis, const char* what) {
+  if (axis.empty()) throw std::logic_error(fmt::format("calibration: empty {} axis", what));
+  for (std::size_t i = 0; i < axis.size(); ++i) {
+    if (!(axis[i] > 0))
+      throw std::logic_error(fmt::format("calibration: {} axis holds {} (must be > 0)", what, axis[i]));
+    if (i > 0 && !(axis[i] > axis[i - 1]))
+      throw std::logic_error(fmt::format("calibration: {} axis is not ascending", what));
+  }
+}
+
+}  // namespace
+
+double EfficiencyCurve::at(double roofline_seconds) const {
+  check_axis(seconds, "seconds");
+  if (efficiency.size() != seconds.size())
+    throw std::logic_error(fmt::format("calibration: {} efficiencies for {} points",
+                                       efficiency.size(), seconds.size()));
+  const AxisPosition p = locate(seconds, roofline_seconds);
+  if (seconds.size() == 1) return efficiency[0];
+  const double lo = efficiency[p.lower], hi = efficiency[p.lower + 1];
+  return std::exp(std::log(lo) + p.weight * (std::log(hi) - std::log(lo)));
+}
+
+double GemmTable::at(double m_rows, double n_cols, double k_depth) const {
+  check_axis(m, "m");
+  check_axis(n, "n");
+  check_axis(k, "k");
+  if (efficiency.size() != m.size() * n.size() * k.size())
+    throw std::logic_error(fmt::format("calibration: gemm table holds {} values for a {}x{}x{} grid",
+                                       efficiency.size(), m.size(), n.size(), k.size()));
+  const AxisPosition pm = locate(m, m_rows), pn = locate(n, n_cols), pk = locate(k, k_depth);
+  // Trilinear blend of the eight corners' log efficiencies (a single-point axis has one).
+  double log_eff = 0;
+  for (int di = 0; di < 2; ++di) {
+    const double wi = di == 0 ? 1 - pm.weight : pm.weight;
+    if (wi == 0) continue;
+    for (int dj = 0; dj < 2; ++dj) {
+      const double wj = dj == 0 ? 1 - pn.weight : pn.weight;
+      if (wj == 0) continue;
+      for (int dl = 0; dl < 2; ++dl) {
+        const double wl = dl == 0 ? 1 - pk.weight : pk.weight;
+        if (wl == 0) continue;
+        log_eff += wi * wj * wl * std::log(cell(pm.lower + di, pn.lower + dj, pk.lower + dl));
+      }
+    }
+  }
+  return std::exp(log_eff);
+}
+
+std::string calibration_key(OpKind kind, DType dtype, bool compute_bound) {
+  return fmt::format("{}/{}/{}", name_of(kind), name_of(dtype), compute_bound ? "compute" : "memory");
+}
+
+}  // namespace perfsim

@@ -1,0 +1,76 @@
+// Efficiency tables fitted from measured runs (`perfsim calibrate`) and the lookups the cost
+// model prices ops with. A profile without them (an empty Calibration) is priced from the
+// datasheet peaks and the per-class efficiencies alone.
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/op_kind.hpp"
+
+namespace perfsim {
+
+// Efficiency of one kind of kernel as a function of its roofline time: the time the op would
+// take at the profile's datasheet peaks, max(flops / peak, bytes / bandwidth). Small kernels
+// reach a smaller fraction of the roofline than large ones; the curve records by how much.
+struct EfficiencyCurve {
+  std::vector<double> seconds;     // ascending roofline times of the measured points
+  std::vector<double> efficiency;  // roofline time / measured kernel time at each point
+  // Piecewise linear in (log seconds, log efficiency), held at the end values outside the
+  // measured range. Throws std::logic_error on an empty or malformed curve.
+  [[nodiscard]] double at(double roofline_seconds) const;
+};
+
+// GEMM efficiency over a grid of (m, n, k) for one dtype; m counts every row of a batched
+// product (batch × m). Efficiency = roofline time / measured kernel time.
+struct GemmTable {
+  std::vector<double> m, n, k;     // ascending grid axes
+  std::vector<double> efficiency;  // m.size() × n.size() × k.size(), index (i·|n| + j)·|k| + l
+  // Multilinear in (log m, log n, log k, log efficiency), each coordinate clamped to its axis.
+  // Throws std::logic_error when the table's size does not match its axes.
+  [[nodiscard]] double at(double m_rows, double n_cols, double k_depth) const;
+  [[nodiscard]] double& cell(std::size_t i, std::size_t j, std::size_t l) {
+    return efficiency[(i * n.size() + j) * k.size() + l];
+  }
+  [[nodiscard]] double cell(std::size_t i, std::size_t j, std::size_t l) const {
+    return efficiency[(i * n.size() + j) * k.size() + l];
+  }
+};
+
+// One collective over one group size: time = latency + wire bytes / bandwidth, where the
+// wire bytes are those of the ring algorithm (roofline.hpp collective_time): 2(n-1)/n of the
+// buffer for an all-reduce, (n-1)/n for all-gather / reduce-scatter / all-to-all.
+struct CollectiveFit {
+  double latency = 0;    // seconds per call (alpha)
+  double bandwidth = 0;  // bytes/s of wire traffic per rank (1 / beta)
+};
+
+// Where and how a profile was measured, printed in reports and written into the profile.
+struct Provenance {
+  std::string backend;   // "cuda", "cpu"
+  std::string device;    // as the device reports its name
+  std::string driver;    // driver version ("" on a CPU)
+  std::string runtime;   // CUDA runtime version, or the CPU backend's BLAS
+  std::string date;      // YYYY-MM-DD
+  std::string mode;      // "full" or "quick"
+};
+
+struct Calibration {
+  // key: calibration_key(kind, dtype, bound), e.g. "rmsnorm/bf16/memory".
+  std::map<std::string, EfficiencyCurve> kernels;
+  std::map<DType, GemmTable> gemm;
+  std::map<std::pair<Collective, int>, CollectiveFit> collectives;  // (collective, group size)
+  Provenance measured_on;
+
+  [[nodiscard]] bool empty() const {
+    return kernels.empty() && gemm.empty() && collectives.empty();
+  }
+};
+
+// The table key of an op of `kind` computing in `dtype` (the precision it is priced at),
+// compute-bound or memory-bound at the datasheet roofline: "flash_attention/bf16/compute".
+[[nodiscard]] std::string calibration_key(OpKind kind, DType dtype, bool compute_bound);
+
+}  // namespace perfsim

@@ -1,0 +1,182 @@
+// Profiles on disk: loading one by name or path for C++ callers, and writing one as readable
+// Lua (`return profile { ... }`) that loads back to the same Hardware.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "core/errors.hpp"
+#include "dsl/dsl.hpp"
+#include "dsl/lua_convert.hpp"
+#include "dsl/lua_profile.hpp"
+#include "dsl/lua_state.hpp"
+
+namespace perfsim {
+
+namespace {
+
+template <typename F>
+auto in_fresh_state(const std::string& module_path, F&& f) {
+  dsl::ScriptContext ctx;
+  ctx.settings.module_path = module_path;
+  dsl::LuaState state(ctx);
+  try {
+    return f(state.get());
+  } catch (const dsl::LuaError& e) {
+    throw ConfigError(e.what());
+  }
+}
+
+// Six significant digits: well below the run-to-run spread of any measured figure.
+std::string num(double v) { return fmt::format("{:.6g}", v); }
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string number_list(const double* v, std::size_t n) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < n; ++i) out += (i > 0 ? ", " : "") + num(v[i]);
+  return out + "}";
+}
+
+std::string number_list(const std::vector<double>& v) { return number_list(v.data(), v.size()); }
+
+void write_efficiencies(std::string& out, const char* field, const std::map<OpClass, double>& table) {
+  out += fmt::format("  {} = {{", field);
+  bool first = true;
+  for (const auto& [c, v] : table) {
+    out += fmt::format("{}{} = {}", first ? "" : ", ", name_of(c), num(v));
+    first = false;
+  }
+  out += "},\n";
+}
+
+void write_link(std::string& out, const char* field, const Link& l) {
+  out += fmt::format("  {} = {{bandwidth = {}, latency = {}}},\n", field, num(l.bandwidth), num(l.latency));
+}
+
+void write_gemm(std::string& out, const Calibration& cal) {
+  if (cal.gemm.empty()) return;
+  out += "  -- GEMM efficiency (roofline time / measured time) over m x n x k; m counts every row\n"
+         "  -- of a batched product. efficiency[i][j][l] is at m[i], n[j], k[l].\n"
+         "  gemm = {\n";
+  for (const auto& [dtype, t] : cal.gemm) {
+    out += fmt::format("    {} = {{\n      m = {},\n      n = {},\n      k = {},\n      efficiency = {{\n",
+                       name_of(dtype), number_list(t.m), number_list(t.n), number_list(t.k));
+    for (std::size_t i = 0; i < t.m.size(); ++i) {
+      out += fmt::format("        {{ -- m = {}\n", num(t.m[i]));
+      for (std::size_t j = 0; j < t.n.size(); ++j)
+        out += fmt::format("          {}, -- n = {}\n",
+                           number_list(&t.efficiency[(i * t.n.size() + j) * t.k.size()], t.k.size()),
+                           num(t.n[j]));
+      out += "        },\n";
+    }
+    out += "      },\n    },\n";
+  }
+  out += "  },\n";
+}
+
+void write_kernels(std::string& out, const Calibration& cal) {
+  if (cal.kernels.empty()) return;
+  out += "  -- Kernel efficiency (roofline time / measured time) against the roofline time at the\n"
+         "  -- datasheet peaks, per kind/dtype/bound.\n"
+         "  kernels = {\n";
+  for (const auto& [key, c] : cal.kernels)
+    out += fmt::format("    [{}] = {{\n      seconds    = {},\n      efficiency = {},\n    }},\n",
+                       quoted(key), number_list(c.seconds), number_list(c.efficiency));
+  out += "  },\n";
+}
+
+void write_collectives(std::string& out, const Calibration& cal) {
+  if (cal.collectives.empty()) return;
+  out += "  -- Collectives: seconds = latency + ring wire bytes / bandwidth, per group size.\n"
+         "  collectives = {\n";
+  std::string current;
+  for (const auto& [key, fit] : cal.collectives) {
+    const std::string name(name_of(key.first));
+    if (name != current) {
+      if (!current.empty()) out += "    },\n";
+      out += fmt::format("    {} = {{\n", name);
+      current = name;
+    }
+    out += fmt::format("      [{}] = {{latency = {}, bandwidth = {}}},\n", key.second,
+                       num(fit.latency), num(fit.bandwidth));
+  }
+  out += "    },\n  },\n";
+}
+
+}  // namespace
+
+Hardware load_profile(const std::string& name_or_path, const std::string& module_path) {
+  return in_fresh_state(module_path, [&](lua_State* L) {
+    dsl::StackRestore keep(L);
+    lua_pushcfunction(L, dsl::guarded<dsl::api_profile>);
+    lua_pushlstring(L, name_or_path.data(), name_or_path.size());
+    dsl::pcall_or_throw(L, 1, 1);
+    return dsl::to_hardware(L, -1, "profile '" + name_or_path + "'");
+  });
+}
+
+std::vector<std::string> profile_names(const std::string& module_path) {
+  return in_fresh_state(module_path, [](lua_State* L) { return dsl::profile_names(L); });
+}
+
+std::string profile_to_lua(const Hardware& hw) {
+  const Provenance& p = hw.calibration.measured_on;
+  std::string out = fmt::format(
+      "-- {}: a perfsim hardware profile{}.\n"
+      "-- Load it with `hardware = profile \"{}\"` (when it sits in a profiles/ directory on the\n"
+      "-- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.\n",
+      hw.name,
+      p.device.empty() ? std::string()
+                       : fmt::format(", fitted by `perfsim calibrate` ({}) on {}\n-- ({} backend{}{}) on {}",
+                                     p.mode.empty() ? "full" : p.mode, p.device, p.backend,
+                                     p.driver.empty() ? "" : ", driver " + p.driver,
+                                     p.runtime.empty() ? "" : ", " + p.runtime, p.date),
+      hw.name);
+  out += "return profile {\n";
+  out += fmt::format("  name = {},\n  base = {},\n  kind = {},\n", quoted(hw.name),
+                     quoted(hw.base.empty() ? hw.name : hw.base), quoted(hw.kind));
+  if (!hw.source.empty()) out += fmt::format("  source = {},\n", quoted(hw.source));
+  out += fmt::format("  calibrated = {},\n", hw.calibrated ? "true" : "false");
+  out += fmt::format(
+      "  measured = {{backend = {}, device = {}, driver = {}, runtime = {}, date = {}, mode = {}}},\n",
+      quoted(p.backend), quoted(p.device), quoted(p.driver), quoted(p.runtime), quoted(p.date),
+      quoted(p.mode));
+  // Datasheet figures the fitted efficiencies are relative to: written out so the profile
+  // means the same thing wherever it is loaded (a CPU's base entry is estimated per machine).
+  out += "  peak_flops = {";
+  bool first = true;
+  for (DType t : all_dtypes) {
+    out += fmt::format("{}{} = {}", first ? "" : ", ", name_of(t), num(hw.peak(t)));
+    first = false;
+  }
+  out += "},\n";
+  out += fmt::format("  memory_bytes = {},\n  memory_bandwidth = {},\n  l2_bytes = {},\n  sm_count = {},\n",
+                     num(hw.memory_bytes), num(hw.memory_bandwidth), num(hw.l2_bytes), hw.sm_count);
+  out += fmt::format("  launch_eager = {},   -- seconds per op launched eagerly\n", num(hw.launch_eager));
+  out += fmt::format("  launch_graph = {},   -- seconds per op replayed from a CUDA graph\n", num(hw.launch_graph));
+  out += fmt::format("  host_overhead = {},\n  host_copy_bandwidth = {},\n", num(hw.host_overhead),
+                     num(hw.host_copy_bandwidth));
+  write_link(out, "pcie", hw.pcie);
+  write_link(out, "nvlink", hw.nvlink);
+  write_link(out, "infiniband", hw.infiniband);
+  write_efficiencies(out, "compute_efficiency", hw.compute_efficiency);
+  write_efficiencies(out, "memory_efficiency", hw.memory_efficiency);
+  write_gemm(out, hw.calibration);
+  write_kernels(out, hw.calibration);
+  write_collectives(out, hw.calibration);
+  out += "}\n";
+  return out;
+}
+
+}  // namespace perfsim

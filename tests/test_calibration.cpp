@@ -1,0 +1,246 @@
+// Calibration tables: log-space interpolation on hand-checkable points, the cost model
+// pricing ops from them, and profiles written as Lua and loaded back.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/calibration.hpp"
+#include "core/cost_model.hpp"
+#include "core/errors.hpp"
+#include "core/roofline.hpp"
+#include "dsl/dsl.hpp"
+
+using namespace perfsim;
+
+namespace {
+
+Hardware bare_gpu() {
+  Hardware hw;
+  hw.name = "test-gpu";
+  hw.peak_flops[static_cast<int>(DType::fp32)] = 50e12;
+  hw.peak_flops[static_cast<int>(DType::bf16)] = 1000e12;
+  hw.memory_bytes = 80e9;
+  hw.memory_bandwidth = 2e12;
+  hw.launch_eager = 5e-6;
+  hw.launch_graph = 1e-6;
+  for (OpClass c : all_op_classes) {
+    hw.compute_efficiency[c] = 1.0;
+    hw.memory_efficiency[c] = 1.0;
+  }
+  return hw;
+}
+
+// A 2x2x2 grid whose efficiencies are 0.1 · 2^(i+j+l): the corners span 0.1 .. 0.8.
+GemmTable corner_table() {
+  GemmTable t;
+  t.m = {1, 4};
+  t.n = {100, 400};
+  t.k = {100, 400};
+  t.efficiency.resize(8);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 2; ++j)
+      for (std::size_t l = 0; l < 2; ++l) t.cell(i, j, l) = 0.1 * std::pow(2.0, double(i + j + l));
+  return t;
+}
+
+Graph one_op_graph(OpKind kind, DType t, int64_t rows, int64_t cols) {
+  Graph g;
+  const int x = g.add_tensor({-1, "x", {rows, cols}, t, TensorRole::input, 1});
+  const int gamma = g.add_tensor({-1, "gamma", {cols}, t, TensorRole::weight, 1});
+  const int y = g.add_tensor({-1, "y", {rows, cols}, t, TensorRole::activation, 1});
+  Op op;
+  op.name = "norm";
+  op.kind = kind;
+  op.dtype = t;
+  op.inputs = {x, gamma};
+  op.outputs = {y};
+  op.attrs.rows = rows;
+  op.attrs.cols = cols;
+  g.add_op(op);
+  return g;
+}
+
+Graph one_gemm_graph(int64_t m, int64_t n, int64_t k, DType t) {
+  Graph g;
+  const int a = g.add_tensor({-1, "a", {m, k}, t, TensorRole::input, 1});
+  const int b = g.add_tensor({-1, "b", {k, n}, t, TensorRole::weight, 1});
+  const int c = g.add_tensor({-1, "c", {m, n}, t, TensorRole::activation, 1});
+  Op op;
+  op.name = "gemm";
+  op.kind = OpKind::gemm;
+  op.dtype = t;
+  op.inputs = {a, b};
+  op.outputs = {c};
+  op.attrs.m = m;
+  op.attrs.n = n;
+  op.attrs.k = k;
+  g.add_op(op);
+  return g;
+}
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("calibration: efficiency curves interpolate in log-log space and hold their ends") {
+  const EfficiencyCurve c{{1e-6, 1e-4}, {0.1, 0.9}};
+  // Halfway in log seconds: the geometric mean sqrt(0.1 · 0.9) = 0.3.
+  CHECK(c.at(1e-5) == doctest::Approx(0.3));
+  CHECK(c.at(1e-6) == doctest::Approx(0.1));
+  CHECK(c.at(1e-9) == doctest::Approx(0.1));  // held below the first point
+  CHECK(c.at(1.0) == doctest::Approx(0.9));   // and past the last
+  const EfficiencyCurve single{{1e-3}, {0.42}};
+  CHECK(single.at(5.0) == doctest::Approx(0.42));
+  const EfficiencyCurve descending{{1e-4, 1e-6}, {0.1, 0.2}};
+  CHECK_THROWS_AS((void)descending.at(1e-5), std::logic_error);
+  const EfficiencyCurve mismatched{{1e-6}, {0.1, 0.2}};
+  CHECK_THROWS_AS((void)mismatched.at(1e-5), std::logic_error);
+}
+
+TEST_CASE("calibration: gemm tables interpolate trilinearly in log space") {
+  const GemmTable t = corner_table();
+  CHECK(t.at(1, 100, 100) == doctest::Approx(0.1));
+  CHECK(t.at(4, 400, 400) == doctest::Approx(0.8));
+  CHECK(t.at(4, 100, 400) == doctest::Approx(0.4));
+  // The centre in log space (2, 200, 200): the geometric mean of the corners,
+  // 0.1 · 2^(mean of i+j+l) = 0.1 · 2^1.5.
+  CHECK(t.at(2, 200, 200) == doctest::Approx(0.1 * std::pow(2.0, 1.5)));
+  // Halfway along m only: 0.1 · 2^0.5.
+  CHECK(t.at(2, 100, 100) == doctest::Approx(0.1 * std::sqrt(2.0)));
+  // Clamped outside the grid.
+  CHECK(t.at(1e6, 1e6, 1e6) == doctest::Approx(0.8));
+  CHECK(t.at(0.5, 10, 10) == doctest::Approx(0.1));
+  GemmTable ragged = t;
+  ragged.efficiency.pop_back();
+  CHECK_THROWS_AS((void)ragged.at(2, 200, 200), std::logic_error);
+}
+
+TEST_CASE("calibration: keys name the kind, the priced dtype and the bound") {
+  CHECK(calibration_key(OpKind::rmsnorm, DType::bf16, false) == "rmsnorm/bf16/memory");
+  CHECK(calibration_key(OpKind::flash_attention, DType::fp16, true) == "flash_attention/fp16/compute");
+}
+
+TEST_CASE("calibration: the cost model prices a kernel from its fitted curve") {
+  Hardware hw = bare_gpu();
+  const Graph g = one_op_graph(OpKind::rmsnorm, DType::bf16, 1000, 1000);
+  const OpCost plain = predict_op(g.ops[0], g, hw);
+  CHECK_FALSE(plain.calibrated);
+  // x and y of 1000 x 1000 bf16 plus gamma: 4.002 MB at 2 TB/s = 2.001 us.
+  const CalibrationPoint p = calibration_point(g.ops[0], plain, hw);
+  CHECK(p.key == "rmsnorm/bf16/memory");
+  CHECK(p.roofline_seconds == doctest::Approx(2.001e-6));
+  // The curve gives 0.25 at 2.001 us (held past its last point): the kernel takes 4x longer.
+  hw.calibration.kernels["rmsnorm/bf16/memory"] = EfficiencyCurve{{1e-7, 1e-6}, {0.05, 0.25}};
+  const OpCost fitted = predict_op(g.ops[0], g, hw);
+  CHECK(fitted.calibrated);
+  CHECK(fitted.memory_time == doctest::Approx(4 * 2.001e-6));
+  CHECK(fitted.time == doctest::Approx(4 * 2.001e-6 + 5e-6));
+  // Another dtype has no curve: class efficiencies price it.
+  const Graph g32 = one_op_graph(OpKind::rmsnorm, DType::fp32, 1000, 1000);
+  CHECK_FALSE(predict_op(g32.ops[0], g32, hw).calibrated);
+}
+
+TEST_CASE("calibration: gemms are priced from the grid of their dtype") {
+  Hardware hw = bare_gpu();
+  GemmTable t;
+  t.m = {1, 1024};
+  t.n = {1024};
+  t.k = {1024};
+  t.efficiency = {0.2, 0.8};
+  hw.calibration.gemm[DType::bf16] = t;
+  // 4096^3 bf16 (m clamped to the grid's 1024): 137.4 GFLOP at 1000 TFLOP/s = 137.4 us of
+  // roofline against 100.7 MB / 2 TB/s = 50.3 us: compute bound; at 0.8: 171.8 us.
+  const Graph big = one_gemm_graph(4096, 4096, 4096, DType::bf16);
+  const OpCost c = predict_op(big.ops[0], big, hw);
+  CHECK(c.calibrated);
+  CHECK(c.compute_bound);
+  CHECK(c.compute_time == doctest::Approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
+  // m = 32: halfway in log m between 1 and 1024 -> sqrt(0.2 · 0.8) = 0.4. Memory bound:
+  // A 64 KiB + B 2 MiB + C 64 KiB = 2228224 bytes at 2 TB/s = 1.114 us, / 0.4.
+  const Graph skinny = one_gemm_graph(32, 1024, 1024, DType::bf16);
+  const OpCost s = predict_op(skinny.ops[0], skinny, hw);
+  CHECK_FALSE(s.compute_bound);
+  CHECK(s.memory_time == doctest::Approx(2228224.0 / 2e12 / 0.4));
+  // fp32 has no grid: not calibrated.
+  const Graph f32 = one_gemm_graph(1024, 1024, 1024, DType::fp32);
+  CHECK_FALSE(predict_op(f32.ops[0], f32, hw).calibrated);
+}
+
+TEST_CASE("calibration: a fitted alpha-beta prices its collective and group only") {
+  Hardware hw = bare_gpu();
+  hw.nvlink = {400e9, 2e-6};
+  hw.calibration.collectives[{Collective::all_reduce, 2}] = CollectiveFit{10e-6, 100e9};
+  // 2 ranks, 1 GB buffer: ring all-reduce sends 2(n-1)/n = 1 GB per rank: 10 us + 10 ms.
+  CHECK(*collective_time(Collective::all_reduce, 2, 1e9, hw) == doctest::Approx(10e-6 + 1e-2));
+  // 4 ranks are not fitted: the link figures, 6 steps x 2 us + 1.5 GB / 400 GB/s.
+  CHECK(*collective_time(Collective::all_reduce, 4, 1e9, hw) ==
+        doctest::Approx(6 * 2e-6 + 1.5e9 / 400e9));
+}
+
+TEST_CASE("profiles: written as Lua and loaded back unchanged") {
+  Hardware hw = find_hardware("H100-SXM");
+  hw.name = "test-local";
+  hw.base = "H100-SXM";
+  hw.calibrated = true;
+  hw.launch_eager = 7.5e-6;
+  hw.launch_graph = 1.25e-6;
+  hw.pcie = {52e9, 9e-6};
+  hw.calibration.gemm[DType::bf16] = corner_table();
+  hw.calibration.kernels["rmsnorm/bf16/memory"] = EfficiencyCurve{{1e-7, 1e-5}, {0.05, 0.85}};
+  hw.calibration.collectives[{Collective::all_gather, 4}] = CollectiveFit{12e-6, 150e9};
+  hw.calibration.measured_on = {"cuda", "Test GPU", "580.1", "CUDA 13.0", "2026-11-22", "quick"};
+  const std::string text = profile_to_lua(hw);
+  CHECK(text.find("return profile {") != std::string::npos);
+  CHECK(text.find("[\"rmsnorm/bf16/memory\"]") != std::string::npos);
+
+  const Hardware back = load_profile(temp_file("perfsim_test_profile.lua", text));
+  CHECK(back.name == "test-local");
+  CHECK(back.base == "H100-SXM");
+  CHECK(back.calibrated);
+  CHECK(back.launch_eager == doctest::Approx(7.5e-6));
+  CHECK(back.pcie.bandwidth == doctest::Approx(52e9));
+  CHECK(back.peak(DType::bf16) == doctest::Approx(hw.peak(DType::bf16)));
+  REQUIRE(back.calibration.gemm.count(DType::bf16) == 1);
+  CHECK(back.calibration.gemm.at(DType::bf16).at(2, 200, 200) ==
+        doctest::Approx(0.1 * std::pow(2.0, 1.5)));
+  REQUIRE(back.calibration.kernels.count("rmsnorm/bf16/memory") == 1);
+  CHECK(back.calibration.kernels.at("rmsnorm/bf16/memory").at(1e-6) ==
+        doctest::Approx(std::sqrt(0.05 * 0.85)));
+  const auto fit = back.calibration.collectives.find({Collective::all_gather, 4});
+  REQUIRE(fit != back.calibration.collectives.end());
+  CHECK(fit->second.bandwidth == doctest::Approx(150e9));
+  CHECK(back.calibration.measured_on.device == "Test GPU");
+  CHECK(back.calibration.measured_on.mode == "quick");
+}
+
+TEST_CASE("profiles: bad files and names are errors that say what to fix") {
+  const std::string ragged = temp_file("perfsim_test_ragged.lua", R"(return profile {
+  name = "bad", base = "H100-SXM",
+  gemm = { bf16 = { m = {1, 2}, n = {8}, k = {8}, efficiency = { {{0.5}} } } },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(ragged),
+                       doctest::Contains("efficiency must hold one entry per m (2)"), ConfigError);
+  const std::string negative = temp_file("perfsim_test_negative.lua", R"(return profile {
+  name = "bad", base = "H100-SXM",
+  kernels = { ["rmsnorm/bf16/memory"] = { seconds = {1e-6, 1e-5}, efficiency = {0.5, -1} } },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(negative), doctest::Contains("efficiency[2] must be > 0"),
+                       ConfigError);
+  const std::string bad_key = temp_file("perfsim_test_key.lua", R"(return profile {
+  name = "bad", base = "H100-SXM",
+  kernels = { rmsnorm = { seconds = {1e-6}, efficiency = {0.5} } },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(bad_key), doctest::Contains("kind/dtype/bound"), ConfigError);
+  const std::string no_base = temp_file("perfsim_test_nobase.lua", "return profile { name = 'x' }");
+  CHECK_THROWS_WITH_AS((void)load_profile(no_base), doctest::Contains("missing field 'base'"), ConfigError);
+  CHECK_THROWS_WITH_AS((void)load_profile("no-such-profile"),
+                       doctest::Contains("unknown profile 'no-such-profile'"), ConfigError);
+  CHECK_THROWS_WITH_AS((void)load_profile("/nonexistent/p.lua"), doctest::Contains("not found"),
+                       ConfigError);
+}
