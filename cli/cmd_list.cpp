@@ -1,4 +1,4 @@
-// `perfsim list hardware|models|optimizations`: the catalogs as aligned tables.
+// `perfsim list hardware|models|optimizations|profiles`: the catalogs as aligned tables.
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -79,6 +79,34 @@ std::string list_optimizations() {
   return "Optimizations (use in step(name, ...); value passes as {batch = 32})\n" + t.to_text(2);
 }
 
+std::string list_profiles(const std::string& module_path) {
+  TextTable t;
+  t.add_column("name", Align::left);
+  t.add_column("refines", Align::left);
+  t.add_column("measured on", Align::left);
+  t.add_column("date", Align::left);
+  t.add_column("mode", Align::left);
+  t.add_column("gemm grids");
+  t.add_column("kernel curves");
+  t.add_column("collectives");
+  const std::vector<std::string> names = profile_names(module_path);
+  if (names.empty())
+    return "No calibrated profiles on the search path: `perfsim calibrate -o profiles/NAME.lua` "
+           "writes one (see docs/CALIBRATION.md)\n";
+  for (const std::string& name : names) {
+    const Hardware h = load_profile(name, module_path);
+    const Provenance& m = h.calibration.measured_on;
+    t.add_row({name, h.base, m.device.empty() ? "—" : m.device + " (" + m.backend + ")",
+               m.date.empty() ? "—" : m.date, m.mode.empty() ? "—" : m.mode,
+               std::to_string(h.calibration.gemm.size()),
+               std::to_string(h.calibration.kernels.size()),
+               std::to_string(h.calibration.collectives.size())});
+  }
+  return "Calibrated profiles (use as hardware = profile \"name\" or --profile NAME; "
+         "`perfsim calibrate` writes new ones)\n" +
+         t.to_text(2);
+}
+
 }  // namespace
 
 int cmd_list(const ListArgs& a) {
@@ -90,10 +118,12 @@ int cmd_list(const ListArgs& a) {
     text = list_models(a.module_path);
   } else if (c == "optimizations" || c == "optimization") {
     text = list_optimizations();
+  } else if (c == "profiles" || c == "profile") {
+    text = list_profiles(a.module_path);
   } else {
-    throw UsageError(fmt::format("unknown category '{}'{}; choose hardware, models or optimizations",
-                                 a.category,
-                                 did_you_mean(a.category, {"hardware", "models", "optimizations"})));
+    throw UsageError(fmt::format(
+        "unknown category '{}'{}; choose hardware, models, optimizations or profiles", a.category,
+        did_you_mean(a.category, {"hardware", "models", "optimizations", "profiles"})));
   }
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/cmd_calibrate.hpp"
 #include "cli/subcommands.hpp"
 #include "cli/version.hpp"
 #include "core/errors.hpp"
@@ -106,8 +107,8 @@ int run_cli(int argc, char** argv) {
 
   ListArgs list;
   CLI::App* list_cmd = app.add_subcommand(
-      "list", "List the hardware catalog, the model zoo or the optimizations.");
-  list_cmd->add_option("category", list.category, "hardware, models or optimizations")
+      "list", "List the hardware catalog, the model zoo, the optimizations or the calibrated profiles.");
+  list_cmd->add_option("category", list.category, "hardware, models, optimizations or profiles")
       ->required()
       ->type_name("CATEGORY");
   list_cmd->add_option("--module-path", list.module_path,
@@ -133,8 +134,29 @@ int run_cli(int argc, char** argv) {
   explain_cmd->footer(
       "'perfsim explain SCENARIO --help' also lists the options the script declares.");
 
+  CalibrateArgs calibrate;
+  CLI::App* calibrate_cmd = app.add_subcommand(
+      "calibrate",
+      "Measure this machine with microbenchmarks and write a calibrated hardware profile (Lua).");
+  calibrate_cmd->add_option("--backend", calibrate.backend,
+                            "Device to measure: auto (CUDA when present, else CPU), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  calibrate_cmd->add_flag("--quick", calibrate.quick, "Coarser sweeps (about 30 s on a GPU)");
+  calibrate_cmd->add_option("-o,--output", calibrate.output, "Write the profile to FILE (whole or not at all)")
+      ->required()
+      ->type_name("FILE");
+  calibrate_cmd->add_option("--name", calibrate.name,
+                            "Profile name (default: the device's catalog entry + \"-local\", lowercased)")
+      ->type_name("NAME");
+  calibrate_cmd->add_option("--module-path", calibrate.module_path,
+                            "Directory searched first for the hardware catalog")
+      ->type_name("DIR");
+  calibrate_cmd->add_flag("-q,--quiet", calibrate.quiet, "No progress or status lines on stderr");
+  calibrate_cmd->footer("docs/CALIBRATION.md describes the sweeps and the fit.");
+
   // CLI11 reports a missing or misspelt command as "A subcommand is required"; say which.
-  const std::vector<std::string> commands = {"run", "list", "explain"};
+  const std::vector<std::string> commands = {"run", "list", "explain", "calibrate"};
   const std::string usage_hint = "Run 'perfsim --help' (or 'perfsim COMMAND --help') for usage.\n";
   if (argc < 2) {
     print_error("no command given; choose run, list or explain");
@@ -190,7 +212,8 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::ExtrasError& e) {
     // CLI11 lists stray arguments (in reverse order); a misspelt option deserves a suggestion.
     const CLI::App* cmd = run_cmd->parsed() ? run_cmd : explain_cmd->parsed() ? explain_cmd
-                        : list_cmd->parsed() ? list_cmd : nullptr;
+                        : list_cmd->parsed() ? list_cmd
+                        : calibrate_cmd->parsed() ? calibrate_cmd : nullptr;
     const std::string unknown = cmd != nullptr ? unknown_option(*cmd, argc, argv) : "";
     if (unknown.empty())
       print_error(e.what());
@@ -209,6 +232,7 @@ int run_cli(int argc, char** argv) {
     if (run_cmd->parsed()) return cmd_run(run);
     if (list_cmd->parsed()) return cmd_list(list);
     if (explain_cmd->parsed()) return cmd_explain(explain);
+    if (calibrate_cmd->parsed()) return cmd_calibrate(calibrate);
     print_error("no command given");
     return exit_usage;
   } catch (const UsageError& e) {
