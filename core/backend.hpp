@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/errors.hpp"
 #include "core/graph.hpp"
 #include "core/results.hpp"
 
@@ -21,6 +22,8 @@ struct DeviceInfo {
   double memory_bytes = 0;
   double l2_bytes = 0;
   double clock_hz = 0;
+  std::string driver;         // driver version ("580.65" on a GPU, "" on a CPU)
+  std::string runtime;        // CUDA runtime version, or the CPU backend's BLAS and threads
 };
 
 struct RunOptions {
@@ -39,6 +42,18 @@ class Backend {
   // Executes every op of the graph in order with real buffers: warm-up runs, then timed runs.
   // Throws NotExecutable when something cannot run (check unsupported_reason first).
   [[nodiscard]] virtual Measurement run(const Graph& g, const RunOptions& o) = 0;
+
+  // GPUs of this process a collective can span (1: collectives cannot be timed).
+  [[nodiscard]] virtual int gpu_count() const { return 1; }
+  // Seconds per collective `c` over the first `group` GPUs, one figure per entry of
+  // `payload_bytes` (the buffer size collective_time() prices: the largest buffer of one rank,
+  // the size nccl-tests reports). Throws NotExecutable when the backend has no collectives.
+  [[nodiscard]] virtual std::vector<double> time_collective(Collective c, int group,
+                                                            const std::vector<double>& payload_bytes) {
+    (void)group;
+    (void)payload_bytes;
+    throw NotExecutable(name() + " backend cannot time collectives (" + std::string(name_of(c)) + ")");
+  }
 };
 
 // The first unsupported op's reason, or "" when the whole graph can run.

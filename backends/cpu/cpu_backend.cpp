@@ -1,6 +1,7 @@
 // CpuBackend: device facts, what it can run, and the timed execution loop.
 #include "backends/cpu/cpu_backend.hpp"
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -52,6 +53,8 @@ DeviceInfo CpuBackend::device() const {
   d.memory_bytes = cpu.memory_bytes;
   d.l2_bytes = read_cache_bytes("/sys/devices/system/cpu/cpu0/cache/index2/size");
   d.clock_hz = cpu.ghz * 1e9;
+  // What a calibrated profile records as its runtime: the BLAS build and the threads used.
+  d.runtime = fmt::format("{} ({} threads)", openblas_get_config(), thread_count());
   return d;
 }
 

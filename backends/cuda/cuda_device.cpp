@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "backends/cuda/cuda_check.hpp"
@@ -34,6 +36,19 @@ std::string catalog_name_for(const std::string& name, double memory_bytes) {
   return "";
 }
 
+// The NVIDIA kernel module's version ("580.65.06") from /proc, "" when it cannot be read.
+std::string kernel_module_version() {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(f, line)) return "";
+  const auto at = line.find("Kernel Module");
+  if (at == std::string::npos) return "";
+  std::istringstream words(line.substr(at + 13));
+  std::string v;
+  words >> v;
+  return v;
+}
+
 }  // namespace
 
 DeviceInfo query_device(int ordinal) {
@@ -49,6 +64,13 @@ DeviceInfo query_device(int ordinal) {
   if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, ordinal) == cudaSuccess)
     d.clock_hz = khz * 1e3;
   d.catalog_name = catalog_name_for(d.name, d.memory_bytes);
+  // Versions as "major.minor" (the runtime encodes 1000·major + 10·minor).
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  int driver = 0, runtime = 0;
+  if (cudaDriverGetVersion(&driver) == cudaSuccess) d.driver = "CUDA " + version(driver);
+  if (const std::string module = kernel_module_version(); !module.empty())
+    d.driver = module + (d.driver.empty() ? "" : " (" + d.driver + ")");
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) d.runtime = "CUDA runtime " + version(runtime);
   return d;
 }
 
