@@ -72,6 +72,27 @@ std::string describe_profile(const Hardware& hw, const std::vector<OpCost>& ops)
   return fmt::format("calibrated{}; {} of {} ops from fitted tables", where, fitted, ops.size());
 }
 
+// An eager step on a profile that models host dispatch: each op also waits for the host to
+// issue it (host_paced_waits, one pass over the graph as built). The wait joins the op's time,
+// as it does in per-op events measured on the device, and the issue no longer needs charging
+// to stream 0 separately (OpCost::launch_time is then only the device's per-kernel cost).
+void pace_by_host(const Graph& g, const Hardware& hw, bool copy_engines, std::vector<OpCost>& ops) {
+  std::vector<double> device, dispatch;
+  device.reserve(ops.size());
+  dispatch.reserve(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    device.push_back(ops[i].time);
+    // Host ops are the host's own work; they issue no kernel.
+    dispatch.push_back(g.ops[i].kind == OpKind::host ? 0.0 : hw.dispatch(g.ops[i].kind));
+  }
+  const std::vector<double> waits = host_paced_waits(g, device, dispatch, copy_engines);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    ops[i].dispatch_time = dispatch[i];
+    ops[i].host_wait = waits[i];
+    ops[i].time += waits[i];
+  }
+}
+
 }  // namespace
 
 double Prediction::tokens_per_second(const Graph& g) const {
@@ -90,18 +111,13 @@ Prediction predict(const Graph& g, const Hardware& hw) {
   p.ops.reserve(g.ops.size());
   const ClassEfficiencies eff = ClassEfficiencies::of(hw);
 
-  std::array<double, op_class_count> class_time{};
-  std::array<bool, op_class_count> class_seen{};
   // Model FLOPs (recomputed ops excluded) per dtype, for gemms and for all ops.
   std::array<double, dtype_count> gemm_flops{}, model_flops{};
   std::array<bool, dtype_count> lacking{};
   double model_total = 0;
   for (const Op& op : g.ops) {
     OpCost c = price_op(op, g, hw, eff);
-    const auto cls = static_cast<std::size_t>(class_of(op.kind));
     const auto dt = static_cast<std::size_t>(op.dtype);
-    class_time[cls] += c.time * op.count;
-    class_seen[cls] = true;
     p.flops += c.flops * op.count;
     if (!op.recomputed) {
       model_flops[dt] += c.flops * op.count;
@@ -111,16 +127,17 @@ Prediction predict(const Graph& g, const Hardware& hw) {
     if (!c.supported) lacking[dt] = true;
     p.ops.push_back(c);
   }
+  const bool copy_engines = hw.kind == "gpu";
+  if (!g.graphed && hw.models_dispatch()) pace_by_host(g, hw, copy_engines, p.ops);
   p.profile = describe_profile(hw, p.ops);
-  for (OpClass c : all_op_classes)
-    if (class_seen[static_cast<std::size_t>(c)])
-      p.time_by_class[c] = class_time[static_cast<std::size_t>(c)];
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    p.time_by_class[class_of(g.ops[i].kind)] += p.ops[i].time * g.ops[i].count;
   for (int d = 0; d < dtype_count; ++d)
     if (lacking[static_cast<std::size_t>(d)])
       p.unsupported.emplace_back(name_of(static_cast<DType>(d)));
 
   p.host_time = hw.host_overhead;
-  p.step_time = timeline_makespan(g, p.ops, hw.kind == "gpu") + p.host_time;
+  p.step_time = timeline_makespan(g, p.ops, copy_engines) + p.host_time;
   p.memory = predict_memory(g, hw, true);
   p.memory_executed = predict_memory(g, hw, false);
   // Unknown capacity (0) cannot rule a run out.

@@ -24,6 +24,10 @@ struct OpCost {
   bool supported = true;     // the hardware has the op's dtype
   DType priced_as = DType::fp32;  // precision the compute time was priced at (op dtype or wider)
   bool calibrated = false;   // efficiency from the profile's fitted tables, not a class default
+  // Eager steps on a profile that models host dispatch: the host seconds spent issuing this op,
+  // and how long the device waited for that issue (already inside `time`).
+  double dispatch_time = 0;
+  double host_wait = 0;
 };
 
 struct Prediction {
@@ -58,6 +62,14 @@ struct Prediction {
 [[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<double>& op_seconds,
                                        bool copy_engines = true,
                                        const std::vector<double>& issue_seconds = {});
+// Eager issue (one pass over the graph as built, every count 1): the host issues op i
+// dispatch_seconds[i] after op i-1, and the op starts no sooner than that nor than the timeline
+// above lets it. Returns per op how long it waited for the host beyond that: the time a
+// host-bound eager step adds to each op, as per-op events on the device measure it.
+[[nodiscard]] std::vector<double> host_paced_waits(const Graph& g,
+                                                   const std::vector<double>& device_seconds,
+                                                   const std::vector<double>& dispatch_seconds,
+                                                   bool copy_engines = true);
 // The same over predicted costs (OpCost::time, issued in OpCost::launch_time).
 [[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs,
                                        bool copy_engines = true);

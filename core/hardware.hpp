@@ -24,8 +24,13 @@ struct Hardware {
   double memory_bandwidth = 0; // bytes/s (HBM or DRAM)
   double l2_bytes = 0;
   int sm_count = 0;            // SMs (GPU) or cores (CPU)
-  double launch_eager = 0;     // seconds of fixed cost per op launched eagerly
+  double launch_eager = 0;     // seconds of fixed device cost per op launched eagerly
   double launch_graph = 0;     // seconds per op when replayed from a captured graph
+  // Host seconds to issue one op eagerly (framework and driver work); an eager op starts no
+  // sooner than the host has issued it (cost_model.hpp). 0 = the host never holds the device
+  // back. dispatch_by_kind overrides it per op kind (calibrated profiles).
+  double dispatch_eager = 0;
+  std::map<OpKind, double> dispatch_by_kind;
   double host_overhead = 0;    // seconds of host work per step (framework, sampling)
   Link nvlink, pcie, infiniband;  // pcie: the host link, which host<->device copies cross
   // Bytes/s one host thread copies between buffers in host memory: the staging copy of a
@@ -44,6 +49,11 @@ struct Hardware {
 
   [[nodiscard]] double peak(DType t) const { return peak_flops[static_cast<int>(t)]; }
   [[nodiscard]] bool supports(DType t) const { return peak(t) > 0; }
+  [[nodiscard]] double dispatch(OpKind k) const {
+    const auto it = dispatch_by_kind.find(k);
+    return it == dispatch_by_kind.end() ? dispatch_eager : it->second;
+  }
+  [[nodiscard]] bool models_dispatch() const { return dispatch_eager > 0 || !dispatch_by_kind.empty(); }
   [[nodiscard]] double compute_eff(OpClass c) const;
   [[nodiscard]] double memory_eff(OpClass c) const;
   // Arithmetic intensity (FLOP/byte) where compute and memory time are equal.

@@ -62,6 +62,20 @@ void read_link(lua_State* L, int index, Link& link, const std::string& what, con
 }
 
 
+// dispatch = {gemm = 14e-6, rmsnorm = 8e-6, ...}: host seconds to issue one op of each kind.
+void read_dispatch(lua_State* L, int index, std::map<OpKind, double>& table, const std::string& what) {
+  index = abs_index(L, index);
+  for (const std::string& key : string_keys(L, index)) {
+    const std::optional<OpKind> k = parse_op_kind(key);
+    if (!k) throw ConfigError(fmt::format("{}: dispatch.{} is not an op kind (e.g. gemm, rmsnorm, flash_attention)", what, key));
+    lua_getfield(L, index, key.c_str());
+    if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
+      throw ConfigError(fmt::format("{}: dispatch.{} must be seconds >= 0 (got {})", what, key, describe_value(L, -1)));
+    table[*k] = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+  }
+}
+
 void push_link(lua_State* L, const char* key, const Link& link) {
   lua_createtable(L, 0, 2);
   set_number(L, "bandwidth", link.bandwidth);
@@ -86,7 +100,8 @@ const std::vector<std::string>& hardware_fields() {
       "l2_bytes",      "sm_count",      "launch_eager", "launch_graph", "host_overhead",
       "nvlink",        "pcie",          "infiniband",   "compute_efficiency",
       "memory_efficiency", "calibrated", "source",      "aliases",      "host_copy_bandwidth",
-      "base",          "measured",      "gemm",         "kernels",      "collectives"};
+      "base",          "measured",      "gemm",         "kernels",      "collectives",
+      "dispatch_eager", "dispatch"};
   return f;
 }
 
@@ -108,6 +123,13 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
   r.read("launch_graph", hw.launch_graph);
   r.read("host_overhead", hw.host_overhead);
   r.read("host_copy_bandwidth", hw.host_copy_bandwidth);
+  r.read("dispatch_eager", hw.dispatch_eager);
+  if (hw.dispatch_eager < 0) throw ConfigError(fmt::format("{}: dispatch_eager must be >= 0", what));
+  if (r.push("dispatch") != LUA_TNIL) {
+    if (!lua_istable(L, -1)) throw ConfigError(fmt::format("{}: dispatch must be a table {{kind = seconds}}", what));
+    read_dispatch(L, -1, hw.dispatch_by_kind, what);
+  }
+  lua_pop(L, 1);
   const std::pair<const char*, Link*> links[] = {
       {"nvlink", &hw.nvlink}, {"pcie", &hw.pcie}, {"infiniband", &hw.infiniband}};
   for (const auto& [key, link] : links) {
@@ -145,7 +167,7 @@ Hardware to_hardware(lua_State* L, int index, const std::string& what) {
 }
 
 void push_hardware(lua_State* L, const Hardware& hw) {
-  lua_createtable(L, 0, 24);
+  lua_createtable(L, 0, 26);
   lua_pushstring(L, hw.name.c_str());
   lua_setfield(L, -2, "name");
   lua_pushstring(L, hw.kind.c_str());
@@ -161,6 +183,10 @@ void push_hardware(lua_State* L, const Hardware& hw) {
   set_number(L, "launch_graph", hw.launch_graph);
   set_number(L, "host_overhead", hw.host_overhead);
   set_number(L, "host_copy_bandwidth", hw.host_copy_bandwidth);
+  set_number(L, "dispatch_eager", hw.dispatch_eager);
+  lua_createtable(L, 0, static_cast<int>(hw.dispatch_by_kind.size()));
+  for (const auto& [k, v] : hw.dispatch_by_kind) set_number(L, std::string(name_of(k)).c_str(), v);
+  lua_setfield(L, -2, "dispatch");
   push_link(L, "nvlink", hw.nvlink);
   push_link(L, "pcie", hw.pcie);
   push_link(L, "infiniband", hw.infiniband);

@@ -167,6 +167,16 @@ std::string profile_to_lua(const Hardware& hw) {
   out += fmt::format("  launch_graph = {},   -- seconds per op replayed from a CUDA graph\n", num(hw.launch_graph));
   out += fmt::format("  host_overhead = {},\n  host_copy_bandwidth = {},\n", num(hw.host_overhead),
                      num(hw.host_copy_bandwidth));
+  out += fmt::format("  dispatch_eager = {}, -- host seconds to issue one op eagerly\n", num(hw.dispatch_eager));
+  if (!hw.dispatch_by_kind.empty()) {
+    out += "  dispatch = {";
+    bool first_kind = true;
+    for (const auto& [k, v] : hw.dispatch_by_kind) {
+      out += fmt::format("{}{} = {}", first_kind ? "" : ", ", name_of(k), num(v));
+      first_kind = false;
+    }
+    out += "},\n";
+  }
   write_link(out, "pcie", hw.pcie);
   write_link(out, "nvlink", hw.nvlink);
   write_link(out, "infiniband", hw.infiniband);

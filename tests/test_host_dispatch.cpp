@@ -1,0 +1,77 @@
+// Eager steps paced by host dispatch: ops wait for the host to issue them, hand-checked on a
+// three-op chain, and predict() adding those waits only for eager graphs.
+#include <doctest/doctest.h>
+
+#include "core/cost_model.hpp"
+
+using namespace perfsim;
+
+namespace {
+
+// x -> a -> b -> c: three residual adds over `elements[i]` fp32 elements, one stream.
+Graph chain(const std::vector<int64_t>& elements) {
+  Graph g;
+  int prev = g.add_tensor({-1, "x", {elements.front()}, DType::fp32, TensorRole::input, 1});
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    const int out = g.add_tensor({-1, "t" + std::to_string(i), {elements[i]}, DType::fp32,
+                                  TensorRole::activation, 1});
+    Op op;
+    op.name = "add" + std::to_string(i);
+    op.kind = OpKind::residual_add;
+    op.dtype = DType::fp32;
+    op.inputs = {prev, prev};
+    op.outputs = {out};
+    op.attrs.elements = elements[i];
+    g.add_op(op);
+    prev = out;
+  }
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("host dispatch: a host-bound chain waits for each issue") {
+  // Device times 2, 2, 50 us; the host needs 10 us per op. Issued at 10, 20, 30 us:
+  // op0 runs 10-12 (waited 10), op1 20-22 (waited 8: ready at 12), op2 30-80 (waited 8).
+  const Graph g = chain({1, 1, 1});
+  const std::vector<double> waits = host_paced_waits(g, {2e-6, 2e-6, 50e-6}, {10e-6, 10e-6, 10e-6});
+  REQUIRE(waits.size() == 3);
+  CHECK(waits[0] == doctest::Approx(10e-6));
+  CHECK(waits[1] == doctest::Approx(8e-6));
+  CHECK(waits[2] == doctest::Approx(8e-6));
+  // A device-bound chain never waits after the first issue: 50, 50, 50 us with 10 us issues.
+  const std::vector<double> fed = host_paced_waits(g, {50e-6, 50e-6, 50e-6}, {10e-6, 10e-6, 10e-6});
+  CHECK(fed[0] == doctest::Approx(10e-6));
+  CHECK(fed[1] == doctest::Approx(0.0));
+  CHECK(fed[2] == doctest::Approx(0.0));
+}
+
+TEST_CASE("host dispatch: predict() paces eager steps only, per kind") {
+  Hardware hw;
+  hw.name = "paced";
+  hw.peak_flops[static_cast<int>(DType::fp32)] = 1e12;
+  hw.memory_bandwidth = 1e9;  // 12 bytes of a 1-element add: 12 ns
+  hw.launch_eager = 1e-6;
+  hw.launch_graph = 1e-6;
+  hw.dispatch_eager = 10e-6;
+  hw.dispatch_by_kind[OpKind::gemm] = 20e-6;  // not in this graph
+  // 1-element adds: 12 ns + 1 us of device time each; issued every 10 us.
+  Graph g = chain({1, 1, 1});
+  const Prediction eager = predict(g, hw);
+  const double device = 1e-6 + 12e-9;
+  CHECK(eager.ops[0].host_wait == doctest::Approx(10e-6));
+  CHECK(eager.ops[1].host_wait == doctest::Approx(10e-6 - device));
+  CHECK(eager.ops[1].time == doctest::Approx(10e-6));  // host bound: one op per issue
+  CHECK(eager.ops[0].dispatch_time == doctest::Approx(10e-6));
+  // The step ends when the last op, issued at 30 us, has run.
+  CHECK(eager.step_time == doctest::Approx(30e-6 + device));
+  g.graphed = true;
+  const Prediction replayed = predict(g, hw);
+  CHECK(replayed.ops[1].host_wait == 0.0);
+  CHECK(replayed.step_time == doctest::Approx(3 * device));
+  // Without a dispatch figure the eager step is the sum of device times, as before.
+  hw.dispatch_eager = 0;
+  hw.dispatch_by_kind.clear();
+  g.graphed = false;
+  CHECK(predict(g, hw).step_time == doctest::Approx(3 * device));
+}
