@@ -200,7 +200,10 @@ void GemmEngine::tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem 
       PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms[i], r.events[i], r.events[i + 1]));
     std::sort(ms.begin(), ms.end());
     const float median = ms[ms.size() / 2];
-    if (best == nullptr || median < best_ms) best = &algo, best_ms = median;
+    // A later candidate must beat the best so far (the heuristic's order first) by a clear
+    // margin: between near-equal algorithms, timing noise would otherwise pick differently
+    // in each process and the same op would run at different speeds from run to run.
+    if (best == nullptr || median < best_ms * (1 - autotune_margin)) best = &algo, best_ms = median;
   }
   if (best != nullptr) p.algo = *best;
 }

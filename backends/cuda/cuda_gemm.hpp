@@ -15,7 +15,7 @@
 // engine. Autotuning (on by default): the first call of a new plan on a stream that is not
 // capturing times cuBLASLt's top autotune_candidates heuristic algorithms on the call's own
 // operands (warm-up launches, then the median of autotune_timed launches each) and keeps the
-// fastest. The timing launches write a scratch C (cudaMalloc'd for the tuning and freed
+// fastest, where a later candidate must be autotune_margin faster than the best so far. The timing launches write a scratch C (cudaMalloc'd for the tuning and freed
 // before the real launch, outside the backend's allocator: not in the measured peak), zeroed
 // first, with the call's beta, so an accumulating C is written once, by the real launch. A
 // plan first needed while its stream captures a CUDA graph keeps the first heuristic for that
@@ -71,6 +71,7 @@ class GemmEngine {
   static constexpr int autotune_candidates = 8;  // heuristic algorithms requested and timed
   static constexpr int autotune_warmup = 2;      // untimed launches per candidate
   static constexpr int autotune_timed = 5;       // timed launches per candidate (median kept)
+  static constexpr float autotune_margin = 0.03f; // a candidate must be this much faster to win
 
  private:
   struct Plan {
