@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
+#include "cli/device_profile.hpp"
 #include "cli/subcommands.hpp"
 #include "core/cost_model.hpp"
 #include "core/errors.hpp"
@@ -45,10 +46,11 @@ std::size_t find_step(const std::vector<StackStep>& stack, const std::string& wa
 }
 
 Hardware choose_hardware(const ExplainArgs& a, const Scenario& s) {
+  if (!a.profile.empty() && a.profile != datasheet_profile) return load_profile(a.profile, a.module_path);
   if (!a.hardware.empty()) return find_hardware(a.hardware, a.module_path);
   if (a.backend != "none") {
     const auto backend = make_backend(a.backend);
-    return find_hardware(backend->device().catalog_name, a.module_path);
+    return resolve_device_profile(backend->device(), a.profile, a.module_path).hardware;
   }
   if (s.hardware.empty())
     throw ConfigError(fmt::format("{} lists no hardware; pass --hardware NAME", a.scenario));

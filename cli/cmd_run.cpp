@@ -9,12 +9,14 @@
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
+#include "cli/device_profile.hpp"
 #include "cli/output_file.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/report.hpp"
 #include "core/report_sections.hpp"
 #include "core/runner.hpp"
+#include "dsl/dsl.hpp"
 
 namespace perfsim {
 
@@ -36,6 +38,15 @@ struct ExecutionTarget {
   std::unique_ptr<Backend> backend;
   std::optional<Hardware> hardware;
 };
+
+// The profile that prices the executing device: --profile, else a calibrated profile of this
+// device listed in the scenario's hardware, else resolve_device_profile's search.
+Hardware device_hardware(const DeviceInfo& device, const RunArgs& a, const Scenario& s) {
+  if (a.profile.empty())
+    for (const Hardware& h : s.hardware)
+      if (h.calibrated && h.calibration.measured_on.device == device.name) return h;
+  return resolve_device_profile(device, a.profile, a.module_path).hardware;
+}
 
 void write_stdout(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -65,16 +76,19 @@ int cmd_run(const RunArgs& a) {
   std::vector<RunResult> results;
   results.reserve(points.size());
   for (std::size_t i = 0; i < points.size(); ++i) {
-    const ScenarioPoint& point = points[i];
+    ScenarioPoint& point = points[i];
     Backend* backend = nullptr;
     const Hardware* device_hw = nullptr;
     if (a.backend != "none" && point.scenario.execute.enabled) {
       if (!target.backend) {
         target.backend = make_backend(a.backend);
-        target.hardware = find_hardware(target.backend->device().catalog_name, a.module_path);
+        target.hardware = device_hardware(target.backend->device(), a, point.scenario);
       }
       backend = target.backend.get();
       device_hw = &*target.hardware;
+    } else if (!a.profile.empty()) {
+      point.scenario.hardware.insert(point.scenario.hardware.begin(),
+                                     load_profile(a.profile, a.module_path));
     }
     RunnerHooks hooks;
     if (progress) {

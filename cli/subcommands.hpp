@@ -20,6 +20,7 @@ struct ScriptArgs {
   std::vector<std::string> sets;    // --set key=value, in order
   std::string module_path;          // --module-path
   std::string backend = "auto";     // auto | cpu | cuda | none
+  std::string profile;              // --profile NAME|FILE|datasheet; empty: resolve_device_profile's search
 };
 
 struct RunArgs : ScriptArgs {
