@@ -1,0 +1,33 @@
+// `perfsim validate`: run the validation suite on a backend and report how far the cost
+// model's predictions fall from the measurements (docs/VALIDATION.md).
+#pragma once
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace perfsim {
+
+struct ValidateArgs {
+  std::string backend = "auto";                // auto | cpu | cuda
+  std::string profile;                         // --profile NAME|FILE; empty: by device
+  std::string max_error;                       // --max-error PCT as given; empty: report only
+  std::string format;                          // empty: from the -o extension, else table
+  std::string output;                          // -o FILE; empty = stdout
+  std::string suite = "scenarios/validation";  // directory of *.lua scenarios
+  std::string module_path;
+  bool quick = false;                          // --quick: every scenario gets quick=true
+  bool quiet = false;
+};
+
+// Registers the subcommand and its options on `app`, filling `a` when parsed.
+CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a);
+
+// --max-error "10" or "10%" as a fraction (0.1). Throws UsageError unless it is a finite
+// percentage > 0.
+[[nodiscard]] double parse_max_error(const std::string& text);
+
+[[nodiscard]] int cmd_validate(const ValidateArgs& a);
+
+}  // namespace perfsim

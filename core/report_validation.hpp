@@ -1,0 +1,50 @@
+// `perfsim validate` reports: the validation summary (core/validation.hpp) rendered as an
+// aligned table, markdown, JSON or CSV. Pure functions that build strings.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/calibration.hpp"
+#include "core/report.hpp"
+#include "core/report_sections.hpp"
+#include "core/validation.hpp"
+
+namespace perfsim {
+
+// What the header says: where the suite ran and which profile priced it.
+struct ValidationContext {
+  std::string device;          // as the backend reports it
+  std::string backend;         // "cpu", "cuda"
+  std::string profile;         // profile (hardware) name
+  bool calibrated = false;     // the profile holds fitted tables (else: datasheet figures)
+  Provenance measured_on;      // where and when a calibrated profile was measured
+  std::string profile_source;  // the --profile argument, or how the profile was chosen
+  std::string suite;           // suite directory
+  std::vector<std::string> scenarios;  // files run, in order
+  bool quick = false;
+  std::optional<double> max_error;     // fraction (0.1 = 10%); empty: report only
+};
+
+// "calibrated (cuda, NVIDIA H100 80GB HBM3, 2026-11-22)" or "datasheet, UNCALIBRATED".
+[[nodiscard]] std::string profile_status(const ValidationContext& c);
+
+// The report as a document of titled tables (the text and markdown printers render it).
+[[nodiscard]] ReportDocument build_validation_document(const ValidationSummary& s,
+                                                       const ValidationContext& c);
+
+[[nodiscard]] std::string format_validation(const ValidationSummary& s, const ValidationContext& c,
+                                            ReportFormat f);
+[[nodiscard]] std::string format_validation_text(const ValidationSummary& s,
+                                                 const ValidationContext& c);
+[[nodiscard]] std::string format_validation_markdown(const ValidationSummary& s,
+                                                     const ValidationContext& c);
+[[nodiscard]] std::string format_validation_json(const ValidationSummary& s,
+                                                 const ValidationContext& c);
+[[nodiscard]] std::string format_validation_csv(const ValidationSummary& s,
+                                                const ValidationContext& c);
+
+// "unsigned percent" of a magnitude: 0.052 -> "5.2%" ("—" when not finite).
+[[nodiscard]] std::string format_percent(double ratio);
+
+}  // namespace perfsim

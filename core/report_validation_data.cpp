@@ -1,0 +1,199 @@
+// The `perfsim validate` report as JSON (everything, per-op rows included) and CSV (one row
+// per figure: overall statistics, op classes, steps, memory, speedups). Seconds, bytes and
+// ratios (0.05 = 5%); missing values are null (JSON) or empty cells (CSV).
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/report_validation.hpp"
+
+namespace perfsim {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json opt(const std::optional<double>& v) { return v ? num(*v) : json(nullptr); }
+
+json stats_json(const ErrorStats& s) {
+  json j;
+  j["count"] = s.count;
+  j["median"] = s.count ? num(s.median) : json(nullptr);
+  j["p90"] = s.count ? num(s.p90) : json(nullptr);
+  j["max"] = s.count ? num(s.max) : json(nullptr);
+  return j;
+}
+
+json op_json(const OpError& e) {
+  json j;
+  j["scenario"] = e.scenario;
+  j["step"] = e.step;
+  j["op"] = e.op;
+  j["kind"] = std::string(name_of(e.kind));
+  j["class"] = std::string(name_of(e.op_class));
+  j["predicted_s"] = num(e.predicted);
+  j["measured_s"] = num(e.measured);
+  j["error"] = num(e.error);
+  return j;
+}
+
+// The magnitude statistics of each family of figures, in the order the text report shows.
+struct Families {
+  ErrorStats ops, step_time, speedup, memory;
+};
+
+Families families(const ValidationSummary& s) {
+  std::vector<double> times, memory, speedups;
+  for (const StepValidation& v : s.steps) {
+    if (v.time_error) times.push_back(*v.time_error);
+    if (v.memory_error) memory.push_back(*v.memory_error);
+  }
+  for (const SpeedupValidation& sp : s.speedups) speedups.push_back(sp.error);
+  return {s.all_ops, abs_error_stats(times), abs_error_stats(speedups), abs_error_stats(memory)};
+}
+
+std::string quote(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.15g}", v) : std::string{}; }
+std::string cell(const std::optional<double>& v) { return v ? cell(*v) : std::string{}; }
+
+struct CsvRow {
+  std::string figure, scenario, step, subject;
+  std::string count, predicted, measured, error, median, p90, max;
+};
+
+std::string csv_line(const CsvRow& r) {
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", quote(r.figure), quote(r.scenario),
+                     quote(r.step), quote(r.subject), r.count, r.predicted, r.measured, r.error,
+                     r.median, r.p90, r.max);
+}
+
+CsvRow stats_row(std::string figure, std::string subject, const ErrorStats& s) {
+  CsvRow r;
+  r.figure = std::move(figure);
+  r.subject = std::move(subject);
+  r.count = std::to_string(s.count);
+  if (s.count) r.median = cell(s.median), r.p90 = cell(s.p90), r.max = cell(s.max);
+  return r;
+}
+
+}  // namespace
+
+std::string format_validation_json(const ValidationSummary& s, const ValidationContext& c) {
+  json root;
+  json& h = root["validate"];
+  h["suite"] = c.suite;
+  h["scenarios"] = c.scenarios;
+  h["quick"] = c.quick;
+  h["device"] = c.device;
+  h["backend"] = c.backend;
+  json& p = h["profile"];
+  p["name"] = c.profile;
+  p["calibrated"] = c.calibrated;
+  p["status"] = profile_status(c);
+  p["source"] = c.profile_source;
+  if (c.calibrated) {
+    json& m = p["measured_on"];
+    m["backend"] = c.measured_on.backend;
+    m["device"] = c.measured_on.device;
+    m["driver"] = c.measured_on.driver;
+    m["runtime"] = c.measured_on.runtime;
+    m["date"] = c.measured_on.date;
+    m["mode"] = c.measured_on.mode;
+  }
+  h["max_error"] = c.max_error ? num(*c.max_error) : json(nullptr);
+
+  const Families f = families(s);
+  json& o = root["overall"];
+  o["per_op_time"] = stats_json(f.ops);
+  o["step_time"] = stats_json(f.step_time);
+  o["speedup"] = stats_json(f.speedup);
+  o["peak_memory"] = stats_json(f.memory);
+  o["unmeasured_steps"] = s.unmeasured_steps;
+
+  json classes = json::array();
+  for (const ClassValidation& cv : s.classes) {
+    json j;
+    j["class"] = std::string(name_of(cv.op_class));
+    j["stats"] = stats_json(cv.stats);
+    j["worst"] = op_json(cv.worst);
+    classes.push_back(std::move(j));
+  }
+  root["classes"] = std::move(classes);
+
+  json steps = json::array();
+  for (const StepValidation& v : s.steps) {
+    json j;
+    j["scenario"] = v.scenario;
+    j["step"] = v.step;
+    j["predicted_s"] = num(v.predicted_time);
+    j["measured_s"] = opt(v.measured_time);
+    j["time_error"] = opt(v.time_error);
+    j["predicted_peak_bytes"] = num(v.predicted_peak);
+    j["measured_peak_bytes"] = opt(v.measured_peak);
+    j["memory_error"] = opt(v.memory_error);
+    j["not_executed"] = v.note.empty() ? json(nullptr) : json(v.note);
+    steps.push_back(std::move(j));
+  }
+  root["steps"] = std::move(steps);
+
+  json speedups = json::array();
+  for (const SpeedupValidation& sp : s.speedups) {
+    json j;
+    j["scenario"] = sp.scenario;
+    j["step"] = sp.step;
+    j["over"] = sp.previous;
+    j["predicted"] = num(sp.predicted);
+    j["measured"] = num(sp.measured);
+    j["error"] = num(sp.error);
+    speedups.push_back(std::move(j));
+  }
+  root["speedups"] = std::move(speedups);
+
+  if (c.max_error) {
+    json over = json::array();
+    for (const CheckedFigure& cf : figures_over(s, *c.max_error))
+      over.push_back({{"figure", cf.what}, {"where", cf.where}, {"error", num(cf.error)}});
+    root["over_max_error"] = std::move(over);
+  }
+
+  json ops = json::array();
+  for (const OpError& e : s.ops) ops.push_back(op_json(e));
+  root["ops"] = std::move(ops);
+  return root.dump(2) + "\n";
+}
+
+// The header's facts (device, profile) are in the text and JSON reports; CSV rows hold figures.
+std::string format_validation_csv(const ValidationSummary& s, const ValidationContext&) {
+  std::string out =
+      "figure,scenario,step,subject,count,predicted,measured,error,median_abs,p90_abs,max_abs\n";
+  const Families f = families(s);
+  out += csv_line(stats_row("overall", "per-op time", f.ops));
+  out += csv_line(stats_row("overall", "step time", f.step_time));
+  out += csv_line(stats_row("overall", "speedup", f.speedup));
+  out += csv_line(stats_row("overall", "peak memory", f.memory));
+  for (const ClassValidation& cv : s.classes)
+    out += csv_line(stats_row("op_class", std::string(name_of(cv.op_class)), cv.stats));
+  for (const StepValidation& v : s.steps) {
+    out += csv_line({"step_time", v.scenario, v.step, v.note, "", cell(v.predicted_time),
+                     cell(v.measured_time), cell(v.time_error), "", "", ""});
+    out += csv_line({"peak_memory", v.scenario, v.step, v.note, "", cell(v.predicted_peak),
+                     cell(v.measured_peak), cell(v.memory_error), "", "", ""});
+  }
+  for (const SpeedupValidation& sp : s.speedups)
+    out += csv_line({"speedup", sp.scenario, sp.step, sp.previous, "", cell(sp.predicted),
+                     cell(sp.measured), cell(sp.error), "", "", ""});
+  return out;
+}
+
+}  // namespace perfsim

@@ -1,0 +1,262 @@
+// The `perfsim validate` report as a document (header, overall errors, per-op errors by class,
+// step time and memory, speedups, figures over --max-error) and its text and markdown
+// renderings. JSON and CSV live in report_validation_data.cpp.
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/report_validation.hpp"
+
+namespace perfsim {
+
+namespace {
+
+constexpr const char* dash = "—";
+
+std::string opt_duration(const std::optional<double>& v) { return v ? format_duration(*v) : dash; }
+std::string opt_bytes(const std::optional<double>& v) { return v ? format_bytes(*v) : dash; }
+std::string opt_percent(const std::optional<double>& v) { return v ? format_signed_percent(*v) : dash; }
+
+std::string where(const std::string& scenario, const std::string& step) {
+  return scenario + "/" + step;
+}
+
+std::string op_where(const OpError& e) {
+  return fmt::format("{}/{}/{} {}", e.scenario, e.step, e.op, format_signed_percent(e.error));
+}
+
+// One row of the overall table from a list of signed errors and the worst figure's label.
+std::vector<std::string> stats_row(const std::string& figure, const std::vector<double>& errors,
+                                   const std::string& worst) {
+  if (errors.empty()) return {figure, "0", dash, dash, dash, "not measured"};
+  const ErrorStats s = abs_error_stats(errors);
+  return {figure, std::to_string(s.count), format_percent(s.median), format_percent(s.p90),
+          format_percent(s.max), worst};
+}
+
+ReportSection overall_section(const ValidationSummary& s, const ValidationContext& c) {
+  ReportSection sec;
+  sec.title = "Overall |error|";
+  TextTable& t = sec.table;
+  t.add_column("figure", Align::left);
+  t.add_column("count");
+  t.add_column("median");
+  t.add_column("p90");
+  t.add_column("max");
+  t.add_column("worst", Align::left);
+
+  std::vector<double> ops;
+  for (const OpError& e : s.ops) ops.push_back(e.error);
+  const OpError* worst_op = nullptr;
+  for (const OpError& e : s.ops)
+    if (worst_op == nullptr || std::fabs(e.error) > std::fabs(worst_op->error)) worst_op = &e;
+  t.add_row(stats_row("per-op time", ops, worst_op != nullptr ? op_where(*worst_op) : ""));
+
+  std::vector<double> times, memory, speedups;
+  for (const StepValidation& v : s.steps) {
+    if (v.time_error) times.push_back(*v.time_error);
+    if (v.memory_error) memory.push_back(*v.memory_error);
+  }
+  for (const SpeedupValidation& sp : s.speedups) speedups.push_back(sp.error);
+  const auto wt = worst_step_time(s);
+  t.add_row(stats_row("step time (end to end)", times,
+                      wt ? where(wt->scenario, wt->step) + " " + opt_percent(wt->time_error) : ""));
+  const auto ws = worst_speedup(s);
+  t.add_row(stats_row("speedup per optimization", speedups,
+                      ws ? where(ws->scenario, ws->step) + " " + format_signed_percent(ws->error)
+                         : ""));
+  const auto wm = worst_memory(s);
+  t.add_row(stats_row("peak memory", memory,
+                      wm ? where(wm->scenario, wm->step) + " " + opt_percent(wm->memory_error)
+                         : ""));
+
+  sec.notes.push_back("error: (predicted − measured) / measured; median, p90 (nearest rank) and "
+                      "max of its magnitude");
+  if (s.unmeasured_steps > 0)
+    sec.notes.push_back(fmt::format("{} step(s) not measured (see the step table); they count in "
+                                    "no figure",
+                                    s.unmeasured_steps));
+  if (!c.calibrated)
+    sec.notes.push_back("the profile is UNCALIBRATED (datasheet figures): these errors measure the "
+                        "datasheet model; `perfsim calibrate` fits a profile of this device");
+  return sec;
+}
+
+ReportSection class_section(const ValidationSummary& s) {
+  ReportSection sec;
+  sec.title = "Per-op time error by op class";
+  TextTable& t = sec.table;
+  t.add_column("class", Align::left);
+  t.add_column("ops");
+  t.add_column("median");
+  t.add_column("p90");
+  t.add_column("max");
+  t.add_column("worst op", Align::left);
+  for (const ClassValidation& cv : s.classes)
+    t.add_row({std::string(name_of(cv.op_class)), std::to_string(cv.stats.count),
+               format_percent(cv.stats.median), format_percent(cv.stats.p90),
+               format_percent(cv.stats.max), op_where(cv.worst)});
+  sec.notes.push_back("per op: predicted time vs measured median of one op (not × layer count), "
+                      "every executed op of every step");
+  return sec;
+}
+
+ReportSection step_section(const ValidationSummary& s) {
+  ReportSection sec;
+  sec.title = "Step time (full model) and peak memory (graph as built)";
+  TextTable& t = sec.table;
+  bool any_note = false;
+  for (const StepValidation& v : s.steps) any_note = any_note || !v.note.empty();
+  t.add_column("scenario", Align::left);
+  t.add_column("step", Align::left);
+  t.add_column("pred time");
+  t.add_column("meas time");
+  t.add_column("time err");
+  t.add_column("pred peak");
+  t.add_column("meas peak");
+  t.add_column("mem err");
+  if (any_note) t.add_column("note", Align::left);
+  for (const StepValidation& v : s.steps) {
+    std::vector<std::string> row{v.scenario,
+                                 v.step,
+                                 format_duration(v.predicted_time),
+                                 opt_duration(v.measured_time),
+                                 opt_percent(v.time_error),
+                                 format_bytes(v.predicted_peak),
+                                 opt_bytes(v.measured_peak),
+                                 opt_percent(v.memory_error)};
+    if (any_note) row.push_back(v.note.empty() ? "" : "not executed: " + v.note);
+    t.add_row(std::move(row));
+  }
+  return sec;
+}
+
+ReportSection speedup_section(const ValidationSummary& s) {
+  ReportSection sec;
+  sec.title = "Speedup of each optimization over the step before it";
+  TextTable& t = sec.table;
+  t.add_column("scenario", Align::left);
+  t.add_column("step", Align::left);
+  t.add_column("over", Align::left);
+  t.add_column("pred speedup");
+  t.add_column("meas speedup");
+  t.add_column("error");
+  for (const SpeedupValidation& sp : s.speedups)
+    t.add_row({sp.scenario, sp.step, sp.previous, format_speedup(sp.predicted),
+               format_speedup(sp.measured), format_signed_percent(sp.error)});
+  sec.notes.push_back("speedup: throughput (tokens/s) ratio; error: (predicted − measured) / "
+                      "measured speedup");
+  return sec;
+}
+
+ReportSection over_section(const ValidationSummary& s, double max_error) {
+  ReportSection sec;
+  const std::vector<CheckedFigure> over = figures_over(s, max_error);
+  sec.title = fmt::format("Figures over --max-error {}: {} of {}", format_percent(max_error),
+                          over.size(), checked_figures(s).size());
+  TextTable& t = sec.table;
+  t.add_column("figure", Align::left);
+  t.add_column("where", Align::left);
+  t.add_column("error");
+  for (const CheckedFigure& f : over)
+    t.add_row({f.what, f.where,
+               f.what == "per-op median" ? format_percent(f.error) : format_signed_percent(f.error)});
+  sec.notes.push_back("checked: each measured step's time and peak memory error, each op class's "
+                      "median per-op |error|, each optimization's speedup error");
+  return sec;
+}
+
+std::string render_text(const ReportSection& s) {
+  std::string out = s.title + "\n";
+  if (!s.table.empty()) out += s.table.to_text(2);
+  for (const auto& n : s.notes) out += "  · " + n + "\n";
+  return out;
+}
+
+std::string render_markdown(const ReportSection& s) {
+  std::string out = fmt::format("### {}\n\n", s.title);
+  if (!s.table.empty()) out += s.table.to_markdown();
+  if (!s.notes.empty()) {
+    out += "\n";
+    for (const auto& n : s.notes) out += fmt::format("- {}\n", n);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_percent(double ratio) {
+  if (!std::isfinite(ratio)) return dash;
+  return fmt::format("{:.1f}%", std::fabs(ratio) * 100);
+}
+
+std::string profile_status(const ValidationContext& c) {
+  if (!c.calibrated) return "datasheet, UNCALIBRATED";
+  const Provenance& p = c.measured_on;
+  std::vector<std::string> parts;
+  for (const std::string* s : {&p.backend, &p.device, &p.date, &p.mode})
+    if (!s->empty()) parts.push_back(*s);
+  if (parts.empty()) return "calibrated";
+  return fmt::format("calibrated, measured on {}", fmt::join(parts, ", "));
+}
+
+ReportDocument build_validation_document(const ValidationSummary& s, const ValidationContext& c) {
+  ReportDocument d;
+  d.header.emplace_back("validate", fmt::format("{} ({} scenario file{}{})", c.suite,
+                                                c.scenarios.size(),
+                                                c.scenarios.size() == 1 ? "" : "s",
+                                                c.quick ? ", quick sizes" : ""));
+  d.header.emplace_back("device", c.device);
+  d.header.emplace_back("backend", c.backend);
+  d.header.emplace_back("profile", fmt::format("{} ({})", c.profile, profile_status(c)));
+  if (!c.profile_source.empty()) d.header.emplace_back("profile from", c.profile_source);
+  if (c.calibrated && !c.measured_on.device.empty() && c.measured_on.device != c.device)
+    d.header.emplace_back("warning", fmt::format("the profile was measured on {}, not on this "
+                                                 "device",
+                                                 c.measured_on.device));
+  d.header.emplace_back("max error", c.max_error ? format_percent(*c.max_error) +
+                                                       " (step time, peak memory, per-op class "
+                                                       "medians, speedups)"
+                                                 : std::string("none (report only)"));
+  d.sections.push_back(overall_section(s, c));
+  d.sections.push_back(class_section(s));
+  d.sections.push_back(step_section(s));
+  d.sections.push_back(speedup_section(s));
+  if (c.max_error) d.sections.push_back(over_section(s, *c.max_error));
+  return d;
+}
+
+std::string format_validation_text(const ValidationSummary& s, const ValidationContext& c) {
+  const ReportDocument d = build_validation_document(s, c);
+  std::string out = format_key_values(d.header);
+  for (const ReportSection& sec : d.sections) {
+    out += '\n';
+    out += render_text(sec);
+  }
+  return out;
+}
+
+std::string format_validation_markdown(const ValidationSummary& s, const ValidationContext& c) {
+  const ReportDocument d = build_validation_document(s, c);
+  std::string out = "## perfsim validate\n\n";
+  for (const auto& [k, v] : d.header) out += fmt::format("- **{}**: {}\n", k, v);
+  for (const ReportSection& sec : d.sections) {
+    out += '\n';
+    out += render_markdown(sec);
+  }
+  return out;
+}
+
+std::string format_validation(const ValidationSummary& s, const ValidationContext& c,
+                              ReportFormat f) {
+  switch (f) {
+    case ReportFormat::table: return format_validation_text(s, c);
+    case ReportFormat::markdown: return format_validation_markdown(s, c);
+    case ReportFormat::json: return format_validation_json(s, c);
+    case ReportFormat::csv: return format_validation_csv(s, c);
+  }
+  return {};
+}
+
+}  // namespace perfsim

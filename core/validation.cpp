@@ -1,0 +1,190 @@
+// Validation statistics over RunResults: per-op errors grouped by class, step time and memory
+// errors, and the speedup of each optimization over the step before it.
+#include "core/validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/report_sections.hpp"
+
+namespace perfsim {
+
+namespace {
+
+constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+std::optional<double> finite(double v) {
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
+std::string join_where(const std::string& scenario, const std::string& step) {
+  return scenario + "/" + step;
+}
+
+template <class T, class Error>
+std::optional<T> worst_of(const std::vector<T>& items, Error error) {
+  std::optional<T> best;
+  double worst = -1;
+  for (const T& item : items) {
+    const std::optional<double> e = error(item);
+    if (!e) continue;
+    if (std::fabs(*e) > worst) {
+      worst = std::fabs(*e);
+      best = item;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return nan;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double percentile_nearest_rank(std::vector<double> values, double q) {
+  if (values.empty()) return nan;
+  std::sort(values.begin(), values.end());
+  const double n = static_cast<double>(values.size());
+  // ceil(q·n) computed with a small tolerance so 0.9 × 10 is rank 9, not 10 (0.9·10 rounds up
+  // in binary floating point).
+  const double rank = std::ceil(q * n - 1e-9);
+  const std::size_t index = static_cast<std::size_t>(std::clamp(rank, 1.0, n)) - 1;
+  return values[index];
+}
+
+ErrorStats abs_error_stats(const std::vector<double>& errors) {
+  ErrorStats s;
+  s.count = errors.size();
+  if (errors.empty()) return s;
+  std::vector<double> a;
+  a.reserve(errors.size());
+  for (double e : errors) a.push_back(std::fabs(e));
+  s.median = median_of(a);
+  s.p90 = percentile_nearest_rank(a, 0.9);
+  s.max = *std::max_element(a.begin(), a.end());
+  return s;
+}
+
+std::string run_label(const RunResult& r) {
+  if (r.sweep_point.empty()) return r.scenario;
+  return r.scenario + "[" + sweep_label(r.sweep_point) + "]";
+}
+
+ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
+  ValidationSummary out;
+  for (const RunResult& r : runs) {
+    const std::string label = run_label(r);
+    const StepResult* previous = nullptr;
+    for (const StepResult& s : r.steps) {
+      StepValidation v;
+      v.scenario = label;
+      v.step = s.step;
+      v.predicted_time = s.predicted.step_time;
+      v.predicted_peak = s.predicted.memory_executed.peak;
+      if (s.measured) {
+        const Measurement& m = *s.measured;
+        v.measured_time = m.step_time;
+        v.time_error = finite(relative_error(v.predicted_time, m.step_time));
+        v.measured_peak = m.peak_bytes;
+        v.memory_error = finite(relative_error(v.predicted_peak, m.peak_bytes));
+        const std::size_t n = std::min({s.graph.ops.size(), m.ops.size(), s.predicted.ops.size()});
+        for (std::size_t i = 0; i < n; ++i) {
+          const OpMeasurement& om = m.ops[i];
+          // An op the backend did not time (or timed at zero) has no error to speak of.
+          if (!om.executed || !(om.median > 0)) continue;
+          OpError e;
+          e.scenario = label;
+          e.step = s.step;
+          e.op = s.graph.ops[i].name;
+          e.kind = s.graph.ops[i].kind;
+          e.op_class = class_of(e.kind);
+          e.predicted = s.predicted.ops[i].time;
+          e.measured = om.median;
+          e.error = relative_error(e.predicted, e.measured);
+          out.ops.push_back(std::move(e));
+        }
+      } else {
+        ++out.unmeasured_steps;
+        v.note = s.not_executed.empty() ? std::string("not measured") : s.not_executed;
+      }
+      out.steps.push_back(std::move(v));
+
+      if (previous != nullptr && previous->measured && s.measured) {
+        const double base_tokens = previous->graph.workload.tokens_per_step();
+        const double tokens = s.graph.workload.tokens_per_step();
+        SpeedupValidation sp;
+        sp.scenario = label;
+        sp.step = s.step;
+        sp.previous = previous->step;
+        sp.predicted = speedup(previous->predicted.step_time, base_tokens,
+                               s.predicted.step_time, tokens);
+        sp.measured = speedup(previous->measured->step_time, base_tokens,
+                              s.measured->step_time, tokens);
+        sp.error = relative_error(sp.predicted, sp.measured);
+        if (std::isfinite(sp.error)) out.speedups.push_back(std::move(sp));
+      }
+      previous = &s;
+    }
+  }
+
+  std::vector<double> all;
+  all.reserve(out.ops.size());
+  for (const OpError& e : out.ops) all.push_back(e.error);
+  out.all_ops = abs_error_stats(all);
+  for (OpClass c : all_op_classes) {
+    std::vector<double> errors;
+    const OpError* worst = nullptr;
+    for (const OpError& e : out.ops) {
+      if (e.op_class != c) continue;
+      errors.push_back(e.error);
+      if (worst == nullptr || std::fabs(e.error) > std::fabs(worst->error)) worst = &e;
+    }
+    if (errors.empty()) continue;
+    out.classes.push_back(ClassValidation{c, abs_error_stats(errors), *worst});
+  }
+  return out;
+}
+
+std::vector<CheckedFigure> checked_figures(const ValidationSummary& s) {
+  std::vector<CheckedFigure> out;
+  for (const StepValidation& v : s.steps) {
+    if (v.time_error) out.push_back({join_where(v.scenario, v.step), "step time", *v.time_error});
+    if (v.memory_error)
+      out.push_back({join_where(v.scenario, v.step), "peak memory", *v.memory_error});
+  }
+  for (const ClassValidation& c : s.classes)
+    out.push_back({"op class " + std::string(name_of(c.op_class)), "per-op median", c.stats.median});
+  for (const SpeedupValidation& sp : s.speedups)
+    out.push_back({join_where(sp.scenario, sp.step), "speedup", sp.error});
+  return out;
+}
+
+std::vector<CheckedFigure> figures_over(const ValidationSummary& s, double max_error) {
+  std::vector<CheckedFigure> over;
+  for (CheckedFigure& f : checked_figures(s))
+    if (std::fabs(f.error) > max_error) over.push_back(std::move(f));
+  std::stable_sort(over.begin(), over.end(), [](const CheckedFigure& a, const CheckedFigure& b) {
+    return std::fabs(a.error) > std::fabs(b.error);
+  });
+  return over;
+}
+
+std::optional<StepValidation> worst_step_time(const ValidationSummary& s) {
+  return worst_of(s.steps, [](const StepValidation& v) { return v.time_error; });
+}
+
+std::optional<StepValidation> worst_memory(const ValidationSummary& s) {
+  return worst_of(s.steps, [](const StepValidation& v) { return v.memory_error; });
+}
+
+std::optional<SpeedupValidation> worst_speedup(const ValidationSummary& s) {
+  return worst_of(s.speedups,
+                  [](const SpeedupValidation& v) { return std::optional<double>(v.error); });
+}
+
+}  // namespace perfsim

@@ -1,0 +1,99 @@
+// Validation statistics: how far predictions fall from measurements over a suite of runs
+// (`perfsim validate`). Pure functions of RunResults; docs/VALIDATION.md defines every figure.
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/op_kind.hpp"
+#include "core/results.hpp"
+
+namespace perfsim {
+
+// Median of `values`: the middle value, or the mean of the two middle values when the count is
+// even. NaN when empty.
+[[nodiscard]] double median_of(std::vector<double> values);
+// Nearest-rank percentile: the smallest value with at least q·n of the values at or below it,
+// i.e. sorted[ceil(q·n) − 1] (q in (0, 1]). NaN when empty.
+[[nodiscard]] double percentile_nearest_rank(std::vector<double> values, double q);
+
+// Statistics of the magnitudes |e| of a list of relative errors.
+struct ErrorStats {
+  std::size_t count = 0;
+  double median = 0;   // median |e|
+  double p90 = 0;      // nearest-rank 90th percentile of |e|
+  double max = 0;      // largest |e|
+};
+[[nodiscard]] ErrorStats abs_error_stats(const std::vector<double>& errors);
+
+// One executed op: predicted OpCost::time against the measured median (one op, not × count).
+struct OpError {
+  std::string scenario;   // run label (scenario name, plus the sweep point when there is one)
+  std::string step;
+  std::string op;         // op name in the graph
+  OpKind kind = OpKind::gemm;
+  OpClass op_class = OpClass::gemm;
+  double predicted = 0;   // seconds
+  double measured = 0;    // seconds
+  double error = 0;       // (predicted − measured) / measured
+};
+
+struct ClassValidation {
+  OpClass op_class = OpClass::gemm;
+  ErrorStats stats;
+  OpError worst;          // the op with the largest |error| of the class
+};
+
+// One stack step of one run: step time (full model) and peak memory of the graph as built.
+struct StepValidation {
+  std::string scenario, step;
+  double predicted_time = 0;             // Prediction::step_time
+  std::optional<double> measured_time;   // Measurement::step_time
+  std::optional<double> time_error;      // (predicted − measured) / measured
+  double predicted_peak = 0;             // Prediction::memory_executed.peak, bytes
+  std::optional<double> measured_peak;   // Measurement::peak_bytes
+  std::optional<double> memory_error;
+  std::string note;                      // why the step was not measured
+};
+
+// One optimization: a step against the step before it in the same stack.
+struct SpeedupValidation {
+  std::string scenario, step, previous;
+  double predicted = 0;   // throughput ratio step / previous, both predicted
+  double measured = 0;    // the same, both measured
+  double error = 0;       // (predicted − measured) / measured
+};
+
+struct ValidationSummary {
+  std::vector<OpError> ops;                 // every executed op with a positive measured median
+  std::vector<ClassValidation> classes;     // in all_op_classes order, classes with ops only
+  ErrorStats all_ops;                       // over every op of `ops`
+  std::vector<StepValidation> steps;        // every step of every run, in order
+  std::vector<SpeedupValidation> speedups;  // steps after the first whose pair was measured
+  std::size_t unmeasured_steps = 0;         // steps without a measurement
+};
+
+// Scenario label of a run: its name, and "[batch=8]" when it is a sweep point.
+[[nodiscard]] std::string run_label(const RunResult& r);
+
+[[nodiscard]] ValidationSummary summarize_validation(const std::vector<RunResult>& runs);
+
+// A figure `--max-error` checks: each measured step's time error and peak-memory error, each
+// op class's median |per-op error|, each optimization's speedup error.
+struct CheckedFigure {
+  std::string where;      // "decode/+fp8", or "op class gemm" for per-op medians
+  std::string what;       // "step time", "peak memory", "per-op median", "speedup"
+  double error = 0;       // signed relative error (per-op medians: the median |error|)
+};
+[[nodiscard]] std::vector<CheckedFigure> checked_figures(const ValidationSummary& s);
+// The figures whose |error| exceeds `max_error` (a fraction: 0.1 = 10%), largest |error|
+// first.
+[[nodiscard]] std::vector<CheckedFigure> figures_over(const ValidationSummary& s, double max_error);
+
+// The worst (largest |error|) of each family, empty when the family has no figure.
+[[nodiscard]] std::optional<StepValidation> worst_step_time(const ValidationSummary& s);
+[[nodiscard]] std::optional<StepValidation> worst_memory(const ValidationSummary& s);
+[[nodiscard]] std::optional<SpeedupValidation> worst_speedup(const ValidationSummary& s);
+
+}  // namespace perfsim
