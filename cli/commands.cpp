@@ -1,5 +1,6 @@
-// The perfsim command line: CLI11 setup for run, list and explain, dispatch, and the single
-// place where exceptions become "perfsim: error: ..." and an exit code (1 failure, 2 usage).
+// The perfsim command line: CLI11 setup for run, list, explain, calibrate and validate,
+// dispatch, and the single place where exceptions become "perfsim: error: ..." and an exit
+// code (1 failure, 2 usage).
 #include "cli/commands.hpp"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cli/cmd_calibrate.hpp"
+#include "cli/cmd_validate.hpp"
 #include "cli/subcommands.hpp"
 #include "cli/version.hpp"
 #include "core/errors.hpp"
@@ -48,6 +50,12 @@ void add_script_options(CLI::App* cmd, ScriptArgs& a, const std::string& backend
   cmd->add_option("--backend", a.backend, backend_help)
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
       ->capture_default_str();
+  cmd->add_option("--profile", a.profile,
+                  "Hardware profile that prices the executing device (without a backend: the "
+                  "scenario's first hardware): a name (profiles/NAME.lua, see 'perfsim list "
+                  "profiles'), a file written by 'perfsim calibrate', or 'datasheet' (default: "
+                  "a calibrated profile of this device, else its catalog entry)")
+      ->type_name("NAME|FILE");
 }
 
 // "--backend", "-o", ... of one command.
@@ -142,7 +150,7 @@ int run_cli(int argc, char** argv) {
                             "Device to measure: auto (CUDA when present, else CPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  calibrate_cmd->add_flag("--quick", calibrate.quick, "Coarser sweeps (about 30 s on a GPU)");
+  calibrate_cmd->add_flag("--quick", calibrate.quick, "Coarser sweeps (under a minute on an H100)");
   calibrate_cmd->add_option("-o,--output", calibrate.output, "Write the profile to FILE (whole or not at all)")
       ->required()
       ->type_name("FILE");
@@ -155,18 +163,21 @@ int run_cli(int argc, char** argv) {
   calibrate_cmd->add_flag("-q,--quiet", calibrate.quiet, "No progress or status lines on stderr");
   calibrate_cmd->footer("docs/CALIBRATION.md describes the sweeps and the fit.");
 
+  ValidateArgs validate;
+  CLI::App* validate_cmd = add_validate_command(app, validate);
+
   // CLI11 reports a missing or misspelt command as "A subcommand is required"; say which.
-  const std::vector<std::string> commands = {"run", "list", "explain", "calibrate"};
+  const std::vector<std::string> commands = {"run", "list", "explain", "calibrate", "validate"};
   const std::string usage_hint = "Run 'perfsim --help' (or 'perfsim COMMAND --help') for usage.\n";
   if (argc < 2) {
-    print_error("no command given; choose run, list or explain");
+    print_error("no command given; choose run, list, explain, calibrate or validate");
     std::fputs(usage_hint.c_str(), stderr);
     return exit_usage;
   }
   if (const std::string first = argv[1]; !first.empty() && first.front() != '-' &&
                                          std::find(commands.begin(), commands.end(), first) ==
                                              commands.end()) {
-    print_error(fmt::format("unknown command '{}'{}; choose run, list or explain", first,
+    print_error(fmt::format("unknown command '{}'{}; choose run, list, explain, calibrate or validate", first,
                             did_you_mean(first, commands)));
     std::fputs(usage_hint.c_str(), stderr);
     return exit_usage;
@@ -213,7 +224,8 @@ int run_cli(int argc, char** argv) {
     // CLI11 lists stray arguments (in reverse order); a misspelt option deserves a suggestion.
     const CLI::App* cmd = run_cmd->parsed() ? run_cmd : explain_cmd->parsed() ? explain_cmd
                         : list_cmd->parsed() ? list_cmd
-                        : calibrate_cmd->parsed() ? calibrate_cmd : nullptr;
+                        : calibrate_cmd->parsed() ? calibrate_cmd
+                        : validate_cmd->parsed() ? validate_cmd : nullptr;
     const std::string unknown = cmd != nullptr ? unknown_option(*cmd, argc, argv) : "";
     if (unknown.empty())
       print_error(e.what());
@@ -233,6 +245,7 @@ int run_cli(int argc, char** argv) {
     if (list_cmd->parsed()) return cmd_list(list);
     if (explain_cmd->parsed()) return cmd_explain(explain);
     if (calibrate_cmd->parsed()) return cmd_calibrate(calibrate);
+    if (validate_cmd->parsed()) return cmd_validate(validate);
     print_error("no command given");
     return exit_usage;
   } catch (const UsageError& e) {

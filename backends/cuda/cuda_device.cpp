@@ -43,10 +43,11 @@ std::string kernel_module_version() {
   if (!std::getline(f, line)) return "";
   const auto at = line.find("Kernel Module");
   if (at == std::string::npos) return "";
+  // "... Kernel Module for x86_64  580.65.06  <date>" or "... Kernel Module  580.65.06  <date>".
   std::istringstream words(line.substr(at + 13));
-  std::string v;
-  words >> v;
-  return v;
+  for (std::string v; words >> v;)
+    if (!v.empty() && v.front() >= '0' && v.front() <= '9') return v;
+  return "";
 }
 
 }  // namespace

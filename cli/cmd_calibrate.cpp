@@ -1,0 +1,84 @@
+// `perfsim calibrate`: runs the calibration sweeps on a backend (core/calibrate.hpp), shows
+// progress on stderr, writes the fitted profile as Lua (whole or not at all) and prints a
+// summary of what was fitted.
+#include "cli/cmd_calibrate.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "backends/registry.hpp"
+#include "cli/output_file.hpp"
+#include "core/calibrate.hpp"
+#include "core/report.hpp"
+#include "dsl/dsl.hpp"
+
+namespace perfsim {
+
+namespace {
+
+// A live counter on a terminal; otherwise one line when a sweep starts and one when it ends.
+std::function<void(const CalibrateProgress&)> progress_printer(bool tty) {
+  return [tty](const CalibrateProgress& p) {
+    const double eta = p.done > 0 && p.done < p.total ? p.sweep_seconds / p.done * (p.total - p.done) : 0.0;
+    if (tty) {
+      fmt::print(stderr, "\r\033[Kcalibrate: {} {}/{}  {:.1f} s{}", p.sweep, p.done, p.total, p.sweep_seconds,
+                 eta > 0 ? fmt::format(", ETA {:.0f} s", eta) : std::string());
+      if (p.done == p.total) fmt::print(stderr, "\n");
+    } else if (p.done == 0) {
+      fmt::print(stderr, "perfsim: calibrate: {}: {} graph(s)...\n", p.sweep, p.total);
+    } else if (p.done == p.total) {
+      fmt::print(stderr, "perfsim: calibrate: {}: done in {:.1f} s\n", p.sweep, p.sweep_seconds);
+    }
+    std::fflush(stderr);
+  };
+}
+
+std::string summary(const CalibrateResult& r, const std::string& output) {
+  const Hardware& hw = r.hw;
+  const Provenance& m = hw.calibration.measured_on;
+  std::string s = fmt::format("calibrated {} on {} ({} backend, base {}), {} mode, {:.1f} s\n", hw.name, m.device,
+                              m.backend, hw.base, m.mode, r.wall_seconds);
+  s += fmt::format("{:<14} {:>6} {:>9}  {}\n", "sweep", "graphs", "time", "fitted");
+  for (const SweepSummary& w : r.sweeps)
+    s += fmt::format("{:<14} {:>6} {:>9}  {}\n", w.sweep, w.graphs, format_duration(w.seconds), w.fitted);
+  std::string cells;
+  for (const auto& [t, table] : hw.calibration.gemm)
+    cells += fmt::format("{}{} {}", cells.empty() ? "" : ", ", name_of(t), table.efficiency.size());
+  s += fmt::format("tables: gemm cells {}; {} kernel curves; {} collective fits\n", cells.empty() ? "none" : cells,
+                   hw.calibration.kernels.size(), hw.calibration.collectives.size());
+  s += fmt::format("launch: eager {}, graph {}", format_duration(hw.launch_eager), format_duration(hw.launch_graph));
+  if (hw.pcie.bandwidth > 0)
+    s += fmt::format("; host link {:.1f} GB/s + {}", hw.pcie.bandwidth / 1e9, format_duration(hw.pcie.latency));
+  if (hw.pcie.bandwidth > 0 && hw.host_copy_bandwidth > 0) s += fmt::format("; pageable staging {:.1f} GB/s", hw.host_copy_bandwidth / 1e9);
+  s += fmt::format("\nprofile: {}\n", output);
+  return s;
+}
+
+}  // namespace
+
+int cmd_calibrate(const CalibrateArgs& a) {
+  check_writable(a.output);
+  const auto backend = make_backend(a.backend);
+  const DeviceInfo d = backend->device();
+  const Hardware base = find_hardware(d.catalog_name, a.module_path);
+  CalibrateOptions o;
+  o.quick = a.quick;
+  o.name = a.name;
+  if (!a.quiet) {
+    o.progress = progress_printer(::isatty(::fileno(stderr)) != 0);
+    fmt::print(stderr, "perfsim: calibrating {} ({} backend, base {}, {} mode)\n", d.name, backend->name(),
+               base.name, a.quick ? "quick" : "full");
+  }
+  const CalibrateResult r = calibrate(*backend, base, o);
+  write_file_atomically(a.output, profile_to_lua(r.hw));
+  const std::string text = summary(r, a.output);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  if (!a.quiet) fmt::print(stderr, "perfsim: wrote {} (profile '{}')\n", a.output, r.hw.name);
+  return 0;
+}
+
+}  // namespace perfsim

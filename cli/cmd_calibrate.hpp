@@ -1,0 +1,18 @@
+// `perfsim calibrate`: measure this machine with microbenchmark sweeps and write a profile.
+#pragma once
+#include <string>
+
+namespace perfsim {
+
+struct CalibrateArgs {
+  std::string backend = "auto";  // auto | cpu | cuda
+  bool quick = false;            // coarser grids, fewer calibration graphs
+  std::string output;            // -o FILE (required)
+  std::string name;              // profile name; empty: "<catalog>-local"
+  std::string module_path;       // where the device's catalog entry is looked up
+  bool quiet = false;            // no progress lines on stderr
+};
+
+[[nodiscard]] int cmd_calibrate(const CalibrateArgs& a);
+
+}  // namespace perfsim

@@ -1,0 +1,215 @@
+// Fitting measured times into efficiency curves, GEMM tables, launch costs and alpha-beta
+// links, exactly at the points the cost model reads them (roofline.hpp calibration_point).
+#include "core/calibrate_fit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "core/op_metrics.hpp"
+#include "core/roofline.hpp"
+
+namespace perfsim {
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+}  // namespace
+
+double kernel_seconds(double measured_median, double launch_graph) {
+  return std::max(measured_median - launch_graph, 0.1 * measured_median);
+}
+
+EfficiencyCurve fit_curve(std::vector<CurvePoint> points, double bins_per_decade) {
+  std::erase_if(points, [](const CurvePoint& p) {
+    return !(p.roofline_seconds > 0) || !(p.efficiency > 0) || !std::isfinite(p.efficiency);
+  });
+  if (points.empty()) throw std::invalid_argument("fit_curve: no point with positive time and efficiency");
+  std::sort(points.begin(), points.end(),
+            [](const CurvePoint& a, const CurvePoint& b) { return a.roofline_seconds < b.roofline_seconds; });
+  // Bins of equal width in log10(x), anchored at the smallest point.
+  const double x0 = std::log10(points.front().roofline_seconds);
+  EfficiencyCurve c;
+  std::vector<double> xs, es;
+  long bin = 0;
+  auto flush = [&] {
+    if (xs.empty()) return;
+    const double x = median(xs);
+    if (!c.seconds.empty() && !(x > c.seconds.back())) {
+      // Medians of neighbouring bins can coincide only for identical x: merge into the last.
+      c.efficiency.back() = std::sqrt(c.efficiency.back() * median(es));
+    } else {
+      c.seconds.push_back(x);
+      c.efficiency.push_back(median(es));
+    }
+    xs.clear();
+    es.clear();
+  };
+  for (const CurvePoint& p : points) {
+    const auto b = static_cast<long>(std::floor((std::log10(p.roofline_seconds) - x0) * bins_per_decade));
+    if (b != bin) flush(), bin = b;
+    xs.push_back(p.roofline_seconds);
+    es.push_back(p.efficiency);
+  }
+  flush();
+  return c;
+}
+
+void CurveFitter::add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p) {
+  if (!(p.roofline_seconds > 0) || !(p.efficiency > 0) || !std::isfinite(p.efficiency)) return;
+  if (!key.empty()) m_by_key[key].push_back(p);
+  m_by_class[{cls, compute_bound}].push_back(p.efficiency);
+  ++m_points;
+}
+
+void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph) {
+  for (std::size_t i = 0; i < g.ops.size() && i < m.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    const OpMeasurement& om = m.ops[i];
+    if (!om.executed || !(om.median > 0)) continue;
+    if (op.kind == OpKind::collective || op.kind == OpKind::host || host_side(op, g) != nullptr)
+      continue;
+    const OpCost cost = predict_op(op, g, base);
+    const CalibrationPoint p = calibration_point(op, cost, base);
+    const CurvePoint pt{p.roofline_seconds, p.roofline_seconds / kernel_seconds(om.median, launch_graph)};
+    add_point(p.key, class_of(op.kind), p.compute_bound, pt);
+  }
+}
+
+std::map<std::string, EfficiencyCurve> CurveFitter::curves() const {
+  std::map<std::string, EfficiencyCurve> out;
+  for (const auto& [key, pts] : m_by_key) out.emplace(key, fit_curve(pts));
+  return out;
+}
+
+std::map<OpClass, double> CurveFitter::class_medians(bool compute_bound) const {
+  std::map<OpClass, double> out;
+  for (const auto& [k, effs] : m_by_class)
+    if (k.second == compute_bound) out[k.first] = median(effs);
+  return out;
+}
+
+LaunchFit fit_launch(const std::vector<double>& chain_graph_medians, const std::vector<double>& eager_medians,
+                     const std::vector<double>& graph_medians) {
+  if (chain_graph_medians.empty()) throw std::invalid_argument("fit_launch: no launch-chain times");
+  if (eager_medians.size() != graph_medians.size())
+    throw std::invalid_argument("fit_launch: eager and graph times are not paired");
+  LaunchFit f;
+  f.graph = median(chain_graph_medians);
+  std::vector<double> diff;
+  diff.reserve(eager_medians.size());
+  for (std::size_t i = 0; i < eager_medians.size(); ++i) diff.push_back(eager_medians[i] - graph_medians[i]);
+  f.eager = f.graph + std::max(0.0, median(diff));
+  return f;
+}
+
+LinearFit fit_line(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size() || x.size() < 2) throw std::invalid_argument("fit_line: need two or more (x, y) pairs");
+  // Weighted normal equations: minimise Σ w (a + b x − y)², w = 1 / y².
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double w = y[i] != 0 ? 1.0 / (y[i] * y[i]) : 1.0;
+    sw += w;
+    sx += w * x[i];
+    sy += w * y[i];
+    sxx += w * x[i] * x[i];
+    sxy += w * x[i] * y[i];
+  }
+  const double det = sw * sxx - sx * sx;
+  if (!(std::abs(det) > 0)) throw std::invalid_argument("fit_line: the x values do not differ");
+  LinearFit f;
+  f.slope = (sw * sxy - sx * sy) / det;
+  f.intercept = (sy - f.slope * sx) / sw;
+  return f;
+}
+
+Link fit_host_link(const std::vector<double>& bytes, const std::vector<double>& seconds, double launch_eager) {
+  const LinearFit f = fit_line(bytes, seconds);
+  if (!(f.slope > 0)) throw std::invalid_argument("fit_host_link: copy times do not grow with size");
+  return Link{1.0 / f.slope, std::max(0.0, f.intercept - launch_eager)};
+}
+
+double fit_host_copy_bandwidth(const std::vector<double>& bytes, const std::vector<double>& pageable_seconds,
+                               const Link& pcie) {
+  const LinearFit f = fit_line(bytes, pageable_seconds);
+  const double extra = f.slope - (pcie.bandwidth > 0 ? 1.0 / pcie.bandwidth : 0.0);
+  return extra > 0 ? 1.0 / extra : 0.0;
+}
+
+double wire_bytes(Collective c, int group, double payload) {
+  const double n = group;
+  switch (c) {
+    case Collective::all_reduce:
+      return 2 * (n - 1) / n * payload;
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all:
+      return (n - 1) / n * payload;
+    case Collective::send_recv:
+      break;
+  }
+  return payload;
+}
+
+CollectiveFit fit_collective(Collective c, int group, const std::vector<double>& payload,
+                             const std::vector<double>& seconds) {
+  std::vector<double> wire;
+  wire.reserve(payload.size());
+  for (double p : payload) wire.push_back(wire_bytes(c, group, p));
+  const LinearFit f = fit_line(wire, seconds);
+  if (!(f.slope > 0))
+    throw std::invalid_argument(fmt::format("fit_collective: {} times over {} ranks do not grow with size",
+                                            name_of(c), group));
+  return CollectiveFit{std::max(0.0, f.intercept), 1.0 / f.slope};
+}
+
+GemmTable fill_gemm_table(std::vector<double> m, std::vector<double> n, std::vector<double> k,
+                          const std::vector<std::optional<double>>& measured) {
+  GemmTable t;
+  t.m = std::move(m);
+  t.n = std::move(n);
+  t.k = std::move(k);
+  const std::size_t nm = t.m.size(), nn = t.n.size(), nk = t.k.size();
+  if (measured.size() != nm * nn * nk)
+    throw std::invalid_argument(fmt::format("fill_gemm_table: {} cells for a {}x{}x{} grid", measured.size(), nm, nn, nk));
+  auto at = [&](std::size_t i, std::size_t j, std::size_t l) { return measured[(i * nn + j) * nk + l]; };
+  auto flops = [&](std::size_t i, std::size_t j, std::size_t l) { return t.m[i] * t.n[j] * t.k[l]; };
+  // The largest measured cell overall: the fallback when nothing smaller was measured.
+  std::optional<double> largest;
+  double largest_flops = -1;
+  for (std::size_t i = 0; i < nm; ++i)
+    for (std::size_t j = 0; j < nn; ++j)
+      for (std::size_t l = 0; l < nk; ++l)
+        if (at(i, j, l) && flops(i, j, l) > largest_flops) largest = at(i, j, l), largest_flops = flops(i, j, l);
+  if (!largest) throw std::invalid_argument("fill_gemm_table: no GEMM cell was measured");
+  t.efficiency.assign(nm * nn * nk, 0.0);
+  for (std::size_t i = 0; i < nm; ++i)
+    for (std::size_t j = 0; j < nn; ++j)
+      for (std::size_t l = 0; l < nk; ++l) {
+        if (const auto v = at(i, j, l)) {
+          t.cell(i, j, l) = *v;
+          continue;
+        }
+        // The biggest measured neighbour no larger on any axis: the nearest measured shape
+        // whose efficiency a larger GEMM reaches at least.
+        std::optional<double> best;
+        double best_flops = -1;
+        for (std::size_t a = 0; a <= i; ++a)
+          for (std::size_t b = 0; b <= j; ++b)
+            for (std::size_t c = 0; c <= l; ++c)
+              if (at(a, b, c) && flops(a, b, c) > best_flops) best = at(a, b, c), best_flops = flops(a, b, c);
+        t.cell(i, j, l) = best.value_or(*largest);
+      }
+  return t;
+}
+
+}  // namespace perfsim

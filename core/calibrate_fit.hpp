@@ -1,0 +1,101 @@
+// The fitting half of `perfsim calibrate`: measured times in, the tables and link figures the
+// cost model reads out. Pure functions with no backend, so tests can feed them synthetic
+// measurements and check that known efficiencies, launch costs and links come back.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/calibration.hpp"
+#include "core/cost_model.hpp"
+#include "core/graph.hpp"
+#include "core/hardware.hpp"
+#include "core/results.hpp"
+
+namespace perfsim {
+
+// The kernel part of a measured per-op time: what is left after the graph-replay gap,
+// and never less than a tenth of the measurement (a kernel cannot take no time).
+[[nodiscard]] double kernel_seconds(double measured_median, double launch_graph);
+
+// One measured point of a kernel curve: its roofline time at the datasheet peaks and the
+// efficiency measured there (roofline seconds / kernel seconds).
+struct CurvePoint {
+  double roofline_seconds = 0;
+  double efficiency = 0;
+};
+
+// Points of one key sorted by roofline time and merged in log-spaced bins (`bins_per_decade`
+// per factor of ten; the median of each bin's x and efficiency), so the curve's x is strictly
+// ascending. Throws std::invalid_argument when no point has positive x and efficiency.
+[[nodiscard]] EfficiencyCurve fit_curve(std::vector<CurvePoint> points, double bins_per_decade = 4);
+
+// Collects the curve points of measured graphs, by calibration key, and the per-class medians.
+class CurveFitter {
+ public:
+  // Adds every op of `g` that `m` executed, priced on `base` (datasheet peaks, no tables):
+  // efficiency = calibration_point(op).roofline_seconds / kernel_seconds(median, launch_graph).
+  // GEMMs get curves too ("gemm/fp8/compute"): the cost model reads them only for dtypes
+  // without a GEMM table. Copies to or from the host, collectives and host ops are skipped
+  // (other sweeps fit them).
+  void add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph);
+  void add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p);
+  [[nodiscard]] std::map<std::string, EfficiencyCurve> curves() const;
+  // Median efficiency per class and bound of every point added (GEMM cells included), the
+  // fallback for kinds the sweeps never met.
+  [[nodiscard]] std::map<OpClass, double> class_medians(bool compute_bound) const;
+  [[nodiscard]] std::size_t point_count() const { return m_points; }
+
+ private:
+  std::map<std::string, std::vector<CurvePoint>> m_by_key;
+  std::map<std::pair<OpClass, bool>, std::vector<double>> m_by_class;
+  std::size_t m_points = 0;
+};
+
+// Launch costs: launch_graph is the median per-op time of a chain of tiny ops replayed from a
+// graph; launch_eager adds the median over paired ops of (eager median − graph median).
+struct LaunchFit {
+  double eager = 0;
+  double graph = 0;
+};
+[[nodiscard]] LaunchFit fit_launch(const std::vector<double>& chain_graph_medians,
+                                   const std::vector<double>& eager_medians,
+                                   const std::vector<double>& graph_medians);
+
+// y = intercept + slope · x by least squares weighted by 1 / y² (relative residuals), so small
+// sizes fix the intercept as firmly as large ones fix the slope. Needs two distinct x values.
+struct LinearFit {
+  double intercept = 0;
+  double slope = 0;
+};
+[[nodiscard]] LinearFit fit_line(const std::vector<double>& x, const std::vector<double>& y);
+
+// The host link from pinned uploads measured eagerly: seconds = launch_eager + latency +
+// bytes / bandwidth (transfer_time in roofline.cpp plus the op's launch); latency clamped >= 0.
+[[nodiscard]] Link fit_host_link(const std::vector<double>& bytes, const std::vector<double>& seconds,
+                                 double launch_eager);
+// Bytes/s of the pageable staging copy: 1 / (slope of the pageable times − 1 / pcie bandwidth);
+// 0 (unknown) when pageable copies were not slower per byte.
+[[nodiscard]] double fit_host_copy_bandwidth(const std::vector<double>& bytes,
+                                             const std::vector<double>& pageable_seconds,
+                                             const Link& pcie);
+
+// Bytes one rank sends in a ring collective over `group` ranks of a `payload`-byte buffer:
+// 2(n−1)/n for all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, the whole
+// payload for send/recv (the wire bytes CollectiveFit::bandwidth is defined over).
+[[nodiscard]] double wire_bytes(Collective c, int group, double payload);
+// seconds = latency + wire_bytes / bandwidth by fit_line; throws std::invalid_argument when the
+// times do not grow with size.
+[[nodiscard]] CollectiveFit fit_collective(Collective c, int group, const std::vector<double>& payload,
+                                           const std::vector<double>& seconds);
+
+// GEMM efficiencies measured on an (m, n, k) grid, nullopt where a cell was skipped (over the
+// FLOP budget, too large, or not runnable). A skipped cell takes the value of the measured
+// cell with the most FLOPs among those no larger on every axis, else of the largest measured
+// cell overall. Throws std::invalid_argument when no cell was measured.
+[[nodiscard]] GemmTable fill_gemm_table(std::vector<double> m, std::vector<double> n, std::vector<double> k,
+                                        const std::vector<std::optional<double>>& measured);
+
+}  // namespace perfsim

@@ -1,0 +1,187 @@
+// The calibration sweeps per backend and mode. GEMM axes follow the doubling series
+// 320·2^i (off the validation models' 1024/4096/14336 sizes) plus a vocabulary-sized n;
+// the calibration models use hidden sizes 1280/2560/3584 on a GPU (192..640 on a CPU) and
+// vocabularies 32000/65536.
+#include "core/calibrate_plan.hpp"
+
+namespace perfsim {
+
+namespace {
+
+ModelConfig llama_like(const char* name, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t ffn,
+                       int64_t vocab) {
+  ModelConfig m;
+  m.name = name;
+  m.layers = 4;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  m.ffn_hidden = ffn;
+  m.vocab = vocab;
+  m.max_seq = 16384;
+  m.activation = Activation::swiglu;
+  m.norm = NormKind::rmsnorm;
+  m.rope = true;
+  return m;
+}
+
+ModelConfig gpt_like(const char* name, int64_t hidden, int64_t heads, int64_t vocab, int64_t max_seq) {
+  ModelConfig m;
+  m.name = name;
+  m.layers = 4;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.ffn_hidden = 4 * hidden;
+  m.vocab = vocab;
+  m.max_seq = max_seq;
+  m.activation = Activation::gelu;
+  m.norm = NormKind::layernorm;
+  m.tied_embeddings = true;
+  m.bias = true;
+  return m;
+}
+
+Workload decode(int64_t batch, int64_t context) {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = batch;
+  w.new_tokens = 2;
+  w.prompt = context - 1;  // decode_context() = prompt + new_tokens / 2 = context
+  return w;
+}
+
+Workload prefill(int64_t batch, int64_t seq) {
+  Workload w;
+  w.phase = Phase::prefill;
+  w.batch = batch;
+  w.prompt = seq;
+  return w;
+}
+
+Workload train(int64_t batch, int64_t seq) {
+  Workload w;
+  w.phase = Phase::train;
+  w.batch = batch;
+  w.seq = seq;
+  return w;
+}
+
+std::vector<StackStep> stack_of(std::initializer_list<const char*> passes) {
+  std::vector<StackStep> s;
+  for (const char* p : passes) s.push_back(StackStep{std::string("+") + p, {PassSpec{p, std::nullopt}}, ""});
+  if (s.empty()) s.push_back(StackStep{"fp32", {}, ""});
+  return s;
+}
+
+// Every (model, workload) pair with the fp32 baseline, bf16 and the bf16 + flash + fusion
+// stacks (training adds the fused optimizer); the optimized inference stack is also run eagerly.
+void add_cases(std::vector<KernelCase>& out, const std::vector<ModelConfig>& models,
+               const std::vector<Workload>& workloads, bool with_plain_bf16, bool eager_pairs) {
+  for (const ModelConfig& m : models)
+    for (const Workload& w : workloads) {
+      const bool tr = w.phase == Phase::train;
+      out.push_back({m, w, stack_of({}), false});
+      if (with_plain_bf16) out.push_back({m, w, stack_of({"bf16"}), false});
+      out.push_back({m, w,
+                     tr ? stack_of({"bf16", "flash_attention", "fusion", "fused_optimizer"})
+                        : stack_of({"bf16", "flash_attention", "fusion"}),
+                     eager_pairs});
+    }
+}
+
+CalibrationPlan cuda_plan(bool quick) {
+  CalibrationPlan p;
+  p.mode = quick ? "quick" : "full";
+  p.run = RunOptions{1, 5, 42};
+  p.graph_mode = true;
+  GemmSweepPlan& g = p.gemm;
+  if (quick) {
+    g.dtypes = {DType::fp32, DType::bf16};
+    g.m = {1, 8, 64, 512, 4096};
+    g.n = {320, 1280, 5120, 20480, 163840};
+    g.k = {320, 1280, 5120, 20480};
+    g.max_roofline_seconds = 0.5e-3;
+  } else {
+    // fp16 runs the bf16 tensor-core path at the same peak, and fp8 GEMMs need their weights
+    // quantized at fill time (slow for a grid's gigabytes of operands): both get a GEMM curve
+    // from the calibration models' graphs instead (the fp8 stack below).
+    g.dtypes = {DType::fp32, DType::tf32, DType::bf16};
+    g.m = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048, 8192};
+    g.n = {320, 640, 1280, 2560, 5120, 10240, 20480, 40960, 163840};
+    g.k = {320, 640, 1280, 2560, 5120, 10240, 20480};
+    g.max_roofline_seconds = 0.3e-3;
+  }
+  // Cells past these budgets run at the efficiency of their largest measured neighbour
+  // (large GEMMs are saturated); the first run of each shape also pays cuBLASLt autotuning.
+  g.max_cell_bytes = 0.5 * (1ull << 30);
+  g.max_graph_bytes = 8.0 * (1ull << 30);
+
+  const ModelConfig a = llama_like("cal-llama-2560", 2560, 20, 4, 6912, 65536);
+  const ModelConfig gpt = gpt_like("cal-gpt-1280", 1280, 20, 32000, 8192);
+  if (quick) {
+    add_cases(p.kernels, {a, gpt}, {decode(1, 512), decode(16, 2048), prefill(1, 1536), train(2, 512)},
+              false, true);
+  } else {
+    const ModelConfig c = llama_like("cal-llama-3584", 3584, 28, 4, 9600, 65536);
+    add_cases(p.kernels, {a, c, gpt},
+              {decode(1, 256), decode(8, 1536), decode(32, 6144), decode(64, 768), prefill(2, 2560),
+               train(2, 768)},
+              true, true);
+    for (const Workload& w : {decode(1, 256), decode(16, 1536), prefill(2, 2560)})
+      p.kernels.push_back({a, w, stack_of({"bf16", "fp8", "flash_attention", "fusion"}), false});
+  }
+  p.copy_bytes = quick ? std::vector<double>{64 << 10, 1 << 20, 16 << 20, 128 << 20}
+                       : std::vector<double>{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20};
+  p.collectives = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                   Collective::all_to_all, Collective::send_recv};
+  p.collective_bytes = quick ? std::vector<double>{8 << 10, 1 << 20, 64 << 20, 256 << 20}
+                             : std::vector<double>{8 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20, 256 << 20, 1 << 30};
+  return p;
+}
+
+CalibrationPlan cpu_plan(bool quick) {
+  CalibrationPlan p;
+  p.mode = quick ? "quick" : "full";
+  p.run = RunOptions{1, 5, 42};
+  p.graph_mode = false;
+  GemmSweepPlan& g = p.gemm;
+  g.dtypes = {DType::fp32, DType::bf16};
+  if (quick) {
+    g.m = {1, 4, 16, 64, 256, 1024};
+    g.n = {160, 640, 2560, 10240};
+    g.k = {160, 640, 2560};
+    g.max_roofline_seconds = 2e-3;
+  } else {
+    g.m = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048};
+    g.n = {160, 320, 640, 1280, 2560, 5120, 10240, 40960};
+    g.k = {160, 320, 640, 1280, 2560, 5120};
+    g.max_roofline_seconds = 4e-3;
+  }
+  g.max_cell_bytes = 64.0 * (1 << 20);
+  g.max_graph_bytes = 256.0 * (1 << 20);
+  p.launch_chain_ops = 200;
+  const ModelConfig a = llama_like("cal-llama-384", 384, 6, 2, 1024, 8000);
+  const ModelConfig gpt = gpt_like("cal-gpt-320", 320, 5, 6000, 2048);
+  if (quick) {
+    add_cases(p.kernels, {a, gpt},
+              {decode(1, 192), decode(8, 768), prefill(1, 384), prefill(2, 96), train(1, 192)}, true, false);
+  } else {
+    const ModelConfig b = llama_like("cal-llama-640", 640, 10, 2, 1728, 12000);
+    const ModelConfig c = llama_like("cal-llama-192", 192, 6, 2, 512, 4000);
+    add_cases(p.kernels, {a, b, c, gpt},
+              {decode(1, 96), decode(4, 384), decode(16, 1536), decode(32, 160), prefill(1, 192), prefill(2, 768),
+               train(1, 96), train(2, 384)},
+              true, false);
+  }
+  p.copy_skip_reason = "the CPU backend's device is host memory: no host link to fit";
+  return p;
+}
+
+}  // namespace
+
+CalibrationPlan make_calibration_plan(const std::string& backend, bool quick) {
+  return backend == "cuda" ? cuda_plan(quick) : cpu_plan(quick);
+}
+
+}  // namespace perfsim

@@ -1,0 +1,262 @@
+// The measuring half of `perfsim calibrate`: each sweep builds its graphs, runs them on the
+// backend and passes the per-op medians to the fit. A graph the backend cannot run is
+// skipped and counted, never fatal: the profile keeps datasheet figures where nothing ran.
+#include "core/calibrate_sweeps.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "core/calibrate_graphs.hpp"
+#include "core/cost_model.hpp"
+#include "core/errors.hpp"
+#include "core/passes.hpp"
+#include "core/report.hpp"
+#include "core/roofline.hpp"
+
+namespace perfsim {
+
+SweepClock::SweepClock(const SweepContext& ctx, std::string sweep, int total)
+    : m_ctx(ctx), m_sweep(std::move(sweep)), m_total(total), m_start(std::chrono::steady_clock::now()) {
+  if (m_ctx.progress) m_ctx.progress({m_sweep, 0, m_total, 0.0});
+}
+
+void SweepClock::step() {
+  ++m_done;
+  if (m_ctx.progress) m_ctx.progress({m_sweep, m_done, m_total, seconds()});
+}
+
+double SweepClock::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+}
+
+namespace {
+
+std::vector<double> medians(const Measurement& m) {
+  std::vector<double> out;
+  out.reserve(m.ops.size());
+  for (const OpMeasurement& o : m.ops) out.push_back(o.executed ? o.median : 0.0);
+  return out;
+}
+
+Graph in_mode(Graph g, bool graphed) {
+  g.graphed = graphed;
+  return g;
+}
+
+}  // namespace
+
+LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
+  const CalibrationPlan& p = ctx.plan;
+  const bool pair = p.graph_mode;
+  SweepClock clock(ctx, "launch", pair ? 2 : 1);
+  const Graph chain = launch_chain_graph(p.launch_chain_ops, p.launch_chain_elements);
+  LaunchSamples out;
+  const std::vector<double> timed = medians(ctx.backend.run(in_mode(chain, p.graph_mode), p.run));
+  clock.step();
+  out.chain = timed;
+  if (pair) {
+    const std::vector<double> eager = medians(ctx.backend.run(in_mode(chain, false), p.run));
+    clock.step();
+    out.eager_pairs = eager;
+    out.graph_pairs = timed;
+  }
+  s.graphs = pair ? 2 : 1;
+  s.seconds = clock.seconds();
+  return out;
+}
+
+void sweep_gemm(const SweepContext& ctx, double launch_graph, CurveFitter& fit,
+                std::map<DType, GemmTable>& tables, std::vector<SweepSummary>& out) {
+  const GemmSweepPlan& gp = ctx.plan.gemm;
+  for (DType t : gp.dtypes) {
+    SweepSummary s;
+    s.sweep = fmt::format("gemm {}", name_of(t));
+    // A table is keyed by the dtype the cost model prices at: measure only dtypes the base
+    // prices as themselves (a CPU without fp8 would otherwise overwrite its bf16 table).
+    if (priced_dtype(t, ctx.base) != t) {
+      s.fitted = fmt::format("skipped: {} has no {} peak", ctx.base.name, name_of(t));
+      out.push_back(s);
+      continue;
+    }
+    const std::size_t nm = gp.m.size(), nn = gp.n.size(), nk = gp.k.size();
+    std::vector<GemmCell> cells;
+    std::size_t over_budget = 0;
+    for (std::size_t i = 0; i < nm; ++i)
+      for (std::size_t j = 0; j < nn; ++j)
+        for (std::size_t l = 0; l < nk; ++l) {
+          const GemmCell c{gp.m[i], gp.n[j], gp.k[l], t, (i * nn + j) * nk + l};
+          const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+          const double bytes = gemm_cell_bytes(c);
+          const double roofline = std::max(flops / ctx.base.peak(t), bytes / ctx.base.memory_bandwidth);
+          if (roofline > gp.max_roofline_seconds || bytes > gp.max_cell_bytes) {
+            ++over_budget;
+            continue;
+          }
+          cells.push_back(c);
+        }
+    // Cells the backend refuses (layouts, dtypes) are left to the fill like those over budget.
+    std::string refused;
+    {
+      const Graph all = gemm_cells_graph(cells);
+      std::vector<GemmCell> runnable;
+      for (std::size_t i = 0; i < cells.size(); ++i) {
+        const std::string why = ctx.backend.unsupported_reason(all.ops[i], all);
+        if (why.empty()) runnable.push_back(cells[i]);
+        else if (refused.empty()) refused = why;
+      }
+      cells = std::move(runnable);
+    }
+    std::vector<double> bytes;
+    for (const GemmCell& c : cells) bytes.push_back(gemm_cell_bytes(c));
+    const auto groups = pack_interleaved(bytes, gp.max_graph_bytes);
+    SweepClock clock(ctx, s.sweep, static_cast<int>(groups.size()));
+    std::vector<std::optional<double>> measured(nm * nn * nk);
+    std::size_t ran = 0;
+    for (const auto& group : groups) {
+      std::vector<GemmCell> part;
+      for (std::size_t i : group) part.push_back(cells[i]);
+      Graph g = gemm_cells_graph(part);
+      g.graphed = ctx.plan.graph_mode;
+      try {
+        const Measurement m = ctx.backend.run(g, ctx.plan.run);
+        for (std::size_t i = 0; i < part.size(); ++i) {
+          if (!m.ops[i].executed || !(m.ops[i].median > 0)) continue;
+          const OpCost cost = predict_op(g.ops[i], g, ctx.base);
+          const CalibrationPoint pt = calibration_point(g.ops[i], cost, ctx.base);
+          const double eff = pt.roofline_seconds / kernel_seconds(m.ops[i].median, launch_graph);
+          measured[part[i].index] = eff;
+          fit.add_point("", OpClass::gemm, pt.compute_bound, {pt.roofline_seconds, eff});
+          ++ran;
+        }
+      } catch (const NotExecutable& e) {
+        if (refused.empty()) refused = e.what();
+      }
+      ++s.graphs;
+      clock.step();
+    }
+    s.seconds = clock.seconds();
+    if (ran == 0) {
+      s.fitted = fmt::format("skipped: no cell ran{}", refused.empty() ? "" : " (" + refused + ")");
+      out.push_back(s);
+      continue;
+    }
+    std::vector<double> m(gp.m.begin(), gp.m.end()), n(gp.n.begin(), gp.n.end()), k(gp.k.begin(), gp.k.end());
+    tables[t] = fill_gemm_table(std::move(m), std::move(n), std::move(k), measured);
+    s.fitted = fmt::format("{} of {} cells measured, {} over budget filled{}", ran, nm * nn * nk, over_budget,
+                           refused.empty() ? "" : "; some refused: " + refused);
+    out.push_back(s);
+  }
+}
+
+void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fit, LaunchSamples& pairs,
+                   SweepSummary& s) {
+  const CalibrationPlan& p = ctx.plan;
+  int total = 0;
+  for (const KernelCase& c : p.kernels) total += c.eager_pair && p.graph_mode ? 2 : 1;
+  SweepClock clock(ctx, "kernels", total);
+  int skipped = 0;
+  std::string why_skipped;
+  for (const KernelCase& c : p.kernels) {
+    try {
+      Graph g = build_stack_graph(c.model, c.workload, c.stack, c.stack.size() - 1, BuildOptions{1});
+      g.graphed = p.graph_mode;
+      if (const std::string why = graph_unsupported_reason(ctx.backend, g); !why.empty())
+        throw NotExecutable(why);
+      const Measurement m = ctx.backend.run(g, p.run);
+      fit.add(g, m, ctx.base, launch_graph);
+      ++s.graphs;
+      clock.step();
+      if (c.eager_pair && p.graph_mode) {
+        const Measurement e = ctx.backend.run(in_mode(g, false), p.run);
+        for (std::size_t i = 0; i < g.ops.size(); ++i)
+          if (m.ops[i].executed && e.ops[i].executed && g.ops[i].kind != OpKind::host) {
+            pairs.eager_pairs.push_back(e.ops[i].median);
+            pairs.graph_pairs.push_back(m.ops[i].median);
+          }
+        ++s.graphs;
+        clock.step();
+      }
+    } catch (const NotExecutable& e) {
+      ++skipped;
+      if (why_skipped.empty()) why_skipped = e.what();
+      clock.step();
+    } catch (const ConfigError& e) {
+      ++skipped;
+      if (why_skipped.empty()) why_skipped = e.what();
+      clock.step();
+    }
+  }
+  s.seconds = clock.seconds();
+  if (skipped > 0) s.fitted = fmt::format("{} case(s) skipped: {}", skipped, why_skipped);
+}
+
+void sweep_copies(const SweepContext& ctx, Hardware& hw, SweepSummary& s) {
+  const CalibrationPlan& p = ctx.plan;
+  if (p.copy_bytes.empty()) {
+    s.fitted = "skipped: " + (p.copy_skip_reason.empty() ? std::string("not planned") : p.copy_skip_reason);
+    return;
+  }
+  SweepClock clock(ctx, "host copies", 2);
+  // Eager: a pageable copy cannot be captured into a CUDA graph, and both residences are
+  // timed the same way; the op's eager launch is taken off the intercept.
+  auto run = [&](Residence r, std::vector<double>& bytes) {
+    const Graph g = upload_graph(p.copy_bytes, r);
+    const Measurement m = ctx.backend.run(g, p.run);
+    bytes.clear();
+    std::vector<double> t;
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      bytes.push_back(g.tensor(g.ops[i].inputs.front()).bytes());
+      t.push_back(m.ops[i].median);
+    }
+    ++s.graphs;
+    clock.step();
+    return t;
+  };
+  try {
+    std::vector<double> bytes;
+    const std::vector<double> pinned = run(Residence::host_pinned, bytes);
+    hw.pcie = fit_host_link(bytes, pinned, hw.launch_eager);
+    const std::vector<double> pageable = run(Residence::host_pageable, bytes);
+    hw.host_copy_bandwidth = fit_host_copy_bandwidth(bytes, pageable, hw.pcie);
+    s.fitted = fmt::format("pcie {:.1f} GB/s + {}, pageable staging {}", hw.pcie.bandwidth / 1e9,
+                           format_duration(hw.pcie.latency),
+                           hw.host_copy_bandwidth > 0 ? fmt::format("{:.1f} GB/s", hw.host_copy_bandwidth / 1e9)
+                                                      : std::string("not slower (datasheet kept)"));
+  } catch (const std::exception& e) {
+    s.fitted = fmt::format("skipped: {}", e.what());
+  }
+  s.seconds = clock.seconds();
+}
+
+void sweep_collectives(const SweepContext& ctx, Calibration& cal, SweepSummary& s) {
+  const int gpus = ctx.backend.gpu_count();
+  if (gpus < 2) {
+    s.fitted = fmt::format("skipped: the {} backend spans {} device, collectives need 2 or more GPUs "
+                           "(datasheet alpha-beta kept)", ctx.backend.name(), gpus);
+    return;
+  }
+  std::vector<int> groups;
+  for (int n = 2; n <= gpus; n *= 2) groups.push_back(n);
+  const CalibrationPlan& p = ctx.plan;
+  SweepClock clock(ctx, "collectives", static_cast<int>(groups.size() * p.collectives.size()));
+  std::string failed;
+  for (int n : groups)
+    for (Collective c : p.collectives) {
+      try {
+        const std::vector<double> t = ctx.backend.time_collective(c, n, p.collective_bytes);
+        cal.collectives[{c, n}] = fit_collective(c, n, p.collective_bytes, t);
+      } catch (const std::exception& e) {
+        if (failed.empty()) failed = e.what();
+      }
+      ++s.graphs;
+      clock.step();
+    }
+  s.seconds = clock.seconds();
+  s.fitted = fmt::format("{} fits over groups of 2..{}{}", cal.collectives.size(), groups.back(),
+                         failed.empty() ? "" : "; failed: " + failed);
+}
+
+}  // namespace perfsim

@@ -1,0 +1,60 @@
+// The sweeps of `perfsim calibrate`, each running its graphs through the Backend and handing
+// measured points to the fit (calibrate_fit.hpp). Internal to calibrate.cpp and its tests.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/calibrate.hpp"
+#include "core/calibrate_fit.hpp"
+#include "core/calibrate_plan.hpp"
+#include "core/hardware.hpp"
+
+namespace perfsim {
+
+struct SweepContext {
+  Backend& backend;
+  const Hardware& base;
+  const CalibrationPlan& plan;
+  std::function<void(const CalibrateProgress&)> progress;
+};
+
+// Tells the progress callback about one sweep and times it.
+class SweepClock {
+ public:
+  SweepClock(const SweepContext& ctx, std::string sweep, int total);
+  void step();  // one more graph done
+  [[nodiscard]] double seconds() const;
+
+ private:
+  const SweepContext& m_ctx;
+  std::string m_sweep;
+  int m_total = 0, m_done = 0;
+  std::chrono::steady_clock::time_point m_start;
+};
+
+// Per-op medians of the launch chain replayed as planned, and its eager pairs (graph mode).
+struct LaunchSamples {
+  std::vector<double> chain;                 // per-op medians in the plan's mode
+  std::vector<double> eager_pairs, graph_pairs;
+};
+[[nodiscard]] LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s);
+
+// Fills gemm tables (one per dtype the base prices as itself) and GEMM class points.
+void sweep_gemm(const SweepContext& ctx, double launch_graph, CurveFitter& fit,
+                std::map<DType, GemmTable>& tables, std::vector<SweepSummary>& out);
+
+// Model graphs of the calibration cases: kernel curves and eager/graph pairs.
+void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fit, LaunchSamples& pairs,
+                   SweepSummary& s);
+
+// Host link from uploads (pinned, pageable); leaves `hw` untouched when the plan has none.
+void sweep_copies(const SweepContext& ctx, Hardware& hw, SweepSummary& s);
+
+// Alpha-beta per (collective, group) over 2, 4, ... gpu_count() GPUs.
+void sweep_collectives(const SweepContext& ctx, Calibration& cal, SweepSummary& s);
+
+}  // namespace perfsim

@@ -1,0 +1,274 @@
+// `perfsim calibrate`'s fit: hand-checkable curves, tables, lines and links, then the whole
+// calibration against a fake backend whose times come from known efficiencies, launch costs,
+// a known host link and known collectives, which the fitted profile must give back.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/calibrate.hpp"
+#include "core/calibrate_fit.hpp"
+#include "core/calibrate_graphs.hpp"
+#include "core/cost_model.hpp"
+#include "core/errors.hpp"
+#include "core/op_metrics.hpp"
+#include "core/roofline.hpp"
+
+using namespace perfsim;
+
+TEST_CASE("calibrate fit: kernel seconds subtract the graph gap, floored at a tenth") {
+  CHECK(kernel_seconds(10e-6, 2e-6) == doctest::Approx(8e-6));
+  CHECK(kernel_seconds(2e-6, 2e-6) == doctest::Approx(0.2e-6));
+}
+
+TEST_CASE("calibrate fit: curves keep separate points and merge those of one bin") {
+  const EfficiencyCurve c = fit_curve({{1e-4, 0.8}, {1e-6, 0.2}, {1e-5, 0.4}});
+  REQUIRE(c.seconds.size() == 3);
+  CHECK(c.seconds[0] == doctest::Approx(1e-6));
+  CHECK(c.efficiency[2] == doctest::Approx(0.8));
+  // Half a decade between 1e-6 and 1e-5: sqrt(0.2 · 0.4) in log space.
+  CHECK(c.at(std::sqrt(1e-6 * 1e-5)) == doctest::Approx(std::sqrt(0.08)));
+  // 1.0 and 1.1 µs share a quarter-decade bin: medians 1.05 µs, 0.3.
+  const EfficiencyCurve m = fit_curve({{1e-6, 0.2}, {1.1e-6, 0.4}, {1e-5, 0.5}});
+  REQUIRE(m.seconds.size() == 2);
+  CHECK(m.seconds[0] == doctest::Approx(1.05e-6));
+  CHECK(m.efficiency[0] == doctest::Approx(0.3));
+  CHECK_THROWS_AS((void)fit_curve({{0.0, 0.5}}), std::invalid_argument);
+}
+
+TEST_CASE("calibrate fit: lines, host links and collectives come back exactly") {
+  // t = 3 µs + bytes / 20 GB/s, with an eager launch of 1 µs in the measurement.
+  const std::vector<double> bytes = {65536, 1 << 20, 16 << 20, 256 << 20};
+  std::vector<double> t, pageable;
+  for (double b : bytes) {
+    t.push_back(1e-6 + 3e-6 + b / 20e9);
+    pageable.push_back(1e-6 + 3e-6 + b / 20e9 + b / 5e9);
+  }
+  const Link l = fit_host_link(bytes, t, 1e-6);
+  CHECK(l.bandwidth == doctest::Approx(20e9));
+  CHECK(l.latency == doctest::Approx(3e-6));
+  CHECK(fit_host_copy_bandwidth(bytes, pageable, l) == doctest::Approx(5e9));
+  // All-reduce over 4 ranks: wire = 2·3/4 of the payload = 1.5 × payload.
+  CHECK(wire_bytes(Collective::all_reduce, 4, 1000) == doctest::Approx(1500));
+  CHECK(wire_bytes(Collective::all_gather, 4, 1000) == doctest::Approx(750));
+  std::vector<double> ct;
+  for (double b : bytes) ct.push_back(20e-6 + 1.5 * b / 100e9);
+  const CollectiveFit f = fit_collective(Collective::all_reduce, 4, bytes, ct);
+  CHECK(f.latency == doctest::Approx(20e-6));
+  CHECK(f.bandwidth == doctest::Approx(100e9));
+  CHECK_THROWS_AS((void)fit_line({1.0}, {2.0}), std::invalid_argument);
+}
+
+TEST_CASE("calibrate fit: launch costs from a chain and eager/graph pairs") {
+  const LaunchFit f = fit_launch({2e-6, 2.2e-6, 1.8e-6}, {10e-6, 20e-6, 7e-6}, {4e-6, 14e-6, 2e-6});
+  CHECK(f.graph == doctest::Approx(2e-6));
+  CHECK(f.eager == doctest::Approx(2e-6 + 6e-6));  // median of the differences (6, 6, 5) µs
+}
+
+TEST_CASE("calibrate fit: skipped GEMM cells take the largest measured neighbour below them") {
+  // 2 × 2 × 1 grid; the (m=64, n=4096) cell was over budget.
+  const GemmTable t = fill_gemm_table({1, 64}, {1024, 4096}, {512},
+                                      {0.1, 0.2, 0.5, std::nullopt});
+  CHECK(t.cell(1, 1, 0) == doctest::Approx(0.5));  // (64,1024) has more FLOPs than (1,4096)
+  CHECK(t.at(64, 4096, 512) == doctest::Approx(0.5));
+  CHECK_THROWS_AS((void)fill_gemm_table({1}, {1}, {1}, {std::nullopt}), std::invalid_argument);
+}
+
+TEST_CASE("calibrate graphs: packing interleaves sizes and respects the byte cap") {
+  const auto groups = pack_interleaved({1, 100, 2, 50, 3}, 110);
+  // Smallest, largest, ...: sizes 1, 100, 2, 50, 3 -> [1, 100, 2] (103), [50, 3] (53).
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0] == std::vector<std::size_t>{0, 1, 2});
+  CHECK(groups[1] == std::vector<std::size_t>{3, 4});
+  const Graph g = gemm_cells_graph({{4, 8, 16, DType::fp8, 0}});
+  CHECK(g.tensor(g.ops[0].inputs[1]).dtype == DType::fp8);
+  CHECK(g.tensor(g.ops[0].inputs[0]).dtype == DType::bf16);
+  CHECK(gemm_cell_bytes({4, 8, 16, DType::fp8, 0}) == doctest::Approx((4 * 16 + 4 * 8) * 2 + 16 * 8));
+}
+
+namespace {
+
+// Datasheet of the fake device: slow enough that every op's kernel is far above the launch.
+Hardware fake_datasheet() {
+  Hardware hw;
+  hw.name = "Fake-GPU";
+  hw.peak_flops[static_cast<int>(DType::fp32)] = 1e12;
+  hw.peak_flops[static_cast<int>(DType::bf16)] = 4e12;
+  hw.memory_bytes = 80e9;
+  hw.memory_bandwidth = 1e10;
+  hw.pcie = {64e9, 1e-6};
+  hw.host_copy_bandwidth = 1e10;
+  hw.compute_efficiency[OpClass::gemm] = 0.9;  // datasheet guesses the fit must replace
+  hw.memory_efficiency[OpClass::norm] = 0.9;
+  return hw;
+}
+
+constexpr double true_launch_graph = 1e-7, true_launch_eager = 4e-7;
+constexpr double true_pcie_latency = 5e-6, true_pcie_bw = 25e9, true_staging_bw = 8e9;
+constexpr double true_coll_latency = 10e-6, true_coll_bw = 90e9;
+
+// GEMMs: 0.2 for decode-sized m, 0.6 otherwise; other kernels 0.5 memory-bound, 0.25 compute.
+double true_efficiency(const Op& op, const CalibrationPoint& p) {
+  if (op.kind == OpKind::gemm) return op.attrs.m * op.attrs.batch <= 8 ? 0.2 : 0.6;
+  return p.compute_bound ? 0.25 : 0.5;
+}
+
+class FakeBackend final : public Backend {
+ public:
+  explicit FakeBackend(Hardware hw) : m_hw(std::move(hw)) {}
+  [[nodiscard]] std::string name() const override { return "fake"; }
+  [[nodiscard]] DeviceInfo device() const override {
+    DeviceInfo d;
+    d.backend = "fake";
+    d.name = "Fake GPU 80GB";
+    d.catalog_name = "Fake-GPU";
+    d.driver = "1.0";
+    d.runtime = "fake runtime 2.0";
+    return d;
+  }
+  [[nodiscard]] std::string unsupported_reason(const Op&, const Graph&) const override { return ""; }
+  [[nodiscard]] Measurement run(const Graph& g, const RunOptions&) override {
+    Measurement m;
+    m.backend = "fake";
+    for (const Op& op : g.ops) {
+      OpMeasurement om;
+      om.op = op.id;
+      om.executed = true;
+      if (const Tensor* host = host_side(op, g)) {
+        om.median = true_launch_eager + true_pcie_latency + host->bytes() / true_pcie_bw +
+                    (host->residence == Residence::host_pageable ? host->bytes() / true_staging_bw : 0.0);
+      } else {
+        const OpCost c = predict_op(op, g, m_hw);
+        const CalibrationPoint p = calibration_point(op, c, m_hw);
+        om.median = p.roofline_seconds / true_efficiency(op, p) + (g.graphed ? true_launch_graph : true_launch_eager);
+      }
+      om.min = om.median;
+      m.ops.push_back(om);
+    }
+    return m;
+  }
+  [[nodiscard]] int gpu_count() const override { return 2; }
+  [[nodiscard]] std::vector<double> time_collective(Collective c, int group,
+                                                    const std::vector<double>& payload) override {
+    std::vector<double> t;
+    for (double b : payload) t.push_back(true_coll_latency + wire_bytes(c, group, b) / true_coll_bw);
+    return t;
+  }
+
+ private:
+  Hardware m_hw;
+};
+
+ModelConfig fake_model() {
+  ModelConfig m;
+  m.name = "fake-llama";
+  m.layers = 2;
+  m.hidden = 256;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn_hidden = 512;
+  m.vocab = 1000;
+  m.max_seq = 1024;
+  m.activation = Activation::swiglu;
+  m.norm = NormKind::rmsnorm;
+  m.rope = true;
+  return m;
+}
+
+CalibrationPlan fake_plan() {
+  CalibrationPlan p;
+  p.mode = "quick";
+  p.graph_mode = true;
+  p.gemm.dtypes = {DType::bf16, DType::fp8};  // the fake datasheet has no fp8: skipped
+  p.gemm.m = {1, 64};
+  p.gemm.n = {1024, 4096};
+  p.gemm.k = {1024, 2048};
+  // Largest cells (n = 4096, k = 2048) move 17 MB: 1.7 ms at 10 GB/s, over this budget.
+  p.gemm.max_roofline_seconds = 1.5e-3;
+  p.gemm.max_cell_bytes = 1e9;
+  p.gemm.max_graph_bytes = 20e6;
+  p.launch_chain_ops = 20;
+  p.launch_chain_elements = 1;
+  Workload prefill;
+  prefill.phase = Phase::prefill;
+  prefill.prompt = 64;
+  Workload decode;
+  decode.batch = 2;
+  decode.prompt = 200;
+  decode.new_tokens = 2;
+  p.kernels.push_back({fake_model(), prefill, {StackStep{"fp32", {}, ""}}, true});
+  p.kernels.push_back({fake_model(), decode, {StackStep{"+bf16", {PassSpec{"bf16", std::nullopt}}, ""}}, false});
+  p.copy_bytes = {65536, 1 << 20, 16 << 20};
+  p.collectives = {Collective::all_reduce, Collective::all_gather};
+  p.collective_bytes = {8192, 1 << 20, 64 << 20};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links come back") {
+  const Hardware base = fake_datasheet();
+  FakeBackend backend(base);
+  CalibrateOptions o;
+  o.date = "2026-01-02";
+  int progress_calls = 0;
+  o.progress = [&](const CalibrateProgress&) { ++progress_calls; };
+  const CalibrateResult r = calibrate(backend, base, fake_plan(), o);
+  const Hardware& hw = r.hw;
+  CHECK(progress_calls > 0);
+  CHECK(hw.calibrated);
+  CHECK(hw.name == "fake-gpu-local");
+  CHECK(hw.base == "Fake-GPU");
+  CHECK(hw.source == "perfsim calibrate 2026-01-02");
+  CHECK(hw.calibration.measured_on.runtime == "fake runtime 2.0");
+  CHECK(hw.calibration.measured_on.mode == "quick");
+
+  // The chain's one-element kernels add ~1e-12 s to the graph floor.
+  CHECK(hw.launch_graph == doctest::Approx(true_launch_graph).epsilon(1e-3));
+  CHECK(hw.launch_eager == doctest::Approx(true_launch_eager).epsilon(1e-3));
+
+  REQUIRE(hw.calibration.gemm.count(DType::bf16) == 1);
+  CHECK(hw.calibration.gemm.count(DType::fp8) == 0);
+  const GemmTable& t = hw.calibration.gemm.at(DType::bf16);
+  CHECK(t.at(1, 1024, 1024) == doctest::Approx(0.2).epsilon(1e-3));
+  CHECK(t.at(64, 1024, 2048) == doctest::Approx(0.6).epsilon(1e-3));
+  // Over budget, filled from the largest measured cell below it.
+  CHECK(t.cell(1, 1, 1) == doctest::Approx(0.6).epsilon(1e-3));
+  CHECK(t.cell(0, 1, 1) == doctest::Approx(0.2).epsilon(1e-3));
+
+  REQUIRE(hw.calibration.kernels.count("rmsnorm/fp32/memory") == 1);
+  REQUIRE(hw.calibration.kernels.count("rmsnorm/bf16/memory") == 1);
+  // GEMMs of the model graphs give curves only for dtypes without a table (here fp32).
+  CHECK(hw.calibration.kernels.count("gemm/fp32/memory") == 1);
+  CHECK(hw.calibration.kernels.count("gemm/bf16/memory") == 0);
+  for (const auto& [key, curve] : hw.calibration.kernels)
+    for (double e : curve.efficiency) {
+      INFO(key);
+      const bool compute = key.size() > 8 && key.substr(key.size() - 8) == "/compute";
+      if (key.rfind("gemm/", 0) == 0)
+        CHECK((e == doctest::Approx(0.2).epsilon(0.01) || e == doctest::Approx(0.6).epsilon(0.01)));
+      else
+        CHECK(e == doctest::Approx(compute ? 0.25 : 0.5).epsilon(0.01));
+    }
+  CHECK(hw.memory_efficiency.at(OpClass::norm) == doctest::Approx(0.5).epsilon(0.01));
+
+  CHECK(hw.pcie.bandwidth == doctest::Approx(true_pcie_bw).epsilon(1e-3));
+  CHECK(hw.pcie.latency == doctest::Approx(true_pcie_latency).epsilon(1e-2));
+  CHECK(hw.host_copy_bandwidth == doctest::Approx(true_staging_bw).epsilon(1e-3));
+
+  const auto ar = hw.calibration.collectives.find({Collective::all_reduce, 2});
+  REQUIRE(ar != hw.calibration.collectives.end());
+  CHECK(ar->second.latency == doctest::Approx(true_coll_latency));
+  CHECK(ar->second.bandwidth == doctest::Approx(true_coll_bw));
+  CHECK(hw.calibration.collectives.count({Collective::all_gather, 2}) == 1);
+
+  // Priced with the fitted profile, a GEMM of the grid costs what the fake measured.
+  const Graph g = gemm_cells_graph({{64, 1024, 2048, DType::bf16, 0}});
+  const OpCost c = predict_op(g.ops[0], g, hw);
+  CHECK(c.calibrated);
+  Graph replay = g;
+  replay.graphed = true;
+  FakeBackend again(base);
+  CHECK(predict_op(replay.ops[0], replay, hw).time ==
+        doctest::Approx(again.run(replay, {}).ops[0].median).epsilon(1e-3));
+}
