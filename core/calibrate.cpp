@@ -73,14 +73,31 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
     kernels.fitted = fmt::format("{} curves from {} points; {}", hw.calibration.kernels.size(),
                                  fit.point_count(), kernels.fitted);
 
-  // The eager launch from ops timed both ways; without a graph mode both launches are the floor.
+  // The eager launch path from graphs timed both ways: the host's dispatch per op kind and
+  // the device's extra cost per eager launch, fitted through the host-paced timeline. Without
+  // a graph mode (CPU) both launches are the floor and nothing waits for a host.
   const LaunchFit lf = fit_launch(samples.chain, samples.eager_pairs, samples.graph_pairs);
   hw.launch_graph = lf.graph;
   hw.launch_eager = lf.eager;
-  launch.fitted = fmt::format("launch_eager {}, launch_graph {}{}", format_duration(lf.eager),
-                              format_duration(lf.graph),
-                              plan.graph_mode ? fmt::format(" ({} op pairs)", samples.eager_pairs.size())
-                                              : std::string(" (no graph mode: eager = graph)"));
+  hw.dispatch_eager = 0;
+  hw.dispatch_by_kind.clear();
+  if (!samples.cases.empty()) {
+    const DispatchFit df = fit_dispatch(samples.cases, lf.graph);
+    hw.launch_eager = df.launch_eager;
+    hw.dispatch_eager = df.dispatch_eager;
+    hw.dispatch_by_kind = df.by_kind;
+    launch.fitted = fmt::format(
+        "launch_eager {}, launch_graph {}, host dispatch {} (median of {} kinds; {} graphs, eager "
+        "steps within {:.1f}% median)",
+        format_duration(hw.launch_eager), format_duration(hw.launch_graph),
+        format_duration(hw.dispatch_eager), hw.dispatch_by_kind.size(), samples.cases.size(),
+        100 * df.step_error);
+  } else {
+    launch.fitted = fmt::format("launch_eager {}, launch_graph {} (no graph mode: eager = graph)",
+                                format_duration(lf.eager), format_duration(lf.graph));
+  }
+  // The measured step is the sum of its ops: no per-step host work beyond them to add.
+  hw.host_overhead = 0;
 
   // 4. Host link (needs launch_eager), 5. collectives.
   SweepSummary copies;

@@ -82,7 +82,7 @@ void add_cases(std::vector<KernelCase>& out, const std::vector<ModelConfig>& mod
     for (const Workload& w : workloads) {
       const bool tr = w.phase == Phase::train;
       out.push_back({m, w, stack_of({}), false});
-      if (with_plain_bf16) out.push_back({m, w, stack_of({"bf16"}), false});
+      if (with_plain_bf16) out.push_back({m, w, stack_of({"bf16"}), eager_pairs});
       out.push_back({m, w,
                      tr ? stack_of({"bf16", "flash_attention", "fusion", "fused_optimizer"})
                         : stack_of({"bf16", "flash_attention", "fusion"}),
@@ -128,8 +128,11 @@ CalibrationPlan cuda_plan(bool quick) {
               {decode(1, 256), decode(8, 1536), decode(32, 6144), decode(64, 768), prefill(2, 2560),
                train(2, 768)},
               true, true);
-    for (const Workload& w : {decode(1, 256), decode(16, 1536), prefill(2, 2560)})
-      p.kernels.push_back({a, w, stack_of({"bf16", "fp8", "flash_attention", "fusion"}), false});
+    // fp8 GEMMs have no grid (their weights are quantized on the host at fill time, too slow
+    // for a grid's gigabytes): their curve comes from these graphs, so they span the sizes.
+    for (const ModelConfig& m : {a, c, gpt})
+      for (const Workload& w : {decode(1, 256), decode(4, 1536), decode(16, 1536), decode(48, 768), prefill(2, 2560)})
+        p.kernels.push_back({m, w, stack_of({"bf16", "fp8", "flash_attention", "fusion"}), false});
   }
   p.copy_bytes = quick ? std::vector<double>{64 << 10, 1 << 20, 16 << 20, 128 << 20}
                        : std::vector<double>{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20};

@@ -62,6 +62,7 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
     clock.step();
     out.eager_pairs = eager;
     out.graph_pairs = timed;
+    out.cases.push_back({chain, timed, eager});
   }
   s.graphs = pair ? 2 : 1;
   s.seconds = clock.seconds();
@@ -176,6 +177,7 @@ void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fi
             pairs.eager_pairs.push_back(e.ops[i].median);
             pairs.graph_pairs.push_back(m.ops[i].median);
           }
+        pairs.cases.push_back({g, medians(m), medians(e)});
         ++s.graphs;
         clock.step();
       }

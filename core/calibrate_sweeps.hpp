@@ -9,6 +9,7 @@
 
 #include "core/backend.hpp"
 #include "core/calibrate.hpp"
+#include "core/calibrate_dispatch.hpp"
 #include "core/calibrate_fit.hpp"
 #include "core/calibrate_plan.hpp"
 #include "core/hardware.hpp"
@@ -40,6 +41,7 @@ class SweepClock {
 struct LaunchSamples {
   std::vector<double> chain;                 // per-op medians in the plan's mode
   std::vector<double> eager_pairs, graph_pairs;
+  std::vector<EagerCase> cases;              // graphs timed both ways, for fit_dispatch
 };
 [[nodiscard]] LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s);
 

@@ -79,8 +79,13 @@ double GemmTable::at(double m_rows, double n_cols, double k_depth) const {
   return std::exp(log_eff);
 }
 
-std::string calibration_key(OpKind kind, DType dtype, bool compute_bound) {
-  return fmt::format("{}/{}/{}", name_of(kind), name_of(dtype), compute_bound ? "compute" : "memory");
+std::string calibration_key(OpKind kind, DType dtype, bool compute_bound, bool decode) {
+  return fmt::format("{}/{}/{}{}", name_of(kind), name_of(dtype), compute_bound ? "compute" : "memory",
+                     decode ? "/decode" : "");
+}
+
+bool is_decode_attention(OpKind kind, int64_t seq_q) {
+  return class_of(kind) == OpClass::attention && seq_q > 0 && seq_q <= decode_query_rows;
 }
 
 }  // namespace perfsim

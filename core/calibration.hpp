@@ -2,6 +2,7 @@
 // model prices ops with. A profile without them (an empty Calibration) is priced from the
 // datasheet peaks and the per-class efficiencies alone.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -71,6 +72,12 @@ struct Calibration {
 
 // The table key of an op of `kind` computing in `dtype` (the precision it is priced at),
 // compute-bound or memory-bound at the datasheet roofline: "flash_attention/bf16/compute".
-[[nodiscard]] std::string calibration_key(OpKind kind, DType dtype, bool compute_bound);
+// Attention over a few query rows per sequence (decode) runs other kernels, or the same ones
+// far from their design point, than attention over a prompt: `decode` adds "/decode".
+[[nodiscard]] std::string calibration_key(OpKind kind, DType dtype, bool compute_bound, bool decode = false);
+// Whether an op is decode attention for calibration_key: an attention kind over at most
+// decode_query_rows query rows per sequence.
+inline constexpr int64_t decode_query_rows = 16;
+[[nodiscard]] bool is_decode_attention(OpKind kind, int64_t seq_q);
 
 }  // namespace perfsim

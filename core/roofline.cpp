@@ -71,7 +71,8 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
   const double compute = c.flops > 0 && hw.peak(c.priced_as) > 0 ? c.flops / hw.peak(c.priced_as) : 0.0;
   const double memory = c.bytes > 0 && hw.memory_bandwidth > 0 ? c.bytes / hw.memory_bandwidth : 0.0;
   const bool compute_bound = c.flops > 0 && compute >= memory;
-  return {calibration_key(op.kind, c.priced_as, compute_bound), std::max(compute, memory),
+  const bool decode = is_decode_attention(op.kind, op.attrs.seq_q);
+  return {calibration_key(op.kind, c.priced_as, compute_bound, decode), std::max(compute, memory),
           compute_bound};
 }
 

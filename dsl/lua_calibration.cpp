@@ -114,14 +114,20 @@ void read_gemm(lua_State* L, int index, Calibration& cal, const std::string& wha
 
 void read_kernels(lua_State* L, int index, Calibration& cal, const std::string& what) {
   for (const std::string& key : string_keys(L, index)) {
-    // "kind/dtype/bound", the form calibration_key() writes.
-    const auto a = key.find('/'), b = key.rfind('/');
-    const bool ok = a != std::string::npos && b != a && parse_op_kind(key.substr(0, a)) &&
-                    parse_dtype(key.substr(a + 1, b - a - 1)) &&
-                    (key.substr(b + 1) == "compute" || key.substr(b + 1) == "memory");
+    // "kind/dtype/bound[/decode]", the form calibration_key() writes.
+    std::vector<std::string> parts;
+    for (std::size_t start = 0;;) {
+      const std::size_t slash = key.find('/', start);
+      parts.push_back(key.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    const bool ok = (parts.size() == 3 || (parts.size() == 4 && parts[3] == "decode")) &&
+                    parse_op_kind(parts[0]) && parse_dtype(parts[1]) &&
+                    (parts[2] == "compute" || parts[2] == "memory");
     if (!ok)
       throw ConfigError(fmt::format(
-          "{}: key '{}' must read kind/dtype/bound, e.g. \"rmsnorm/bf16/memory\"", what, key));
+          "{}: key '{}' must read kind/dtype/bound[/decode], e.g. \"rmsnorm/bf16/memory\"", what, key));
     lua_getfield(L, index, key.c_str());
     cal.kernels[key] = read_curve(L, -1, fmt::format("{}[\"{}\"]", what, key));
     lua_pop(L, 1);

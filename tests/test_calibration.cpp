@@ -124,6 +124,11 @@ TEST_CASE("calibration: gemm tables interpolate trilinearly in log space") {
 TEST_CASE("calibration: keys name the kind, the priced dtype and the bound") {
   CHECK(calibration_key(OpKind::rmsnorm, DType::bf16, false) == "rmsnorm/bf16/memory");
   CHECK(calibration_key(OpKind::flash_attention, DType::fp16, true) == "flash_attention/fp16/compute");
+  CHECK(calibration_key(OpKind::attn_scores, DType::bf16, false, true) == "attn_scores/bf16/memory/decode");
+  CHECK(is_decode_attention(OpKind::flash_attention, 1));
+  CHECK(is_decode_attention(OpKind::attn_context, 16));
+  CHECK_FALSE(is_decode_attention(OpKind::attn_context, 17));   // a prompt
+  CHECK_FALSE(is_decode_attention(OpKind::rmsnorm, 1));         // not attention
 }
 
 TEST_CASE("calibration: the cost model prices a kernel from its fitted curve") {

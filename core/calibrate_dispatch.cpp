@@ -1,0 +1,144 @@
+// fit_dispatch(): the eager launch path fitted through the host-paced timeline.
+#include "core/calibrate_dispatch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include "core/cost_model.hpp"
+
+namespace perfsim {
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+bool usable(const EagerCase& c, std::size_t i) {
+  return c.graph.ops[i].kind != OpKind::host && c.graph_medians[i] > 0 && c.eager_medians[i] > 0;
+}
+
+class Objective {
+ public:
+  explicit Objective(const std::vector<EagerCase>& cases) : m_cases(cases) {}
+
+  // Summed |log error| of ops and steps for an extra gap and per-kind dispatch.
+  [[nodiscard]] double operator()(double gap, const std::map<OpKind, double>& dispatch) const {
+    double total = 0;
+    for (const EagerCase& c : m_cases) {
+      const std::size_t n = c.graph.ops.size();
+      std::vector<double> device(n), issue(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const Op& op = c.graph.ops[i];
+        device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + gap : 0.0;
+        const auto it = dispatch.find(op.kind);
+        issue[i] = op.kind == OpKind::host || it == dispatch.end() ? 0.0 : it->second;
+      }
+      const std::vector<double> waits = host_paced_waits(c.graph, device, issue);
+      double predicted_step = 0, measured_step = 0;
+      std::size_t ops = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!usable(c, i)) continue;
+        const double predicted = device[i] + waits[i];
+        total += std::abs(std::log(predicted / c.eager_medians[i]));
+        predicted_step += predicted * c.graph.ops[i].count;
+        measured_step += c.eager_medians[i] * c.graph.ops[i].count;
+        ++ops;
+      }
+      if (ops > 0) total += static_cast<double>(ops) * std::abs(std::log(predicted_step / measured_step));
+    }
+    return total;
+  }
+
+  // Relative error of each case's eager step, for the report.
+  [[nodiscard]] std::vector<double> step_errors(double gap, const std::map<OpKind, double>& dispatch) const {
+    std::vector<double> out;
+    for (const EagerCase& c : m_cases) {
+      const std::size_t n = c.graph.ops.size();
+      std::vector<double> device(n), issue(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + gap : 0.0;
+        const auto it = dispatch.find(c.graph.ops[i].kind);
+        issue[i] = c.graph.ops[i].kind == OpKind::host || it == dispatch.end() ? 0.0 : it->second;
+      }
+      const std::vector<double> waits = host_paced_waits(c.graph, device, issue);
+      double p = 0, m = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (usable(c, i)) {
+          p += (device[i] + waits[i]) * c.graph.ops[i].count;
+          m += c.eager_medians[i] * c.graph.ops[i].count;
+        }
+      if (m > 0) out.push_back(p / m - 1);
+    }
+    return out;
+  }
+
+ private:
+  const std::vector<EagerCase>& m_cases;
+};
+
+// Candidate values for a coordinate: `steps` points from lo to hi, geometric (host costs
+// range from a microsecond to tens of microseconds).
+std::vector<double> candidates(double lo, double hi, int steps) {
+  std::vector<double> v;
+  for (int i = 0; i < steps; ++i) v.push_back(lo * std::pow(hi / lo, double(i) / (steps - 1)));
+  return v;
+}
+
+}  // namespace
+
+DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_graph) {
+  std::set<OpKind> kinds;
+  std::map<OpKind, std::vector<double>> eager_by_kind;
+  for (const EagerCase& c : cases) {
+    if (c.graph_medians.size() != c.graph.ops.size() || c.eager_medians.size() != c.graph.ops.size())
+      throw std::invalid_argument("fit_dispatch: per-op medians do not match the graph");
+    for (std::size_t i = 0; i < c.graph.ops.size(); ++i)
+      if (usable(c, i)) eager_by_kind[c.graph.ops[i].kind].push_back(c.eager_medians[i]);
+  }
+  if (eager_by_kind.empty()) throw std::invalid_argument("fit_dispatch: no op measured both ways");
+
+  // Start from each kind's median eager time (an upper bound when host bound) and no gap.
+  std::map<OpKind, double> dispatch;
+  for (const auto& [k, times] : eager_by_kind) dispatch[k] = median(times);
+  double gap = 0;
+  const Objective objective(cases);
+  double best = objective(gap, dispatch);
+  const std::vector<double> gaps = [] {
+    std::vector<double> g{0.0};
+    for (double v : candidates(0.1e-6, 10e-6, 24)) g.push_back(v);
+    return g;
+  }();
+  const std::vector<double> issues = candidates(0.5e-6, 100e-6, 64);
+  for (int pass = 0; pass < 4; ++pass) {
+    bool moved = false;
+    for (double g : gaps)
+      if (const double f = objective(g, dispatch); f < best) best = f, gap = g, moved = true;
+    for (auto& [k, value] : dispatch) {
+      std::map<OpKind, double> trial = dispatch;
+      for (double d : issues) {
+        trial[k] = d;
+        if (const double f = objective(gap, trial); f < best) best = f, value = d, moved = true;
+      }
+    }
+    if (!moved) break;
+  }
+
+  DispatchFit fit;
+  fit.launch_eager = launch_graph + gap;
+  fit.by_kind = dispatch;
+  std::vector<double> values;
+  for (const auto& [k, v] : dispatch) values.push_back(v);
+  fit.dispatch_eager = median(values);
+  std::vector<double> errs = objective.step_errors(gap, dispatch);
+  for (double& e : errs) e = std::abs(e);
+  fit.step_error = median(errs);
+  return fit;
+}
+
+}  // namespace perfsim

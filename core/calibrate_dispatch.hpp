@@ -1,0 +1,35 @@
+// Fitting the eager launch path of a profile: how long the host takes to issue each kind of
+// op (Hardware::dispatch_by_kind) and the device's extra cost per eagerly launched kernel
+// (launch_eager − launch_graph), from calibration graphs timed both replayed and eager.
+// The fit runs the cost model's own host-paced timeline (host_paced_waits), so the figures
+// are the ones that make it reproduce the eager measurements.
+#pragma once
+#include <map>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "core/op_kind.hpp"
+
+namespace perfsim {
+
+// One graph measured both ways (per-op medians, one op not × count).
+struct EagerCase {
+  Graph graph;
+  std::vector<double> graph_medians;  // replayed from a CUDA graph: kernel + launch_graph
+  std::vector<double> eager_medians;  // launched eagerly: kernel + launch + waits for the host
+};
+
+struct DispatchFit {
+  double launch_eager = 0;              // launch_graph + the extra device gap of an eager launch
+  double dispatch_eager = 0;            // the median of by_kind: kinds never measured
+  std::map<OpKind, double> by_kind;     // host seconds to issue one op of each kind
+  double step_error = 0;                // median |relative error| of the cases' eager steps
+};
+
+// Coordinate descent over the extra gap and each kind's dispatch, minimising the summed
+// |log(predicted / measured)| of every op plus, weighted by its op count, of every case's
+// step (Σ per-op × count), where predicted = graph median + extra gap + the host wait of the
+// paced timeline. Throws std::invalid_argument without a case.
+[[nodiscard]] DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_graph);
+
+}  // namespace perfsim

@@ -1,0 +1,69 @@
+// fit_dispatch(): eager times made by the host-paced timeline from a known dispatch per kind
+// and a known extra gap come back from the fit.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "core/calibrate_dispatch.hpp"
+#include "core/cost_model.hpp"
+
+using namespace perfsim;
+
+namespace {
+
+// A chain of ops of the given kinds, each reading the previous one's output.
+Graph chain_of(const std::vector<OpKind>& kinds) {
+  Graph g;
+  int prev = g.add_tensor({-1, "x", {8}, DType::fp32, TensorRole::input, 1});
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    const int out = g.add_tensor({-1, "t" + std::to_string(i), {8}, DType::fp32, TensorRole::activation, 1});
+    Op op;
+    op.name = "op" + std::to_string(i);
+    op.kind = kinds[i];
+    op.inputs = {prev};
+    op.outputs = {out};
+    g.add_op(op);
+    prev = out;
+  }
+  return g;
+}
+
+// Eager medians as the paced timeline makes them: device = graph median + gap, plus waits.
+EagerCase synthetic(const Graph& g, const std::vector<double>& graph_medians,
+                    const std::map<OpKind, double>& dispatch, double gap) {
+  std::vector<double> device, issue;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    device.push_back(graph_medians[i] + gap);
+    issue.push_back(dispatch.at(g.ops[i].kind));
+  }
+  const std::vector<double> waits = host_paced_waits(g, device, issue);
+  std::vector<double> eager;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) eager.push_back(device[i] + waits[i]);
+  return {g, graph_medians, eager};
+}
+
+}  // namespace
+
+TEST_CASE("calibrate: the eager dispatch per kind and the extra gap come back from the fit") {
+  const std::map<OpKind, double> dispatch = {{OpKind::gemm, 14e-6}, {OpKind::rmsnorm, 7e-6},
+                                             {OpKind::residual_add, 5e-6}};
+  const double gap = 1.5e-6;
+  // Small ops in a row are host bound (they show the dispatch), long GEMMs let the host run
+  // ahead (they show the gap); two graphs of different mixes.
+  const Graph a = chain_of({OpKind::rmsnorm, OpKind::gemm, OpKind::residual_add, OpKind::rmsnorm,
+                            OpKind::gemm, OpKind::gemm, OpKind::residual_add, OpKind::residual_add});
+  const Graph b = chain_of({OpKind::residual_add, OpKind::residual_add, OpKind::residual_add, OpKind::gemm,
+                            OpKind::rmsnorm, OpKind::rmsnorm, OpKind::gemm, OpKind::rmsnorm});
+  const std::vector<EagerCase> cases = {
+      synthetic(a, {3e-6, 40e-6, 1.5e-6, 3e-6, 8e-6, 60e-6, 1.5e-6, 1.5e-6}, dispatch, gap),
+      synthetic(b, {1.5e-6, 1.5e-6, 1.5e-6, 25e-6, 3e-6, 3e-6, 4e-6, 3e-6}, dispatch, gap)};
+  const DispatchFit fit = fit_dispatch(cases, 1e-6);
+  // The candidate grids step by 9% (dispatch) and 22% (gap): recovered within a step.
+  CHECK(fit.by_kind.at(OpKind::gemm) == doctest::Approx(14e-6).epsilon(0.1));
+  CHECK(fit.by_kind.at(OpKind::rmsnorm) == doctest::Approx(7e-6).epsilon(0.1));
+  CHECK(fit.by_kind.at(OpKind::residual_add) == doctest::Approx(5e-6).epsilon(0.1));
+  CHECK(fit.launch_eager == doctest::Approx(1e-6 + gap).epsilon(0.15));
+  CHECK(fit.dispatch_eager == doctest::Approx(7e-6).epsilon(0.1));  // median of the three
+  CHECK(fit.step_error < 0.03);
+  CHECK_THROWS_AS((void)fit_dispatch({}, 1e-6), std::invalid_argument);
+}
