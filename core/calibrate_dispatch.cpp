@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <stdexcept>
 
 #include "core/cost_model.hpp"
@@ -93,49 +92,34 @@ std::vector<double> candidates(double lo, double hi, int steps) {
 }  // namespace
 
 DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_graph) {
-  std::set<OpKind> kinds;
-  std::map<OpKind, std::vector<double>> eager_by_kind;
+  std::map<OpKind, std::vector<double>> host_by_kind;
+  bool any = false;
   for (const EagerCase& c : cases) {
-    if (c.graph_medians.size() != c.graph.ops.size() || c.eager_medians.size() != c.graph.ops.size())
+    const std::size_t n = c.graph.ops.size();
+    if (c.graph_medians.size() != n || c.eager_medians.size() != n ||
+        (!c.host_medians.empty() && c.host_medians.size() != n))
       throw std::invalid_argument("fit_dispatch: per-op medians do not match the graph");
-    for (std::size_t i = 0; i < c.graph.ops.size(); ++i)
-      if (usable(c, i)) eager_by_kind[c.graph.ops[i].kind].push_back(c.eager_medians[i]);
-  }
-  if (eager_by_kind.empty()) throw std::invalid_argument("fit_dispatch: no op measured both ways");
-
-  // Start from each kind's median eager time (an upper bound when host bound) and no gap.
-  std::map<OpKind, double> dispatch;
-  for (const auto& [k, times] : eager_by_kind) dispatch[k] = median(times);
-  double gap = 0;
-  const Objective objective(cases);
-  double best = objective(gap, dispatch);
-  const std::vector<double> gaps = [] {
-    std::vector<double> g{0.0};
-    for (double v : candidates(0.1e-6, 10e-6, 24)) g.push_back(v);
-    return g;
-  }();
-  const std::vector<double> issues = candidates(0.5e-6, 100e-6, 64);
-  for (int pass = 0; pass < 4; ++pass) {
-    bool moved = false;
-    for (double g : gaps)
-      if (const double f = objective(g, dispatch); f < best) best = f, gap = g, moved = true;
-    for (auto& [k, value] : dispatch) {
-      std::map<OpKind, double> trial = dispatch;
-      for (double d : issues) {
-        trial[k] = d;
-        if (const double f = objective(gap, trial); f < best) best = f, value = d, moved = true;
-      }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!usable(c, i)) continue;
+      any = true;
+      if (!c.host_medians.empty() && c.host_medians[i] > 0)
+        host_by_kind[c.graph.ops[i].kind].push_back(c.host_medians[i]);
     }
-    if (!moved) break;
   }
+  if (!any) throw std::invalid_argument("fit_dispatch: no op measured both ways");
 
   DispatchFit fit;
+  for (const auto& [k, times] : host_by_kind) fit.by_kind[k] = median(times);
+  const Objective objective(cases);
+  double gap = 0, best = objective(0, fit.by_kind);
+  for (double g : candidates(0.05e-6, 20e-6, 96))
+    if (const double f = objective(g, fit.by_kind); f < best) best = f, gap = g;
+
   fit.launch_eager = launch_graph + gap;
-  fit.by_kind = dispatch;
   std::vector<double> values;
-  for (const auto& [k, v] : dispatch) values.push_back(v);
+  for (const auto& [k, v] : fit.by_kind) values.push_back(v);
   fit.dispatch_eager = median(values);
-  std::vector<double> errs = objective.step_errors(gap, dispatch);
+  std::vector<double> errs = objective.step_errors(gap, fit.by_kind);
   for (double& e : errs) e = std::abs(e);
   fit.step_error = median(errs);
   return fit;

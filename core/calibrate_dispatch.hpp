@@ -1,8 +1,8 @@
-// Fitting the eager launch path of a profile: how long the host takes to issue each kind of
-// op (Hardware::dispatch_by_kind) and the device's extra cost per eagerly launched kernel
-// (launch_eager − launch_graph), from calibration graphs timed both replayed and eager.
-// The fit runs the cost model's own host-paced timeline (host_paced_waits), so the figures
-// are the ones that make it reproduce the eager measurements.
+// The eager launch path of a profile from calibration graphs timed both replayed and eager:
+// how long the host takes to issue each kind of op (Hardware::dispatch_by_kind: the median of
+// the host time the backend measured issuing ops of that kind) and the device's extra cost
+// per eagerly launched kernel (launch_eager − launch_graph), fitted through the cost model's
+// own host-paced timeline (host_paced_waits) so that it reproduces the eager measurements.
 #pragma once
 #include <map>
 #include <vector>
@@ -17,6 +17,7 @@ struct EagerCase {
   Graph graph;
   std::vector<double> graph_medians;  // replayed from a CUDA graph: kernel + launch_graph
   std::vector<double> eager_medians;  // launched eagerly: kernel + launch + waits for the host
+  std::vector<double> host_medians;   // host seconds issuing each op eagerly (0: not measured)
 };
 
 struct DispatchFit {
@@ -26,10 +27,11 @@ struct DispatchFit {
   double step_error = 0;                // median |relative error| of the cases' eager steps
 };
 
-// Coordinate descent over the extra gap and each kind's dispatch, minimising the summed
-// |log(predicted / measured)| of every op plus, weighted by its op count, of every case's
-// step (Σ per-op × count), where predicted = graph median + extra gap + the host wait of the
-// paced timeline. Throws std::invalid_argument without a case.
+// dispatch per kind: the median measured host time of its ops (kinds without one: none).
+// The extra gap: the candidate minimising the summed |log(predicted / measured)| of every op
+// plus, weighted by its op count, of every case's step (Σ per-op × count), where predicted =
+// graph median + gap + the host wait of the paced timeline. Throws std::invalid_argument
+// without an op measured both ways.
 [[nodiscard]] DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_graph);
 
 }  // namespace perfsim

@@ -130,7 +130,9 @@ CalibrationPlan cuda_plan(bool quick) {
               true, true);
     // fp8 GEMMs have no grid (their weights are quantized on the host at fill time, too slow
     // for a grid's gigabytes): their curve comes from these graphs, so they span the sizes.
-    for (const ModelConfig& m : {a, c, gpt})
+    // Untied models only: a tied lm_head re-quantizes the embedding table at every call,
+    // another cost than the fp8 GEMMs of stored weights.
+    for (const ModelConfig& m : {a, c})
       for (const Workload& w : {decode(1, 256), decode(4, 1536), decode(16, 1536), decode(48, 768), prefill(2, 2560)})
         p.kernels.push_back({m, w, stack_of({"bf16", "fp8", "flash_attention", "fusion"}), false});
   }

@@ -41,6 +41,13 @@ std::vector<double> medians(const Measurement& m) {
   return out;
 }
 
+std::vector<double> hosts(const Measurement& m) {
+  std::vector<double> out;
+  out.reserve(m.ops.size());
+  for (const OpMeasurement& o : m.ops) out.push_back(o.executed ? o.host : 0.0);
+  return out;
+}
+
 Graph in_mode(Graph g, bool graphed) {
   g.graphed = graphed;
   return g;
@@ -58,11 +65,12 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
   clock.step();
   out.chain = timed;
   if (pair) {
-    const std::vector<double> eager = medians(ctx.backend.run(in_mode(chain, false), p.run));
+    const Measurement eager_m = ctx.backend.run(in_mode(chain, false), p.run);
+    const std::vector<double> eager = medians(eager_m);
     clock.step();
     out.eager_pairs = eager;
     out.graph_pairs = timed;
-    out.cases.push_back({chain, timed, eager});
+    out.cases.push_back({chain, timed, eager, hosts(eager_m)});
   }
   s.graphs = pair ? 2 : 1;
   s.seconds = clock.seconds();
@@ -177,7 +185,7 @@ void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fi
             pairs.eager_pairs.push_back(e.ops[i].median);
             pairs.graph_pairs.push_back(m.ops[i].median);
           }
-        pairs.cases.push_back({g, medians(m), medians(e)});
+        pairs.cases.push_back({g, medians(m), medians(e), hosts(e)});
         ++s.graphs;
         clock.step();
       }

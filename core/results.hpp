@@ -18,6 +18,7 @@ struct OpMeasurement {
   double median = 0;   // seconds, one op (not × count)
   double min = 0;
   bool executed = false;
+  double host = 0;     // eager CUDA runs: median host seconds spent issuing the op (0 = not timed)
 };
 
 struct Measurement {

@@ -121,14 +121,16 @@ Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, int warm
   const int warmed = warm_up(warmup, [&] { (void)runner.run_once(); });
   // Passes with and without per-op events alternate: the first give the op times, the second
   // the step as it runs (executed_wall) and so the events' cost.
-  std::vector<std::vector<double>> samples(g.ops.size());
+  std::vector<std::vector<double>> samples(g.ops.size()), host(g.ops.size());
   std::vector<double> walls;
   for (int r = 0; r < repeats; ++r) {
     (void)runner.run_once(&samples);
-    walls.push_back(runner.run_walled());
+    walls.push_back(runner.run_walled(&host));
   }
   remove_probe_cost(samples, median_of(walls), g);
-  return summarize_runs(g, samples, walls, name(), device().name, warmed, repeats);
+  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmed, repeats);
+  for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].host = median_of(host[i]);
+  return m;
 }
 
 Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, int warmup, int repeats) {

@@ -3,6 +3,8 @@
 // with per-op event nodes), event timing of passes and replays, and read-back.
 #include "backends/cuda/cuda_graph_runner.hpp"
 
+#include <chrono>
+
 #include <cuda_fp8.h>
 #include <fmt/format.h>
 #include <nvtx3/nvToolsExt.h>
@@ -228,14 +230,17 @@ void GraphRunner::append_op_times(std::vector<std::vector<double>>& op_seconds) 
   }
 }
 
-void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep) {
+void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep,
+                       std::vector<std::vector<double>>* host_seconds) {
   const Graph& g = m_graph;
   auto kept = [&](int id) { return keep != nullptr && (*keep)[static_cast<std::size_t>(id)]; };
   // A timed capture times its replays from outside (replay_timed), so only the ops' events
   // become nodes.
   const bool step_events = timed && !capturing;
   if (step_events) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
+  if (host_seconds != nullptr) host_seconds->resize(g.ops.size());
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const auto issue_start = std::chrono::steady_clock::now();
     const Op& op = g.ops[i];
     const int lane = m_plan.lane[i];
     const cudaStream_t st = m_streams[static_cast<std::size_t>(lane)];
@@ -269,6 +274,9 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
       m_alloc.release(m_buffers[static_cast<std::size_t>(id)]);
       m_buffers[static_cast<std::size_t>(id)] = nullptr;
     }
+    if (host_seconds != nullptr)
+      (*host_seconds)[i].push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count());
   }
   // The end of the step: stream 0 joins every side stream (this also closes a capture's
   // side branches), then what was kept for the side streams goes back to the allocator.
@@ -296,10 +304,10 @@ double GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const
   return total_ms * 1e-3;
 }
 
-double GraphRunner::run_walled() {
+double GraphRunner::run_walled(std::vector<std::vector<double>>* host_seconds) {
   if (m_graph.ops.empty()) return 0;
   PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
-  walk(false, false, nullptr);  // ends with stream 0 joined to every side stream
+  walk(false, false, nullptr, host_seconds);  // ends with stream 0 joined to every side stream
   PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
   PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
   float total_ms = 0;

@@ -42,7 +42,9 @@ class GraphRunner {
   // their last use (for reading back).
   double run_once(std::vector<std::vector<double>>* op_seconds = nullptr, const std::vector<char>* keep = nullptr);
   // One eager pass without per-op events: its GPU time as above (the step as it runs, no probes).
-  double run_walled();
+  // host_seconds (optional): appends one sample per op, the host time spent issuing it
+  // (allocation, stream waits, the launch, frees), for the eager dispatch figures.
+  double run_walled(std::vector<std::vector<double>>* host_seconds = nullptr);
   // Records one pass into a CUDA graph (run one eager pass first: it uploads the fused
   // AdamW descriptors and warms the allocator's cache).
   void capture(const std::vector<char>* keep = nullptr);
@@ -71,7 +73,8 @@ class GraphRunner {
   [[nodiscard]] const std::vector<std::string>& workspace_mismatches() const { return m_exec->workspace_mismatches(); }
 
  private:
-  void walk(bool timed, bool capturing, const std::vector<char>* keep);
+  void walk(bool timed, bool capturing, const std::vector<char>* keep,
+            std::vector<std::vector<double>>* host_seconds = nullptr);
   // Ends a capture that failed part-way and returns what its walk still held.
   void abandon_capture();
   void record_op_event(cudaEvent_t e, cudaStream_t s, bool capturing);
