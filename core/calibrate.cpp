@@ -54,7 +54,8 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   // 2. GEMM grid, 3. kernel curves from the calibration models' graphs.
   CurveFitter fit;
   std::vector<SweepSummary> gemm;
-  sweep_gemm(ctx, launch_graph, fit, hw.calibration.gemm, gemm);
+  sweep_gemm(ctx, plan.gemm, launch_graph, fit, hw.calibration.gemm, gemm);
+  sweep_gemm(ctx, plan.fp8_gemm, launch_graph, fit, hw.calibration.gemm, gemm);
   if (hw.calibration.gemm.empty())
     throw NotExecutable(fmt::format("calibrate: no GEMM cell could be measured on the {} backend", b.name()));
   SweepSummary kernels;

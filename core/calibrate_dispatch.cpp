@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/cost_model.hpp"
+#include "core/op_metrics.hpp"
 
 namespace perfsim {
 
@@ -36,7 +37,7 @@ class Objective {
         const Op& op = c.graph.ops[i];
         device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + gap : 0.0;
         const auto it = dispatch.find(op.kind);
-        issue[i] = op.kind == OpKind::host || it == dispatch.end() ? 0.0 : it->second;
+        issue[i] = op.kind == OpKind::host || it == dispatch.end() ? 0.0 : it->second * kernel_launches(op);
       }
       const std::vector<double> waits = host_paced_waits(c.graph, device, issue);
       double predicted_step = 0, measured_step = 0;
@@ -63,7 +64,9 @@ class Objective {
       for (std::size_t i = 0; i < n; ++i) {
         device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + gap : 0.0;
         const auto it = dispatch.find(c.graph.ops[i].kind);
-        issue[i] = c.graph.ops[i].kind == OpKind::host || it == dispatch.end() ? 0.0 : it->second;
+        issue[i] = c.graph.ops[i].kind == OpKind::host || it == dispatch.end()
+                       ? 0.0
+                       : it->second * kernel_launches(c.graph.ops[i]);
       }
       const std::vector<double> waits = host_paced_waits(c.graph, device, issue);
       double p = 0, m = 0;
@@ -102,8 +105,9 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
     for (std::size_t i = 0; i < n; ++i) {
       if (!usable(c, i)) continue;
       any = true;
+      // Per kernel launched: an op that launches several pays its dispatch for each.
       if (!c.host_medians.empty() && c.host_medians[i] > 0)
-        host_by_kind[c.graph.ops[i].kind].push_back(c.host_medians[i]);
+        host_by_kind[c.graph.ops[i].kind].push_back(c.host_medians[i] / kernel_launches(c.graph.ops[i]));
     }
   }
   if (!any) throw std::invalid_argument("fit_dispatch: no op measured both ways");

@@ -23,11 +23,12 @@ struct EagerCase {
 struct DispatchFit {
   double launch_eager = 0;              // launch_graph + the extra device gap of an eager launch
   double dispatch_eager = 0;            // the median of by_kind: kinds never measured
-  std::map<OpKind, double> by_kind;     // host seconds to issue one op of each kind
+  std::map<OpKind, double> by_kind;     // host seconds per kernel an op of each kind launches
   double step_error = 0;                // median |relative error| of the cases' eager steps
 };
 
-// dispatch per kind: the median measured host time of its ops (kinds without one: none).
+// dispatch per kind: the median measured host time of its ops per kernel they launch
+// (kernel_launches; kinds without one: none).
 // The extra gap: the candidate minimising the summed |log(predicted / measured)| of every op
 // plus, weighted by its op count, of every case's step (Σ per-op × count), where predicted =
 // graph median + gap + the host wait of the paced timeline. Throws std::invalid_argument

@@ -116,6 +116,15 @@ CalibrationPlan cuda_plan(bool quick) {
   // (large GEMMs are saturated); the first run of each shape also pays cuBLASLt autotuning.
   g.max_cell_bytes = 0.5 * (1ull << 30);
   g.max_graph_bytes = 8.0 * (1ull << 30);
+  // fp8: the skinny decode rows densely, weights up to 128 MiB (the host quantizes each).
+  GemmSweepPlan& f = p.fp8_gemm;
+  f.dtypes = {DType::fp8};
+  f.m = quick ? std::vector<int64_t>{1, 16, 256} : std::vector<int64_t>{1, 4, 16, 64, 256, 2048};
+  f.n = {1280, 5120, 20480};
+  f.k = quick ? std::vector<int64_t>{1280, 5120} : std::vector<int64_t>{1280, 5120, 20480};
+  f.max_roofline_seconds = g.max_roofline_seconds;
+  f.max_cell_bytes = 128.0 * (1 << 20);
+  f.max_graph_bytes = 2.0 * (1ull << 30);
 
   const ModelConfig a = llama_like("cal-llama-2560", 2560, 20, 4, 6912, 65536);
   const ModelConfig gpt = gpt_like("cal-gpt-1280", 1280, 20, 32000, 8192);
@@ -128,10 +137,8 @@ CalibrationPlan cuda_plan(bool quick) {
               {decode(1, 256), decode(8, 1536), decode(32, 6144), decode(64, 768), prefill(2, 2560),
                train(2, 768)},
               true, true);
-    // fp8 GEMMs have no grid (their weights are quantized on the host at fill time, too slow
-    // for a grid's gigabytes): their curve comes from these graphs, so they span the sizes.
-    // Untied models only: a tied lm_head re-quantizes the embedding table at every call,
-    // another cost than the fp8 GEMMs of stored weights.
+    // The fp8 stack's other kernels (quantized activations, fp8 KV paths) at model sizes.
+    // Untied models only: a tied lm_head re-quantizes the embedding table at every call.
     for (const ModelConfig& m : {a, c})
       for (const Workload& w : {decode(1, 256), decode(4, 1536), decode(16, 1536), decode(48, 768), prefill(2, 2560)})
         p.kernels.push_back({m, w, stack_of({"bf16", "fp8", "flash_attention", "fusion"}), false});

@@ -38,6 +38,9 @@ struct CalibrationPlan {
   // eager runs of some cases give the eager launch cost. The CPU backend has no graph mode.
   bool graph_mode = false;
   GemmSweepPlan gemm;
+  // fp8 on a grid of its own: its weights are quantized on the host at fill time, so the grid
+  // is smaller (empty dtypes: none).
+  GemmSweepPlan fp8_gemm;
   std::vector<KernelCase> kernels;
   int launch_chain_ops = 200;
   int64_t launch_chain_elements = 256;

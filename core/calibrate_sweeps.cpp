@@ -77,9 +77,8 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
   return out;
 }
 
-void sweep_gemm(const SweepContext& ctx, double launch_graph, CurveFitter& fit,
+void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_graph, CurveFitter& fit,
                 std::map<DType, GemmTable>& tables, std::vector<SweepSummary>& out) {
-  const GemmSweepPlan& gp = ctx.plan.gemm;
   for (DType t : gp.dtypes) {
     SweepSummary s;
     s.sweep = fmt::format("gemm {}", name_of(t));

@@ -46,7 +46,7 @@ struct LaunchSamples {
 [[nodiscard]] LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s);
 
 // Fills gemm tables (one per dtype the base prices as itself) and GEMM class points.
-void sweep_gemm(const SweepContext& ctx, double launch_graph, CurveFitter& fit,
+void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_graph, CurveFitter& fit,
                 std::map<DType, GemmTable>& tables, std::vector<SweepSummary>& out);
 
 // Model graphs of the calibration cases: kernel curves and eager/graph pairs.

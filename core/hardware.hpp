@@ -26,9 +26,9 @@ struct Hardware {
   int sm_count = 0;            // SMs (GPU) or cores (CPU)
   double launch_eager = 0;     // seconds of fixed device cost per op launched eagerly
   double launch_graph = 0;     // seconds per op when replayed from a captured graph
-  // Host seconds to issue one op eagerly (framework and driver work); an eager op starts no
-  // sooner than the host has issued it (cost_model.hpp). 0 = the host never holds the device
-  // back. dispatch_by_kind overrides it per op kind (calibrated profiles).
+  // Host seconds to issue one kernel eagerly (framework and driver work); an eager op starts
+  // no sooner than the host has issued its kernels (kernel_launches, op_metrics.hpp). 0 = the
+  // host never holds the device back. dispatch_by_kind overrides it per op kind (calibrated).
   double dispatch_eager = 0;
   std::map<OpKind, double> dispatch_by_kind;
   double host_overhead = 0;    // seconds of host work per step (framework, sampling)

@@ -184,6 +184,27 @@ double graph_flops(const Graph& g) {
   return total;
 }
 
+int kernel_launches(const Op& op) {
+  const OpAttrs& a = op.attrs;
+  switch (op.kind) {
+    case OpKind::attn_scores:
+    case OpKind::attn_context:
+    case OpKind::attn_context_bwd:
+    case OpKind::attn_scores_bwd: {
+      const int64_t kv = a.kv_heads > 0 ? a.kv_heads : a.heads;
+      const int64_t group = kv > 0 ? std::max<int64_t>(1, a.heads / kv) : 1;
+      const int64_t batch = std::max<int64_t>(1, a.batch);
+      const int64_t calls = std::max<int64_t>(1, std::min(batch * group, a.heads));
+      const int products = op.kind == OpKind::attn_context_bwd || op.kind == OpKind::attn_scores_bwd ? 2 : 1;
+      return static_cast<int>(calls) * products;
+    }
+    case OpKind::gemm:
+      return op.dtype == DType::fp8 ? 2 : 1;
+    default:
+      return 1;
+  }
+}
+
 bool touches_fp8(const Op& op, const Graph& g) {
   if (op.dtype == DType::fp8) return true;
   for (int id : op.inputs)

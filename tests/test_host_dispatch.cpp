@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "core/cost_model.hpp"
+#include "core/op_metrics.hpp"
 
 using namespace perfsim;
 
@@ -74,4 +75,23 @@ TEST_CASE("host dispatch: predict() paces eager steps only, per kind") {
   hw.dispatch_by_kind.clear();
   g.graphed = false;
   CHECK(predict(g, hw).step_time == doctest::Approx(3 * device));
+}
+
+TEST_CASE("host dispatch: kernels launched per op") {
+  Op scores;
+  scores.kind = OpKind::attn_scores;
+  scores.attrs.heads = 32;
+  scores.attrs.kv_heads = 8;  // GQA groups of 4
+  scores.attrs.batch = 1;
+  CHECK(kernel_launches(scores) == 4);   // one call per query head of the group
+  scores.attrs.batch = 32;
+  CHECK(kernel_launches(scores) == 32);  // fewer calls per head than per (sequence, head)
+  scores.kind = OpKind::attn_scores_bwd;
+  CHECK(kernel_launches(scores) == 64);  // dQ and dK
+  Op gemm;
+  gemm.kind = OpKind::gemm;
+  gemm.dtype = DType::bf16;
+  CHECK(kernel_launches(gemm) == 1);
+  gemm.dtype = DType::fp8;
+  CHECK(kernel_launches(gemm) == 2);     // the activation is quantized first
 }
