@@ -106,7 +106,9 @@ CalibrationPlan cuda_plan(bool quick) {
     // fp16 runs the bf16 tensor-core path at the same peak, and fp8 GEMMs need their weights
     // quantized at fill time (slow for a grid's gigabytes of operands): both get a GEMM curve
     // from the calibration models' graphs instead (the fp8 stack below).
-    g.dtypes = {DType::fp32, DType::tf32, DType::bf16};
+    // tf32 (a compute mode no shipped stack uses) is left to the class medians: the full
+    // calibration stays within five minutes on an H100.
+    g.dtypes = {DType::fp32, DType::bf16};
     g.m = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048, 8192};
     g.n = {320, 640, 1280, 2560, 5120, 10240, 20480, 40960, 163840};
     g.k = {320, 640, 1280, 2560, 5120, 10240, 20480};
@@ -134,13 +136,12 @@ CalibrationPlan cuda_plan(bool quick) {
   } else {
     const ModelConfig c = llama_like("cal-llama-3584", 3584, 28, 4, 9600, 65536);
     add_cases(p.kernels, {a, c, gpt},
-              {decode(1, 256), decode(8, 1536), decode(32, 6144), decode(64, 768), prefill(2, 2560),
-               train(2, 768)},
+              {decode(1, 256), decode(8, 1536), decode(32, 6144), prefill(2, 2560), train(2, 768)},
               true, true);
     // The fp8 stack's other kernels (quantized activations, fp8 KV paths) at model sizes.
     // Untied models only: a tied lm_head re-quantizes the embedding table at every call.
     for (const ModelConfig& m : {a, c})
-      for (const Workload& w : {decode(1, 256), decode(4, 1536), decode(16, 1536), decode(48, 768), prefill(2, 2560)})
+      for (const Workload& w : {decode(1, 256), decode(4, 1536), decode(16, 1536), prefill(2, 2560)})
         p.kernels.push_back({m, w, stack_of({"bf16", "fp8", "flash_attention", "fusion"}), false});
   }
   p.copy_bytes = quick ? std::vector<double>{64 << 10, 1 << 20, 16 << 20, 128 << 20}
