@@ -103,9 +103,8 @@ CalibrationPlan cuda_plan(bool quick) {
     g.k = {320, 1280, 5120, 20480};
     g.max_roofline_seconds = 0.5e-3;
   } else {
-    // fp16 runs the bf16 tensor-core path at the same peak, and fp8 GEMMs need their weights
-    // quantized at fill time (slow for a grid's gigabytes of operands): both get a GEMM curve
-    // from the calibration models' graphs instead (the fp8 stack below).
+    // fp16 runs the bf16 tensor-core path at the same peak: it gets a GEMM curve from the
+    // calibration models' graphs. fp8 has its own, smaller grid (below).
     // tf32 (a compute mode no shipped stack uses) is left to the class medians: the full
     // calibration stays within five minutes on an H100.
     g.dtypes = {DType::fp32, DType::bf16};
