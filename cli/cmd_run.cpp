@@ -22,16 +22,6 @@ namespace perfsim {
 
 namespace {
 
-ReportFormat resolve_format(const RunArgs& a) {
-  if (!a.format.empty()) {
-    if (auto f = parse_report_format(a.format)) return *f;
-    throw UsageError(fmt::format("unknown format '{}': choose table, md, json or csv", a.format));
-  }
-  if (!a.output.empty())
-    if (auto f = report_format_for_path(a.output)) return *f;
-  return ReportFormat::table;
-}
-
 // The backend and its hardware profile, created on first use so a predict-only scenario
 // never needs one.
 struct ExecutionTarget {
@@ -56,7 +46,7 @@ void write_stdout(const std::string& text) {
 }  // namespace
 
 int cmd_run(const RunArgs& a) {
-  const ReportFormat format = resolve_format(a);
+  const ReportFormat format = resolve_report_format(a.format, a.output);
   if (!a.output.empty()) check_writable(a.output);
 
   const ScriptOutcome outcome = run_script(a.scenario, make_dsl_settings(a));

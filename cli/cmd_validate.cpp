@@ -27,16 +27,6 @@ namespace {
 
 constexpr int exit_over_max_error = 1;
 
-ReportFormat resolve_format(const ValidateArgs& a) {
-  if (!a.format.empty()) {
-    if (auto f = parse_report_format(a.format)) return *f;
-    throw UsageError(fmt::format("unknown format '{}': choose table, md, json or csv", a.format));
-  }
-  if (!a.output.empty())
-    if (auto f = report_format_for_path(a.output)) return *f;
-  return ReportFormat::table;
-}
-
 // The suite's scenario files: *.lua directly in `dir`, sorted by name.
 std::vector<std::string> suite_files(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -132,7 +122,7 @@ double parse_max_error(const std::string& text) {
 }
 
 int cmd_validate(const ValidateArgs& a) {
-  const ReportFormat format = resolve_format(a);
+  const ReportFormat format = resolve_report_format(a.format, a.output);
   std::optional<double> max_error;
   if (!a.max_error.empty()) max_error = parse_max_error(a.max_error);
   if (!a.output.empty()) check_writable(a.output);

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/subcommands.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim {
@@ -101,6 +102,16 @@ void write_file_atomically(const std::string& path, std::string_view content) {
     std::remove(tmp.c_str());
     fail(path, err);
   }
+}
+
+ReportFormat resolve_report_format(const std::string& format, const std::string& output) {
+  if (!format.empty()) {
+    if (auto f = parse_report_format(format)) return *f;
+    throw UsageError(fmt::format("unknown format '{}': choose table, md, json or csv", format));
+  }
+  if (!output.empty())
+    if (auto f = report_format_for_path(output)) return *f;
+  return ReportFormat::table;
 }
 
 }  // namespace perfsim

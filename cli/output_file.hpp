@@ -1,7 +1,9 @@
-// Writing a report file whole or not at all.
+// Writing a report file whole or not at all, and choosing its format.
 #pragma once
 #include <string>
 #include <string_view>
+
+#include "core/report.hpp"
 
 namespace perfsim {
 
@@ -15,5 +17,8 @@ void write_file_atomically(const std::string& path, std::string_view content);
 // permission, read-only file system), so a long run fails before it starts rather than at the
 // end. Probes by creating and removing `path`.tmp.
 void check_writable(const std::string& path);
+
+// --format when given (UsageError when unknown), else the extension of -o FILE, else table.
+[[nodiscard]] ReportFormat resolve_report_format(const std::string& format, const std::string& output);
 
 }  // namespace perfsim

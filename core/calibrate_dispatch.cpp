@@ -5,19 +5,13 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/calibrate_fit.hpp"
 #include "core/cost_model.hpp"
 #include "core/op_metrics.hpp"
 
 namespace perfsim {
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
 
 bool usable(const EagerCase& c, std::size_t i) {
   return c.graph.ops[i].kind != OpKind::host && c.graph_medians[i] > 0 && c.eager_medians[i] > 0;
@@ -113,7 +107,7 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
   if (!any) throw std::invalid_argument("fit_dispatch: no op measured both ways");
 
   DispatchFit fit;
-  for (const auto& [k, times] : host_by_kind) fit.by_kind[k] = median(times);
+  for (const auto& [k, times] : host_by_kind) fit.by_kind[k] = median_value(times);
   const Objective objective(cases);
   double gap = 0, best = objective(0, fit.by_kind);
   for (double g : candidates(0.05e-6, 20e-6, 96))
@@ -122,10 +116,10 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
   fit.launch_eager = launch_graph + gap;
   std::vector<double> values;
   for (const auto& [k, v] : fit.by_kind) values.push_back(v);
-  fit.dispatch_eager = median(values);
+  fit.dispatch_eager = median_value(values);
   std::vector<double> errs = objective.step_errors(gap, fit.by_kind);
   for (double& e : errs) e = std::abs(e);
-  fit.step_error = median(errs);
+  fit.step_error = median_value(errs);
   return fit;
 }
 

@@ -14,16 +14,12 @@
 
 namespace perfsim {
 
-namespace {
-
-double median(std::vector<double> v) {
+double median_value(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   const std::size_t h = v.size() / 2;
   return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
-
-}  // namespace
 
 double kernel_seconds(double measured_median, double launch_graph) {
   return std::max(measured_median - launch_graph, 0.1 * measured_median);
@@ -43,13 +39,13 @@ EfficiencyCurve fit_curve(std::vector<CurvePoint> points, double bins_per_decade
   long bin = 0;
   auto flush = [&] {
     if (xs.empty()) return;
-    const double x = median(xs);
+    const double x = median_value(xs);
     if (!c.seconds.empty() && !(x > c.seconds.back())) {
       // Medians of neighbouring bins can coincide only for identical x: merge into the last.
-      c.efficiency.back() = std::sqrt(c.efficiency.back() * median(es));
+      c.efficiency.back() = std::sqrt(c.efficiency.back() * median_value(es));
     } else {
       c.seconds.push_back(x);
-      c.efficiency.push_back(median(es));
+      c.efficiency.push_back(median_value(es));
     }
     xs.clear();
     es.clear();
@@ -94,7 +90,7 @@ std::map<std::string, EfficiencyCurve> CurveFitter::curves() const {
 std::map<OpClass, double> CurveFitter::class_medians(bool compute_bound) const {
   std::map<OpClass, double> out;
   for (const auto& [k, effs] : m_by_class)
-    if (k.second == compute_bound) out[k.first] = median(effs);
+    if (k.second == compute_bound) out[k.first] = median_value(effs);
   return out;
 }
 
@@ -104,11 +100,11 @@ LaunchFit fit_launch(const std::vector<double>& chain_graph_medians, const std::
   if (eager_medians.size() != graph_medians.size())
     throw std::invalid_argument("fit_launch: eager and graph times are not paired");
   LaunchFit f;
-  f.graph = median(chain_graph_medians);
+  f.graph = median_value(chain_graph_medians);
   std::vector<double> diff;
   diff.reserve(eager_medians.size());
   for (std::size_t i = 0; i < eager_medians.size(); ++i) diff.push_back(eager_medians[i] - graph_medians[i]);
-  f.eager = f.graph + std::max(0.0, median(diff));
+  f.eager = f.graph + std::max(0.0, median_value(diff));
   return f;
 }
 

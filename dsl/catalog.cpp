@@ -3,6 +3,7 @@
 #include "core/errors.hpp"
 #include "dsl/dsl.hpp"
 #include "dsl/lua_catalog.hpp"
+#include "dsl/fresh_state.hpp"
 #include "dsl/lua_state.hpp"
 
 namespace perfsim {
@@ -11,14 +12,7 @@ namespace {
 
 template <typename F>
 auto with_catalog(const std::string& module_path, F&& f) {
-  dsl::ScriptContext ctx;
-  ctx.settings.module_path = module_path;
-  dsl::LuaState state(ctx);
-  try {
-    return f(state.get());
-  } catch (const dsl::LuaError& e) {
-    throw ScriptError(e.what());
-  }
+  return dsl::in_fresh_state<ScriptError>(module_path, std::forward<F>(f));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "core/errors.hpp"
 #include "dsl/dsl.hpp"
+#include "dsl/fresh_state.hpp"
 #include "dsl/lua_convert.hpp"
 #include "dsl/lua_profile.hpp"
 #include "dsl/lua_state.hpp"
@@ -13,18 +14,6 @@
 namespace perfsim {
 
 namespace {
-
-template <typename F>
-auto in_fresh_state(const std::string& module_path, F&& f) {
-  dsl::ScriptContext ctx;
-  ctx.settings.module_path = module_path;
-  dsl::LuaState state(ctx);
-  try {
-    return f(state.get());
-  } catch (const dsl::LuaError& e) {
-    throw ConfigError(e.what());
-  }
-}
 
 // Six significant digits: well below the run-to-run spread of any measured figure.
 std::string num(double v) { return fmt::format("{:.6g}", v); }
@@ -117,7 +106,7 @@ void write_collectives(std::string& out, const Calibration& cal) {
 }  // namespace
 
 Hardware load_profile(const std::string& name_or_path, const std::string& module_path) {
-  return in_fresh_state(module_path, [&](lua_State* L) {
+  return dsl::in_fresh_state<ConfigError>(module_path, [&](lua_State* L) {
     dsl::StackRestore keep(L);
     lua_pushcfunction(L, dsl::guarded<dsl::api_profile>);
     lua_pushlstring(L, name_or_path.data(), name_or_path.size());
@@ -127,7 +116,7 @@ Hardware load_profile(const std::string& name_or_path, const std::string& module
 }
 
 std::vector<std::string> profile_names(const std::string& module_path) {
-  return in_fresh_state(module_path, [](lua_State* L) { return dsl::profile_names(L); });
+  return dsl::in_fresh_state<ConfigError>(module_path, [](lua_State* L) { return dsl::profile_names(L); });
 }
 
 std::string profile_to_lua(const Hardware& hw) {

@@ -13,23 +13,8 @@ BUILD=${BUILD:-build-gpu}
 LOGS=${OUT:-build-gpu-logs}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$LOGS"
-declare -a names=() results=()
-record() { names+=("$1"); results+=("$2"); }
-step() {  # step NAME LOGFILE COMMAND...
-  local name=$1 log=$2; shift 2
-  local t0=$SECONDS rc=0
-  "$@" >"$LOGS/$log" 2>&1 || rc=$?
-  if [ $rc -eq 0 ]; then record "$name" "ok ($((SECONDS - t0)) s)"; return 0; fi
-  record "$name" "FAILED rc=$rc ($((SECONDS - t0)) s, $LOGS/$log)"
-  tail -20 "$LOGS/$log"
-  return $rc
-}
-summary() {
-  echo
-  echo "| step | result |"
-  echo "|---|---|"
-  for i in "${!names[@]}"; do echo "| ${names[$i]} | ${results[$i]} |"; done
-}
+# shellcheck source=scripts/steps.sh
+source scripts/steps.sh
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$LOGS/gpus.log" 2>&1; then
   echo "gpu_validate: no GPU visible (nvidia-smi failed): this script is for a GPU machine" >&2
