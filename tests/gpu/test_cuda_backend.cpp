@@ -235,3 +235,15 @@ TEST_CASE("cuda backend: an fp8 inference step stays close to the fp32 one") {
   // stay within ~15% of their range.
   CHECK(rel_err(got[0], want[0]) < 0.15);
 }
+
+TEST_CASE("cuda backend: eager runs time the host's issue of every op, replays do not") {
+  Graph g = graph_with(inference(Phase::decode), {"bf16", "flash_attention"});
+  cuda::CudaBackend be;
+  const Measurement eager = be.run(g, once());
+  for (const OpMeasurement& om : eager.ops) {
+    CHECK(om.host > 0);
+    CHECK(om.host < 0.1);  // issuing one small kernel takes microseconds, never 100 ms
+  }
+  g.graphed = true;
+  for (const OpMeasurement& om : be.run(g, once()).ops) CHECK(om.host == 0);
+}
