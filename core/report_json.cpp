@@ -51,11 +51,18 @@ json op_rows(const StepResult& s) {
       o["compute_s"] = c.compute_time;
       o["memory_s"] = c.memory_time;
       o["launch_s"] = c.launch_time;
+      // Eager steps on a profile that models host dispatch (COST_MODEL.md §2).
+      if (c.dispatch_time > 0) {
+        o["dispatch_s"] = c.dispatch_time;
+        o["host_wait_s"] = c.host_wait;
+      }
+      if (c.calibrated) o["calibrated"] = true;
       if (!c.supported) o["supported"] = false;
     }
     if (s.measured && i < s.measured->ops.size() && s.measured->ops[i].executed) {
       o["measured_median_s"] = s.measured->ops[i].median;
       o["measured_min_s"] = s.measured->ops[i].min;
+      if (s.measured->ops[i].host > 0) o["measured_host_s"] = s.measured->ops[i].host;
     } else if (s.measured) {
       o["measured_median_s"] = nullptr;
     }
