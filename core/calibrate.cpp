@@ -49,7 +49,7 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   SweepSummary launch;
   launch.sweep = "launch";
   LaunchSamples samples = sweep_launch(ctx, launch);
-  const double launch_graph = fit_launch(samples.chain, {}, {}).graph;
+  const double launch_graph = fit_launch_graph(samples.chain);
 
   // 2. GEMM grid, 3. kernel curves from the calibration models' graphs.
   CurveFitter fit;
@@ -77,13 +77,12 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   // The eager launch path from graphs timed both ways: the host's dispatch per op kind and
   // the device's extra cost per eager launch, fitted through the host-paced timeline. Without
   // a graph mode (CPU) both launches are the floor and nothing waits for a host.
-  const LaunchFit lf = fit_launch(samples.chain, samples.eager_pairs, samples.graph_pairs);
-  hw.launch_graph = lf.graph;
-  hw.launch_eager = lf.eager;
+  hw.launch_graph = launch_graph;
+  hw.launch_eager = launch_graph;
   hw.dispatch_eager = 0;
   hw.dispatch_by_kind.clear();
   if (!samples.cases.empty()) {
-    const DispatchFit df = fit_dispatch(samples.cases, lf.graph);
+    const DispatchFit df = fit_dispatch(samples.cases, launch_graph);
     hw.launch_eager = df.launch_eager;
     hw.dispatch_eager = df.dispatch_eager;
     hw.dispatch_by_kind = df.by_kind;
@@ -95,7 +94,7 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
         100 * df.step_error);
   } else {
     launch.fitted = fmt::format("launch_eager {}, launch_graph {} (no graph mode: eager = graph)",
-                                format_duration(lf.eager), format_duration(lf.graph));
+                                format_duration(hw.launch_eager), format_duration(hw.launch_graph));
   }
   // The measured step is the sum of its ops: no per-step host work beyond them to add.
   hw.host_overhead = 0;

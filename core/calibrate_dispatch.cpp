@@ -17,66 +17,53 @@ bool usable(const EagerCase& c, std::size_t i) {
   return c.graph.ops[i].kind != OpKind::host && c.graph_medians[i] > 0 && c.eager_medians[i] > 0;
 }
 
-class Objective {
- public:
-  explicit Objective(const std::vector<EagerCase>& cases) : m_cases(cases) {}
-
-  // Summed |log error| of ops and steps for an extra gap and per-kind dispatch.
-  [[nodiscard]] double operator()(double gap, const std::map<OpKind, double>& dispatch) const {
-    double total = 0;
-    for (const EagerCase& c : m_cases) {
-      const std::size_t n = c.graph.ops.size();
-      std::vector<double> device(n), issue(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        const Op& op = c.graph.ops[i];
-        device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + gap : 0.0;
-        const auto it = dispatch.find(op.kind);
-        issue[i] = op.kind == OpKind::host || it == dispatch.end() ? 0.0 : it->second * kernel_launches(op);
-      }
-      const std::vector<double> waits = host_paced_waits(c.graph, device, issue);
-      double predicted_step = 0, measured_step = 0;
-      std::size_t ops = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!usable(c, i)) continue;
-        const double predicted = device[i] + waits[i];
-        total += std::abs(std::log(predicted / c.eager_medians[i]));
-        predicted_step += predicted * c.graph.ops[i].count;
-        measured_step += c.eager_medians[i] * c.graph.ops[i].count;
-        ++ops;
-      }
-      if (ops > 0) total += static_cast<double>(ops) * std::abs(std::log(predicted_step / measured_step));
-    }
-    return total;
+// The eager per-op times the host-paced timeline predicts for one case: graph median + gap,
+// plus the wait for the host's issue (dispatch of the kind × kernels launched).
+std::vector<double> predict_case(const EagerCase& c, double gap, const std::map<OpKind, double>& dispatch) {
+  const std::size_t n = c.graph.ops.size();
+  std::vector<double> device(n), issue(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = c.graph.ops[i];
+    device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + gap : 0.0;
+    const auto it = dispatch.find(op.kind);
+    issue[i] = op.kind == OpKind::host || it == dispatch.end() ? 0.0 : it->second * kernel_launches(op);
   }
+  const std::vector<double> waits = host_paced_waits(c.graph, device, issue);
+  for (std::size_t i = 0; i < n; ++i) device[i] += waits[i];
+  return device;
+}
 
-  // Relative error of each case's eager step, for the report.
-  [[nodiscard]] std::vector<double> step_errors(double gap, const std::map<OpKind, double>& dispatch) const {
-    std::vector<double> out;
-    for (const EagerCase& c : m_cases) {
-      const std::size_t n = c.graph.ops.size();
-      std::vector<double> device(n), issue(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + gap : 0.0;
-        const auto it = dispatch.find(c.graph.ops[i].kind);
-        issue[i] = c.graph.ops[i].kind == OpKind::host || it == dispatch.end()
-                       ? 0.0
-                       : it->second * kernel_launches(c.graph.ops[i]);
-      }
-      const std::vector<double> waits = host_paced_waits(c.graph, device, issue);
-      double p = 0, m = 0;
-      for (std::size_t i = 0; i < n; ++i)
-        if (usable(c, i)) {
-          p += (device[i] + waits[i]) * c.graph.ops[i].count;
-          m += c.eager_medians[i] * c.graph.ops[i].count;
-        }
-      if (m > 0) out.push_back(p / m - 1);
-    }
-    return out;
-  }
-
- private:
-  const std::vector<EagerCase>& m_cases;
+// A case's usable ops: Σ |log(predicted / measured)|, and the step error (Σ × count ratio − 1).
+struct CaseError {
+  double log_sum = 0;
+  double step = 0;
+  std::size_t ops = 0;
 };
+
+CaseError case_error(const EagerCase& c, double gap, const std::map<OpKind, double>& dispatch) {
+  const std::vector<double> predicted = predict_case(c, gap, dispatch);
+  CaseError e;
+  double predicted_step = 0, measured_step = 0;
+  for (std::size_t i = 0; i < predicted.size(); ++i) {
+    if (!usable(c, i)) continue;
+    e.log_sum += std::abs(std::log(predicted[i] / c.eager_medians[i]));
+    predicted_step += predicted[i] * c.graph.ops[i].count;
+    measured_step += c.eager_medians[i] * c.graph.ops[i].count;
+    ++e.ops;
+  }
+  if (measured_step > 0) e.step = predicted_step / measured_step - 1;
+  return e;
+}
+
+// Summed |log error| of every op, plus every step weighted by its op count.
+double objective(const std::vector<EagerCase>& cases, double gap, const std::map<OpKind, double>& dispatch) {
+  double total = 0;
+  for (const EagerCase& c : cases) {
+    const CaseError e = case_error(c, gap, dispatch);
+    total += e.log_sum + static_cast<double>(e.ops) * std::abs(std::log1p(e.step));
+  }
+  return total;
+}
 
 // Candidate values for a coordinate: `steps` points from lo to hi, geometric (host costs
 // range from a microsecond to tens of microseconds).
@@ -108,17 +95,17 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
 
   DispatchFit fit;
   for (const auto& [k, times] : host_by_kind) fit.by_kind[k] = median_value(times);
-  const Objective objective(cases);
-  double gap = 0, best = objective(0, fit.by_kind);
+  double gap = 0, best = objective(cases, 0, fit.by_kind);
   for (double g : candidates(0.05e-6, 20e-6, 96))
-    if (const double f = objective(g, fit.by_kind); f < best) best = f, gap = g;
+    if (const double f = objective(cases, g, fit.by_kind); f < best) best = f, gap = g;
 
   fit.launch_eager = launch_graph + gap;
   std::vector<double> values;
   for (const auto& [k, v] : fit.by_kind) values.push_back(v);
   fit.dispatch_eager = median_value(values);
-  std::vector<double> errs = objective.step_errors(gap, fit.by_kind);
-  for (double& e : errs) e = std::abs(e);
+  std::vector<double> errs;
+  for (const EagerCase& c : cases)
+    if (const CaseError e = case_error(c, gap, fit.by_kind); e.ops > 0) errs.push_back(std::abs(e.step));
   fit.step_error = median_value(errs);
   return fit;
 }

@@ -94,18 +94,9 @@ std::map<OpClass, double> CurveFitter::class_medians(bool compute_bound) const {
   return out;
 }
 
-LaunchFit fit_launch(const std::vector<double>& chain_graph_medians, const std::vector<double>& eager_medians,
-                     const std::vector<double>& graph_medians) {
-  if (chain_graph_medians.empty()) throw std::invalid_argument("fit_launch: no launch-chain times");
-  if (eager_medians.size() != graph_medians.size())
-    throw std::invalid_argument("fit_launch: eager and graph times are not paired");
-  LaunchFit f;
-  f.graph = median_value(chain_graph_medians);
-  std::vector<double> diff;
-  diff.reserve(eager_medians.size());
-  for (std::size_t i = 0; i < eager_medians.size(); ++i) diff.push_back(eager_medians[i] - graph_medians[i]);
-  f.eager = f.graph + std::max(0.0, median_value(diff));
-  return f;
+double fit_launch_graph(const std::vector<double>& chain_graph_medians) {
+  if (chain_graph_medians.empty()) throw std::invalid_argument("fit_launch_graph: no launch-chain times");
+  return median_value(chain_graph_medians);
 }
 
 LinearFit fit_line(const std::vector<double>& x, const std::vector<double>& y) {

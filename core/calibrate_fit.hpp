@@ -57,15 +57,9 @@ class CurveFitter {
   std::size_t m_points = 0;
 };
 
-// Launch costs: launch_graph is the median per-op time of a chain of tiny ops replayed from a
-// graph; launch_eager adds the median over paired ops of (eager median − graph median).
-struct LaunchFit {
-  double eager = 0;
-  double graph = 0;
-};
-[[nodiscard]] LaunchFit fit_launch(const std::vector<double>& chain_graph_medians,
-                                   const std::vector<double>& eager_medians,
-                                   const std::vector<double>& graph_medians);
+// launch_graph: the median per-op time of a chain of tiny ops replayed from a graph (the eager
+// path is fit_dispatch's). Throws std::invalid_argument without a time.
+[[nodiscard]] double fit_launch_graph(const std::vector<double>& chain_graph_medians);
 
 // y = intercept + slope · x by least squares weighted by 1 / y² (relative residuals), so small
 // sizes fix the intercept as firmly as large ones fix the slope. Needs two distinct x values.

@@ -66,11 +66,8 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
   out.chain = timed;
   if (pair) {
     const Measurement eager_m = ctx.backend.run(in_mode(chain, false), p.run);
-    const std::vector<double> eager = medians(eager_m);
     clock.step();
-    out.eager_pairs = eager;
-    out.graph_pairs = timed;
-    out.cases.push_back({chain, timed, eager, hosts(eager_m)});
+    out.cases.push_back({chain, timed, medians(eager_m), hosts(eager_m)});
   }
   s.graphs = pair ? 2 : 1;
   s.seconds = clock.seconds();
@@ -179,11 +176,6 @@ void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fi
       clock.step();
       if (c.eager_pair && p.graph_mode) {
         const Measurement e = ctx.backend.run(in_mode(g, false), p.run);
-        for (std::size_t i = 0; i < g.ops.size(); ++i)
-          if (m.ops[i].executed && e.ops[i].executed && g.ops[i].kind != OpKind::host) {
-            pairs.eager_pairs.push_back(e.ops[i].median);
-            pairs.graph_pairs.push_back(m.ops[i].median);
-          }
         pairs.cases.push_back({g, medians(m), medians(e), hosts(e)});
         ++s.graphs;
         clock.step();

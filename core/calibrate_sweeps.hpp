@@ -37,11 +37,11 @@ class SweepClock {
   std::chrono::steady_clock::time_point m_start;
 };
 
-// Per-op medians of the launch chain replayed as planned, and its eager pairs (graph mode).
+// Per-op medians of the launch chain replayed as planned, and the graphs timed both ways
+// (graph mode only: the chain here, the calibration models in sweep_kernels).
 struct LaunchSamples {
   std::vector<double> chain;                 // per-op medians in the plan's mode
-  std::vector<double> eager_pairs, graph_pairs;
-  std::vector<EagerCase> cases;              // graphs timed both ways, for fit_dispatch
+  std::vector<EagerCase> cases;              // for fit_dispatch
 };
 [[nodiscard]] LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s);
 
