@@ -10,16 +10,10 @@
 #include "core/cost_model.hpp"
 #include "core/graph.hpp"
 #include "core/results.hpp"
+#include "core/statistics.hpp"
 
 namespace perfsim {
 
-// Median of the samples (mean of the middle two for an even count); 0 when empty.
-[[nodiscard]] inline double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // samples[i]: the timed seconds of op i over the repeats; walls: one whole run per repeat.
 // copy_engines: whether the device copies host data beside its kernels (timeline_makespan).
@@ -40,7 +34,7 @@ namespace perfsim {
     const Op& op = g.ops[i];
     OpMeasurement om;
     om.op = op.id;
-    om.median = median_of(samples[i]);
+    om.median = median_or_zero(samples[i]);
     om.min = samples[i].empty() ? 0 : *std::min_element(samples[i].begin(), samples[i].end());
     om.executed = true;
     m.ops.push_back(om);
@@ -48,7 +42,7 @@ namespace perfsim {
     medians.push_back(om.median);
   }
   m.step_time = timeline_makespan(g, medians, copy_engines);
-  m.executed_wall = median_of(walls);
+  m.executed_wall = median_or_zero(walls);
   return m;
 }
 

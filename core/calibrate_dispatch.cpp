@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "core/calibrate_fit.hpp"
+#include "core/statistics.hpp"
 #include "core/cost_model.hpp"
 #include "core/op_metrics.hpp"
 
@@ -94,7 +94,7 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
   if (!any) throw std::invalid_argument("fit_dispatch: no op measured both ways");
 
   DispatchFit fit;
-  for (const auto& [k, times] : host_by_kind) fit.by_kind[k] = median_value(times);
+  for (const auto& [k, times] : host_by_kind) fit.by_kind[k] = median_or_zero(times);
   double gap = 0, best = objective(cases, 0, fit.by_kind);
   for (double g : candidates(0.05e-6, 20e-6, 96))
     if (const double f = objective(cases, g, fit.by_kind); f < best) best = f, gap = g;
@@ -102,11 +102,11 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
   fit.launch_eager = launch_graph + gap;
   std::vector<double> values;
   for (const auto& [k, v] : fit.by_kind) values.push_back(v);
-  fit.dispatch_eager = median_value(values);
+  fit.dispatch_eager = median_or_zero(values);
   std::vector<double> errs;
   for (const EagerCase& c : cases)
     if (const CaseError e = case_error(c, gap, fit.by_kind); e.ops > 0) errs.push_back(std::abs(e.step));
-  fit.step_error = median_value(errs);
+  fit.step_error = median_or_zero(errs);
   return fit;
 }
 

@@ -10,16 +10,11 @@
 #include <stdexcept>
 
 #include "core/op_metrics.hpp"
+#include "core/statistics.hpp"
 #include "core/roofline.hpp"
 
 namespace perfsim {
 
-double median_value(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
 
 double kernel_seconds(double measured_median, double launch_graph) {
   return std::max(measured_median - launch_graph, 0.1 * measured_median);
@@ -39,13 +34,13 @@ EfficiencyCurve fit_curve(std::vector<CurvePoint> points, double bins_per_decade
   long bin = 0;
   auto flush = [&] {
     if (xs.empty()) return;
-    const double x = median_value(xs);
+    const double x = median_or_zero(xs);
     if (!c.seconds.empty() && !(x > c.seconds.back())) {
       // Medians of neighbouring bins can coincide only for identical x: merge into the last.
-      c.efficiency.back() = std::sqrt(c.efficiency.back() * median_value(es));
+      c.efficiency.back() = std::sqrt(c.efficiency.back() * median_or_zero(es));
     } else {
       c.seconds.push_back(x);
-      c.efficiency.push_back(median_value(es));
+      c.efficiency.push_back(median_or_zero(es));
     }
     xs.clear();
     es.clear();
@@ -90,13 +85,13 @@ std::map<std::string, EfficiencyCurve> CurveFitter::curves() const {
 std::map<OpClass, double> CurveFitter::class_medians(bool compute_bound) const {
   std::map<OpClass, double> out;
   for (const auto& [k, effs] : m_by_class)
-    if (k.second == compute_bound) out[k.first] = median_value(effs);
+    if (k.second == compute_bound) out[k.first] = median_or_zero(effs);
   return out;
 }
 
 double fit_launch_graph(const std::vector<double>& chain_graph_medians) {
   if (chain_graph_medians.empty()) throw std::invalid_argument("fit_launch_graph: no launch-chain times");
-  return median_value(chain_graph_medians);
+  return median_or_zero(chain_graph_medians);
 }
 
 LinearFit fit_line(const std::vector<double>& x, const std::vector<double>& y) {

@@ -16,9 +16,6 @@
 
 namespace perfsim {
 
-// Median of the values (mean of the middle two for an even count); 0 when empty.
-[[nodiscard]] double median_value(std::vector<double> v);
-
 // The kernel part of a measured per-op time: what is left after the graph-replay gap,
 // and never less than a tenth of the measurement (a kernel cannot take no time).
 [[nodiscard]] double kernel_seconds(double measured_median, double launch_graph);

@@ -12,8 +12,6 @@ namespace perfsim {
 
 namespace {
 
-constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-
 std::optional<double> finite(double v) {
   return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
 }
@@ -38,24 +36,6 @@ std::optional<T> worst_of(const std::vector<T>& items, Error error) {
 }
 
 }  // namespace
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return nan;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double percentile_nearest_rank(std::vector<double> values, double q) {
-  if (values.empty()) return nan;
-  std::sort(values.begin(), values.end());
-  const double n = static_cast<double>(values.size());
-  // ceil(q·n) computed with a small tolerance so 0.9 × 10 is rank 9, not 10 (0.9·10 rounds up
-  // in binary floating point).
-  const double rank = std::ceil(q * n - 1e-9);
-  const std::size_t index = static_cast<std::size_t>(std::clamp(rank, 1.0, n)) - 1;
-  return values[index];
-}
 
 ErrorStats abs_error_stats(const std::vector<double>& errors) {
   ErrorStats s;

@@ -8,15 +8,10 @@
 
 #include "core/op_kind.hpp"
 #include "core/results.hpp"
+#include "core/statistics.hpp"
 
 namespace perfsim {
 
-// Median of `values`: the middle value, or the mean of the two middle values when the count is
-// even. NaN when empty.
-[[nodiscard]] double median_of(std::vector<double> values);
-// Nearest-rank percentile: the smallest value with at least q·n of the values at or below it,
-// i.e. sorted[ceil(q·n) − 1] (q in (0, 1]). NaN when empty.
-[[nodiscard]] double percentile_nearest_rank(std::vector<double> values, double q);
 
 // Statistics of the magnitudes |e| of a list of relative errors.
 struct ErrorStats {

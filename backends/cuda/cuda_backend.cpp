@@ -93,7 +93,7 @@ void remove_probe_cost(std::vector<std::vector<double>>& samples, double untimed
   if (g.ops.empty() || std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.stream != 0; }))
     return;
   double sum = 0;
-  for (const std::vector<double>& s : samples) sum += median_of(s);
+  for (const std::vector<double>& s : samples) sum += median_or_zero(s);
   const double per_op = (sum - untimed_wall) / static_cast<double>(g.ops.size());
   if (per_op <= 0) return;
   for (std::vector<double>& s : samples)
@@ -127,9 +127,9 @@ Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, int warm
     (void)runner.run_once(&samples);
     walls.push_back(runner.run_walled(&host));
   }
-  remove_probe_cost(samples, median_of(walls), g);
+  remove_probe_cost(samples, median_or_zero(walls), g);
   Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmed, repeats);
-  for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].host = median_of(host[i]);
+  for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].host = median_or_zero(host[i]);
   return m;
 }
 
@@ -144,7 +144,7 @@ Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, int w
     fmt::print(stderr, "perfsim: cuda backend: no per-op times inside the CUDA graph ({}); using eager op times\n", why);
     Measurement m = run_eager(runner, g, warmup, repeats);
     const int replays = warm_up(warmup, [&] { (void)runner.replay(1); });
-    const double replay = median_of(runner.replay(repeats));
+    const double replay = median_or_zero(runner.replay(repeats));
     m.warmup += 1 + replays;
     m.executed_wall = replay;
     m.step_time = replay * count_scale(m, g);
@@ -163,7 +163,7 @@ Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, int w
     walls.push_back(runner.replay(1).at(0));
     (void)runner.replay_timed(1, &samples);
   }
-  remove_probe_cost(samples, median_of(walls), g);
+  remove_probe_cost(samples, median_or_zero(walls), g);
   // ops/time_by_class: the event nodes' per-op times less their probe cost; step_time: their
   // stream timeline (× count); executed_wall: the step as captured, without event nodes.
   Measurement m = summarize_runs(g, samples, walls, name(), device().name, 1 + replays, repeats);

@@ -88,9 +88,9 @@ ReplayFigures replay_figures(const Graph& g, int repeats) {
       untimed.push_back(runner.replay(1).at(0));
       timed.push_back(runner.replay_timed(1, &samples).at(0));
     }
-    f.untimed = median_of(untimed);
-    f.timed = median_of(timed);
-    for (const auto& s : samples) f.ops_sum += median_of(s);
+    f.untimed = median_or_zero(untimed);
+    f.timed = median_or_zero(timed);
+    for (const auto& s : samples) f.ops_sum += median_or_zero(s);
   }
   (void)cudaStreamDestroy(stream);
   return f;
