@@ -18,7 +18,11 @@ namespace perfsim {
 struct GemmSweepPlan {
   std::vector<DType> dtypes;
   std::vector<int64_t> m, n, k;        // ascending grid axes (m counts rows)
+  // Budgets (0: none). A FLOP cap gives every dtype the same shapes; a time cap at the
+  // datasheet peak would stop fp32 cells (15x slower peak than bf16) where their efficiency
+  // still climbs. The CPU plans use the time cap: it bounds calibration time on any host.
   double max_roofline_seconds = 0;     // cells slower than this at the datasheet peak are skipped
+  double max_cell_flops = 0;           // cells of more FLOPs than this are skipped
   double max_cell_bytes = 0;           // cells whose operands exceed this are skipped
   double max_graph_bytes = 0;          // operands of the cells packed into one graph
 };

@@ -96,7 +96,9 @@ void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_
           const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
           const double bytes = gemm_cell_bytes(c);
           const double roofline = std::max(flops / ctx.base.peak(t), bytes / ctx.base.memory_bandwidth);
-          if (roofline > gp.max_roofline_seconds || bytes > gp.max_cell_bytes) {
+          const bool too_slow = gp.max_roofline_seconds > 0 && roofline > gp.max_roofline_seconds;
+          const bool too_large = gp.max_cell_flops > 0 && flops > gp.max_cell_flops;
+          if (too_slow || too_large || bytes > gp.max_cell_bytes) {
             ++over_budget;
             continue;
           }
