@@ -51,11 +51,12 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   LaunchSamples samples = sweep_launch(ctx, launch);
   const double launch_graph = fit_launch_graph(samples.chain);
 
-  // 2. GEMM grid, 3. kernel curves from the calibration models' graphs.
+  // 2. GEMM grids (aligned tables, unaligned curves), 3. kernel curves from the calibration models' graphs.
   CurveFitter fit;
   std::vector<SweepSummary> gemm;
   sweep_gemm(ctx, plan.gemm, launch_graph, fit, hw.calibration.gemm, gemm);
   sweep_gemm(ctx, plan.fp8_gemm, launch_graph, fit, hw.calibration.gemm, gemm);
+  sweep_unaligned_gemm(ctx, plan.unaligned_gemm, launch_graph, fit, gemm);
   if (hw.calibration.gemm.empty())
     throw NotExecutable(fmt::format("calibrate: no GEMM cell could be measured on the {} backend", b.name()));
   SweepSummary kernels;

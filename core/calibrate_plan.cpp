@@ -126,9 +126,20 @@ CalibrationPlan cuda_plan(bool quick) {
   f.max_cell_flops = g.max_cell_flops;
   f.max_cell_bytes = 128.0 * (1 << 20);
   f.max_graph_bytes = 2.0 * (1ull << 30);
+  // Unaligned GEMMs (odd n or k: lm_head over an odd vocabulary, its dgrad): the grid's cells
+  // with an odd axis. The budget reaches the size of a training lm_head (4096 x 50257 x 1024).
+  GemmSweepPlan& u = p.unaligned_gemm;
+  u.dtypes = {DType::fp32, DType::bf16};
+  u.m = quick ? std::vector<int64_t>{16, 2048} : std::vector<int64_t>{1, 16, 256, 2048, 8192};
+  u.n = quick ? std::vector<int64_t>{2560, 32001} : std::vector<int64_t>{2560, 5121, 32001};
+  u.k = quick ? std::vector<int64_t>{1280, 32001} : std::vector<int64_t>{1280, 5121, 32001};
+  u.max_cell_flops = 1e12;
+  u.max_cell_bytes = g.max_cell_bytes;
+  u.max_graph_bytes = g.max_graph_bytes;
 
   const ModelConfig a = llama_like("cal-llama-2560", 2560, 20, 4, 6912, 65536);
-  const ModelConfig gpt = gpt_like("cal-gpt-1280", 1280, 20, 32000, 8192);
+  // An odd vocabulary, as GPT-2's 50257: its lm_head GEMMs (forward, dgrad, wgrad) are unaligned.
+  const ModelConfig gpt = gpt_like("cal-gpt-1280", 1280, 20, 32001, 8192);
   if (quick) {
     add_cases(p.kernels, {a, gpt}, {decode(1, 512), decode(16, 2048), prefill(1, 1536), train(2, 512)},
               false, true);
@@ -137,6 +148,9 @@ CalibrationPlan cuda_plan(bool quick) {
     add_cases(p.kernels, {a, c, gpt},
               {decode(1, 256), decode(8, 1536), decode(32, 6144), prefill(2, 2560), train(2, 768)},
               true, true);
+    // Materialized and flash attention backward at a longer training sequence: their curves
+    // would otherwise end at 2 x 768.
+    add_cases(p.kernels, {gpt}, {train(4, 2048)}, true, false);
     // The fp8 stack's other kernels (quantized activations, fp8 KV paths) at model sizes.
     // Untied models only: a tied lm_head re-quantizes the embedding table at every call.
     for (const ModelConfig& m : {a, c})

@@ -45,6 +45,9 @@ struct CalibrationPlan {
   // fp8 on a grid of its own: its weights are quantized on the host at fill time, so the grid
   // is smaller (empty dtypes: none).
   GemmSweepPlan fp8_gemm;
+  // GEMMs with a leading dimension off 16 bytes (odd n or k, as a 50257-token vocabulary
+  // makes): only the grid's unaligned cells run, into curves of their own (empty dtypes: none).
+  GemmSweepPlan unaligned_gemm;
   std::vector<KernelCase> kernels;
   int launch_chain_ops = 200;
   int64_t launch_chain_elements = 256;

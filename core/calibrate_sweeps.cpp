@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "core/calibrate_graphs.hpp"
@@ -74,6 +75,83 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
   return out;
 }
 
+namespace {
+
+// The cells of one dtype's grid within the plan's budgets (the others counted in
+// over_budget), keeping only unaligned ones (calibration_variant) when asked.
+std::vector<GemmCell> cells_in_budget(const SweepContext& ctx, const GemmSweepPlan& gp, DType t,
+                                      bool unaligned_only, std::size_t& over_budget) {
+  const std::size_t nn = gp.n.size(), nk = gp.k.size();
+  std::vector<GemmCell> cells;
+  for (std::size_t i = 0; i < gp.m.size(); ++i)
+    for (std::size_t j = 0; j < nn; ++j)
+      for (std::size_t l = 0; l < nk; ++l) {
+        const GemmCell c{gp.m[i], gp.n[j], gp.k[l], t, (i * nn + j) * nk + l};
+        if (unaligned_only) {
+          Op probe;
+          probe.kind = OpKind::gemm;
+          probe.dtype = t;
+          probe.attrs.m = c.m, probe.attrs.n = c.n, probe.attrs.k = c.k;
+          if (gemm_rows_aligned(probe)) continue;
+        }
+        const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+        const double bytes = gemm_cell_bytes(c);
+        const double roofline = std::max(flops / ctx.base.peak(t), bytes / ctx.base.memory_bandwidth);
+        const bool too_slow = gp.max_roofline_seconds > 0 && roofline > gp.max_roofline_seconds;
+        const bool too_large = gp.max_cell_flops > 0 && flops > gp.max_cell_flops;
+        if (too_slow || too_large || bytes > gp.max_cell_bytes) {
+          ++over_budget;
+          continue;
+        }
+        cells.push_back(c);
+      }
+  return cells;
+}
+
+// Drops the cells the backend refuses (layouts, dtypes); `refused` keeps the first reason.
+std::vector<GemmCell> runnable_cells(const SweepContext& ctx, std::vector<GemmCell> cells, std::string& refused) {
+  const Graph all = gemm_cells_graph(cells);
+  std::vector<GemmCell> runnable;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const std::string why = ctx.backend.unsupported_reason(all.ops[i], all);
+    if (why.empty()) runnable.push_back(cells[i]);
+    else if (refused.empty()) refused = why;
+  }
+  return runnable;
+}
+
+// Runs the cells packed into graphs of at most max_graph_bytes of operands; `each` sees every
+// graph with its measurement. Returns the graphs run.
+int run_cells(const SweepContext& ctx, const GemmSweepPlan& gp, const std::vector<GemmCell>& cells,
+              SweepClock& clock, std::string& refused,
+              const std::function<void(const std::vector<GemmCell>&, const Graph&, const Measurement&)>& each) {
+  std::vector<double> bytes;
+  for (const GemmCell& c : cells) bytes.push_back(gemm_cell_bytes(c));
+  int graphs = 0;
+  for (const auto& group : pack_interleaved(bytes, gp.max_graph_bytes)) {
+    std::vector<GemmCell> part;
+    for (std::size_t i : group) part.push_back(cells[i]);
+    Graph g = gemm_cells_graph(part);
+    g.graphed = ctx.plan.graph_mode;
+    try {
+      each(part, g, ctx.backend.run(g, ctx.plan.run));
+    } catch (const NotExecutable& e) {
+      if (refused.empty()) refused = e.what();
+    }
+    ++graphs;
+    clock.step();
+  }
+  return graphs;
+}
+
+int group_count(const GemmSweepPlan& gp, const std::vector<GemmCell>& cells) {
+  std::vector<double> bytes;
+  for (const GemmCell& c : cells) bytes.push_back(gemm_cell_bytes(c));
+  return static_cast<int>(pack_interleaved(bytes, gp.max_graph_bytes).size());
+}
+
+}  // namespace
+
 void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_graph, CurveFitter& fit,
                 std::map<DType, GemmTable>& tables, std::vector<SweepSummary>& out) {
   for (DType t : gp.dtypes) {
@@ -87,63 +165,25 @@ void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_
       continue;
     }
     const std::size_t nm = gp.m.size(), nn = gp.n.size(), nk = gp.k.size();
-    std::vector<GemmCell> cells;
     std::size_t over_budget = 0;
-    for (std::size_t i = 0; i < nm; ++i)
-      for (std::size_t j = 0; j < nn; ++j)
-        for (std::size_t l = 0; l < nk; ++l) {
-          const GemmCell c{gp.m[i], gp.n[j], gp.k[l], t, (i * nn + j) * nk + l};
-          const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
-          const double bytes = gemm_cell_bytes(c);
-          const double roofline = std::max(flops / ctx.base.peak(t), bytes / ctx.base.memory_bandwidth);
-          const bool too_slow = gp.max_roofline_seconds > 0 && roofline > gp.max_roofline_seconds;
-          const bool too_large = gp.max_cell_flops > 0 && flops > gp.max_cell_flops;
-          if (too_slow || too_large || bytes > gp.max_cell_bytes) {
-            ++over_budget;
-            continue;
-          }
-          cells.push_back(c);
-        }
-    // Cells the backend refuses (layouts, dtypes) are left to the fill like those over budget.
     std::string refused;
-    {
-      const Graph all = gemm_cells_graph(cells);
-      std::vector<GemmCell> runnable;
-      for (std::size_t i = 0; i < cells.size(); ++i) {
-        const std::string why = ctx.backend.unsupported_reason(all.ops[i], all);
-        if (why.empty()) runnable.push_back(cells[i]);
-        else if (refused.empty()) refused = why;
-      }
-      cells = std::move(runnable);
-    }
-    std::vector<double> bytes;
-    for (const GemmCell& c : cells) bytes.push_back(gemm_cell_bytes(c));
-    const auto groups = pack_interleaved(bytes, gp.max_graph_bytes);
-    SweepClock clock(ctx, s.sweep, static_cast<int>(groups.size()));
+    const std::vector<GemmCell> cells =
+        runnable_cells(ctx, cells_in_budget(ctx, gp, t, false, over_budget), refused);
+    SweepClock clock(ctx, s.sweep, group_count(gp, cells));
     std::vector<std::optional<double>> measured(nm * nn * nk);
     std::size_t ran = 0;
-    for (const auto& group : groups) {
-      std::vector<GemmCell> part;
-      for (std::size_t i : group) part.push_back(cells[i]);
-      Graph g = gemm_cells_graph(part);
-      g.graphed = ctx.plan.graph_mode;
-      try {
-        const Measurement m = ctx.backend.run(g, ctx.plan.run);
-        for (std::size_t i = 0; i < part.size(); ++i) {
-          if (!m.ops[i].executed || !(m.ops[i].median > 0)) continue;
-          const OpCost cost = predict_op(g.ops[i], g, ctx.base);
-          const CalibrationPoint pt = calibration_point(g.ops[i], cost, ctx.base);
-          const double eff = pt.roofline_seconds / kernel_seconds(m.ops[i].median, launch_graph);
-          measured[part[i].index] = eff;
-          fit.add_point("", OpClass::gemm, pt.compute_bound, {pt.roofline_seconds, eff});
-          ++ran;
-        }
-      } catch (const NotExecutable& e) {
-        if (refused.empty()) refused = e.what();
+    s.graphs = run_cells(ctx, gp, cells, clock, refused,
+                         [&](const std::vector<GemmCell>& part, const Graph& g, const Measurement& m) {
+      for (std::size_t i = 0; i < part.size(); ++i) {
+        if (!m.ops[i].executed || !(m.ops[i].median > 0)) continue;
+        const OpCost cost = predict_op(g.ops[i], g, ctx.base);
+        const CalibrationPoint pt = calibration_point(g.ops[i], cost, ctx.base);
+        const double eff = pt.roofline_seconds / kernel_seconds(m.ops[i].median, launch_graph);
+        measured[part[i].index] = eff;
+        fit.add_point("", OpClass::gemm, pt.compute_bound, {pt.roofline_seconds, eff});
+        ++ran;
       }
-      ++s.graphs;
-      clock.step();
-    }
+    });
     s.seconds = clock.seconds();
     if (ran == 0) {
       s.fitted = fmt::format("skipped: no cell ran{}", refused.empty() ? "" : " (" + refused + ")");
@@ -154,6 +194,35 @@ void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_
     tables[t] = fill_gemm_table(std::move(m), std::move(n), std::move(k), measured);
     s.fitted = fmt::format("{} of {} cells measured, {} over budget filled{}", ran, nm * nn * nk, over_budget,
                            refused.empty() ? "" : "; some refused: " + refused);
+    out.push_back(s);
+  }
+}
+
+void sweep_unaligned_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_graph, CurveFitter& fit,
+                          std::vector<SweepSummary>& out) {
+  for (DType t : gp.dtypes) {
+    SweepSummary s;
+    s.sweep = fmt::format("gemm {} unaligned", name_of(t));
+    if (priced_dtype(t, ctx.base) != t) {
+      s.fitted = fmt::format("skipped: {} has no {} peak", ctx.base.name, name_of(t));
+      out.push_back(s);
+      continue;
+    }
+    std::size_t over_budget = 0;
+    std::string refused;
+    const std::vector<GemmCell> cells = runnable_cells(ctx, cells_in_budget(ctx, gp, t, true, over_budget), refused);
+    SweepClock clock(ctx, s.sweep, group_count(gp, cells));
+    std::size_t ran = 0;
+    s.graphs = run_cells(ctx, gp, cells, clock, refused,
+                         [&](const std::vector<GemmCell>&, const Graph& g, const Measurement& m) {
+      const std::size_t before = fit.point_count();
+      fit.add(g, m, ctx.base, launch_graph);
+      ran += fit.point_count() - before;
+    });
+    s.seconds = clock.seconds();
+    s.fitted = ran == 0 ? fmt::format("skipped: no cell ran{}", refused.empty() ? "" : " (" + refused + ")")
+                        : fmt::format("{} cells measured (gemm/{}/*/unaligned curves), {} over budget{}", ran,
+                                      name_of(t), over_budget, refused.empty() ? "" : "; some refused: " + refused);
     out.push_back(s);
   }
 }

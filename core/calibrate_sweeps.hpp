@@ -49,6 +49,11 @@ struct LaunchSamples {
 void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_graph, CurveFitter& fit,
                 std::map<DType, GemmTable>& tables, std::vector<SweepSummary>& out);
 
+// Curves of GEMMs whose rows are not 16-byte aligned ("gemm/bf16/compute/unaligned"): the
+// plan's grid cells with an unaligned leading dimension, within its budgets.
+void sweep_unaligned_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_graph, CurveFitter& fit,
+                          std::vector<SweepSummary>& out);
+
 // Model graphs of the calibration cases: kernel curves and eager/graph pairs.
 void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fit, LaunchSamples& pairs,
                    SweepSummary& s);

@@ -79,13 +79,30 @@ double GemmTable::at(double m_rows, double n_cols, double k_depth) const {
   return std::exp(log_eff);
 }
 
-std::string calibration_key(OpKind kind, DType dtype, bool compute_bound, bool decode) {
-  return fmt::format("{}/{}/{}{}", name_of(kind), name_of(dtype), compute_bound ? "compute" : "memory",
-                     decode ? "/decode" : "");
+std::string calibration_key(OpKind kind, DType dtype, bool compute_bound, std::string_view variant) {
+  return fmt::format("{}/{}/{}{}{}", name_of(kind), name_of(dtype), compute_bound ? "compute" : "memory",
+                     variant.empty() ? "" : "/", variant);
 }
 
 bool is_decode_attention(OpKind kind, int64_t seq_q) {
   return class_of(kind) == OpClass::attention && seq_q > 0 && seq_q <= decode_query_rows;
+}
+
+bool gemm_rows_aligned(const Op& op) {
+  const OpAttrs& a = op.attrs;
+  const double row_bytes = bytes_of(op.dtype);
+  auto aligned = [&](int64_t elements) {
+    const double b = static_cast<double>(elements) * row_bytes;
+    return std::fmod(b, 16.0) == 0.0;
+  };
+  return aligned(a.trans_a ? a.m : a.k) && aligned(a.trans_b ? a.k : a.n) && aligned(a.n);
+}
+
+std::string_view calibration_variant(const Op& op) {
+  if (is_decode_attention(op.kind, op.attrs.seq_q)) return "decode";
+  if (op.kind == OpKind::gemm && !gemm_rows_aligned(op)) return "unaligned";
+  if (op.kind == OpKind::adamw && op.attrs.passes <= 1) return "fused";
+  return {};
 }
 
 }  // namespace perfsim

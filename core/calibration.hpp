@@ -2,13 +2,16 @@
 // model prices ops with. A profile without them (an empty Calibration) is priced from the
 // datasheet peaks and the per-class efficiencies alone.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/graph.hpp"
 #include "core/op_kind.hpp"
 
 namespace perfsim {
@@ -71,13 +74,25 @@ struct Calibration {
 };
 
 // The table key of an op of `kind` computing in `dtype` (the precision it is priced at),
-// compute-bound or memory-bound at the datasheet roofline: "flash_attention/bf16/compute".
-// Attention over a few query rows per sequence (decode) runs other kernels, or the same ones
-// far from their design point, than attention over a prompt: `decode` adds "/decode".
-[[nodiscard]] std::string calibration_key(OpKind kind, DType dtype, bool compute_bound, bool decode = false);
-// Whether an op is decode attention for calibration_key: an attention kind over at most
-// decode_query_rows query rows per sequence.
+// compute-bound or memory-bound at the datasheet roofline, and its variant (below), e.g.
+// "flash_attention/bf16/compute" or "attn_scores/bf16/memory/decode".
+[[nodiscard]] std::string calibration_key(OpKind kind, DType dtype, bool compute_bound,
+                                          std::string_view variant = {});
+
+// Ops of one kind that run other kernels, or the same kernels far from their design point,
+// get curves of their own (an empty variant: none):
+//   "decode"    attention over at most decode_query_rows query rows per sequence;
+//   "unaligned" a GEMM with a leading dimension that is not a multiple of 16 bytes (an odd
+//               vocabulary, say), which rules out the tensor-core kernels that need
+//               aligned rows;
+//   "fused"     AdamW streaming its tensors once (the multi-tensor kernel), against the
+//               per-tensor, multi-pass one.
+[[nodiscard]] std::string_view calibration_variant(const Op& op);
+inline constexpr std::array<std::string_view, 3> calibration_variants = {"decode", "unaligned", "fused"};
 inline constexpr int64_t decode_query_rows = 16;
 [[nodiscard]] bool is_decode_attention(OpKind kind, int64_t seq_q);
+// Whether every leading dimension of a GEMM (A: k, or m when trans_a; B: n, or k when trans_b;
+// C: n) spans a multiple of 16 bytes of its dtype.
+[[nodiscard]] bool gemm_rows_aligned(const Op& op);
 
 }  // namespace perfsim

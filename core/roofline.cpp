@@ -49,20 +49,21 @@ std::span<const DType> fallbacks(DType t) {
   return fp32;
 }
 
-// The profile's fitted efficiency for this op, if its tables hold the kernel: GEMMs from the
-// (m, n, k) grid of their dtype, every other kind from the curve at its calibration point.
+// The profile's fitted efficiency for this op, if its tables hold the kernel: aligned GEMMs
+// from the (m, n, k) grid of their dtype, every other kind (unaligned GEMMs too) from the curve
+// at its calibration point. An unaligned GEMM without a curve of its own takes the grid.
 std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Hardware& hw) {
   const Calibration& cal = hw.calibration;
   if (cal.empty() || (c.flops <= 0 && c.bytes <= 0)) return std::nullopt;
-  if (op.kind == OpKind::gemm) {
+  const CalibrationPoint p = calibration_point(op, c, hw);
+  const auto curve = cal.kernels.find(p.key);
+  if (op.kind == OpKind::gemm && (gemm_rows_aligned(op) || curve == cal.kernels.end())) {
     if (auto it = cal.gemm.find(c.priced_as); it != cal.gemm.end())
       return it->second.at(static_cast<double>(op.attrs.m * op.attrs.batch),
                            static_cast<double>(op.attrs.n), static_cast<double>(op.attrs.k));
   }
-  const CalibrationPoint p = calibration_point(op, c, hw);
-  const auto it = cal.kernels.find(p.key);
-  if (it == cal.kernels.end()) return std::nullopt;
-  return it->second.at(p.roofline_seconds);
+  if (curve == cal.kernels.end()) return std::nullopt;
+  return curve->second.at(p.roofline_seconds);
 }
 
 }  // namespace
@@ -71,8 +72,7 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
   const double compute = c.flops > 0 && hw.peak(c.priced_as) > 0 ? c.flops / hw.peak(c.priced_as) : 0.0;
   const double memory = c.bytes > 0 && hw.memory_bandwidth > 0 ? c.bytes / hw.memory_bandwidth : 0.0;
   const bool compute_bound = c.flops > 0 && compute >= memory;
-  const bool decode = is_decode_attention(op.kind, op.attrs.seq_q);
-  return {calibration_key(op.kind, c.priced_as, compute_bound, decode), std::max(compute, memory),
+  return {calibration_key(op.kind, c.priced_as, compute_bound, calibration_variant(op)), std::max(compute, memory),
           compute_bound};
 }
 

@@ -4,6 +4,8 @@
 // negative efficiency or a ragged grid is an error naming the field, never a silent NaN.
 #include "dsl/lua_calibration.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
@@ -114,7 +116,7 @@ void read_gemm(lua_State* L, int index, Calibration& cal, const std::string& wha
 
 void read_kernels(lua_State* L, int index, Calibration& cal, const std::string& what) {
   for (const std::string& key : string_keys(L, index)) {
-    // "kind/dtype/bound[/decode]", the form calibration_key() writes.
+    // "kind/dtype/bound[/variant]", the form calibration_key() writes.
     std::vector<std::string> parts;
     for (std::size_t start = 0;;) {
       const std::size_t slash = key.find('/', start);
@@ -122,12 +124,17 @@ void read_kernels(lua_State* L, int index, Calibration& cal, const std::string& 
       if (slash == std::string::npos) break;
       start = slash + 1;
     }
-    const bool ok = (parts.size() == 3 || (parts.size() == 4 && parts[3] == "decode")) &&
+    const bool known_variant =
+        parts.size() == 4 && std::find(calibration_variants.begin(), calibration_variants.end(), parts[3]) !=
+                                 calibration_variants.end();
+    const bool ok = (parts.size() == 3 || known_variant) &&
                     parse_op_kind(parts[0]) && parse_dtype(parts[1]) &&
                     (parts[2] == "compute" || parts[2] == "memory");
     if (!ok)
       throw ConfigError(fmt::format(
-          "{}: key '{}' must read kind/dtype/bound[/decode], e.g. \"rmsnorm/bf16/memory\"", what, key));
+          "{}: key '{}' must read kind/dtype/bound[/variant] (variant: decode, unaligned or fused), "
+          "e.g. \"rmsnorm/bf16/memory\"",
+          what, key));
     lua_getfield(L, index, key.c_str());
     cal.kernels[key] = read_curve(L, -1, fmt::format("{}[\"{}\"]", what, key));
     lua_pop(L, 1);

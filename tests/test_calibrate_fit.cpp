@@ -106,8 +106,10 @@ constexpr double true_launch_graph = 1e-7, true_launch_eager = 4e-7;
 constexpr double true_pcie_latency = 5e-6, true_pcie_bw = 25e9, true_staging_bw = 8e9;
 constexpr double true_coll_latency = 10e-6, true_coll_bw = 90e9;
 
-// GEMMs: 0.2 for decode-sized m, 0.6 otherwise; other kernels 0.5 memory-bound, 0.25 compute.
+// GEMMs: 0.1 with unaligned rows, else 0.2 for decode-sized m and 0.6 otherwise; other
+// kernels 0.5 memory-bound, 0.25 compute.
 double true_efficiency(const Op& op, const CalibrationPoint& p) {
+  if (op.kind == OpKind::gemm && !gemm_rows_aligned(op)) return 0.1;
   if (op.kind == OpKind::gemm) return op.attrs.m * op.attrs.batch <= 8 ? 0.2 : 0.6;
   return p.compute_bound ? 0.25 : 0.5;
 }
@@ -186,6 +188,9 @@ CalibrationPlan fake_plan() {
   p.gemm.max_roofline_seconds = 1.5e-3;
   p.gemm.max_cell_bytes = 1e9;
   p.gemm.max_graph_bytes = 20e6;
+  p.unaligned_gemm = p.gemm;
+  p.unaligned_gemm.dtypes = {DType::bf16};
+  p.unaligned_gemm.n = {1024, 1025};  // the n = 1024 cells are aligned: the grid has them
   p.launch_chain_ops = 20;
   p.launch_chain_elements = 1;
   Workload prefill;
@@ -240,11 +245,17 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   // GEMMs of the model graphs give curves only for dtypes without a table (here fp32).
   CHECK(hw.calibration.kernels.count("gemm/fp32/memory") == 1);
   CHECK(hw.calibration.kernels.count("gemm/bf16/memory") == 0);
+  // Unaligned GEMM cells give curves of their own, beside the bf16 grid.
+  REQUIRE(hw.calibration.kernels.count("gemm/bf16/memory/unaligned") == 1);
+  for (double e : hw.calibration.kernels.at("gemm/bf16/memory/unaligned").efficiency)
+    CHECK(e == doctest::Approx(0.1).epsilon(0.01));
   for (const auto& [key, curve] : hw.calibration.kernels)
     for (double e : curve.efficiency) {
       INFO(key);
       const bool compute = key.size() > 8 && key.substr(key.size() - 8) == "/compute";
-      if (key.rfind("gemm/", 0) == 0)
+      if (key.find("/unaligned") != std::string::npos)
+        CHECK(e == doctest::Approx(0.1).epsilon(0.01));
+      else if (key.rfind("gemm/", 0) == 0)
         CHECK((e == doctest::Approx(0.2).epsilon(0.01) || e == doctest::Approx(0.6).epsilon(0.01)));
       else
         CHECK(e == doctest::Approx(compute ? 0.25 : 0.5).epsilon(0.01));

@@ -124,11 +124,42 @@ TEST_CASE("calibration: gemm tables interpolate trilinearly in log space") {
 TEST_CASE("calibration: keys name the kind, the priced dtype and the bound") {
   CHECK(calibration_key(OpKind::rmsnorm, DType::bf16, false) == "rmsnorm/bf16/memory");
   CHECK(calibration_key(OpKind::flash_attention, DType::fp16, true) == "flash_attention/fp16/compute");
-  CHECK(calibration_key(OpKind::attn_scores, DType::bf16, false, true) == "attn_scores/bf16/memory/decode");
+  CHECK(calibration_key(OpKind::attn_scores, DType::bf16, false, "decode") == "attn_scores/bf16/memory/decode");
   CHECK(is_decode_attention(OpKind::flash_attention, 1));
   CHECK(is_decode_attention(OpKind::attn_context, 16));
   CHECK_FALSE(is_decode_attention(OpKind::attn_context, 17));   // a prompt
   CHECK_FALSE(is_decode_attention(OpKind::rmsnorm, 1));         // not attention
+}
+
+TEST_CASE("calibration: variants separate unaligned GEMMs and the fused optimizer") {
+  Op g;
+  g.kind = OpKind::gemm;
+  g.dtype = DType::bf16;
+  g.attrs.m = 4096, g.attrs.n = 1024, g.attrs.k = 1024;
+  CHECK(gemm_rows_aligned(g));
+  CHECK(calibration_variant(g).empty());
+  g.attrs.n = 50257;  // GPT-2's vocabulary: B and C rows of 100,514 bytes
+  CHECK_FALSE(gemm_rows_aligned(g));
+  CHECK(calibration_variant(g) == "unaligned");
+  g.attrs.n = 1024, g.attrs.k = 50257;  // the lm_head's dgrad: A rows unaligned
+  CHECK_FALSE(gemm_rows_aligned(g));
+  g.attrs.k = 1024, g.attrs.m = 50257;  // m is a leading dimension only when A is transposed
+  CHECK(gemm_rows_aligned(g));
+  g.attrs.trans_a = true;
+  CHECK_FALSE(gemm_rows_aligned(g));
+  g.attrs = {};
+  g.dtype = DType::fp32, g.attrs.m = 7, g.attrs.n = 1028, g.attrs.k = 4;  // 4112 and 16 bytes
+  CHECK(gemm_rows_aligned(g));
+  g.dtype = DType::bf16;  // 2056 and 8 bytes: k breaks it
+  CHECK_FALSE(gemm_rows_aligned(g));
+
+  Op adam;
+  adam.kind = OpKind::adamw;
+  adam.attrs.passes = 4;
+  CHECK(calibration_variant(adam).empty());
+  adam.attrs.passes = 1;
+  CHECK(calibration_variant(adam) == "fused");
+  CHECK(calibration_key(OpKind::gemm, DType::bf16, true, calibration_variant(g)) == "gemm/bf16/compute/unaligned");
 }
 
 TEST_CASE("calibration: the cost model prices a kernel from its fitted curve") {
@@ -175,6 +206,28 @@ TEST_CASE("calibration: gemms are priced from the grid of their dtype") {
   // fp32 has no grid: not calibrated.
   const Graph f32 = one_gemm_graph(1024, 1024, 1024, DType::fp32);
   CHECK_FALSE(predict_op(f32.ops[0], f32, hw).calibrated);
+}
+
+TEST_CASE("calibration: unaligned gemms are priced from their own curve when the profile has one") {
+  Hardware hw = bare_gpu();
+  GemmTable t;
+  t.m = {1024};
+  t.n = {1024};
+  t.k = {1024};
+  t.efficiency = {0.8};
+  hw.calibration.gemm[DType::bf16] = t;
+  // 4096 x 4097 x 4096 bf16: n odd. 137.5 GFLOP at 1000 TFLOP/s, compute bound.
+  const Graph odd = one_gemm_graph(4096, 4097, 4096, DType::bf16);
+  const double roofline = 2.0 * 4096 * 4097 * 4096 / 1000e12;
+  // Without an unaligned curve the grid prices it, as an aligned GEMM.
+  CHECK(predict_op(odd.ops[0], odd, hw).compute_time == doctest::Approx(roofline / 0.8));
+  hw.calibration.kernels["gemm/bf16/compute/unaligned"] = EfficiencyCurve{{1e-6}, {0.2}};
+  const OpCost c = predict_op(odd.ops[0], odd, hw);
+  CHECK(c.calibrated);
+  CHECK(c.compute_time == doctest::Approx(roofline / 0.2));
+  // An aligned GEMM keeps the grid.
+  const Graph even = one_gemm_graph(4096, 4096, 4096, DType::bf16);
+  CHECK(predict_op(even.ops[0], even, hw).compute_time == doctest::Approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
 }
 
 TEST_CASE("calibration: a fitted alpha-beta prices its collective and group only") {
