@@ -63,6 +63,14 @@ struct ScriptError : std::runtime_error {
                                     const std::string& module_path = "");
 // Names of the profiles on the search path and in the stdlib (stdlib/profiles/*.lua), sorted.
 [[nodiscard]] std::vector<std::string> profile_names(const std::string& module_path = "");
+// Every profile file load_profile can find: those on the search path (--module-path,
+// $PERFSIM_PATH), in search order, with their paths, then the stdlib's (path empty: load
+// them by name). A name may appear more than once.
+struct ProfileSource {
+  std::string name;
+  std::string path;
+};
+[[nodiscard]] std::vector<ProfileSource> profile_sources(const std::string& module_path = "");
 // The readable Lua text of a profile (`return profile { ... }`) that load_profile reads back.
 [[nodiscard]] std::string profile_to_lua(const Hardware& hw);
 

@@ -92,16 +92,26 @@ void build_profile(lua_State* L, int index) {
 
 }  // namespace
 
-std::vector<std::string> profile_names(lua_State* L) {
-  std::vector<std::string> names;
+std::vector<ProfileSource> profile_sources(lua_State* L) {
+  std::vector<ProfileSource> out;
   for (const std::string& dir : module_search_dirs(L)) {
+    std::vector<ProfileSource> here;
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(dir + "/profiles", ec))
-      if (e.path().extension() == ".lua") names.push_back(e.path().stem().string());
+      if (e.path().extension() == ".lua" && e.is_regular_file(ec))
+        here.push_back({e.path().stem().string(), e.path().string()});
+    std::sort(here.begin(), here.end(), [](const ProfileSource& a, const ProfileSource& b) { return a.path < b.path; });
+    out.insert(out.end(), here.begin(), here.end());
   }
   for (const EmbeddedFile& f : stdlib_files())
     if (f.name.substr(0, embedded_prefix.size()) == embedded_prefix)
-      names.emplace_back(f.name.substr(embedded_prefix.size()));
+      out.push_back({std::string(f.name.substr(embedded_prefix.size())), ""});
+  return out;
+}
+
+std::vector<std::string> profile_names(lua_State* L) {
+  std::vector<std::string> names;
+  for (ProfileSource& s : profile_sources(L)) names.push_back(std::move(s.name));
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;

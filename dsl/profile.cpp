@@ -119,6 +119,10 @@ std::vector<std::string> profile_names(const std::string& module_path) {
   return dsl::in_fresh_state<ConfigError>(module_path, [](lua_State* L) { return dsl::profile_names(L); });
 }
 
+std::vector<ProfileSource> profile_sources(const std::string& module_path) {
+  return dsl::in_fresh_state<ConfigError>(module_path, [](lua_State* L) { return dsl::profile_sources(L); });
+}
+
 std::string profile_to_lua(const Hardware& hw) {
   const Provenance& p = hw.calibration.measured_on;
   std::string out = fmt::format(
