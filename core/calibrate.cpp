@@ -82,11 +82,13 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   hw.launch_eager = launch_graph;
   hw.dispatch_eager = 0;
   hw.dispatch_by_kind.clear();
+  hw.dispatch_fixed_by_kind.clear();
   if (!samples.cases.empty()) {
     const DispatchFit df = fit_dispatch(samples.cases, launch_graph);
     hw.launch_eager = df.launch_eager;
     hw.dispatch_eager = df.dispatch_eager;
     hw.dispatch_by_kind = df.by_kind;
+    hw.dispatch_fixed_by_kind = df.fixed_by_kind;
     launch.fitted = fmt::format(
         "launch_eager {}, launch_graph {}, host dispatch {} (median of {} kinds; {} graphs, eager "
         "steps within {:.1f}% median)",

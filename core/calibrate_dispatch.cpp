@@ -5,8 +5,9 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "core/statistics.hpp"
+#include "core/calibrate_fit.hpp"
 #include "core/cost_model.hpp"
+#include "core/statistics.hpp"
 #include "core/op_metrics.hpp"
 
 namespace perfsim {
@@ -17,16 +18,22 @@ bool usable(const EagerCase& c, std::size_t i) {
   return c.graph.ops[i].kind != OpKind::host && c.graph_medians[i] > 0 && c.eager_medians[i] > 0;
 }
 
+// Host seconds to issue one op: fixed + per kernel × kernels launched (0 for unknown kinds).
+double issue_seconds(const Op& op, const DispatchFit& d) {
+  const auto per = d.by_kind.find(op.kind);
+  if (op.kind == OpKind::host || per == d.by_kind.end()) return 0.0;
+  const auto fixed = d.fixed_by_kind.find(op.kind);
+  return (fixed == d.fixed_by_kind.end() ? 0.0 : fixed->second) + per->second * kernel_launches(op);
+}
+
 // The eager per-op times the host-paced timeline predicts for one case: graph median + gap,
-// plus the wait for the host's issue (dispatch of the kind × kernels launched).
-std::vector<double> predict_case(const EagerCase& c, double gap, const std::map<OpKind, double>& dispatch) {
+// plus the wait for the host's issue.
+std::vector<double> predict_case(const EagerCase& c, double gap, const DispatchFit& dispatch) {
   const std::size_t n = c.graph.ops.size();
   std::vector<double> device(n), issue(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const Op& op = c.graph.ops[i];
     device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + gap : 0.0;
-    const auto it = dispatch.find(op.kind);
-    issue[i] = op.kind == OpKind::host || it == dispatch.end() ? 0.0 : it->second * kernel_launches(op);
+    issue[i] = issue_seconds(c.graph.ops[i], dispatch);
   }
   const std::vector<double> waits = host_paced_waits(c.graph, device, issue);
   for (std::size_t i = 0; i < n; ++i) device[i] += waits[i];
@@ -40,7 +47,7 @@ struct CaseError {
   std::size_t ops = 0;
 };
 
-CaseError case_error(const EagerCase& c, double gap, const std::map<OpKind, double>& dispatch) {
+CaseError case_error(const EagerCase& c, double gap, const DispatchFit& dispatch) {
   const std::vector<double> predicted = predict_case(c, gap, dispatch);
   CaseError e;
   double predicted_step = 0, measured_step = 0;
@@ -56,7 +63,7 @@ CaseError case_error(const EagerCase& c, double gap, const std::map<OpKind, doub
 }
 
 // Summed |log error| of every op, plus every step weighted by its op count.
-double objective(const std::vector<EagerCase>& cases, double gap, const std::map<OpKind, double>& dispatch) {
+double objective(const std::vector<EagerCase>& cases, double gap, const DispatchFit& dispatch) {
   double total = 0;
   for (const EagerCase& c : cases) {
     const CaseError e = case_error(c, gap, dispatch);
@@ -73,10 +80,24 @@ std::vector<double> candidates(double lo, double hi, int steps) {
   return v;
 }
 
+// One kind's host times against the kernels its ops launched: a line when the counts vary
+// and the fit gives both terms positive, else the median per kernel.
+void fit_kind(OpKind k, const std::vector<double>& launches, const std::vector<double>& host, DispatchFit& fit) {
+  std::vector<double> per;
+  for (std::size_t i = 0; i < host.size(); ++i) per.push_back(host[i] / launches[i]);
+  fit.by_kind[k] = median_or_zero(per);
+  const auto [lo, hi] = std::minmax_element(launches.begin(), launches.end());
+  if (host.size() < 3 || *lo == *hi) return;
+  const LinearFit line = fit_line(launches, host);
+  if (!(line.intercept > 0) || !(line.slope > 0)) return;
+  fit.by_kind[k] = line.slope;
+  fit.fixed_by_kind[k] = line.intercept;
+}
+
 }  // namespace
 
 DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_graph) {
-  std::map<OpKind, std::vector<double>> host_by_kind;
+  std::map<OpKind, std::pair<std::vector<double>, std::vector<double>>> host_by_kind;  // launches, host
   bool any = false;
   for (const EagerCase& c : cases) {
     const std::size_t n = c.graph.ops.size();
@@ -86,18 +107,20 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
     for (std::size_t i = 0; i < n; ++i) {
       if (!usable(c, i)) continue;
       any = true;
-      // Per kernel launched: an op that launches several pays its dispatch for each.
-      if (!c.host_medians.empty() && c.host_medians[i] > 0)
-        host_by_kind[c.graph.ops[i].kind].push_back(c.host_medians[i] / kernel_launches(c.graph.ops[i]));
+      if (!c.host_medians.empty() && c.host_medians[i] > 0) {
+        auto& [launches, host] = host_by_kind[c.graph.ops[i].kind];
+        launches.push_back(kernel_launches(c.graph.ops[i]));
+        host.push_back(c.host_medians[i]);
+      }
     }
   }
   if (!any) throw std::invalid_argument("fit_dispatch: no op measured both ways");
 
   DispatchFit fit;
-  for (const auto& [k, times] : host_by_kind) fit.by_kind[k] = median_or_zero(times);
-  double gap = 0, best = objective(cases, 0, fit.by_kind);
+  for (const auto& [k, samples] : host_by_kind) fit_kind(k, samples.first, samples.second, fit);
+  double gap = 0, best = objective(cases, 0, fit);
   for (double g : candidates(0.05e-6, 20e-6, 96))
-    if (const double f = objective(cases, g, fit.by_kind); f < best) best = f, gap = g;
+    if (const double f = objective(cases, g, fit); f < best) best = f, gap = g;
 
   fit.launch_eager = launch_graph + gap;
   std::vector<double> values;
@@ -105,7 +128,7 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
   fit.dispatch_eager = median_or_zero(values);
   std::vector<double> errs;
   for (const EagerCase& c : cases)
-    if (const CaseError e = case_error(c, gap, fit.by_kind); e.ops > 0) errs.push_back(std::abs(e.step));
+    if (const CaseError e = case_error(c, gap, fit); e.ops > 0) errs.push_back(std::abs(e.step));
   fit.step_error = median_or_zero(errs);
   return fit;
 }

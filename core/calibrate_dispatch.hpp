@@ -24,11 +24,14 @@ struct DispatchFit {
   double launch_eager = 0;              // launch_graph + the extra device gap of an eager launch
   double dispatch_eager = 0;            // the median of by_kind: kinds never measured
   std::map<OpKind, double> by_kind;     // host seconds per kernel an op of each kind launches
+  std::map<OpKind, double> fixed_by_kind;  // host seconds per op on top (kinds fitted by a line)
   double step_error = 0;                // median |relative error| of the cases' eager steps
 };
 
 // dispatch per kind: the median measured host time of its ops per kernel they launch
-// (kernel_launches; kinds without one: none).
+// (kernel_launches; kinds without one: none). Kinds whose ops were seen launching different
+// numbers of kernels get a line instead, host = fixed + per_kernel × launches (fit_line, both
+// terms positive; else the median).
 // The extra gap: the candidate minimising the summed |log(predicted / measured)| of every op
 // plus, weighted by its op count, of every case's step (Σ per-op × count), where predicted =
 // graph median + gap + the host wait of the paced timeline. Throws std::invalid_argument

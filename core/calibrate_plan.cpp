@@ -149,8 +149,12 @@ CalibrationPlan cuda_plan(bool quick) {
               {decode(1, 256), decode(8, 1536), decode(32, 6144), prefill(2, 2560), train(2, 768)},
               true, true);
     // Materialized and flash attention backward at a longer training sequence: their curves
-    // would otherwise end at 2 x 768.
+    // would otherwise end at 2 x 768. Materialized attention (fp32 and bf16) between that and
+    // the prefill's 2 x 2560, where its efficiency climbs fastest.
     add_cases(p.kernels, {gpt}, {train(4, 2048)}, true, false);
+    p.kernels.push_back({gpt, train(3, 1280), stack_of({}), false});
+    p.kernels.push_back({gpt, train(3, 1280), stack_of({"bf16"}), false});
+    p.kernels.push_back({gpt, prefill(3, 1536), stack_of({"bf16"}), false});
     // The fp8 stack's other kernels (quantized activations, fp8 KV paths) at model sizes.
     // Untied models only: a tied lm_head re-quantizes the embedding table at every call.
     for (const ModelConfig& m : {a, c})

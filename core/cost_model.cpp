@@ -85,7 +85,8 @@ void pace_by_host(const Graph& g, const Hardware& hw, bool copy_engines, std::ve
     // Host ops are the host's own work; they issue no kernel.
     dispatch.push_back(g.ops[i].kind == OpKind::host
                            ? 0.0
-                           : hw.dispatch(g.ops[i].kind) * kernel_launches(g.ops[i]));
+                           : hw.dispatch_fixed(g.ops[i].kind) +
+                                 hw.dispatch(g.ops[i].kind) * kernel_launches(g.ops[i]));
   }
   const std::vector<double> waits = host_paced_waits(g, device, dispatch, copy_engines);
   for (std::size_t i = 0; i < ops.size(); ++i) {

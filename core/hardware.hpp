@@ -28,9 +28,12 @@ struct Hardware {
   double launch_graph = 0;     // seconds per op when replayed from a captured graph
   // Host seconds to issue one kernel eagerly (framework and driver work); an eager op starts
   // no sooner than the host has issued its kernels (kernel_launches, op_metrics.hpp). 0 = the
-  // host never holds the device back. dispatch_by_kind overrides it per op kind (calibrated).
+  // host never holds the device back. dispatch_by_kind overrides it per op kind (calibrated);
+  // dispatch_fixed_by_kind adds host seconds per op of kinds whose ops launch a varying
+  // number of kernels (materialized attention: one cuBLAS call per sequence and head group).
   double dispatch_eager = 0;
   std::map<OpKind, double> dispatch_by_kind;
+  std::map<OpKind, double> dispatch_fixed_by_kind;
   double host_overhead = 0;    // seconds of host work per step (framework, sampling)
   Link nvlink, pcie, infiniband;  // pcie: the host link, which host<->device copies cross
   // Bytes/s one host thread copies between buffers in host memory: the staging copy of a
@@ -52,6 +55,10 @@ struct Hardware {
   [[nodiscard]] double dispatch(OpKind k) const {
     const auto it = dispatch_by_kind.find(k);
     return it == dispatch_by_kind.end() ? dispatch_eager : it->second;
+  }
+  [[nodiscard]] double dispatch_fixed(OpKind k) const {
+    const auto it = dispatch_fixed_by_kind.find(k);
+    return it == dispatch_fixed_by_kind.end() ? 0.0 : it->second;
   }
   [[nodiscard]] bool models_dispatch() const { return dispatch_eager > 0 || !dispatch_by_kind.empty(); }
   [[nodiscard]] double compute_eff(OpClass c) const;

@@ -61,16 +61,20 @@ void read_link(lua_State* L, int index, Link& link, const std::string& what, con
     throw ConfigError(fmt::format("{}: {}.bandwidth and {}.latency must be >= 0", what, field, field));
 }
 
-
-// dispatch = {gemm = 14e-6, rmsnorm = 8e-6, ...}: host seconds to issue one op of each kind.
-void read_dispatch(lua_State* L, int index, std::map<OpKind, double>& table, const std::string& what) {
+// dispatch = {gemm = 14e-6, rmsnorm = 8e-6, ...}: host seconds per kernel an op of each kind
+// launches; dispatch_fixed, the same shape: host seconds per op on top.
+void read_dispatch(lua_State* L, int index, std::map<OpKind, double>& table, const std::string& what,
+                   const char* field) {
   index = abs_index(L, index);
   for (const std::string& key : string_keys(L, index)) {
     const std::optional<OpKind> k = parse_op_kind(key);
-    if (!k) throw ConfigError(fmt::format("{}: dispatch.{} is not an op kind (e.g. gemm, rmsnorm, flash_attention)", what, key));
+    if (!k)
+      throw ConfigError(fmt::format("{}: {}.{} is not an op kind (e.g. gemm, rmsnorm, flash_attention)", what,
+                                    field, key));
     lua_getfield(L, index, key.c_str());
     if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
-      throw ConfigError(fmt::format("{}: dispatch.{} must be seconds >= 0 (got {})", what, key, describe_value(L, -1)));
+      throw ConfigError(
+          fmt::format("{}: {}.{} must be seconds >= 0 (got {})", what, field, key, describe_value(L, -1)));
     table[*k] = lua_tonumber(L, -1);
     lua_pop(L, 1);
   }
@@ -101,7 +105,7 @@ const std::vector<std::string>& hardware_fields() {
       "nvlink",        "pcie",          "infiniband",   "compute_efficiency",
       "memory_efficiency", "calibrated", "source",      "aliases",      "host_copy_bandwidth",
       "base",          "measured",      "gemm",         "kernels",      "collectives",
-      "dispatch_eager", "dispatch"};
+      "dispatch_eager", "dispatch", "dispatch_fixed"};
   return f;
 }
 
@@ -127,7 +131,13 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
   if (hw.dispatch_eager < 0) throw ConfigError(fmt::format("{}: dispatch_eager must be >= 0", what));
   if (r.push("dispatch") != LUA_TNIL) {
     if (!lua_istable(L, -1)) throw ConfigError(fmt::format("{}: dispatch must be a table {{kind = seconds}}", what));
-    read_dispatch(L, -1, hw.dispatch_by_kind, what);
+    read_dispatch(L, -1, hw.dispatch_by_kind, what, "dispatch");
+  }
+  lua_pop(L, 1);
+  if (r.push("dispatch_fixed") != LUA_TNIL) {
+    if (!lua_istable(L, -1))
+      throw ConfigError(fmt::format("{}: dispatch_fixed must be a table {{kind = seconds}}", what));
+    read_dispatch(L, -1, hw.dispatch_fixed_by_kind, what, "dispatch_fixed");
   }
   lua_pop(L, 1);
   const std::pair<const char*, Link*> links[] = {
@@ -187,6 +197,9 @@ void push_hardware(lua_State* L, const Hardware& hw) {
   lua_createtable(L, 0, static_cast<int>(hw.dispatch_by_kind.size()));
   for (const auto& [k, v] : hw.dispatch_by_kind) set_number(L, std::string(name_of(k)).c_str(), v);
   lua_setfield(L, -2, "dispatch");
+  lua_createtable(L, 0, static_cast<int>(hw.dispatch_fixed_by_kind.size()));
+  for (const auto& [k, v] : hw.dispatch_fixed_by_kind) set_number(L, std::string(name_of(k)).c_str(), v);
+  lua_setfield(L, -2, "dispatch_fixed");
   push_link(L, "nvlink", hw.nvlink);
   push_link(L, "pcie", hw.pcie);
   push_link(L, "infiniband", hw.infiniband);

@@ -49,6 +49,18 @@ void write_efficiencies(std::string& out, const char* field, const std::map<OpCl
   out += "},\n";
 }
 
+void write_dispatch(std::string& out, const char* field, const std::map<OpKind, double>& table,
+                    const char* comment) {
+  if (table.empty()) return;
+  out += fmt::format("  {} = {{", field);
+  bool first = true;
+  for (const auto& [k, v] : table) {
+    out += fmt::format("{}{} = {}", first ? "" : ", ", name_of(k), num(v));
+    first = false;
+  }
+  out += fmt::format("}}, -- {}\n", comment);
+}
+
 void write_link(std::string& out, const char* field, const Link& l) {
   out += fmt::format("  {} = {{bandwidth = {}, latency = {}}},\n", field, num(l.bandwidth), num(l.latency));
 }
@@ -161,15 +173,8 @@ std::string profile_to_lua(const Hardware& hw) {
   out += fmt::format("  host_overhead = {},\n  host_copy_bandwidth = {},\n", num(hw.host_overhead),
                      num(hw.host_copy_bandwidth));
   out += fmt::format("  dispatch_eager = {}, -- host seconds to issue one op eagerly\n", num(hw.dispatch_eager));
-  if (!hw.dispatch_by_kind.empty()) {
-    out += "  dispatch = {";
-    bool first_kind = true;
-    for (const auto& [k, v] : hw.dispatch_by_kind) {
-      out += fmt::format("{}{} = {}", first_kind ? "" : ", ", name_of(k), num(v));
-      first_kind = false;
-    }
-    out += "},\n";
-  }
+  write_dispatch(out, "dispatch", hw.dispatch_by_kind, "host seconds per kernel launched");
+  write_dispatch(out, "dispatch_fixed", hw.dispatch_fixed_by_kind, "and per op, for kinds of several kernels");
   write_link(out, "pcie", hw.pcie);
   write_link(out, "nvlink", hw.nvlink);
   write_link(out, "infiniband", hw.infiniband);

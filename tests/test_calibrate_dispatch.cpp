@@ -6,6 +6,7 @@
 
 #include "core/calibrate_dispatch.hpp"
 #include "core/cost_model.hpp"
+#include "core/op_metrics.hpp"
 
 using namespace perfsim;
 
@@ -66,4 +67,36 @@ TEST_CASE("calibrate: the eager dispatch per kind and the extra gap come back fr
   CHECK(fit.launch_eager == doctest::Approx(1e-6 + gap).epsilon(0.05));
   CHECK(fit.step_error < 0.02);
   CHECK_THROWS_AS((void)fit_dispatch({}, 1e-6), std::invalid_argument);
+}
+
+TEST_CASE("calibrate: kinds of a varying kernel count get a fixed host cost per op and one per kernel") {
+  // Materialized attention issues one call per sequence and head group: host = 20 us + 8 us
+  // per call, seen at 1, 4 and 8 calls.
+  Graph g = chain_of({OpKind::attn_scores, OpKind::attn_scores, OpKind::attn_scores, OpKind::gemm});
+  const int64_t batch[] = {1, 1, 2};
+  const int64_t kv_heads[] = {8, 2, 2};
+  std::vector<double> host;
+  for (int i = 0; i < 3; ++i) {
+    OpAttrs& a = g.ops[static_cast<std::size_t>(i)].attrs;
+    a.heads = 8, a.kv_heads = kv_heads[i], a.batch = batch[i], a.seq_q = 1;
+    host.push_back(20e-6 + 8e-6 * kernel_launches(g.ops[static_cast<std::size_t>(i)]));
+  }
+  CHECK(kernel_launches(g.ops[0]) == 1);
+  CHECK(kernel_launches(g.ops[1]) == 4);
+  CHECK(kernel_launches(g.ops[2]) == 8);
+  host.push_back(14e-6);  // one GEMM: a single count, the median per kernel
+  const std::vector<double> graph = {5e-6, 5e-6, 5e-6, 30e-6};
+  const DispatchFit fit = fit_dispatch({{g, graph, graph, host}}, 1e-6);
+  CHECK(fit.by_kind.at(OpKind::attn_scores) == doctest::Approx(8e-6));
+  CHECK(fit.fixed_by_kind.at(OpKind::attn_scores) == doctest::Approx(20e-6));
+  CHECK(fit.by_kind.at(OpKind::gemm) == doctest::Approx(14e-6));
+  CHECK(fit.fixed_by_kind.count(OpKind::gemm) == 0);
+
+  // The cost model charges the host fixed + per kernel × kernels for each op.
+  Hardware hw;
+  hw.dispatch_by_kind = fit.by_kind;
+  hw.dispatch_fixed_by_kind = fit.fixed_by_kind;
+  CHECK(hw.dispatch_fixed(OpKind::attn_scores) + hw.dispatch(OpKind::attn_scores) * kernel_launches(g.ops[2]) ==
+        doctest::Approx(84e-6));
+  CHECK(hw.dispatch_fixed(OpKind::rmsnorm) == 0.0);
 }

@@ -251,6 +251,7 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   hw.pcie = {52e9, 9e-6};
   hw.dispatch_eager = 8e-6;
   hw.dispatch_by_kind[OpKind::gemm] = 14.5e-6;
+  hw.dispatch_fixed_by_kind[OpKind::attn_scores] = 21e-6;
   hw.calibration.gemm[DType::bf16] = corner_table();
   hw.calibration.kernels["rmsnorm/bf16/memory"] = EfficiencyCurve{{1e-7, 1e-5}, {0.05, 0.85}};
   hw.calibration.collectives[{Collective::all_gather, 4}] = CollectiveFit{12e-6, 150e9};
@@ -267,6 +268,8 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   CHECK(back.pcie.bandwidth == doctest::Approx(52e9));
   CHECK(back.dispatch_eager == doctest::Approx(8e-6));
   CHECK(back.dispatch(OpKind::gemm) == doctest::Approx(14.5e-6));
+  CHECK(back.dispatch_fixed(OpKind::attn_scores) == doctest::Approx(21e-6));
+  CHECK(back.dispatch_fixed(OpKind::gemm) == 0.0);
   CHECK(back.dispatch(OpKind::rmsnorm) == doctest::Approx(8e-6));
   CHECK(back.peak(DType::bf16) == doctest::Approx(hw.peak(DType::bf16)));
   REQUIRE(back.calibration.gemm.count(DType::bf16) == 1);
