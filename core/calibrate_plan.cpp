@@ -120,8 +120,8 @@ CalibrationPlan cuda_plan(bool quick) {
   // fp8: the skinny decode rows densely, weights up to 128 MiB (the host quantizes each).
   GemmSweepPlan& f = p.fp8_gemm;
   f.dtypes = {DType::fp8};
-  f.m = quick ? std::vector<int64_t>{1, 16, 256} : std::vector<int64_t>{1, 4, 16, 64, 256, 2048};
-  f.n = {1280, 5120, 20480};
+  f.m = quick ? std::vector<int64_t>{1, 16, 256} : std::vector<int64_t>{1, 16, 64, 256, 2048};
+  f.n = quick ? std::vector<int64_t>{1280, 5120, 20480} : std::vector<int64_t>{1280, 5120, 10240, 20480, 65536};
   f.k = quick ? std::vector<int64_t>{1280, 5120} : std::vector<int64_t>{1280, 5120, 20480};
   f.max_cell_flops = g.max_cell_flops;
   f.max_cell_bytes = 128.0 * (1 << 20);
