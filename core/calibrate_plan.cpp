@@ -108,7 +108,9 @@ CalibrationPlan cuda_plan(bool quick) {
     // tf32 (a compute mode no shipped stack uses) is left to the class medians: the full
     // calibration stays within five minutes on an H100.
     g.dtypes = {DType::fp32, DType::bf16};
-    g.m = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048, 8192};
+    // Rows double all the way: a GEMM's efficiency bends as it saturates, and a wider step
+    // under-reads it between points (fp32 4096-row GEMMs by 15-20% over 2048..8192).
+    g.m = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
     g.n = {320, 640, 1280, 2560, 5120, 10240, 20480, 40960, 163840};
     g.k = {320, 640, 1280, 2560, 5120, 10240, 20480};
     g.max_cell_flops = 300e9;  // 0.3 ms at the H100's bf16 peak, 4.5 ms at its fp32 peak
@@ -117,14 +119,16 @@ CalibrationPlan cuda_plan(bool quick) {
   // (large GEMMs are saturated); the first run of each shape also pays cuBLASLt autotuning.
   g.max_cell_bytes = 0.5 * (1ull << 30);
   g.max_graph_bytes = 8.0 * (1ull << 30);
-  // fp8: the skinny decode rows densely, weights up to 128 MiB (the host quantizes each).
+  // fp8: the skinny decode rows densely, weights up to 256 MiB (the host quantizes each). A
+  // memory-bound GEMM's efficiency climbs with its weight's size and bends: a coarse grid
+  // under-reads it between points.
   GemmSweepPlan& f = p.fp8_gemm;
   f.dtypes = {DType::fp8};
   f.m = quick ? std::vector<int64_t>{1, 16, 256} : std::vector<int64_t>{1, 16, 64, 256, 2048};
-  f.n = quick ? std::vector<int64_t>{1280, 5120, 20480} : std::vector<int64_t>{1280, 5120, 10240, 20480, 65536};
-  f.k = quick ? std::vector<int64_t>{1280, 5120} : std::vector<int64_t>{1280, 5120, 20480};
+  f.n = quick ? std::vector<int64_t>{1280, 5120, 20480} : std::vector<int64_t>{1280, 2560, 5120, 10240, 20480, 65536};
+  f.k = quick ? std::vector<int64_t>{1280, 5120} : std::vector<int64_t>{1280, 2560, 5120, 20480};
   f.max_cell_flops = g.max_cell_flops;
-  f.max_cell_bytes = 128.0 * (1 << 20);
+  f.max_cell_bytes = (quick ? 128.0 : 256.0) * (1 << 20);
   f.max_graph_bytes = 2.0 * (1ull << 30);
   // Unaligned GEMMs (odd n or k: lm_head over an odd vocabulary, its dgrad): the grid's cells
   // with an odd axis. The budget reaches the size of a training lm_head (4096 x 50257 x 1024).

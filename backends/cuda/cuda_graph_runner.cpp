@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cpu_init.hpp"
 #include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/cpu/parallel.hpp"
 #include "backends/cpu/scalar.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
@@ -184,20 +185,37 @@ void GraphRunner::fill_persistent_tensors() {
     if (fp8) {
       const auto* x = reinterpret_cast<const float*>(host.data());
       const auto n = static_cast<std::size_t>(t.elements());
-      float amax = 0;
-      for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::abs(x[i]));
+      // The host's e4m3 conversion is a software one: the passes run on every thread (the
+      // calibration's fp8 grid quantizes gigabytes of weights). Each chunk owns its outputs.
+      constexpr int64_t grain = 1 << 16;
+      std::vector<float> chunk_amax(static_cast<std::size_t>((static_cast<int64_t>(n) + grain - 1) / grain), 0.0f);
+      cpu::parallel_for(static_cast<int64_t>(chunk_amax.size()), 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          float m = 0;
+          for (auto i = static_cast<std::size_t>(c * grain); i < std::min(n, static_cast<std::size_t>((c + 1) * grain)); ++i)
+            m = std::max(m, std::abs(x[i]));
+          chunk_amax[static_cast<std::size_t>(c)] = m;
+        }
+      });
+      const float amax = chunk_amax.empty() ? 0.0f : *std::max_element(chunk_amax.begin(), chunk_amax.end());
       const float scale = amax > 0 ? amax / e4m3_max : 1.0f;
       std::vector<unsigned char> q(n);
       const float inv = 1.0f / scale;  // as the device quantizer (cuda_convert.cu) does
       const Fp8Storage& st = m_exec->fp8_layouts()[id];
-      if (st.transposed) {  // [batch][k, n] -> [batch][n, k], the fp8 GEMM's TN form
-        for (int64_t bt = 0; bt < st.batch; ++bt)
-          for (int64_t r = 0; r < st.k; ++r)
-            for (int64_t c = 0; c < st.n; ++c)
-              q[static_cast<std::size_t>((bt * st.n + c) * st.k + r)] =
+      if (st.transposed) {  // [batch][k, n] -> [batch][n, k], the fp8 GEMM's TN form; by output row
+        cpu::parallel_for(st.batch * st.n, 64, [&](int64_t r0, int64_t r1) {
+          for (int64_t row = r0; row < r1; ++row) {
+            const int64_t bt = row / st.n, c = row % st.n;
+            for (int64_t r = 0; r < st.k; ++r)
+              q[static_cast<std::size_t>(row * st.k + r)] =
                   __nv_fp8_e4m3(x[static_cast<std::size_t>((bt * st.k + r) * st.n + c)] * inv).__x;
+          }
+        });
       } else {
-        for (std::size_t i = 0; i < n; ++i) q[i] = __nv_fp8_e4m3(x[i] * inv).__x;
+        cpu::parallel_for(static_cast<int64_t>(n), grain, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i)
+            q[static_cast<std::size_t>(i)] = __nv_fp8_e4m3(x[static_cast<std::size_t>(i)] * inv).__x;
+        });
       }
       PERFSIM_CUDA_CHECK(cudaMemcpy(m_buffers[id], q.data(), n, cudaMemcpyHostToDevice));
       PERFSIM_CUDA_CHECK(cudaMemcpy(m_scales[id], &scale, sizeof(float), cudaMemcpyHostToDevice));
