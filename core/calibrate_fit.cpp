@@ -73,9 +73,6 @@ void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base
     const CalibrationPoint p = calibration_point(op, cost, base);
     const CurvePoint pt{p.roofline_seconds, p.roofline_seconds / kernel_seconds(om.median, launch_graph)};
     add_point(p.key, class_of(op.kind), p.compute_bound, pt);
-    // The fallback curve holds every variant's points, without counting them twice.
-    if (!p.fallback_key.empty() && pt.roofline_seconds > 0 && pt.efficiency > 0 && std::isfinite(pt.efficiency))
-      m_by_key[p.fallback_key].push_back(pt);
   }
 }
 

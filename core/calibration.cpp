@@ -98,21 +98,11 @@ bool gemm_rows_aligned(const Op& op) {
   return aligned(a.trans_a ? a.m : a.k) && aligned(a.trans_b ? a.k : a.n) && aligned(a.n);
 }
 
-std::string calibration_variant(const Op& op) {
+std::string_view calibration_variant(const Op& op) {
   if (is_decode_attention(op.kind, op.attrs.seq_q)) return "decode";
   if (op.kind == OpKind::gemm && !gemm_rows_aligned(op)) return "unaligned";
   if (op.kind == OpKind::adamw && op.attrs.passes <= 1) return "fused";
-  if (class_of(op.kind) == OpClass::attention && op.kind != OpKind::attn_softmax &&
-      op.kind != OpKind::attn_softmax_bwd && op.attrs.head_dim > 0)
-    return fmt::format("hd{}", op.attrs.head_dim);
   return {};
-}
-
-bool is_calibration_variant(std::string_view v) {
-  if (std::find(calibration_variants.begin(), calibration_variants.end(), v) != calibration_variants.end())
-    return true;
-  return v.size() > 2 && v.substr(0, 2) == "hd" &&
-         std::all_of(v.begin() + 2, v.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace perfsim

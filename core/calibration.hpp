@@ -86,15 +86,8 @@ struct Calibration {
 //               vocabulary, say), which rules out the tensor-core kernels that need
 //               aligned rows;
 //   "fused"     AdamW streaming its tensors once (the multi-tensor kernel), against the
-//               per-tensor, multi-pass one;
-//   "hd<N>"     prompt attention (materialized or flash) over heads of N dims: its kernels
-//               are built per head size, and a head of 64 against one of 128 changes the
-//               efficiency at one roofline time by up to 2x. Such a key has a fallback, the key
-//               without a variant, which holds the points of every head size (a profile
-//               without the head size's curve prices the op from it).
-[[nodiscard]] std::string calibration_variant(const Op& op);
-// Whether `variant` can appear in a key: one of calibration_variants, or "hd" and a number.
-[[nodiscard]] bool is_calibration_variant(std::string_view variant);
+//               per-tensor, multi-pass one.
+[[nodiscard]] std::string_view calibration_variant(const Op& op);
 inline constexpr std::array<std::string_view, 3> calibration_variants = {"decode", "unaligned", "fused"};
 inline constexpr int64_t decode_query_rows = 16;
 [[nodiscard]] bool is_decode_attention(OpKind kind, int64_t seq_q);

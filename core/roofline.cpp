@@ -56,8 +56,7 @@ std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Har
   const Calibration& cal = hw.calibration;
   if (cal.empty() || (c.flops <= 0 && c.bytes <= 0)) return std::nullopt;
   const CalibrationPoint p = calibration_point(op, c, hw);
-  auto curve = cal.kernels.find(p.key);
-  if (curve == cal.kernels.end() && !p.fallback_key.empty()) curve = cal.kernels.find(p.fallback_key);
+  const auto curve = cal.kernels.find(p.key);
   if (op.kind == OpKind::gemm && (gemm_rows_aligned(op) || curve == cal.kernels.end())) {
     if (auto it = cal.gemm.find(c.priced_as); it != cal.gemm.end())
       return it->second.at(static_cast<double>(op.attrs.m * op.attrs.batch),
@@ -73,11 +72,8 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
   const double compute = c.flops > 0 && hw.peak(c.priced_as) > 0 ? c.flops / hw.peak(c.priced_as) : 0.0;
   const double memory = c.bytes > 0 && hw.memory_bandwidth > 0 ? c.bytes / hw.memory_bandwidth : 0.0;
   const bool compute_bound = c.flops > 0 && compute >= memory;
-  const std::string variant = calibration_variant(op);
-  const bool head_size = variant.rfind("hd", 0) == 0;
-  return {calibration_key(op.kind, c.priced_as, compute_bound, variant),
-          head_size ? calibration_key(op.kind, c.priced_as, compute_bound) : std::string(),
-          std::max(compute, memory), compute_bound};
+  return {calibration_key(op.kind, c.priced_as, compute_bound, calibration_variant(op)), std::max(compute, memory),
+          compute_bound};
 }
 
 std::optional<DType> priced_dtype(DType t, const Hardware& hw) {

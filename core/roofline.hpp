@@ -33,7 +33,6 @@ struct ClassEfficiencies {
 // `perfsim calibrate` fits the curves at these points; the cost model reads them there.
 struct CalibrationPoint {
   std::string key;                // "rmsnorm/bf16/memory"
-  std::string fallback_key;       // read when `key` has no curve; "" for none (calibration_variant)
   double roofline_seconds = 0;    // max(flops / peak, bytes / bandwidth)
   bool compute_bound = false;
 };

@@ -162,41 +162,6 @@ TEST_CASE("calibration: variants separate unaligned GEMMs and the fused optimize
   CHECK(calibration_key(OpKind::gemm, DType::bf16, true, calibration_variant(g)) == "gemm/bf16/compute/unaligned");
 }
 
-TEST_CASE("calibration: prompt attention is keyed by head size, with the plain key as fallback") {
-  Op a;
-  a.kind = OpKind::attn_scores;
-  a.attrs.head_dim = 64, a.attrs.seq_q = 1024;
-  CHECK(calibration_variant(a) == "hd64");
-  a.attrs.seq_q = 1;  // decode attention keeps its own variant
-  CHECK(calibration_variant(a) == "decode");
-  a.kind = OpKind::attn_softmax, a.attrs.seq_q = 1024;  // no head-size loop in a softmax
-  CHECK(calibration_variant(a).empty());
-  CHECK(is_calibration_variant("hd128"));
-  CHECK(is_calibration_variant("fused"));
-  CHECK_FALSE(is_calibration_variant("hd"));
-  CHECK_FALSE(is_calibration_variant("hdx4"));
-  CHECK_FALSE(is_calibration_variant("prefill"));
-
-  // Pricing: the head size's curve when the profile has it, else the plain curve.
-  Hardware hw = bare_gpu();
-  Graph g = one_op_graph(OpKind::rmsnorm, DType::bf16, 1000, 1000);  // a graph to hold the op
-  Op& op = g.ops[0];
-  op.kind = OpKind::flash_attention;
-  op.attrs = {};
-  op.attrs.batch = 1, op.attrs.heads = 8, op.attrs.kv_heads = 8, op.attrs.head_dim = 128;
-  op.attrs.seq_q = op.attrs.seq_kv = op.attrs.kv_capacity = 512;
-  const OpCost plain = predict_op(op, g, hw);
-  const CalibrationPoint p = calibration_point(op, plain, hw);
-  CHECK(p.key == calibration_key(OpKind::flash_attention, DType::bf16, p.compute_bound, "hd128"));
-  CHECK(p.fallback_key == calibration_key(OpKind::flash_attention, DType::bf16, p.compute_bound));
-  hw.calibration.kernels[p.fallback_key] = EfficiencyCurve{{1e-9}, {0.5}};
-  const double at_half = predict_op(op, g, hw).time;
-  hw.calibration.kernels[p.key] = EfficiencyCurve{{1e-9}, {0.25}};
-  const OpCost own = predict_op(op, g, hw);
-  CHECK(own.calibrated);
-  CHECK(own.time - hw.launch_eager == doctest::Approx(2 * (at_half - hw.launch_eager)));
-}
-
 TEST_CASE("calibration: the cost model prices a kernel from its fitted curve") {
   Hardware hw = bare_gpu();
   const Graph g = one_op_graph(OpKind::rmsnorm, DType::bf16, 1000, 1000);
