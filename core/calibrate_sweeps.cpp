@@ -144,6 +144,16 @@ int run_cells(const SweepContext& ctx, const GemmSweepPlan& gp, const std::vecto
   return graphs;
 }
 
+// A table or curve is keyed by the dtype the cost model prices at: measure only dtypes the
+// base prices as themselves (a CPU without fp8 would otherwise overwrite its bf16 table).
+// Otherwise `s` is reported as skipped.
+bool skipped_unpriced(const SweepContext& ctx, DType t, SweepSummary& s, std::vector<SweepSummary>& out) {
+  if (priced_dtype(t, ctx.base) == t) return false;
+  s.fitted = fmt::format("skipped: {} has no {} peak", ctx.base.name, name_of(t));
+  out.push_back(s);
+  return true;
+}
+
 int group_count(const GemmSweepPlan& gp, const std::vector<GemmCell>& cells) {
   std::vector<double> bytes;
   for (const GemmCell& c : cells) bytes.push_back(gemm_cell_bytes(c));
@@ -157,13 +167,7 @@ void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_
   for (DType t : gp.dtypes) {
     SweepSummary s;
     s.sweep = fmt::format("gemm {}", name_of(t));
-    // A table is keyed by the dtype the cost model prices at: measure only dtypes the base
-    // prices as themselves (a CPU without fp8 would otherwise overwrite its bf16 table).
-    if (priced_dtype(t, ctx.base) != t) {
-      s.fitted = fmt::format("skipped: {} has no {} peak", ctx.base.name, name_of(t));
-      out.push_back(s);
-      continue;
-    }
+    if (skipped_unpriced(ctx, t, s, out)) continue;
     const std::size_t nm = gp.m.size(), nn = gp.n.size(), nk = gp.k.size();
     std::size_t over_budget = 0;
     std::string refused;
@@ -203,11 +207,7 @@ void sweep_unaligned_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, doub
   for (DType t : gp.dtypes) {
     SweepSummary s;
     s.sweep = fmt::format("gemm {} unaligned", name_of(t));
-    if (priced_dtype(t, ctx.base) != t) {
-      s.fitted = fmt::format("skipped: {} has no {} peak", ctx.base.name, name_of(t));
-      out.push_back(s);
-      continue;
-    }
+    if (skipped_unpriced(ctx, t, s, out)) continue;
     std::size_t over_budget = 0;
     std::string refused;
     const std::vector<GemmCell> cells = runnable_cells(ctx, cells_in_budget(ctx, gp, t, true, over_budget), refused);
