@@ -303,6 +303,16 @@ TEST_CASE("profiles: bad files and names are errors that say what to fix") {
   kernels = { rmsnorm = { seconds = {1e-6}, efficiency = {0.5} } },
 })");
   CHECK_THROWS_WITH_AS((void)load_profile(bad_key), doctest::Contains("kind/dtype/bound"), ConfigError);
+  const std::string bad_variant = temp_file("perfsim_test_variant.lua", R"(return profile {
+  name = "bad", base = "H100-SXM",
+  kernels = { ["rmsnorm/bf16/memory/wide"] = { seconds = {1e-6}, efficiency = {0.5} } },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(bad_variant), doctest::Contains("decode, unaligned or fused"), ConfigError);
+  const std::string bad_fixed = temp_file("perfsim_test_fixed.lua", R"(return profile {
+  name = "bad", base = "H100-SXM", dispatch_fixed = { attn_scores = -1e-6 },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(bad_fixed), doctest::Contains("dispatch_fixed.attn_scores must be seconds >= 0"),
+                       ConfigError);
   const std::string no_base = temp_file("perfsim_test_nobase.lua", "return profile { name = 'x' }");
   CHECK_THROWS_WITH_AS((void)load_profile(no_base), doctest::Contains("missing field 'base'"), ConfigError);
   CHECK_THROWS_WITH_AS((void)load_profile("no-such-profile"),
