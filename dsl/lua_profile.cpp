@@ -50,7 +50,16 @@ void load_by_path(lua_State* L, const std::string& path) {
     const char* msg = lua_tostring(L, -1);
     throw ConfigError(msg != nullptr ? msg : path + ": cannot be loaded");
   }
-  run_profile_chunk(L, path);
+  // `return profile {...}` is a tail call: an error in a field has no line of the file, so
+  // it is prefixed with the file here.
+  auto named = [&](const std::string& msg) { return msg.find(path) == std::string::npos ? path + ": " + msg : msg; };
+  try {
+    run_profile_chunk(L, path);
+  } catch (const LuaError& e) {
+    throw LuaError(named(e.what()));
+  } catch (const ConfigError& e) {
+    throw ConfigError(named(e.what()));
+  }
 }
 
 void load_by_name(lua_State* L, const std::string& name) {
