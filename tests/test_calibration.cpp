@@ -314,7 +314,7 @@ TEST_CASE("profiles: bad files and names are errors that say what to fix") {
   CHECK_THROWS_WITH_AS((void)load_profile(bad_fixed), doctest::Contains("dispatch_fixed.attn_scores must be seconds >= 0"),
                        ConfigError);
   // The message names the file: the profile's fields have no line of their own.
-  CHECK_THROWS_WITH_AS((void)load_profile(bad_fixed), doctest::Contains(bad_fixed + ": "), ConfigError);
+  CHECK_THROWS_WITH_AS((void)load_profile(bad_fixed), doctest::Contains((bad_fixed + ": ").c_str()), ConfigError);
   const std::string no_base = temp_file("perfsim_test_nobase.lua", "return profile { name = 'x' }");
   CHECK_THROWS_WITH_AS((void)load_profile(no_base), doctest::Contains("missing field 'base'"), ConfigError);
   CHECK_THROWS_WITH_AS((void)load_profile("no-such-profile"),
