@@ -103,16 +103,16 @@ TEST_CASE("calibration: efficiency curves interpolate in log-log space and hold 
   CHECK_THROWS_AS((void)mismatched.at(1e-5), std::logic_error);
 }
 
-TEST_CASE("calibration: gemm tables interpolate trilinearly in log space") {
+TEST_CASE("calibration: gemm tables blend reciprocal efficiencies trilinearly in 1/size") {
   const GemmTable t = corner_table();
   CHECK(t.at(1, 100, 100) == doctest::Approx(0.1));
   CHECK(t.at(4, 400, 400) == doctest::Approx(0.8));
   CHECK(t.at(4, 100, 400) == doctest::Approx(0.4));
-  // The centre in log space (2, 200, 200): the geometric mean of the corners,
-  // 0.1 · 2^(mean of i+j+l) = 0.1 · 2^1.5.
-  CHECK(t.at(2, 200, 200) == doctest::Approx(0.1 * std::pow(2.0, 1.5)));
-  // Halfway along m only: 0.1 · 2^0.5.
-  CHECK(t.at(2, 100, 100) == doctest::Approx(0.1 * std::sqrt(2.0)));
+  // m = 2 between 1 and 4: weight (1/1 − 1/2) / (1/1 − 1/4) = 2/3 on the upper point, and
+  // 1/eff = 10 · (1/3 + 2/3 · 1/2) = 20/3: eff = 0.15 (the time of an affine t = t0 + c·m).
+  CHECK(t.at(2, 100, 100) == doctest::Approx(0.15));
+  // The same 2/3 on every axis: 1/eff = 10 · (2/3)^3, eff = 0.1 · (3/2)^3 = 0.3375.
+  CHECK(t.at(2, 200, 200) == doctest::Approx(0.3375));
   // Clamped outside the grid.
   CHECK(t.at(1e6, 1e6, 1e6) == doctest::Approx(0.8));
   CHECK(t.at(0.5, 10, 10) == doctest::Approx(0.1));
@@ -197,12 +197,15 @@ TEST_CASE("calibration: gemms are priced from the grid of their dtype") {
   CHECK(c.calibrated);
   CHECK(c.compute_bound);
   CHECK(c.compute_time == doctest::Approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
-  // m = 32: halfway in log m between 1 and 1024 -> sqrt(0.2 · 0.8) = 0.4. Memory bound:
-  // A 64 KiB + B 2 MiB + C 64 KiB = 2228224 bytes at 2 TB/s = 1.114 us, / 0.4.
+  // m = 32 between 1 and 1024: weight w = (1 − 1/32) / (1 − 1/1024) on the upper point, and
+  // 1/eff = (1 − w)/0.2 + w/0.8 = 1.36367: eff 0.73332. Memory bound: A 64 KiB + B 2 MiB +
+  // C 64 KiB = 2228224 bytes at 2 TB/s = 1.114 us, / 0.73332 = 1.5193 us.
   const Graph skinny = one_gemm_graph(32, 1024, 1024, DType::bf16);
   const OpCost s = predict_op(skinny.ops[0], skinny, hw);
   CHECK_FALSE(s.compute_bound);
-  CHECK(s.memory_time == doctest::Approx(2228224.0 / 2e12 / 0.4));
+  const double w = (1 - 1.0 / 32) / (1 - 1.0 / 1024);
+  CHECK(s.memory_time == doctest::Approx(2228224.0 / 2e12 * ((1 - w) / 0.2 + w / 0.8)).scale(0));
+  CHECK(s.memory_time == doctest::Approx(1.5193e-6).scale(0).epsilon(1e-4));
   // fp32 has no grid: not calibrated.
   const Graph f32 = one_gemm_graph(1024, 1024, 1024, DType::fp32);
   CHECK_FALSE(predict_op(f32.ops[0], f32, hw).calibrated);
@@ -273,8 +276,7 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   CHECK(back.dispatch(OpKind::rmsnorm) == doctest::Approx(8e-6));
   CHECK(back.peak(DType::bf16) == doctest::Approx(hw.peak(DType::bf16)));
   REQUIRE(back.calibration.gemm.count(DType::bf16) == 1);
-  CHECK(back.calibration.gemm.at(DType::bf16).at(2, 200, 200) ==
-        doctest::Approx(0.1 * std::pow(2.0, 1.5)));
+  CHECK(back.calibration.gemm.at(DType::bf16).at(2, 200, 200) == doctest::Approx(0.3375));
   REQUIRE(back.calibration.kernels.count("rmsnorm/bf16/memory") == 1);
   CHECK(back.calibration.kernels.at("rmsnorm/bf16/memory").at(1e-6) ==
         doctest::Approx(std::sqrt(0.05 * 0.85)));
