@@ -11,8 +11,10 @@
 #include "core/op_metrics.hpp"
 #include "core/passes.hpp"
 #include "graph_test_models.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 using namespace perfsim::test_models;
 
 namespace {
@@ -210,7 +212,7 @@ TEST_CASE("builders: training FLOPs agree with Megatron's formula (GPT-2 medium 
   const ModelConfig m = gpt2_medium();
   const Graph g = build_graph(m, train(4, 1024), BuildOptions{2});
   CHECK(graph_flops(g) ==
-        doctest::Approx(formulas::megatron_train_flops(m, 4, 1024, false)).epsilon(0.02));
+        approx(formulas::megatron_train_flops(m, 4, 1024, false)).epsilon(0.02));
 }
 
 TEST_CASE("builders: static training bytes per parameter match the formula") {

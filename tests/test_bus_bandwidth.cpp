@@ -7,8 +7,10 @@
 #include "core/formulas.hpp"
 #include "core/hardware.hpp"
 #include "core/roofline.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 TEST_CASE("bus bandwidth: factors by hand") {
   CHECK(cuda::bus_factor(Collective::all_reduce, 2) == 1.0);
@@ -18,15 +20,15 @@ TEST_CASE("bus bandwidth: factors by hand") {
   CHECK(cuda::bus_factor(Collective::all_to_all, 2) == 0.5);
   CHECK(cuda::bus_factor(Collective::send_recv, 8) == 1.0);
   // 1 GB all-reduced over 8 ranks in 5 ms: algbw 200 GB/s, busbw 350 GB/s.
-  CHECK(cuda::algorithm_bandwidth(1e9, 5e-3) == doctest::Approx(200e9));
-  CHECK(cuda::bus_bandwidth(Collective::all_reduce, 8, 1e9, 5e-3) == doctest::Approx(350e9));
+  CHECK(cuda::algorithm_bandwidth(1e9, 5e-3) == approx(200e9));
+  CHECK(cuda::bus_bandwidth(Collective::all_reduce, 8, 1e9, 5e-3) == approx(350e9));
 }
 
 TEST_CASE("bus bandwidth: all-reduce factor is the ring all-reduce formula") {
   for (int n : {2, 3, 4, 8, 16}) {
     CAPTURE(n);
     CHECK(cuda::bus_factor(Collective::all_reduce, n) * 1e9 ==
-          doctest::Approx(formulas::ring_allreduce_bytes(1e9, n)));
+          approx(formulas::ring_allreduce_bytes(1e9, n)));
   }
 }
 
@@ -41,6 +43,6 @@ TEST_CASE("bus bandwidth: equals the link bandwidth at the cost model's beta tim
       CAPTURE(name_of(c));
       CAPTURE(n);
       const double t = *collective_time(c, n, bytes, hw);
-      CHECK(cuda::bus_bandwidth(c, n, bytes, t) == doctest::Approx(450e9));
+      CHECK(cuda::bus_bandwidth(c, n, bytes, t) == approx(450e9));
     }
 }

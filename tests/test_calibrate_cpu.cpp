@@ -15,8 +15,10 @@
 #include "core/calibrate.hpp"
 #include "core/cost_model.hpp"
 #include "dsl/dsl.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 TEST_CASE("calibrate cpu --quick: the written profile loads back and prices with its tables") {
   cpu::CpuBackend backend;
@@ -48,7 +50,7 @@ TEST_CASE("calibrate cpu --quick: the written profile loads back and prices with
   const std::vector<double>& back = hw.calibration.gemm.at(DType::fp32).efficiency;
   const std::vector<double>& fitted = r.hw.calibration.gemm.at(DType::fp32).efficiency;
   REQUIRE(back.size() == fitted.size());
-  for (std::size_t i = 0; i < back.size(); ++i) CHECK(back[i] == doctest::Approx(fitted[i]).epsilon(1e-5));
+  for (std::size_t i = 0; i < back.size(); ++i) CHECK(back[i] == approx(fitted[i]).epsilon(1e-5));
 
   // A small decode graph priced on the loaded profile: GEMMs from the table, norms from a curve.
   ModelConfig m;

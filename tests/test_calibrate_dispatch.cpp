@@ -7,8 +7,10 @@
 #include "core/calibrate_dispatch.hpp"
 #include "core/cost_model.hpp"
 #include "core/op_metrics.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -59,12 +61,12 @@ TEST_CASE("calibrate: the eager dispatch per kind and the extra gap come back fr
       synthetic(a, {3e-6, 40e-6, 1.5e-6, 3e-6, 8e-6, 60e-6, 1.5e-6, 1.5e-6}, dispatch, gap),
       synthetic(b, {1.5e-6, 1.5e-6, 1.5e-6, 25e-6, 3e-6, 3e-6, 4e-6, 3e-6}, dispatch, gap)};
   const DispatchFit fit = fit_dispatch(cases, 1e-6);
-  CHECK(fit.by_kind.at(OpKind::gemm) == doctest::Approx(14e-6));
-  CHECK(fit.by_kind.at(OpKind::rmsnorm) == doctest::Approx(7e-6));
-  CHECK(fit.by_kind.at(OpKind::residual_add) == doctest::Approx(5e-6));
-  CHECK(fit.dispatch_eager == doctest::Approx(7e-6));  // median of the three
+  CHECK(fit.by_kind.at(OpKind::gemm) == approx(14e-6));
+  CHECK(fit.by_kind.at(OpKind::rmsnorm) == approx(7e-6));
+  CHECK(fit.by_kind.at(OpKind::residual_add) == approx(5e-6));
+  CHECK(fit.dispatch_eager == approx(7e-6));  // median of the three
   // The gap candidates step by 6.5%: recovered within a step.
-  CHECK(fit.launch_eager == doctest::Approx(1e-6 + gap).epsilon(0.05));
+  CHECK(fit.launch_eager == approx(1e-6 + gap).epsilon(0.05));
   CHECK(fit.step_error < 0.02);
   CHECK_THROWS_AS((void)fit_dispatch({}, 1e-6), std::invalid_argument);
 }
@@ -87,9 +89,9 @@ TEST_CASE("calibrate: kinds of a varying kernel count get a fixed host cost per 
   host.push_back(14e-6);  // one GEMM: a single count, the median per kernel
   const std::vector<double> graph = {5e-6, 5e-6, 5e-6, 30e-6};
   const DispatchFit fit = fit_dispatch({{g, graph, graph, host}}, 1e-6);
-  CHECK(fit.by_kind.at(OpKind::attn_scores) == doctest::Approx(8e-6));
-  CHECK(fit.fixed_by_kind.at(OpKind::attn_scores) == doctest::Approx(20e-6));
-  CHECK(fit.by_kind.at(OpKind::gemm) == doctest::Approx(14e-6));
+  CHECK(fit.by_kind.at(OpKind::attn_scores) == approx(8e-6));
+  CHECK(fit.fixed_by_kind.at(OpKind::attn_scores) == approx(20e-6));
+  CHECK(fit.by_kind.at(OpKind::gemm) == approx(14e-6));
   CHECK(fit.fixed_by_kind.count(OpKind::gemm) == 0);
 
   // The cost model charges the host fixed + per kernel × kernels for each op.
@@ -97,6 +99,6 @@ TEST_CASE("calibrate: kinds of a varying kernel count get a fixed host cost per 
   hw.dispatch_by_kind = fit.by_kind;
   hw.dispatch_fixed_by_kind = fit.fixed_by_kind;
   CHECK(hw.dispatch_fixed(OpKind::attn_scores) + hw.dispatch(OpKind::attn_scores) * kernel_launches(g.ops[2]) ==
-        doctest::Approx(84e-6));
+        approx(84e-6));
   CHECK(hw.dispatch_fixed(OpKind::rmsnorm) == 0.0);
 }

@@ -13,26 +13,28 @@
 #include "core/errors.hpp"
 #include "core/op_metrics.hpp"
 #include "core/roofline.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 TEST_CASE("calibrate fit: kernel seconds subtract the graph gap, floored at a tenth") {
-  CHECK(kernel_seconds(10e-6, 2e-6) == doctest::Approx(8e-6));
-  CHECK(kernel_seconds(2e-6, 2e-6) == doctest::Approx(0.2e-6));
+  CHECK(kernel_seconds(10e-6, 2e-6) == approx(8e-6));
+  CHECK(kernel_seconds(2e-6, 2e-6) == approx(0.2e-6));
 }
 
 TEST_CASE("calibrate fit: curves keep separate points and merge those of one bin") {
   const EfficiencyCurve c = fit_curve({{1e-4, 0.8}, {1e-6, 0.2}, {1e-5, 0.4}});
   REQUIRE(c.seconds.size() == 3);
-  CHECK(c.seconds[0] == doctest::Approx(1e-6));
-  CHECK(c.efficiency[2] == doctest::Approx(0.8));
+  CHECK(c.seconds[0] == approx(1e-6));
+  CHECK(c.efficiency[2] == approx(0.8));
   // Half a decade between 1e-6 and 1e-5: sqrt(0.2 · 0.4) in log space.
-  CHECK(c.at(std::sqrt(1e-6 * 1e-5)) == doctest::Approx(std::sqrt(0.08)));
+  CHECK(c.at(std::sqrt(1e-6 * 1e-5)) == approx(std::sqrt(0.08)));
   // 1.0 and 1.1 µs share a quarter-decade bin: medians 1.05 µs, 0.3.
   const EfficiencyCurve m = fit_curve({{1e-6, 0.2}, {1.1e-6, 0.4}, {1e-5, 0.5}});
   REQUIRE(m.seconds.size() == 2);
-  CHECK(m.seconds[0] == doctest::Approx(1.05e-6));
-  CHECK(m.efficiency[0] == doctest::Approx(0.3));
+  CHECK(m.seconds[0] == approx(1.05e-6));
+  CHECK(m.efficiency[0] == approx(0.3));
   CHECK_THROWS_AS((void)fit_curve({{0.0, 0.5}}), std::invalid_argument);
 }
 
@@ -45,22 +47,22 @@ TEST_CASE("calibrate fit: lines, host links and collectives come back exactly") 
     pageable.push_back(1e-6 + 3e-6 + b / 20e9 + b / 5e9);
   }
   const Link l = fit_host_link(bytes, t, 1e-6);
-  CHECK(l.bandwidth == doctest::Approx(20e9));
-  CHECK(l.latency == doctest::Approx(3e-6));
-  CHECK(fit_host_copy_bandwidth(bytes, pageable, l) == doctest::Approx(5e9));
+  CHECK(l.bandwidth == approx(20e9));
+  CHECK(l.latency == approx(3e-6));
+  CHECK(fit_host_copy_bandwidth(bytes, pageable, l) == approx(5e9));
   // All-reduce over 4 ranks: wire = 2·3/4 of the payload = 1.5 × payload.
-  CHECK(wire_bytes(Collective::all_reduce, 4, 1000) == doctest::Approx(1500));
-  CHECK(wire_bytes(Collective::all_gather, 4, 1000) == doctest::Approx(750));
+  CHECK(wire_bytes(Collective::all_reduce, 4, 1000) == approx(1500));
+  CHECK(wire_bytes(Collective::all_gather, 4, 1000) == approx(750));
   std::vector<double> ct;
   for (double b : bytes) ct.push_back(20e-6 + 1.5 * b / 100e9);
   const CollectiveFit f = fit_collective(Collective::all_reduce, 4, bytes, ct);
-  CHECK(f.latency == doctest::Approx(20e-6));
-  CHECK(f.bandwidth == doctest::Approx(100e9));
+  CHECK(f.latency == approx(20e-6));
+  CHECK(f.bandwidth == approx(100e9));
   CHECK_THROWS_AS((void)fit_line({1.0}, {2.0}), std::invalid_argument);
 }
 
 TEST_CASE("calibrate fit: the graph launch is the launch chain's median per-op time") {
-  CHECK(fit_launch_graph({2e-6, 2.2e-6, 1.8e-6}) == doctest::Approx(2e-6));
+  CHECK(fit_launch_graph({2e-6, 2.2e-6, 1.8e-6}) == approx(2e-6));
   CHECK_THROWS_AS((void)fit_launch_graph({}), std::invalid_argument);
 }
 
@@ -68,8 +70,8 @@ TEST_CASE("calibrate fit: skipped GEMM cells take the largest measured neighbour
   // 2 × 2 × 1 grid; the (m=64, n=4096) cell was over budget.
   const GemmTable t = fill_gemm_table({1, 64}, {1024, 4096}, {512},
                                       {0.1, 0.2, 0.5, std::nullopt});
-  CHECK(t.cell(1, 1, 0) == doctest::Approx(0.5));  // (64,1024) has more FLOPs than (1,4096)
-  CHECK(t.at(64, 4096, 512) == doctest::Approx(0.5));
+  CHECK(t.cell(1, 1, 0) == approx(0.5));  // (64,1024) has more FLOPs than (1,4096)
+  CHECK(t.at(64, 4096, 512) == approx(0.5));
   CHECK_THROWS_AS((void)fill_gemm_table({1}, {1}, {1}, {std::nullopt}), std::invalid_argument);
 }
 
@@ -82,7 +84,7 @@ TEST_CASE("calibrate graphs: packing interleaves sizes and respects the byte cap
   const Graph g = gemm_cells_graph({{4, 8, 16, DType::fp8, 0}});
   CHECK(g.tensor(g.ops[0].inputs[1]).dtype == DType::fp8);
   CHECK(g.tensor(g.ops[0].inputs[0]).dtype == DType::bf16);
-  CHECK(gemm_cell_bytes({4, 8, 16, DType::fp8, 0}) == doctest::Approx((4 * 16 + 4 * 8) * 2 + 16 * 8));
+  CHECK(gemm_cell_bytes({4, 8, 16, DType::fp8, 0}) == approx((4 * 16 + 4 * 8) * 2 + 16 * 8));
 }
 
 namespace {
@@ -227,18 +229,20 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   CHECK(hw.calibration.measured_on.runtime == "fake runtime 2.0");
   CHECK(hw.calibration.measured_on.mode == "quick");
 
-  // The chain's one-element kernels add ~1e-12 s to the graph floor.
-  CHECK(hw.launch_graph == doctest::Approx(true_launch_graph).epsilon(1e-3));
-  CHECK(hw.launch_eager == doctest::Approx(true_launch_eager).epsilon(1e-3));
+  // The chain's one-element adds (12 bytes at 10 GB/s and efficiency 0.5: 2.4 ns) stay in the
+  // graph floor; the eager gap over it comes from candidates 6.5% apart (half a step: 3.3%).
+  constexpr double chain_kernel = 12.0 / 1e10 / 0.5;
+  CHECK(hw.launch_graph == approx(true_launch_graph + chain_kernel));
+  CHECK(hw.launch_eager - hw.launch_graph == approx(true_launch_eager - true_launch_graph).epsilon(0.033));
 
   REQUIRE(hw.calibration.gemm.count(DType::bf16) == 1);
   CHECK(hw.calibration.gemm.count(DType::fp8) == 0);
   const GemmTable& t = hw.calibration.gemm.at(DType::bf16);
-  CHECK(t.at(1, 1024, 1024) == doctest::Approx(0.2).epsilon(1e-3));
-  CHECK(t.at(64, 1024, 2048) == doctest::Approx(0.6).epsilon(1e-3));
+  CHECK(t.at(1, 1024, 1024) == approx(0.2).epsilon(1e-3));
+  CHECK(t.at(64, 1024, 2048) == approx(0.6).epsilon(1e-3));
   // Over budget, filled from the largest measured cell below it.
-  CHECK(t.cell(1, 1, 1) == doctest::Approx(0.6).epsilon(1e-3));
-  CHECK(t.cell(0, 1, 1) == doctest::Approx(0.2).epsilon(1e-3));
+  CHECK(t.cell(1, 1, 1) == approx(0.6).epsilon(1e-3));
+  CHECK(t.cell(0, 1, 1) == approx(0.2).epsilon(1e-3));
 
   REQUIRE(hw.calibration.kernels.count("rmsnorm/fp32/memory") == 1);
   REQUIRE(hw.calibration.kernels.count("rmsnorm/bf16/memory") == 1);
@@ -248,28 +252,30 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   // Unaligned GEMM cells give curves of their own, beside the bf16 grid.
   REQUIRE(hw.calibration.kernels.count("gemm/bf16/memory/unaligned") == 1);
   for (double e : hw.calibration.kernels.at("gemm/bf16/memory/unaligned").efficiency)
-    CHECK(e == doctest::Approx(0.1).epsilon(0.01));
+    CHECK(e == approx(0.1).epsilon(0.01));
+  // Every kernel's time is taken off the fitted graph floor, which holds the chain op's 2.4 ns:
+  // the shortest fake kernels (about 200 ns) come back up to 1.2% more efficient.
   for (const auto& [key, curve] : hw.calibration.kernels)
     for (double e : curve.efficiency) {
       INFO(key);
       const bool compute = key.size() > 8 && key.substr(key.size() - 8) == "/compute";
       if (key.find("/unaligned") != std::string::npos)
-        CHECK(e == doctest::Approx(0.1).epsilon(0.01));
+        CHECK(e == approx(0.1).epsilon(0.015));
       else if (key.rfind("gemm/", 0) == 0)
-        CHECK((e == doctest::Approx(0.2).epsilon(0.01) || e == doctest::Approx(0.6).epsilon(0.01)));
+        CHECK((e == approx(0.2).epsilon(0.015) || e == approx(0.6).epsilon(0.015)));
       else
-        CHECK(e == doctest::Approx(compute ? 0.25 : 0.5).epsilon(0.01));
+        CHECK(e == approx(compute ? 0.25 : 0.5).epsilon(0.015));
     }
-  CHECK(hw.memory_efficiency.at(OpClass::norm) == doctest::Approx(0.5).epsilon(0.01));
+  CHECK(hw.memory_efficiency.at(OpClass::norm) == approx(0.5).epsilon(0.01));
 
-  CHECK(hw.pcie.bandwidth == doctest::Approx(true_pcie_bw).epsilon(1e-3));
-  CHECK(hw.pcie.latency == doctest::Approx(true_pcie_latency).epsilon(1e-2));
-  CHECK(hw.host_copy_bandwidth == doctest::Approx(true_staging_bw).epsilon(1e-3));
+  CHECK(hw.pcie.bandwidth == approx(true_pcie_bw).epsilon(1e-3));
+  CHECK(hw.pcie.latency == approx(true_pcie_latency).epsilon(1e-2));
+  CHECK(hw.host_copy_bandwidth == approx(true_staging_bw).epsilon(1e-3));
 
   const auto ar = hw.calibration.collectives.find({Collective::all_reduce, 2});
   REQUIRE(ar != hw.calibration.collectives.end());
-  CHECK(ar->second.latency == doctest::Approx(true_coll_latency));
-  CHECK(ar->second.bandwidth == doctest::Approx(true_coll_bw));
+  CHECK(ar->second.latency == approx(true_coll_latency));
+  CHECK(ar->second.bandwidth == approx(true_coll_bw));
   CHECK(hw.calibration.collectives.count({Collective::all_gather, 2}) == 1);
 
   // Priced with the fitted profile, a GEMM of the grid costs what the fake measured.
@@ -280,5 +286,5 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   replay.graphed = true;
   FakeBackend again(base);
   CHECK(predict_op(replay.ops[0], replay, hw).time ==
-        doctest::Approx(again.run(replay, {}).ops[0].median).epsilon(1e-3));
+        approx(again.run(replay, {}).ops[0].median).epsilon(1e-3));
 }

@@ -11,8 +11,10 @@
 #include "core/errors.hpp"
 #include "core/roofline.hpp"
 #include "dsl/dsl.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -91,12 +93,12 @@ std::string temp_file(const std::string& name, const std::string& text) {
 TEST_CASE("calibration: efficiency curves interpolate in log-log space and hold their ends") {
   const EfficiencyCurve c{{1e-6, 1e-4}, {0.1, 0.9}};
   // Halfway in log seconds: the geometric mean sqrt(0.1 · 0.9) = 0.3.
-  CHECK(c.at(1e-5) == doctest::Approx(0.3));
-  CHECK(c.at(1e-6) == doctest::Approx(0.1));
-  CHECK(c.at(1e-9) == doctest::Approx(0.1));  // held below the first point
-  CHECK(c.at(1.0) == doctest::Approx(0.9));   // and past the last
+  CHECK(c.at(1e-5) == approx(0.3));
+  CHECK(c.at(1e-6) == approx(0.1));
+  CHECK(c.at(1e-9) == approx(0.1));  // held below the first point
+  CHECK(c.at(1.0) == approx(0.9));   // and past the last
   const EfficiencyCurve single{{1e-3}, {0.42}};
-  CHECK(single.at(5.0) == doctest::Approx(0.42));
+  CHECK(single.at(5.0) == approx(0.42));
   const EfficiencyCurve descending{{1e-4, 1e-6}, {0.1, 0.2}};
   CHECK_THROWS_AS((void)descending.at(1e-5), std::logic_error);
   const EfficiencyCurve mismatched{{1e-6}, {0.1, 0.2}};
@@ -105,17 +107,17 @@ TEST_CASE("calibration: efficiency curves interpolate in log-log space and hold 
 
 TEST_CASE("calibration: gemm tables blend reciprocal efficiencies trilinearly in 1/size") {
   const GemmTable t = corner_table();
-  CHECK(t.at(1, 100, 100) == doctest::Approx(0.1));
-  CHECK(t.at(4, 400, 400) == doctest::Approx(0.8));
-  CHECK(t.at(4, 100, 400) == doctest::Approx(0.4));
+  CHECK(t.at(1, 100, 100) == approx(0.1));
+  CHECK(t.at(4, 400, 400) == approx(0.8));
+  CHECK(t.at(4, 100, 400) == approx(0.4));
   // m = 2 between 1 and 4: weight (1/1 − 1/2) / (1/1 − 1/4) = 2/3 on the upper point, and
   // 1/eff = 10 · (1/3 + 2/3 · 1/2) = 20/3: eff = 0.15 (the time of an affine t = t0 + c·m).
-  CHECK(t.at(2, 100, 100) == doctest::Approx(0.15));
+  CHECK(t.at(2, 100, 100) == approx(0.15));
   // The same 2/3 on every axis: 1/eff = 10 · (2/3)^3, eff = 0.1 · (3/2)^3 = 0.3375.
-  CHECK(t.at(2, 200, 200) == doctest::Approx(0.3375));
+  CHECK(t.at(2, 200, 200) == approx(0.3375));
   // Clamped outside the grid.
-  CHECK(t.at(1e6, 1e6, 1e6) == doctest::Approx(0.8));
-  CHECK(t.at(0.5, 10, 10) == doctest::Approx(0.1));
+  CHECK(t.at(1e6, 1e6, 1e6) == approx(0.8));
+  CHECK(t.at(0.5, 10, 10) == approx(0.1));
   GemmTable ragged = t;
   ragged.efficiency.pop_back();
   CHECK_THROWS_AS((void)ragged.at(2, 200, 200), std::logic_error);
@@ -170,13 +172,13 @@ TEST_CASE("calibration: the cost model prices a kernel from its fitted curve") {
   // x and y of 1000 x 1000 bf16 plus gamma: 4.002 MB at 2 TB/s = 2.001 us.
   const CalibrationPoint p = calibration_point(g.ops[0], plain, hw);
   CHECK(p.key == "rmsnorm/bf16/memory");
-  CHECK(p.roofline_seconds == doctest::Approx(2.001e-6));
+  CHECK(p.roofline_seconds == approx(2.001e-6));
   // The curve gives 0.25 at 2.001 us (held past its last point): the kernel takes 4x longer.
   hw.calibration.kernels["rmsnorm/bf16/memory"] = EfficiencyCurve{{1e-7, 1e-6}, {0.05, 0.25}};
   const OpCost fitted = predict_op(g.ops[0], g, hw);
   CHECK(fitted.calibrated);
-  CHECK(fitted.memory_time == doctest::Approx(4 * 2.001e-6));
-  CHECK(fitted.time == doctest::Approx(4 * 2.001e-6 + 5e-6));
+  CHECK(fitted.memory_time == approx(4 * 2.001e-6));
+  CHECK(fitted.time == approx(4 * 2.001e-6 + 5e-6));
   // Another dtype has no curve: class efficiencies price it.
   const Graph g32 = one_op_graph(OpKind::rmsnorm, DType::fp32, 1000, 1000);
   CHECK_FALSE(predict_op(g32.ops[0], g32, hw).calibrated);
@@ -196,7 +198,7 @@ TEST_CASE("calibration: gemms are priced from the grid of their dtype") {
   const OpCost c = predict_op(big.ops[0], big, hw);
   CHECK(c.calibrated);
   CHECK(c.compute_bound);
-  CHECK(c.compute_time == doctest::Approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
+  CHECK(c.compute_time == approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
   // m = 32 between 1 and 1024: weight w = (1 − 1/32) / (1 − 1/1024) on the upper point, and
   // 1/eff = (1 − w)/0.2 + w/0.8 = 1.36367: eff 0.73332. Memory bound: A 64 KiB + B 2 MiB +
   // C 64 KiB = 2228224 bytes at 2 TB/s = 1.114 us, / 0.73332 = 1.5193 us.
@@ -204,8 +206,8 @@ TEST_CASE("calibration: gemms are priced from the grid of their dtype") {
   const OpCost s = predict_op(skinny.ops[0], skinny, hw);
   CHECK_FALSE(s.compute_bound);
   const double w = (1 - 1.0 / 32) / (1 - 1.0 / 1024);
-  CHECK(s.memory_time == doctest::Approx(2228224.0 / 2e12 * ((1 - w) / 0.2 + w / 0.8)).scale(0));
-  CHECK(s.memory_time == doctest::Approx(1.5193e-6).scale(0).epsilon(1e-4));
+  CHECK(s.memory_time == approx(2228224.0 / 2e12 * ((1 - w) / 0.2 + w / 0.8)).scale(0));
+  CHECK(s.memory_time == approx(1.5193e-6).scale(0).epsilon(1e-4));
   // fp32 has no grid: not calibrated.
   const Graph f32 = one_gemm_graph(1024, 1024, 1024, DType::fp32);
   CHECK_FALSE(predict_op(f32.ops[0], f32, hw).calibrated);
@@ -223,14 +225,14 @@ TEST_CASE("calibration: unaligned gemms are priced from their own curve when the
   const Graph odd = one_gemm_graph(4096, 4097, 4096, DType::bf16);
   const double roofline = 2.0 * 4096 * 4097 * 4096 / 1000e12;
   // Without an unaligned curve the grid prices it, as an aligned GEMM.
-  CHECK(predict_op(odd.ops[0], odd, hw).compute_time == doctest::Approx(roofline / 0.8));
+  CHECK(predict_op(odd.ops[0], odd, hw).compute_time == approx(roofline / 0.8));
   hw.calibration.kernels["gemm/bf16/compute/unaligned"] = EfficiencyCurve{{1e-6}, {0.2}};
   const OpCost c = predict_op(odd.ops[0], odd, hw);
   CHECK(c.calibrated);
-  CHECK(c.compute_time == doctest::Approx(roofline / 0.2));
+  CHECK(c.compute_time == approx(roofline / 0.2));
   // An aligned GEMM keeps the grid.
   const Graph even = one_gemm_graph(4096, 4096, 4096, DType::bf16);
-  CHECK(predict_op(even.ops[0], even, hw).compute_time == doctest::Approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
+  CHECK(predict_op(even.ops[0], even, hw).compute_time == approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
 }
 
 TEST_CASE("calibration: a fitted alpha-beta prices its collective and group only") {
@@ -238,10 +240,10 @@ TEST_CASE("calibration: a fitted alpha-beta prices its collective and group only
   hw.nvlink = {400e9, 2e-6};
   hw.calibration.collectives[{Collective::all_reduce, 2}] = CollectiveFit{10e-6, 100e9};
   // 2 ranks, 1 GB buffer: ring all-reduce sends 2(n-1)/n = 1 GB per rank: 10 us + 10 ms.
-  CHECK(*collective_time(Collective::all_reduce, 2, 1e9, hw) == doctest::Approx(10e-6 + 1e-2));
+  CHECK(*collective_time(Collective::all_reduce, 2, 1e9, hw) == approx(10e-6 + 1e-2));
   // 4 ranks are not fitted: the link figures, 6 steps x 2 us + 1.5 GB / 400 GB/s.
   CHECK(*collective_time(Collective::all_reduce, 4, 1e9, hw) ==
-        doctest::Approx(6 * 2e-6 + 1.5e9 / 400e9));
+        approx(6 * 2e-6 + 1.5e9 / 400e9));
 }
 
 TEST_CASE("profiles: written as Lua and loaded back unchanged") {
@@ -267,22 +269,22 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   CHECK(back.name == "test-local");
   CHECK(back.base == "H100-SXM");
   CHECK(back.calibrated);
-  CHECK(back.launch_eager == doctest::Approx(7.5e-6));
-  CHECK(back.pcie.bandwidth == doctest::Approx(52e9));
-  CHECK(back.dispatch_eager == doctest::Approx(8e-6));
-  CHECK(back.dispatch(OpKind::gemm) == doctest::Approx(14.5e-6));
-  CHECK(back.dispatch_fixed(OpKind::attn_scores) == doctest::Approx(21e-6));
+  CHECK(back.launch_eager == approx(7.5e-6));
+  CHECK(back.pcie.bandwidth == approx(52e9));
+  CHECK(back.dispatch_eager == approx(8e-6));
+  CHECK(back.dispatch(OpKind::gemm) == approx(14.5e-6));
+  CHECK(back.dispatch_fixed(OpKind::attn_scores) == approx(21e-6));
   CHECK(back.dispatch_fixed(OpKind::gemm) == 0.0);
-  CHECK(back.dispatch(OpKind::rmsnorm) == doctest::Approx(8e-6));
-  CHECK(back.peak(DType::bf16) == doctest::Approx(hw.peak(DType::bf16)));
+  CHECK(back.dispatch(OpKind::rmsnorm) == approx(8e-6));
+  CHECK(back.peak(DType::bf16) == approx(hw.peak(DType::bf16)));
   REQUIRE(back.calibration.gemm.count(DType::bf16) == 1);
-  CHECK(back.calibration.gemm.at(DType::bf16).at(2, 200, 200) == doctest::Approx(0.3375));
+  CHECK(back.calibration.gemm.at(DType::bf16).at(2, 200, 200) == approx(0.3375));
   REQUIRE(back.calibration.kernels.count("rmsnorm/bf16/memory") == 1);
   CHECK(back.calibration.kernels.at("rmsnorm/bf16/memory").at(1e-6) ==
-        doctest::Approx(std::sqrt(0.05 * 0.85)));
+        approx(std::sqrt(0.05 * 0.85)));
   const auto fit = back.calibration.collectives.find({Collective::all_gather, 4});
   REQUIRE(fit != back.calibration.collectives.end());
-  CHECK(fit->second.bandwidth == doctest::Approx(150e9));
+  CHECK(fit->second.bandwidth == approx(150e9));
   CHECK(back.calibration.measured_on.device == "Test GPU");
   CHECK(back.calibration.measured_on.mode == "quick");
 }

@@ -7,8 +7,10 @@
 #include "core/cost_model.hpp"
 #include "core/errors.hpp"
 #include "core/roofline.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -69,12 +71,12 @@ TEST_CASE("roofline: a 4096^3 fp16 gemm on H100 is compute bound") {
   const double flops = 2 * n * n * n;  // 1.374e11
   const double bytes = 3 * n * n * 2;  // A, B, C in fp16: 100.7 MB
   const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::fp16), flops, bytes, hw, false);
-  CHECK(c.compute_time == doctest::Approx(139e-6).epsilon(0.001));   // 1.374e11 / 989e12
-  CHECK(c.memory_time == doctest::Approx(30.05e-6).epsilon(0.001));  // 1.007e8 / 3.35e12
+  CHECK(c.compute_time == approx(139e-6).epsilon(0.001));   // 1.374e11 / 989e12
+  CHECK(c.memory_time == approx(30.05e-6).epsilon(0.001));  // 1.007e8 / 3.35e12
   CHECK(c.compute_bound);
-  CHECK(c.intensity == doctest::Approx(4096.0 / 3));
+  CHECK(c.intensity == approx(4096.0 / 3));
   CHECK(c.launch_time == 4e-6);
-  CHECK(c.time == doctest::Approx(c.compute_time + 4e-6));
+  CHECK(c.time == approx(c.compute_time + 4e-6));
   CHECK(c.supported);
   CHECK(c.priced_as == DType::fp16);
 }
@@ -86,12 +88,12 @@ TEST_CASE("roofline: a 1x4096x4096 decode gemm is memory bound; graphs cut launc
   const Op op = op_of(OpKind::gemm, DType::fp16);
   const OpCost eager = roofline_cost(op, flops, bytes, hw, false);
   CHECK_FALSE(eager.compute_bound);
-  CHECK(eager.compute_time == doctest::Approx(33.92e-9).epsilon(0.001));
-  CHECK(eager.memory_time == doctest::Approx(10.021e-6).epsilon(0.001));
-  CHECK(eager.time == doctest::Approx(10.021e-6 + 4e-6).epsilon(0.001));
+  CHECK(eager.compute_time == approx(33.92e-9).epsilon(0.001));
+  CHECK(eager.memory_time == approx(10.021e-6).epsilon(0.001));
+  CHECK(eager.time == approx(10.021e-6 + 4e-6).epsilon(0.001));
   const OpCost graphed = roofline_cost(op, flops, bytes, hw, true);
   CHECK(graphed.launch_time == 1e-6);
-  CHECK(eager.time - graphed.time == doctest::Approx(3e-6));
+  CHECK(eager.time - graphed.time == approx(3e-6));
 }
 
 TEST_CASE("roofline: class efficiencies scale the two roofs") {
@@ -99,11 +101,11 @@ TEST_CASE("roofline: class efficiencies scale the two roofs") {
   hw.compute_efficiency[OpClass::gemm] = 0.5;
   hw.memory_efficiency[OpClass::gemm] = 0.8;
   const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::bf16), 989e9, 3.35e9, hw, false);
-  CHECK(c.compute_time == doctest::Approx(2e-3));    // 989e9 / (989e12 · 0.5)
-  CHECK(c.memory_time == doctest::Approx(1.25e-3));  // 3.35e9 / (3.35e12 · 0.8)
+  CHECK(c.compute_time == approx(2e-3));    // 989e9 / (989e12 · 0.5)
+  CHECK(c.memory_time == approx(1.25e-3));  // 3.35e9 / (3.35e12 · 0.8)
   // Other classes keep their own entries.
   const OpCost n = roofline_cost(op_of(OpKind::rmsnorm, DType::bf16), 0, 3.35e9, hw, false);
-  CHECK(n.memory_time == doctest::Approx(1e-3));
+  CHECK(n.memory_time == approx(1e-3));
 }
 
 TEST_CASE("roofline: dtypes the hardware lacks are priced at a wider precision") {
@@ -113,13 +115,13 @@ TEST_CASE("roofline: dtypes the hardware lacks are priced at a wider precision")
         roofline_cost(op_of(OpKind::gemm, DType::fp8), flops, 0, h100_like(false), false);
     CHECK_FALSE(c.supported);
     CHECK(c.priced_as == DType::bf16);
-    CHECK(c.compute_time == doctest::Approx(1e-3));
+    CHECK(c.compute_time == approx(1e-3));
   }
   SUBCASE("fp8 with fp8 peak runs at twice the bf16 rate") {
     const OpCost c =
         roofline_cost(op_of(OpKind::gemm, DType::fp8), flops, 0, h100_like(true), false);
     CHECK(c.supported);
-    CHECK(c.compute_time == doctest::Approx(0.5e-3).epsilon(0.001));
+    CHECK(c.compute_time == approx(0.5e-3).epsilon(0.001));
   }
   SUBCASE("fp16 on fp32-only hardware -> fp32") {
     Hardware cpu = h100_like(false);
@@ -128,7 +130,7 @@ TEST_CASE("roofline: dtypes the hardware lacks are priced at a wider precision")
     const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::fp16), flops, 0, cpu, false);
     CHECK_FALSE(c.supported);
     CHECK(c.priced_as == DType::fp32);
-    CHECK(c.compute_time == doctest::Approx(0.989));
+    CHECK(c.compute_time == approx(0.989));
   }
   SUBCASE("tf32 without a tf32 peak is plain fp32, still supported") {
     Hardware hw = h100_like();
@@ -136,14 +138,14 @@ TEST_CASE("roofline: dtypes the hardware lacks are priced at a wider precision")
     const OpCost c = roofline_cost(op_of(OpKind::gemm, DType::tf32), 67e9, 0, hw, false);
     CHECK(c.supported);
     CHECK(c.priced_as == DType::fp32);
-    CHECK(c.compute_time == doctest::Approx(1e-3));
+    CHECK(c.compute_time == approx(1e-3));
   }
   SUBCASE("int32 ops only move data") {
     const OpCost c =
         roofline_cost(op_of(OpKind::embedding, DType::int32), 1e12, 3.35e6, h100_like(), false);
     CHECK(c.flops == 0);
     CHECK(c.compute_time == 0);
-    CHECK(c.memory_time == doctest::Approx(1e-6));
+    CHECK(c.memory_time == approx(1e-6));
     CHECK(c.supported);
   }
 }
@@ -164,10 +166,10 @@ TEST_CASE("collectives: ring alpha-beta times") {
   hw.nvlink = {450e9, 5e-6};
   // all-reduce over 8 ranks of 1 GB: 14 steps of 5 us + 2·7/8 GB at 450 GB/s.
   CHECK(*collective_time(Collective::all_reduce, 8, 1e9, hw) ==
-        doctest::Approx(14 * 5e-6 + 1.75e9 / 450e9));
+        approx(14 * 5e-6 + 1.75e9 / 450e9));
   CHECK(*collective_time(Collective::all_gather, 4, 1e9, hw) ==
-        doctest::Approx(3 * 5e-6 + 0.75e9 / 450e9));
-  CHECK(*collective_time(Collective::send_recv, 2, 1e9, hw) == doctest::Approx(5e-6 + 1e9 / 450e9));
+        approx(3 * 5e-6 + 0.75e9 / 450e9));
+  CHECK(*collective_time(Collective::send_recv, 2, 1e9, hw) == approx(5e-6 + 1e9 / 450e9));
   CHECK(*collective_time(Collective::all_reduce, 1, 1e9, hw) == 0);
   CHECK_FALSE(collective_time(Collective::all_reduce, 8, 1e9, h100_like()).has_value());
 }
@@ -195,19 +197,19 @@ TEST_CASE("timeline: dependencies and counts serialize; kernels on two streams s
   costs[1].time = 6e-6;
   costs[2].time = 2e-6;
   // b forks from the program after a and needs the SMs a holds: 10 + 6 + 2.
-  CHECK(timeline_makespan(g, costs) == doctest::Approx(18e-6));
+  CHECK(timeline_makespan(g, costs) == approx(18e-6));
 
   SUBCASE("one stream runs everything back to back") {
     g.ops[1].stream = 0;
-    CHECK(timeline_makespan(g, costs) == doctest::Approx(18e-6));
+    CHECK(timeline_makespan(g, costs) == approx(18e-6));
   }
   SUBCASE("a sampled op stands for count ops") {
     g.ops[0].count = 3;  // a: 0-30, b: 30-36, c: 36-38
-    CHECK(timeline_makespan(g, costs) == doctest::Approx(38e-6));
+    CHECK(timeline_makespan(g, costs) == approx(38e-6));
   }
   SUBCASE("c waits for the slower producer") {
     costs[1].time = 50e-6;
-    CHECK(timeline_makespan(g, costs) == doctest::Approx(62e-6));
+    CHECK(timeline_makespan(g, costs) == approx(62e-6));
   }
   CHECK_THROWS_AS((void)timeline_makespan(g, std::vector<OpCost>(2)), std::logic_error);
 }
@@ -230,14 +232,14 @@ TEST_CASE("predict: a two-gemm decode graph, hand-checked") {
   CHECK(p.ops[0].bytes == b1);
   CHECK(p.ops[1].bytes == b2);
   const double t1 = b1 / 3.35e12 + 4e-6, t2 = b2 / 3.35e12 + 4e-6;  // both memory bound
-  CHECK(p.ops[0].time == doctest::Approx(t1));
-  CHECK(p.time_by_class.at(OpClass::gemm) == doctest::Approx(4 * t1 + t2));
+  CHECK(p.ops[0].time == approx(t1));
+  CHECK(p.time_by_class.at(OpClass::gemm) == approx(4 * t1 + t2));
   CHECK(p.time_by_class.size() == 1);
   CHECK(p.host_time == 20e-6);
-  CHECK(p.step_time == doctest::Approx(4 * t1 + t2 + 20e-6));
-  CHECK(p.flops == doctest::Approx(4 * f1 + f2));
-  CHECK(p.mfu == doctest::Approx((4 * f1 + f2) / (p.step_time * 989e12)));
-  CHECK(p.tokens_per_second(g) == doctest::Approx(1 / p.step_time));
+  CHECK(p.step_time == approx(4 * t1 + t2 + 20e-6));
+  CHECK(p.flops == approx(4 * f1 + f2));
+  CHECK(p.mfu == approx((4 * f1 + f2) / (p.step_time * 989e12)));
+  CHECK(p.tokens_per_second(g) == approx(1 / p.step_time));
   CHECK(p.unsupported.empty());
   // Weights scaled by count: 4 · 32 MiB + 64 MiB, plus the 8 KiB input.
   CHECK(p.memory.by_role.at(TensorRole::weight) == 4 * 4096.0 * 4096 * 2 + 4096.0 * 8192 * 2);
@@ -255,8 +257,8 @@ TEST_CASE("predict: a two-gemm decode graph, hand-checked") {
   SUBCASE("recomputed FLOPs count in the step but not in MFU") {
     g.ops[1].recomputed = true;
     const Prediction q = predict(g, hw);
-    CHECK(q.flops == doctest::Approx(4 * f1 + f2));
-    CHECK(q.mfu == doctest::Approx(4 * f1 / (q.step_time * 989e12)));
+    CHECK(q.flops == approx(4 * f1 + f2));
+    CHECK(q.mfu == approx(4 * f1 / (q.step_time * 989e12)));
   }
   SUBCASE("a device too small does not fit") {
     hw.memory_bytes = 100e6;  // the scaled weights need 201 MB

@@ -9,8 +9,10 @@
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "cpu_test_util.hpp"
+#include "approx.hpp"
 
 using namespace perfsim::cpu;
+using perfsim::test::approx;
 using namespace perfsim::cpu::test;
 
 namespace {
@@ -197,7 +199,7 @@ TEST_CASE("cpu attention: causal softmax zeroes future positions and rows sum to
       if (j > 2 + i) CHECK(p[static_cast<std::size_t>(i * 5 + j)] == 0.0f);
       sum += p[static_cast<std::size_t>(i * 5 + j)];
     }
-    CHECK(sum == doctest::Approx(1.0).epsilon(1e-6));
+    CHECK(sum == approx(1.0).epsilon(1e-6));
   }
 }
 

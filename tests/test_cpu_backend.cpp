@@ -13,8 +13,10 @@
 #include "core/errors.hpp"
 #include "core/memory_model.hpp"
 #include "cpu_test_util.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 using namespace perfsim::cpu::test;
 
 namespace {
@@ -98,9 +100,9 @@ TEST_CASE("cpu backend: measured peak equals the schedule worked out by hand") {
     CHECK(om.min <= om.median);
     sum += om.median;
   }
-  CHECK(m.step_time == doctest::Approx(sum));
-  CHECK(m.time_by_class.at(OpClass::gemm) == doctest::Approx(m.ops[0].median));
-  CHECK(m.time_by_class.at(OpClass::pointwise) == doctest::Approx(m.ops[1].median + m.ops[2].median));
+  CHECK(m.step_time == approx(sum));
+  CHECK(m.time_by_class.at(OpClass::gemm) == approx(m.ops[0].median));
+  CHECK(m.time_by_class.at(OpClass::pointwise) == approx(m.ops[1].median + m.ops[2].median));
   CHECK(m.time_by_class.count(OpClass::attention) == 0);
   CHECK(m.executed_wall > 0);
   CHECK(m.backend == "cpu");
@@ -118,7 +120,7 @@ TEST_CASE("cpu backend: repeats do not grow memory; op counts scale the step tim
   CHECK(m.peak_bytes == 18560);
   double sum = 0;
   for (const OpMeasurement& om : m.ops) sum += om.median * 4;
-  CHECK(m.step_time == doctest::Approx(sum));
+  CHECK(m.step_time == approx(sum));
 }
 
 TEST_CASE("cpu backend: bf16 GEMM workspace counts as transient activation memory") {
@@ -141,7 +143,7 @@ TEST_CASE("cpu backend: evaluate returns the values the dispatched kernels compu
   CHECK(v[2] == std::vector<float>(32, 1.0f));  // norm gains start at 1
   // Weights ~ N(0, 0.02): the sample standard deviation of 2048 draws is close to 0.02.
   const double sq = std::inner_product(w.begin(), w.end(), w.begin(), 0.0);
-  CHECK(std::sqrt(sq / static_cast<double>(w.size())) == doctest::Approx(0.02).epsilon(0.1));
+  CHECK(std::sqrt(sq / static_cast<double>(w.size())) == approx(0.02).epsilon(0.1));
   std::vector<double> want(16 * 32);
   for (int r = 0; r < 16; ++r) {
     double ss = 0;

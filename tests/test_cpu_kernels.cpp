@@ -9,8 +9,10 @@
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "cpu_test_util.hpp"
+#include "approx.hpp"
 
 using namespace perfsim::cpu;
+using perfsim::test::approx;
 using namespace perfsim::cpu::test;
 
 TEST_CASE("cpu types: bf16 rounds to nearest even") {
@@ -93,9 +95,9 @@ TEST_CASE("cpu cross_entropy: loss by hand, gradient against finite differences"
     const std::vector<int32_t> targets{2, 0};
     std::vector<float> loss(2), d(8);
     cross_entropy(logits.data(), targets.data(), loss.data(), d.data(), 2, 4);
-    CHECK(loss[0] == doctest::Approx(std::log(4.0)));
-    CHECK(d[2] == doctest::Approx((0.25 - 1) / 2));
-    CHECK(d[3] == doctest::Approx(0.25 / 2));
+    CHECK(loss[0] == approx(std::log(4.0)));
+    CHECK(d[2] == approx((0.25 - 1) / 2));
+    CHECK(d[3] == approx(0.25 / 2));
   }
   const int64_t rows = 3, cols = 11;
   auto logits = random_vec(static_cast<std::size_t>(rows * cols), 81, 2.0f);

@@ -9,8 +9,10 @@
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "cpu_test_util.hpp"
+#include "approx.hpp"
 
 using namespace perfsim::cpu;
+using perfsim::test::approx;
 using namespace perfsim::cpu::test;
 
 namespace {
@@ -104,8 +106,8 @@ TEST_CASE("cpu norms: rmsnorm 2x2 by hand") {
   const std::vector<float> x{3, 4, 0, 0}, g{1, 2};
   std::vector<float> y(4);
   rmsnorm(x.data(), g.data(), y.data(), 2, 2, 0.0f + 1e-12f);
-  CHECK(y[0] == doctest::Approx(3 / std::sqrt(12.5)).epsilon(1e-6));
-  CHECK(y[1] == doctest::Approx(2 * 4 / std::sqrt(12.5)).epsilon(1e-6));
+  CHECK(y[0] == approx(3 / std::sqrt(12.5)).epsilon(1e-6));
+  CHECK(y[1] == approx(2 * 4 / std::sqrt(12.5)).epsilon(1e-6));
   CHECK(y[2] == 0.0f);
 }
 
@@ -204,7 +206,7 @@ TEST_CASE("cpu pointwise: gelu, silu_mul and residual_add match the formulas") {
   const float one = 1.0f;
   float g1 = 0;
   gelu(&one, &g1, 1);
-  CHECK(g1 == doctest::Approx(0.841192).epsilon(1e-5));
+  CHECK(g1 == approx(0.841192).epsilon(1e-5));
 
   const auto xs = to_storage<half>(x);
   std::vector<half> yh(n);
@@ -246,10 +248,10 @@ TEST_CASE("cpu rope: hand rotation, reference, inverse and gradient") {
     const std::vector<float> x{1, 0, 1, 0};
     std::vector<float> y(4);
     rope(x.data(), y.data(), r);
-    CHECK(y[0] == doctest::Approx(1.0));                 // position 0: unchanged
-    CHECK(y[1] == doctest::Approx(0.0));
-    CHECK(y[2] == doctest::Approx(std::cos(1.0)).epsilon(1e-6));  // position 1
-    CHECK(y[3] == doctest::Approx(std::sin(1.0)).epsilon(1e-6));
+    CHECK(y[0] == approx(1.0));                 // position 0: unchanged
+    CHECK(y[1] == approx(0.0));
+    CHECK(y[2] == approx(std::cos(1.0)).epsilon(1e-6));  // position 1
+    CHECK(y[3] == approx(std::sin(1.0)).epsilon(1e-6));
   }
   RopeShape r;
   r.tokens = 6, r.heads = 3, r.head_dim = 8, r.seq = 3, r.position = 5;  // 2 sequences of 3

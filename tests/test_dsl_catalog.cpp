@@ -6,8 +6,10 @@
 
 #include "core/text.hpp"
 #include "test_dsl_support.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 using namespace perfsim::test;
 
 TEST_CASE("dsl: hardware catalog lists every entry with datasheet figures") {
@@ -44,11 +46,11 @@ TEST_CASE("dsl: hardware catalog lists every entry with datasheet figures") {
 TEST_CASE("dsl: hardware figures match the datasheets") {
   const Hardware h100 = find_hardware("H100-SXM");
   CHECK(h100.peak(DType::fp32) == 67e12);
-  CHECK(h100.peak(DType::tf32) == doctest::Approx(494.7e12));
-  CHECK(h100.peak(DType::bf16) == doctest::Approx(989.4e12));
-  CHECK(h100.peak(DType::fp16) == doctest::Approx(989.4e12));
-  CHECK(h100.peak(DType::fp8) == doctest::Approx(1978.9e12));
-  CHECK(h100.peak(DType::int8) == doctest::Approx(1978.9e12));
+  CHECK(h100.peak(DType::tf32) == approx(494.7e12));
+  CHECK(h100.peak(DType::bf16) == approx(989.4e12));
+  CHECK(h100.peak(DType::fp16) == approx(989.4e12));
+  CHECK(h100.peak(DType::fp8) == approx(1978.9e12));
+  CHECK(h100.peak(DType::int8) == approx(1978.9e12));
   CHECK(h100.memory_bytes == 80e9);
   CHECK(h100.memory_bandwidth == 3.35e12);
   CHECK(h100.l2_bytes == 50.0 * 1024 * 1024);
@@ -56,10 +58,10 @@ TEST_CASE("dsl: hardware figures match the datasheets") {
   CHECK(h100.nvlink.bandwidth == 450e9);
   CHECK(h100.pcie.bandwidth == 64e9);
   // bf16 ridge point: 989.4e12 / 3.35e12 = 295.3 FLOP/byte.
-  CHECK(h100.ridge_point(DType::bf16) == doctest::Approx(295.34).epsilon(1e-3));
+  CHECK(h100.ridge_point(DType::bf16) == approx(295.34).epsilon(1e-3));
 
   const Hardware v100 = find_hardware("V100");
-  CHECK(v100.peak(DType::fp32) == doctest::Approx(15.7e12));
+  CHECK(v100.peak(DType::fp32) == approx(15.7e12));
   CHECK(v100.peak(DType::fp16) == 125e12);
   CHECK(v100.peak(DType::int8) == 62e12);
   CHECK_FALSE(v100.supports(DType::bf16));
@@ -98,7 +100,7 @@ TEST_CASE("dsl: hardware figures match the datasheets") {
   CHECK(pcie.nvlink.bandwidth == 0);
 
   const Hardware l4 = find_hardware("L4");
-  CHECK(l4.peak(DType::fp8) == doctest::Approx(242.5e12));
+  CHECK(l4.peak(DType::fp8) == approx(242.5e12));
   CHECK(l4.memory_bytes == 24e9);
   CHECK(l4.memory_bandwidth == 300e9);
   CHECK(l4.sm_count == 58);

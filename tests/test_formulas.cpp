@@ -4,8 +4,10 @@
 #include "core/errors.hpp"
 #include "core/formulas.hpp"
 #include "graph_test_models.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 using namespace perfsim::test_models;
 
 TEST_CASE("formulas: KV cache bytes of Llama-2-7B") {
@@ -23,12 +25,12 @@ TEST_CASE("formulas: static training bytes per parameter") {
 }
 
 TEST_CASE("formulas: ring all-reduce and ridge point") {
-  CHECK(formulas::ring_allreduce_bytes(1e9, 4) == doctest::Approx(1.5e9));  // 2·3/4
-  CHECK(formulas::ring_allreduce_bytes(1e9, 2) == doctest::Approx(1e9));    // 2·1/2
+  CHECK(formulas::ring_allreduce_bytes(1e9, 4) == approx(1.5e9));  // 2·3/4
+  CHECK(formulas::ring_allreduce_bytes(1e9, 2) == approx(1e9));    // 2·1/2
   CHECK(formulas::ring_allreduce_bytes(1e9, 1) == 0);
   CHECK_THROWS_AS((void)formulas::ring_allreduce_bytes(1e9, 0), ConfigError);
-  CHECK(formulas::ridge_point(312e12, 2e12) == doctest::Approx(156));  // A100 bf16, round figures
-  CHECK(formulas::ridge_point(312e12, 1.555e12) == doctest::Approx(200.6).epsilon(1e-3));
+  CHECK(formulas::ridge_point(312e12, 2e12) == approx(156));  // A100 bf16, round figures
+  CHECK(formulas::ridge_point(312e12, 1.555e12) == approx(200.6).epsilon(1e-3));
   CHECK_THROWS_AS((void)formulas::ridge_point(312e12, 0), ConfigError);
 }
 
@@ -36,23 +38,23 @@ TEST_CASE("formulas: Megatron training FLOPs on hand-sized numbers") {
   ModelConfig m;
   m.layers = 1, m.hidden = 2, m.vocab = 24;
   // 72·B·s·l·h² = 72·1·12·1·4 = 3456; (1 + 12/12 + 24/24) = 3 -> 10368.
-  CHECK(formulas::megatron_train_flops(m, 1, 12, false) == doctest::Approx(10368));
+  CHECK(formulas::megatron_train_flops(m, 1, 12, false) == approx(10368));
   // 96·48 = 4608; (1 + 1 + 24/32) = 2.75 -> 12672.
-  CHECK(formulas::megatron_train_flops(m, 1, 12, true) == doctest::Approx(12672));
+  CHECK(formulas::megatron_train_flops(m, 1, 12, true) == approx(12672));
 }
 
 TEST_CASE("formulas: decode FLOPs per token of Llama-2-7B") {
   // Layer: 4·4096² + 3·4096·11008 + 2·4096 = 202,383,360; ×32 = 6,476,267,520;
   // + lm_head 32000·4096 + final norm 4096 = 6,607,343,616 matmul parameters.
   const double base = 2.0 * 6607343616.0;
-  CHECK(formulas::decode_flops_per_token(llama2_7b(), 0) == doctest::Approx(base));
+  CHECK(formulas::decode_flops_per_token(llama2_7b(), 0) == approx(base));
   // Attention: 4 · 32 layers · 1000 context · 4096.
-  CHECK(formulas::decode_flops_per_token(llama2_7b(), 1000) == doctest::Approx(base + 524288000.0));
+  CHECK(formulas::decode_flops_per_token(llama2_7b(), 1000) == approx(base + 524288000.0));
 }
 
 TEST_CASE("model parameter counts match published sizes") {
-  CHECK(static_cast<double>(llama2_7b().params()) == doctest::Approx(6.74e9).epsilon(0.01));
-  CHECK(static_cast<double>(llama3_8b().params()) == doctest::Approx(8.03e9).epsilon(0.01));
+  CHECK(static_cast<double>(llama2_7b().params()) == approx(6.74e9).epsilon(0.01));
+  CHECK(static_cast<double>(llama3_8b().params()) == approx(8.03e9).epsilon(0.01));
   // GPT-2 small with biases and tied embeddings: the well-known 124,439,808.
   CHECK(gpt2_small().params() == 124439808);
   // Exact for Llama-2-7B: 32 layers of 202,383,360 + 2 × 32000·4096 + 4096.

@@ -2,8 +2,10 @@
 #include <doctest/doctest.h>
 
 #include "core/host_cpu.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -23,18 +25,18 @@ constexpr const char* avx512_cpuinfo =
 TEST_CASE("host cpu: AVX-512 peak = cores x GHz x 64") {
   const HostCpuInfo cpu = parse_host_cpu(avx512_cpuinfo, "MemTotal:       16384 kB\n", 4);
   CHECK(cpu.model_name == "AMD EPYC 9654 96-Core Processor");
-  CHECK(cpu.ghz == doctest::Approx(3.0));  // the fastest core
+  CHECK(cpu.ghz == approx(3.0));  // the fastest core
   CHECK(cpu.isa == "AVX-512");
   CHECK(cpu.memory_bytes == 16384.0 * 1024);
   const Hardware hw = host_cpu_profile(cpu);
   CHECK(hw.name == "host-cpu");
   CHECK(hw.kind == "cpu");
-  CHECK(hw.peak(DType::fp32) == doctest::Approx(4 * 3.0e9 * 64));  // 768 GFLOP/s
+  CHECK(hw.peak(DType::fp32) == approx(4 * 3.0e9 * 64));  // 768 GFLOP/s
   CHECK(hw.peak(DType::bf16) == hw.peak(DType::fp32));
   CHECK(hw.peak(DType::tf32) == hw.peak(DType::fp32));
   CHECK(hw.peak(DType::fp8) == 0);
   CHECK(hw.peak(DType::int8) == 0);
-  CHECK(hw.memory_bandwidth == doctest::Approx(4 * 8e9));
+  CHECK(hw.memory_bandwidth == approx(4 * 8e9));
   CHECK(hw.sm_count == 4);
   CHECK(hw.compute_eff(OpClass::gemm) == 0.7);
   CHECK(hw.memory_eff(OpClass::norm) == 0.5);
@@ -46,7 +48,7 @@ TEST_CASE("host cpu: AVX-512 peak = cores x GHz x 64") {
 TEST_CASE("host cpu: AVX2+FMA, no FMA, and nothing readable") {
   const HostCpuInfo avx2 = parse_host_cpu("cpu MHz : 2000\nflags : sse avx2 fma\n", "", 2);
   CHECK(avx2.isa == "AVX2+FMA");
-  CHECK(host_cpu_profile(avx2).peak(DType::fp32) == doctest::Approx(2 * 2e9 * 32));
+  CHECK(host_cpu_profile(avx2).peak(DType::fp32) == approx(2 * 2e9 * 32));
   // avx2 without the fma flag, and a flag that merely contains "fma" as a substring.
   const HostCpuInfo no_fma = parse_host_cpu("cpu MHz : 2000\nflags : avx2 fma4x\n", "", 2);
   CHECK(no_fma.flops_per_cycle == 8);
@@ -54,11 +56,11 @@ TEST_CASE("host cpu: AVX2+FMA, no FMA, and nothing readable") {
   CHECK(bare.model_name == "unknown CPU");
   CHECK(bare.cores == 1);
   CHECK(bare.ghz == 2.0);
-  CHECK(host_cpu_profile(bare).peak(DType::fp32) == doctest::Approx(2e9 * 8));
+  CHECK(host_cpu_profile(bare).peak(DType::fp32) == approx(2e9 * 8));
   // Bandwidth is capped at one 8-channel DDR4-3200 socket.
   HostCpuInfo many = bare;
   many.cores = 256;
-  CHECK(host_cpu_profile(many).memory_bandwidth == doctest::Approx(204.8e9));
+  CHECK(host_cpu_profile(many).memory_bandwidth == approx(204.8e9));
 }
 
 TEST_CASE("host cpu: the detected profile is usable") {

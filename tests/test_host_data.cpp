@@ -16,8 +16,10 @@
 #include "core/passes.hpp"
 #include "graph_test_models.hpp"
 #include "test_dsl_support.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -137,32 +139,32 @@ TEST_CASE("host data: a 64 MiB upload on H100-SXM, pinned and pageable") {
   const Graph pinned = one_copy(Residence::host_pinned, Residence::device);
   const OpCost p = predict_op(pinned.ops[0], pinned, h100);
   CHECK(p.bytes == bytes);
-  CHECK(p.memory_time == doctest::Approx(1053.576e-6));
-  CHECK(p.time == doctest::Approx(1057.576e-6));
+  CHECK(p.memory_time == approx(1053.576e-6));
+  CHECK(p.time == approx(1057.576e-6));
   CHECK(transfer_label(pinned.ops[0], pinned) == "upload (pinned)");
 
   // Pageable adds the staging memcpy: 67108864 / 10e9 = 6710.8864 µs -> 7764.4624 µs + 4 µs.
   const Graph pageable = one_copy(Residence::host_pageable, Residence::device);
   const OpCost q = predict_op(pageable.ops[0], pageable, h100);
-  CHECK(q.memory_time == doctest::Approx(7764.4624e-6));
-  CHECK(q.time == doctest::Approx(7768.4624e-6));
+  CHECK(q.memory_time == approx(7764.4624e-6));
+  CHECK(q.time == approx(7768.4624e-6));
   CHECK(transfer_label(pageable.ops[0], pageable) == "upload (pageable)");
 
   // A download prices the same way; the label says the direction.
   const Graph down = one_copy(Residence::device, Residence::host_pinned);
-  CHECK(predict_op(down.ops[0], down, h100).time == doctest::Approx(1057.576e-6));
+  CHECK(predict_op(down.ops[0], down, h100).time == approx(1057.576e-6));
   CHECK(transfer_label(down.ops[0], down) == "download (pinned)");
 
   // Device to device stays a memory roofline: read + write 2 × 64 MiB at 3.35 TB/s × 0.9.
   const Graph d2d = one_copy(Residence::device, Residence::device);
   CHECK(predict_op(d2d.ops[0], d2d, h100).memory_time ==
-        doctest::Approx(2 * bytes / (3.35e12 * 0.9)));
+        approx(2 * bytes / (3.35e12 * 0.9)));
   CHECK(transfer_label(d2d.ops[0], d2d).empty());
 
   // With a captured graph the launch part is the replay cost.
   Graph graphed = pinned;
   graphed.graphed = true;
-  CHECK(predict_op(graphed.ops[0], graphed, h100).time == doctest::Approx(1054.576e-6));
+  CHECK(predict_op(graphed.ops[0], graphed, h100).time == approx(1054.576e-6));
 }
 
 TEST_CASE("host data: hardware without the needed link figures says what to set") {
@@ -177,7 +179,7 @@ TEST_CASE("host data: hardware without the needed link figures says what to set"
   // A CPU has no link to cross: its copies are memcpys priced by the memory roofline.
   hw.kind = "cpu";
   CHECK(predict_op(pageable.ops[0], pageable, hw).memory_time ==
-        doctest::Approx(2 * 64.0 * 1024 * 1024 / (3.35e12 * 0.9)));
+        approx(2 * 64.0 * 1024 * 1024 / (3.35e12 * 0.9)));
   // The host-cpu profile's single-thread copy rate is its per-core bandwidth estimate.
   CHECK(find_hardware("host-cpu").host_copy_bandwidth == 8e9);
 }
@@ -186,25 +188,25 @@ TEST_CASE("timeline: a side-stream upload overlaps a kernel (max, not sum)") {
   StreamGraph s = stream_graph();
   op(s.g, "prefetch", OpKind::copy, {s.h}, {s.d}, 1);   // 6 µs on the upload engine
   op(s.g, "kernel", OpKind::residual_add, {s.w}, {s.a});  // 10 µs on the SMs
-  CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 10e-6}) == doctest::Approx(10e-6));
+  CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 10e-6}) == approx(10e-6));
   // A longer upload sets the makespan: max(15, 10).
-  CHECK(timeline_makespan(s.g, std::vector<double>{15e-6, 10e-6}) == doctest::Approx(15e-6));
+  CHECK(timeline_makespan(s.g, std::vector<double>{15e-6, 10e-6}) == approx(15e-6));
   // Issuing the upload costs the host 4 µs of its 6: the main stream waits for that launch,
   // so only the transfer hides: 4 + 10 µs.
   CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 10e-6}, true,
-                          std::vector<double>{4e-6, 4e-6}) == doctest::Approx(14e-6));
+                          std::vector<double>{4e-6, 4e-6}) == approx(14e-6));
   // Without copy engines (a CPU: its cores copy) the upload and the kernel take turns.
   CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 10e-6}, false) ==
-        doctest::Approx(16e-6));
+        approx(16e-6));
 
   SUBCASE("the join: a reader of the uploaded tensor waits for the copy") {
     op(s.g, "reader", OpKind::residual_add, {s.d}, {s.b});  // 2 µs
     CHECK(timeline_makespan(s.g, std::vector<double>{15e-6, 10e-6, 2e-6}) ==
-          doctest::Approx(17e-6));
+          approx(17e-6));
   }
   SUBCASE("on one stream the same ops add up") {
     s.g.ops[0].stream = 0;
-    CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 10e-6}) == doctest::Approx(16e-6));
+    CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 10e-6}) == approx(16e-6));
   }
 }
 
@@ -213,10 +215,10 @@ TEST_CASE("timeline: the fork rule, a side op waits for stream-0 ops issued befo
   op(s.g, "kernel", OpKind::residual_add, {s.w}, {s.a});  // 10 µs
   op(s.g, "upload", OpKind::copy, {s.h}, {s.d}, 1);       //  6 µs, independent data
   // Issued after the kernel: starts at 10 µs although its stream and engine are free.
-  CHECK(timeline_makespan(s.g, std::vector<double>{10e-6, 6e-6}) == doctest::Approx(16e-6));
+  CHECK(timeline_makespan(s.g, std::vector<double>{10e-6, 6e-6}) == approx(16e-6));
   // Counts: a 3× kernel delays the fork to 30 µs.
   s.g.ops[0].count = 3;
-  CHECK(timeline_makespan(s.g, std::vector<double>{10e-6, 6e-6}) == doctest::Approx(36e-6));
+  CHECK(timeline_makespan(s.g, std::vector<double>{10e-6, 6e-6}) == approx(36e-6));
 }
 
 TEST_CASE("timeline: ops on one resource serialize across streams") {
@@ -225,19 +227,19 @@ TEST_CASE("timeline: ops on one resource serialize across streams") {
   const int d2 = tensor(s.g, "d2", {4}, TensorRole::input);
   op(s.g, "upload1", OpKind::copy, {s.h}, {s.d}, 1);  // 6 µs
   op(s.g, "upload2", OpKind::copy, {h2}, {d2}, 2);    // 6 µs, other stream, same copy engine
-  CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 6e-6}) == doctest::Approx(12e-6));
+  CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 6e-6}) == approx(12e-6));
 
   SUBCASE("a download uses the other engine and overlaps") {
     s.g.ops[1].inputs = {d2};
     s.g.ops[1].outputs = {h2};
-    CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 6e-6}) == doctest::Approx(6e-6));
+    CHECK(timeline_makespan(s.g, std::vector<double>{6e-6, 6e-6}) == approx(6e-6));
   }
   SUBCASE("kernels on two streams share the SMs") {
     Graph& g = s.g;
     g.ops.clear();
     op(g, "side_kernel", OpKind::residual_add, {s.w}, {s.b}, 1);  // issued first: no fork wait
     op(g, "main_kernel", OpKind::residual_add, {s.w}, {s.a}, 0);
-    CHECK(timeline_makespan(g, std::vector<double>{6e-6, 10e-6}) == doctest::Approx(16e-6));
+    CHECK(timeline_makespan(g, std::vector<double>{6e-6, 10e-6}) == approx(16e-6));
   }
   CHECK_THROWS_AS((void)timeline_makespan(s.g, std::vector<double>{1e-6}), std::logic_error);
 }
@@ -416,18 +418,18 @@ TEST_CASE("summarize_runs: the measured step time is the timeline of the medians
   const std::vector<std::vector<double>> samples = {{5e-6, 3e-6, 1e-6}, {2e-6, 4e-6, 4e-6, 6e-6}};
   // One stream: Σ median × count = 3 + 2 × 4 = 11 µs.
   Measurement one = summarize_runs(s.g, samples, {1e-3}, "test", "dev", 0, 3);
-  CHECK(one.step_time == doctest::Approx(11e-6));
-  CHECK(one.ops.at(1).median == doctest::Approx(4e-6));
-  CHECK(one.time_by_class.at(OpClass::memory) == doctest::Approx(3e-6));
+  CHECK(one.step_time == approx(11e-6));
+  CHECK(one.ops.at(1).median == approx(4e-6));
+  CHECK(one.time_by_class.at(OpClass::memory) == approx(3e-6));
   // The upload on a copy stream overlaps the kernels: max(3, 8) = 8 µs.
   s.g.ops[0].stream = 1;
   Measurement two = summarize_runs(s.g, samples, {1e-3}, "test", "dev", 0, 3);
-  CHECK(two.step_time == doctest::Approx(8e-6));
+  CHECK(two.step_time == approx(8e-6));
   // A backend without copy engines (the CPU) ran them in turn: 3 + 8 = 11 µs.
   Measurement cpu = summarize_runs(s.g, samples, {1e-3}, "test", "dev", 0, 3, false);
-  CHECK(cpu.step_time == doctest::Approx(11e-6));
+  CHECK(cpu.step_time == approx(11e-6));
   // Time by class stays Σ median × count: the kernel class still shows its 8 µs.
-  CHECK(two.time_by_class.at(OpClass::pointwise) == doctest::Approx(8e-6));
+  CHECK(two.time_by_class.at(OpClass::pointwise) == approx(8e-6));
 }
 
 TEST_CASE("dsl: host_data is a scenario field") {

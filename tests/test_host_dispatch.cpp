@@ -4,8 +4,10 @@
 
 #include "core/cost_model.hpp"
 #include "core/op_metrics.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -37,14 +39,14 @@ TEST_CASE("host dispatch: a host-bound chain waits for each issue") {
   const Graph g = chain({1, 1, 1});
   const std::vector<double> waits = host_paced_waits(g, {2e-6, 2e-6, 50e-6}, {10e-6, 10e-6, 10e-6});
   REQUIRE(waits.size() == 3);
-  CHECK(waits[0] == doctest::Approx(10e-6));
-  CHECK(waits[1] == doctest::Approx(8e-6));
-  CHECK(waits[2] == doctest::Approx(8e-6));
+  CHECK(waits[0] == approx(10e-6));
+  CHECK(waits[1] == approx(8e-6));
+  CHECK(waits[2] == approx(8e-6));
   // A device-bound chain never waits after the first issue: 50, 50, 50 us with 10 us issues.
   const std::vector<double> fed = host_paced_waits(g, {50e-6, 50e-6, 50e-6}, {10e-6, 10e-6, 10e-6});
-  CHECK(fed[0] == doctest::Approx(10e-6));
-  CHECK(fed[1] == doctest::Approx(0.0));
-  CHECK(fed[2] == doctest::Approx(0.0));
+  CHECK(fed[0] == approx(10e-6));
+  CHECK(fed[1] == approx(0.0));
+  CHECK(fed[2] == approx(0.0));
 }
 
 TEST_CASE("host dispatch: predict() paces eager steps only, per kind") {
@@ -60,21 +62,21 @@ TEST_CASE("host dispatch: predict() paces eager steps only, per kind") {
   Graph g = chain({1, 1, 1});
   const Prediction eager = predict(g, hw);
   const double device = 1e-6 + 12e-9;
-  CHECK(eager.ops[0].host_wait == doctest::Approx(10e-6));
-  CHECK(eager.ops[1].host_wait == doctest::Approx(10e-6 - device));
-  CHECK(eager.ops[1].time == doctest::Approx(10e-6));  // host bound: one op per issue
-  CHECK(eager.ops[0].dispatch_time == doctest::Approx(10e-6));
+  CHECK(eager.ops[0].host_wait == approx(10e-6));
+  CHECK(eager.ops[1].host_wait == approx(10e-6 - device));
+  CHECK(eager.ops[1].time == approx(10e-6));  // host bound: one op per issue
+  CHECK(eager.ops[0].dispatch_time == approx(10e-6));
   // The step ends when the last op, issued at 30 us, has run.
-  CHECK(eager.step_time == doctest::Approx(30e-6 + device));
+  CHECK(eager.step_time == approx(30e-6 + device));
   g.graphed = true;
   const Prediction replayed = predict(g, hw);
   CHECK(replayed.ops[1].host_wait == 0.0);
-  CHECK(replayed.step_time == doctest::Approx(3 * device));
+  CHECK(replayed.step_time == approx(3 * device));
   // Without a dispatch figure the eager step is the sum of device times, as before.
   hw.dispatch_eager = 0;
   hw.dispatch_by_kind.clear();
   g.graphed = false;
-  CHECK(predict(g, hw).step_time == doctest::Approx(3 * device));
+  CHECK(predict(g, hw).step_time == approx(3 * device));
 }
 
 TEST_CASE("host dispatch: kernels launched per op") {

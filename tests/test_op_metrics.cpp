@@ -5,8 +5,10 @@
 #include "core/formulas.hpp"
 #include "core/op_metrics.hpp"
 #include "graph_test_models.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -127,7 +129,7 @@ TEST_CASE("op metrics: decode step FLOPs match 2·params + attention per token")
   w.new_tokens = 256;
   const Graph g = build_graph(m, w, BuildOptions{2});
   const double expected = 4 * formulas::decode_flops_per_token(m, w.decode_context());
-  CHECK(graph_flops(g) == doctest::Approx(expected).epsilon(0.02));
+  CHECK(graph_flops(g) == approx(expected).epsilon(0.02));
 }
 
 TEST_CASE("op metrics: mixed-precision AdamW writes the 16-bit weight without reading it") {

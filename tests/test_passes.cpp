@@ -12,8 +12,10 @@
 #include "core/op_metrics.hpp"
 #include "core/passes.hpp"
 #include "graph_test_models.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 using namespace perfsim::test_models;
 
 namespace {
@@ -217,8 +219,8 @@ TEST_CASE("passes: fused_optimizer leaves one single-pass AdamW") {
     if (op.kind == OpKind::adamw) {
       CHECK(op.attrs.passes == 1);
       // Same parameters updated, one sweep instead of four.
-      CHECK(op_bytes(op, g) * op.count == doctest::Approx(before / 4));
-      CHECK(op_flops(op, g) * op.count == doctest::Approx(flops_before));
+      CHECK(op_bytes(op, g) * op.count == approx(before / 4));
+      CHECK(op_flops(op, g) * op.count == approx(flops_before));
     }
 }
 
@@ -275,7 +277,7 @@ TEST_CASE("passes: recompute FLOPs agree with Megatron's full-recompute formula"
   const ModelConfig m = gpt2_medium();
   const Graph g = with(m, train_w(4, 1024), {"recompute"});
   CHECK(graph_flops(g) ==
-        doctest::Approx(formulas::megatron_train_flops(m, 4, 1024, true)).epsilon(0.02));
+        approx(formulas::megatron_train_flops(m, 4, 1024, true)).epsilon(0.02));
 }
 
 TEST_CASE("passes: structural passes compose in either order") {
@@ -332,8 +334,8 @@ TEST_CASE("passes: recompute after fusion saves only the layer inputs") {
   CHECK(split_norms == 1);
   CHECK(split_adds == 1);
   // Either order: the same work and the same memory.
-  CHECK(graph_flops(fr) == doctest::Approx(graph_flops(rf)));
-  CHECK(predict_memory(fr).peak == doctest::Approx(predict_memory(rf).peak));
+  CHECK(graph_flops(fr) == approx(graph_flops(rf)));
+  CHECK(predict_memory(fr).peak == approx(predict_memory(rf).peak));
 }
 
 TEST_CASE("passes: a layer-sampled training graph predicts the full model's peak memory") {
@@ -343,6 +345,6 @@ TEST_CASE("passes: a layer-sampled training graph predicts the full model's peak
     CAPTURE(stack.back());
     const double full = predict_memory(with(m, train_w(2, 64), stack, 0)).peak;
     for (int64_t built : {1, 2})
-      CHECK(predict_memory(with(m, train_w(2, 64), stack, built)).peak == doctest::Approx(full));
+      CHECK(predict_memory(with(m, train_w(2, 64), stack, built)).peak == approx(full));
   }
 }

@@ -8,8 +8,10 @@
 
 #include "core/report.hpp"
 #include "core/report_text_table.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -181,27 +183,27 @@ TEST_CASE("report step figures: errors, speedups, throughput") {
   REQUIRE(figs.size() == 3);
   // baseline: predicted 2 ms vs measured 2.5 ms -> -20%; 1 GiB vs 1.25 GiB -> -20%.
   REQUIRE(figs[0].time_error.has_value());
-  CHECK(*figs[0].time_error == doctest::Approx(-0.2));
-  CHECK(*figs[0].memory_error == doctest::Approx(-0.2));
-  CHECK(figs[0].predicted_tokens_per_s == doctest::Approx(500));
-  CHECK(*figs[0].measured_tokens_per_s == doctest::Approx(400));
-  CHECK(*figs[0].measured_speedup == doctest::Approx(1.0));
+  CHECK(*figs[0].time_error == approx(-0.2));
+  CHECK(*figs[0].memory_error == approx(-0.2));
+  CHECK(figs[0].predicted_tokens_per_s == approx(500));
+  CHECK(*figs[0].measured_tokens_per_s == approx(400));
+  CHECK(*figs[0].measured_speedup == approx(1.0));
   // +fp8: predicted twice as fast; not measured, so no measured figures are invented.
-  CHECK(figs[1].predicted_speedup == doctest::Approx(2.0));
+  CHECK(figs[1].predicted_speedup == approx(2.0));
   CHECK_FALSE(figs[1].measured_time.has_value());
   CHECK_FALSE(figs[1].measured_speedup.has_value());
   CHECK_FALSE(figs[1].time_error.has_value());
   CHECK(figs[1].note == "not executed: cpu backend has no fp8 GEMM");
   // +batching: 4 tokens in 4 ms = 1000 tok/s vs 500 -> 2×; measured 800 vs 400 -> 2×.
   CHECK(figs[2].tokens_per_step == 4);
-  CHECK(figs[2].predicted_speedup == doctest::Approx(2.0));
-  CHECK(*figs[2].measured_speedup == doctest::Approx(2.0));
-  CHECK(*figs[2].time_error == doctest::Approx(-0.2));
+  CHECK(figs[2].predicted_speedup == approx(2.0));
+  CHECK(*figs[2].measured_speedup == approx(2.0));
+  CHECK(*figs[2].time_error == approx(-0.2));
   CHECK_FALSE(figs[2].fits);
 
   const auto wi = what_if_figures(hand_result());
   REQUIRE(wi.size() == 3);
-  CHECK(wi[1].speedup == doctest::Approx(2.0));
+  CHECK(wi[1].speedup == approx(2.0));
   CHECK(wi[1].note == "A100-80GB has no fp8: priced at bf16");
   CHECK_FALSE(wi[2].fits);
 }
@@ -243,15 +245,15 @@ TEST_CASE("report json holds steps, ops and what-ifs") {
   CHECK(r.at("model_params") == 8030000000LL);
   const auto& steps = r.at("steps");
   REQUIRE(steps.size() == 3);
-  CHECK(steps[0].at("time_error").get<double>() == doctest::Approx(-0.2));
-  CHECK(steps[0].at("measured").at("step_time_s").get<double>() == doctest::Approx(2.5e-3));
+  CHECK(steps[0].at("time_error").get<double>() == approx(-0.2));
+  CHECK(steps[0].at("measured").at("step_time_s").get<double>() == approx(2.5e-3));
   CHECK(steps[1].at("measured").is_null());
   CHECK(steps[1].at("not_executed") == "cpu backend has no fp8 GEMM");
-  CHECK(steps[2].at("predicted").at("speedup").get<double>() == doctest::Approx(2.0));
+  CHECK(steps[2].at("predicted").at("speedup").get<double>() == approx(2.0));
   REQUIRE(steps[0].at("ops").size() == 2);
   CHECK(steps[0].at("ops")[0].at("class") == "gemm");
   CHECK(steps[0].at("ops")[0].at("bound") == "compute");
-  CHECK(steps[0].at("ops")[1].at("measured_median_s").get<double>() == doctest::Approx(0.25e-3));
+  CHECK(steps[0].at("ops")[1].at("measured_median_s").get<double>() == approx(0.25e-3));
   CHECK(r.at("what_if").size() == 3);
   CHECK(r.at("what_if")[1].at("note") == "A100-80GB has no fp8: priced at bf16");
   CHECK(steps[0].at("predicted").at("profile") == "datasheet, uncalibrated");

@@ -7,8 +7,10 @@
 
 #include "core/errors.hpp"
 #include "core/runner.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -204,11 +206,11 @@ TEST_CASE("scenario validation names the field and the fix") {
 }
 
 TEST_CASE("relative error and throughput speedup") {
-  CHECK(relative_error(110, 100) == doctest::Approx(0.10));
-  CHECK(relative_error(90, 100) == doctest::Approx(-0.10));
+  CHECK(relative_error(110, 100) == approx(0.10));
+  CHECK(relative_error(90, 100) == approx(-0.10));
   CHECK(std::isnan(relative_error(1, 0)));
   // Same work, half the time: 2x. Batching 1 -> 8 with a 2x longer step: 4x throughput.
-  CHECK(speedup(2e-3, 1, 1e-3, 1) == doctest::Approx(2));
-  CHECK(speedup(1e-3, 1, 2e-3, 8) == doctest::Approx(4));
+  CHECK(speedup(2e-3, 1, 1e-3, 1) == approx(2));
+  CHECK(speedup(1e-3, 1, 2e-3, 8) == approx(4));
   CHECK(std::isnan(speedup(0, 1, 1e-3, 1)));
 }

@@ -14,8 +14,10 @@
 #include "core/errors.hpp"
 #include "core/report_validation.hpp"
 #include "core/validation.hpp"
+#include "approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -116,9 +118,9 @@ TEST_CASE("validation: median and nearest-rank percentile") {
   // Magnitudes {0.05, 0.1, 0.2, 0.3}: median 0.15, p90 rank ceil(3.6) = 4 -> 0.3.
   const ErrorStats s = abs_error_stats({-0.1, 0.2, -0.3, 0.05});
   CHECK(s.count == 4);
-  CHECK(s.median == doctest::Approx(0.15));
-  CHECK(s.p90 == doctest::Approx(0.3));
-  CHECK(s.max == doctest::Approx(0.3));
+  CHECK(s.median == approx(0.15));
+  CHECK(s.p90 == approx(0.3));
+  CHECK(s.max == approx(0.3));
   CHECK(abs_error_stats({}).count == 0);
 }
 
@@ -127,28 +129,28 @@ TEST_CASE("validation: per-op, step, memory and speedup errors of a run") {
 
   // Per op: +50%, −20% (step A), +20% (step B); B's norm measured 0 is skipped.
   REQUIRE(s.ops.size() == 3);
-  CHECK(s.ops[0].error == doctest::Approx(0.5));
-  CHECK(s.ops[1].error == doctest::Approx(-0.2));
-  CHECK(s.ops[2].error == doctest::Approx(0.2));
+  CHECK(s.ops[0].error == approx(0.5));
+  CHECK(s.ops[1].error == approx(-0.2));
+  CHECK(s.ops[2].error == approx(0.2));
   CHECK(s.ops[2].step == "+batching");
   CHECK(s.ops[0].kind == OpKind::gemm);
-  CHECK(s.all_ops.median == doctest::Approx(0.2));
-  CHECK(s.all_ops.p90 == doctest::Approx(0.5));
+  CHECK(s.all_ops.median == approx(0.2));
+  CHECK(s.all_ops.p90 == approx(0.5));
 
   REQUIRE(s.classes.size() == 2);
   CHECK(s.classes[0].op_class == OpClass::gemm);
   CHECK(s.classes[0].stats.count == 2);
-  CHECK(s.classes[0].stats.median == doctest::Approx(0.35));
-  CHECK(s.classes[0].stats.p90 == doctest::Approx(0.5));
+  CHECK(s.classes[0].stats.median == approx(0.35));
+  CHECK(s.classes[0].stats.p90 == approx(0.5));
   CHECK(s.classes[0].worst.step == "baseline");
   CHECK(s.classes[1].op_class == OpClass::norm);
-  CHECK(s.classes[1].stats.median == doctest::Approx(0.2));
+  CHECK(s.classes[1].stats.median == approx(0.2));
 
   REQUIRE(s.steps.size() == 3);
-  CHECK(*s.steps[0].time_error == doctest::Approx(0.25));
-  CHECK(*s.steps[0].memory_error == doctest::Approx(0.25));
-  CHECK(*s.steps[1].time_error == doctest::Approx(1.0));
-  CHECK(*s.steps[1].memory_error == doctest::Approx(10.0 / 190));
+  CHECK(*s.steps[0].time_error == approx(0.25));
+  CHECK(*s.steps[0].memory_error == approx(0.25));
+  CHECK(*s.steps[1].time_error == approx(1.0));
+  CHECK(*s.steps[1].memory_error == approx(10.0 / 190));
   CHECK_FALSE(s.steps[2].measured_time);
   CHECK(s.steps[2].note == "cpu backend has no fp8 GEMM");
   CHECK(s.unmeasured_steps == 1);
@@ -156,9 +158,9 @@ TEST_CASE("validation: per-op, step, memory and speedup errors of a run") {
   // Only +batching has a measured pair; +fp8 was not measured.
   REQUIRE(s.speedups.size() == 1);
   CHECK(s.speedups[0].previous == "baseline");
-  CHECK(s.speedups[0].predicted == doctest::Approx(2.0));
-  CHECK(s.speedups[0].measured == doctest::Approx(3.2));
-  CHECK(s.speedups[0].error == doctest::Approx(-0.375));
+  CHECK(s.speedups[0].predicted == approx(2.0));
+  CHECK(s.speedups[0].measured == approx(3.2));
+  CHECK(s.speedups[0].error == approx(-0.375));
 
   CHECK(worst_step_time(s)->step == "+batching");
   CHECK(worst_memory(s)->step == "baseline");
@@ -177,7 +179,7 @@ TEST_CASE("validation: --max-error checks step time, memory, class medians and s
   CHECK(over[1].what == "speedup");
   CHECK(over[2].where == "op class gemm");
   CHECK(over[2].what == "per-op median");
-  CHECK(over[2].error == doctest::Approx(0.35));
+  CHECK(over[2].error == approx(0.35));
   CHECK(figures_over(s, 1.5).empty());
 }
 
@@ -210,12 +212,12 @@ TEST_CASE("validation report: text, markdown, json and csv") {
   CHECK(j["validate"]["profile"]["calibrated"] == false);
   CHECK(j["validate"]["profile"]["status"] == "datasheet, UNCALIBRATED");
   CHECK(j["overall"]["per_op_time"]["count"] == 3);
-  CHECK(j["overall"]["per_op_time"]["median"].get<double>() == doctest::Approx(0.2));
-  CHECK(j["overall"]["step_time"]["max"].get<double>() == doctest::Approx(1.0));
+  CHECK(j["overall"]["per_op_time"]["median"].get<double>() == approx(0.2));
+  CHECK(j["overall"]["step_time"]["max"].get<double>() == approx(1.0));
   CHECK(j["classes"][0]["class"] == "gemm");
   CHECK(j["steps"][2]["measured_s"].is_null());
   CHECK(j["steps"][2]["not_executed"] == "cpu backend has no fp8 GEMM");
-  CHECK(j["speedups"][0]["error"].get<double>() == doctest::Approx(-0.375));
+  CHECK(j["speedups"][0]["error"].get<double>() == approx(-0.375));
   CHECK(j["over_max_error"].size() == 3);
   CHECK(j["ops"].size() == 3);
   CHECK(j["ops"][1]["kind"] == "rmsnorm");
@@ -241,8 +243,8 @@ TEST_CASE("validation report: a calibrated profile names where it was measured")
 }
 
 TEST_CASE("validate: --max-error parsing") {
-  CHECK(parse_max_error("10") == doctest::Approx(0.10));
-  CHECK(parse_max_error("7.5%") == doctest::Approx(0.075));
+  CHECK(parse_max_error("10") == approx(0.10));
+  CHECK(parse_max_error("7.5%") == approx(0.075));
   for (const char* bad : {"", "%", "abc", "0", "-5", "nan", "inf", "10 %", "5x"})
     CHECK_THROWS_AS((void)parse_max_error(bad), UsageError);
 }

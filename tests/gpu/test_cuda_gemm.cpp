@@ -14,8 +14,10 @@
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
 #include "gpu_test_util.hpp"
+#include "../approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 using namespace perfsim::cuda;
 using namespace perfsim::cuda::test;
 
@@ -181,7 +183,7 @@ TEST_CASE("cuda gemm: the device fp8 quantizer matches the host recipe, transpos
     quantize_e4m3(dx.get(), Elem::f32, q.as<uint8_t>(), scale.as<float>(), amax.as<float>(), batch, rows, cols,
                   transpose, nullptr);
     const auto got = from_device<unsigned char>(q, x.size());
-    CHECK(from_device<float>(scale, 1)[0] == doctest::Approx(want.scale).epsilon(1e-6));
+    CHECK(from_device<float>(scale, 1)[0] == approx(want.scale).epsilon(1e-6));
     std::vector<float> expect_q(want.q.begin(), want.q.end()), got_q(got.begin(), got.end());
     if (transpose) {
       std::vector<float> t;

@@ -16,8 +16,10 @@
 #include "core/passes.hpp"
 #include "gpu_test_util.hpp"
 #include "graph_test_models.hpp"
+#include "../approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 
 namespace {
 
@@ -120,9 +122,9 @@ TEST_CASE("cuda graph timing: a replayed step has per-op times of its own") {
   }
   for (const auto& [cls, t] : m.time_by_class) by_class += t;
   // One stream: the step is Σ median × count of the replay's own op times, nothing else.
-  CHECK(m.step_time == doctest::Approx(scaled).epsilon(1e-9));
-  CHECK(m.step_time == doctest::Approx(timeline_makespan(g, medians)).epsilon(1e-9));
-  CHECK(by_class == doctest::Approx(scaled).epsilon(1e-9));
+  CHECK(m.step_time == approx(scaled).epsilon(1e-9));
+  CHECK(m.step_time == approx(timeline_makespan(g, medians)).epsilon(1e-9));
+  CHECK(by_class == approx(scaled).epsilon(1e-9));
   // The event nodes' cost is taken off the op times: on one stream they add up to the
   // untimed replay (exactly, unless a sample was floored at 0, which only adds).
   const double built_sum = std::accumulate(medians.begin(), medians.end(), 0.0);

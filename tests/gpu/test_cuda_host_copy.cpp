@@ -18,8 +18,10 @@
 #include "backends/cuda/cuda_stream_plan.hpp"
 #include "core/errors.hpp"
 #include "gpu_test_util.hpp"
+#include "../approx.hpp"
 
 using namespace perfsim;
+using perfsim::test::approx;
 using namespace perfsim::cuda::test;
 
 namespace {
@@ -267,7 +269,7 @@ TEST_CASE("cuda host copy: an upload on a side stream beside GEMMs, eager and re
                         m.executed_wall * 1e3, serial * 1e3));
     // Eager and replayed alike (a replay times its ops with event nodes on their streams):
     // the step is composed on the stream timeline, the upload beside the two GEMMs.
-    CHECK(m.step_time == doctest::Approx(std::max(m.ops[0].median, m.ops[1].median + m.ops[2].median)));
+    CHECK(m.step_time == approx(std::max(m.ops[0].median, m.ops[1].median + m.ops[2].median)));
     // The real overlap is a timing, reported rather than asserted here (bench_copy measures it;
     // under compute-sanitizer kernels serialize): the whole run is well under the serial sum.
     WARN(m.executed_wall < 0.8 * serial);

@@ -14,6 +14,9 @@
 #include "backends/cuda/nccl_comm.hpp"
 #include "core/errors.hpp"
 #include "gpu_test_util.hpp"
+#include "../approx.hpp"
+
+using perfsim::test::approx;
 
 namespace perfsim::cuda {
 namespace {
@@ -169,8 +172,8 @@ TEST_CASE("nccl timed collective: sizes and bandwidths follow the nccl-tests def
   CHECK(r.time > 0);
   CHECK(r.min_time <= r.time);
   CHECK(r.batch >= 1);
-  CHECK(r.algbw == doctest::Approx(static_cast<double>(r.bytes) / r.time));
-  CHECK(r.busbw == doctest::Approx(r.algbw * (n - 1.0) / n));
+  CHECK(r.algbw == approx(static_cast<double>(r.bytes) / r.time));
+  CHECK(r.busbw == approx(r.algbw * (n - 1.0) / n));
 }
 
 TEST_CASE("nccl communicator refuses a GPU listed twice") {
