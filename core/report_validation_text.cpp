@@ -26,11 +26,9 @@ std::string op_where(const OpError& e) {
   return fmt::format("{}/{}/{} {}", e.scenario, e.step, e.op, format_signed_percent(e.error));
 }
 
-// One row of the overall table from a list of signed errors and the worst figure's label.
-std::vector<std::string> stats_row(const std::string& figure, const std::vector<double>& errors,
-                                   const std::string& worst) {
-  if (errors.empty()) return {figure, "0", dash, dash, dash, "not measured"};
-  const ErrorStats s = abs_error_stats(errors);
+// One row of the overall table from a family's statistics and the worst figure's label.
+std::vector<std::string> stats_row(const std::string& figure, const ErrorStats& s, const std::string& worst) {
+  if (s.count == 0) return {figure, "0", dash, dash, dash, "not measured"};
   return {figure, std::to_string(s.count), format_percent(s.median), format_percent(s.p90),
           format_percent(s.max), worst};
 }
@@ -46,28 +44,20 @@ ReportSection overall_section(const ValidationSummary& s, const ValidationContex
   t.add_column("max");
   t.add_column("worst", Align::left);
 
-  std::vector<double> ops;
-  for (const OpError& e : s.ops) ops.push_back(e.error);
   const OpError* worst_op = nullptr;
   for (const OpError& e : s.ops)
     if (worst_op == nullptr || std::fabs(e.error) > std::fabs(worst_op->error)) worst_op = &e;
-  t.add_row(stats_row("per-op time", ops, worst_op != nullptr ? op_where(*worst_op) : ""));
+  t.add_row(stats_row("per-op time", s.all_ops, worst_op != nullptr ? op_where(*worst_op) : ""));
 
-  std::vector<double> times, memory, speedups;
-  for (const StepValidation& v : s.steps) {
-    if (v.time_error) times.push_back(*v.time_error);
-    if (v.memory_error) memory.push_back(*v.memory_error);
-  }
-  for (const SpeedupValidation& sp : s.speedups) speedups.push_back(sp.error);
   const auto wt = worst_step_time(s);
-  t.add_row(stats_row("step time (end to end)", times,
+  t.add_row(stats_row("step time (end to end)", s.step_time,
                       wt ? where(wt->scenario, wt->step) + " " + opt_percent(wt->time_error) : ""));
   const auto ws = worst_speedup(s);
-  t.add_row(stats_row("speedup per optimization", speedups,
+  t.add_row(stats_row("speedup per optimization", s.speedup,
                       ws ? where(ws->scenario, ws->step) + " " + format_signed_percent(ws->error)
                          : ""));
   const auto wm = worst_memory(s);
-  t.add_row(stats_row("peak memory", memory,
+  t.add_row(stats_row("peak memory", s.memory,
                       wm ? where(wm->scenario, wm->step) + " " + opt_percent(wm->memory_error)
                          : ""));
 

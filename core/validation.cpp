@@ -116,6 +116,15 @@ ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
   all.reserve(out.ops.size());
   for (const OpError& e : out.ops) all.push_back(e.error);
   out.all_ops = abs_error_stats(all);
+  std::vector<double> times, memory, speedups;
+  for (const StepValidation& v : out.steps) {
+    if (v.time_error) times.push_back(*v.time_error);
+    if (v.memory_error) memory.push_back(*v.memory_error);
+  }
+  for (const SpeedupValidation& sp : out.speedups) speedups.push_back(sp.error);
+  out.step_time = abs_error_stats(times);
+  out.memory = abs_error_stats(memory);
+  out.speedup = abs_error_stats(speedups);
   for (OpClass c : all_op_classes) {
     std::vector<double> errors;
     const OpError* worst = nullptr;

@@ -64,6 +64,7 @@ struct ValidationSummary {
   std::vector<OpError> ops;                 // every executed op with a positive measured median
   std::vector<ClassValidation> classes;     // in all_op_classes order, classes with ops only
   ErrorStats all_ops;                       // over every op of `ops`
+  ErrorStats step_time, memory, speedup;    // over the measured steps' errors and `speedups`
   std::vector<StepValidation> steps;        // every step of every run, in order
   std::vector<SpeedupValidation> speedups;  // steps after the first whose pair was measured
   std::size_t unmeasured_steps = 0;         // steps without a measurement

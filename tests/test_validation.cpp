@@ -154,6 +154,12 @@ TEST_CASE("validation: per-op, step, memory and speedup errors of a run") {
   CHECK_FALSE(s.steps[2].measured_time);
   CHECK(s.steps[2].note == "cpu backend has no fp8 GEMM");
   CHECK(s.unmeasured_steps == 1);
+  // The families over the measured steps: times {0.25, 1.0}, memory {0.25, 0.0526}.
+  CHECK(s.step_time.count == 2);
+  CHECK(s.step_time.median == approx(0.625));
+  CHECK(s.step_time.max == approx(1.0));
+  CHECK(s.memory.count == 2);
+  CHECK(s.memory.max == approx(0.25));
 
   // Only +batching has a measured pair; +fp8 was not measured.
   REQUIRE(s.speedups.size() == 1);
@@ -161,6 +167,8 @@ TEST_CASE("validation: per-op, step, memory and speedup errors of a run") {
   CHECK(s.speedups[0].predicted == approx(2.0));
   CHECK(s.speedups[0].measured == approx(3.2));
   CHECK(s.speedups[0].error == approx(-0.375));
+  CHECK(s.speedup.count == 1);
+  CHECK(s.speedup.median == approx(0.375));
 
   CHECK(worst_step_time(s)->step == "+batching");
   CHECK(worst_memory(s)->step == "baseline");
