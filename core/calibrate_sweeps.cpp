@@ -120,15 +120,16 @@ std::vector<GemmCell> runnable_cells(const SweepContext& ctx, std::vector<GemmCe
   return runnable;
 }
 
-// Runs the cells packed into graphs of at most max_graph_bytes of operands; `each` sees every
-// graph with its measurement. Returns the graphs run.
-int run_cells(const SweepContext& ctx, const GemmSweepPlan& gp, const std::vector<GemmCell>& cells,
-              SweepClock& clock, std::string& refused,
-              const std::function<void(const std::vector<GemmCell>&, const Graph&, const Measurement&)>& each) {
+// Runs the cells packed into graphs of at most max_graph_bytes of operands, timing the sweep
+// into `s` (graphs, seconds); `each` sees every graph with its measurement.
+void run_cells(const SweepContext& ctx, const GemmSweepPlan& gp, const std::vector<GemmCell>& cells,
+               SweepSummary& s, std::string& refused,
+               const std::function<void(const std::vector<GemmCell>&, const Graph&, const Measurement&)>& each) {
   std::vector<double> bytes;
   for (const GemmCell& c : cells) bytes.push_back(gemm_cell_bytes(c));
-  int graphs = 0;
-  for (const auto& group : pack_interleaved(bytes, gp.max_graph_bytes)) {
+  const auto groups = pack_interleaved(bytes, gp.max_graph_bytes);
+  SweepClock clock(ctx, s.sweep, static_cast<int>(groups.size()));
+  for (const auto& group : groups) {
     std::vector<GemmCell> part;
     for (std::size_t i : group) part.push_back(cells[i]);
     Graph g = gemm_cells_graph(part);
@@ -138,10 +139,10 @@ int run_cells(const SweepContext& ctx, const GemmSweepPlan& gp, const std::vecto
     } catch (const NotExecutable& e) {
       if (refused.empty()) refused = e.what();
     }
-    ++graphs;
+    ++s.graphs;
     clock.step();
   }
-  return graphs;
+  s.seconds = clock.seconds();
 }
 
 // A table or curve is keyed by the dtype the cost model prices at: measure only dtypes the
@@ -152,12 +153,6 @@ bool skipped_unpriced(const SweepContext& ctx, DType t, SweepSummary& s, std::ve
   s.fitted = fmt::format("skipped: {} has no {} peak", ctx.base.name, name_of(t));
   out.push_back(s);
   return true;
-}
-
-int group_count(const GemmSweepPlan& gp, const std::vector<GemmCell>& cells) {
-  std::vector<double> bytes;
-  for (const GemmCell& c : cells) bytes.push_back(gemm_cell_bytes(c));
-  return static_cast<int>(pack_interleaved(bytes, gp.max_graph_bytes).size());
 }
 
 }  // namespace
@@ -173,11 +168,9 @@ void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_
     std::string refused;
     const std::vector<GemmCell> cells =
         runnable_cells(ctx, cells_in_budget(ctx, gp, t, false, over_budget), refused);
-    SweepClock clock(ctx, s.sweep, group_count(gp, cells));
     std::vector<std::optional<double>> measured(nm * nn * nk);
     std::size_t ran = 0;
-    s.graphs = run_cells(ctx, gp, cells, clock, refused,
-                         [&](const std::vector<GemmCell>& part, const Graph& g, const Measurement& m) {
+    run_cells(ctx, gp, cells, s, refused, [&](const std::vector<GemmCell>& part, const Graph& g, const Measurement& m) {
       for (std::size_t i = 0; i < part.size(); ++i) {
         if (!m.ops[i].executed || !(m.ops[i].median > 0)) continue;
         const OpCost cost = predict_op(g.ops[i], g, ctx.base);
@@ -188,7 +181,6 @@ void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_
         ++ran;
       }
     });
-    s.seconds = clock.seconds();
     if (ran == 0) {
       s.fitted = fmt::format("skipped: no cell ran{}", refused.empty() ? "" : " (" + refused + ")");
       out.push_back(s);
@@ -211,15 +203,12 @@ void sweep_unaligned_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, doub
     std::size_t over_budget = 0;
     std::string refused;
     const std::vector<GemmCell> cells = runnable_cells(ctx, cells_in_budget(ctx, gp, t, true, over_budget), refused);
-    SweepClock clock(ctx, s.sweep, group_count(gp, cells));
     std::size_t ran = 0;
-    s.graphs = run_cells(ctx, gp, cells, clock, refused,
-                         [&](const std::vector<GemmCell>&, const Graph& g, const Measurement& m) {
+    run_cells(ctx, gp, cells, s, refused, [&](const std::vector<GemmCell>&, const Graph& g, const Measurement& m) {
       const std::size_t before = fit.point_count();
       fit.add(g, m, ctx.base, launch_graph);
       ran += fit.point_count() - before;
     });
-    s.seconds = clock.seconds();
     s.fitted = ran == 0 ? fmt::format("skipped: no cell ran{}", refused.empty() ? "" : " (" + refused + ")")
                         : fmt::format("{} cells measured (gemm/{}/*/unaligned curves), {} over budget{}", ran,
                                       name_of(t), over_budget, refused.empty() ? "" : "; some refused: " + refused);
