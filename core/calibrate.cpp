@@ -80,19 +80,21 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   // a graph mode (CPU) both launches are the floor and nothing waits for a host.
   hw.launch_graph = launch_graph;
   hw.launch_eager = launch_graph;
+  hw.launch_wait = 0;
   hw.dispatch_eager = 0;
   hw.dispatch_by_kind.clear();
   hw.dispatch_fixed_by_kind.clear();
   if (!samples.cases.empty()) {
     const DispatchFit df = fit_dispatch(samples.cases, launch_graph);
     hw.launch_eager = df.launch_eager;
+    hw.launch_wait = df.launch_wait;
     hw.dispatch_eager = df.dispatch_eager;
     hw.dispatch_by_kind = df.by_kind;
     hw.dispatch_fixed_by_kind = df.fixed_by_kind;
     launch.fitted = fmt::format(
-        "launch_eager {}, launch_graph {}, host dispatch {} (median of {} kinds; {} graphs, eager "
-        "steps within {:.1f}% median)",
-        format_duration(hw.launch_eager), format_duration(hw.launch_graph),
+        "launch_eager {}, launch_graph {}, launch_wait {}, host dispatch {} (median of {} kinds; {} "
+        "graphs, eager steps within {:.1f}% median)",
+        format_duration(hw.launch_eager), format_duration(hw.launch_graph), format_duration(hw.launch_wait),
         format_duration(hw.dispatch_eager), hw.dispatch_by_kind.size(), samples.cases.size(),
         100 * df.step_error);
   } else {

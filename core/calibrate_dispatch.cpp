@@ -18,24 +18,32 @@ bool usable(const EagerCase& c, std::size_t i) {
   return c.graph.ops[i].kind != OpKind::host && c.graph_medians[i] > 0 && c.eager_medians[i] > 0;
 }
 
-// Host seconds to issue one op: fixed + per kernel × kernels launched (0 for unknown kinds).
-double issue_seconds(const Op& op, const DispatchFit& d) {
+// The host's issue of one op: fixed + per kernel × kernels launched (nothing for unknown kinds).
+HostIssue issue_of(const Op& op, const DispatchFit& d) {
   const auto per = d.by_kind.find(op.kind);
-  if (op.kind == OpKind::host || per == d.by_kind.end()) return 0.0;
+  if (op.kind == OpKind::host || per == d.by_kind.end()) return HostIssue{0, 0, 1};
   const auto fixed = d.fixed_by_kind.find(op.kind);
-  return (fixed == d.fixed_by_kind.end() ? 0.0 : fixed->second) + per->second * kernel_launches(op);
+  return HostIssue{fixed == d.fixed_by_kind.end() ? 0.0 : fixed->second, per->second, kernel_launches(op)};
 }
 
-// The eager per-op times the host-paced timeline predicts for one case: graph median + gap,
-// plus the wait for the host's issue.
-std::vector<double> predict_case(const EagerCase& c, double gap, const DispatchFit& dispatch) {
+// The eager launch's two device costs: `queued` on every eager kernel, `wait` more on a
+// kernel the device sits idle for.
+struct EagerLaunch {
+  double queued = 0;
+  double wait = 0;
+};
+
+// The eager per-op times the host-paced timeline predicts for one case: graph median + the
+// queued cost, plus the wait for the host's issue (each launch seen `wait` after it).
+std::vector<double> predict_case(const EagerCase& c, EagerLaunch launch, const DispatchFit& dispatch) {
   const std::size_t n = c.graph.ops.size();
-  std::vector<double> device(n), issue(n);
+  std::vector<double> device(n);
+  std::vector<HostIssue> issue(n);
   for (std::size_t i = 0; i < n; ++i) {
-    device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + gap : 0.0;
-    issue[i] = issue_seconds(c.graph.ops[i], dispatch);
+    device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + launch.queued : 0.0;
+    issue[i] = issue_of(c.graph.ops[i], dispatch);
   }
-  const std::vector<double> waits = host_paced_waits(c.graph, device, issue);
+  const std::vector<double> waits = host_paced_waits(c.graph, device, issue, true, launch.wait);
   for (std::size_t i = 0; i < n; ++i) device[i] += waits[i];
   return device;
 }
@@ -47,8 +55,8 @@ struct CaseError {
   std::size_t ops = 0;
 };
 
-CaseError case_error(const EagerCase& c, double gap, const DispatchFit& dispatch) {
-  const std::vector<double> predicted = predict_case(c, gap, dispatch);
+CaseError case_error(const EagerCase& c, EagerLaunch launch, const DispatchFit& dispatch) {
+  const std::vector<double> predicted = predict_case(c, launch, dispatch);
   CaseError e;
   double predicted_step = 0, measured_step = 0;
   for (std::size_t i = 0; i < predicted.size(); ++i) {
@@ -63,10 +71,10 @@ CaseError case_error(const EagerCase& c, double gap, const DispatchFit& dispatch
 }
 
 // Summed |log error| of every op, plus every step weighted by its op count.
-double objective(const std::vector<EagerCase>& cases, double gap, const DispatchFit& dispatch) {
+double objective(const std::vector<EagerCase>& cases, EagerLaunch launch, const DispatchFit& dispatch) {
   double total = 0;
   for (const EagerCase& c : cases) {
-    const CaseError e = case_error(c, gap, dispatch);
+    const CaseError e = case_error(c, launch, dispatch);
     total += e.log_sum + static_cast<double>(e.ops) * std::abs(std::log1p(e.step));
   }
   return total;
@@ -118,17 +126,23 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
 
   DispatchFit fit;
   for (const auto& [k, samples] : host_by_kind) fit_kind(k, samples.first, samples.second, fit);
-  double gap = 0, best = objective(cases, 0, fit);
-  for (double g : candidates(0.05e-6, 20e-6, 96))
-    if (const double f = objective(cases, g, fit); f < best) best = f, gap = g;
+  // Both launch costs over one grid (0 included: either may be absent).
+  std::vector<double> grid = candidates(0.05e-6, 20e-6, 96);
+  grid.insert(grid.begin(), 0.0);
+  EagerLaunch launch;
+  double best = objective(cases, launch, fit);
+  for (double q : grid)
+    for (double w : grid)
+      if (const double f = objective(cases, EagerLaunch{q, w}, fit); f < best) best = f, launch = EagerLaunch{q, w};
 
-  fit.launch_eager = launch_graph + gap;
+  fit.launch_eager = launch_graph + launch.queued;
+  fit.launch_wait = launch.wait;
   std::vector<double> values;
   for (const auto& [k, v] : fit.by_kind) values.push_back(v);
   fit.dispatch_eager = median_or_zero(values);
   std::vector<double> errs;
   for (const EagerCase& c : cases)
-    if (const CaseError e = case_error(c, gap, fit); e.ops > 0) errs.push_back(std::abs(e.step));
+    if (const CaseError e = case_error(c, launch, fit); e.ops > 0) errs.push_back(std::abs(e.step));
   fit.step_error = median_or_zero(errs);
   return fit;
 }

@@ -1,8 +1,9 @@
 // The eager launch path of a profile from calibration graphs timed both replayed and eager:
 // how long the host takes to issue each kind of op (Hardware::dispatch_by_kind: the median of
-// the host time the backend measured issuing ops of that kind) and the device's extra cost
-// per eagerly launched kernel (launch_eager − launch_graph), fitted through the cost model's
-// own host-paced timeline (host_paced_waits) so that it reproduces the eager measurements.
+// the host time the backend measured issuing ops of that kind) and the device's costs of an
+// eager launch: on every kernel (launch_eager − launch_graph) and, on a kernel the device
+// waits for, its latency (launch_wait), fitted through the cost model's own host-paced
+// timeline (host_paced_waits) so that it reproduces the eager measurements.
 #pragma once
 #include <map>
 #include <vector>
@@ -21,7 +22,8 @@ struct EagerCase {
 };
 
 struct DispatchFit {
-  double launch_eager = 0;              // launch_graph + the extra device gap of an eager launch
+  double launch_eager = 0;              // launch_graph + the device's extra cost per eager kernel
+  double launch_wait = 0;               // and more on a kernel the device waited for
   double dispatch_eager = 0;            // the median of by_kind: kinds never measured
   std::map<OpKind, double> by_kind;     // host seconds per kernel an op of each kind launches
   std::map<OpKind, double> fixed_by_kind;  // host seconds per op on top (kinds fitted by a line)
@@ -32,9 +34,10 @@ struct DispatchFit {
 // (kernel_launches; kinds without one: none). Kinds whose ops were seen launching different
 // numbers of kernels get a line instead, host = fixed + per_kernel × launches (fit_line, both
 // terms positive; else the median).
-// The extra gap: the candidate minimising the summed |log(predicted / measured)| of every op
-// plus, weighted by its op count, of every case's step (Σ per-op × count), where predicted =
-// graph median + gap + the host wait of the paced timeline. Throws std::invalid_argument
+// The two launch costs: the pair of candidates minimising the summed |log(predicted /
+// measured)| of every op plus, weighted by its op count, of every case's step (Σ per-op ×
+// count), where predicted = graph median + the extra cost + the host wait of the paced
+// timeline run with that latency. Throws std::invalid_argument
 // without an op measured both ways.
 [[nodiscard]] DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_graph);
 

@@ -75,22 +75,22 @@ std::string describe_profile(const Hardware& hw, const std::vector<OpCost>& ops)
 // An eager step on a profile that models host dispatch: each op also waits for the host to
 // issue it (host_paced_waits, one pass over the graph as built). The wait joins the op's time,
 // as it does in per-op events measured on the device, and the issue no longer needs charging
-// to stream 0 separately (OpCost::launch_time is then only the device's per-kernel cost).
+// to stream 0 separately. A launch the device waits for also pays its latency (launch_wait).
 void pace_by_host(const Graph& g, const Hardware& hw, bool copy_engines, std::vector<OpCost>& ops) {
-  std::vector<double> device, dispatch;
+  std::vector<double> device;
+  std::vector<HostIssue> issue;
   device.reserve(ops.size());
-  dispatch.reserve(ops.size());
+  issue.reserve(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = g.ops[i];
     device.push_back(ops[i].time);
     // Host ops are the host's own work; they issue no kernel.
-    dispatch.push_back(g.ops[i].kind == OpKind::host
-                           ? 0.0
-                           : hw.dispatch_fixed(g.ops[i].kind) +
-                                 hw.dispatch(g.ops[i].kind) * kernel_launches(g.ops[i]));
+    if (op.kind == OpKind::host) issue.push_back(HostIssue{0, 0, 1});
+    else issue.push_back(HostIssue{hw.dispatch_fixed(op.kind), hw.dispatch(op.kind), kernel_launches(op)});
   }
-  const std::vector<double> waits = host_paced_waits(g, device, dispatch, copy_engines);
+  const std::vector<double> waits = host_paced_waits(g, device, issue, copy_engines, hw.launch_wait);
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    ops[i].dispatch_time = dispatch[i];
+    ops[i].dispatch_time = issue[i].seconds();
     ops[i].host_wait = waits[i];
     ops[i].time += waits[i];
   }

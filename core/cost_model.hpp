@@ -62,14 +62,25 @@ struct Prediction {
 [[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<double>& op_seconds,
                                        bool copy_engines = true,
                                        const std::vector<double>& issue_seconds = {});
-// Eager issue (one pass over the graph as built, every count 1): the host issues op i
-// dispatch_seconds[i] after op i-1, and the op starts no sooner than that nor than the timeline
-// above lets it. Returns per op how long it waited for the host beyond that: the time a
-// host-bound eager step adds to each op, as per-op events on the device measure it.
+// The host's issue of one eager op: `fixed` seconds, then `kernels` launches of `per_kernel`
+// seconds each. The device starts each kernel as soon as it is issued, so an op of many
+// kernels overlaps its own issue (materialized attention's per-head GEMM calls).
+struct HostIssue {
+  double fixed = 0;
+  double per_kernel = 0;
+  int kernels = 1;
+  [[nodiscard]] double seconds() const { return fixed + per_kernel * kernels; }
+};
+// Eager issue (one pass over the graph as built, every count 1): the host issues op i after
+// op i-1, kernel by kernel; the op's device time is split evenly over its kernels, each of which
+// starts no sooner than `latency` after its issue (the device sees a launch that late) nor
+// than the timeline above lets the op start: a kernel queued behind running work hides its
+// latency. Returns per op how long it waited for the host beyond that: the time a host-bound
+// eager step adds to each op, as per-op events on the device measure it.
 [[nodiscard]] std::vector<double> host_paced_waits(const Graph& g,
                                                    const std::vector<double>& device_seconds,
-                                                   const std::vector<double>& dispatch_seconds,
-                                                   bool copy_engines = true);
+                                                   const std::vector<HostIssue>& issue,
+                                                   bool copy_engines = true, double latency = 0);
 // The same over predicted costs (OpCost::time, issued in OpCost::launch_time).
 [[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs,
                                        bool copy_engines = true);

@@ -26,6 +26,10 @@ struct Hardware {
   int sm_count = 0;            // SMs (GPU) or cores (CPU)
   double launch_eager = 0;     // seconds of fixed device cost per op launched eagerly
   double launch_graph = 0;     // seconds per op when replayed from a captured graph
+  // Seconds more an eager launch costs when the device sits idle waiting for it (the launch's
+  // latency, hidden when the kernel queues behind running work); only host-paced eager steps
+  // (models_dispatch) charge it.
+  double launch_wait = 0;
   // Host seconds to issue one kernel eagerly (framework and driver work); an eager op starts
   // no sooner than the host has issued its kernels (kernel_launches, op_metrics.hpp). 0 = the
   // host never holds the device back. dispatch_by_kind overrides it per op kind (calibrated);

@@ -117,15 +117,24 @@ double timeline_makespan(const Graph& g, const std::vector<double>& op_seconds,
 }
 
 std::vector<double> host_paced_waits(const Graph& g, const std::vector<double>& device_seconds,
-                                     const std::vector<double>& dispatch_seconds, bool copy_engines) {
-  check_sizes(g, device_seconds.size(), dispatch_seconds.size());
+                                     const std::vector<HostIssue>& issue, bool copy_engines, double latency) {
+  check_sizes(g, device_seconds.size(), issue.size());
   Placer placer(g, copy_engines);
   std::vector<double> waits(g.ops.size(), 0.0);
   double issued = 0;  // host clock: when the host has finished issuing op i
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
-    issued += dispatch_seconds[i];
+    const HostIssue& h = issue[i];
+    const int kernels = std::max(1, h.kernels);
     const double ready = placer.ready(i);
-    const double start = std::max(ready, issued);
+    const double piece = device_seconds[i] / kernels;
+    const double first = issued + h.fixed;  // the host starts launching the op's kernels
+    double finish = ready;
+    for (int k = 1; k <= kernels; ++k) {
+      finish = std::max(finish, first + k * h.per_kernel + latency) + piece;
+    }
+    issued = first + kernels * h.per_kernel;
+    // The op occupies its stream as if it had started this late and run its device time.
+    const double start = finish - device_seconds[i];
     waits[i] = start - ready;
     placer.run(i, start, device_seconds[i]);
   }

@@ -105,7 +105,7 @@ const std::vector<std::string>& hardware_fields() {
       "nvlink",        "pcie",          "infiniband",   "compute_efficiency",
       "memory_efficiency", "calibrated", "source",      "aliases",      "host_copy_bandwidth",
       "base",          "measured",      "gemm",         "kernels",      "collectives",
-      "dispatch_eager", "dispatch", "dispatch_fixed"};
+      "dispatch_eager", "dispatch", "dispatch_fixed", "launch_wait"};
   return f;
 }
 
@@ -125,6 +125,8 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
   r.read("sm_count", hw.sm_count);
   r.read("launch_eager", hw.launch_eager);
   r.read("launch_graph", hw.launch_graph);
+  r.read("launch_wait", hw.launch_wait);
+  if (hw.launch_wait < 0) throw ConfigError(fmt::format("{}: launch_wait must be >= 0", what));
   r.read("host_overhead", hw.host_overhead);
   r.read("host_copy_bandwidth", hw.host_copy_bandwidth);
   r.read("dispatch_eager", hw.dispatch_eager);
@@ -191,6 +193,7 @@ void push_hardware(lua_State* L, const Hardware& hw) {
   set_number(L, "sm_count", hw.sm_count);
   set_number(L, "launch_eager", hw.launch_eager);
   set_number(L, "launch_graph", hw.launch_graph);
+  set_number(L, "launch_wait", hw.launch_wait);
   set_number(L, "host_overhead", hw.host_overhead);
   set_number(L, "host_copy_bandwidth", hw.host_copy_bandwidth);
   set_number(L, "dispatch_eager", hw.dispatch_eager);

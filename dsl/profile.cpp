@@ -170,6 +170,8 @@ std::string profile_to_lua(const Hardware& hw) {
                      num(hw.memory_bytes), num(hw.memory_bandwidth), num(hw.l2_bytes), hw.sm_count);
   out += fmt::format("  launch_eager = {},   -- seconds per op launched eagerly\n", num(hw.launch_eager));
   out += fmt::format("  launch_graph = {},   -- seconds per op replayed from a CUDA graph\n", num(hw.launch_graph));
+  out += fmt::format("  launch_wait = {},    -- seconds more when the device waits for an eager launch\n",
+                     num(hw.launch_wait));
   out += fmt::format("  host_overhead = {},\n  host_copy_bandwidth = {},\n", num(hw.host_overhead),
                      num(hw.host_copy_bandwidth));
   out += fmt::format("  dispatch_eager = {}, -- host seconds to issue one op eagerly\n", num(hw.dispatch_eager));

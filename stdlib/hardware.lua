@@ -10,6 +10,10 @@ local MiB = 1024 * 1024
 -- latency when issued eagerly and ~1 us per kernel when replayed from a CUDA graph.
 local LAUNCH_EAGER = 4e-6
 local LAUNCH_GRAPH = 1e-6
+-- Host seconds to issue one kernel eagerly: the same ~4 us (the host issues kernels no faster
+-- than it launches them), so an op of many kernels (materialized attention's per-head GEMM
+-- calls) waits for its issue. Calibration measures it per op kind.
+local DISPATCH_EAGER = LAUNCH_EAGER
 -- Typical host work per step of a lean C++ runtime (sampling, bookkeeping); Python serving
 -- frameworks spend 10-100x more. Calibration replaces it.
 local HOST_OVERHEAD = 10e-6
@@ -68,6 +72,7 @@ local function gpu(e)
   e.kind = "gpu"
   e.launch_eager = LAUNCH_EAGER
   e.launch_graph = LAUNCH_GRAPH
+  e.dispatch_eager = DISPATCH_EAGER
   e.host_overhead = HOST_OVERHEAD
   e.host_copy_bandwidth = e.host_copy_bandwidth or HOST_COPY_BANDWIDTH
   e.nvlink = link(e.nvlink or 0, NVLINK_LATENCY)

@@ -31,42 +31,47 @@ Graph chain_of(const std::vector<OpKind>& kinds) {
   return g;
 }
 
-// Eager medians as the paced timeline makes them: device = graph median + gap, plus waits.
+// Eager medians as the paced timeline makes them: graph median + the queued cost, plus waits
+// (a launch waited for seen `wait` late).
 EagerCase synthetic(const Graph& g, const std::vector<double>& graph_medians,
-                    const std::map<OpKind, double>& dispatch, double gap) {
-  std::vector<double> device, issue;
+                    const std::map<OpKind, double>& dispatch, double queued, double wait) {
+  std::vector<double> host, device;
+  std::vector<HostIssue> issue;
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
-    device.push_back(graph_medians[i] + gap);
-    issue.push_back(dispatch.at(g.ops[i].kind));
+    device.push_back(graph_medians[i] + queued);
+    host.push_back(dispatch.at(g.ops[i].kind));
+    issue.push_back(HostIssue{0, host.back(), 1});
   }
-  const std::vector<double> waits = host_paced_waits(g, device, issue);
+  const std::vector<double> waits = host_paced_waits(g, device, issue, true, wait);
   std::vector<double> eager;
   for (std::size_t i = 0; i < g.ops.size(); ++i) eager.push_back(device[i] + waits[i]);
-  return {g, graph_medians, eager, issue};
+  return {g, graph_medians, eager, host};
 }
 
 }  // namespace
 
-TEST_CASE("calibrate: the eager dispatch per kind and the extra gap come back from the fit") {
+TEST_CASE("calibrate: the eager dispatch per kind and both launch costs come back from the fit") {
   const std::map<OpKind, double> dispatch = {{OpKind::gemm, 14e-6}, {OpKind::rmsnorm, 7e-6},
                                              {OpKind::residual_add, 5e-6}};
-  const double gap = 1.5e-6;
-  // Small ops in a row are host bound (they show the dispatch), long GEMMs let the host run
-  // ahead (they show the gap); two graphs of different mixes.
+  const double queued = 0.8e-6, wait = 1.5e-6;
+  // Small ops in a row are host bound (they show the dispatch and the wait), long GEMMs let
+  // the host run ahead (the ops queued behind them show the queued cost); two graphs of
+  // different mixes.
   const Graph a = chain_of({OpKind::rmsnorm, OpKind::gemm, OpKind::residual_add, OpKind::rmsnorm,
                             OpKind::gemm, OpKind::gemm, OpKind::residual_add, OpKind::residual_add});
   const Graph b = chain_of({OpKind::residual_add, OpKind::residual_add, OpKind::residual_add, OpKind::gemm,
                             OpKind::rmsnorm, OpKind::rmsnorm, OpKind::gemm, OpKind::rmsnorm});
   const std::vector<EagerCase> cases = {
-      synthetic(a, {3e-6, 40e-6, 1.5e-6, 3e-6, 8e-6, 60e-6, 1.5e-6, 1.5e-6}, dispatch, gap),
-      synthetic(b, {1.5e-6, 1.5e-6, 1.5e-6, 25e-6, 3e-6, 3e-6, 4e-6, 3e-6}, dispatch, gap)};
+      synthetic(a, {3e-6, 40e-6, 1.5e-6, 3e-6, 8e-6, 60e-6, 1.5e-6, 1.5e-6}, dispatch, queued, wait),
+      synthetic(b, {1.5e-6, 1.5e-6, 1.5e-6, 25e-6, 3e-6, 3e-6, 4e-6, 3e-6}, dispatch, queued, wait)};
   const DispatchFit fit = fit_dispatch(cases, 1e-6);
   CHECK(fit.by_kind.at(OpKind::gemm) == approx(14e-6));
   CHECK(fit.by_kind.at(OpKind::rmsnorm) == approx(7e-6));
   CHECK(fit.by_kind.at(OpKind::residual_add) == approx(5e-6));
   CHECK(fit.dispatch_eager == approx(7e-6));  // median of the three
-  // The gap candidates step by 6.5%: recovered within a step.
-  CHECK(fit.launch_eager == approx(1e-6 + gap).epsilon(0.05));
+  // The candidates step by 6.5%: each recovered within a step.
+  CHECK(fit.launch_eager - 1e-6 == approx(queued).epsilon(0.065));
+  CHECK(fit.launch_wait == approx(wait).epsilon(0.065));
   CHECK(fit.step_error < 0.02);
   CHECK_THROWS_AS((void)fit_dispatch({}, 1e-6), std::invalid_argument);
 }

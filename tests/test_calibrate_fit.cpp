@@ -104,7 +104,8 @@ Hardware fake_datasheet() {
   return hw;
 }
 
-constexpr double true_launch_graph = 1e-7, true_launch_eager = 4e-7;
+constexpr double true_launch_graph = 1e-7, true_launch_eager = 4e-7, true_launch_wait = 5e-7;
+constexpr double true_dispatch = 1e-6;  // host seconds to issue any op eagerly
 constexpr double true_pcie_latency = 5e-6, true_pcie_bw = 25e9, true_staging_bw = 8e9;
 constexpr double true_coll_latency = 10e-6, true_coll_bw = 90e9;
 
@@ -133,7 +134,21 @@ class FakeBackend final : public Backend {
   [[nodiscard]] Measurement run(const Graph& g, const RunOptions&) override {
     Measurement m;
     m.backend = "fake";
+    // Kernels run for their true efficiency plus the launch of their mode; eagerly, the host
+    // issues one op per true_dispatch, and a kernel the device waits for starts
+    // true_launch_wait after its issue.
+    std::vector<double> device;
     for (const Op& op : g.ops) {
+      const OpCost c = predict_op(op, g, m_hw);
+      const CalibrationPoint p = calibration_point(op, c, m_hw);
+      device.push_back(p.roofline_seconds / true_efficiency(op, p) + (g.graphed ? true_launch_graph : true_launch_eager));
+    }
+    const std::vector<double> waits =
+        g.graphed ? std::vector<double>(g.ops.size(), 0.0)
+                  : host_paced_waits(g, device, std::vector<HostIssue>(g.ops.size(), HostIssue{0, true_dispatch, 1}),
+                                     true, true_launch_wait);
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      const Op& op = g.ops[i];
       OpMeasurement om;
       om.op = op.id;
       om.executed = true;
@@ -141,9 +156,8 @@ class FakeBackend final : public Backend {
         om.median = true_launch_eager + true_pcie_latency + host->bytes() / true_pcie_bw +
                     (host->residence == Residence::host_pageable ? host->bytes() / true_staging_bw : 0.0);
       } else {
-        const OpCost c = predict_op(op, g, m_hw);
-        const CalibrationPoint p = calibration_point(op, c, m_hw);
-        om.median = p.roofline_seconds / true_efficiency(op, p) + (g.graphed ? true_launch_graph : true_launch_eager);
+        om.median = device[i] + waits[i];
+        if (!g.graphed) om.host = true_dispatch;
       }
       om.min = om.median;
       m.ops.push_back(om);
@@ -230,10 +244,14 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   CHECK(hw.calibration.measured_on.mode == "quick");
 
   // The chain's one-element adds (12 bytes at 10 GB/s and efficiency 0.5: 2.4 ns) stay in the
-  // graph floor; the eager gap over it comes from candidates 6.5% apart (half a step: 3.3%).
+  // graph floor; the eager launch's costs over it come from candidates 6.5% apart (half a
+  // step: 3.3%), the host's issue per op from the measured host times.
   constexpr double chain_kernel = 12.0 / 1e10 / 0.5;
   CHECK(hw.launch_graph == approx(true_launch_graph + chain_kernel));
   CHECK(hw.launch_eager - hw.launch_graph == approx(true_launch_eager - true_launch_graph).epsilon(0.033));
+  CHECK(hw.launch_wait == approx(true_launch_wait).epsilon(0.033));
+  CHECK(hw.dispatch(OpKind::rmsnorm) == approx(true_dispatch));
+  CHECK(hw.dispatch_eager == approx(true_dispatch));
 
   REQUIRE(hw.calibration.gemm.count(DType::bf16) == 1);
   CHECK(hw.calibration.gemm.count(DType::fp8) == 0);

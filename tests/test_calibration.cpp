@@ -253,6 +253,7 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   hw.calibrated = true;
   hw.launch_eager = 7.5e-6;
   hw.launch_graph = 1.25e-6;
+  hw.launch_wait = 2.5e-6;
   hw.pcie = {52e9, 9e-6};
   hw.dispatch_eager = 8e-6;
   hw.dispatch_by_kind[OpKind::gemm] = 14.5e-6;
@@ -270,6 +271,7 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   CHECK(back.base == "H100-SXM");
   CHECK(back.calibrated);
   CHECK(back.launch_eager == approx(7.5e-6));
+  CHECK(back.launch_wait == approx(2.5e-6));
   CHECK(back.pcie.bandwidth == approx(52e9));
   CHECK(back.dispatch_eager == approx(8e-6));
   CHECK(back.dispatch(OpKind::gemm) == approx(14.5e-6));

@@ -29,6 +29,8 @@ TEST_CASE("dsl: hardware catalog lists every entry with datasheet figures") {
     CHECK(starts_with(h.source, "https://"));
     CHECK(h.launch_eager == 4e-6);
     CHECK(h.launch_graph == 1e-6);
+    CHECK(h.dispatch_eager == 4e-6);  // eager steps are paced by the host
+    CHECK(h.launch_wait == 0.0);
     CHECK(h.infiniband.bandwidth == 50e9);
     // Every class a GPU runs has a documented default efficiency in (0, 1].
     for (const char* c : {"gemm", "attention", "norm", "pointwise", "embedding", "loss", "optimizer", "memory"}) {

@@ -37,16 +37,34 @@ TEST_CASE("host dispatch: a host-bound chain waits for each issue") {
   // Device times 2, 2, 50 us; the host needs 10 us per op. Issued at 10, 20, 30 us:
   // op0 runs 10-12 (waited 10), op1 20-22 (waited 8: ready at 12), op2 30-80 (waited 8).
   const Graph g = chain({1, 1, 1});
-  const std::vector<double> waits = host_paced_waits(g, {2e-6, 2e-6, 50e-6}, {10e-6, 10e-6, 10e-6});
+  const std::vector<HostIssue> each10us(3, HostIssue{0, 10e-6, 1});
+  const std::vector<double> waits = host_paced_waits(g, {2e-6, 2e-6, 50e-6}, each10us);
   REQUIRE(waits.size() == 3);
   CHECK(waits[0] == approx(10e-6));
   CHECK(waits[1] == approx(8e-6));
   CHECK(waits[2] == approx(8e-6));
   // A device-bound chain never waits after the first issue: 50, 50, 50 us with 10 us issues.
-  const std::vector<double> fed = host_paced_waits(g, {50e-6, 50e-6, 50e-6}, {10e-6, 10e-6, 10e-6});
+  const std::vector<double> fed = host_paced_waits(g, {50e-6, 50e-6, 50e-6}, each10us);
   CHECK(fed[0] == approx(10e-6));
   CHECK(fed[1] == approx(0.0));
   CHECK(fed[2] == approx(0.0));
+}
+
+TEST_CASE("host dispatch: an op of several kernels overlaps its own issue") {
+  // One op of 4 kernels: 2 us fixed, then 10 us per launch, issued kernels at 12, 22, 32, 42 us.
+  // Host bound (8 us of device work, 2 per kernel): the last kernel runs 42-44; the op's time
+  // is 44 us (a wait of 36 + its 8), not the whole issue (42) plus the whole device time (50).
+  const Graph g = chain({1});
+  const std::vector<HostIssue> four = {HostIssue{2e-6, 10e-6, 4}};
+  const std::vector<double> bound = host_paced_waits(g, {8e-6}, four);
+  CHECK(bound[0] == approx(36e-6));
+  // Device bound (80 us, 20 per kernel): each kernel is issued before the last one ends, so
+  // only the first issue (12 us) is waited for.
+  const std::vector<double> fed = host_paced_waits(g, {80e-6}, four);
+  CHECK(fed[0] == approx(12e-6));
+  // One kernel: the whole issue, then the whole device time.
+  const std::vector<double> one = host_paced_waits(g, {8e-6}, {HostIssue{2e-6, 10e-6, 1}});
+  CHECK(one[0] == approx(12e-6));
 }
 
 TEST_CASE("host dispatch: predict() paces eager steps only, per kind") {
