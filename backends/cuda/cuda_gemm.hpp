@@ -15,7 +15,10 @@
 // engine. Autotuning (on by default): the first call of a new plan on a stream that is not
 // capturing times cuBLASLt's top autotune_candidates heuristic algorithms on the call's own
 // operands (warm-up launches, then the median of autotune_timed launches each) and keeps the
-// fastest, where a later candidate must be autotune_margin faster than the best so far. The timing launches write a scratch C (cudaMalloc'd for the tuning and freed
+// fastest, where a later candidate must be autotune_margin faster than the best so far. Each
+// timed launch starts with the L2 cache flushed (a memset of twice its size, untimed): in a
+// step the operands come from memory, and a skinny GEMM's weight would otherwise be timed
+// from L2, where another algorithm wins. The timing launches write a scratch C (cudaMalloc'd for the tuning and freed
 // before the real launch, outside the backend's allocator: not in the measured peak), zeroed
 // first, with the call's beta, so an accumulating C is written once, by the real launch. A
 // plan first needed while its stream captures a CUDA graph keeps the first heuristic for that
@@ -88,8 +91,14 @@ class GemmEngine {
   void tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem c_type, const cpu::GemmShape& s, float beta,
             cudaStream_t stream);
 
+  // The L2 flush buffer, allocated at the first tuning (0 bytes: none could be).
+  void ensure_flush_buffer();
+
   cublasLtHandle_t m_handle = nullptr;
   void* m_workspace = nullptr;  // [workspace_bytes]
+  void* m_flush = nullptr;      // [m_flush_bytes], outside the backend's allocator
+  std::size_t m_flush_bytes = 0;
+  bool m_flush_tried = false;
   std::map<Key, Plan> m_plans;
   bool m_autotune = true;
 };
