@@ -15,10 +15,10 @@
 // engine. Autotuning (on by default): the first call of a new plan on a stream that is not
 // capturing times cuBLASLt's top autotune_candidates heuristic algorithms on the call's own
 // operands (warm-up launches, then the median of autotune_timed launches each) and keeps the
-// fastest, where a later candidate must be autotune_margin faster than the best so far. Each
-// timed launch starts with the L2 cache flushed (a memset of twice its size, untimed): in a
-// step the operands come from memory, and a skinny GEMM's weight would otherwise be timed
-// from L2, where another algorithm wins. The timing launches write a scratch C (cudaMalloc'd for the tuning and freed
+// fastest, where a later candidate must be autotune_margin faster than the best so far. When
+// the operands would fit in L2, each timed launch starts with it flushed (a memset of twice
+// its size, untimed): in a step they come from memory, and a skinny GEMM's weight would
+// otherwise be timed from L2, where another algorithm wins. The timing launches write a scratch C (cudaMalloc'd for the tuning and freed
 // before the real launch, outside the backend's allocator: not in the measured peak), zeroed
 // first, with the call's beta, so an accumulating C is written once, by the real launch. A
 // plan first needed while its stream captures a CUDA graph keeps the first heuristic for that
