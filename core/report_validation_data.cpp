@@ -127,6 +127,9 @@ std::string format_validation_json(const ValidationSummary& s, const ValidationC
     j["predicted_peak_bytes"] = num(v.predicted_peak);
     j["measured_peak_bytes"] = opt(v.measured_peak);
     j["memory_error"] = opt(v.memory_error);
+    j["predicted_host_issue_s"] = opt(v.predicted_issue);
+    j["measured_host_issue_s"] = opt(v.measured_issue);
+    j["host_issue_error"] = opt(v.issue_error);
     j["not_executed"] = v.note.empty() ? json(nullptr) : json(v.note);
     steps.push_back(std::move(j));
   }
@@ -173,6 +176,9 @@ std::string format_validation_csv(const ValidationSummary& s, const ValidationCo
                      cell(v.measured_time), cell(v.time_error), "", "", ""});
     out += csv_line({"peak_memory", v.scenario, v.step, v.note, "", cell(v.predicted_peak),
                      cell(v.measured_peak), cell(v.memory_error), "", "", ""});
+    if (v.issue_error)
+      out += csv_line({"host_issue", v.scenario, v.step, "", "", cell(v.predicted_issue), cell(v.measured_issue),
+                       cell(v.issue_error), "", "", ""});
   }
   for (const SpeedupValidation& sp : s.speedups)
     out += csv_line({"speedup", sp.scenario, sp.step, sp.previous, "", cell(sp.predicted),

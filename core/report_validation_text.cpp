@@ -1,7 +1,8 @@
 // The `perfsim validate` report as a document (header, overall errors, per-op errors by class,
-// step time and memory, speedups, figures over --max-error) and its text and markdown
-// renderings. JSON and CSV live in report_validation_data.cpp.
+// step time and memory, host issue of eager steps, speedups, figures over --max-error) and its
+// text and markdown renderings. JSON and CSV live in report_validation_data.cpp.
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -122,6 +123,29 @@ ReportSection step_section(const ValidationSummary& s) {
   return sec;
 }
 
+// Eager steps whose host issue both sides have: how fast this machine's host issued the ops
+// against the profile's host, beside the step's time error.
+std::optional<ReportSection> host_issue_section(const ValidationSummary& s) {
+  ReportSection sec;
+  sec.title = "Host issue of eager steps (seconds the host spent issuing ops, full model)";
+  TextTable& t = sec.table;
+  t.add_column("scenario", Align::left);
+  t.add_column("step", Align::left);
+  t.add_column("pred issue");
+  t.add_column("meas issue");
+  t.add_column("issue err");
+  t.add_column("time err");
+  for (const StepValidation& v : s.steps)
+    if (v.issue_error)
+      t.add_row({v.scenario, v.step, opt_duration(v.predicted_issue), opt_duration(v.measured_issue),
+                 opt_percent(v.issue_error), opt_percent(v.time_error)});
+  if (t.empty()) return std::nullopt;
+  sec.notes.push_back("predicted: the profile's host dispatch; measured: the backend's host timer. An eager "
+                      "step bound by its host errs with the issue: then this machine's host ran at another "
+                      "speed than the calibration's");
+  return sec;
+}
+
 ReportSection speedup_section(const ValidationSummary& s) {
   ReportSection sec;
   sec.title = "Speedup of each optimization over the step before it";
@@ -212,6 +236,7 @@ ReportDocument build_validation_document(const ValidationSummary& s, const Valid
   d.sections.push_back(overall_section(s, c));
   d.sections.push_back(class_section(s));
   d.sections.push_back(step_section(s));
+  if (auto issue = host_issue_section(s)) d.sections.push_back(std::move(*issue));
   d.sections.push_back(speedup_section(s));
   if (c.max_error) d.sections.push_back(over_section(s, *c.max_error));
   return d;

@@ -35,6 +35,21 @@ std::optional<T> worst_of(const std::vector<T>& items, Error error) {
   return best;
 }
 
+// The host's issue of an eager step, predicted and measured, when both sides have it.
+void host_issue(const StepResult& s, std::size_t n, StepValidation& v) {
+  double predicted = 0, measured = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!s.measured->ops[i].executed) continue;
+    const double count = s.graph.ops[i].count;
+    predicted += s.predicted.ops[i].dispatch_time * count;
+    measured += s.measured->ops[i].host * count;
+  }
+  if (s.graph.graphed || !(predicted > 0) || !(measured > 0)) return;
+  v.predicted_issue = predicted;
+  v.measured_issue = measured;
+  v.issue_error = relative_error(predicted, measured);
+}
+
 }  // namespace
 
 ErrorStats abs_error_stats(const std::vector<double>& errors) {
@@ -73,6 +88,7 @@ ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
         v.measured_peak = m.peak_bytes;
         v.memory_error = finite(relative_error(v.predicted_peak, m.peak_bytes));
         const std::size_t n = std::min({s.graph.ops.size(), m.ops.size(), s.predicted.ops.size()});
+        host_issue(s, n, v);
         for (std::size_t i = 0; i < n; ++i) {
           const OpMeasurement& om = m.ops[i];
           // An op the backend did not time (or timed at zero) has no error to speak of.

@@ -49,6 +49,11 @@ struct StepValidation {
   double predicted_peak = 0;             // Prediction::memory_executed.peak, bytes
   std::optional<double> measured_peak;   // Measurement::peak_bytes
   std::optional<double> memory_error;
+  // Eager steps priced with host dispatch and timed on the host (CUDA): seconds the host spent
+  // issuing the step's ops (full model, Σ × count), predicted (OpCost::dispatch_time) and
+  // measured (OpMeasurement::host). Their ratio is how fast this machine's host issued ops
+  // against the profile's: eager, host-bound step times follow it.
+  std::optional<double> predicted_issue, measured_issue, issue_error;
   std::string note;                      // why the step was not measured
 };
 

@@ -199,6 +199,39 @@ TEST_CASE("validation: sweep points are labelled") {
   CHECK(s.steps[0].scenario == "decode[batch=8]");
 }
 
+TEST_CASE("validation: the host issue of eager steps, predicted against measured") {
+  RunResult r = sample_run();
+  // Step A: 4 copies of the gemm (host 10 us predicted, 8 us measured) and the norm once
+  // (5 against 4): predicted 45 us, measured 36 us, +25%.
+  StepResult& a = r.steps[0];
+  a.graph.ops[0].count = 4;
+  a.predicted.ops[0].dispatch_time = 10e-6;
+  a.predicted.ops[1].dispatch_time = 5e-6;
+  a.measured->ops[0].host = 8e-6;
+  a.measured->ops[1].host = 4e-6;
+  // Step B: the measurement has no host times (a CPU run): no figure.
+  r.steps[1].predicted.ops[0].dispatch_time = 10e-6;
+  const ValidationSummary s = summarize_validation({r});
+  REQUIRE(s.steps[0].issue_error);
+  CHECK(*s.steps[0].predicted_issue == approx(45e-6));
+  CHECK(*s.steps[0].measured_issue == approx(36e-6));
+  CHECK(*s.steps[0].issue_error == approx(0.25));
+  CHECK_FALSE(s.steps[1].issue_error);
+  CHECK_FALSE(s.steps[2].issue_error);
+
+  const std::string text = format_validation(s, context(true), ReportFormat::table);
+  CHECK(text.find("Host issue of eager steps") != std::string::npos);
+  CHECK(text.find("+25.0%") != std::string::npos);
+  const auto j = nlohmann::json::parse(format_validation(s, context(true), ReportFormat::json));
+  CHECK(j["steps"][0]["host_issue_error"].get<double>() == approx(0.25));
+  CHECK(j["steps"][1]["host_issue_error"].is_null());
+  const std::string csv = format_validation(s, context(true), ReportFormat::csv);
+  CHECK(csv.find("\nhost_issue,decode,baseline,,,4.5e-05,3.6e-05,0.25,,,\n") != std::string::npos);
+  // Without host times anywhere the section is left out.
+  const std::string plain = format_validation(summarize_validation({sample_run()}), context(true), ReportFormat::table);
+  CHECK(plain.find("Host issue") == std::string::npos);
+}
+
 TEST_CASE("validation report: text, markdown, json and csv") {
   const ValidationSummary s = summarize_validation({sample_run()});
   ValidationContext c = context(false);
