@@ -1,7 +1,7 @@
 // The calibration sweeps per backend and mode. GEMM axes follow the doubling series
 // 320·2^i (off the validation models' 1024/4096/14336 sizes) plus a vocabulary-sized n;
 // the calibration models use hidden sizes 1280/2560/3584 on a GPU (192..640 on a CPU) and
-// vocabularies 32000/65536.
+// vocabularies 32001 (odd, as GPT-2's 50257) and 65536 (4000..12000 on a CPU).
 #include "core/calibrate_plan.hpp"
 
 namespace perfsim {
