@@ -45,10 +45,8 @@ ReportSection overall_section(const ValidationSummary& s, const ValidationContex
   t.add_column("max");
   t.add_column("worst", Align::left);
 
-  const OpError* worst_op = nullptr;
-  for (const OpError& e : s.ops)
-    if (worst_op == nullptr || std::fabs(e.error) > std::fabs(worst_op->error)) worst_op = &e;
-  t.add_row(stats_row("per-op time", s.all_ops, worst_op != nullptr ? op_where(*worst_op) : ""));
+  const auto wo = worst_op(s);
+  t.add_row(stats_row("per-op time", s.all_ops, wo ? op_where(*wo) : ""));
 
   const auto wt = worst_step_time(s);
   t.add_row(stats_row("step time (end to end)", s.step_time,
@@ -85,9 +83,7 @@ ReportSection class_section(const ValidationSummary& s) {
   t.add_column("max");
   t.add_column("worst op", Align::left);
   for (const ClassValidation& cv : s.classes)
-    t.add_row({std::string(name_of(cv.op_class)), std::to_string(cv.stats.count),
-               format_percent(cv.stats.median), format_percent(cv.stats.p90),
-               format_percent(cv.stats.max), op_where(cv.worst)});
+    t.add_row(stats_row(std::string(name_of(cv.op_class)), cv.stats, op_where(cv.worst)));
   sec.notes.push_back("per op: predicted time vs measured median of one op (not × layer count), "
                       "every executed op of every step");
   return sec;

@@ -187,6 +187,10 @@ std::optional<StepValidation> worst_memory(const ValidationSummary& s) {
   return worst_of(s.steps, [](const StepValidation& v) { return v.memory_error; });
 }
 
+std::optional<OpError> worst_op(const ValidationSummary& s) {
+  return worst_of(s.ops, [](const OpError& e) { return std::optional<double>(e.error); });
+}
+
 std::optional<SpeedupValidation> worst_speedup(const ValidationSummary& s) {
   return worst_of(s.speedups,
                   [](const SpeedupValidation& v) { return std::optional<double>(v.error); });

@@ -96,5 +96,6 @@ struct CheckedFigure {
 [[nodiscard]] std::optional<StepValidation> worst_step_time(const ValidationSummary& s);
 [[nodiscard]] std::optional<StepValidation> worst_memory(const ValidationSummary& s);
 [[nodiscard]] std::optional<SpeedupValidation> worst_speedup(const ValidationSummary& s);
+[[nodiscard]] std::optional<OpError> worst_op(const ValidationSummary& s);
 
 }  // namespace perfsim

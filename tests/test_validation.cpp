@@ -173,6 +173,8 @@ TEST_CASE("validation: per-op, step, memory and speedup errors of a run") {
   CHECK(worst_step_time(s)->step == "+batching");
   CHECK(worst_memory(s)->step == "baseline");
   CHECK(worst_speedup(s)->step == "+batching");
+  REQUIRE(worst_op(s));
+  CHECK(worst_op(s)->error == approx(0.5));
 }
 
 TEST_CASE("validation: --max-error checks step time, memory, class medians and speedups") {
