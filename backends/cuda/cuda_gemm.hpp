@@ -18,8 +18,9 @@
 // fastest, where a later candidate must be autotune_margin faster than the best so far. When
 // the operands would fit in L2, each timed launch starts with it flushed (a memset of twice
 // its size, untimed): in a step they come from memory, and a skinny GEMM's weight would
-// otherwise be timed from L2, where another algorithm wins. The timing launches write a scratch C (cudaMalloc'd for the tuning and freed
-// before the real launch, outside the backend's allocator: not in the measured peak), zeroed
+// otherwise be timed from L2, where another algorithm wins. The timing launches write a
+// scratch C (cudaMalloc'd for the tuning and freed before the real launch, outside the
+// backend's allocator: not in the measured peak), zeroed
 // first, with the call's beta, so an accumulating C is written once, by the real launch. A
 // plan first needed while its stream captures a CUDA graph keeps the first heuristic for that
 // capture (no synchronization is allowed there) and is tuned at its next eager call.
