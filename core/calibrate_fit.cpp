@@ -73,6 +73,9 @@ void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base
     const CalibrationPoint p = calibration_point(op, cost, base);
     const CurvePoint pt{p.roofline_seconds, p.roofline_seconds / kernel_seconds(om.median, launch_graph)};
     add_point(p.key, class_of(op.kind), p.compute_bound, pt);
+    // An unaligned GEMM also feeds the curve of its layout (counted once in the class medians).
+    if (!p.layout_key.empty() && pt.roofline_seconds > 0 && pt.efficiency > 0 && std::isfinite(pt.efficiency))
+      m_by_key[p.layout_key].push_back(pt);
   }
 }
 

@@ -98,14 +98,57 @@ bool is_decode_attention(OpKind kind, int64_t seq_q) {
   return class_of(kind) == OpClass::attention && seq_q > 0 && seq_q <= decode_query_rows;
 }
 
-bool gemm_rows_aligned(const Op& op) {
+namespace {
+
+// Whether the rows of A, B and C (their leading dimensions) span a multiple of 16 bytes.
+struct RowAlignment {
+  bool a = true, b = true, c = true;
+};
+
+RowAlignment row_alignment(const Op& op) {
   const OpAttrs& a = op.attrs;
   const double row_bytes = bytes_of(op.dtype);
   auto aligned = [&](int64_t elements) {
     const double b = static_cast<double>(elements) * row_bytes;
     return std::fmod(b, 16.0) == 0.0;
   };
-  return aligned(a.trans_a ? a.m : a.k) && aligned(a.trans_b ? a.k : a.n) && aligned(a.n);
+  return {aligned(a.trans_a ? a.m : a.k), aligned(a.trans_b ? a.k : a.n), aligned(a.n)};
+}
+
+}  // namespace
+
+bool gemm_rows_aligned(const Op& op) {
+  const RowAlignment r = row_alignment(op);
+  return r.a && r.b && r.c;
+}
+
+std::string gemm_layout_variant(const Op& op) {
+  if (op.kind != OpKind::gemm) return {};
+  const RowAlignment r = row_alignment(op);
+  if (r.a && r.b && r.c) return {};
+  std::string v = "unaligned_";
+  v += op.attrs.trans_a ? 't' : 'n';
+  v += op.attrs.trans_b ? 't' : 'n';
+  v += '_';
+  if (!r.a) v += 'a';
+  if (!r.b) v += 'b';
+  if (!r.c) v += 'c';
+  return v;
+}
+
+bool is_calibration_variant(std::string_view v) {
+  if (std::find(calibration_variants.begin(), calibration_variants.end(), v) != calibration_variants.end())
+    return true;
+  // unaligned_<layout>_<operands>: layout two of n/t, operands a non-empty ordered subset of abc.
+  constexpr std::string_view prefix = "unaligned_";
+  if (v.size() < prefix.size() + 4 || v.substr(0, prefix.size()) != prefix) return false;
+  const std::string_view rest = v.substr(prefix.size());
+  auto nt = [](char ch) { return ch == 'n' || ch == 't'; };
+  if (!nt(rest[0]) || !nt(rest[1]) || rest[2] != '_') return false;
+  const std::string_view ops = rest.substr(3);
+  for (std::string_view subset : {"a", "b", "c", "ab", "ac", "bc", "abc"})
+    if (ops == subset) return true;
+  return false;
 }
 
 std::string_view calibration_variant(const Op& op) {

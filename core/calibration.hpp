@@ -89,6 +89,14 @@ struct Calibration {
 //               per-tensor, multi-pass one.
 [[nodiscard]] std::string_view calibration_variant(const Op& op);
 inline constexpr std::array<std::string_view, 3> calibration_variants = {"decode", "unaligned", "fused"};
+// An unaligned GEMM's finer variant: cuBLAS picks its kernel by the layout and by which
+// operands have unaligned rows, so the forward, dgrad and wgrad of one odd-vocabulary lm_head
+// run at different speeds. "unaligned_" + the layout (n or t for A, then B) + "_" + the
+// unaligned operands among a, b, c: "unaligned_nt_c" for a tied lm_head's forward. Empty for
+// every other op. Its curve is read first; the pooled "unaligned" curve is the fallback.
+[[nodiscard]] std::string gemm_layout_variant(const Op& op);
+// Whether `variant` is one calibration_variant() or gemm_layout_variant() can return.
+[[nodiscard]] bool is_calibration_variant(std::string_view variant);
 inline constexpr int64_t decode_query_rows = 16;
 [[nodiscard]] bool is_decode_attention(OpKind kind, int64_t seq_q);
 // Whether every leading dimension of a GEMM (A: k, or m when trans_a; B: n, or k when trans_b;

@@ -35,6 +35,7 @@ struct CalibrationPoint {
   std::string key;                // "rmsnorm/bf16/memory"
   double roofline_seconds = 0;    // max(flops / peak, bytes / bandwidth)
   bool compute_bound = false;
+  std::string layout_key;         // unaligned GEMMs: "gemm/bf16/compute/unaligned_nt_c"; else empty
 };
 [[nodiscard]] CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware& hw);
 

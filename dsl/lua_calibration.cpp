@@ -124,15 +124,13 @@ void read_kernels(lua_State* L, int index, Calibration& cal, const std::string& 
       if (slash == std::string::npos) break;
       start = slash + 1;
     }
-    const bool known_variant =
-        parts.size() == 4 && std::find(calibration_variants.begin(), calibration_variants.end(), parts[3]) !=
-                                 calibration_variants.end();
+    const bool known_variant = parts.size() == 4 && is_calibration_variant(parts[3]);
     const bool ok = (parts.size() == 3 || known_variant) &&
                     parse_op_kind(parts[0]) && parse_dtype(parts[1]) &&
                     (parts[2] == "compute" || parts[2] == "memory");
     if (!ok)
       throw ConfigError(fmt::format(
-          "{}: key '{}' must read kind/dtype/bound[/variant] (variant: decode, unaligned or fused), "
+          "{}: key '{}' must read kind/dtype/bound[/variant] (variant: decode, unaligned[_<layout>_<operands>] or fused), "
           "e.g. \"rmsnorm/bf16/memory\"",
           what, key));
     lua_getfield(L, index, key.c_str());

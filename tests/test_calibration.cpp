@@ -164,6 +164,37 @@ TEST_CASE("calibration: variants separate unaligned GEMMs and the fused optimize
   CHECK(calibration_key(OpKind::gemm, DType::bf16, true, calibration_variant(g)) == "gemm/bf16/compute/unaligned");
 }
 
+TEST_CASE("calibration: an unaligned GEMM's layout variant names its layout and unaligned operands") {
+  // GPT-2's lm_head at 4096 tokens (vocabulary 50257, hidden 1024), bf16, as the builders make
+  // it. Tied to the embedding table E [V, h]: forward x · E^T, dgrad dlogits · E, wgrad
+  // dlogits^T · x. Untied, W [h, V]: forward x · W, dgrad dlogits · W^T, wgrad x^T · dlogits.
+  auto gemm = [](int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+    Op g;
+    g.kind = OpKind::gemm;
+    g.dtype = DType::bf16;
+    g.attrs.m = m, g.attrs.n = n, g.attrs.k = k;
+    g.attrs.trans_a = ta, g.attrs.trans_b = tb;
+    return g;
+  };
+  constexpr int64_t t = 4096, v = 50257, h = 1024;
+  CHECK(gemm_layout_variant(gemm(t, v, h, false, true)) == "unaligned_nt_c");    // tied forward: C rows V
+  CHECK(gemm_layout_variant(gemm(t, h, v, false, false)) == "unaligned_nn_a");   // tied dgrad: A rows V
+  CHECK(gemm_layout_variant(gemm(v, h, t, true, false)) == "unaligned_tn_a");    // wgrad into E: A^T rows V
+  CHECK(gemm_layout_variant(gemm(t, v, h, false, false)) == "unaligned_nn_bc");  // untied forward
+  CHECK(gemm_layout_variant(gemm(t, h, v, false, true)) == "unaligned_nt_ab");   // untied dgrad
+  CHECK(gemm_layout_variant(gemm(h, v, t, true, false)) == "unaligned_tn_bc");   // untied wgrad
+  CHECK(gemm_layout_variant(gemm(t, h, h, false, true)).empty());                // aligned
+  Op norm;
+  norm.kind = OpKind::rmsnorm;
+  CHECK(gemm_layout_variant(norm).empty());
+
+  for (std::string_view ok : {"decode", "unaligned", "fused", "unaligned_nt_c", "unaligned_tt_abc", "unaligned_nn_ac"})
+    CHECK(is_calibration_variant(ok));
+  for (std::string_view bad : {"", "wide", "unaligned_", "unaligned_nt", "unaligned_nt_", "unaligned_xt_a",
+                               "unaligned_nt_ca", "unaligned_nt_d", "unaligned_ntc"})
+    CHECK_FALSE(is_calibration_variant(bad));
+}
+
 TEST_CASE("calibration: the cost model prices a kernel from its fitted curve") {
   Hardware hw = bare_gpu();
   const Graph g = one_op_graph(OpKind::rmsnorm, DType::bf16, 1000, 1000);
@@ -230,8 +261,14 @@ TEST_CASE("calibration: unaligned gemms are priced from their own curve when the
   const OpCost c = predict_op(odd.ops[0], odd, hw);
   CHECK(c.calibrated);
   CHECK(c.compute_time == approx(roofline / 0.2));
+  // A curve of its own layout (NN, B and C rows unaligned) comes before the pooled one.
+  CHECK(calibration_point(odd.ops[0], c, hw).layout_key == "gemm/bf16/compute/unaligned_nn_bc");
+  hw.calibration.kernels["gemm/bf16/compute/unaligned_nn_bc"] = EfficiencyCurve{{1e-6}, {0.4}};
+  hw.calibration.kernels["gemm/bf16/compute/unaligned_nt_c"] = EfficiencyCurve{{1e-6}, {0.1}};
+  CHECK(predict_op(odd.ops[0], odd, hw).compute_time == approx(roofline / 0.4));
   // An aligned GEMM keeps the grid.
   const Graph even = one_gemm_graph(4096, 4096, 4096, DType::bf16);
+  CHECK(calibration_point(even.ops[0], c, hw).layout_key.empty());
   CHECK(predict_op(even.ops[0], even, hw).compute_time == approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
 }
 
@@ -313,7 +350,12 @@ TEST_CASE("profiles: bad files and names are errors that say what to fix") {
   name = "bad", base = "H100-SXM",
   kernels = { ["rmsnorm/bf16/memory/wide"] = { seconds = {1e-6}, efficiency = {0.5} } },
 })");
-  CHECK_THROWS_WITH_AS((void)load_profile(bad_variant), doctest::Contains("decode, unaligned or fused"), ConfigError);
+  CHECK_THROWS_WITH_AS((void)load_profile(bad_variant), doctest::Contains("decode, unaligned[_<layout>_<operands>] or fused"), ConfigError);
+  const std::string bad_layout = temp_file("perfsim_test_layout.lua", R"(return profile {
+  name = "bad", base = "H100-SXM",
+  kernels = { ["gemm/bf16/compute/unaligned_nx_c"] = { seconds = {1e-6}, efficiency = {0.5} } },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(bad_layout), doctest::Contains("unaligned_nx_c"), ConfigError);
   const std::string bad_fixed = temp_file("perfsim_test_fixed.lua", R"(return profile {
   name = "bad", base = "H100-SXM", dispatch_fixed = { attn_scores = -1e-6 },
 })");
