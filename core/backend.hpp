@@ -30,6 +30,9 @@ struct RunOptions {
   int warmup = 1;
   int repeats = 5;
   uint64_t seed = 42;
+  // Eager CUDA runs: also time each op with the stream held until the step is issued
+  // (OpMeasurement::device). Calibration, which fits the eager pacing itself, turns it off.
+  bool device_times = true;
 };
 
 class Backend {

@@ -93,7 +93,7 @@ void add_cases(std::vector<KernelCase>& out, const std::vector<ModelConfig>& mod
 CalibrationPlan cuda_plan(bool quick) {
   CalibrationPlan p;
   p.mode = quick ? "quick" : "full";
-  p.run = RunOptions{1, 5, 42};
+  p.run = RunOptions{1, 5, 42, false};
   p.graph_mode = true;
   GemmSweepPlan& g = p.gemm;
   if (quick) {
@@ -183,7 +183,7 @@ CalibrationPlan cuda_plan(bool quick) {
 CalibrationPlan cpu_plan(bool quick) {
   CalibrationPlan p;
   p.mode = quick ? "quick" : "full";
-  p.run = RunOptions{1, 5, 42};
+  p.run = RunOptions{1, 5, 42, false};
   p.graph_mode = false;
   GemmSweepPlan& g = p.gemm;
   g.dtypes = {DType::fp32, DType::bf16};

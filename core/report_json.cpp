@@ -63,6 +63,7 @@ json op_rows(const StepResult& s) {
       o["measured_median_s"] = s.measured->ops[i].median;
       o["measured_min_s"] = s.measured->ops[i].min;
       if (s.measured->ops[i].host > 0) o["measured_host_s"] = s.measured->ops[i].host;
+      if (s.measured->ops[i].device > 0) o["measured_device_s"] = s.measured->ops[i].device;
     } else if (s.measured) {
       o["measured_median_s"] = nullptr;
     }

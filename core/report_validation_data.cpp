@@ -35,6 +35,7 @@ json op_json(const OpError& e) {
   j["class"] = std::string(name_of(e.op_class));
   j["predicted_s"] = num(e.predicted);
   j["measured_s"] = num(e.measured);
+  j["measured_in_step_s"] = num(e.measured_in_step);
   j["error"] = num(e.error);
   return j;
 }

@@ -19,6 +19,9 @@ struct OpMeasurement {
   double min = 0;
   bool executed = false;
   double host = 0;     // eager CUDA runs: median host seconds spent issuing the op (0 = not timed)
+  // Eager CUDA runs: median seconds of the op queued behind the one before it (the stream held
+  // until the step was issued), the device's time without waits for the host (0 = not timed).
+  double device = 0;
 };
 
 struct Measurement {

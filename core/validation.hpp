@@ -30,7 +30,9 @@ struct OpError {
   OpKind kind = OpKind::gemm;
   OpClass op_class = OpClass::gemm;
   double predicted = 0;   // seconds
-  double measured = 0;    // seconds
+  double measured = 0;    // seconds: the op's device time (OpMeasurement::device) where the
+                          // backend timed it with the stream held, else its in-step median
+  double measured_in_step = 0;  // seconds: OpMeasurement::median (with any wait for the host)
   double error = 0;       // (predicted − measured) / measured
 };
 

@@ -201,6 +201,27 @@ TEST_CASE("validation: sweep points are labelled") {
   CHECK(s.steps[0].scenario == "decode[batch=8]");
 }
 
+TEST_CASE("validation: an op timed with its stream held is compared by that device time") {
+  RunResult r = sample_run();
+  // Step A's gemm: 0.2 in the step (it waited for the host), 0.15 queued behind the norm.
+  // Predicted 0.3: +100% against the device time; the in-step time is kept beside it.
+  r.steps[0].measured->ops[0].device = 0.15;
+  // Step B's norm: no in-step time, but a device time: compared (predicted 0.2, +60%).
+  r.steps[1].measured->ops[1].device = 0.125;
+  const ValidationSummary s = summarize_validation({r});
+  REQUIRE(s.ops.size() == 4);
+  CHECK(s.ops[0].measured == approx(0.15));
+  CHECK(s.ops[0].measured_in_step == approx(0.2));
+  CHECK(s.ops[0].error == approx(1.0));
+  CHECK(s.ops[1].measured == approx(0.125));  // no device time: the in-step median
+  CHECK(s.ops[1].measured_in_step == approx(0.125));
+  CHECK(s.ops[3].op == "norm");
+  CHECK(s.ops[3].error == approx(0.6));
+  const auto j = nlohmann::json::parse(format_validation(s, context(true), ReportFormat::json));
+  CHECK(j["ops"][0]["measured_s"].get<double>() == approx(0.15));
+  CHECK(j["ops"][0]["measured_in_step_s"].get<double>() == approx(0.2));
+}
+
 TEST_CASE("validation: the host issue of eager steps, predicted against measured") {
   RunResult r = sample_run();
   // Step A: 4 copies of the gemm (host 10 us predicted, 8 us measured) and the norm once

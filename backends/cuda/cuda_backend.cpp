@@ -109,7 +109,7 @@ Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
 
   const int repeats = std::max(1, o.repeats);
   Measurement m = g.graphed ? run_replayed(runner, g, std::max(0, o.warmup), repeats)
-                            : run_eager(runner, g, std::max(0, o.warmup), repeats);
+                            : run_eager(runner, g, std::max(0, o.warmup), repeats, o.device_times);
   const CachingAllocator& alloc = runner.allocator();
   m.peak_bytes = alloc.peak_bytes();
   for (TensorRole r : all_tensor_roles) m.bytes_by_role_at_peak[r] = 0;
@@ -117,19 +117,28 @@ Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
   return m;
 }
 
-Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, int warmup, int repeats) {
+Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, int warmup, int repeats,
+                                   bool device_times) {
   const int warmed = warm_up(warmup, [&] { (void)runner.run_once(); });
   // Passes with and without per-op events alternate: the first give the op times, the second
-  // the step as it runs (executed_wall) and so the events' cost.
-  std::vector<std::vector<double>> samples(g.ops.size()), host(g.ops.size());
-  std::vector<double> walls;
+  // the step as it runs (executed_wall) and so the events' cost. With device_times, the same
+  // pair again with the stream held until the step is issued: the ops' device times.
+  std::vector<std::vector<double>> samples(g.ops.size()), host(g.ops.size()), held(g.ops.size());
+  std::vector<double> walls, held_walls;
   for (int r = 0; r < repeats; ++r) {
     (void)runner.run_once(&samples);
     walls.push_back(runner.run_walled(&host));
+    if (!device_times) continue;
+    (void)runner.run_held(&held);
+    if (const std::optional<double> w = runner.run_held()) held_walls.push_back(*w);
   }
   remove_probe_cost(samples, median_or_zero(walls), g);
   Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmed, repeats);
   for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].host = median_or_zero(host[i]);
+  if (!held_walls.empty()) {
+    remove_probe_cost(held, median_or_zero(held_walls), g);
+    for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].device = median_or_zero(held[i]);
+  }
   return m;
 }
 
@@ -142,7 +151,7 @@ Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, int w
     // A driver without event-record nodes: the per-op figures come from eager passes and
     // the replay is scaled by their count ratio (less stable: eager noise enters the step).
     fmt::print(stderr, "perfsim: cuda backend: no per-op times inside the CUDA graph ({}); using eager op times\n", why);
-    Measurement m = run_eager(runner, g, warmup, repeats);
+    Measurement m = run_eager(runner, g, warmup, repeats, false);
     const int replays = warm_up(warmup, [&] { (void)runner.replay(1); });
     const double replay = median_or_zero(runner.replay(repeats));
     m.warmup += 1 + replays;

@@ -52,7 +52,8 @@ class CudaBackend final : public Backend {
   [[nodiscard]] const CachingAllocator& allocator() const { return *m_alloc; }
 
  private:
-  [[nodiscard]] Measurement run_eager(GraphRunner& runner, const Graph& g, int warmup, int repeats);
+  [[nodiscard]] Measurement run_eager(GraphRunner& runner, const Graph& g, int warmup, int repeats,
+                                      bool device_times);
   [[nodiscard]] Measurement run_replayed(GraphRunner& runner, const Graph& g, int warmup, int repeats);
 
   cudaStream_t m_stream = nullptr;

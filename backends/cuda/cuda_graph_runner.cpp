@@ -333,6 +333,31 @@ double GraphRunner::run_walled(std::vector<std::vector<double>>* host_seconds) {
   return total_ms * 1e-3;
 }
 
+std::optional<double> GraphRunner::run_held(std::vector<std::vector<double>>* op_seconds) {
+  if (m_graph.ops.empty()) return 0.0;
+  // Long enough for the host to issue any step this runner walks; a hold that times out
+  // (the host blocked on a full launch queue) only costs the pass.
+  constexpr double hold_timeout_seconds = 0.05;
+  if (m_hold == nullptr) m_hold = std::make_unique<StreamHold>();
+  const bool timed = op_seconds != nullptr;
+  m_hold->hold(m_stream, hold_timeout_seconds);
+  try {
+    if (!timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
+    walk(timed, false, nullptr);
+    if (!timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
+  } catch (...) {
+    m_hold->release();
+    throw;
+  }
+  m_hold->release();
+  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
+  if (!m_hold->released()) return std::nullopt;
+  if (timed) append_op_times(*op_seconds);
+  float total_ms = 0;
+  PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&total_ms, m_step_start, m_step_end));
+  return total_ms * 1e-3;
+}
+
 void GraphRunner::capture(const std::vector<char>* keep) {
   if (m_graph_exec != nullptr) return;
   PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));

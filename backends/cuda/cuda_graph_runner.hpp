@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "backends/cuda/cuda_host_memory.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "backends/cuda/cuda_stream_plan.hpp"
+#include "backends/cuda/stream_hold.hpp"
 #include "core/graph.hpp"
 
 namespace perfsim::cuda {
@@ -45,6 +47,11 @@ class GraphRunner {
   // host_seconds (optional): appends one sample per op, the host time spent issuing it
   // (allocation, stream waits, the launch, frees), for the eager dispatch figures.
   double run_walled(std::vector<std::vector<double>>* host_seconds = nullptr);
+  // One eager pass with stream 0 held (stream_hold.hpp) until every op is issued, so the ops
+  // run back to back without waiting for the host: op_seconds and the returned GPU time as
+  // run_once (without op_seconds, no per-op events: the held step as it runs). nullopt, and
+  // nothing appended, when the hold gave up before the host had issued the step.
+  std::optional<double> run_held(std::vector<std::vector<double>>* op_seconds = nullptr);
   // Records one pass into a CUDA graph (run one eager pass first: it uploads the fused
   // AdamW descriptors and warms the allocator's cache).
   void capture(const std::vector<char>* keep = nullptr);
@@ -111,6 +118,7 @@ class GraphRunner {
   cudaGraphExec_t m_graph_exec = nullptr;
   cudaGraph_t m_timed_graph = nullptr;    // capture_timed(): the step with per-op event nodes
   cudaGraphExec_t m_timed_exec = nullptr;
+  std::unique_ptr<StreamHold> m_hold;     // run_held(), made on first use
 };
 
 }  // namespace perfsim::cuda

@@ -247,3 +247,18 @@ TEST_CASE("cuda backend: eager runs time the host's issue of every op, replays d
   g.graphed = true;
   for (const OpMeasurement& om : be.run(g, once()).ops) CHECK(om.host == 0);
 }
+
+TEST_CASE("cuda backend: eager runs time every op with the stream held, unless asked not to") {
+  const Graph g = graph_with(inference(Phase::decode), {"bf16", "flash_attention"});
+  cuda::CudaBackend be;
+  RunOptions o = once();
+  o.repeats = 3;
+  const Measurement held = be.run(g, o);
+  for (std::size_t i = 0; i < held.ops.size(); ++i) {
+    INFO(g.ops[i].name);
+    CHECK(held.ops[i].device > 0);
+    CHECK(held.ops[i].device < 0.01);  // a tiny model's kernels take microseconds
+  }
+  o.device_times = false;
+  for (const OpMeasurement& om : be.run(g, o).ops) CHECK(om.device == 0);
+}

@@ -7,10 +7,13 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <thread>
 #include <numeric>
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/stream_hold.hpp"
 #include "backends/measurement.hpp"
 #include "core/cost_model.hpp"
 #include "core/passes.hpp"
@@ -211,4 +214,40 @@ TEST_CASE("cuda graph timing: warm-up runs the requested passes and at least 0.2
     o.warmup = 0;
     CHECK(be.run(g, o).warmup == (graphed ? 1 : 0));
   }
+}
+
+TEST_CASE("stream hold: work queued behind a hold waits for release, or for the timeout") {
+  cudaStream_t s = nullptr;
+  PERFSIM_CUDA_CHECK(cudaStreamCreate(&s));
+  cudaEvent_t before = nullptr, after = nullptr;
+  PERFSIM_CUDA_CHECK(cudaEventCreate(&before));
+  PERFSIM_CUDA_CHECK(cudaEventCreate(&after));
+  cuda::StreamHold hold;
+  auto held_ms = [&](double timeout, bool release_after_30ms) {
+    PERFSIM_CUDA_CHECK(cudaEventRecord(before, s));
+    hold.hold(s, timeout);
+    PERFSIM_CUDA_CHECK(cudaEventRecord(after, s));
+    if (release_after_30ms) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      CHECK(cudaEventQuery(after) == cudaErrorNotReady);  // still held
+      hold.release();
+    }
+    PERFSIM_CUDA_CHECK(cudaStreamSynchronize(s));
+    float ms = 0;
+    PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, before, after));
+    return static_cast<double>(ms);
+  };
+  const double released = held_ms(1.0, true);
+  CHECK(hold.released());
+  CHECK(released >= 25.0);
+  CHECK(released < 500.0);
+  const double timed_out = held_ms(0.01, false);  // never released: gives up after 10 ms
+  CHECK_FALSE(hold.released());
+  CHECK(timed_out >= 9.0);
+  CHECK(timed_out < 500.0);
+  (void)held_ms(1.0, true);  // a later hold is released by its own ticket
+  CHECK(hold.released());
+  (void)cudaEventDestroy(before);
+  (void)cudaEventDestroy(after);
+  (void)cudaStreamDestroy(s);
 }
