@@ -80,6 +80,19 @@ double objective(const std::vector<EagerCase>& cases, EagerLaunch launch, const 
   return total;
 }
 
+// Σ |log((graph median + queued) / held median)| over the ops timed held; 0 ops: no figure.
+double held_objective(const std::vector<EagerCase>& cases, double queued, std::size_t& ops) {
+  double total = 0;
+  ops = 0;
+  for (const EagerCase& c : cases)
+    for (std::size_t i = 0; i < c.held_medians.size(); ++i) {
+      if (!usable(c, i) || !(c.held_medians[i] > 0)) continue;
+      total += std::abs(std::log((c.graph_medians[i] + queued) / c.held_medians[i]));
+      ++ops;
+    }
+  return total;
+}
+
 // Candidate values for a coordinate: `steps` points from lo to hi, geometric (host costs
 // range from a microsecond to tens of microseconds).
 std::vector<double> candidates(double lo, double hi, int steps) {
@@ -110,7 +123,8 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
   for (const EagerCase& c : cases) {
     const std::size_t n = c.graph.ops.size();
     if (c.graph_medians.size() != n || c.eager_medians.size() != n ||
-        (!c.host_medians.empty() && c.host_medians.size() != n))
+        (!c.host_medians.empty() && c.host_medians.size() != n) ||
+        (!c.held_medians.empty() && c.held_medians.size() != n))
       throw std::invalid_argument("fit_dispatch: per-op medians do not match the graph");
     for (std::size_t i = 0; i < n; ++i) {
       if (!usable(c, i)) continue;
@@ -130,10 +144,20 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
   std::vector<double> grid = candidates(0.05e-6, 20e-6, 96);
   grid.insert(grid.begin(), 0.0);
   EagerLaunch launch;
-  double best = objective(cases, launch, fit);
-  for (double q : grid)
+  std::size_t held_ops = 0;
+  double best_held = held_objective(cases, 0.0, held_ops);
+  if (held_ops > 0) {
+    for (double q : grid)
+      if (const double f = held_objective(cases, q, held_ops); f < best_held) best_held = f, launch.queued = q;
+    double best = objective(cases, launch, fit);
     for (double w : grid)
-      if (const double f = objective(cases, EagerLaunch{q, w}, fit); f < best) best = f, launch = EagerLaunch{q, w};
+      if (const double f = objective(cases, EagerLaunch{launch.queued, w}, fit); f < best) best = f, launch.wait = w;
+  } else {
+    double best = objective(cases, launch, fit);
+    for (double q : grid)
+      for (double w : grid)
+        if (const double f = objective(cases, EagerLaunch{q, w}, fit); f < best) best = f, launch = EagerLaunch{q, w};
+  }
 
   fit.launch_eager = launch_graph + launch.queued;
   fit.launch_wait = launch.wait;

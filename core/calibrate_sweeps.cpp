@@ -49,6 +49,20 @@ std::vector<double> hosts(const Measurement& m) {
   return out;
 }
 
+std::vector<double> held(const Measurement& m) {
+  std::vector<double> out;
+  out.reserve(m.ops.size());
+  for (const OpMeasurement& o : m.ops) out.push_back(o.executed ? o.device : 0.0);
+  return out;
+}
+
+// The eager half of a pair: also timed with the stream held (OpMeasurement::device), so the
+// dispatch fit sees the queued launch cost apart from the waits for the host.
+RunOptions eager_pair_run(RunOptions o) {
+  o.device_times = true;
+  return o;
+}
+
 Graph in_mode(Graph g, bool graphed) {
   g.graphed = graphed;
   return g;
@@ -66,9 +80,9 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
   clock.step();
   out.chain = timed;
   if (pair) {
-    const Measurement eager_m = ctx.backend.run(in_mode(chain, false), p.run);
+    const Measurement eager_m = ctx.backend.run(in_mode(chain, false), eager_pair_run(p.run));
     clock.step();
-    out.cases.push_back({chain, timed, medians(eager_m), hosts(eager_m)});
+    out.cases.push_back({chain, timed, medians(eager_m), hosts(eager_m), held(eager_m)});
   }
   s.graphs = pair ? 2 : 1;
   s.seconds = clock.seconds();
@@ -235,8 +249,8 @@ void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fi
       ++s.graphs;
       clock.step();
       if (c.eager_pair && p.graph_mode) {
-        const Measurement e = ctx.backend.run(in_mode(g, false), p.run);
-        pairs.cases.push_back({g, medians(m), medians(e), hosts(e)});
+        const Measurement e = ctx.backend.run(in_mode(g, false), eager_pair_run(p.run));
+        pairs.cases.push_back({g, medians(m), medians(e), hosts(e), held(e)});
         ++s.graphs;
         clock.step();
       }

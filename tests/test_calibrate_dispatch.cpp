@@ -76,6 +76,31 @@ TEST_CASE("calibrate: the eager dispatch per kind and both launch costs come bac
   CHECK_THROWS_AS((void)fit_dispatch({}, 1e-6), std::invalid_argument);
 }
 
+TEST_CASE("calibrate: ops timed behind a held stream fix the queued cost, the eager steps the wait") {
+  const std::map<OpKind, double> dispatch = {{OpKind::gemm, 14e-6}, {OpKind::rmsnorm, 7e-6},
+                                             {OpKind::residual_add, 5e-6}};
+  const Graph a = chain_of({OpKind::rmsnorm, OpKind::gemm, OpKind::residual_add, OpKind::rmsnorm,
+                            OpKind::gemm, OpKind::gemm, OpKind::residual_add, OpKind::residual_add});
+  const std::vector<double> graph = {3e-6, 40e-6, 1.5e-6, 3e-6, 8e-6, 60e-6, 1.5e-6, 1.5e-6};
+  auto with_held = [&](EagerCase c, double queued) {
+    for (double t : c.graph_medians) c.held_medians.push_back(t + queued);
+    return c;
+  };
+  // Consistent: held ops show 0.4 us queued, the paced eager times that and a 2 us wait.
+  const DispatchFit fit = fit_dispatch({with_held(synthetic(a, graph, dispatch, 0.4e-6, 2e-6), 0.4e-6)}, 1e-6);
+  CHECK(fit.launch_eager - 1e-6 == approx(0.4e-6).epsilon(0.065));
+  CHECK(fit.launch_wait == approx(2e-6).epsilon(0.065));
+  // The held times decide the queued cost even where the eager times alone would put 1.5 us
+  // on every kernel.
+  const EagerCase in_step = synthetic(a, graph, dispatch, 1.5e-6, 0.0);
+  CHECK(fit_dispatch({in_step}, 1e-6).launch_eager - 1e-6 == approx(1.5e-6).epsilon(0.065));
+  CHECK(fit_dispatch({with_held(in_step, 0.4e-6)}, 1e-6).launch_eager - 1e-6 == approx(0.4e-6).epsilon(0.065));
+  // Held medians of another length are refused.
+  EagerCase bad = with_held(in_step, 0.4e-6);
+  bad.held_medians.pop_back();
+  CHECK_THROWS_AS((void)fit_dispatch({bad}, 1e-6), std::invalid_argument);
+}
+
 TEST_CASE("calibrate: kinds of a varying kernel count get a fixed host cost per op and one per kernel") {
   // Materialized attention issues one call per sequence and head group: host = 20 us + 8 us
   // per call, seen at 1, 4 and 8 calls.

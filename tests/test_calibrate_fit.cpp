@@ -131,7 +131,7 @@ class FakeBackend final : public Backend {
     return d;
   }
   [[nodiscard]] std::string unsupported_reason(const Op&, const Graph&) const override { return ""; }
-  [[nodiscard]] Measurement run(const Graph& g, const RunOptions&) override {
+  [[nodiscard]] Measurement run(const Graph& g, const RunOptions& o) override {
     Measurement m;
     m.backend = "fake";
     // Kernels run for their true efficiency plus the launch of their mode; eagerly, the host
@@ -158,6 +158,8 @@ class FakeBackend final : public Backend {
       } else {
         om.median = device[i] + waits[i];
         if (!g.graphed) om.host = true_dispatch;
+        if (!g.graphed && o.device_times) om.device = device[i];  // queued: no wait for the host
+        held_ops += !g.graphed && o.device_times ? 1 : 0;
       }
       om.min = om.median;
       m.ops.push_back(om);
@@ -171,6 +173,8 @@ class FakeBackend final : public Backend {
     for (double b : payload) t.push_back(true_coll_latency + wire_bytes(c, group, b) / true_coll_bw);
     return t;
   }
+
+  int held_ops = 0;  // ops of eager runs that were also timed held
 
  private:
   Hardware m_hw;
@@ -250,6 +254,7 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   CHECK(hw.launch_graph == approx(true_launch_graph + chain_kernel));
   CHECK(hw.launch_eager - hw.launch_graph == approx(true_launch_eager - true_launch_graph).epsilon(0.033));
   CHECK(hw.launch_wait == approx(true_launch_wait).epsilon(0.033));
+  CHECK(backend.held_ops > 0);  // the eager pairs were also timed held (fit_dispatch)
   CHECK(hw.dispatch(OpKind::rmsnorm) == approx(true_dispatch));
   CHECK(hw.dispatch_eager == approx(true_dispatch));
 

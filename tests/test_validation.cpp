@@ -206,6 +206,7 @@ TEST_CASE("validation: an op timed with its stream held is compared by that devi
   // Step A's gemm: 0.2 in the step (it waited for the host), 0.15 queued behind the norm.
   // Predicted 0.3: +100% against the device time; the in-step time is kept beside it.
   r.steps[0].measured->ops[0].device = 0.15;
+  r.steps[0].predicted.ops[1].host_wait = 0.05;  // the norm's wait: out of its device part only when held
   // Step B's norm: no in-step time, but a device time: compared (predicted 0.2, +60%).
   r.steps[1].measured->ops[1].device = 0.125;
   const ValidationSummary s = summarize_validation({r});
@@ -214,9 +215,15 @@ TEST_CASE("validation: an op timed with its stream held is compared by that devi
   CHECK(s.ops[0].measured_in_step == approx(0.2));
   CHECK(s.ops[0].error == approx(1.0));
   CHECK(s.ops[1].measured == approx(0.125));  // no device time: the in-step median
+  CHECK(s.ops[1].predicted == approx(0.1));    // and the whole prediction, its wait included
   CHECK(s.ops[1].measured_in_step == approx(0.125));
   CHECK(s.ops[3].op == "norm");
   CHECK(s.ops[3].error == approx(0.6));
+  // A held op with a predicted wait compares the prediction less the wait.
+  r.steps[0].measured->ops[1].device = 0.025;
+  const ValidationSummary w = summarize_validation({r});
+  CHECK(w.ops[1].predicted == approx(0.05));
+  CHECK(w.ops[1].error == approx(1.0));
   const auto j = nlohmann::json::parse(format_validation(s, context(true), ReportFormat::json));
   CHECK(j["ops"][0]["measured_s"].get<double>() == approx(0.15));
   CHECK(j["ops"][0]["measured_in_step_s"].get<double>() == approx(0.2));
