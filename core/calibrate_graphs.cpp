@@ -52,9 +52,10 @@ double gemm_cell_bytes(const GemmCell& c) {
 Graph gemm_cells_graph(const std::vector<GemmCell>& cells) {
   Graph g = empty_graph("calibration-gemm");
   for (const GemmCell& c : cells) {
-    const std::string tag = fmt::format("gemm_{}x{}x{}.{}", c.m, c.n, c.k, name_of(c.dtype));
+    const std::string tag = fmt::format("gemm_{}x{}x{}{}.{}", c.m, c.n, c.k, c.trans_b ? "_nt" : "", name_of(c.dtype));
     const int a = add(g, tag + ".a", {c.m, c.k}, storage_of(c.dtype), TensorRole::weight);
-    const int b = add(g, tag + ".b", {c.k, c.n}, weight_storage_of(c.dtype), TensorRole::weight);
+    const int b = add(g, tag + ".b", c.trans_b ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n},
+                      weight_storage_of(c.dtype), TensorRole::weight);
     const int out = add(g, tag + ".c", {c.m, c.n}, storage_of(c.dtype), TensorRole::activation);
     Op op;
     op.name = tag;
@@ -65,6 +66,7 @@ Graph gemm_cells_graph(const std::vector<GemmCell>& cells) {
     op.attrs.m = c.m;
     op.attrs.n = c.n;
     op.attrs.k = c.k;
+    op.attrs.trans_b = c.trans_b;
     (void)g.add_op(std::move(op));
   }
   g.check();

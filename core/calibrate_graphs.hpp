@@ -14,6 +14,7 @@ struct GemmCell {
   int64_t m = 0, n = 0, k = 0;
   DType dtype = DType::bf16;
   std::size_t index = 0;  // position in the table's cell vector (GemmTable::cell order)
+  bool trans_b = false;   // B stored [n, k] (a tied lm_head's layout), else [k, n]
 };
 
 // Bytes of the cell's three operands as the graph stores them (fp8: A and C in bf16, B in fp8,

@@ -92,32 +92,39 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
 namespace {
 
 // The cells of one dtype's grid within the plan's budgets (the others counted in
-// over_budget), keeping only unaligned ones (calibration_variant) when asked.
+// over_budget), keeping only unaligned ones (calibration_variant) when asked, and then in
+// both layouts of B (stored [k, n], and [n, k] as a tied lm_head's table): cuBLAS runs
+// other kernels for each (gemm_layout_variant).
 std::vector<GemmCell> cells_in_budget(const SweepContext& ctx, const GemmSweepPlan& gp, DType t,
                                       bool unaligned_only, std::size_t& over_budget) {
-  const std::size_t nn = gp.n.size(), nk = gp.k.size();
   std::vector<GemmCell> cells;
+  auto consider = [&](const GemmCell& c) {
+    if (unaligned_only) {
+      Op probe;
+      probe.kind = OpKind::gemm;
+      probe.dtype = t;
+      probe.attrs.m = c.m, probe.attrs.n = c.n, probe.attrs.k = c.k;
+      probe.attrs.trans_b = c.trans_b;
+      if (gemm_rows_aligned(probe)) return;
+    }
+    const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+    const double bytes = gemm_cell_bytes(c);
+    const double roofline = std::max(flops / ctx.base.peak(t), bytes / ctx.base.memory_bandwidth);
+    const bool too_slow = gp.max_roofline_seconds > 0 && roofline > gp.max_roofline_seconds;
+    const bool too_large = gp.max_cell_flops > 0 && flops > gp.max_cell_flops;
+    if (too_slow || too_large || bytes > gp.max_cell_bytes) {
+      ++over_budget;
+      return;
+    }
+    cells.push_back(c);
+  };
+  const std::size_t nn = gp.n.size(), nk = gp.k.size();
   for (std::size_t i = 0; i < gp.m.size(); ++i)
     for (std::size_t j = 0; j < nn; ++j)
       for (std::size_t l = 0; l < nk; ++l) {
-        const GemmCell c{gp.m[i], gp.n[j], gp.k[l], t, (i * nn + j) * nk + l};
-        if (unaligned_only) {
-          Op probe;
-          probe.kind = OpKind::gemm;
-          probe.dtype = t;
-          probe.attrs.m = c.m, probe.attrs.n = c.n, probe.attrs.k = c.k;
-          if (gemm_rows_aligned(probe)) continue;
-        }
-        const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
-        const double bytes = gemm_cell_bytes(c);
-        const double roofline = std::max(flops / ctx.base.peak(t), bytes / ctx.base.memory_bandwidth);
-        const bool too_slow = gp.max_roofline_seconds > 0 && roofline > gp.max_roofline_seconds;
-        const bool too_large = gp.max_cell_flops > 0 && flops > gp.max_cell_flops;
-        if (too_slow || too_large || bytes > gp.max_cell_bytes) {
-          ++over_budget;
-          continue;
-        }
-        cells.push_back(c);
+        const std::size_t index = (i * nn + j) * nk + l;
+        consider(GemmCell{gp.m[i], gp.n[j], gp.k[l], t, index, false});
+        if (unaligned_only) consider(GemmCell{gp.m[i], gp.n[j], gp.k[l], t, index, true});
       }
   return cells;
 }

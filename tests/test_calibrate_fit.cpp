@@ -276,8 +276,10 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   REQUIRE(hw.calibration.kernels.count("gemm/bf16/memory/unaligned") == 1);
   for (double e : hw.calibration.kernels.at("gemm/bf16/memory/unaligned").efficiency)
     CHECK(e == approx(0.1).epsilon(0.01));
-  // ... and of their layout: the grid's cells are NN, and n = 1025 leaves B and C unaligned.
+  // ... and of their layout: the cells run with B stored [k, n] (n = 1025 leaves B and C
+  // unaligned) and [n, k] (C only).
   REQUIRE(hw.calibration.kernels.count("gemm/bf16/memory/unaligned_nn_bc") == 1);
+  REQUIRE(hw.calibration.kernels.count("gemm/bf16/memory/unaligned_nt_c") == 1);
   CHECK(hw.calibration.kernels.at("gemm/bf16/memory/unaligned_nn_bc").efficiency ==
         hw.calibration.kernels.at("gemm/bf16/memory/unaligned").efficiency);
   // Every kernel's time is taken off the fitted graph floor, which holds the chain op's 2.4 ns:
