@@ -35,26 +35,15 @@ double SweepClock::seconds() const {
 
 namespace {
 
-std::vector<double> medians(const Measurement& m) {
+// One figure of every op (0 where the op did not execute): median, host or device.
+std::vector<double> per_op(const Measurement& m, double OpMeasurement::*figure) {
   std::vector<double> out;
   out.reserve(m.ops.size());
-  for (const OpMeasurement& o : m.ops) out.push_back(o.executed ? o.median : 0.0);
+  for (const OpMeasurement& o : m.ops) out.push_back(o.executed ? o.*figure : 0.0);
   return out;
 }
 
-std::vector<double> hosts(const Measurement& m) {
-  std::vector<double> out;
-  out.reserve(m.ops.size());
-  for (const OpMeasurement& o : m.ops) out.push_back(o.executed ? o.host : 0.0);
-  return out;
-}
-
-std::vector<double> held(const Measurement& m) {
-  std::vector<double> out;
-  out.reserve(m.ops.size());
-  for (const OpMeasurement& o : m.ops) out.push_back(o.executed ? o.device : 0.0);
-  return out;
-}
+std::vector<double> medians(const Measurement& m) { return per_op(m, &OpMeasurement::median); }
 
 // The eager half of a pair: also timed with the stream held (OpMeasurement::device), so the
 // dispatch fit sees the queued launch cost apart from the waits for the host.
@@ -82,7 +71,8 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
   if (pair) {
     const Measurement eager_m = ctx.backend.run(in_mode(chain, false), eager_pair_run(p.run));
     clock.step();
-    out.cases.push_back({chain, timed, medians(eager_m), hosts(eager_m), held(eager_m)});
+    out.cases.push_back({chain, timed, medians(eager_m), per_op(eager_m, &OpMeasurement::host),
+                         per_op(eager_m, &OpMeasurement::device)});
   }
   s.graphs = pair ? 2 : 1;
   s.seconds = clock.seconds();
@@ -257,7 +247,8 @@ void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fi
       clock.step();
       if (c.eager_pair && p.graph_mode) {
         const Measurement e = ctx.backend.run(in_mode(g, false), eager_pair_run(p.run));
-        pairs.cases.push_back({g, medians(m), medians(e), hosts(e), held(e)});
+        pairs.cases.push_back({g, medians(m), medians(e), per_op(e, &OpMeasurement::host),
+                               per_op(e, &OpMeasurement::device)});
         ++s.graphs;
         clock.step();
       }
