@@ -106,6 +106,7 @@ std::string format_validation_json(const ValidationSummary& s, const ValidationC
   o["speedup"] = stats_json(s.speedup);
   o["peak_memory"] = stats_json(s.memory);
   o["unmeasured_steps"] = s.unmeasured_steps;
+  o["held_ops"] = s.held_ops;
 
   json classes = json::array();
   for (const ClassValidation& cv : s.classes) {

@@ -86,6 +86,11 @@ ReportSection class_section(const ValidationSummary& s) {
     t.add_row(stats_row(std::string(name_of(cv.op_class)), cv.stats, op_where(cv.worst)));
   sec.notes.push_back("per op: predicted time vs measured median of one op (not × layer count), "
                       "every executed op of every step");
+  if (s.held_ops > 0)
+    sec.notes.push_back(fmt::format("{} of the {} ops ran eagerly and are compared by their device time "
+                                    "(timed with the stream held until the step was issued) against "
+                                    "the prediction less its wait for the host",
+                                    s.held_ops, s.ops.size()));
   return sec;
 }
 

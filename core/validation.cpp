@@ -108,6 +108,7 @@ ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
           e.predicted = om.device > 0 ? c.time - c.host_wait : c.time;
           e.measured = measured;
           e.measured_in_step = om.median;
+          if (om.device > 0) ++out.held_ops;
           e.error = relative_error(e.predicted, e.measured);
           out.ops.push_back(std::move(e));
         }

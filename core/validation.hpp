@@ -75,6 +75,7 @@ struct ValidationSummary {
   std::vector<StepValidation> steps;        // every step of every run, in order
   std::vector<SpeedupValidation> speedups;  // steps after the first whose pair was measured
   std::size_t unmeasured_steps = 0;         // steps without a measurement
+  std::size_t held_ops = 0;                 // ops of `ops` compared by their held device time
 };
 
 // Scenario label of a run: its name, and "[batch=8]" when it is a sweep point.

@@ -224,7 +224,13 @@ TEST_CASE("validation: an op timed with its stream held is compared by that devi
   const ValidationSummary w = summarize_validation({r});
   CHECK(w.ops[1].predicted == approx(0.05));
   CHECK(w.ops[1].error == approx(1.0));
+  CHECK(s.held_ops == 2);
+  const std::string text = format_validation(s, context(true), ReportFormat::table);
+  CHECK(text.find("2 of the 4 ops ran eagerly and are compared by their device time") != std::string::npos);
+  const std::string plain = format_validation(summarize_validation({sample_run()}), context(true), ReportFormat::table);
+  CHECK(plain.find("compared by their device time") == std::string::npos);
   const auto j = nlohmann::json::parse(format_validation(s, context(true), ReportFormat::json));
+  CHECK(j["overall"]["held_ops"].get<int>() == 2);
   CHECK(j["ops"][0]["measured_s"].get<double>() == approx(0.15));
   CHECK(j["ops"][0]["measured_in_step_s"].get<double>() == approx(0.2));
 }
