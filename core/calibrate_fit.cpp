@@ -55,9 +55,11 @@ EfficiencyCurve fit_curve(std::vector<CurvePoint> points, double bins_per_decade
   return c;
 }
 
-void CurveFitter::add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p) {
+void CurveFitter::add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p,
+                            const std::string& also_key) {
   if (!(p.roofline_seconds > 0) || !(p.efficiency > 0) || !std::isfinite(p.efficiency)) return;
   if (!key.empty()) m_by_key[key].push_back(p);
+  if (!also_key.empty()) m_by_key[also_key].push_back(p);
   m_by_class[{cls, compute_bound}].push_back(p.efficiency);
   ++m_points;
 }
@@ -72,10 +74,8 @@ void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base
     const OpCost cost = predict_op(op, g, base);
     const CalibrationPoint p = calibration_point(op, cost, base);
     const CurvePoint pt{p.roofline_seconds, p.roofline_seconds / kernel_seconds(om.median, launch_graph)};
-    add_point(p.key, class_of(op.kind), p.compute_bound, pt);
-    // An unaligned GEMM also feeds the curve of its layout (counted once in the class medians).
-    if (!p.layout_key.empty() && pt.roofline_seconds > 0 && pt.efficiency > 0 && std::isfinite(pt.efficiency))
-      m_by_key[p.layout_key].push_back(pt);
+    // An unaligned GEMM also feeds the curve of its layout.
+    add_point(p.key, class_of(op.kind), p.compute_bound, pt, p.layout_key);
   }
 }
 

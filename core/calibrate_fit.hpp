@@ -41,7 +41,10 @@ class CurveFitter {
   // without a GEMM table. Copies to or from the host, collectives and host ops are skipped
   // (other sweeps fit them).
   void add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph);
-  void add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p);
+  // A point of curve `key` (none when empty) and of `also_key` (an unaligned GEMM's layout
+  // curve), counted once in the class medians.
+  void add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p,
+                 const std::string& also_key = {});
   [[nodiscard]] std::map<std::string, EfficiencyCurve> curves() const;
   // Median efficiency per class and bound of every point added (GEMM cells included), the
   // fallback for kinds the sweeps never met.
