@@ -152,6 +152,11 @@ bool is_calibration_variant(std::string_view v) {
 }
 
 std::string_view calibration_variant(const Op& op) {
+  if (op.attrs.kv_block > 0) return "paged";
+  return unpaged_calibration_variant(op);
+}
+
+std::string_view unpaged_calibration_variant(const Op& op) {
   if (is_decode_attention(op.kind, op.attrs.seq_q)) return "decode";
   if (op.kind == OpKind::gemm && !gemm_rows_aligned(op)) return "unaligned";
   if (op.kind == OpKind::adamw && op.attrs.passes <= 1) return "fused";

@@ -86,9 +86,14 @@ struct Calibration {
 //               vocabulary, say), which rules out the tensor-core kernels that need
 //               aligned rows;
 //   "fused"     AdamW streaming its tensors once (the multi-tensor kernel), against the
-//               per-tensor, multi-pass one.
+//               per-tensor, multi-pass one;
+//   "paged"     KV appends and attention reading a paged cache through its block table
+//               (paged_kv); a profile without their curve prices them by the unpaged one.
 [[nodiscard]] std::string_view calibration_variant(const Op& op);
-inline constexpr std::array<std::string_view, 3> calibration_variants = {"decode", "unaligned", "fused"};
+// The variant the op would have with a contiguous cache: its paged curve's fallback.
+[[nodiscard]] std::string_view unpaged_calibration_variant(const Op& op);
+inline constexpr std::array<std::string_view, 4> calibration_variants = {"decode", "unaligned", "fused",
+                                                                         "paged"};
 // An unaligned GEMM's finer variant: cuBLAS picks its kernel by the layout and by which
 // operands have unaligned rows, so the forward, dgrad and wgrad of one odd-vocabulary lm_head
 // run at different speeds. "unaligned_" + the layout (n or t for A, then B) + "_" + the

@@ -16,7 +16,8 @@ enum class OpKind {
   attn_context_bwd,   // {dO, P, V} -> {dP, dV}
   attn_softmax_bwd,   // {P, dP} -> {dS}: dS = P ⊙ (dP − rowsum(dP ⊙ P))
   attn_scores_bwd,    // {dS, Q, K} -> {dQ, dK} (scale applied; GQA sums dK over the group)
-  flash_attention,    // {Q, K, V} -> {O, LSE[b,h,q] fp32}: no S or P in memory (decode too)
+  flash_attention,    // {Q, K, V} -> {O, LSE[b,h,q] fp32}: no S or P in memory (decode too);
+                      // paged (attrs.kv_block): {Q, K pages, V pages, block table}
   flash_attention_bwd,// {Q, K, V, O, dO, LSE} -> {dQ, dK, dV}, recomputing S tile by tile
   layernorm,          // {x, gamma, beta} -> {y}            x: [rows, cols]
   layernorm_bwd,      // {x, gamma, dy} -> {dx, dgamma, dbeta} (statistics recomputed from x)
@@ -41,7 +42,8 @@ enum class OpKind {
   add_rmsnorm,        // {a, b, gamma} -> {sum, y}: residual_add + rmsnorm in one pass (fusion)
   add_layernorm,      // {a, b, gamma, beta} -> {sum, y}: residual_add + layernorm (fusion)
   kv_append,          // {k_new[b, seq_q, kv_heads, d], cache[b, capacity, kv_heads, d]} -> {cache}
-                      // writes rows at attrs.position
+                      // writes rows at attrs.position; paged (attrs.kv_block):
+                      // {k_new, pages, block table} -> {pages}
   slice_last_token,   // {x[b*seq_q, cols]} -> {y[b, cols]}: each sequence's last row
   copy,               // {x} -> {y}: same bytes; the residences say the direction: upload
                       // (host x), download (host y) or device to device

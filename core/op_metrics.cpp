@@ -18,10 +18,11 @@ double score_elements(const OpAttrs& a) {
 double row_elements(const OpAttrs& a) { return d(a.rows) * d(a.cols); }
 
 // Bytes an attention op reads from a K/V tensor: a KV cache holds kv_capacity rows per
-// sequence but only the first seq_kv are valid and read.
+// sequence (or pages covering them) but only the first seq_kv are valid and read. A paged
+// op's block table is read whole (max_blocks entries per sequence, all of them in use).
 double attention_read_bytes(const Op& op, const Tensor& t) {
   const OpAttrs& a = op.attrs;
-  if (t.role == TensorRole::kv_cache && a.kv_capacity > 0)
+  if (t.role == TensorRole::kv_cache && (a.kv_capacity > 0 || a.kv_block > 0))
     return d(a.batch) * d(a.seq_kv) * d(a.kv_heads) * d(a.head_dim) * bytes_of(t.dtype);
   return t.bytes();
 }
@@ -99,9 +100,11 @@ double op_bytes(const Op& op, const Graph& g) {
   switch (op.kind) {
     case OpKind::kv_append: {
       // Reads the new rows and writes them into the cache; the rest of the cache is untouched.
+      // A paged cache also reads one block-table entry (int32) per new row.
       const Tensor& cache = g.tensor(op.outputs.at(0));
       const double rows = d(a.batch) * d(a.seq_q) * d(a.kv_heads) * d(a.head_dim);
-      return g.tensor(op.inputs.at(0)).bytes() + rows * bytes_of(cache.dtype);
+      const double table = a.kv_block > 0 ? d(a.batch) * d(a.seq_q) * 4.0 : 0.0;
+      return g.tensor(op.inputs.at(0)).bytes() + rows * bytes_of(cache.dtype) + table;
     }
     case OpKind::embedding: {
       // Token ids, one gathered row per token from each table, the output.

@@ -14,6 +14,9 @@ void apply_tf32(Graph& g);
 void apply_fp8(Graph& g);
 // scores -> softmax -> context (and their backward) become flash_attention (_bwd).
 void apply_flash_attention(Graph& g);
+// The KV cache becomes pages of `block` rows read through one block table (needs flash
+// attention: materialized attention cannot read pages). Throws ConfigError without a cache.
+void apply_paged_kv(Graph& g, int64_t block);
 // residual_add followed by its norm becomes add_rmsnorm / add_layernorm.
 void apply_fusion(Graph& g);
 // All adamw ops become one single-pass adamw op.

@@ -27,6 +27,10 @@ const std::vector<OptimizationInfo>& optimizations() {
       {"flash_attention",
        "scores -> softmax -> context (and backward) fused into one op; S and P never stored",
        false, false},
+      {"paged_kv",
+       "KV cache in pages of N rows (default 16) read through a block table: a step holds only "
+       "the pages its sequences fill (needs flash_attention)",
+       false, false},
       {"fusion", "each residual add merged with the norm that reads it (add_rmsnorm/add_layernorm)",
        false, false},
       {"cuda_graphs", "launches replayed from a captured CUDA graph (lower per-op launch cost)",
@@ -76,6 +80,11 @@ void validate(const PassSpec& p) {
   } else if (p.name == "kv_cache") {
     if (p.value && *p.value != 0 && *p.value != 1)
       throw ConfigError(fmt::format("optimization 'kv_cache' takes 0 (off) or 1 (on) (got {})", *p.value));
+  } else if (p.name == "paged_kv") {
+    if (p.value && (!(*p.value >= 1 && *p.value <= max_kv_block) || *p.value != std::floor(*p.value)))
+      throw ConfigError(fmt::format(
+          "optimization 'paged_kv' takes the rows per page, a whole number from 1 to {} (got {})",
+          max_kv_block, *p.value));
   } else if (p.value && *p.value != 1) {
     throw ConfigError(fmt::format(
         "optimization '{}' takes no value (got {}); leave it out of the step to disable it", p.name,
@@ -105,6 +114,7 @@ void apply_graph_pass(const PassSpec& p, Graph& g) {
   else if (n == "tf32") passes::apply_tf32(g);
   else if (n == "fp8") passes::apply_fp8(g);
   else if (n == "flash_attention") passes::apply_flash_attention(g);
+  else if (n == "paged_kv") passes::apply_paged_kv(g, static_cast<int64_t>(p.value.value_or(default_kv_block)));
   else if (n == "fusion") passes::apply_fusion(g);
   else if (n == "cuda_graphs") g.graphed = true;
   else if (n == "fused_optimizer") passes::apply_fused_optimizer(g);

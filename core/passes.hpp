@@ -11,7 +11,12 @@
 
 namespace perfsim {
 
-// One pass by name, with an optional value (batch = 32, kv_cache = 0).
+// paged_kv's rows per page when the step gives none (vLLM's default block size), and the most
+// it takes.
+inline constexpr int64_t default_kv_block = 16;
+inline constexpr int64_t max_kv_block = 4096;
+
+// One pass by name, with an optional value (batch = 32, kv_cache = 0, paged_kv = 32).
 struct PassSpec {
   std::string name;
   std::optional<double> value;
@@ -29,7 +34,7 @@ struct StackStep {
 struct OptimizationInfo {
   std::string name;
   std::string summary;        // one line: what it changes in the graph
-  bool needs_value = false;   // batch needs a number
+  bool needs_value = false;   // batch needs a number (paged_kv's is optional)
   bool workload_pass = false; // changes the workload before building (batch, kv_cache)
 };
 
@@ -41,7 +46,7 @@ void validate(const PassSpec& p);
 
 // Applies a workload pass (batch, kv_cache); returns false when p is a graph pass.
 bool apply_workload_pass(const PassSpec& p, Workload& w);
-// Applies a graph pass in place (precision, flash_attention, fusion, cuda_graphs,
+// Applies a graph pass in place (precision, flash_attention, paged_kv, fusion, cuda_graphs,
 // fused_optimizer, recompute, pinned_memory, prefetch); no-op for workload passes.
 void apply_graph_pass(const PassSpec& p, Graph& g);
 

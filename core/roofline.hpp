@@ -36,6 +36,9 @@ struct CalibrationPoint {
   double roofline_seconds = 0;    // max(flops / peak, bytes / bandwidth)
   bool compute_bound = false;
   std::string layout_key;         // unaligned GEMMs: "gemm/bf16/compute/unaligned_nt_c"; else empty
+  // Read when the profile has no curve at `key`: a paged op's unpaged curve
+  // ("flash_attention/bf16/memory/decode" for ".../paged"); else empty.
+  std::string fallback_key;
 };
 [[nodiscard]] CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware& hw);
 

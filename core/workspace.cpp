@@ -118,8 +118,12 @@ bool fixed_storage(OpKind k, bool is_output, std::size_t i, Storage& out) {
       if (!is_output && i == 1) return out = Storage::i32, true;
       if (is_output && i == 0) return out = Storage::f32, true;
       break;
-    case OpKind::flash_attention:
+    case OpKind::flash_attention:  // paged: the block table is input 3
       if (is_output && i == 1) return out = Storage::f32, true;
+      if (!is_output && i == 3) return out = Storage::i32, true;
+      break;
+    case OpKind::kv_append:  // paged: the block table is input 2
+      if (!is_output && i == 2) return out = Storage::i32, true;
       break;
     case OpKind::flash_attention_bwd:
       if (!is_output && i == 5) return out = Storage::f32, true;
@@ -155,7 +159,8 @@ int64_t kernel_workspace(const Op& op, const Graph& g, int64_t elem, const Hardw
       return g.tensor(op.outputs.at(1)).elements() * 4;  // [b, grad_capacity, Hkv, d] fp32
     }
     case OpKind::flash_attention:
-      return at.seq_q <= decode_kernel_max_seq_q ? decode_workspace(at, hw.sm_count) : 0;
+      // A paged cache is always read by the split-KV kernel.
+      return at.seq_q <= decode_kernel_max_seq_q || at.kv_block > 0 ? decode_workspace(at, hw.sm_count) : 0;
     case OpKind::flash_attention_bwd: {
       // dQ accumulators (rounded to 16 bytes) and D = rowsum(dO ⊙ O) (kernels/flash_attention.cuh).
       const int64_t dq = (batch * at.seq_q * at.heads * at.head_dim * 4 + 15) / 16 * 16;

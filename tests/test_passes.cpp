@@ -2,6 +2,7 @@
 // stacks built through build_stack_graph.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 
@@ -78,7 +79,7 @@ TEST_CASE("passes: registry names and validation") {
     CHECK_FALSE(o.summary.empty());
   }
   CHECK(names == std::set<std::string>{"fp32", "tf32", "bf16", "fp16", "fp8", "flash_attention",
-                                       "fusion", "cuda_graphs", "fused_optimizer", "recompute",
+                                       "paged_kv", "fusion", "cuda_graphs", "fused_optimizer", "recompute",
                                        "pinned_memory", "prefetch", "kv_cache", "batch"});
   CHECK(config_error({"flash_atention", {}}) ==
         "unknown optimization 'flash_atention' (did you mean 'flash_attention'?)");
@@ -89,6 +90,12 @@ TEST_CASE("passes: registry names and validation") {
   CHECK_FALSE(config_error({"fusion", 0.0}).empty());
   CHECK(config_error({"batch", 32.0}).empty());
   CHECK(config_error({"kv_cache", 0.0}).empty());
+  CHECK(config_error({"paged_kv", {}}).empty());
+  CHECK(config_error({"paged_kv", 32.0}).empty());
+  for (double bad : {0.0, -16.0, 2.5, 5000.0}) {
+    CAPTURE(bad);
+    CHECK(config_error({"paged_kv", bad}).find("rows per page, a whole number from 1 to 4096") != std::string::npos);
+  }
 }
 
 TEST_CASE("passes: workload passes change the workload before building") {
@@ -182,6 +189,87 @@ TEST_CASE("passes: flash_attention removes the score and probability tensors") {
       CHECK(op.outputs.size() == 3);
       CHECK(t.tensor(op.inputs[5]).count == 2);  // LSE saved for backward, for every layer
     }
+}
+
+namespace {
+
+std::vector<StackStep> paged_stack(std::optional<double> block) {
+  return {{"bf16", {{"bf16", {}}}}, {"+flash", {{"flash_attention", {}}}}, {"+paged", {{"paged_kv", block}}}};
+}
+
+std::string stack_error(const ModelConfig& m, const Workload& w, const std::vector<StackStep>& stack) {
+  try {
+    (void)build_stack_graph(m, w, stack, stack.size() - 1, BuildOptions{0});
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("passes: paged_kv pages the cache and wires the block table into appends and attention") {
+  Workload w = decode_w();
+  w.prompt = 100, w.new_tokens = 100;  // capacity 200 rows; the step attends 151 (context 150 + 1)
+  const auto stack = paged_stack(std::nullopt);
+  const Graph flat = build_stack_graph(tiny_llama(), w, stack, 1, BuildOptions{0});
+  const Graph g = build_stack_graph(tiny_llama(), w, stack, 2, BuildOptions{0});
+  g.check();
+  // 16-row pages: ceil(151 / 16) = 10 per sequence, 160 rows instead of 200.
+  int tables = 0, table_id = -1;
+  for (const Tensor& t : g.tensors)
+    if (t.name == "kv_block_table") ++tables, table_id = t.id;
+  REQUIRE(tables == 1);
+  CHECK(g.tensor(table_id).shape == std::vector<int64_t>{2, 10});
+  CHECK(g.tensor(table_id).dtype == DType::int32);
+  CHECK(role_bytes(g, TensorRole::kv_cache) == role_bytes(flat, TensorRole::kv_cache) * 160 / 200);
+  for (const Tensor& t : g.tensors)
+    if (t.role == TensorRole::kv_cache) CHECK(t.shape == std::vector<int64_t>{20, 16, 2, 16});
+  int appends = 0, attends = 0;
+  for (const Op& op : g.ops) {
+    if (op.kind != OpKind::kv_append && op.kind != OpKind::flash_attention) continue;
+    CHECK(op.attrs.kv_block == 16);
+    CHECK(op.attrs.kv_capacity == 160);
+    CHECK(op.inputs.back() == table_id);
+    appends += op.kind == OpKind::kv_append;
+    attends += op.kind == OpKind::flash_attention;
+  }
+  CHECK(appends == 8);  // K and V of 4 layers
+  CHECK(attends == 4);
+  // A page size from the step: 64-row pages, ceil(151 / 64) = 3 per sequence.
+  const Graph g64 = build_stack_graph(tiny_llama(), w, paged_stack(64.0), 2, BuildOptions{0});
+  CHECK(role_bytes(g64, TensorRole::kv_cache) == role_bytes(flat, TensorRole::kv_cache) * 192 / 200);
+}
+
+TEST_CASE("passes: paged_kv on Llama-3-8B at a 1024 + 256 token decode holds 1168 of 1280 rows") {
+  // KV per row = 2 (K, V) · 32 layers · 8 kv heads · 128 · 2 bytes (bf16) = 131,072 bytes.
+  // Contiguous: 1280 rows = 160 MiB. Paged at context 1152 (+1): ceil(1153 / 16) = 73 pages
+  // = 1168 rows = 146 MiB.
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 1, w.prompt = 1024, w.new_tokens = 256;
+  const auto stack = paged_stack(std::nullopt);
+  const Graph flat = build_stack_graph(llama3_8b(), w, stack, 1, BuildOptions{1});
+  const Graph g = build_stack_graph(llama3_8b(), w, stack, 2, BuildOptions{1});
+  CHECK(role_bytes(flat, TensorRole::kv_cache) == approx(1280.0 * 131072));
+  CHECK(role_bytes(g, TensorRole::kv_cache) == approx(1168.0 * 131072));
+  CHECK(role_bytes(flat, TensorRole::kv_cache) == approx(formulas::kv_cache_bytes(llama3_8b(), 1, 1280, DType::bf16)));
+}
+
+TEST_CASE("passes: paged_kv explains what it needs") {
+  Workload w = decode_w();
+  // Materialized attention reads the cache as contiguous rows.
+  const std::vector<StackStep> no_flash = {{"bf16", {{"bf16", {}}}}, {"+paged", {{"paged_kv", {}}}}};
+  CHECK(stack_error(tiny_llama(), w, no_flash).find("needs 'flash_attention' earlier in the stack") !=
+        std::string::npos);
+  // Twice in a cumulative stack.
+  auto twice = paged_stack(std::nullopt);
+  twice.push_back({"+paged 32", {{"paged_kv", 32.0}}});
+  CHECK(stack_error(tiny_llama(), w, twice).find("already applied") != std::string::npos);
+  // No cache to page: training, and decode recomputing the context.
+  CHECK(stack_error(tiny_llama(), train_w(), paged_stack(std::nullopt)).find("has none") != std::string::npos);
+  w.kv_cache = false;
+  CHECK(stack_error(tiny_llama(), w, paged_stack(std::nullopt)).find("has none") != std::string::npos);
 }
 
 TEST_CASE("passes: fusion merges residual adds into the following norm") {

@@ -2,9 +2,13 @@
 // (running max and denominator per query row) and writes O and LSE = max + log(denominator);
 // the backward recomputes score tiles from Q, K and LSE (Dao, FlashAttention-2, Alg. 1-2).
 // No score matrix is ever held: the largest temporary is a tile×tile block per thread.
-// Shapes as AttnShape in cpu_kernels.hpp; LSE [b, h, sq] fp32.
+// Shapes as AttnShape in cpu_kernels.hpp; LSE [b, h, sq] fp32. The forward also reads K/V
+// from a paged cache through its block table (paged_flash_attention).
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/kernel_util.hpp"
@@ -39,6 +43,29 @@ void load_tile(const T* src, int64_t stride, int64_t rows, int64_t d, float* dst
   detail::load_rows(src, stride, rows, d, dst);
 }
 
+// Where kv position j of sequence b sits, in kv rows (kv_heads · d elements): a contiguous
+// cache [b, kv_capacity, ...] or pages through a block table (checked before the kernel runs).
+struct ContiguousKv {
+  int64_t capacity;
+  [[nodiscard]] int64_t row(int64_t b, int64_t j) const { return b * capacity + j; }
+};
+struct PagedKv {
+  const int32_t* table;
+  PagedLayout p;
+  [[nodiscard]] int64_t row(int64_t b, int64_t j) const {
+    return int64_t{table[b * p.max_blocks + j / p.block]} * p.block + j % p.block;
+  }
+};
+
+// Loads kv positions j0 .. j0 + bc − 1 of head kh of sequence b as a [bc, d] float tile.
+template <class T, class Rows>
+void load_kv_tile(const T* base, const Rows& rows, const AttnShape& a, int64_t b, int64_t j0, int64_t bc,
+                  int64_t kh, float* dst) {
+  const int64_t d = a.head_dim;
+  for (int64_t c = 0; c < bc; ++c)
+    detail::load_rows(base + (rows.row(b, j0 + c) * a.kv_heads + kh) * d, d, 1, d, dst + c * d);
+}
+
 // s[r, c] = scale · q[r]·k[c] for the tile, −inf where query i0+r may not see kv j0+c.
 void score_tile(const float* qf, const float* kf, int64_t br, int64_t bc, int64_t d, float scale,
                 int64_t i0, int64_t j0, const AttnShape& a, float* s) {
@@ -49,11 +76,10 @@ void score_tile(const float* qf, const float* kf, int64_t br, int64_t bc, int64_
   }
 }
 
-}  // namespace
 
-template <class T>
-void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
-                     int64_t tile) {
+template <class T, class Rows>
+void flash_forward(const T* q, const T* k, const T* v, const Rows& rows, T* o, float* lse, const AttnShape& a,
+                   int64_t tile) {
   const int64_t d = a.head_dim;
   const int64_t q_tiles = (a.seq_q + tile - 1) / tile;
   const float scale = a.scale();
@@ -80,8 +106,8 @@ void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const
       const int64_t kv_end = a.visible(i0 + br - 1);  // the tile's last row sees the most
       for (int64_t j0 = 0; j0 < kv_end; j0 += tile) {
         const int64_t bc = std::min(tile, kv_end - j0);
-        load_tile(k + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, kf);
-        load_tile(v + kv_offset(a, b, j0, kh), a.kv_heads * d, bc, d, vf);
+        load_kv_tile(k, rows, a, b, j0, bc, kh, kf);
+        load_kv_tile(v, rows, a, b, j0, bc, kh, vf);
         score_tile(qf, kf, br, bc, d, scale, i0, j0, a, s);
         for (int64_t r = 0; r < br; ++r) {
           float* srow = s + r * bc;
@@ -110,6 +136,34 @@ void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const
       detail::store_rows(acc, br, d, o + q_offset(a, b, i0, h), a.heads * d);
     }
   });
+}
+
+}  // namespace
+
+template <class T>
+void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+                     int64_t tile) {
+  flash_forward(q, k, v, ContiguousKv{a.kv_capacity}, o, lse, a, tile);
+}
+
+int64_t paged_row(const int32_t* table, const PagedLayout& p, int64_t b, int64_t j) {
+  const int32_t page = table[b * p.max_blocks + j / p.block];
+  if (page < 0 || page >= p.num_blocks)
+    throw std::out_of_range(fmt::format("paged KV: block table entry [{}][{}] = {} is outside the {} pages",
+                                        b, j / p.block, page, p.num_blocks));
+  return int64_t{page} * p.block + j % p.block;
+}
+
+template <class T>
+void paged_flash_attention(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
+                           const PagedLayout& p, T* o, float* lse, const AttnShape& a) {
+  if (p.block <= 0 || p.block * p.max_blocks < a.seq_kv)
+    throw std::out_of_range(fmt::format("paged attention: {} pages of {} rows do not cover seq_kv = {}",
+                                        p.max_blocks, p.block, a.seq_kv));
+  // Every page the kernel will read must be in the pool.
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t j = 0; j < a.seq_kv; j += p.block) (void)paged_row(table, p, b, j);
+  flash_forward(q, k_pages, v_pages, PagedKv{table, p}, o, lse, a, 64);
 }
 
 namespace {
@@ -252,7 +306,9 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
   template void flash_attention<T>(const T*, const T*, const T*, T*, float*, const AttnShape&, \
                                    int64_t);                                                \
   template void flash_attention_bwd<T>(const T*, const T*, const T*, const T*, const T*,     \
-                                       const float*, T*, T*, T*, const AttnShape&, int64_t);
+                                       const float*, T*, T*, T*, const AttnShape&, int64_t); \
+  template void paged_flash_attention<T>(const T*, const T*, const T*, const int32_t*,         \
+                                         const PagedLayout&, T*, float*, const AttnShape&);
 PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_FLASH)
 
 }  // namespace perfsim::cpu

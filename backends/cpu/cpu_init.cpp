@@ -3,7 +3,9 @@
 // not depend on which thread fills which chunk.
 #include "backends/cpu/cpu_init.hpp"
 
+#include <algorithm>
 #include <string_view>
+#include <utility>
 
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/scalar.hpp"
@@ -42,6 +44,13 @@ int64_t vocab_of(const Graph& g, int id) {
   return 1;
 }
 
+// Whether an int32 tensor is the block table of a paged cache (the last input of a paged op).
+bool is_block_table(const Graph& g, int id) {
+  for (const Op& op : g.ops)
+    if (op.attrs.kv_block > 0 && !op.inputs.empty() && op.inputs.back() == id) return true;
+  return false;
+}
+
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
 // Approximately normal values at one generator call per element: the sum of four 16-bit
@@ -75,13 +84,22 @@ void fill_ids(int32_t* data, int64_t n, int64_t vocab, uint64_t seed) {
   for (int64_t i = 0; i < n; ++i) data[i] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(vocab));
 }
 
+// Fisher-Yates shuffle of 0 .. n − 1.
+void fill_permutation(int32_t* data, int64_t n, uint64_t seed) {
+  SplitMix rng{seed};
+  for (int64_t i = 0; i < n; ++i) data[i] = static_cast<int32_t>(i);
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(data[i], data[rng.next() % static_cast<uint64_t>(i + 1)]);
+}
+
 template <class T>
 void fill_float(T* data, int64_t n, const InitSpec& spec, uint64_t seed) {
   switch (spec.kind) {
     case InitKind::normal: fill_typed(data, n, spec, seed); return;
     case InitKind::ones: fill_constant(data, n, 1.0f); return;
     case InitKind::zeros:
-    case InitKind::token_ids: fill_constant(data, n, 0.0f); return;
+    case InitKind::token_ids:
+    case InitKind::block_table: fill_constant(data, n, 0.0f); return;
   }
 }
 
@@ -103,6 +121,10 @@ InitSpec init_spec(const Graph& g, const Tensor& t) {
       if (!d.on_host() && d.name == twin) return init_spec(g, d);
   }
   InitSpec s;
+  if (t.dtype == DType::int32 && is_block_table(g, t.id)) {
+    s.kind = InitKind::block_table;
+    return s;
+  }
   if (t.dtype == DType::int32) {
     s.kind = InitKind::token_ids;
     s.vocab = std::max<int64_t>(1, vocab_of(g, t.id));
@@ -142,7 +164,10 @@ void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t
       case Storage::f32: fill_float(static_cast<float*>(p), n, spec, tseed); break;
       case Storage::bf16: fill_float(static_cast<bf16*>(p), n, spec, tseed); break;
       case Storage::f16: fill_float(static_cast<half*>(p), n, spec, tseed); break;
-      case Storage::i32: fill_ids(static_cast<int32_t*>(p), n, spec.vocab, tseed); break;
+      case Storage::i32:
+        if (spec.kind == InitKind::block_table) fill_permutation(static_cast<int32_t*>(p), n, tseed);
+        else fill_ids(static_cast<int32_t*>(p), n, spec.vocab, tseed);
+        break;
       case Storage::unsupported: break;
     }
   }

@@ -1,6 +1,6 @@
 // Values the CPU backend puts into persistent tensors before running a graph: random but
-// sane (weights ~ N(0, 0.02), norm gains 1, token ids within the vocabulary, optimizer
-// moments 0), so softmax, norms and AdamW stay finite however many times the graph runs.
+// sane (weights ~ N(0, 0.02), norm gains 1, token ids within the vocabulary, block tables
+// naming each page once, optimizer moments 0), so softmax, norms and AdamW stay finite however many times the graph runs.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,7 +10,9 @@
 
 namespace perfsim::cpu {
 
-enum class InitKind { normal, ones, zeros, token_ids };
+// block_table: a shuffled permutation of the page ids 0 .. n − 1 (a paged cache's block
+// table: every sequence's pages scattered through the pool, none shared).
+enum class InitKind { normal, ones, zeros, token_ids, block_table };
 
 struct InitSpec {
   InitKind kind = InitKind::normal;

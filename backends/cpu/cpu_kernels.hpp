@@ -163,6 +163,22 @@ struct KvAppendShape {
   int64_t batch = 1, seq_new = 0, capacity = 0, row = 0, position = 0;
 };
 template <class T> void kv_append(const T* k_new, T* cache, const KvAppendShape& s);
+// A paged KV cache (the paged_kv pass): pages [num_blocks, block, row] and a block table
+// [batch, max_blocks] int32; kv position j of sequence b lives in page table[b][j / block]
+// at row j % block. Shapes then give the logical capacity max_blocks · block per sequence.
+struct PagedLayout {
+  int64_t block = 0, max_blocks = 0, num_blocks = 0;
+};
+// The page row (in units of a kv row) of position j of sequence b; throws std::out_of_range
+// when the table names a page outside the pool.
+[[nodiscard]] int64_t paged_row(const int32_t* table, const PagedLayout& p, int64_t b, int64_t j);
+// kv_append into pages.
+template <class T> void paged_kv_append(const T* k_new, T* pages, const int32_t* table,
+                                        const KvAppendShape& s, const PagedLayout& p);
+// flash_attention reading K and V from pages (a.kv_capacity: the logical rows per sequence).
+template <class T> void paged_flash_attention(const T* q, const T* k_pages, const T* v_pages,
+                                              const int32_t* table, const PagedLayout& p, T* o,
+                                              float* lse, const AttnShape& a);
 // x [batch·seq, cols] -> y [batch, cols]: each sequence's last row.
 template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols);
 // y = x, converting between float storages when they differ.

@@ -1,4 +1,4 @@
-// Data movement: appending new K/V rows into a preallocated cache, taking each sequence's
+// Data movement: appending new K/V rows into a preallocated (or paged) cache, taking each sequence's
 // last row (the only one decode/prefill needs logits for), and plain copies.
 #include <fmt/format.h>
 
@@ -19,6 +19,18 @@ void kv_append(const T* k_new, T* cache, const KvAppendShape& s) {
   for (int64_t b = 0; b < s.batch; ++b)
     std::memcpy(cache + (b * s.capacity + s.position) * s.row, k_new + b * s.seq_new * s.row,
                 static_cast<std::size_t>(s.seq_new * s.row) * sizeof(T));
+}
+
+template <class T>
+void paged_kv_append(const T* k_new, T* pages, const int32_t* table, const KvAppendShape& s,
+                     const PagedLayout& p) {
+  if (s.position < 0 || s.position + s.seq_new > p.block * p.max_blocks)
+    throw std::out_of_range(fmt::format("kv_append: rows {}..{} do not fit {} pages of {} rows",
+                                        s.position, s.position + s.seq_new - 1, p.max_blocks, p.block));
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t t = 0; t < s.seq_new; ++t)
+      std::memcpy(pages + paged_row(table, p, b, s.position + t) * s.row, k_new + (b * s.seq_new + t) * s.row,
+                  static_cast<std::size_t>(s.row) * sizeof(T));
 }
 
 template <class T>
@@ -44,6 +56,8 @@ void copy_tensor(const void* x, Storage x_type, void* y, Storage y_type, int64_t
 
 #define PERFSIM_INSTANTIATE_MEMORY(T)                                         \
   template void kv_append<T>(const T*, T*, const KvAppendShape&);            \
+  template void paged_kv_append<T>(const T*, T*, const int32_t*, const KvAppendShape&, \
+                                   const PagedLayout&);                                  \
   template void slice_last_token<T>(const T*, T*, int64_t, int64_t, int64_t);
 PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_MEMORY)
 

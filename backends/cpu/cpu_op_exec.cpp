@@ -52,8 +52,12 @@ std::optional<Storage> fixed_storage(OpKind k, bool is_output, std::size_t i) {
       if (!is_output && i == 1) return Storage::i32;
       if (is_output && i == 0) return Storage::f32;
       break;
-    case OpKind::flash_attention:
+    case OpKind::flash_attention:  // paged: the block table is input 3
       if (is_output && i == 1) return Storage::f32;
+      if (!is_output && i == 3) return Storage::i32;
+      break;
+    case OpKind::kv_append:  // paged: the block table is input 2
+      if (!is_output && i == 2) return Storage::i32;
       break;
     case OpKind::flash_attention_bwd:
       if (!is_output && i == 5) return Storage::f32;
@@ -120,9 +124,13 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::attn_context_bwd: attn_context_bwd(I(0), I(1), I(2), O(0), O(1), attn_shape(op, g)); return;
     case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), attn_shape(op, g)); return;
     case OpKind::attn_scores_bwd: attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), attn_shape(op, g)); return;
-    case OpKind::flash_attention:
-      flash_attention(I(0), I(1), I(2), O(0), static_cast<float*>(out.at(1)), attn_shape(op, g));
+    case OpKind::flash_attention: {
+      const AttnShape a = attn_shape(op, g);
+      auto* lse = static_cast<float*>(out.at(1));
+      if (op.attrs.kv_block > 0) paged_flash_attention(I(0), I(1), I(2), ids(3), paged_layout(op, g, a.batch), O(0), lse, a);
+      else flash_attention(I(0), I(1), I(2), O(0), lse, a);
       return;
+    }
     case OpKind::flash_attention_bwd:
       flash_attention_bwd(I(0), I(1), I(2), I(3), I(4), static_cast<const float*>(in.at(5)), O(0), O(1),
                           O(2), attn_shape(op, g));
@@ -176,7 +184,12 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::embedding_bwd:
       embedding_bwd(ids(0), I(1), O(0), out.size() > 1 ? O(1) : nullptr, embedding_shape(op, g));
       return;
-    case OpKind::kv_append: kv_append(I(0), O(0), kv_append_shape(op, g)); return;
+    case OpKind::kv_append: {
+      const KvAppendShape s = kv_append_shape(op, g);
+      if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, paged_layout(op, g, s.batch));
+      else kv_append(I(0), O(0), s);
+      return;
+    }
     case OpKind::slice_last_token: {
       const SliceShape s = slice_shape(op, g);
       slice_last_token(I(0), O(0), s.batch, s.seq, s.cols);

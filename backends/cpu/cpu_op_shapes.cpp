@@ -72,7 +72,7 @@ Arity arity_of(OpKind k) {
     case OpKind::attn_context_bwd: return {3, 3, 2, 2};
     case OpKind::attn_softmax_bwd: return {2, 2, 1, 1};
     case OpKind::attn_scores_bwd: return {3, 3, 2, 2};
-    case OpKind::flash_attention: return {3, 3, 2, 2};
+    case OpKind::flash_attention: return {3, 4, 2, 2};  // + block table when paged
     case OpKind::flash_attention_bwd: return {6, 6, 3, 3};
     case OpKind::layernorm: return {3, 3, 1, 1};
     case OpKind::layernorm_bwd: return {3, 3, 3, 3};
@@ -91,7 +91,7 @@ Arity arity_of(OpKind k) {
     case OpKind::adamw: return {4, 1 << 30, 3, 1 << 30};
     case OpKind::add_rmsnorm: return {3, 3, 2, 2};
     case OpKind::add_layernorm: return {4, 4, 2, 2};
-    case OpKind::kv_append: return {2, 2, 1, 1};
+    case OpKind::kv_append: return {2, 3, 1, 1};  // + block table when paged
     case OpKind::slice_last_token: return {1, 1, 1, 1};
     case OpKind::copy: return {1, 1, 1, 1};
     case OpKind::collective:
@@ -150,10 +150,22 @@ AttnShape attn_shape(const Op& op, const Graph& g) {
   if (a.heads % a.kv_heads != 0)
     fail(op, fmt::format("heads ({}) is not a multiple of kv_heads ({})", a.heads, a.kv_heads));
   const AttnOperands ops = attn_operands(op.kind);
+  const bool paged = at.kv_block > 0;
+  if (paged && op.kind != OpKind::flash_attention) fail(op, "only flash_attention reads a paged KV cache");
+  if (!paged && op.inputs.size() > ops.in.size())
+    fail(op, fmt::format("takes {} inputs ({} with a paged cache), has {}", ops.in.size(), ops.in.size() + 1,
+                         op.inputs.size()));
   // Capacities come from the tensors themselves: a KV cache is longer than the valid rows.
+  // A paged cache's logical capacity is its table's pages per sequence.
   a.kv_capacity = a.seq_kv;
   a.grad_capacity = a.seq_kv;
-  for (std::size_t i = 0; i < ops.in.size(); ++i)
+  int64_t kv_elements = 0;  // a paged K/V tensor: the whole pool
+  if (paged) {
+    const PagedLayout p = paged_layout(op, g, a.batch);
+    a.kv_capacity = p.block * p.max_blocks;
+    kv_elements = p.num_blocks * p.block * a.kv_heads * a.head_dim;
+  }
+  for (std::size_t i = 0; i < ops.in.size() && !paged; ++i)
     if (ops.in[i] == AttnOperand::kv) {
       a.kv_capacity = rows_of(op, input(op, g, i), a.batch, a.kv_heads, a.head_dim,
                               "K/V: [batch, kv_capacity, kv_heads, head_dim]");
@@ -176,8 +188,9 @@ AttnShape attn_shape(const Op& op, const Graph& g) {
         expect_elements(op, t, a.batch * a.seq_q * a.heads * a.head_dim, "[batch, seq_q, heads, head_dim]");
         break;
       case AttnOperand::kv:
-        expect_elements(op, t, a.batch * a.kv_capacity * a.kv_heads * a.head_dim,
-                        "[batch, kv_capacity, kv_heads, head_dim]");
+        if (paged) expect_elements(op, t, kv_elements, "pages: [num_blocks, kv_block, kv_heads, head_dim]");
+        else expect_elements(op, t, a.batch * a.kv_capacity * a.kv_heads * a.head_dim,
+                             "[batch, kv_capacity, kv_heads, head_dim]");
         break;
       case AttnOperand::grad_kv:
         expect_elements(op, t, a.batch * a.grad_capacity * a.kv_heads * a.head_dim,
@@ -283,6 +296,29 @@ EmbeddingShape embedding_shape(const Op& op, const Graph& g) {
   return e;
 }
 
+PagedLayout paged_layout(const Op& op, const Graph& g, int64_t batch) {
+  const bool attention = op.kind == OpKind::flash_attention;
+  if (op.attrs.kv_block <= 0) fail(op, "is not paged (attribute kv_block is 0)");
+  if (op.inputs.size() != (attention ? 4u : 3u))
+    fail(op, fmt::format("reads a paged cache: its last input must be the block table ({} inputs)",
+                         attention ? 4 : 3));
+  const Tensor& table = g.tensor(op.inputs.back());
+  const Tensor& pages = input(op, g, 1);
+  if (table.dtype != DType::int32) fail(op, fmt::format("block table '{}' must be int32", table.name));
+  PagedLayout p;
+  p.block = op.attrs.kv_block;
+  p.max_blocks = table.elements() / std::max<int64_t>(1, batch);
+  expect_positive(op, p.max_blocks, "max_blocks (block table columns)");
+  expect_elements(op, table, batch * p.max_blocks, "block table: [batch, max_blocks]");
+  if (pages.shape.size() != 4 || pages.shape[1] != p.block)
+    fail(op, fmt::format("pages '{}' must be [num_blocks, {}, kv_heads, head_dim]", pages.name, p.block));
+  p.num_blocks = pages.shape[0];
+  if (op.attrs.kv_capacity > 0 && op.attrs.kv_capacity != p.block * p.max_blocks)
+    fail(op, fmt::format("attribute kv_capacity = {} but the block table spans {} rows", op.attrs.kv_capacity,
+                         p.block * p.max_blocks));
+  return p;
+}
+
 KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
   const Tensor& k_new = input(op, g, 0);
   const Tensor& cache = input(op, g, 1);
@@ -293,7 +329,14 @@ KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
   else if (cache.shape.size() == 4)
     s.row = cache.shape[2] * cache.shape[3];
   expect_positive(op, s.row, "kv_heads·head_dim");
-  s.capacity = rows_of(op, cache, s.batch, 1, s.row, "cache: [batch, capacity, kv_heads, head_dim]");
+  if (op.attrs.kv_block > 0) {
+    const PagedLayout p = paged_layout(op, g, s.batch);
+    s.capacity = p.block * p.max_blocks;
+    expect_elements(op, cache, p.num_blocks * p.block * s.row, "pages: [num_blocks, kv_block, kv_heads, head_dim]");
+  } else {
+    if (op.inputs.size() != 2) fail(op, "takes {k_new, cache} (a block table only with a paged cache)");
+    s.capacity = rows_of(op, cache, s.batch, 1, s.row, "cache: [batch, capacity, kv_heads, head_dim]");
+  }
   s.seq_new = rows_of(op, k_new, s.batch, 1, s.row, "k_new: [batch, seq_q, kv_heads, head_dim]");
   s.position = op.attrs.position;
   if (op.attrs.kv_capacity > 0 && op.attrs.kv_capacity != s.capacity)

@@ -37,6 +37,9 @@ void check_arity(const Op& op);
 [[nodiscard]] RopeShape rope_shape(const Op& op, const Graph& g);
 [[nodiscard]] EmbeddingShape embedding_shape(const Op& op, const Graph& g);
 [[nodiscard]] KvAppendShape kv_append_shape(const Op& op, const Graph& g);
+// The page pool of a paged kv_append / flash_attention (attrs.kv_block > 0): block size, table
+// columns and pages, checked against the pages tensor (input 1) and the table (last input).
+[[nodiscard]] PagedLayout paged_layout(const Op& op, const Graph& g, int64_t batch);
 [[nodiscard]] SliceShape slice_shape(const Op& op, const Graph& g);
 [[nodiscard]] std::vector<AdamWGroupIds> adamw_groups(const Op& op, const Graph& g);
 [[nodiscard]] AdamWParams adamw_params(const Op& op);

@@ -56,8 +56,12 @@ std::optional<Elem> fixed_elem(OpKind k, bool is_output, std::size_t i) {
       if (!is_output && i == 1) return Elem::i32;
       if (is_output && i == 0) return Elem::f32;
       break;
-    case OpKind::flash_attention:
+    case OpKind::flash_attention:  // paged: the block table is input 3
       if (is_output && i == 1) return Elem::f32;
+      if (!is_output && i == 3) return Elem::i32;
+      break;
+    case OpKind::kv_append:  // paged: the block table is input 2
+      if (!is_output && i == 2) return Elem::i32;
       break;
     case OpKind::flash_attention_bwd:
       if (!is_output && i == 5) return Elem::f32;
@@ -97,6 +101,10 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
   for (int id : op.outputs)
     if (elem(g, id) == Elem::unsupported)
       return fmt::format("cuda backend cannot hold {} tensor '{}'", name_of(g.tensor(id).dtype), g.tensor(id).name);
+  if (op.kind == OpKind::flash_attention && op.attrs.kv_block > 0 &&
+      !(op.attrs.head_dim == 32 || op.attrs.head_dim == 64 || op.attrs.head_dim == 128 || op.attrs.head_dim == 256))
+    return fmt::format("cuda backend: paged attention '{}' needs head_dim 32, 64, 128 or 256 (has {})", op.name,
+                       op.attrs.head_dim);
   if (touches_fp8(op, g)) {
     if (op.kind != OpKind::gemm)
       return fmt::format("cuda backend has no fp8 {} kernel (fp8 is a GEMM precision)", name_of(op.kind));

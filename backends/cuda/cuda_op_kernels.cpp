@@ -69,6 +69,12 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::flash_attention: {
       const cpu::AttnShape a = cpu::attn_shape(op, g);
       auto* lse = static_cast<float*>(out.at(1));
+      if (op.attrs.kv_block > 0) {
+        const cpu::PagedLayout p = cpu::paged_layout(op, g, a.batch);
+        void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
+        paged_decode_attention(I(0), I(1), I(2), ids(3), int(p.block), int(p.max_blocks), O(0), lse, a, ws, st);
+        return;
+      }
       if (a.seq_q <= decode_max_seq_q) {
         void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
         decode_attention(I(0), I(1), I(2), O(0), lse, a, ws, st);
@@ -140,7 +146,12 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       embedding_bwd(ids(0), I(1), O(0), with_pos ? O(1) : nullptr, e, ws, st);
       return;
     }
-    case OpKind::kv_append: kv_append(I(0), O(0), cpu::kv_append_shape(op, g), st); return;
+    case OpKind::kv_append: {
+      const cpu::KvAppendShape s = cpu::kv_append_shape(op, g);
+      if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, cpu::paged_layout(op, g, s.batch), st);
+      else kv_append(I(0), O(0), s, st);
+      return;
+    }
     case OpKind::slice_last_token: {
       const cpu::SliceShape s = cpu::slice_shape(op, g);
       slice_last_token(I(0), O(0), s.batch, s.seq, s.cols, st);

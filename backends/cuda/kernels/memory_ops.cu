@@ -1,5 +1,6 @@
-// KV-cache append and last-token slice as strided device-to-device copies, and dtype
-// conversion as a grid-stride kernel. Shapes in memory_ops.cuh.
+// KV-cache append and last-token slice as strided device-to-device copies, the paged append
+// as a kernel (its rows scatter through a block table), and dtype conversion as a
+// grid-stride kernel. Shapes in memory_ops.cuh.
 #include <stdexcept>
 #include <string>
 
@@ -31,7 +32,40 @@ void convert_from(const S* x, void* y, cpu::Storage y_type, int64_t n, cudaStrea
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
+// Block r copies new row r = b·seq_new + t to its page row; 16-byte words when the row allows.
+template <class W>
+__global__ void paged_append_kernel(const W* __restrict__ k_new, W* __restrict__ pages,
+                                    const int32_t* __restrict__ table, int64_t seq_new, int64_t position,
+                                    int64_t words, int64_t block, int64_t max_blocks, int64_t num_blocks) {
+  const int64_t r = blockIdx.x, b = r / seq_new, j = position + r % seq_new;
+  const int64_t page = table[b * max_blocks + j / block];
+  if (page < 0 || page >= num_blocks) return;
+  W* dst = pages + (page * block + j % block) * words;
+  const W* src = k_new + r * words;
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+}
+
 }  // namespace
+
+template <class T>
+void paged_kv_append(const T* k_new, T* pages, const int32_t* block_table, const cpu::KvAppendShape& s,
+                     const cpu::PagedLayout& p, cudaStream_t stream) {
+  if (s.position < 0 || s.position + s.seq_new > p.block * p.max_blocks)
+    throw std::out_of_range("kv_append: rows " + std::to_string(s.position) + ".." +
+                            std::to_string(s.position + s.seq_new - 1) + " do not fit " +
+                            std::to_string(p.max_blocks) + " pages of " + std::to_string(p.block) + " rows");
+  if (s.batch <= 0 || s.seq_new <= 0 || s.row <= 0) return;
+  const auto blocks = static_cast<unsigned>(s.batch * s.seq_new);
+  const int64_t bytes = s.row * int64_t(sizeof(T));
+  if (bytes % 16 == 0)
+    paged_append_kernel<<<blocks, 128, 0, stream>>>(reinterpret_cast<const uint4*>(k_new),
+                                                    reinterpret_cast<uint4*>(pages), block_table, s.seq_new,
+                                                    s.position, bytes / 16, p.block, p.max_blocks, p.num_blocks);
+  else
+    paged_append_kernel<<<blocks, 128, 0, stream>>>(k_new, pages, block_table, s.seq_new, s.position, s.row,
+                                                    p.block, p.max_blocks, p.num_blocks);
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
 
 template <class T>
 void kv_append(const T* k_new, T* cache, const cpu::KvAppendShape& s, cudaStream_t stream) {
@@ -75,6 +109,8 @@ void copy_tensor(const void* x, cpu::Storage x_type, void* y, cpu::Storage y_typ
 
 #define PERFSIM_CUDA_INSTANTIATE_MEMORY(T)                                                    \
   template void kv_append<T>(const T*, T*, const cpu::KvAppendShape&, cudaStream_t);         \
+  template void paged_kv_append<T>(const T*, T*, const int32_t*, const cpu::KvAppendShape&,   \
+                                   const cpu::PagedLayout&, cudaStream_t);                    \
   template void slice_last_token<T>(const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_MEMORY(float)
 PERFSIM_CUDA_INSTANTIATE_MEMORY(__nv_bfloat16)

@@ -18,6 +18,12 @@ namespace perfsim::cuda {
 // std::out_of_range on the host when the rows do not fit, as the CPU kernel does).
 template <class T> void kv_append(const T* k_new, T* cache, const cpu::KvAppendShape& s,
                                   cudaStream_t stream);
+// k_new [batch, seq_new, row] into pages [num_blocks, block, row] through block_table
+// [batch, max_blocks] (cpu::paged_kv_append): one kernel, a block per new row. A table entry
+// outside the pool skips its row on the device (the host throws for rows past the table).
+template <class T> void paged_kv_append(const T* k_new, T* pages, const int32_t* block_table,
+                                        const cpu::KvAppendShape& s, const cpu::PagedLayout& p,
+                                        cudaStream_t stream);
 // x [batch·seq, cols] -> y [batch, cols]: each sequence's last row.
 template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols,
                                          cudaStream_t stream);
