@@ -90,6 +90,15 @@ void add_cases(std::vector<KernelCase>& out, const std::vector<ModelConfig>& mod
     }
 }
 
+// Decode steps with the KV cache paged (16-row pages, shuffled through the pool): the paged
+// append and attention kernels get curves of their own.
+void add_paged_cases(std::vector<KernelCase>& out, const std::vector<ModelConfig>& models,
+                     const std::vector<Workload>& workloads) {
+  for (const ModelConfig& m : models)
+    for (const Workload& w : workloads)
+      out.push_back({m, w, stack_of({"bf16", "flash_attention", "paged_kv", "fusion"}), false});
+}
+
 CalibrationPlan cuda_plan(bool quick) {
   CalibrationPlan p;
   p.mode = quick ? "quick" : "full";
@@ -149,11 +158,13 @@ CalibrationPlan cuda_plan(bool quick) {
   if (quick) {
     add_cases(p.kernels, {a, gpt}, {decode(1, 512), decode(16, 2048), prefill(1, 1536), train(2, 512)},
               false, true);
+    add_paged_cases(p.kernels, {a}, {decode(1, 512), decode(16, 2048)});
   } else {
     const ModelConfig c = llama_like("cal-llama-3584", 3584, 28, 4, 9600, 65536);
     add_cases(p.kernels, {a, c, gpt},
               {decode(1, 256), decode(8, 1536), decode(32, 6144), prefill(2, 2560), train(2, 768)},
               true, true);
+    add_paged_cases(p.kernels, {a, c}, {decode(1, 256), decode(8, 1536), decode(32, 6144)});
     // Materialized and flash attention backward at a longer training sequence: their curves
     // would otherwise end at 2 x 768. Materialized attention (fp32 and bf16) between that and
     // the prefill's 2 x 2560, where its efficiency climbs fastest.
@@ -211,6 +222,7 @@ CalibrationPlan cpu_plan(bool quick) {
   if (quick) {
     add_cases(p.kernels, {a, gpt},
               {decode(1, 192), decode(8, 768), prefill(1, 384), prefill(2, 96), train(1, 192)}, true, false);
+    add_paged_cases(p.kernels, {a}, {decode(8, 768)});
   } else {
     const ModelConfig b = llama_like("cal-llama-640", 640, 10, 2, 1728, 12000);
     const ModelConfig c = llama_like("cal-llama-192", 192, 6, 2, 512, 4000);
@@ -218,6 +230,7 @@ CalibrationPlan cpu_plan(bool quick) {
               {decode(1, 96), decode(4, 384), decode(16, 1536), decode(32, 160), prefill(1, 192), prefill(2, 768),
                train(1, 96), train(2, 384)},
               true, false);
+    add_paged_cases(p.kernels, {a, b}, {decode(4, 384), decode(16, 1536)});
   }
   p.copy_skip_reason = "the CPU backend's device is host memory: no host link to fit";
   return p;

@@ -28,8 +28,8 @@ const std::vector<OptimizationInfo>& optimizations() {
        "scores -> softmax -> context (and backward) fused into one op; S and P never stored",
        false, false},
       {"paged_kv",
-       "KV cache in pages of N rows (default 16) read through a block table: a step holds only "
-       "the pages its sequences fill (needs flash_attention)",
+       "KV cache in pages of N rows (default 16) via a block table; holds only the filled pages "
+       "(needs flash_attention)",
        false, false},
       {"fusion", "each residual add merged with the norm that reads it (add_rmsnorm/add_layernorm)",
        false, false},

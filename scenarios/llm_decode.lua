@@ -1,5 +1,5 @@
 -- Llama-style decode: one generation step at the mean context, through the classic serving
--- stack (bf16 -> FlashAttention -> CUDA graphs -> fp8 -> batching). Predicted on the listed
+-- stack (bf16 -> FlashAttention -> CUDA graphs -> fp8 -> batching -> paged KV cache). Predicted on the listed
 -- GPUs; executed on the backend with one transformer layer (the rest scaled by count).
 local opt = options {
   model      = {"model from the zoo (perfsim list models)", "llama-3-8b"},
@@ -22,6 +22,7 @@ return scenario {
     step("+cuda_graphs", "cuda_graphs"),
     step("+fp8", "fp8"),
     step("+batching", {batch = 32}),
+    step("+paged_kv", "paged_kv"),
   },
   execute = { layers = opt.layers, repeats = opt.repeats, warmup = 1 },
 }

@@ -9,6 +9,7 @@ return {
     step("+cuda_graphs", "cuda_graphs"),
     step("+fp8", "fp8"),
     step("+batching", {batch = 32}),
+    step("+paged_kv", "paged_kv"),
   },
   -- The classic single-GPU training stack, from an fp32 baseline.
   train_classic = {

@@ -9,8 +9,10 @@
 #include "core/calibration.hpp"
 #include "core/cost_model.hpp"
 #include "core/errors.hpp"
+#include "core/passes.hpp"
 #include "core/roofline.hpp"
 #include "dsl/dsl.hpp"
+#include "graph_test_models.hpp"
 #include "approx.hpp"
 
 using namespace perfsim;
@@ -270,6 +272,47 @@ TEST_CASE("calibration: unaligned gemms are priced from their own curve when the
   const Graph even = one_gemm_graph(4096, 4096, 4096, DType::bf16);
   CHECK(calibration_point(even.ops[0], c, hw).layout_key.empty());
   CHECK(predict_op(even.ops[0], even, hw).compute_time == approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
+}
+
+TEST_CASE("calibration: paged ops read their paged curve, else the unpaged one") {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 4, w.prompt = 200, w.new_tokens = 100;
+  const std::vector<StackStep> stack{
+      {"paged", {{"bf16", std::nullopt}, {"flash_attention", std::nullopt}, {"paged_kv", std::nullopt}}}};
+  const Graph g = build_stack_graph(test_models::tiny_llama(), w, stack, 0);
+  Hardware hw = bare_gpu();
+  const Op* attn = nullptr;
+  const Op* append = nullptr;
+  for (const Op& op : g.ops) {
+    if (op.kind == OpKind::flash_attention && attn == nullptr) attn = &op;
+    if (op.kind == OpKind::kv_append && append == nullptr) append = &op;
+  }
+  REQUIRE(attn != nullptr);
+  REQUIRE(append != nullptr);
+  CHECK(calibration_variant(*attn) == "paged");
+  CHECK(unpaged_calibration_variant(*attn) == "decode");
+  CHECK(is_calibration_variant("paged"));
+  const OpCost plain = predict_op(*attn, g, hw);
+  CHECK_FALSE(plain.calibrated);
+  const CalibrationPoint p = calibration_point(*attn, plain, hw);
+  CHECK(p.key == "flash_attention/bf16/memory/paged");
+  CHECK(p.fallback_key == "flash_attention/bf16/memory/decode");
+  const CalibrationPoint pa = calibration_point(*append, predict_op(*append, g, hw), hw);
+  CHECK(pa.key == "kv_append/bf16/memory/paged");
+  CHECK(pa.fallback_key == "kv_append/bf16/memory");
+  // Only the decode curve: it prices the paged op. Then the paged curve takes over.
+  hw.calibration.kernels["flash_attention/bf16/memory/decode"] = EfficiencyCurve{{1e-9}, {0.5}};
+  const OpCost by_decode = predict_op(*attn, g, hw);
+  CHECK(by_decode.calibrated);
+  CHECK(by_decode.memory_time == approx(p.roofline_seconds / 0.5));
+  hw.calibration.kernels["flash_attention/bf16/memory/paged"] = EfficiencyCurve{{1e-9}, {0.25}};
+  CHECK(predict_op(*attn, g, hw).memory_time == approx(p.roofline_seconds / 0.25));
+  // The pages read are the 251 valid rows of each sequence (context 250 + 1), not the pool:
+  // K and V of 4 x 251 rows x 2 kv heads x 16 x 2 bytes, Q and O of 4 x 4 x 16 x 2 bytes,
+  // the table 4 x 16 pages x 4 bytes, LSE 4 x 4 x 4 bytes.
+  const double bytes = 2.0 * 4 * 251 * 32 * 2 + 2.0 * 4 * 64 * 2 + 4 * 16 * 4 + 4 * 4 * 4;
+  CHECK(plain.bytes == approx(bytes));
 }
 
 TEST_CASE("calibration: a fitted alpha-beta prices its collective and group only") {

@@ -1,5 +1,6 @@
 -- Validation: Llama-3-8B decode through the classic serving stack (bf16 -> FlashAttention ->
--- CUDA graphs -> fp8 -> batching to 32), one transformer layer executed and the rest scaled.
+-- CUDA graphs -> fp8 -> batching to 32 -> paged KV cache), one transformer layer executed and
+-- the rest scaled.
 -- `perfsim validate --quick` sets quick=true: a small Llama-style model with every decode op,
 -- sized for the CPU backend.
 local opt = options {

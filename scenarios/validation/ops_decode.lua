@@ -1,7 +1,7 @@
 -- Validation, op shapes off the calibration grid (decode): a Llama-style model of hidden 3200
 -- (25 heads of 128, GQA with 5 KV heads, SwiGLU 8640, vocabulary 50000) decoding 3 sequences
 -- at context 1100: GEMMs with m = 3, KV-cache appends, decode attention materialized and
--- flash, fused add+rmsnorm. quick=true keeps the odd proportions at CPU size.
+-- flash, fused add+rmsnorm, and the paged KV cache (32-row pages). quick=true keeps the odd proportions at CPU size.
 local opt = options {
   quick   = {"CPU-sized model and context (perfsim validate --quick)", false},
   repeats = {"timed runs per step (0: 10, or 3 with quick)", 0},
@@ -28,6 +28,7 @@ return scenario {
     step("+flash_attention", "flash_attention"),
     step("+fusion", "fusion"),
     step("+cuda_graphs", "cuda_graphs"),
+    step("+paged_kv", {paged_kv = 32}),
   },
   execute = { layers = 1, warmup = 2,
               repeats = opt.repeats > 0 and opt.repeats or (opt.quick and 3 or 10) },
