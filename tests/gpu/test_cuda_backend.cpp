@@ -1,7 +1,7 @@
 // The CUDA backend as a whole on builder graphs of a tiny Llama: evaluate() against
 // CpuBackend::evaluate from the same initial values (decode, prefill, train; fp32 and bf16),
 // the measured peak against the memory model, the out-of-memory message, CUDA graph replay
-// against eager execution, and an fp8 inference step against the fp32 one.
+// against eager execution, an fp8 inference step against the fp32 one, and a paged decode step.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -103,6 +103,33 @@ TEST_CASE("cuda backend: tiny llama matches the CPU backend (bf16)") {
     CAPTURE(name_of(p));
     const Workload w = p == Phase::train ? training() : inference(p);
     check_against_cpu(graph_with(w, {"bf16", "flash_attention"}), 2e-2);
+  }
+}
+
+TEST_CASE("cuda backend: a paged decode step matches the CPU backend and the memory model") {
+  // head_dim 32 (the paged kernel takes 32, 64, 128 or 256); 4-row pages over a context of
+  // 8 (+1): 3 pages per sequence, shuffled through the pool.
+  ModelConfig m = tiny();
+  m.hidden = 128, m.ffn_hidden = 256;
+  Workload w = inference(Phase::decode);
+  w.prompt = 6, w.new_tokens = 4;
+  for (const char* precision : {"fp32", "bf16"}) {
+    CAPTURE(precision);
+    std::vector<StackStep> stack{
+        {"step", {{precision, std::nullopt}, {"flash_attention", std::nullopt}, {"paged_kv", 4.0}}}};
+    const Graph g = build_stack_graph(m, w, stack, 0);
+    std::vector<int> ids = results_of(g);
+    for (const Tensor& t : g.tensors)
+      if (t.role == TensorRole::kv_cache) ids.push_back(t.id);  // the pages after the append
+    const auto want = cpu::CpuBackend().evaluate(g, 7, ids);
+    cuda::CudaBackend be;
+    const auto got = be.evaluate(g, 7, ids);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      CAPTURE(g.tensor(ids[i]).name);
+      CHECK(rel_err(got[i], want[i]) < (std::string(precision) == "fp32" ? 1e-4 : 2e-2));
+    }
+    const Measurement meas = be.run(g, once());
+    CHECK(meas.peak_bytes == predict_memory(g, cuda::device_profile(0), false).peak);
   }
 }
 

@@ -1,4 +1,4 @@
-// CUDA embedding (+bwd), cross-entropy, AdamW (fused and unfused) and memory ops (kv_append,
+// CUDA embedding (+bwd), cross-entropy, AdamW (fused and unfused) and memory ops (kv_append, paged,
 // slice_last_token, copy_tensor, fp8 quantization) against the CPU reference on the same inputs.
 #include <cuda_fp8.h>
 #include <doctest/doctest.h>
@@ -231,6 +231,30 @@ TEST_CASE_TEMPLATE("cuda kernels: kv_append and slice_last_token match the CPU r
   cuda::slice_last_token(d_x.get(), d_y.get(), batch, seq, cols, nullptr);
   cpu::slice_last_token(x.data(), y.data(), batch, seq, cols);
   CHECK(normalized_error(d_y.download(), y) == 0.0);
+}
+
+TEST_CASE_TEMPLATE("cuda kernels: paged kv_append matches the CPU reference", D, float, __nv_bfloat16, __half) {
+  using H = host_t<D>;
+  // 3 sequences of 4 pages of 4 rows in a shuffled pool; 5 rows appended at position 6 cross
+  // two page boundaries. Rows of 24 elements take the 16-byte path (fp32 and 16-bit), 20
+  // 16-bit elements (40 bytes) the element path.
+  const cpu::PagedLayout p{.block = 4, .max_blocks = 4, .num_blocks = 12};
+  const std::vector<int32_t> table{7, 2, 11, 0, 5, 9, 1, 3, 10, 4, 8, 6};
+  for (int64_t row : {24, 20}) {
+    CAPTURE(row);
+    const cpu::KvAppendShape s{.batch = 3, .seq_new = 5, .capacity = 16, .row = row, .position = 6};
+    const auto k_new = random_values<H>(s.batch * s.seq_new * s.row, 73);
+    auto pages = random_values<H>(p.num_blocks * p.block * s.row, 74);
+    DeviceBuffer<D> d_new(k_new), d_pages(pages);
+    DeviceBuffer<int32_t> d_table(table);
+    cuda::paged_kv_append(d_new.get(), d_pages.get(), d_table.get(), s, p, nullptr);
+    cpu::paged_kv_append(k_new.data(), pages.data(), table.data(), s, p);
+    CHECK(normalized_error(d_pages.download(), pages) == 0.0);
+    cpu::KvAppendShape too_far = s;
+    too_far.position = 12;
+    CHECK_THROWS_AS(cuda::paged_kv_append(d_new.get(), d_pages.get(), d_table.get(), too_far, p, nullptr),
+                    std::out_of_range);
+  }
 }
 
 TEST_CASE("cuda kernels: copy_tensor converts like the CPU reference") {
