@@ -199,13 +199,9 @@ TEST_CASE("cuda flash attention forward: causal rows that see nothing get O = 0,
 TEST_CASE("cuda decode attention split-KV matches the CPU on a partly filled cache") {
   check_forward<cpu::bf16>(shape(3, 1, 1000, 8, 2, 128, false, 1024), Fwd::decode);
   check_forward<cpu::bf16>(shape(3, 1, 1000, 8, 2, 128, true, 1024), Fwd::decode);
-  check_forward<cpu::bf16>(shape(2, 4, 777, 8, 2, 64, true, 800), Fwd::decode);  // 16 rows: 2 passes of 8
-  check_forward<float>(shape(2, 3, 300, 12, 2, 64, true, 512), Fwd::decode);     // 18 rows: 8, 8, 2
-  check_forward<cpu::half>(shape(1, 1, 5, 4, 1, 32, false, 8), Fwd::decode);     // 4 rows: one pass of 4
-  // GQA groups of 5, 7 and 8 at one query: one pass of 8 rows (dead rows 6..8 masked).
-  check_forward<cpu::bf16>(shape(3, 1, 1100, 25, 5, 128, true, 1200), Fwd::decode);
-  check_forward<float>(shape(2, 1, 400, 14, 2, 256, true, 512), Fwd::decode);
-  check_forward<cpu::half>(shape(2, 1, 333, 16, 2, 64, false, 333), Fwd::decode);
+  check_forward<cpu::bf16>(shape(2, 4, 777, 8, 2, 64, true, 800), Fwd::decode);  // 8 rows per pass
+  check_forward<float>(shape(2, 3, 300, 12, 2, 64, true, 512), Fwd::decode);     // 18 rows: 3 passes
+  check_forward<cpu::half>(shape(1, 1, 5, 4, 1, 32, false, 8), Fwd::decode);
 }
 
 TEST_CASE("cuda paged decode attention reads K/V through a block table") {

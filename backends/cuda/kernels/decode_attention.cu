@@ -11,8 +11,7 @@
 // sums over the L lanes of a row; the online softmax (max, denominator, acc) is updated once
 // per G·U positions with a warp-wide batch max. The 4 warps merge in shared memory and write an
 // unnormalized partial per (split, b, h, i): acc[d], max, denominator (natural-log domain of
-// scaled scores). Query rows beyond R per pass (R = 1, 4 or 8) are handled by further passes,
-// each reading the split's K/V again.
+// scaled scores). Query rows beyond R per pass (R = 1 or 4) are handled by further passes.
 // Kernel 2: one block per (b, h, i) and 32 output columns merges the splits: M = max m_s,
 // L = Σ l_s·e^(m_s−M), O = Σ acc_s·e^(m_s−M) / L, LSE = M + ln L (−inf and O = 0 when nothing
 // is visible); 8 lanes of splits per column are summed in a fixed order.
@@ -281,15 +280,11 @@ void launch_decode(const T* q, const T* k, const T* v, T* o, float* lse, const A
   p.part_acc = static_cast<float*>(workspace);
   p.part_ml = p.part_acc + slots * a.head_dim;
   const dim3 grid(unsigned(splits), unsigned(a.kv_heads), unsigned(a.batch));
-  // Rows per pass: every pass reads the split's K/V again, so a GQA group of up to 8 query
-  // rows (Llama-70B's, a group of 5 or 7) is served by one pass; the passes of 1 and 4 rows
-  // keep fewer registers for the common single-query and group-of-4 shapes.
-  const int64_t total_rows = a.group() * a.seq_q;
+  const bool one_row = a.group() * a.seq_q == 1;
   auto launch = [&](auto d_c) {
     constexpr int D = decltype(d_c)::value;
-    if (total_rows == 1) decode_split_kernel<T, D, 1><<<grid, k_warps * 32, 0, stream>>>(p, rows);
-    else if (total_rows <= 4) decode_split_kernel<T, D, 4><<<grid, k_warps * 32, 0, stream>>>(p, rows);
-    else decode_split_kernel<T, D, 8><<<grid, k_warps * 32, 0, stream>>>(p, rows);
+    if (one_row) decode_split_kernel<T, D, 1><<<grid, k_warps * 32, 0, stream>>>(p, rows);
+    else decode_split_kernel<T, D, 4><<<grid, k_warps * 32, 0, stream>>>(p, rows);
   };
   switch (a.head_dim) {
     case 32: launch(std::integral_constant<int, 32>{}); break;
