@@ -91,7 +91,10 @@ void add_cases(std::vector<KernelCase>& out, const std::vector<ModelConfig>& mod
 }
 
 // Decode steps with the KV cache paged (16-row pages, shuffled through the pool): the paged
-// append and attention kernels get curves of their own.
+// append and attention kernels get curves of their own. They run on the models and contexts
+// the contiguous decode curve is fitted on: the split-KV kernel's efficiency also depends on
+// the GQA group (one pass over K/V for up to 4 query rows, more passes beyond), so a paged
+// curve from other groups would price the same kernel off by the difference.
 void add_paged_cases(std::vector<KernelCase>& out, const std::vector<ModelConfig>& models,
                      const std::vector<Workload>& workloads) {
   for (const ModelConfig& m : models)
@@ -158,13 +161,13 @@ CalibrationPlan cuda_plan(bool quick) {
   if (quick) {
     add_cases(p.kernels, {a, gpt}, {decode(1, 512), decode(16, 2048), prefill(1, 1536), train(2, 512)},
               false, true);
-    add_paged_cases(p.kernels, {a}, {decode(1, 512), decode(16, 2048)});
+    add_paged_cases(p.kernels, {a, gpt}, {decode(1, 512), decode(16, 2048)});
   } else {
     const ModelConfig c = llama_like("cal-llama-3584", 3584, 28, 4, 9600, 65536);
     add_cases(p.kernels, {a, c, gpt},
               {decode(1, 256), decode(8, 1536), decode(32, 6144), prefill(2, 2560), train(2, 768)},
               true, true);
-    add_paged_cases(p.kernels, {a, c}, {decode(1, 256), decode(8, 1536), decode(32, 6144)});
+    add_paged_cases(p.kernels, {a, c, gpt}, {decode(1, 256), decode(8, 1536), decode(32, 6144)});
     // Materialized and flash attention backward at a longer training sequence: their curves
     // would otherwise end at 2 x 768. Materialized attention (fp32 and bf16) between that and
     // the prefill's 2 x 2560, where its efficiency climbs fastest.

@@ -202,6 +202,10 @@ TEST_CASE("cuda decode attention split-KV matches the CPU on a partly filled cac
   check_forward<cpu::bf16>(shape(2, 4, 777, 8, 2, 64, true, 800), Fwd::decode);  // 8 rows per pass
   check_forward<float>(shape(2, 3, 300, 12, 2, 64, true, 512), Fwd::decode);     // 18 rows: 3 passes
   check_forward<cpu::half>(shape(1, 1, 5, 4, 1, 32, false, 8), Fwd::decode);
+  // GQA groups of 5, 7 and 8 at one query: a pass of 4 rows, then one of the rest.
+  check_forward<cpu::bf16>(shape(3, 1, 1100, 25, 5, 128, true, 1200), Fwd::decode);
+  check_forward<float>(shape(2, 1, 400, 14, 2, 256, true, 512), Fwd::decode);
+  check_forward<cpu::half>(shape(2, 1, 333, 16, 2, 64, false, 333), Fwd::decode);
 }
 
 TEST_CASE("cuda paged decode attention reads K/V through a block table") {
