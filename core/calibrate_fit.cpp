@@ -74,8 +74,8 @@ void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base
     const OpCost cost = predict_op(op, g, base);
     const CalibrationPoint p = calibration_point(op, cost, base);
     const CurvePoint pt{p.roofline_seconds, p.roofline_seconds / kernel_seconds(om.median, launch_graph)};
-    // An unaligned GEMM also feeds the curve of its layout.
-    add_point(p.key, class_of(op.kind), p.compute_bound, pt, p.layout_key);
+    // An unaligned GEMM also feeds the curve of its layout, decode attention that of its rows.
+    add_point(p.key, class_of(op.kind), p.compute_bound, pt, p.finer_key);
   }
 }
 

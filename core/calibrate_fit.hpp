@@ -41,8 +41,8 @@ class CurveFitter {
   // without a GEMM table. Copies to or from the host, collectives and host ops are skipped
   // (other sweeps fit them).
   void add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph);
-  // A point of curve `key` (none when empty) and of `also_key` (an unaligned GEMM's layout
-  // curve), counted once in the class medians.
+  // A point of curve `key` (none when empty) and of `also_key` (its finer curve: an unaligned
+  // GEMM's layout, decode attention's rows per K/V row), counted once in the class medians.
   void add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p,
                  const std::string& also_key = {});
   [[nodiscard]] std::map<std::string, EfficiencyCurve> curves() const;

@@ -102,6 +102,12 @@ void add_paged_cases(std::vector<KernelCase>& out, const std::vector<ModelConfig
       out.push_back({m, w, stack_of({"bf16", "flash_attention", "paged_kv", "fusion"}), false});
 }
 
+// Decode steps of one model through the optimized bf16 stack only (graph-replayed): its
+// flash attention points fill the decode curve of its GQA group.
+void add_decode_cases(std::vector<KernelCase>& out, const ModelConfig& m, const std::vector<Workload>& workloads) {
+  for (const Workload& w : workloads) out.push_back({m, w, stack_of({"bf16", "flash_attention", "fusion"}), false});
+}
+
 CalibrationPlan cuda_plan(bool quick) {
   CalibrationPlan p;
   p.mode = quick ? "quick" : "full";
@@ -162,12 +168,18 @@ CalibrationPlan cuda_plan(bool quick) {
     add_cases(p.kernels, {a, gpt}, {decode(1, 512), decode(16, 2048), prefill(1, 1536), train(2, 512)},
               false, true);
     add_paged_cases(p.kernels, {a, gpt}, {decode(1, 512), decode(16, 2048)});
+    const ModelConfig g4 = llama_like("cal-llama-2048-g4", 2048, 16, 4, 5632, 16384);
+    add_decode_cases(p.kernels, g4, {decode(1, 512), decode(16, 2048)});
   } else {
     const ModelConfig c = llama_like("cal-llama-3584", 3584, 28, 4, 9600, 65536);
     add_cases(p.kernels, {a, c, gpt},
               {decode(1, 256), decode(8, 1536), decode(32, 6144), prefill(2, 2560), train(2, 768)},
               true, true);
-    add_paged_cases(p.kernels, {a, c, gpt}, {decode(1, 256), decode(8, 1536), decode(32, 6144)});
+    add_paged_cases(p.kernels, {a, c, gpt}, {decode(8, 1536), decode(32, 6144)});
+    add_paged_cases(p.kernels, {a}, {decode(1, 256)});
+    // GQA groups of 4 (Llama-3's): the decode kernel's third family (decode_rows_variant).
+    const ModelConfig g4 = llama_like("cal-llama-2048-g4", 2048, 16, 4, 5632, 16384);
+    add_decode_cases(p.kernels, g4, {decode(1, 512), decode(4, 768), decode(8, 1536), decode(16, 3072), decode(32, 6144)});
     // Materialized and flash attention backward at a longer training sequence: their curves
     // would otherwise end at 2 x 768. Materialized attention (fp32 and bf16) between that and
     // the prefill's 2 x 2560, where its efficiency climbs fastest.

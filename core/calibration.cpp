@@ -136,9 +136,23 @@ std::string gemm_layout_variant(const Op& op) {
   return v;
 }
 
+std::string decode_rows_variant(const Op& op) {
+  const OpAttrs& a = op.attrs;
+  if (op.kind != OpKind::flash_attention || a.kv_block > 0 || !is_decode_attention(op.kind, a.seq_q)) return {};
+  const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  const int64_t rows = (kv_heads > 0 ? a.heads / kv_heads : 1) * a.seq_q;
+  return rows <= 1 ? "decode_q1" : rows <= 4 ? "decode_q4" : "decode_qn";
+}
+
+std::string finer_calibration_variant(const Op& op) {
+  if (op.kind == OpKind::gemm) return gemm_layout_variant(op);
+  return decode_rows_variant(op);
+}
+
 bool is_calibration_variant(std::string_view v) {
   if (std::find(calibration_variants.begin(), calibration_variants.end(), v) != calibration_variants.end())
     return true;
+  if (v == "decode_q1" || v == "decode_q4" || v == "decode_qn") return true;
   // unaligned_<layout>_<operands>: layout two of n/t, operands a non-empty ordered subset of abc.
   constexpr std::string_view prefix = "unaligned_";
   if (v.size() < prefix.size() + 4 || v.substr(0, prefix.size()) != prefix) return false;

@@ -100,7 +100,16 @@ inline constexpr std::array<std::string_view, 4> calibration_variants = {"decode
 // unaligned operands among a, b, c: "unaligned_nt_c" for a tied lm_head's forward. Empty for
 // every other op. Its curve is read first; the pooled "unaligned" curve is the fallback.
 [[nodiscard]] std::string gemm_layout_variant(const Op& op);
-// Whether `variant` is one calibration_variant() or gemm_layout_variant() can return.
+// Decode attention's finer variant: the split-KV kernel serves the query rows that share a
+// K/V row (GQA group × query rows) 1 at a time, up to 4 in one pass, or in several passes, and
+// runs at different speeds for the same bytes (MHA near the copy bandwidth, groups of 4 at
+// 55–75% of it, groups of 5–7 read K/V twice). "decode_q1", "decode_q4" (2–4 rows) or
+// "decode_qn" (more) for flash_attention over a contiguous cache at decode sizes; empty for
+// every other op. Its curve is read first; the pooled "decode" curve is the fallback.
+[[nodiscard]] std::string decode_rows_variant(const Op& op);
+// The variant read before calibration_variant's: gemm_layout_variant or decode_rows_variant.
+[[nodiscard]] std::string finer_calibration_variant(const Op& op);
+// Whether `variant` is one calibration_variant() or finer_calibration_variant() can return.
 [[nodiscard]] bool is_calibration_variant(std::string_view variant);
 inline constexpr int64_t decode_query_rows = 16;
 [[nodiscard]] bool is_decode_attention(OpKind kind, int64_t seq_q);

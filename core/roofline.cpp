@@ -52,12 +52,13 @@ std::span<const DType> fallbacks(DType t) {
 // The profile's fitted efficiency for this op, if its tables hold the kernel: aligned GEMMs
 // from the (m, n, k) grid of their dtype, every other kind (unaligned GEMMs too) from the curve
 // at its calibration point. An unaligned GEMM reads the curve of its layout, else the pooled
-// unaligned curve, else the grid; a paged op reads its paged curve, else its unpaged one.
+// unaligned curve, else the grid; decode attention reads the curve of its query rows per K/V
+// row, else the pooled decode curve; a paged op reads its paged curve, else its unpaged one.
 std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Hardware& hw) {
   const Calibration& cal = hw.calibration;
   if (cal.empty() || (c.flops <= 0 && c.bytes <= 0)) return std::nullopt;
   const CalibrationPoint p = calibration_point(op, c, hw);
-  auto curve = p.layout_key.empty() ? cal.kernels.end() : cal.kernels.find(p.layout_key);
+  auto curve = p.finer_key.empty() ? cal.kernels.end() : cal.kernels.find(p.finer_key);
   if (curve == cal.kernels.end()) curve = cal.kernels.find(p.key);
   if (curve == cal.kernels.end() && !p.fallback_key.empty()) curve = cal.kernels.find(p.fallback_key);
   if (op.kind == OpKind::gemm && (gemm_rows_aligned(op) || curve == cal.kernels.end())) {
@@ -75,10 +76,10 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
   const double compute = c.flops > 0 && hw.peak(c.priced_as) > 0 ? c.flops / hw.peak(c.priced_as) : 0.0;
   const double memory = c.bytes > 0 && hw.memory_bandwidth > 0 ? c.bytes / hw.memory_bandwidth : 0.0;
   const bool compute_bound = c.flops > 0 && compute >= memory;
-  const std::string layout = gemm_layout_variant(op);
+  const std::string finer = finer_calibration_variant(op);
   CalibrationPoint p{calibration_key(op.kind, c.priced_as, compute_bound, calibration_variant(op)),
                      std::max(compute, memory), compute_bound,
-                     layout.empty() ? std::string() : calibration_key(op.kind, c.priced_as, compute_bound, layout),
+                     finer.empty() ? std::string() : calibration_key(op.kind, c.priced_as, compute_bound, finer),
                      {}};
   if (op.attrs.kv_block > 0)
     p.fallback_key = calibration_key(op.kind, c.priced_as, compute_bound, unpaged_calibration_variant(op));

@@ -35,7 +35,10 @@ struct CalibrationPoint {
   std::string key;                // "rmsnorm/bf16/memory"
   double roofline_seconds = 0;    // max(flops / peak, bytes / bandwidth)
   bool compute_bound = false;
-  std::string layout_key;         // unaligned GEMMs: "gemm/bf16/compute/unaligned_nt_c"; else empty
+  // Read before `key` when the profile has it: an unaligned GEMM's layout curve
+  // ("gemm/bf16/compute/unaligned_nt_c"), decode attention's curve by query rows per K/V row
+  // ("flash_attention/bf16/memory/decode_q4"); else empty.
+  std::string finer_key;
   // Read when the profile has no curve at `key`: a paged op's unpaged curve
   // ("flash_attention/bf16/memory/decode" for ".../paged"); else empty.
   std::string fallback_key;

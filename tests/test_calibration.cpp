@@ -264,14 +264,57 @@ TEST_CASE("calibration: unaligned gemms are priced from their own curve when the
   CHECK(c.calibrated);
   CHECK(c.compute_time == approx(roofline / 0.2));
   // A curve of its own layout (NN, B and C rows unaligned) comes before the pooled one.
-  CHECK(calibration_point(odd.ops[0], c, hw).layout_key == "gemm/bf16/compute/unaligned_nn_bc");
+  CHECK(calibration_point(odd.ops[0], c, hw).finer_key == "gemm/bf16/compute/unaligned_nn_bc");
   hw.calibration.kernels["gemm/bf16/compute/unaligned_nn_bc"] = EfficiencyCurve{{1e-6}, {0.4}};
   hw.calibration.kernels["gemm/bf16/compute/unaligned_nt_c"] = EfficiencyCurve{{1e-6}, {0.1}};
   CHECK(predict_op(odd.ops[0], odd, hw).compute_time == approx(roofline / 0.4));
   // An aligned GEMM keeps the grid.
   const Graph even = one_gemm_graph(4096, 4096, 4096, DType::bf16);
-  CHECK(calibration_point(even.ops[0], c, hw).layout_key.empty());
+  CHECK(calibration_point(even.ops[0], c, hw).finer_key.empty());
   CHECK(predict_op(even.ops[0], even, hw).compute_time == approx(2.0 * 4096 * 4096 * 4096 / 1000e12 / 0.8));
+}
+
+TEST_CASE("calibration: decode attention reads the curve of its query rows per K/V row first") {
+  Op f;
+  f.kind = OpKind::flash_attention;
+  f.attrs.seq_q = 1, f.attrs.heads = 32, f.attrs.kv_heads = 32;
+  CHECK(decode_rows_variant(f) == "decode_q1");      // MHA
+  f.attrs.kv_heads = 8;
+  CHECK(decode_rows_variant(f) == "decode_q4");      // Llama-3-8B: 4 rows per K/V row
+  f.attrs.seq_q = 2;
+  CHECK(decode_rows_variant(f) == "decode_qn");      // 8 rows
+  f.attrs.seq_q = 1, f.attrs.heads = 25, f.attrs.kv_heads = 5;
+  CHECK(decode_rows_variant(f) == "decode_qn");      // a group of 5
+  f.attrs.seq_q = 64;
+  CHECK(decode_rows_variant(f).empty());             // a prompt
+  f.attrs.seq_q = 1, f.attrs.kv_block = 16;
+  CHECK(decode_rows_variant(f).empty());             // paged: its own curve
+  Op scores = f;
+  scores.kind = OpKind::attn_scores, scores.attrs.kv_block = 0;
+  CHECK(decode_rows_variant(scores).empty());        // materialized: cuBLAS, not the split kernel
+  for (const char* v : {"decode_q1", "decode_q4", "decode_qn"}) CHECK(is_calibration_variant(v));
+  CHECK_FALSE(is_calibration_variant("decode_q2"));
+
+  // tiny Llama (4 heads on 2): rows 2 -> "decode_q4", read before the pooled decode curve.
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 4, w.prompt = 200, w.new_tokens = 100;
+  const std::vector<StackStep> stack{{"flash", {{"bf16", std::nullopt}, {"flash_attention", std::nullopt}}}};
+  const Graph g = build_stack_graph(test_models::tiny_llama(), w, stack, 0);
+  const Op* attn = nullptr;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::flash_attention && attn == nullptr) attn = &op;
+  REQUIRE(attn != nullptr);
+  Hardware hw = bare_gpu();
+  const CalibrationPoint p = calibration_point(*attn, predict_op(*attn, g, hw), hw);
+  CHECK(p.key == "flash_attention/bf16/memory/decode");
+  CHECK(p.finer_key == "flash_attention/bf16/memory/decode_q4");
+  hw.calibration.kernels["flash_attention/bf16/memory/decode"] = EfficiencyCurve{{1e-9}, {0.5}};
+  CHECK(predict_op(*attn, g, hw).memory_time == approx(p.roofline_seconds / 0.5));
+  hw.calibration.kernels["flash_attention/bf16/memory/decode_q1"] = EfficiencyCurve{{1e-9}, {0.9}};
+  CHECK(predict_op(*attn, g, hw).memory_time == approx(p.roofline_seconds / 0.5));  // not its rows
+  hw.calibration.kernels["flash_attention/bf16/memory/decode_q4"] = EfficiencyCurve{{1e-9}, {0.4}};
+  CHECK(predict_op(*attn, g, hw).memory_time == approx(p.roofline_seconds / 0.4));
 }
 
 TEST_CASE("calibration: paged ops read their paged curve, else the unpaged one") {
