@@ -176,10 +176,12 @@ CalibrationPlan cuda_plan(bool quick) {
               {decode(1, 256), decode(8, 1536), decode(32, 6144), prefill(2, 2560), train(2, 768)},
               true, true);
     add_paged_cases(p.kernels, {a, c, gpt}, {decode(8, 1536), decode(32, 6144)});
-    add_paged_cases(p.kernels, {a}, {decode(1, 256)});
-    // GQA groups of 4 (Llama-3's): the decode kernel's third family (decode_rows_variant).
+    add_paged_cases(p.kernels, {a, gpt}, {decode(1, 256)});
+    // GQA groups of 4 (Llama-3's): the decode kernel's third family (decode_rows_variant);
+    // and a group-of-5 step between decode 1×256 and 8×1536, where that curve bends.
     const ModelConfig g4 = llama_like("cal-llama-2048-g4", 2048, 16, 4, 5632, 16384);
     add_decode_cases(p.kernels, g4, {decode(1, 512), decode(4, 768), decode(8, 1536), decode(16, 3072), decode(32, 6144)});
+    add_decode_cases(p.kernels, a, {decode(4, 768)});
     // Materialized and flash attention backward at a longer training sequence: their curves
     // would otherwise end at 2 x 768. Materialized attention (fp32 and bf16) between that and
     // the prefill's 2 x 2560, where its efficiency climbs fastest.
