@@ -76,7 +76,6 @@ void score_tile(const float* qf, const float* kf, int64_t br, int64_t bc, int64_
   }
 }
 
-
 template <class T, class Rows>
 void flash_forward(const T* q, const T* k, const T* v, const Rows& rows, T* o, float* lse, const AttnShape& a,
                    int64_t tile) {
