@@ -49,6 +49,8 @@ TEST_CASE("dsl: wrong types say what was expected") {
   check_error_at("err_pass_type.lua", "local s = step('x', {'fp8', 3})\n", 1,
                  "step() pass 2 must be an optimization name such as \"bf16\" or a value pass such "
                  "as {batch = 32} (got number 3)");
+  check_error_at("err_paged.lua", "local s = step('+paged', {paged_kv = 0})\n", 1,
+                 "optimization 'paged_kv' takes the rows per page, a whole number from 1 to 4096 (got 0)");
   check_error_at("err_type3.lua", "local m = model(42)\n", 1,
                  "model() expects a zoo name such as \"llama-3-8b\" or a table of dimensions (got number 42)");
   check_error_at("err_model_table.lua", "local m = model { layers = 2, hidden = 64, heads = 4 }\n", 1,
