@@ -26,9 +26,13 @@ std::string shape_summary(const Op& op, const Graph& g) {
     std::string s = fmt::format("{}×{}×{}", a.m, a.n, a.k);
     return a.batch > 1 ? fmt::format("{}×({})", a.batch, s) : s;
   }
+  // A paged cache (paged_kv) adds its rows per page.
+  const std::string paged = a.kv_block > 0 ? fmt::format(" pages of {}", a.kv_block) : "";
   if (class_of(op.kind) == OpClass::attention && a.heads > 0)
-    return fmt::format("b{} h{}/{} q{} kv{} d{}", a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv,
-                       a.head_dim);
+    return fmt::format("b{} h{}/{} q{} kv{} d{}{}", a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv,
+                       a.head_dim, paged);
+  if (op.kind == OpKind::kv_append && a.kv_block > 0)
+    return fmt::format("b{} q{} at {}{}", a.batch, a.seq_q, a.position, paged);
   if (!op.outputs.empty()) {
     std::string s = join_dims(g.tensor(op.outputs.front()).shape);
     if (op.outputs.size() > 1 && op.kind == OpKind::adamw)
