@@ -211,46 +211,49 @@ TEST_CASE("cuda decode attention split-KV matches the CPU on a partly filled cac
 TEST_CASE("cuda paged decode attention reads K/V through a block table") {
   using C = cpu::bf16;
   using G = __nv_bfloat16;
-  const int block_size = 16;
-  const AttnShape a = shape(2, 1, 300, 8, 2, 128, false);
-  const int max_blocks = (int(a.seq_kv) + block_size - 1) / block_size;  // 19
-  const int num_blocks = int(a.batch) * max_blocks + 5;                  // spare pages
-  const int64_t row = a.kv_heads * a.head_dim;
-  const auto q = random_vec<C>(q_elems(a), 11);
-  const auto k = random_vec<C>(kv_elems(a), 12);
-  const auto v = random_vec<C>(kv_elems(a), 13);
-  std::vector<C> o_ref(q_elems(a));
-  std::vector<float> lse_ref(lse_elems(a));
-  cpu::flash_attention(q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data(), a);
+  // 16-row pages take the shift-and-mask path, 12-row pages the division.
+  for (const int block_size : {16, 12}) {
+    CAPTURE(block_size);
+    const AttnShape a = shape(2, 1, 300, 8, 2, 128, false);
+    const int max_blocks = (int(a.seq_kv) + block_size - 1) / block_size;  // 19 or 25
+    const int num_blocks = int(a.batch) * max_blocks + 5;                  // spare pages
+    const int64_t row = a.kv_heads * a.head_dim;
+    const auto q = random_vec<C>(q_elems(a), 11);
+    const auto k = random_vec<C>(kv_elems(a), 12);
+    const auto v = random_vec<C>(kv_elems(a), 13);
+    std::vector<C> o_ref(q_elems(a));
+    std::vector<float> lse_ref(lse_elems(a));
+    cpu::flash_attention(q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data(), a);
 
-  // Scatter the contiguous cache into shuffled pages; unused pages hold random data.
-  std::vector<int32_t> pages(static_cast<size_t>(num_blocks));
-  std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), std::mt19937(5));
-  std::vector<int32_t> table(size_t(a.batch * max_blocks));
-  auto kp = random_vec<C>(size_t(num_blocks * block_size * row), 14);
-  auto vp = random_vec<C>(size_t(num_blocks * block_size * row), 15);
-  for (int64_t b = 0; b < a.batch; ++b)
-    for (int blk = 0; blk < max_blocks; ++blk) {
-      const int32_t page = pages[size_t(b * max_blocks + blk)];
-      table[size_t(b * max_blocks + blk)] = page;
-      for (int r = 0; r < block_size; ++r) {
-        const int64_t j = int64_t(blk) * block_size + r;
-        if (j >= a.seq_kv) break;
-        std::memcpy(&kp[size_t((int64_t(page) * block_size + r) * row)], &k[size_t((b * a.kv_capacity + j) * row)], size_t(row) * sizeof(C));
-        std::memcpy(&vp[size_t((int64_t(page) * block_size + r) * row)], &v[size_t((b * a.kv_capacity + j) * row)], size_t(row) * sizeof(C));
+    // Scatter the contiguous cache into shuffled pages; unused pages hold random data.
+    std::vector<int32_t> pages(static_cast<size_t>(num_blocks));
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), std::mt19937(5));
+    std::vector<int32_t> table(size_t(a.batch * max_blocks));
+    auto kp = random_vec<C>(size_t(num_blocks * block_size * row), 14);
+    auto vp = random_vec<C>(size_t(num_blocks * block_size * row), 15);
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int blk = 0; blk < max_blocks; ++blk) {
+        const int32_t page = pages[size_t(b * max_blocks + blk)];
+        table[size_t(b * max_blocks + blk)] = page;
+        for (int r = 0; r < block_size; ++r) {
+          const int64_t j = int64_t(blk) * block_size + r;
+          if (j >= a.seq_kv) break;
+          std::memcpy(&kp[size_t((int64_t(page) * block_size + r) * row)], &k[size_t((b * a.kv_capacity + j) * row)], size_t(row) * sizeof(C));
+          std::memcpy(&vp[size_t((int64_t(page) * block_size + r) * row)], &v[size_t((b * a.kv_capacity + j) * row)], size_t(row) * sizeof(C));
+        }
       }
-    }
-  const auto gq = upload(q), gk = upload(kp), gv = upload(vp), gt = upload(table);
-  DeviceBuf go(q_elems(a) * sizeof(C)), glse(lse_elems(a) * sizeof(float));
-  DeviceBuf ws(size_t(gpu::decode_attention_workspace_bytes(a)));
-  go.poison();
-  glse.poison();
-  gpu::paged_decode_attention(dev<G>(gq), dev<G>(gk), dev<G>(gv), dev<int32_t>(gt), block_size,
-                              max_blocks, dev<G>(go), dev<float>(glse), a, ws.p, nullptr);
-  PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
-  CHECK(norm_err(download<C>(go, q_elems(a)), o_ref) <= 1e-2);
-  CHECK(lse_err(download<float>(glse, lse_elems(a)), lse_ref) <= 1e-3);
+    const auto gq = upload(q), gk = upload(kp), gv = upload(vp), gt = upload(table);
+    DeviceBuf go(q_elems(a) * sizeof(C)), glse(lse_elems(a) * sizeof(float));
+    DeviceBuf ws(size_t(gpu::decode_attention_workspace_bytes(a)));
+    go.poison();
+    glse.poison();
+    gpu::paged_decode_attention(dev<G>(gq), dev<G>(gk), dev<G>(gv), dev<int32_t>(gt), block_size,
+                                max_blocks, dev<G>(go), dev<float>(glse), a, ws.p, nullptr);
+    PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(norm_err(download<C>(go, q_elems(a)), o_ref) <= 1e-2);
+    CHECK(lse_err(download<float>(glse, lse_elems(a)), lse_ref) <= 1e-3);
+  }
 }
 
 TEST_CASE("cuda flash attention backward matches cpu::flash_attention_bwd") {
