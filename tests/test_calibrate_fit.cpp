@@ -222,6 +222,12 @@ CalibrationPlan fake_plan() {
   decode.new_tokens = 2;
   p.kernels.push_back({fake_model(), prefill, {StackStep{"fp32", {}, ""}}, true});
   p.kernels.push_back({fake_model(), decode, {StackStep{"+bf16", {PassSpec{"bf16", std::nullopt}}, ""}}, false});
+  // Decode attention fused, contiguous and paged: curves by query rows per K/V row, and paged.
+  for (const bool paged : {false, true}) {
+    StackStep s{"+flash", {PassSpec{"bf16", std::nullopt}, PassSpec{"flash_attention", std::nullopt}}, ""};
+    if (paged) s.passes.push_back(PassSpec{"paged_kv", std::nullopt});
+    p.kernels.push_back({fake_model(), decode, {s}, false});
+  }
   p.copy_bytes = {65536, 1 << 20, 16 << 20};
   p.collectives = {Collective::all_reduce, Collective::all_gather};
   p.collective_bytes = {8192, 1 << 20, 64 << 20};
@@ -282,6 +288,13 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   REQUIRE(hw.calibration.kernels.count("gemm/bf16/memory/unaligned_nt_c") == 1);
   CHECK(hw.calibration.kernels.at("gemm/bf16/memory/unaligned_nn_bc").efficiency ==
         hw.calibration.kernels.at("gemm/bf16/memory/unaligned").efficiency);
+  // Decode attention feeds the pooled curve and that of its rows (4 heads on 2: 2 rows, "q4");
+  // paged ops feed curves of their own.
+  CHECK(hw.calibration.kernels.count("flash_attention/bf16/memory/decode") == 1);
+  CHECK(hw.calibration.kernels.count("flash_attention/bf16/memory/decode_q4") == 1);
+  CHECK(hw.calibration.kernels.count("flash_attention/bf16/memory/decode_q1") == 0);
+  CHECK(hw.calibration.kernels.count("flash_attention/bf16/memory/paged") == 1);
+  CHECK(hw.calibration.kernels.count("kv_append/bf16/memory/paged") == 1);
   // Every kernel's time is taken off the fitted graph floor, which holds the chain op's 2.4 ns:
   // the shortest fake kernels (about 200 ns) come back up to 1.2% more efficient.
   for (const auto& [key, curve] : hw.calibration.kernels)
