@@ -1,7 +1,8 @@
 // Kernel workspace sizes (see workspace.hpp). Each formula mirrors a scratch request of the
 // CUDA backend (backends/cuda/cuda_op_exec.cpp, cuda_fp8_gemm.cpp) and the size function of
 // the kernel it feeds (backends/cuda/kernels/*.cuh); tests/gpu/test_cuda_workspace.cpp checks
-// that they agree, and the backend refuses to run a kernel whose workspace does not fit.
+// that they agree, and the backend refuses to run a kernel whose workspace does not fit. A CPU
+// profile gets the CPU backend's scratch instead (cpu_workspace; tests/test_cpu_backend_graphs.cpp).
 #include "core/workspace.hpp"
 
 #include <algorithm>
@@ -187,16 +188,22 @@ int64_t kernel_workspace(const Op& op, const Graph& g, int64_t elem, const Hardw
   }
 }
 
-// run_generic: converted copies of operands stored in another type than the kernel's
-// (one per tensor), then the kernel's workspace.
-int64_t generic_workspace(const Op& op, const Graph& g, const Hardware& hw) {
-  Storage kernel = Storage::other;
-  bool found = false;
-  for (std::size_t i = 0; i < op.inputs.size() && !found; ++i) {
+// The storage the op's kernel computes in: that of its first input whose type the op's
+// precision decides; false when there is none, or it is not a float (the backends refuse it).
+bool kernel_storage(const Op& op, const Graph& g, Storage& kernel) {
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     Storage fixed{};
-    if (!fixed_storage(op.kind, false, i, fixed)) kernel = storage(g, op.inputs[i]), found = true;
+    if (!fixed_storage(op.kind, false, i, fixed)) {
+      kernel = storage(g, op.inputs[i]);
+      return is_float(kernel);
+    }
   }
-  if (!found || !is_float(kernel)) return 0;  // the backend refuses such an op
+  return false;
+}
+
+// Converted copies of the operands stored in another type than the kernel's, one per tensor
+// (both backends' generic op path), each rounded up to `align` bytes.
+int64_t staging_bytes(const Op& op, const Graph& g, Storage kernel, int64_t align) {
   std::map<int, bool> staged;
   int64_t total = 0;
   auto operand = [&](int id, bool is_output, std::size_t i) {
@@ -204,11 +211,46 @@ int64_t generic_workspace(const Op& op, const Graph& g, const Hardware& hw) {
     (void)fixed_storage(op.kind, is_output, i, need);
     if (storage(g, id) == need || staged.count(id) > 0) return;
     staged[id] = true;
-    total += aligned(g.tensor(id).elements() * size_of(need));
+    const int64_t bytes = g.tensor(id).elements() * size_of(need);
+    total += (bytes + align - 1) / align * align;
   };
   for (std::size_t i = 0; i < op.inputs.size(); ++i) operand(op.inputs[i], false, i);
   for (std::size_t i = 0; i < op.outputs.size(); ++i) operand(op.outputs[i], true, i);
-  return total + aligned(kernel_workspace(op, g, size_of(kernel), hw));
+  return total;
+}
+
+// run_generic: converted copies of operands stored in another type than the kernel's
+// (one per tensor), then the kernel's workspace.
+int64_t generic_workspace(const Op& op, const Graph& g, const Hardware& hw) {
+  Storage kernel = Storage::other;
+  if (!kernel_storage(op, g, kernel)) return 0;  // the backend refuses such an op
+  return staging_bytes(op, g, kernel, workspace_alignment) + aligned(kernel_workspace(op, g, size_of(kernel), hw));
+}
+
+// The CPU backend's scratch per op (backends/cpu/cpu_op_exec.cpp), exact bytes (its allocator
+// counts what is asked): a GEMM with a 16-bit operand converts fp32 panels (cpu_gemm.cpp
+// gemm_workspace_floats: blocks of 256 × 512 × 512, or all of A for at most 8 rows against a
+// 16-bit B); other kernels stage operands stored in another type, as the generic path does.
+int64_t cpu_workspace(const Op& op, const Graph& g) {
+  constexpr int64_t block_m = 256, block_n = 512, block_k = 512, small_m = 8;
+  switch (op.kind) {
+    case OpKind::gemm: {
+      const Storage a = storage(g, op.inputs.at(0)), b = storage(g, op.inputs.at(1)), c = storage(g, op.outputs.at(0));
+      if (a == Storage::f32 && b == Storage::f32 && c == Storage::f32) return 0;
+      const GemmDims d = gemm_dims(op, g);
+      if (d.m <= small_m && b != Storage::f32) return d.m * d.k * 4;
+      const int64_t m = std::min(d.m, block_m), n = std::min(d.n, block_n), k = std::min(d.k, block_k);
+      return (m * k + k * n + m * n) * 4;
+    }
+    case OpKind::adamw:
+    case OpKind::copy:
+    case OpKind::collective:
+    case OpKind::host: return 0;
+    default: {
+      Storage kernel = Storage::other;
+      return kernel_storage(op, g, kernel) ? staging_bytes(op, g, kernel, 1) : 0;
+    }
+  }
 }
 
 bool materialized_product(OpKind k) {
@@ -217,7 +259,7 @@ bool materialized_product(OpKind k) {
 }
 
 double workspace_with(const Op& op, const Graph& g, const Hardware& hw, const std::vector<char>& b_transposed) {
-  if (hw.kind == "cpu") return 0;
+  if (hw.kind == "cpu") return static_cast<double>(cpu_workspace(op, g));
   switch (op.kind) {
     case OpKind::collective:
     case OpKind::host:
@@ -275,14 +317,13 @@ std::vector<char> fp8_b_stored_transposed(const Graph& g) {
 }
 
 double workspace_bytes(const Op& op, const Graph& g, const Hardware& hw) {
-  if (hw.kind == "cpu") return 0;
+  if (hw.kind == "cpu") return workspace_with(op, g, hw, {});
   return workspace_with(op, g, hw, touches_fp8(op, g) ? fp8_b_stored_transposed(g) : std::vector<char>{});
 }
 
 std::vector<double> workspace_per_op(const Graph& g, const Hardware& hw) {
   std::vector<double> out(g.ops.size(), 0.0);
-  if (hw.kind == "cpu") return out;
-  const std::vector<char> b_transposed = fp8_b_stored_transposed(g);
+  const std::vector<char> b_transposed = hw.kind == "cpu" ? std::vector<char>{} : fp8_b_stored_transposed(g);
   for (std::size_t i = 0; i < g.ops.size(); ++i) out[i] = workspace_with(g.ops[i], g, hw, b_transposed);
   return out;
 }

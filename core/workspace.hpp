@@ -2,8 +2,8 @@
 // backend allocates them (one block per op, carved into the pieces listed below), and the
 // workspaces a GPU backend holds for the whole step (library workspaces, fp8 scales, fused
 // optimizer descriptors). The memory model adds both to the walk (core/memory_model.hpp),
-// so the predicted peak is the one the backend measures. A CPU profile (kind "cpu") has
-// none: the CPU backend's scratch is per thread and a few KiB (packing panels), not counted.
+// so the predicted peak is the one the backend measures. A CPU profile (kind "cpu") gets the
+// CPU backend's scratch: fp32 packing panels of 16-bit GEMMs and converted operands.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -48,7 +48,7 @@ inline constexpr int64_t decode_kernel_max_seq_q = 8;
 //   - embedding_bwd with a 16-bit table: an fp32 copy of dtable (and dpositions);
 //   - attn_context_bwd / attn_scores_bwd, 16-bit with GQA: the dK/dV group sum in fp32;
 //   - copy between the host and the device changing the type: the host-typed staging copy.
-// 0 for a CPU profile, host ops and collectives.
+// 0 for host ops and collectives.
 [[nodiscard]] double workspace_bytes(const Op& op, const Graph& g, const Hardware& hw);
 // workspace_bytes of every op, in graph order (one pass over the graph's fp8 layouts).
 [[nodiscard]] std::vector<double> workspace_per_op(const Graph& g, const Hardware& hw);

@@ -123,15 +123,22 @@ TEST_CASE("cpu backend: repeats do not grow memory; op counts scale the step tim
   CHECK(m.step_time == approx(sum));
 }
 
-TEST_CASE("cpu backend: bf16 GEMM workspace counts as transient activation memory") {
+TEST_CASE("cpu backend: bf16 GEMM workspace is transient workspace memory, as the model plans it") {
   SmallGraph s = small_graph(DType::bf16);
   cpu::CpuBackend be;
   const Measurement m = be.run(s.g, quick());
   // Persistent halves to 6208 bytes. During the gemm: a (16·32·2 = 1024) plus the fp32
   // workspace: A block 16·64 + B block 64·32 + C block 16·32 = 3584 floats = 14336 bytes.
   CHECK(m.peak_bytes == 6208 + 1024 + 14336);
-  CHECK(m.bytes_by_role_at_peak.at(TensorRole::activation) == 1024 + 14336);
-  CHECK(predict_memory(s.g, false).peak == 6208 + 3 * 1024);  // the model knows no workspace
+  CHECK(m.bytes_by_role_at_peak.at(TensorRole::activation) == 1024);
+  CHECK(m.bytes_by_role_at_peak.at(TensorRole::workspace) == 14336);
+  // A CPU profile plans the same scratch; without a profile the model knows no workspace.
+  Hardware cpu;
+  cpu.kind = "cpu";
+  const MemoryBreakdown pred = predict_memory(s.g, cpu, false);
+  CHECK(pred.peak == m.peak_bytes);
+  CHECK(pred.by_role.at(TensorRole::workspace) == 14336);
+  CHECK(predict_memory(s.g, false).peak == 6208 + 3 * 1024);
 }
 
 TEST_CASE("cpu backend: evaluate returns the values the dispatched kernels compute") {

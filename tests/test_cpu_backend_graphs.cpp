@@ -106,6 +106,33 @@ TEST_CASE("cpu backend graphs: fp32 peaks equal the memory model's for every pha
   }
 }
 
+TEST_CASE("cpu backend graphs: 16-bit peaks equal the memory model's with a CPU profile, scratch included") {
+  // bf16 GEMMs convert fp32 panels, and ops with an fp32 operand (the loss, LSE) stage converted
+  // copies: the CPU profile plans both as workspace, byte for byte.
+  Hardware cpu;
+  cpu.kind = "cpu";
+  for (const ModelConfig& m : {small(test_models::tiny_llama()), small(test_models::tiny_gpt())}) {
+    CAPTURE(m.name);
+    Workload prefill;
+    prefill.phase = Phase::prefill;
+    prefill.batch = 2, prefill.prompt = 6, prefill.new_tokens = 4;
+    Workload decode = prefill;
+    decode.phase = Phase::decode;
+    for (const Workload& w : {prefill, decode, train_workload()}) {
+      CAPTURE(name_of(w.phase));
+      for (const std::vector<std::string>& passes :
+           {std::vector<std::string>{"bf16"}, {"bf16", "flash_attention", "fusion"}, {"fp16", "flash_attention"}}) {
+        CAPTURE(passes.back());
+        const Graph g = graph_with(m, w, passes);
+        const Measurement meas = cpu::CpuBackend().run(g, once());
+        const MemoryBreakdown pred = predict_memory(g, cpu, false);
+        CHECK(meas.peak_bytes == pred.peak);
+        for (TensorRole r : all_tensor_roles) CHECK(meas.bytes_by_role_at_peak.at(r) == pred.by_role.at(r));
+      }
+    }
+  }
+}
+
 TEST_CASE("cpu backend graphs: flash attention leaves gradients unchanged") {
   for (const ModelConfig& m : {small(test_models::tiny_llama()), small(test_models::tiny_gpt())}) {
     CAPTURE(m.name);

@@ -29,7 +29,7 @@ class Scratch {
     for (void* p : m_blocks) m_alloc.release(p);
   }
   void* get(std::size_t bytes) {
-    void* p = m_alloc.allocate(bytes, TensorRole::activation);
+    void* p = m_alloc.allocate(bytes, TensorRole::workspace);
     m_blocks.push_back(p);
     return p;
   }
