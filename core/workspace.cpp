@@ -317,8 +317,9 @@ std::vector<char> fp8_b_stored_transposed(const Graph& g) {
 }
 
 double workspace_bytes(const Op& op, const Graph& g, const Hardware& hw) {
-  if (hw.kind == "cpu") return workspace_with(op, g, hw, {});
-  return workspace_with(op, g, hw, touches_fp8(op, g) ? fp8_b_stored_transposed(g) : std::vector<char>{});
+  // The fp8 operand layouts matter only to a GPU's fp8 GEMMs.
+  const bool fp8_gemm = hw.kind != "cpu" && touches_fp8(op, g);
+  return workspace_with(op, g, hw, fp8_gemm ? fp8_b_stored_transposed(g) : std::vector<char>{});
 }
 
 std::vector<double> workspace_per_op(const Graph& g, const Hardware& hw) {
