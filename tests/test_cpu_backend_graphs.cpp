@@ -80,27 +80,39 @@ RunOptions once() {
   return o;
 }
 
+// Prefill and decode of 2 sequences (and decode recomputing its context), and a training step.
+std::vector<Workload> every_phase(bool with_no_cache) {
+  Workload prefill;
+  prefill.phase = Phase::prefill;
+  prefill.batch = 2, prefill.prompt = 6, prefill.new_tokens = 4;
+  Workload decode = prefill;
+  decode.phase = Phase::decode;
+  Workload no_cache = decode;
+  no_cache.kv_cache = false;
+  std::vector<Workload> out{prefill, decode, train_workload()};
+  if (with_no_cache) out.push_back(no_cache);
+  return out;
+}
+
+// Runs g once on the CPU backend: its measured peak is `pred`'s, role by role.
+void check_peak(const Graph& g, const MemoryBreakdown& pred) {
+  const Measurement meas = cpu::CpuBackend().run(g, once());
+  CHECK(meas.peak_bytes == pred.peak);
+  for (TensorRole r : all_tensor_roles) CHECK(meas.bytes_by_role_at_peak.at(r) == pred.by_role.at(r));
+}
+
 }  // namespace
 
 TEST_CASE("cpu backend graphs: fp32 peaks equal the memory model's for every phase") {
   for (const ModelConfig& m : {small(test_models::tiny_llama()), small(test_models::tiny_gpt())}) {
     CAPTURE(m.name);
-    Workload prefill;
-    prefill.phase = Phase::prefill;
-    prefill.batch = 2, prefill.prompt = 6, prefill.new_tokens = 4;
-    Workload decode = prefill;
-    decode.phase = Phase::decode;
-    Workload no_cache = decode;
-    no_cache.kv_cache = false;
-    for (const Workload& w : {prefill, decode, no_cache, train_workload()}) {
+    for (const Workload& w : every_phase(true)) {
       CAPTURE(name_of(w.phase));
+      CAPTURE(w.kv_cache);
       for (const char* pass : {"fp32", "flash_attention", "fusion"}) {
         CAPTURE(pass);
         const Graph g = graph_with(m, w, {pass});
-        const Measurement meas = cpu::CpuBackend().run(g, once());
-        const MemoryBreakdown pred = predict_memory(g, false);
-        CHECK(meas.peak_bytes == pred.peak);
-        for (TensorRole r : all_tensor_roles) CHECK(meas.bytes_by_role_at_peak.at(r) == pred.by_role.at(r));
+        check_peak(g, predict_memory(g, false));
       }
     }
   }
@@ -113,21 +125,13 @@ TEST_CASE("cpu backend graphs: 16-bit peaks equal the memory model's with a CPU 
   cpu.kind = "cpu";
   for (const ModelConfig& m : {small(test_models::tiny_llama()), small(test_models::tiny_gpt())}) {
     CAPTURE(m.name);
-    Workload prefill;
-    prefill.phase = Phase::prefill;
-    prefill.batch = 2, prefill.prompt = 6, prefill.new_tokens = 4;
-    Workload decode = prefill;
-    decode.phase = Phase::decode;
-    for (const Workload& w : {prefill, decode, train_workload()}) {
+    for (const Workload& w : every_phase(false)) {
       CAPTURE(name_of(w.phase));
       for (const std::vector<std::string>& passes :
            {std::vector<std::string>{"bf16"}, {"bf16", "flash_attention", "fusion"}, {"fp16", "flash_attention"}}) {
         CAPTURE(passes.back());
         const Graph g = graph_with(m, w, passes);
-        const Measurement meas = cpu::CpuBackend().run(g, once());
-        const MemoryBreakdown pred = predict_memory(g, cpu, false);
-        CHECK(meas.peak_bytes == pred.peak);
-        for (TensorRole r : all_tensor_roles) CHECK(meas.bytes_by_role_at_peak.at(r) == pred.by_role.at(r));
+        check_peak(g, predict_memory(g, cpu, false));
       }
     }
   }
