@@ -103,7 +103,7 @@ inline constexpr std::array<std::string_view, 4> calibration_variants = {"decode
 // Decode attention's finer variant: the split-KV kernel serves the query rows that share a
 // K/V row (GQA group × query rows) 1 at a time, up to 4 in one pass, or in several passes, and
 // runs at different speeds for the same bytes (MHA near the copy bandwidth, groups of 4 at
-// 55–75% of it, groups of 5–7 read K/V twice). "decode_q1", "decode_q4" (2–4 rows) or
+// 53–74% of it, groups of 5–7 read K/V twice). "decode_q1", "decode_q4" (2–4 rows) or
 // "decode_qn" (more) for flash_attention over a contiguous cache at decode sizes; empty for
 // every other op. Its curve is read first; the pooled "decode" curve is the fallback.
 [[nodiscard]] std::string decode_rows_variant(const Op& op);

@@ -52,9 +52,7 @@ struct ContiguousKv {
 struct PagedKv {
   const int32_t* table;
   PagedLayout p;
-  [[nodiscard]] int64_t row(int64_t b, int64_t j) const {
-    return int64_t{table[b * p.max_blocks + j / p.block]} * p.block + j % p.block;
-  }
+  [[nodiscard]] int64_t row(int64_t b, int64_t j) const { return p.row(table, b, j); }
 };
 
 // Loads kv positions j0 .. j0 + bc − 1 of head kh of sequence b as a [bc, d] float tile.
@@ -150,7 +148,7 @@ int64_t paged_row(const int32_t* table, const PagedLayout& p, int64_t b, int64_t
   if (page < 0 || page >= p.num_blocks)
     throw std::out_of_range(fmt::format("paged KV: block table entry [{}][{}] = {} is outside the {} pages",
                                         b, j / p.block, page, p.num_blocks));
-  return int64_t{page} * p.block + j % p.block;
+  return p.row(table, b, j);
 }
 
 template <class T>

@@ -168,6 +168,10 @@ template <class T> void kv_append(const T* k_new, T* cache, const KvAppendShape&
 // at row j % block. Shapes then give the logical capacity max_blocks · block per sequence.
 struct PagedLayout {
   int64_t block = 0, max_blocks = 0, num_blocks = 0;
+  // The page row of position j of sequence b as the table gives it, unchecked (paged_row checks).
+  [[nodiscard]] int64_t row(const int32_t* table, int64_t b, int64_t j) const {
+    return int64_t{table[b * max_blocks + j / block]} * block + j % block;
+  }
 };
 // The page row (in units of a kv row) of position j of sequence b; throws std::out_of_range
 // when the table names a page outside the pool.
