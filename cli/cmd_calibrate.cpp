@@ -61,6 +61,7 @@ std::string summary(const CalibrateResult& r, const std::string& output) {
 
 int cmd_calibrate(const CalibrateArgs& a) {
   check_writable(a.output);
+  if (!a.points.empty()) check_writable(a.points);
   const auto backend = make_backend(a.backend);
   const DeviceInfo d = backend->device();
   const Hardware base = find_hardware(d.catalog_name, a.module_path);
@@ -74,10 +75,13 @@ int cmd_calibrate(const CalibrateArgs& a) {
   }
   const CalibrateResult r = calibrate(*backend, base, o);
   write_file_atomically(a.output, profile_to_lua(r.hw));
+  if (!a.points.empty()) write_file_atomically(a.points, points_to_csv(r.points));
   const std::string text = summary(r, a.output);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   if (!a.quiet) fmt::print(stderr, "perfsim: wrote {} (profile '{}')\n", a.output, r.hw.name);
+  if (!a.quiet && !a.points.empty())
+    fmt::print(stderr, "perfsim: wrote {} ({} measured points)\n", a.points, r.points.size());
   return 0;
 }
 

@@ -8,6 +8,7 @@ struct CalibrateArgs {
   std::string backend = "auto";  // auto | cpu | cuda
   bool quick = false;            // coarser grids, fewer calibration graphs
   std::string output;            // -o FILE (required)
+  std::string points;            // --points FILE: the measurements behind the fit, CSV
   std::string name;              // profile name; empty: "<catalog>-local"
   std::string module_path;       // where the device's catalog entry is looked up
   bool quiet = false;            // no progress lines on stderr

@@ -154,6 +154,10 @@ int run_cli(int argc, char** argv) {
   calibrate_cmd->add_option("-o,--output", calibrate.output, "Write the profile to FILE (whole or not at all)")
       ->required()
       ->type_name("FILE");
+  calibrate_cmd->add_option("--points", calibrate.points,
+                            "Also write every timed op behind the fit (shape, curve key, roofline and measured "
+                            "seconds, efficiency) to FILE as CSV")
+      ->type_name("FILE");
   calibrate_cmd->add_option("--name", calibrate.name,
                             "Profile name (default: the device's catalog entry + \"-local\", lowercased)")
       ->type_name("NAME");

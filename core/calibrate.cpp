@@ -63,6 +63,7 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   kernels.sweep = "kernels";
   sweep_kernels(ctx, launch_graph, fit, samples, kernels);
   hw.calibration.kernels = fit.curves();
+  r.points = fit.recorded();
   // A GEMM table prices its dtype (roofline.cpp): drop the curves it shadows.
   for (const auto& [t, table] : hw.calibration.gemm)
     for (const char* bound : {"compute", "memory"})

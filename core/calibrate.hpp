@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/calibrate_points.hpp"
 #include "core/calibrate_plan.hpp"
 #include "core/hardware.hpp"
 
@@ -38,6 +39,7 @@ struct SweepSummary {
 struct CalibrateResult {
   Hardware hw;
   std::vector<SweepSummary> sweeps;
+  std::vector<MeasuredPoint> points;  // every timed op the GEMM tables and curves were fitted on
   double wall_seconds = 0;
 };
 

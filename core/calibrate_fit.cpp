@@ -64,7 +64,8 @@ void CurveFitter::add_point(const std::string& key, OpClass cls, bool compute_bo
   ++m_points;
 }
 
-void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph) {
+void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph,
+                      const std::string& source) {
   for (std::size_t i = 0; i < g.ops.size() && i < m.ops.size(); ++i) {
     const Op& op = g.ops[i];
     const OpMeasurement& om = m.ops[i];
@@ -73,9 +74,11 @@ void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base
       continue;
     const OpCost cost = predict_op(op, g, base);
     const CalibrationPoint p = calibration_point(op, cost, base);
-    const CurvePoint pt{p.roofline_seconds, p.roofline_seconds / kernel_seconds(om.median, launch_graph)};
+    const double kernel = kernel_seconds(om.median, launch_graph);
+    const CurvePoint pt{p.roofline_seconds, p.roofline_seconds / kernel};
     // An unaligned GEMM also feeds the curve of its layout, decode attention that of its rows.
     add_point(p.key, class_of(op.kind), p.compute_bound, pt, p.finer_key);
+    record({source, op, p, cost.flops, cost.bytes, om.median, kernel, pt.efficiency});
   }
 }
 

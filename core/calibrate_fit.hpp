@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/calibrate_points.hpp"
 #include "core/calibration.hpp"
 #include "core/cost_model.hpp"
 #include "core/graph.hpp"
@@ -39,8 +40,9 @@ class CurveFitter {
   // efficiency = calibration_point(op).roofline_seconds / kernel_seconds(median, launch_graph).
   // GEMMs get curves too ("gemm/fp8/compute"): the cost model reads them only for dtypes
   // without a GEMM table. Copies to or from the host, collectives and host ops are skipped
-  // (other sweeps fit them).
-  void add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph);
+  // (other sweeps fit them). Each point is also recorded, labelled `source`.
+  void add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph,
+           const std::string& source);
   // A point of curve `key` (none when empty) and of `also_key` (its finer curve: an unaligned
   // GEMM's layout, decode attention's rows per K/V row), counted once in the class medians.
   void add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p,
@@ -50,11 +52,15 @@ class CurveFitter {
   // fallback for kinds the sweeps never met.
   [[nodiscard]] std::map<OpClass, double> class_medians(bool compute_bound) const;
   [[nodiscard]] std::size_t point_count() const { return m_points; }
+  // The measurements behind the curves and GEMM tables (`perfsim calibrate --points`).
+  void record(MeasuredPoint p) { m_log.push_back(std::move(p)); }
+  [[nodiscard]] const std::vector<MeasuredPoint>& recorded() const { return m_log; }
 
  private:
   std::map<std::string, std::vector<CurvePoint>> m_by_key;
   std::map<std::pair<OpClass, bool>, std::vector<double>> m_by_class;
   std::size_t m_points = 0;
+  std::vector<MeasuredPoint> m_log;
 };
 
 // launch_graph: the median per-op time of a chain of tiny ops replayed from a graph (the eager

@@ -81,6 +81,15 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
 
 namespace {
 
+// "cal-gpt-1280 train 2x768 +bf16+flash_attention": the case a recorded point came from.
+std::string case_label(const KernelCase& c) {
+  const Workload& w = c.workload;
+  const int64_t tokens = w.phase == Phase::train ? w.seq : w.phase == Phase::decode ? w.decode_context() : w.prompt;
+  std::string label = fmt::format("{} {} {}x{} ", c.model.name, name_of(w.phase), w.batch, tokens);
+  for (const StackStep& s : c.stack) label += s.name;
+  return label;
+}
+
 // The cells of one dtype's grid within the plan's budgets (the others counted in
 // over_budget), keeping only unaligned ones (calibration_variant) when asked, and then in
 // both layouts of B (stored [k, n], and [n, k] as a tied lm_head's table): cuBLAS runs
@@ -186,9 +195,11 @@ void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_
         if (!m.ops[i].executed || !(m.ops[i].median > 0)) continue;
         const OpCost cost = predict_op(g.ops[i], g, ctx.base);
         const CalibrationPoint pt = calibration_point(g.ops[i], cost, ctx.base);
-        const double eff = pt.roofline_seconds / kernel_seconds(m.ops[i].median, launch_graph);
+        const double kernel = kernel_seconds(m.ops[i].median, launch_graph);
+        const double eff = pt.roofline_seconds / kernel;
         measured[part[i].index] = eff;
         fit.add_point("", OpClass::gemm, pt.compute_bound, {pt.roofline_seconds, eff});
+        fit.record({s.sweep + " grid", g.ops[i], pt, cost.flops, cost.bytes, m.ops[i].median, kernel, eff});
         ++ran;
       }
     });
@@ -217,7 +228,7 @@ void sweep_unaligned_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, doub
     std::size_t ran = 0;
     run_cells(ctx, gp, cells, s, refused, [&](const std::vector<GemmCell>&, const Graph& g, const Measurement& m) {
       const std::size_t before = fit.point_count();
-      fit.add(g, m, ctx.base, launch_graph);
+      fit.add(g, m, ctx.base, launch_graph, s.sweep);
       ran += fit.point_count() - before;
     });
     s.fitted = ran == 0 ? fmt::format("skipped: no cell ran{}", refused.empty() ? "" : " (" + refused + ")")
@@ -242,7 +253,7 @@ void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fi
       if (const std::string why = graph_unsupported_reason(ctx.backend, g); !why.empty())
         throw NotExecutable(why);
       const Measurement m = ctx.backend.run(g, p.run);
-      fit.add(g, m, ctx.base, launch_graph);
+      fit.add(g, m, ctx.base, launch_graph, case_label(c));
       ++s.graphs;
       clock.step();
       if (c.eager_pair && p.graph_mode) {

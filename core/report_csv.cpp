@@ -8,20 +8,12 @@
 #include <fmt/format.h>
 
 #include "core/report.hpp"
+#include "core/text.hpp"
 
 namespace perfsim {
 
 namespace {
 
-std::string quote(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.15g}", v) : std::string{}; }
 std::string num(const std::optional<double>& v) { return v ? num(*v) : std::string{}; }
@@ -79,7 +71,7 @@ std::string format_csv(const std::vector<RunResult>& points) {
     std::string out;
     for (std::size_t i = 0; i < cells.size(); ++i) {
       if (i) out += ',';
-      out += quote(cells[i]);
+      out += csv_quote(cells[i]);
     }
     return out + "\n";
   };

@@ -6,41 +6,13 @@
 #include <fmt/format.h>
 
 #include "core/op_metrics.hpp"
+#include "core/op_shape.hpp"
 #include "core/report.hpp"
 #include "core/report_text_table.hpp"
 
 namespace perfsim {
 
 namespace {
-
-std::string join_dims(const std::vector<int64_t>& dims) {
-  std::string out;
-  for (auto d : dims) out += (out.empty() ? "" : "×") + std::to_string(d);
-  return out;
-}
-
-// A short shape for the op: m×n×k for GEMMs, the attention geometry, else the output shape.
-std::string shape_summary(const Op& op, const Graph& g) {
-  const OpAttrs& a = op.attrs;
-  if (op.kind == OpKind::gemm) {
-    std::string s = fmt::format("{}×{}×{}", a.m, a.n, a.k);
-    return a.batch > 1 ? fmt::format("{}×({})", a.batch, s) : s;
-  }
-  // A paged cache (paged_kv) adds its rows per page.
-  const std::string paged = a.kv_block > 0 ? fmt::format(" pages of {}", a.kv_block) : "";
-  if (class_of(op.kind) == OpClass::attention && a.heads > 0)
-    return fmt::format("b{} h{}/{} q{} kv{} d{}{}", a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv,
-                       a.head_dim, paged);
-  if (op.kind == OpKind::kv_append && a.kv_block > 0)
-    return fmt::format("b{} q{} at {}{}", a.batch, a.seq_q, a.position, paged);
-  if (!op.outputs.empty()) {
-    std::string s = join_dims(g.tensor(op.outputs.front()).shape);
-    if (op.outputs.size() > 1 && op.kind == OpKind::adamw)
-      s += fmt::format(" (+{} more)", op.outputs.size() - 1);
-    return s;
-  }
-  return "";
-}
 
 // Op counts are whole for sampled layers; a fused op over tensors of different counts carries a
 // weighted, fractional one.
@@ -112,7 +84,7 @@ std::string format_explain(const ExplainInput& in) {
     if (!c.supported) bound += " *", any_unsupported = true;
     if (op.stream > 0) bound += fmt::format(", stream {}", op.stream), any_side_stream = true;
     ops.add_row({op.name, std::string(name_of(class_of(op.kind))), std::string(name_of(op.dtype)),
-                 shape_summary(op, g), count_text(op.count), fixed(c.flops / 1e9, 3),
+                 op_shape_text(op, g), count_text(op.count), fixed(c.flops / 1e9, 3),
                  fixed(c.bytes / 1e6, 2), fixed(c.intensity, 1), bound, fixed(c.time * 1e6, 2),
                  fixed(total * 1e6, 1), share(total)});
     ClassTotal& t = totals[class_of(op.kind)];

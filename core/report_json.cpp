@@ -3,6 +3,7 @@
 // missing values null.
 #include <nlohmann/json.hpp>
 
+#include "core/op_shape.hpp"
 #include "core/report.hpp"
 
 namespace perfsim {
@@ -37,6 +38,7 @@ json op_rows(const StepResult& s) {
     o["kind"] = std::string(name_of(op.kind));
     o["class"] = std::string(name_of(class_of(op.kind)));
     o["dtype"] = std::string(name_of(op.dtype));
+    o["shape"] = op_shape_text(op, g);
     o["stage"] = name_of(op.stage);
     o["layer"] = op.layer;
     o["count"] = op.count;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/report_validation.hpp"
+#include "core/text.hpp"
 
 namespace perfsim {
 
@@ -40,17 +41,6 @@ json op_json(const OpError& e) {
   return j;
 }
 
-// The magnitude statistics of each family of figures, in the order the text report shows.
-std::string quote(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"') out += '"';
-    out += ch;
-  }
-  return out + "\"";
-}
-
 std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.15g}", v) : std::string{}; }
 std::string cell(const std::optional<double>& v) { return v ? cell(*v) : std::string{}; }
 
@@ -60,8 +50,8 @@ struct CsvRow {
 };
 
 std::string csv_line(const CsvRow& r) {
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", quote(r.figure), quote(r.scenario),
-                     quote(r.step), quote(r.subject), r.count, r.predicted, r.measured, r.error,
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_quote(r.figure), csv_quote(r.scenario),
+                     csv_quote(r.step), csv_quote(r.subject), r.count, r.predicted, r.measured, r.error,
                      r.median, r.p90, r.max);
 }
 

@@ -45,4 +45,14 @@ std::string did_you_mean(std::string_view name, const std::vector<std::string>& 
   return m.empty() ? std::string{} : " (did you mean '" + m + "'?)";
 }
 
+std::string csv_quote(std::string_view s) {
+  if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  return out + "\"";
+}
+
 }  // namespace perfsim

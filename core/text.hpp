@@ -13,5 +13,7 @@ namespace perfsim {
 [[nodiscard]] std::string closest_match(std::string_view name, const std::vector<std::string>& candidates);
 // " (did you mean 'x'?)" or "" — appended to unknown-name errors.
 [[nodiscard]] std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates);
+// One CSV field, quoted (RFC 4180) when it holds a comma, a quote or a line break.
+[[nodiscard]] std::string csv_quote(std::string_view s);
 
 }  // namespace perfsim

@@ -34,6 +34,18 @@ TEST_CASE("calibrate cpu --quick: the written profile loads back and prices with
   CHECK(r.hw.calibration.kernels.count("rmsnorm/fp32/memory") == 1);
   CHECK(r.hw.launch_eager == r.hw.launch_graph);  // no graph mode on a CPU
 
+  // The recorded points: GEMM grid cells and the calibration models' ops, each efficiency
+  // being its roofline time over its kernel time, the kernel time at most the measured one.
+  int grid = 0, kernels = 0;
+  for (const MeasuredPoint& pt : r.points) {
+    CHECK(pt.efficiency == approx(pt.curve.roofline_seconds / pt.kernel_seconds));
+    CHECK(pt.kernel_seconds <= pt.measured_seconds);
+    if (pt.source == "gemm fp32 grid") ++grid;
+    if (pt.curve.key == "rmsnorm/fp32/memory") ++kernels;
+  }
+  CHECK(grid > 0);
+  CHECK(kernels > 0);
+
   const std::filesystem::path file =
       std::filesystem::temp_directory_path() / ("perfsim_cal_test_" + std::to_string(::getpid()) + ".lua");
   {

@@ -23,6 +23,35 @@ TEST_CASE("calibrate fit: kernel seconds subtract the graph gap, floored at a te
   CHECK(kernel_seconds(2e-6, 2e-6) == approx(0.2e-6));
 }
 
+TEST_CASE("calibrate points: one CSV row per point, its shape, curve and times, quoted where needed") {
+  MeasuredPoint p;
+  p.source = "cal-x decode 1x256 +bf16,odd";
+  p.op.name = "layer0.attn.flash_attention";
+  p.op.kind = OpKind::flash_attention;
+  p.op.dtype = DType::bf16;
+  p.op.attrs.batch = 2;
+  p.op.attrs.heads = 8;
+  p.op.attrs.kv_heads = 2;
+  p.op.attrs.head_dim = 128;
+  p.op.attrs.seq_q = 1;
+  p.op.attrs.seq_kv = 256;
+  p.curve.key = "flash_attention/bf16/memory/decode";
+  p.curve.finer_key = "flash_attention/bf16/memory/decode_q4";
+  p.curve.roofline_seconds = 2e-6;
+  p.flops = 1e6;
+  p.bytes = 6.7e6;
+  p.measured_seconds = 5e-6;
+  p.kernel_seconds = 4e-6;
+  p.efficiency = 0.5;
+  const std::string csv = points_to_csv({p});
+  const std::string header = csv.substr(0, csv.find('\n'));
+  CHECK(header.rfind("source,op,kind,dtype,key,finer_key,fallback_key,bound,m,n,k,batch,heads,", 0) == 0);
+  CHECK(csv.substr(header.size() + 1) ==
+        "\"cal-x decode 1x256 +bf16,odd\",layer0.attn.flash_attention,flash_attention,bf16,"
+        "flash_attention/bf16/memory/decode,flash_attention/bf16/memory/decode_q4,,memory,"
+        "0,0,0,2,8,2,128,1,256,0,0,0,0,1e+06,6.7e+06,2e-06,5e-06,4e-06,0.5\n");
+}
+
 TEST_CASE("calibrate fit: curves keep separate points and merge those of one bin") {
   const EfficiencyCurve c = fit_curve({{1e-4, 0.8}, {1e-6, 0.2}, {1e-5, 0.4}});
   REQUIRE(c.seconds.size() == 3);
