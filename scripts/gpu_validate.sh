@@ -2,7 +2,8 @@
 # One command for a GPU machine: build perfsim (Release), calibrate the device (full, then
 # --quick, each timed), validate the cost model with the fresh full profile and with the
 # datasheet profile, and print a summary table last. Everything lands in ${OUT:-build-gpu-logs}:
-#   <name>.lua (the calibrated profile), quick.lua, validation_{calibrated,datasheet}.{md,json},
+#   <name>.lua (the calibrated profile), points.csv (what it was fitted on), quick.lua,
+#   validation_{calibrated,datasheet}.{md,json},
 #   and one log per step.
 #   scripts/gpu_validate.sh        (BUILD=build-gpu JOBS=$(nproc) NAME=<catalog>-local QUICK=1
 #                                   MAX_ERROR=<pct> PROFILE=<existing profile: skip calibrating>
@@ -37,7 +38,8 @@ if [ -n "${PROFILE:-}" ]; then
   record "profile" "$profile (given)"
 else
   profile="$LOGS/${name:-profile}.lua"
-  step "calibrate (full)" calibrate.log "$perfsim" calibrate --backend cuda "${name_args[@]}" -o "$profile" || status=1
+  step "calibrate (full)" calibrate.log "$perfsim" calibrate --backend cuda "${name_args[@]}" -o "$profile" \
+    --points "$LOGS/points.csv" || status=1
   if [ "${QUICK:-1}" = 1 ]; then
     step "calibrate --quick" calibrate_quick.log "$perfsim" calibrate --backend cuda --quick -o "$LOGS/quick.lua" || status=1
   fi
