@@ -65,7 +65,7 @@ void CurveFitter::add_point(const std::string& key, OpClass cls, bool compute_bo
 }
 
 void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph,
-                      const std::string& source) {
+                      const std::string& source, const Measurement* eager) {
   for (std::size_t i = 0; i < g.ops.size() && i < m.ops.size(); ++i) {
     const Op& op = g.ops[i];
     const OpMeasurement& om = m.ops[i];
@@ -78,7 +78,12 @@ void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base
     const CurvePoint pt{p.roofline_seconds, p.roofline_seconds / kernel};
     // An unaligned GEMM also feeds the curve of its layout, decode attention that of its rows.
     add_point(p.key, class_of(op.kind), p.compute_bound, pt, p.finer_key);
-    record({source, op, p, cost.flops, cost.bytes, om.median, kernel, pt.efficiency});
+    MeasuredPoint rec{source, op, p, cost.flops, cost.bytes, om.median, kernel, pt.efficiency};
+    if (eager != nullptr && i < eager->ops.size() && eager->ops[i].executed) {
+      rec.eager_seconds = eager->ops[i].median;
+      rec.host_seconds = eager->ops[i].host;
+    }
+    record(std::move(rec));
   }
 }
 

@@ -40,9 +40,10 @@ class CurveFitter {
   // efficiency = calibration_point(op).roofline_seconds / kernel_seconds(median, launch_graph).
   // GEMMs get curves too ("gemm/fp8/compute"): the cost model reads them only for dtypes
   // without a GEMM table. Copies to or from the host, collectives and host ops are skipped
-  // (other sweeps fit them). Each point is also recorded, labelled `source`.
+  // (other sweeps fit them). Each point is also recorded, labelled `source`, with the op's
+  // eager median and host issue time from `eager` (the same graph run eagerly) when given.
   void add(const Graph& g, const Measurement& m, const Hardware& base, double launch_graph,
-           const std::string& source);
+           const std::string& source, const Measurement* eager = nullptr);
   // A point of curve `key` (none when empty) and of `also_key` (its finer curve: an unaligned
   // GEMM's layout, decode attention's rows per K/V row), counted once in the class medians.
   void add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p,

@@ -253,16 +253,17 @@ void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fi
       if (const std::string why = graph_unsupported_reason(ctx.backend, g); !why.empty())
         throw NotExecutable(why);
       const Measurement m = ctx.backend.run(g, p.run);
-      fit.add(g, m, ctx.base, launch_graph, case_label(c));
       ++s.graphs;
       clock.step();
+      std::optional<Measurement> e;
       if (c.eager_pair && p.graph_mode) {
-        const Measurement e = ctx.backend.run(in_mode(g, false), eager_pair_run(p.run));
-        pairs.cases.push_back({g, medians(m), medians(e), per_op(e, &OpMeasurement::host),
-                               per_op(e, &OpMeasurement::device)});
+        e = ctx.backend.run(in_mode(g, false), eager_pair_run(p.run));
+        pairs.cases.push_back({g, medians(m), medians(*e), per_op(*e, &OpMeasurement::host),
+                               per_op(*e, &OpMeasurement::device)});
         ++s.graphs;
         clock.step();
       }
+      fit.add(g, m, ctx.base, launch_graph, case_label(c), e ? &*e : nullptr);
     } catch (const NotExecutable& e) {
       ++skipped;
       if (why_skipped.empty()) why_skipped = e.what();

@@ -38,6 +38,10 @@ json op_json(const OpError& e) {
   j["measured_s"] = num(e.measured);
   j["measured_in_step_s"] = num(e.measured_in_step);
   j["error"] = num(e.error);
+  if (e.measured_host > 0) {
+    j["predicted_dispatch_s"] = num(e.predicted_dispatch);
+    j["measured_host_s"] = num(e.measured_host);
+  }
   return j;
 }
 

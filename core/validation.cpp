@@ -110,6 +110,10 @@ ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
           e.measured_in_step = om.median;
           if (om.device > 0) ++out.held_ops;
           e.error = relative_error(e.predicted, e.measured);
+          if (c.dispatch_time > 0 && om.host > 0) {
+            e.predicted_dispatch = c.dispatch_time;
+            e.measured_host = om.host;
+          }
           out.ops.push_back(std::move(e));
         }
       } else {

@@ -34,6 +34,10 @@ struct OpError {
                           // backend timed it with the stream held, else its in-step median
   double measured_in_step = 0;  // seconds: OpMeasurement::median (with any wait for the host)
   double error = 0;       // (predicted − measured) / measured
+  // Eager ops on a profile that models host dispatch: the host seconds predicted and
+  // measured (OpMeasurement::host) for issuing the op; 0 where either is missing.
+  double predicted_dispatch = 0;
+  double measured_host = 0;
 };
 
 struct ClassValidation {

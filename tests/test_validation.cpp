@@ -261,6 +261,9 @@ TEST_CASE("validation: the host issue of eager steps, predicted against measured
   const auto j = nlohmann::json::parse(format_validation(s, context(true), ReportFormat::json));
   CHECK(j["steps"][0]["host_issue_error"].get<double>() == approx(0.25));
   CHECK(j["steps"][1]["host_issue_error"].is_null());
+  // Per op too: the first op of step A (its gemm).
+  CHECK(j["ops"][0]["predicted_dispatch_s"].get<double>() == approx(10e-6));
+  CHECK(j["ops"][0]["measured_host_s"].get<double>() == approx(8e-6));
   const std::string csv = format_validation(s, context(true), ReportFormat::csv);
   CHECK(csv.find("\nhost_issue,decode,baseline,,,4.5e-05,3.6e-05,0.25,,,\n") != std::string::npos);
   // Without host times anywhere the section is left out.
