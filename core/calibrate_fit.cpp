@@ -22,13 +22,13 @@ double kernel_seconds(double measured_median, double launch_graph) {
 
 EfficiencyCurve fit_curve(std::vector<CurvePoint> points, double bins_per_decade) {
   std::erase_if(points, [](const CurvePoint& p) {
-    return !(p.roofline_seconds > 0) || !(p.efficiency > 0) || !std::isfinite(p.efficiency);
+    return !(p.seconds > 0) || !(p.efficiency > 0) || !std::isfinite(p.efficiency);
   });
   if (points.empty()) throw std::invalid_argument("fit_curve: no point with positive time and efficiency");
   std::sort(points.begin(), points.end(),
-            [](const CurvePoint& a, const CurvePoint& b) { return a.roofline_seconds < b.roofline_seconds; });
+            [](const CurvePoint& a, const CurvePoint& b) { return a.seconds < b.seconds; });
   // Bins of equal width in log10(x), anchored at the smallest point.
-  const double x0 = std::log10(points.front().roofline_seconds);
+  const double x0 = std::log10(points.front().seconds);
   EfficiencyCurve c;
   std::vector<double> xs, es;
   long bin = 0;
@@ -46,9 +46,9 @@ EfficiencyCurve fit_curve(std::vector<CurvePoint> points, double bins_per_decade
     es.clear();
   };
   for (const CurvePoint& p : points) {
-    const auto b = static_cast<long>(std::floor((std::log10(p.roofline_seconds) - x0) * bins_per_decade));
+    const auto b = static_cast<long>(std::floor((std::log10(p.seconds) - x0) * bins_per_decade));
     if (b != bin) flush(), bin = b;
-    xs.push_back(p.roofline_seconds);
+    xs.push_back(p.seconds);
     es.push_back(p.efficiency);
   }
   flush();
@@ -57,7 +57,7 @@ EfficiencyCurve fit_curve(std::vector<CurvePoint> points, double bins_per_decade
 
 void CurveFitter::add_point(const std::string& key, OpClass cls, bool compute_bound, CurvePoint p,
                             const std::string& also_key) {
-  if (!(p.roofline_seconds > 0) || !(p.efficiency > 0) || !std::isfinite(p.efficiency)) return;
+  if (!(p.seconds > 0) || !(p.efficiency > 0) || !std::isfinite(p.efficiency)) return;
   if (!key.empty()) m_by_key[key].push_back(p);
   if (!also_key.empty()) m_by_key[also_key].push_back(p);
   m_by_class[{cls, compute_bound}].push_back(p.efficiency);
@@ -75,7 +75,7 @@ void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base
     const OpCost cost = predict_op(op, g, base);
     const CalibrationPoint p = calibration_point(op, cost, base);
     const double kernel = kernel_seconds(om.median, launch_graph);
-    const CurvePoint pt{p.roofline_seconds, p.roofline_seconds / kernel};
+    const CurvePoint pt{p.curve_seconds, p.roofline_seconds / kernel};
     // An unaligned GEMM also feeds the curve of its layout, decode attention that of its rows.
     add_point(p.key, class_of(op.kind), p.compute_bound, pt, p.finer_key);
     MeasuredPoint rec{source, op, p, cost.flops, cost.bytes, om.median, kernel, pt.efficiency};

@@ -21,10 +21,11 @@ namespace perfsim {
 // and never less than a tenth of the measurement (a kernel cannot take no time).
 [[nodiscard]] double kernel_seconds(double measured_median, double launch_graph);
 
-// One measured point of a kernel curve: its roofline time at the datasheet peaks and the
-// efficiency measured there (roofline seconds / kernel seconds).
+// One measured point of a kernel curve: where the curve is read for it (CalibrationPoint::
+// curve_seconds: its roofline time at the datasheet peaks, per batched GEMM call where it
+// makes several) and the efficiency measured there (roofline seconds / kernel seconds).
 struct CurvePoint {
-  double roofline_seconds = 0;
+  double seconds = 0;
   double efficiency = 0;
 };
 

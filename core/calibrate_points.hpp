@@ -26,7 +26,8 @@ struct MeasuredPoint {
 
 // CSV with a header row: source, op, kind, dtype, curve keys, bound, the shape attributes
 // (m n k batch heads kv_heads head_dim seq_q seq_kv kv_block rows cols elements), flops,
-// bytes, roofline_s, measured_s, kernel_s, efficiency, eager_s, host_s (empty when not run
+// bytes, roofline_s, curve_s (where the curve is read), measured_s, kernel_s, efficiency,
+// eager_s, host_s (empty when not run
 // eagerly). Seconds and bytes, RFC 4180 quoting.
 [[nodiscard]] std::string points_to_csv(const std::vector<MeasuredPoint>& points);
 

@@ -144,6 +144,27 @@ std::string decode_rows_variant(const Op& op) {
   return rows <= 1 ? "decode_q1" : rows <= 4 ? "decode_q4" : "decode_qn";
 }
 
+int64_t batched_gemm_calls(const Op& op) {
+  const OpAttrs& a = op.attrs;
+  int64_t products = 0;
+  switch (op.kind) {
+    case OpKind::attn_scores:
+    case OpKind::attn_context:
+      products = 1;
+      break;
+    case OpKind::attn_scores_bwd:
+    case OpKind::attn_context_bwd:
+      products = 2;
+      break;
+    default:
+      return 1;
+  }
+  const int64_t heads = std::max<int64_t>(a.heads, 1);
+  const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : heads;
+  const int64_t group = std::max<int64_t>(heads / kv_heads, 1);
+  return products * std::min(std::max<int64_t>(a.batch, 1) * group, heads);
+}
+
 std::string finer_calibration_variant(const Op& op) {
   if (op.kind == OpKind::gemm) return gemm_layout_variant(op);
   return decode_rows_variant(op);

@@ -111,6 +111,13 @@ inline constexpr std::array<std::string_view, 4> calibration_variants = {"decode
 [[nodiscard]] std::string finer_calibration_variant(const Op& op);
 // Whether `variant` is one calibration_variant() or finer_calibration_variant() can return.
 [[nodiscard]] bool is_calibration_variant(std::string_view variant);
+// The strided-batched GEMM calls one materialized attention product makes (attn_scores,
+// attn_context, and each of the two products of their backward): its heads batched per kv
+// head for each (sequence, query head of a group), b·g calls, or over the sequences for each
+// query head, H calls, whichever is fewer (g = heads / kv_heads). 1 for every other kind.
+// Such a kernel's efficiency follows the work of one call, not the op's total: a GQA step of
+// many small calls runs well below an MHA step of the same FLOPs in a few large ones.
+[[nodiscard]] int64_t batched_gemm_calls(const Op& op);
 inline constexpr int64_t decode_query_rows = 16;
 [[nodiscard]] bool is_decode_attention(OpKind kind, int64_t seq_q);
 // Whether every leading dimension of a GEMM (A: k, or m when trans_a; B: n, or k when trans_b;

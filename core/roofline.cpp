@@ -67,7 +67,7 @@ std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Har
                            static_cast<double>(op.attrs.n), static_cast<double>(op.attrs.k));
   }
   if (curve == cal.kernels.end()) return std::nullopt;
-  return curve->second.at(p.roofline_seconds);
+  return curve->second.at(p.curve_seconds);
 }
 
 }  // namespace
@@ -77,8 +77,9 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
   const double memory = c.bytes > 0 && hw.memory_bandwidth > 0 ? c.bytes / hw.memory_bandwidth : 0.0;
   const bool compute_bound = c.flops > 0 && compute >= memory;
   const std::string finer = finer_calibration_variant(op);
+  const double roofline = std::max(compute, memory);
   CalibrationPoint p{calibration_key(op.kind, c.priced_as, compute_bound, calibration_variant(op)),
-                     std::max(compute, memory), compute_bound,
+                     roofline, compute_bound, roofline / static_cast<double>(batched_gemm_calls(op)),
                      finer.empty() ? std::string() : calibration_key(op.kind, c.priced_as, compute_bound, finer),
                      {}};
   if (op.attrs.kv_block > 0)

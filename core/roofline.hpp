@@ -35,6 +35,9 @@ struct CalibrationPoint {
   std::string key;                // "rmsnorm/bf16/memory"
   double roofline_seconds = 0;    // max(flops / peak, bytes / bandwidth)
   bool compute_bound = false;
+  // Where the curve is read: the roofline time of one of the op's batched GEMM calls
+  // (roofline_seconds / batched_gemm_calls: materialized attention), else roofline_seconds.
+  double curve_seconds = 0;
   // Read before `key` when the profile has it: an unaligned GEMM's layout curve
   // ("gemm/bf16/compute/unaligned_nt_c"), decode attention's curve by query rows per K/V row
   // ("flash_attention/bf16/memory/decode_q4"); else empty.

@@ -38,6 +38,7 @@ TEST_CASE("calibrate points: one CSV row per point, its shape, curve and times, 
   p.curve.key = "flash_attention/bf16/memory/decode";
   p.curve.finer_key = "flash_attention/bf16/memory/decode_q4";
   p.curve.roofline_seconds = 2e-6;
+  p.curve.curve_seconds = 2e-6;
   p.flops = 1e6;
   p.bytes = 6.7e6;
   p.measured_seconds = 5e-6;
@@ -49,7 +50,7 @@ TEST_CASE("calibrate points: one CSV row per point, its shape, curve and times, 
   CHECK(csv.substr(header.size() + 1) ==
         "\"cal-x decode 1x256 +bf16,odd\",layer0.attn.flash_attention,flash_attention,bf16,"
         "flash_attention/bf16/memory/decode,flash_attention/bf16/memory/decode_q4,,memory,"
-        "0,0,0,2,8,2,128,1,256,0,0,0,0,1e+06,6.7e+06,2e-06,5e-06,4e-06,0.5,,\n");
+        "0,0,0,2,8,2,128,1,256,0,0,0,0,1e+06,6.7e+06,2e-06,2e-06,5e-06,4e-06,0.5,,\n");
   p.eager_seconds = 9e-6;
   p.host_seconds = 6e-6;
   const std::string eager = points_to_csv({p});

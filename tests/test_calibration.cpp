@@ -317,6 +317,48 @@ TEST_CASE("calibration: decode attention reads the curve of its query rows per K
   CHECK(predict_op(*attn, g, hw).memory_time == approx(p.roofline_seconds / 0.4));
 }
 
+TEST_CASE("calibration: materialized attention reads its curve at the work of one batched GEMM call") {
+  Op op;
+  op.kind = OpKind::attn_scores;
+  op.attrs.batch = 4, op.attrs.heads = 16, op.attrs.kv_heads = 16;
+  CHECK(batched_gemm_calls(op) == 4);    // GPT-2 medium, batch 4: per sequence, 16 heads a call
+  op.kind = OpKind::attn_scores_bwd;
+  CHECK(batched_gemm_calls(op) == 8);    // dQ and dK
+  op.kind = OpKind::attn_context;
+  op.attrs.batch = 1, op.attrs.heads = 32, op.attrs.kv_heads = 8;
+  CHECK(batched_gemm_calls(op) == 4);    // Llama-3-8B prompt: b·g = 4 calls of 8 kv heads
+  op.attrs.batch = 3, op.attrs.heads = 18, op.attrs.kv_heads = 6;
+  CHECK(batched_gemm_calls(op) == 9);    // b·g = 9 < 18 heads
+  op.attrs.batch = 16, op.attrs.heads = 8, op.attrs.kv_heads = 2;
+  CHECK(batched_gemm_calls(op) == 8);    // b·g = 64 > 8 heads: one call per query head
+  op.kind = OpKind::attn_context_bwd;
+  CHECK(batched_gemm_calls(op) == 16);
+  op.kind = OpKind::flash_attention;
+  CHECK(batched_gemm_calls(op) == 1);
+  op.kind = OpKind::gemm;
+  CHECK(batched_gemm_calls(op) == 1);
+
+  // tiny Llama (4 heads on 2), batch 4 prompt: min(4·2, 4) = 4 calls.
+  Workload w;
+  w.phase = Phase::prefill;
+  w.batch = 4, w.prompt = 256;
+  const std::vector<StackStep> stack{{"bf16", {{"bf16", std::nullopt}}}};
+  const Graph g = build_stack_graph(test_models::tiny_llama(), w, stack, 0);
+  const Op* scores = nullptr;
+  for (const Op& o : g.ops)
+    if (o.kind == OpKind::attn_scores && scores == nullptr) scores = &o;
+  REQUIRE(scores != nullptr);
+  Hardware hw = bare_gpu();
+  const CalibrationPoint p = calibration_point(*scores, predict_op(*scores, g, hw), hw);
+  CHECK(p.curve_seconds == approx(p.roofline_seconds / 4));
+  // A curve of 0.2 up to a quarter of the op's roofline time and 0.8 from its whole: read at
+  // the quarter (one call's work), the op runs at 0.2.
+  hw.calibration.kernels[p.key] = EfficiencyCurve{{p.roofline_seconds / 4, p.roofline_seconds}, {0.2, 0.8}};
+  const OpCost c = predict_op(*scores, g, hw);
+  CHECK(c.calibrated);
+  CHECK(std::max(c.compute_time, c.memory_time) == approx(p.roofline_seconds / 0.2));
+}
+
 TEST_CASE("calibration: paged ops read their paged curve, else the unpaged one") {
   Workload w;
   w.phase = Phase::decode;
