@@ -33,6 +33,7 @@ struct SweepSummary {
   std::string sweep;
   std::string fitted;      // "launch_eager 6.1 µs, launch_graph 1.9 µs", "skipped: ..."
   int graphs = 0;
+  int remeasured = 0;      // graphs measured again: some of their per-op times were impossible
   double seconds = 0;
 };
 

@@ -3,6 +3,7 @@
 // a known host link and known collectives, which the fitted profile must give back.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -177,6 +178,12 @@ class FakeBackend final : public Backend {
       const CalibrationPoint p = calibration_point(op, c, m_hw);
       device.push_back(p.roofline_seconds / true_efficiency(op, p) + (g.graphed ? true_launch_graph : true_launch_eager));
     }
+    // A timing glitch on the first GEMM-cell graph: its cells read 5x faster than they ran.
+    const bool cells = std::all_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.kind == OpKind::gemm; });
+    if (cells && glitches > 0) {
+      --glitches;
+      for (double& d : device) d /= 5;
+    }
     const std::vector<double> waits =
         g.graphed ? std::vector<double>(g.ops.size(), 0.0)
                   : host_paced_waits(g, device, std::vector<HostIssue>(g.ops.size(), HostIssue{0, true_dispatch, 1}),
@@ -209,6 +216,7 @@ class FakeBackend final : public Backend {
   }
 
   int held_ops = 0;  // ops of eager runs that were also timed held
+  int glitches = 0;  // GEMM-cell graphs still to time wrongly
 
  private:
   Hardware m_hw;
@@ -273,6 +281,7 @@ CalibrationPlan fake_plan() {
 TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links come back") {
   const Hardware base = fake_datasheet();
   FakeBackend backend(base);
+  backend.glitches = 1;
   CalibrateOptions o;
   o.date = "2026-01-02";
   int progress_calls = 0;
@@ -300,6 +309,13 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
 
   REQUIRE(hw.calibration.gemm.count(DType::bf16) == 1);
   CHECK(hw.calibration.gemm.count(DType::fp8) == 0);
+  // The glitched graph was measured again; the table holds the second run's true values.
+  CHECK(backend.glitches == 0);
+  const auto bf16_sweep = std::find_if(r.sweeps.begin(), r.sweeps.end(),
+                                       [](const SweepSummary& s) { return s.sweep == "gemm bf16"; });
+  REQUIRE(bf16_sweep != r.sweeps.end());
+  CHECK(bf16_sweep->remeasured == 1);
+  CHECK(bf16_sweep->fitted.find("1 graph(s) measured twice") != std::string::npos);
   const GemmTable& t = hw.calibration.gemm.at(DType::bf16);
   CHECK(t.at(1, 1024, 1024) == approx(0.2).epsilon(1e-3));
   CHECK(t.at(64, 1024, 2048) == approx(0.6).epsilon(1e-3));
