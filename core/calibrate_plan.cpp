@@ -207,8 +207,10 @@ CalibrationPlan cuda_plan(bool quick) {
       for (const Workload& w : {decode(1, 256), decode(4, 1536), decode(16, 1536), prefill(2, 2560)})
         p.kernels.push_back({m, w, stack_of({"bf16", "fp8", "flash_attention", "fusion"}), false});
   }
-  p.copy_bytes = quick ? std::vector<double>{64 << 10, 1 << 20, 16 << 20, 128 << 20}
-                       : std::vector<double>{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20};
+  // From 4 KiB: token uploads are a few KiB, and the latency is the fit's intercept.
+  p.copy_bytes = quick ? std::vector<double>{4 << 10, 64 << 10, 1 << 20, 16 << 20, 128 << 20}
+                       : std::vector<double>{4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20,
+                                             256 << 20};
   p.collectives = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
                    Collective::all_to_all, Collective::send_recv};
   p.collective_bytes = quick ? std::vector<double>{8 << 10, 1 << 20, 64 << 20, 256 << 20}
