@@ -161,6 +161,8 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
       notes.push_back("not executed: " + (s.not_executed.empty() ? std::string("no measurement")
                                                                   : s.not_executed));
     if (!p.unsupported.empty()) notes.push_back(unsupported_note(p));
+    if (s.measured && s.measured->attempts > 1)
+      notes.push_back("measured twice: the first run timed some ops at zero");
     f.note = join(notes, "; ");
     out.push_back(std::move(f));
   }

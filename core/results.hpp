@@ -37,6 +37,9 @@ struct Measurement {
   // CUDA graph replay (Graph::graphed): ops, time_by_class and step_time come from replays of
   // the captured step with an event pair around each op; executed_wall from replays without.
   bool graph_replayed = false;
+  // Runs of the step this measurement was kept from: 2 when the first had executed ops timed
+  // at zero and was run again (runner.cpp).
+  int attempts = 1;
 };
 
 struct StepResult {

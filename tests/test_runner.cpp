@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/errors.hpp"
+#include "core/report.hpp"
 #include "core/runner.hpp"
 #include "approx.hpp"
 
@@ -61,6 +62,7 @@ class FakeBackend : public Backend {
  public:
   double memory_bytes = 8e9;
   int runs = 0;
+  int zero_runs = 0;  // runs still to come back with their first op timed at zero
 
   std::string name() const override { return "fake"; }
   DeviceInfo device() const override {
@@ -86,6 +88,10 @@ class FakeBackend : public Backend {
     for (const Op& op : g.ops) {
       m.ops.push_back({op.id, 1e-6, 1e-6, true});
       m.step_time += 1e-6 * op.count;
+    }
+    if (zero_runs > 0) {
+      --zero_runs;
+      m.ops.front().median = 0;
     }
     return m;
   }
@@ -138,6 +144,30 @@ TEST_CASE("runner: unsupported, throwing and measured steps") {
   CHECK(r.backend == "fake");
   CHECK(r.device == "Fake Device 9000");
   CHECK(r.sampling == "executed 2 of 4 transformer layers; per-layer times and memory scaled by 2");
+}
+
+TEST_CASE("runner: a step with ops timed at zero is measured again") {
+  Scenario s = tiny_scenario();
+  FakeBackend backend;
+  backend.zero_runs = 1;
+  RunResult r = run_scenario(s, &backend, &s.hardware[0]);
+  REQUIRE(r.steps.size() == 1);
+  REQUIRE(r.steps[0].measured.has_value());
+  CHECK(backend.runs == 2);
+  CHECK(r.steps[0].measured->attempts == 2);
+  CHECK(r.steps[0].measured->ops.front().median == approx(1e-6));  // the second run kept
+  CHECK(step_figures(r).front().note == "measured twice: the first run timed some ops at zero");
+  // Zero again: still measured twice, never more; a clean step is run once.
+  backend.runs = 0;
+  backend.zero_runs = 2;
+  r = run_scenario(s, &backend, &s.hardware[0]);
+  CHECK(backend.runs == 2);
+  CHECK(r.steps[0].measured->ops.front().median == 0);
+  backend.runs = 0;
+  r = run_scenario(s, &backend, &s.hardware[0]);
+  CHECK(backend.runs == 1);
+  CHECK(r.steps[0].measured->attempts == 1);
+  CHECK(step_figures(r).front().note.empty());
 }
 
 TEST_CASE("runner: a graph larger than the device is not run") {
