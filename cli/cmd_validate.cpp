@@ -20,6 +20,7 @@
 #include "core/report_validation.hpp"
 #include "core/runner.hpp"
 #include "core/validation.hpp"
+#include "core/validation_replay.hpp"
 
 namespace perfsim {
 
@@ -97,6 +98,10 @@ CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a) {
   cmd->add_option("--module-path", a.module_path,
                   "Directory searched first by require() and for profiles/NAME.lua")
       ->type_name("DIR");
+  cmd->add_option("--measurements", a.measurements,
+                  "Execute nothing: price the measurements saved in FILE (a report of perfsim validate "
+                  "--format json) again, with --profile or the current cost model")
+      ->type_name("FILE");
   cmd->add_flag("-q,--quiet", a.quiet, "No progress or status lines on stderr");
   cmd->footer("Exit status: 0 when every checked figure is within --max-error (or none is given), "
               "1 otherwise or on an error, 2 on a usage error. docs/VALIDATION.md defines every "
@@ -128,15 +133,33 @@ int cmd_validate(const ValidateArgs& a) {
   if (!a.output.empty()) check_writable(a.output);
   const std::vector<std::string> files = suite_files(a.suite);
 
-  // Backend and profile first: an unknown profile fails before anything runs.
-  const std::unique_ptr<Backend> backend = make_backend(a.backend);
+  // Backend and profile first: an unknown profile fails before anything runs. Saved
+  // measurements stand in for a backend, with the sizes (quick or not) they were taken at.
+  std::unique_ptr<Backend> backend;
+  ReplayBackend* replay = nullptr;
+  bool quick = a.quick;
+  if (!a.measurements.empty()) {
+    auto saved = std::make_unique<ReplayBackend>(ReplayBackend::from_file(a.measurements));
+    if (a.quick && !saved->quick())
+      throw UsageError(fmt::format("--quick: {} was measured at the suite's full sizes; drop --quick",
+                                   a.measurements));
+    if (a.profile == datasheet_profile && saved->device().catalog_name.empty())
+      throw UsageError(fmt::format("--profile {}: {} does not name the device's catalog entry; pass a "
+                                   "profile name or file",
+                                   datasheet_profile, a.measurements));
+    quick = saved->quick();
+    replay = saved.get();
+    backend = std::move(saved);
+  } else {
+    backend = make_backend(a.backend);
+  }
   const DeviceInfo device = backend->device();
   const DeviceProfile profile = resolve_device_profile(device, a.profile, a.module_path);
 
   DslSettings settings;
   settings.module_path = a.module_path;
   settings.default_backend = a.backend;
-  if (a.quick) settings.overrides.emplace_back("quick", "true");
+  if (quick) settings.overrides.emplace_back("quick", "true");
 
   auto status = [&](const std::string& line) {
     if (a.quiet) return;
@@ -144,7 +167,7 @@ int cmd_validate(const ValidateArgs& a) {
     std::fflush(stderr);
   };
 
-  if (backend->name() == "cpu" && !a.quick && a.suite == ValidateArgs{}.suite)
+  if (replay == nullptr && backend->name() == "cpu" && !a.quick && a.suite == ValidateArgs{}.suite)
     status("the suite's full sizes are meant for a GPU and take long on a CPU; --quick runs "
            "CPU-sized models");
 
@@ -169,6 +192,9 @@ int cmd_validate(const ValidateArgs& a) {
       RunnerHooks hooks;
       if (!a.quiet)
         hooks.progress = [&status, label](const std::string& msg) { status(label + " " + msg); };
+      if (replay != nullptr)
+        replay->select(point.values.empty() ? point.scenario.name
+                                            : point.scenario.name + "[" + sweep_label(point.values) + "]");
       RunResult r = run_scenario(point.scenario, backend.get(), &profile.hardware, hooks);
       if (r.sweep_point.empty()) r.sweep_point = point.values;
       if (r.file.empty()) r.file = file;
@@ -180,13 +206,15 @@ int cmd_validate(const ValidateArgs& a) {
   ValidationContext context;
   context.device = device.name;
   context.backend = backend->name();
+  context.catalog = device.catalog_name;
+  context.measurements = a.measurements;
   context.profile = profile.hardware.name;
   context.calibrated = profile.hardware.calibrated;
   context.measured_on = profile.hardware.calibration.measured_on;
   context.profile_source = profile.source;
   context.suite = a.suite;
   context.scenarios = files;
-  context.quick = a.quick;
+  context.quick = quick;
   context.max_error = max_error;
 
   const std::string text = format_validation(summary, context, format);

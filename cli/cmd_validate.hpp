@@ -18,6 +18,7 @@ struct ValidateArgs {
   std::string suite = "scenarios/validation";  // directory of *.lua scenarios
   std::string module_path;
   bool quick = false;                          // --quick: every scenario gets quick=true
+  std::string measurements;                    // --measurements FILE: re-price a saved JSON report
   bool quiet = false;
 };
 

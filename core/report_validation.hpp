@@ -16,6 +16,7 @@ namespace perfsim {
 struct ValidationContext {
   std::string device;          // as the backend reports it
   std::string backend;         // "cpu", "cuda"
+  std::string catalog;         // the device's catalog entry ("H100-SXM"): what 'datasheet' means
   std::string profile;         // profile (hardware) name
   bool calibrated = false;     // the profile holds fitted tables (else: datasheet figures)
   Provenance measured_on;      // where and when a calibrated profile was measured
@@ -24,6 +25,7 @@ struct ValidationContext {
   std::vector<std::string> scenarios;  // files run, in order
   bool quick = false;
   std::optional<double> max_error;     // fraction (0.1 = 10%); empty: report only
+  std::string measurements;    // --measurements FILE: the saved report re-priced ("" = measured now)
 };
 
 // "calibrated (cuda, NVIDIA H100 80GB HBM3, 2026-11-22)" or "datasheet, UNCALIBRATED".

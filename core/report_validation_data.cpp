@@ -78,6 +78,8 @@ std::string format_validation_json(const ValidationSummary& s, const ValidationC
   h["quick"] = c.quick;
   h["device"] = c.device;
   h["backend"] = c.backend;
+  h["catalog"] = c.catalog;
+  if (!c.measurements.empty()) h["measurements"] = c.measurements;
   json& p = h["profile"];
   p["name"] = c.profile;
   p["calibrated"] = c.calibrated;

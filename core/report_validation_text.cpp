@@ -224,6 +224,8 @@ ReportDocument build_validation_document(const ValidationSummary& s, const Valid
                                                 c.quick ? ", quick sizes" : ""));
   d.header.emplace_back("device", c.device);
   d.header.emplace_back("backend", c.backend);
+  if (!c.measurements.empty())
+    d.header.emplace_back("measured", fmt::format("saved in {}, priced again (nothing executed)", c.measurements));
   d.header.emplace_back("profile", fmt::format("{} ({})", c.profile, profile_status(c)));
   if (!c.profile_source.empty()) d.header.emplace_back("profile from", c.profile_source);
   if (c.calibrated && !c.measured_on.device.empty() && c.measured_on.device != c.device)
