@@ -108,4 +108,29 @@ std::optional<Collective> parse_collective(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i) {
+  switch (k) {
+    case OpKind::embedding:
+    case OpKind::embedding_bwd:
+      if (!is_output && i == 0) return DType::int32;  // ids
+      break;
+    case OpKind::cross_entropy:
+      if (!is_output && i == 1) return DType::int32;  // targets
+      if (is_output && i == 0) return DType::fp32;    // loss
+      break;
+    case OpKind::flash_attention:
+      if (is_output && i == 1) return DType::fp32;    // LSE
+      if (!is_output && i == 3) return DType::int32;  // paged: the block table
+      break;
+    case OpKind::kv_append:
+      if (!is_output && i == 2) return DType::int32;  // paged: the block table
+      break;
+    case OpKind::flash_attention_bwd:
+      if (!is_output && i == 5) return DType::fp32;   // LSE
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
 }  // namespace perfsim

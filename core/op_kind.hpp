@@ -1,7 +1,10 @@
 // The operator vocabulary of the workload graph and the classes reports group them by.
 #pragma once
+#include <cstddef>
 #include <optional>
 #include <string_view>
+
+#include "core/dtype.hpp"
 
 namespace perfsim {
 
@@ -72,5 +75,11 @@ inline constexpr Collective all_collectives[] = {Collective::all_reduce, Collect
 [[nodiscard]] std::optional<OpClass> parse_op_class(std::string_view s);
 [[nodiscard]] std::optional<OpKind> parse_op_kind(std::string_view s);
 [[nodiscard]] std::optional<Collective> parse_collective(std::string_view s);
+
+// The dtype an operand has whatever the op's precision: token ids, targets and block tables
+// are int32; losses and log-sum-exps are fp32. nullopt: the operand follows the op's
+// precision. Input or output i in the order of the OpKind table above; every backend and the
+// workspace plan read operands through this one table.
+[[nodiscard]] std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i);
 
 }  // namespace perfsim

@@ -108,30 +108,11 @@ int64_t fp8_gemm_workspace(const Op& op, const Graph& g, const std::vector<char>
   return total;
 }
 
-// Operands whose storage the op's definition fixes (cuda_op_exec.cpp fixed_elem).
+// Operands whose storage the op's definition fixes.
 bool fixed_storage(OpKind k, bool is_output, std::size_t i, Storage& out) {
-  switch (k) {
-    case OpKind::embedding:
-    case OpKind::embedding_bwd:
-      if (!is_output && i == 0) return out = Storage::i32, true;
-      break;
-    case OpKind::cross_entropy:
-      if (!is_output && i == 1) return out = Storage::i32, true;
-      if (is_output && i == 0) return out = Storage::f32, true;
-      break;
-    case OpKind::flash_attention:  // paged: the block table is input 3
-      if (is_output && i == 1) return out = Storage::f32, true;
-      if (!is_output && i == 3) return out = Storage::i32, true;
-      break;
-    case OpKind::kv_append:  // paged: the block table is input 2
-      if (!is_output && i == 2) return out = Storage::i32, true;
-      break;
-    case OpKind::flash_attention_bwd:
-      if (!is_output && i == 5) return out = Storage::f32, true;
-      break;
-    default: break;
-  }
-  return false;
+  const std::optional<DType> t = fixed_operand_dtype(k, is_output, i);
+  if (t) out = storage_of(*t);
+  return t.has_value();
 }
 
 // Split-KV decode (kernels/decode_attention.cu): 4 CTAs per SM over batch × kv heads, splits

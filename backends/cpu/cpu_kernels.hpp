@@ -33,6 +33,17 @@ void gemm(const void* a, Storage a_type,  // [batch?][m,k] or [k,m]
           void* c, Storage c_type,        // [batch][m,n]
           const GemmShape& s, float* workspace);
 
+// A paged KV cache (the paged_kv pass): pages [num_blocks, block, row] and a block table
+// [batch, max_blocks] int32; kv position j of sequence b lives in page table[b][j / block]
+// at row j % block. Shapes then give the logical capacity max_blocks · block per sequence.
+struct PagedLayout {
+  int64_t block = 0, max_blocks = 0, num_blocks = 0;
+  // The page row of position j of sequence b as the table gives it, unchecked (paged_row checks).
+  [[nodiscard]] int64_t row(const int32_t* table, int64_t b, int64_t j) const {
+    return int64_t{table[b * max_blocks + j / block]} * block + j % block;
+  }
+};
+
 // ---- cpu_attention.cpp / cpu_flash_attention.cpp ------------------------------------
 // Q [batch, seq_q, heads, head_dim]; K, V [batch, kv_capacity, kv_heads, head_dim] (first
 // seq_kv rows used); S, P [batch, heads, seq_q, seq_kv]; O like Q; dK, dV
@@ -43,6 +54,7 @@ struct AttnShape {
   int64_t batch = 1, seq_q = 0, seq_kv = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int64_t kv_capacity = 0;    // rows allocated in K and V
   int64_t grad_capacity = 0;  // rows allocated in dK and dV
+  PagedLayout paged;          // flash_attention over a paged cache; block 0: contiguous K, V
   bool causal = false;
   [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   [[nodiscard]] int64_t group() const { return heads / kv_heads; }
@@ -161,18 +173,9 @@ void adamw(const std::vector<AdamWGroup>& groups, const AdamWParams& p, int pass
 // position .. position + seq_new − 1 (row = kv_heads · head_dim).
 struct KvAppendShape {
   int64_t batch = 1, seq_new = 0, capacity = 0, row = 0, position = 0;
+  PagedLayout paged;  // block 0: a contiguous cache
 };
 template <class T> void kv_append(const T* k_new, T* cache, const KvAppendShape& s);
-// A paged KV cache (the paged_kv pass): pages [num_blocks, block, row] and a block table
-// [batch, max_blocks] int32; kv position j of sequence b lives in page table[b][j / block]
-// at row j % block. Shapes then give the logical capacity max_blocks · block per sequence.
-struct PagedLayout {
-  int64_t block = 0, max_blocks = 0, num_blocks = 0;
-  // The page row of position j of sequence b as the table gives it, unchecked (paged_row checks).
-  [[nodiscard]] int64_t row(const int32_t* table, int64_t b, int64_t j) const {
-    return int64_t{table[b * max_blocks + j / block]} * block + j % block;
-  }
-};
 // The page row (in units of a kv row) of position j of sequence b; throws std::out_of_range
 // when the table names a page outside the pool.
 [[nodiscard]] int64_t paged_row(const int32_t* table, const PagedLayout& p, int64_t b, int64_t j);

@@ -43,27 +43,7 @@ Storage storage(const Graph& g, int id) { return storage_of(g.tensor(id).dtype);
 
 // Operands whose storage is fixed by the op's definition rather than by its precision.
 std::optional<Storage> fixed_storage(OpKind k, bool is_output, std::size_t i) {
-  switch (k) {
-    case OpKind::embedding:
-    case OpKind::embedding_bwd:
-      if (!is_output && i == 0) return Storage::i32;
-      break;
-    case OpKind::cross_entropy:
-      if (!is_output && i == 1) return Storage::i32;
-      if (is_output && i == 0) return Storage::f32;
-      break;
-    case OpKind::flash_attention:  // paged: the block table is input 3
-      if (is_output && i == 1) return Storage::f32;
-      if (!is_output && i == 3) return Storage::i32;
-      break;
-    case OpKind::kv_append:  // paged: the block table is input 2
-      if (!is_output && i == 2) return Storage::i32;
-      break;
-    case OpKind::flash_attention_bwd:
-      if (!is_output && i == 5) return Storage::f32;
-      break;
-    default: break;
-  }
+  if (const std::optional<DType> t = fixed_operand_dtype(k, is_output, i)) return storage_of(*t);
   return std::nullopt;
 }
 
@@ -127,7 +107,7 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::flash_attention: {
       const AttnShape a = attn_shape(op, g);
       auto* lse = static_cast<float*>(out.at(1));
-      if (op.attrs.kv_block > 0) paged_flash_attention(I(0), I(1), I(2), ids(3), paged_layout(op, g, a.batch), O(0), lse, a);
+      if (op.attrs.kv_block > 0) paged_flash_attention(I(0), I(1), I(2), ids(3), a.paged, O(0), lse, a);
       else flash_attention(I(0), I(1), I(2), O(0), lse, a);
       return;
     }
@@ -186,7 +166,7 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       return;
     case OpKind::kv_append: {
       const KvAppendShape s = kv_append_shape(op, g);
-      if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, paged_layout(op, g, s.batch));
+      if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, s.paged);
       else kv_append(I(0), O(0), s);
       return;
     }

@@ -161,9 +161,9 @@ AttnShape attn_shape(const Op& op, const Graph& g) {
   a.grad_capacity = a.seq_kv;
   int64_t kv_elements = 0;  // a paged K/V tensor: the whole pool
   if (paged) {
-    const PagedLayout p = paged_layout(op, g, a.batch);
-    a.kv_capacity = p.block * p.max_blocks;
-    kv_elements = p.num_blocks * p.block * a.kv_heads * a.head_dim;
+    a.paged = paged_layout(op, g, a.batch);
+    a.kv_capacity = a.paged.block * a.paged.max_blocks;
+    kv_elements = a.paged.num_blocks * a.paged.block * a.kv_heads * a.head_dim;
   }
   for (std::size_t i = 0; i < ops.in.size() && !paged; ++i)
     if (ops.in[i] == AttnOperand::kv) {
@@ -330,9 +330,10 @@ KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
     s.row = cache.shape[2] * cache.shape[3];
   expect_positive(op, s.row, "kv_heads·head_dim");
   if (op.attrs.kv_block > 0) {
-    const PagedLayout p = paged_layout(op, g, s.batch);
-    s.capacity = p.block * p.max_blocks;
-    expect_elements(op, cache, p.num_blocks * p.block * s.row, "pages: [num_blocks, kv_block, kv_heads, head_dim]");
+    s.paged = paged_layout(op, g, s.batch);
+    s.capacity = s.paged.block * s.paged.max_blocks;
+    expect_elements(op, cache, s.paged.num_blocks * s.paged.block * s.row,
+                    "pages: [num_blocks, kv_block, kv_heads, head_dim]");
   } else {
     if (op.inputs.size() != 2) fail(op, "takes {k_new, cache} (a block table only with a paged cache)");
     s.capacity = rows_of(op, cache, s.batch, 1, s.row, "cache: [batch, capacity, kv_heads, head_dim]");

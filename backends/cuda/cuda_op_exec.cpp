@@ -44,30 +44,9 @@ namespace op_detail {
 Elem elem(const Graph& g, int id) { return elem_of(g.tensor(id).dtype); }
 bool is_float(Elem e) { return e == Elem::f32 || e == Elem::bf16 || e == Elem::f16; }
 
-// Operands whose storage is fixed by the op's definition rather than by its precision
-// (the same table as the CPU runner's).
+// Operands whose storage is fixed by the op's definition rather than by its precision.
 std::optional<Elem> fixed_elem(OpKind k, bool is_output, std::size_t i) {
-  switch (k) {
-    case OpKind::embedding:
-    case OpKind::embedding_bwd:
-      if (!is_output && i == 0) return Elem::i32;
-      break;
-    case OpKind::cross_entropy:
-      if (!is_output && i == 1) return Elem::i32;
-      if (is_output && i == 0) return Elem::f32;
-      break;
-    case OpKind::flash_attention:  // paged: the block table is input 3
-      if (is_output && i == 1) return Elem::f32;
-      if (!is_output && i == 3) return Elem::i32;
-      break;
-    case OpKind::kv_append:  // paged: the block table is input 2
-      if (!is_output && i == 2) return Elem::i32;
-      break;
-    case OpKind::flash_attention_bwd:
-      if (!is_output && i == 5) return Elem::f32;
-      break;
-    default: break;
-  }
+  if (const std::optional<DType> t = fixed_operand_dtype(k, is_output, i)) return elem_of(*t);
   return std::nullopt;
 }
 

@@ -70,9 +70,9 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       const cpu::AttnShape a = cpu::attn_shape(op, g);
       auto* lse = static_cast<float*>(out.at(1));
       if (op.attrs.kv_block > 0) {
-        const cpu::PagedLayout p = cpu::paged_layout(op, g, a.batch);
         void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
-        paged_decode_attention(I(0), I(1), I(2), ids(3), int(p.block), int(p.max_blocks), O(0), lse, a, ws, st);
+        paged_decode_attention(I(0), I(1), I(2), ids(3), int(a.paged.block), int(a.paged.max_blocks), O(0), lse, a,
+                               ws, st);
         return;
       }
       if (a.seq_q <= decode_max_seq_q) {
@@ -148,7 +148,7 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     }
     case OpKind::kv_append: {
       const cpu::KvAppendShape s = cpu::kv_append_shape(op, g);
-      if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, cpu::paged_layout(op, g, s.batch), st);
+      if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, s.paged, st);
       else kv_append(I(0), O(0), s, st);
       return;
     }
