@@ -192,14 +192,16 @@ GemmTable fill_gemm_table(std::vector<double> m, std::vector<double> n, std::vec
           t.cell(i, j, l) = *v;
           continue;
         }
-        // The biggest measured neighbour no larger on any axis: the nearest measured shape
-        // whose efficiency a larger GEMM reaches at least.
+        // A GEMM no smaller on any axis reaches at least the efficiency of each measured
+        // one below it (more work per tile, as many tiles or more): the best of them. The most
+        // FLOPs alone is a worse guess: a 163840 x 1280 GEMV streams less efficiently than a
+        // 40960 x 2560 one, and a 128k-vocabulary lm_head read its efficiency. An efficiency
+        // above 1 (faster than the datasheet roofline) is a mistimed cell, never a bound.
         std::optional<double> best;
-        double best_flops = -1;
         for (std::size_t a = 0; a <= i; ++a)
           for (std::size_t b = 0; b <= j; ++b)
             for (std::size_t c = 0; c <= l; ++c)
-              if (at(a, b, c) && flops(a, b, c) > best_flops) best = at(a, b, c), best_flops = flops(a, b, c);
+              if (const auto v = at(a, b, c); v && *v <= 1.0 && (!best || *v > *best)) best = v;
         t.cell(i, j, l) = best.value_or(*largest);
       }
   return t;

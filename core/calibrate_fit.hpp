@@ -97,9 +97,9 @@ struct LinearFit {
                                            const std::vector<double>& seconds);
 
 // GEMM efficiencies measured on an (m, n, k) grid, nullopt where a cell was skipped (over the
-// FLOP budget, too large, or not runnable). A skipped cell takes the value of the measured
-// cell with the most FLOPs among those no larger on every axis, else of the largest measured
-// cell overall. Throws std::invalid_argument when no cell was measured.
+// FLOP budget, too large, or not runnable). A skipped cell takes the highest efficiency (at
+// most 1) of the measured cells no larger on every axis, else that of the measured cell with
+// the most FLOPs. Throws std::invalid_argument when no cell was measured.
 [[nodiscard]] GemmTable fill_gemm_table(std::vector<double> m, std::vector<double> n, std::vector<double> k,
                                         const std::vector<std::optional<double>>& measured);
 

@@ -101,12 +101,22 @@ TEST_CASE("calibrate fit: the graph launch is the launch chain's median per-op t
   CHECK_THROWS_AS((void)fit_launch_graph({}), std::invalid_argument);
 }
 
-TEST_CASE("calibrate fit: skipped GEMM cells take the largest measured neighbour below them") {
-  // 2 × 2 × 1 grid; the (m=64, n=4096) cell was over budget.
-  const GemmTable t = fill_gemm_table({1, 64}, {1024, 4096}, {512},
-                                      {0.1, 0.2, 0.5, std::nullopt});
-  CHECK(t.cell(1, 1, 0) == approx(0.5));  // (64,1024) has more FLOPs than (1,4096)
-  CHECK(t.at(64, 4096, 512) == approx(0.5));
+TEST_CASE("calibrate fit: a skipped GEMM cell takes the best measured efficiency below it") {
+  // 2 × 2 × 1 grid; the (m=64, n=4096) cell was over budget. Below it: (1,1024) 0.1,
+  // (1,4096) 0.6 and (64,1024) 0.5, which has the most FLOPs but not the best efficiency.
+  const GemmTable t = fill_gemm_table({1, 64}, {1024, 4096}, {512}, {0.1, 0.6, 0.5, std::nullopt});
+  CHECK(t.cell(1, 1, 0) == approx(0.6));
+  CHECK(t.at(64, 4096, 512) == approx(0.6));
+  // Measured cells keep their own values.
+  CHECK(t.cell(0, 0, 0) == approx(0.1));
+  CHECK(t.cell(1, 0, 0) == approx(0.5));
+  // A cell faster than the roofline (efficiency above 1) is mistimed: never a bound.
+  const GemmTable u = fill_gemm_table({1, 64}, {1024, 4096}, {512}, {0.1, 1.4, 0.5, std::nullopt});
+  CHECK(u.cell(1, 1, 0) == approx(0.5));
+  // Nothing measured below a cell: the measured cell with the most FLOPs ((64,1024): 0.5).
+  const GemmTable v = fill_gemm_table({1, 64}, {1024, 4096}, {512}, {std::nullopt, 0.7, 0.5, std::nullopt});
+  CHECK(v.cell(0, 0, 0) == approx(0.5));
+  CHECK(v.cell(1, 1, 0) == approx(0.7));
   CHECK_THROWS_AS((void)fill_gemm_table({1}, {1}, {1}, {std::nullopt}), std::invalid_argument);
 }
 
