@@ -178,9 +178,14 @@ CalibrationPlan cuda_plan(bool quick) {
     add_paged_cases(p.kernels, {a, c, gpt}, {decode(8, 1536), decode(32, 6144)});
     add_paged_cases(p.kernels, {a, gpt}, {decode(1, 256)});
     // GQA groups of 4 (Llama-3's): the decode kernel's third family (decode_rows_variant);
-    // and a group-of-5 step between decode 1×256 and 8×1536, where that curve bends.
+    // and a group-of-5 step between decode 1×256 and 8×1536, where that curve bends. The
+    // split-KV kernel launches splits × KV heads × batch CTAs, about 4 per SM or more: up to
+    // 32 sequences of 4 KV heads that is 4-5 per SM; 64 of them (or Llama-3-8B's 32 of 8 KV
+    // heads) take 3 splits, 6 per SM, whose efficiency the points around it do not give
+    // (Llama-3-8B at batch 32 ran at 0.59 of its roofline, read as 0.49 between them).
     const ModelConfig g4 = llama_like("cal-llama-2048-g4", 2048, 16, 4, 5632, 16384);
-    add_decode_cases(p.kernels, g4, {decode(1, 512), decode(4, 768), decode(8, 1536), decode(16, 3072), decode(32, 6144)});
+    add_decode_cases(p.kernels, g4,
+                     {decode(1, 512), decode(4, 768), decode(8, 1536), decode(16, 3072), decode(32, 6144), decode(64, 1536)});
     add_decode_cases(p.kernels, a, {decode(4, 768)});
     // Materialized and flash attention backward at a longer training sequence: their curves
     // would otherwise end at 2 x 768. Materialized attention (fp32 and bf16) between that and
