@@ -194,6 +194,11 @@ CalibrationPlan cuda_plan(bool quick) {
     p.kernels.push_back({gpt, train(3, 1280), stack_of({}), false});
     p.kernels.push_back({gpt, train(3, 1280), stack_of({"bf16"}), false});
     p.kernels.push_back({gpt, prefill(3, 1536), stack_of({"bf16"}), false});
+    // Llama-like training at 2 x 2048: RMSNorm, RoPE and SwiGLU backward, GQA flash attention
+    // backward and the cross-entropy would otherwise end at 2 x 768's sizes (RMSNorm backward
+    // at 33 MB of traffic, where its efficiency still climbs), short of ordinary training steps.
+    p.kernels.push_back({a, train(2, 2048), stack_of({"bf16"}), false});
+    p.kernels.push_back({a, train(2, 2048), stack_of({"bf16", "flash_attention", "fusion", "fused_optimizer"}), false});
     // An untied model over an odd vocabulary: its lm_head's forward, dgrad and wgrad have other
     // layouts and unaligned operands than the tied GPT's (gemm_layout_variant).
     const ModelConfig odd = llama_like("cal-llama-1280-odd", 1280, 10, 2, 3456, 32001);
