@@ -197,8 +197,9 @@ CalibrationPlan cuda_plan(bool quick) {
     // Llama-like training at 2 x 2048: RMSNorm, RoPE and SwiGLU backward, GQA flash attention
     // backward and the cross-entropy would otherwise end at 2 x 768's sizes (RMSNorm backward
     // at 33 MB of traffic, where its efficiency still climbs), short of ordinary training steps.
-    // The optimized stack only: the plain bf16 one added materialized GQA attention at lengths
-    // whose per-call efficiency differs from the MHA points of the same call size.
+    // The optimized stack only: the plain bf16 one added materialized GQA attention scores at a
+    // length whose per-call efficiency differs from the other points of the same call size
+    // (the scores curve's error tripled offline), and a second embedding point to one bin.
     p.kernels.push_back({a, train(2, 2048), stack_of({"bf16", "flash_attention", "fusion", "fused_optimizer"}), false});
     // An untied model over an odd vocabulary: its lm_head's forward, dgrad and wgrad have other
     // layouts and unaligned operands than the tied GPT's (gemm_layout_variant).
