@@ -195,8 +195,8 @@ GemmTable fill_gemm_table(std::vector<double> m, std::vector<double> n, std::vec
         // A GEMM no smaller on any axis reaches at least the efficiency of each measured
         // one below it (more work per tile, as many tiles or more): the best of them. The most
         // FLOPs alone is a worse guess: a 163840 x 1280 GEMV streams less efficiently than a
-        // 40960 x 2560 one, and a 128k-vocabulary lm_head read its efficiency. An efficiency
-        // above 1 (faster than the datasheet roofline) is a mistimed cell, never a bound.
+        // 40960 x 2560 one, and large-vocabulary lm_heads were priced from the former. An
+        // efficiency above 1 (faster than the datasheet roofline) is a mistimed cell, never a bound.
         std::optional<double> best;
         for (std::size_t a = 0; a <= i; ++a)
           for (std::size_t b = 0; b <= j; ++b)
