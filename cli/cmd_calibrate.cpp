@@ -6,12 +6,17 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
 #include "cli/output_file.hpp"
+#include "cli/subcommands.hpp"
 #include "core/calibrate.hpp"
+#include "core/calibrate_merge.hpp"
+#include "core/errors.hpp"
 #include "core/report.hpp"
 #include "dsl/dsl.hpp"
 
@@ -57,9 +62,50 @@ std::string summary(const CalibrateResult& r, const std::string& output) {
   return s;
 }
 
+std::string read_points_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(fmt::format("{}: cannot read the points file", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// --merge: the profile fitted again from saved points; nothing is measured.
+int merge_points(const CalibrateArgs& a) {
+  if (a.profile.empty())
+    throw UsageError("calibrate --merge needs --profile NAME|FILE: the profile the points refine");
+  if (a.quick || !a.points.empty() || a.backend != "auto")
+    throw UsageError("calibrate --merge measures nothing: --quick, --points and --backend do not apply");
+  check_writable(a.output);
+  Hardware base = load_profile(a.profile, a.module_path);
+  if (!base.calibrated)
+    throw ConfigError(fmt::format("calibrate --merge: profile '{}' is not calibrated: merge points into a profile "
+                                  "written by 'perfsim calibrate' (its launch and host figures are kept)",
+                                  a.profile));
+  std::vector<std::vector<SavedPoint>> files;
+  for (const std::string& path : a.merge) files.push_back(read_points_csv(read_points_file(path), path));
+  if (!a.name.empty()) base.name = a.name;
+  MergeSummary m;
+  const Hardware hw = merge_calibrations(base, files, m);
+  write_file_atomically(a.output, profile_to_lua(hw));
+  std::string text = fmt::format("merged {} points files ({} points) into {} (over profile '{}')\n", m.files,
+                                 m.points, hw.name, a.profile);
+  text += fmt::format("kernel curves: {} fitted from the pooled points, {} kept from the profile\n", m.curves,
+                      m.kept_curves);
+  text += fmt::format("gemm cells: {} set to the median of the files that measured them, {} filled from those\n",
+                      m.cells, m.filled);
+  text += fmt::format("profile: {}\n", a.output);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  if (!a.quiet) fmt::print(stderr, "perfsim: wrote {} (profile '{}')\n", a.output, hw.name);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_calibrate(const CalibrateArgs& a) {
+  if (!a.merge.empty()) return merge_points(a);
+  if (!a.profile.empty()) throw UsageError("calibrate: --profile goes with --merge (a measured calibration starts from the device's catalog entry)");
   check_writable(a.output);
   if (!a.points.empty()) check_writable(a.points);
   const auto backend = make_backend(a.backend);

@@ -1,6 +1,7 @@
 // `perfsim calibrate`: measure this machine with microbenchmark sweeps and write a profile.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace perfsim {
 
@@ -12,6 +13,9 @@ struct CalibrateArgs {
   std::string name;              // profile name; empty: "<catalog>-local"
   std::string module_path;       // where the device's catalog entry is looked up
   bool quiet = false;            // no progress lines on stderr
+  // --merge FILE...: fit again from saved points (no device); --profile: the profile they refine
+  std::vector<std::string> merge;
+  std::string profile;
 };
 
 [[nodiscard]] int cmd_calibrate(const CalibrateArgs& a);

@@ -164,8 +164,18 @@ int run_cli(int argc, char** argv) {
   calibrate_cmd->add_option("--module-path", calibrate.module_path,
                             "Directory searched first for the hardware catalog")
       ->type_name("DIR");
+  calibrate_cmd->add_option("--merge", calibrate.merge,
+                            "Measure nothing: fit the curves and GEMM tables of the --profile again from the points "
+                            "of one or more calibrations (files written by --points; repeat the option or list "
+                            "several), pooled")
+      ->type_name("FILE")
+      ->expected(1, -1);
+  calibrate_cmd->add_option("--profile", calibrate.profile,
+                            "With --merge: the profile whose other figures (launch, host dispatch, links) the "
+                            "result keeps, a name in 'profiles' or a file written by 'perfsim calibrate'")
+      ->type_name("NAME|FILE");
   calibrate_cmd->add_flag("-q,--quiet", calibrate.quiet, "No progress or status lines on stderr");
-  calibrate_cmd->footer("docs/CALIBRATION.md describes the sweeps and the fit.");
+  calibrate_cmd->footer("docs/CALIBRATION.md describes the sweeps, the fit and --merge.");
 
   ValidateArgs validate;
   CLI::App* validate_cmd = add_validate_command(app, validate);

@@ -32,8 +32,8 @@ struct EfficiencyCurve {
 struct GemmTable {
   std::vector<double> m, n, k;     // ascending grid axes
   std::vector<double> efficiency;  // m.size() × n.size() × k.size(), index (i·|n| + j)·|k| + l
-  // Multilinear in (log m, log n, log k, log efficiency), each coordinate clamped to its axis.
-  // Throws std::logic_error when the table's size does not match its axes.
+  // 1/efficiency blended trilinearly in (1/m, 1/n, 1/k), each coordinate clamped to its axis
+  // (calibration.cpp says why). Throws std::logic_error when the table's size does not match its axes.
   [[nodiscard]] double at(double m_rows, double n_cols, double k_depth) const;
   [[nodiscard]] double& cell(std::size_t i, std::size_t j, std::size_t l) {
     return efficiency[(i * n.size() + j) * k.size() + l];

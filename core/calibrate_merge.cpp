@@ -1,0 +1,173 @@
+// read_points_csv and merge_calibrations (calibrate_merge.hpp).
+#include "core/calibrate_merge.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <tuple>
+
+#include "core/calibrate_fit.hpp"
+#include "core/dtype.hpp"
+#include "core/errors.hpp"
+#include "core/statistics.hpp"
+
+namespace perfsim {
+
+bool SavedPoint::grid_cell() const {
+  constexpr std::string_view suffix = " grid";
+  return source.size() > suffix.size() && source.compare(source.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+namespace {
+
+// The fields of one CSV line: commas split them; a field in double quotes may hold commas,
+// and "" inside it stands for one quote (csv_quote writes them so).
+std::optional<std::vector<std::string>> split_csv_line(std::string_view line) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch != '"') fields.back() += ch;
+      else if (i + 1 < line.size() && line[i + 1] == '"') fields.back() += '"', ++i;
+      else quoted = false;
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      fields.emplace_back();
+    } else {
+      fields.back() += ch;
+    }
+  }
+  if (quoted) return std::nullopt;
+  return fields;
+}
+
+double number(const std::string& s) {
+  double v = 0;
+  const char* end = s.data() + s.size();
+  const auto r = std::from_chars(s.data(), end, v);
+  if (r.ec != std::errc{} || r.ptr != end) throw std::invalid_argument(s);
+  return v;
+}
+
+}  // namespace
+
+std::vector<SavedPoint> read_points_csv(const std::string& text, const std::string& file) {
+  auto fail = [&](std::size_t line, const std::string& what) {
+    return ConfigError(fmt::format("{}:{}: {}", file, line, what));
+  };
+  std::vector<SavedPoint> out;
+  std::map<std::string, std::size_t> column;
+  const char* const needed[] = {"source", "key", "finer_key", "dtype", "m", "n", "k", "curve_s", "efficiency"};
+  std::size_t line_no = 0, begin = 0;
+  while (begin < text.size()) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + begin, end - begin);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    begin = end + 1;
+    ++line_no;
+    if (line.empty()) continue;
+    const auto fields = split_csv_line(line);
+    if (!fields) throw fail(line_no, "a quoted field does not end on its line");
+    if (column.empty()) {
+      for (std::size_t i = 0; i < fields->size(); ++i) column[(*fields)[i]] = i;
+      for (const char* name : needed)
+        if (!column.count(name))
+          throw fail(line_no, fmt::format("the header has no '{}' column; is this a file written by 'perfsim "
+                                          "calibrate --points'?",
+                                          name));
+      continue;
+    }
+    if (fields->size() != column.size())
+      throw fail(line_no, fmt::format("{} fields where the header names {}", fields->size(), column.size()));
+    const auto field = [&](const char* name) -> const std::string& { return (*fields)[column.at(name)]; };
+    SavedPoint p;
+    p.source = field("source");
+    p.key = field("key");
+    p.finer_key = field("finer_key");
+    p.dtype = field("dtype");
+    const char* current = "m";
+    try {
+      p.m = static_cast<int64_t>(number(field(current = "m")));
+      p.n = static_cast<int64_t>(number(field(current = "n")));
+      p.k = static_cast<int64_t>(number(field(current = "k")));
+      p.curve_seconds = number(field(current = "curve_s"));
+      p.efficiency = number(field(current = "efficiency"));
+    } catch (const std::invalid_argument&) {
+      throw fail(line_no, fmt::format("column '{}' is not a number: '{}'", current, field(current)));
+    }
+    out.push_back(std::move(p));
+  }
+  if (column.empty()) throw fail(1, "empty file: no header row");
+  return out;
+}
+
+namespace {
+
+// The GEMM table of `base` with its cells set to the median of what the files measured there.
+// Returns nullopt when no file measured a cell of it.
+std::optional<GemmTable> merged_table(DType t, const GemmTable& base, const std::vector<std::vector<SavedPoint>>& files,
+                                      std::size_t& cells, std::size_t& filled) {
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<double>> measured;
+  for (const std::vector<SavedPoint>& f : files)
+    for (const SavedPoint& p : f)
+      if (p.grid_cell() && p.dtype == name_of(t) && p.efficiency > 0) measured[{p.m, p.n, p.k}].push_back(p.efficiency);
+  std::vector<std::optional<double>> grid;
+  grid.reserve(base.efficiency.size());
+  std::size_t found = 0;
+  for (double m : base.m)
+    for (double n : base.n)
+      for (double k : base.k) {
+        const auto it = measured.find({static_cast<int64_t>(m), static_cast<int64_t>(n), static_cast<int64_t>(k)});
+        if (it == measured.end()) {
+          grid.emplace_back();
+          continue;
+        }
+        grid.emplace_back(median_or_zero(it->second));
+        ++found;
+      }
+  if (found == 0) return std::nullopt;
+  cells += found;
+  filled += grid.size() - found;
+  return fill_gemm_table(base.m, base.n, base.k, grid);
+}
+
+}  // namespace
+
+Hardware merge_calibrations(const Hardware& base, const std::vector<std::vector<SavedPoint>>& files,
+                            MergeSummary& summary) {
+  summary = MergeSummary{};
+  summary.files = static_cast<int>(files.size());
+  std::map<std::string, std::vector<CurvePoint>> by_key;
+  for (const std::vector<SavedPoint>& f : files)
+    for (const SavedPoint& p : f) {
+      ++summary.points;
+      // Table cells price their dtype through the table; the curves come from every other point.
+      if (p.grid_cell() || !(p.curve_seconds > 0) || !(p.efficiency > 0)) continue;
+      if (!p.key.empty()) by_key[p.key].push_back({p.curve_seconds, p.efficiency});
+      if (!p.finer_key.empty()) by_key[p.finer_key].push_back({p.curve_seconds, p.efficiency});
+    }
+  if (summary.points == 0) throw ConfigError("calibrate --merge: the points files hold no point");
+
+  Hardware hw = base;
+  for (auto& [t, table] : hw.calibration.gemm)
+    if (std::optional<GemmTable> merged = merged_table(t, table, files, summary.cells, summary.filled)) table = std::move(*merged);
+  std::map<std::string, EfficiencyCurve> fitted;
+  for (const auto& [key, points] : by_key) fitted.emplace(key, fit_curve(points));
+  // A GEMM table prices its dtype (roofline.cpp): no curve shadows it, as calibrate drops them.
+  for (const auto& [t, table] : hw.calibration.gemm)
+    for (const char* bound : {"compute", "memory"}) fitted.erase(fmt::format("gemm/{}/{}", name_of(t), bound));
+  for (const auto& [key, curve] : base.calibration.kernels) summary.kept_curves += fitted.count(key) ? 0 : 1;
+  summary.curves = fitted.size();
+  for (auto& [key, curve] : fitted) hw.calibration.kernels[key] = std::move(curve);
+  hw.source = fmt::format("perfsim calibrate --merge of {} points files ({} points) over {}", files.size(),
+                          summary.points, base.source.empty() ? base.name : base.source);
+  return hw;
+}
+
+}  // namespace perfsim
