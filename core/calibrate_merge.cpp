@@ -165,6 +165,11 @@ Hardware merge_calibrations(const Hardware& base, const std::vector<std::vector<
   for (const auto& [key, curve] : base.calibration.kernels) summary.kept_curves += fitted.count(key) ? 0 : 1;
   summary.curves = fitted.size();
   for (auto& [key, curve] : fitted) hw.calibration.kernels[key] = std::move(curve);
+  // Reports print the mode beside the device and date ("full, 2 calibrations merged").
+  const std::string& base_mode = base.calibration.measured_on.mode;
+  const std::string mode = base_mode.empty() ? "full" : base_mode.substr(0, base_mode.find(','));
+  hw.calibration.measured_on.mode =
+      files.size() == 1 ? mode + ", refitted from saved points" : fmt::format("{}, {} calibrations merged", mode, files.size());
   hw.source = fmt::format("perfsim calibrate --merge of {} points files ({} points) over {}", files.size(),
                           summary.points, base.source.empty() ? base.name : base.source);
   return hw;

@@ -132,6 +132,7 @@ TEST_CASE("calibrate merge: cells take the median of the files, curves the poole
   CHECK(s.filled == 1);
   CHECK(hw.source == "perfsim calibrate --merge of 2 points files (9 points) over perfsim calibrate 2026-11-22");
   CHECK(hw.name == "test-local");
+  CHECK(hw.calibration.measured_on.mode == "full, 2 calibrations merged");
 }
 
 TEST_CASE("calibrate merge: files without a point are refused") {

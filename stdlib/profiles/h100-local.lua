@@ -1,4 +1,4 @@
--- h100-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full) on NVIDIA H100 80GB HBM3
+-- h100-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 2 calibrations merged) on NVIDIA H100 80GB HBM3
 -- (cuda backend, driver 580.159.04 (CUDA 13.0), CUDA runtime 13.0) on 2026-11-22.
 -- Load it with `hardware = profile "h100-local"` (when it sits in a profiles/ directory on the
 -- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.
@@ -8,7 +8,7 @@ return profile {
   kind = "gpu",
   source = "perfsim calibrate --merge of 2 points files (7876 points) over perfsim calibrate 2026-11-22",
   calibrated = true,
-  measured = {backend = "cuda", device = "NVIDIA H100 80GB HBM3", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-22", mode = "full"},
+  measured = {backend = "cuda", device = "NVIDIA H100 80GB HBM3", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-22", mode = "full, 2 calibrations merged"},
   peak_flops = {fp32 = 6.7e+13, tf32 = 4.947e+14, bf16 = 9.894e+14, fp16 = 9.894e+14, fp8 = 1.9789e+15, int8 = 1.9789e+15},
   memory_bytes = 8e+10,
   memory_bandwidth = 3.35e+12,
