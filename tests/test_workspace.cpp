@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/memory_model.hpp"
+#include "core/op_kind.hpp"
 #include "core/workspace.hpp"
 
 using namespace perfsim;
@@ -153,6 +154,21 @@ TEST_CASE("workspace: gemm with accumulate stages C only when cuBLASLt cannot wr
   CHECK(p.gemm_library == 32.0 * 1024 * 1024);
   CHECK(p.attention_library == 0);
   CHECK(p.total() == 32.0 * 1024 * 1024 + 256);
+}
+
+TEST_CASE("operands whose dtype the op fixes: ids, targets and block tables int32, loss and LSE fp32") {
+  CHECK(fixed_operand_dtype(OpKind::embedding, false, 0) == DType::int32);
+  CHECK(fixed_operand_dtype(OpKind::embedding_bwd, false, 0) == DType::int32);
+  CHECK_FALSE(fixed_operand_dtype(OpKind::embedding, false, 1));  // the table follows the precision
+  CHECK(fixed_operand_dtype(OpKind::cross_entropy, false, 1) == DType::int32);
+  CHECK(fixed_operand_dtype(OpKind::cross_entropy, true, 0) == DType::fp32);
+  CHECK_FALSE(fixed_operand_dtype(OpKind::cross_entropy, true, 1));  // dlogits
+  CHECK(fixed_operand_dtype(OpKind::flash_attention, true, 1) == DType::fp32);
+  CHECK(fixed_operand_dtype(OpKind::flash_attention, false, 3) == DType::int32);
+  CHECK(fixed_operand_dtype(OpKind::kv_append, false, 2) == DType::int32);
+  CHECK(fixed_operand_dtype(OpKind::flash_attention_bwd, false, 5) == DType::fp32);
+  CHECK_FALSE(fixed_operand_dtype(OpKind::gemm, false, 0));
+  CHECK_FALSE(fixed_operand_dtype(OpKind::rmsnorm, true, 0));
 }
 
 TEST_CASE("workspace: a CPU profile has none") {
