@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -17,6 +15,7 @@
 #include "core/calibrate.hpp"
 #include "core/calibrate_merge.hpp"
 #include "core/errors.hpp"
+#include "core/text.hpp"
 #include "core/report.hpp"
 #include "dsl/dsl.hpp"
 
@@ -63,11 +62,9 @@ std::string summary(const CalibrateResult& r, const std::string& output) {
 }
 
 std::string read_points_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(fmt::format("{}: cannot read the points file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::optional<std::string> text = read_text_file(path);
+  if (!text) throw ConfigError(fmt::format("{}: cannot read the points file", path));
+  return std::move(*text);
 }
 
 // --merge: the profile fitted again from saved points; nothing is measured.

@@ -13,6 +13,7 @@
 #include "core/dtype.hpp"
 #include "core/errors.hpp"
 #include "core/statistics.hpp"
+#include "core/text.hpp"
 
 namespace perfsim {
 
@@ -22,29 +23,6 @@ bool SavedPoint::grid_cell() const {
 }
 
 namespace {
-
-// The fields of one CSV line: commas split them; a field in double quotes may hold commas,
-// and "" inside it stands for one quote (csv_quote writes them so).
-std::optional<std::vector<std::string>> split_csv_line(std::string_view line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char ch = line[i];
-    if (quoted) {
-      if (ch != '"') fields.back() += ch;
-      else if (i + 1 < line.size() && line[i + 1] == '"') fields.back() += '"', ++i;
-      else quoted = false;
-    } else if (ch == '"') {
-      quoted = true;
-    } else if (ch == ',') {
-      fields.emplace_back();
-    } else {
-      fields.back() += ch;
-    }
-  }
-  if (quoted) return std::nullopt;
-  return fields;
-}
 
 double number(const std::string& s) {
   double v = 0;

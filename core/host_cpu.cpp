@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <thread>
+
+#include "core/text.hpp"
 
 namespace perfsim {
 
@@ -70,14 +70,6 @@ bool has_flag(std::string_view flags, std::string_view flag) {
   return false;
 }
 
-std::string read_file(const char* path) {
-  std::ifstream in(path);
-  if (!in) return {};
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 HostCpuInfo parse_host_cpu(std::string_view cpuinfo, std::string_view meminfo, unsigned cores) {
@@ -112,8 +104,8 @@ HostCpuInfo parse_host_cpu(std::string_view cpuinfo, std::string_view meminfo, u
 }
 
 HostCpuInfo read_host_cpu() {
-  HostCpuInfo cpu = parse_host_cpu(read_file("/proc/cpuinfo"), read_file("/proc/meminfo"),
-                                   std::thread::hardware_concurrency());
+  HostCpuInfo cpu = parse_host_cpu(read_text_file("/proc/cpuinfo").value_or(""),
+                                   read_text_file("/proc/meminfo").value_or(""), std::thread::hardware_concurrency());
   if (cpu.memory_bytes <= 0) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     cpu.memory_bytes = pages > 0 && page > 0

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
+#include <sstream>
 
 namespace perfsim {
 
@@ -53,6 +55,35 @@ std::string csv_quote(std::string_view s) {
     out += ch;
   }
   return out + "\"";
+}
+
+std::optional<std::vector<std::string>> split_csv_line(std::string_view line) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch != '"') fields.back() += ch;
+      else if (i + 1 < line.size() && line[i + 1] == '"') fields.back() += '"', ++i;
+      else quoted = false;
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      fields.emplace_back();
+    } else {
+      fields.back() += ch;
+    }
+  }
+  if (quoted) return std::nullopt;
+  return fields;
+}
+
+std::optional<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace perfsim

@@ -4,10 +4,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
 
 #include "core/errors.hpp"
+#include "core/text.hpp"
 
 namespace perfsim {
 
@@ -41,11 +40,9 @@ const json& array_at(const json& j, const char* key, const std::string& path) {
 }  // namespace
 
 ReplayBackend ReplayBackend::from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(fmt::format("{}: cannot read the measurements file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return from_json_text(text.str(), path);
+  const std::optional<std::string> text = read_text_file(path);
+  if (!text) throw ConfigError(fmt::format("{}: cannot read the measurements file", path));
+  return from_json_text(*text, path);
 }
 
 ReplayBackend ReplayBackend::from_json_text(const std::string& text, const std::string& path) {

@@ -20,3 +20,24 @@ TEST_CASE("dtype sizes and names") {
   CHECK(parse_dtype("half") == DType::fp16);
   CHECK_FALSE(parse_dtype("fp64").has_value());
 }
+
+TEST_CASE("CSV lines split back into the fields csv_quote wrote") {
+  const std::string line = csv_quote("plain") + "," + csv_quote("a, b") + "," + csv_quote("say \"hi\"") + ",,x";
+  const auto fields = split_csv_line(line);
+  REQUIRE(fields);
+  REQUIRE(fields->size() == 5);
+  CHECK((*fields)[0] == "plain");
+  CHECK((*fields)[1] == "a, b");
+  CHECK((*fields)[2] == "say \"hi\"");
+  CHECK((*fields)[3].empty());
+  CHECK((*fields)[4] == "x");
+  CHECK(split_csv_line("")->size() == 1);
+  CHECK_FALSE(split_csv_line("a,\"open"));
+}
+
+TEST_CASE("a file's text, or nothing when it cannot be read") {
+  CHECK_FALSE(read_text_file("/nonexistent/perfsim/file.txt"));
+  const auto self = read_text_file("/proc/self/status");
+  REQUIRE(self);
+  CHECK(self->find("Name:") != std::string::npos);
+}
