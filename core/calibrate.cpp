@@ -64,10 +64,7 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   sweep_kernels(ctx, launch_graph, fit, samples, kernels);
   hw.calibration.kernels = fit.curves();
   r.points = fit.recorded();
-  // A GEMM table prices its dtype (roofline.cpp): drop the curves it shadows.
-  for (const auto& [t, table] : hw.calibration.gemm)
-    for (const char* bound : {"compute", "memory"})
-      hw.calibration.kernels.erase(fmt::format("gemm/{}/{}", name_of(t), bound));
+  drop_curves_shadowed_by_tables(hw.calibration.gemm, hw.calibration.kernels);
   merge_class_medians(hw.compute_efficiency, fit.class_medians(true));
   merge_class_medians(hw.memory_efficiency, fit.class_medians(false));
   if (kernels.fitted.empty())

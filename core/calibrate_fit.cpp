@@ -165,6 +165,12 @@ CollectiveFit fit_collective(Collective c, int group, const std::vector<double>&
   return CollectiveFit{std::max(0.0, f.intercept), 1.0 / f.slope};
 }
 
+void drop_curves_shadowed_by_tables(const std::map<DType, GemmTable>& tables,
+                                    std::map<std::string, EfficiencyCurve>& curves) {
+  for (const auto& [t, table] : tables)
+    for (const char* bound : {"compute", "memory"}) curves.erase(fmt::format("gemm/{}/{}", name_of(t), bound));
+}
+
 GemmTable fill_gemm_table(std::vector<double> m, std::vector<double> n, std::vector<double> k,
                           const std::vector<std::optional<double>>& measured) {
   GemmTable t;

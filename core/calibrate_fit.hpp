@@ -96,6 +96,11 @@ struct LinearFit {
 [[nodiscard]] CollectiveFit fit_collective(Collective c, int group, const std::vector<double>& payload,
                                            const std::vector<double>& seconds);
 
+// Removes from `curves` those a GEMM table of `tables` shadows (gemm/<dtype>/<bound>): a table
+// prices its dtype (roofline.cpp), so its model-graph GEMM curve would never be read.
+void drop_curves_shadowed_by_tables(const std::map<DType, GemmTable>& tables,
+                                    std::map<std::string, EfficiencyCurve>& curves);
+
 // GEMM efficiencies measured on an (m, n, k) grid, nullopt where a cell was skipped (over the
 // FLOP budget, too large, or not runnable). A skipped cell takes the highest efficiency (at
 // most 1) of the measured cells no larger on every axis, else that of the measured cell with

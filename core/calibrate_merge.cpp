@@ -137,9 +137,7 @@ Hardware merge_calibrations(const Hardware& base, const std::vector<std::vector<
     if (std::optional<GemmTable> merged = merged_table(t, table, files, summary.cells, summary.filled)) table = std::move(*merged);
   std::map<std::string, EfficiencyCurve> fitted;
   for (const auto& [key, points] : by_key) fitted.emplace(key, fit_curve(points));
-  // A GEMM table prices its dtype (roofline.cpp): no curve shadows it, as calibrate drops them.
-  for (const auto& [t, table] : hw.calibration.gemm)
-    for (const char* bound : {"compute", "memory"}) fitted.erase(fmt::format("gemm/{}/{}", name_of(t), bound));
+  drop_curves_shadowed_by_tables(hw.calibration.gemm, fitted);
   for (const auto& [key, curve] : base.calibration.kernels) summary.kept_curves += fitted.count(key) ? 0 : 1;
   summary.curves = fitted.size();
   for (auto& [key, curve] : fitted) hw.calibration.kernels[key] = std::move(curve);
