@@ -390,3 +390,15 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   CHECK(predict_op(replay.ops[0], replay, hw).time ==
         approx(again.run(replay, {}).ops[0].median).epsilon(1e-3));
 }
+
+TEST_CASE("calibrate fit: GEMM curves of a dtype with a table are dropped, others kept") {
+  std::map<DType, GemmTable> tables;
+  tables[DType::bf16] = GemmTable{{1}, {1024}, {512}, {0.5}};
+  std::map<std::string, EfficiencyCurve> curves;
+  for (const char* key : {"gemm/bf16/compute", "gemm/bf16/memory", "gemm/fp8/compute", "rmsnorm/bf16/memory"})
+    curves[key] = EfficiencyCurve{{1e-6}, {0.5}};
+  drop_curves_shadowed_by_tables(tables, curves);
+  CHECK(curves.size() == 2);
+  CHECK(curves.count("gemm/fp8/compute") == 1);
+  CHECK(curves.count("rmsnorm/bf16/memory") == 1);
+}
