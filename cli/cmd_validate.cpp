@@ -20,6 +20,7 @@
 #include "core/report_validation.hpp"
 #include "core/runner.hpp"
 #include "core/validation.hpp"
+#include "core/validation_collectives.hpp"
 #include "core/validation_replay.hpp"
 
 namespace perfsim {
@@ -60,7 +61,7 @@ std::string max_error_check(const std::string& text) {
 
 std::string describe(const CheckedFigure& f) {
   const std::string err =
-      f.what == "per-op median" ? format_percent(f.error) : format_signed_percent(f.error);
+      f.is_median() ? format_percent(f.error) : format_signed_percent(f.error);
   return fmt::format("{} {} {}", f.where, f.what, err);
 }
 
@@ -70,7 +71,7 @@ CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "validate",
       "Run the validation suite on a backend and report prediction errors (per op, step time, "
-      "speedups, memory).");
+      "speedups, memory; collectives when the backend spans 2 or more GPUs).");
   cmd->add_option("--backend", a.backend, "Where to measure: auto (CUDA when present, else CPU), "
                                           "cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
@@ -83,7 +84,7 @@ CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a) {
   cmd->add_option("--max-error", a.max_error,
                   "Fail (exit 1) when a checked figure's |error| exceeds PCT percent: each step's "
                   "time and peak memory, each op class's median per-op error, each "
-                  "optimization's speedup (default: report only)")
+                  "optimization's speedup, each collective's median error (default: report only)")
       ->type_name("PCT")
       ->check(CLI::Validator(max_error_check, "", "max-error"));
   cmd->add_option("--format", a.format, "Report format (default: from -o's extension, else table)")
@@ -202,7 +203,10 @@ int cmd_validate(const ValidateArgs& a) {
     }
   }
 
-  const ValidationSummary summary = summarize_validation(results);
+  ValidationSummary summary = summarize_validation(results);
+  const CollectiveMeasurements collectives =
+      replay != nullptr ? replay->collectives() : measure_collectives(*backend, status);
+  add_collective_errors(summary, collectives, profile.hardware);
   ValidationContext context;
   context.device = device.name;
   context.backend = backend->name();

@@ -138,31 +138,48 @@ double fit_host_copy_bandwidth(const std::vector<double>& bytes, const std::vect
   return extra > 0 ? 1.0 / extra : 0.0;
 }
 
-double wire_bytes(Collective c, int group, double payload) {
-  const double n = group;
-  switch (c) {
-    case Collective::all_reduce:
-      return 2 * (n - 1) / n * payload;
-    case Collective::all_gather:
-    case Collective::reduce_scatter:
-    case Collective::all_to_all:
-      return (n - 1) / n * payload;
-    case Collective::send_recv:
-      break;
-  }
-  return payload;
-}
-
 CollectiveFit fit_collective(Collective c, int group, const std::vector<double>& payload,
                              const std::vector<double>& seconds) {
-  std::vector<double> wire;
-  wire.reserve(payload.size());
-  for (double p : payload) wire.push_back(wire_bytes(c, group, p));
-  const LinearFit f = fit_line(wire, seconds);
-  if (!(f.slope > 0))
+  if (payload.size() != seconds.size())
+    throw std::invalid_argument(fmt::format("fit_collective: {} payloads for {} times", payload.size(), seconds.size()));
+  std::vector<std::pair<double, double>> points;
+  for (std::size_t i = 0; i < payload.size(); ++i) points.emplace_back(payload[i], seconds[i]);
+  std::sort(points.begin(), points.end());
+  // Pool adjacent violators: blocks of (payload range, mean time, count), merged while a block's
+  // mean falls below the one before it. Repeated payloads pool into one point.
+  struct Block {
+    double payload, sum;
+    int count;
+  };
+  std::vector<Block> blocks;
+  for (const auto& [p, t] : points) {
+    if (!blocks.empty() && blocks.back().payload == p) {
+      blocks.back().sum += t;
+      ++blocks.back().count;
+    } else {
+      blocks.push_back({p, t, 1});
+    }
+    while (blocks.size() > 1) {
+      const Block& last = blocks.back();
+      Block& prev = blocks[blocks.size() - 2];
+      if (prev.sum / prev.count <= last.sum / last.count) break;
+      prev.sum += last.sum;
+      prev.count += last.count;
+      blocks.pop_back();
+    }
+  }
+  // A pooled block keeps its first payload's place; its later payloads read the same mean.
+  CollectiveFit f;
+  for (std::size_t i = 0, b = 0; i < points.size(); ++i) {
+    while (b + 1 < blocks.size() && points[i].first >= blocks[b + 1].payload) ++b;
+    if (!f.payload.empty() && f.payload.back() == points[i].first) continue;
+    f.payload.push_back(points[i].first);
+    f.seconds.push_back(blocks[b].sum / blocks[b].count);
+  }
+  if (f.payload.size() < 2 || !(f.seconds.back() > f.seconds.front()))
     throw std::invalid_argument(fmt::format("fit_collective: {} times over {} ranks do not grow with size",
                                             name_of(c), group));
-  return CollectiveFit{std::max(0.0, f.intercept), 1.0 / f.slope};
+  return f;
 }
 
 void drop_curves_shadowed_by_tables(const std::map<DType, GemmTable>& tables,

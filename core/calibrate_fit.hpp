@@ -87,12 +87,10 @@ struct LinearFit {
                                              const std::vector<double>& pageable_seconds,
                                              const Link& pcie);
 
-// Bytes one rank sends in a ring collective over `group` ranks of a `payload`-byte buffer:
-// 2(n−1)/n for all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, the whole
-// payload for send/recv (the wire bytes CollectiveFit::bandwidth is defined over).
-[[nodiscard]] double wire_bytes(Collective c, int group, double payload);
-// seconds = latency + wire_bytes / bandwidth by fit_line; throws std::invalid_argument when the
-// times do not grow with size.
+// The measured seconds of a collective at each payload, sorted by payload and made
+// non-decreasing (pool-adjacent-violators: a time below a smaller payload's is noise, and
+// both take their mean). Throws std::invalid_argument when fewer than two distinct payloads
+// were timed or the times do not grow with size.
 [[nodiscard]] CollectiveFit fit_collective(Collective c, int group, const std::vector<double>& payload,
                                            const std::vector<double>& seconds);
 

@@ -58,6 +58,23 @@ double EfficiencyCurve::at(double roofline_seconds) const {
   return std::exp(std::log(lo) + p.weight * (std::log(hi) - std::log(lo)));
 }
 
+double CollectiveFit::time(double payload_bytes, double wire) const {
+  if (payload.empty()) return latency + wire / bandwidth;
+  check_axis(payload, "collective payload");
+  if (seconds.size() != payload.size() || payload.size() < 2)
+    throw std::logic_error(fmt::format("calibration: a collective needs 2 or more payloads with a time each, has {} "
+                                       "payloads and {} times",
+                                       payload.size(), seconds.size()));
+  if (payload_bytes <= payload.front()) return seconds.front();
+  // The range holding the payload, or the last one beyond it; time is linear in bytes there.
+  std::size_t upper = static_cast<std::size_t>(std::upper_bound(payload.begin(), payload.end(), payload_bytes) -
+                                               payload.begin());
+  upper = std::min(upper, payload.size() - 1);
+  const std::size_t lower = upper - 1;
+  const double slope = (seconds[upper] - seconds[lower]) / (payload[upper] - payload[lower]);
+  return seconds[lower] + slope * (payload_bytes - payload[lower]);
+}
+
 double GemmTable::at(double m_rows, double n_cols, double k_depth) const {
   check_axis(m, "m");
   check_axis(n, "n");

@@ -43,12 +43,21 @@ struct GemmTable {
   }
 };
 
-// One collective over one group size: time = latency + wire bytes / bandwidth, where the
-// wire bytes are those of the ring algorithm (roofline.hpp collective_time): 2(n-1)/n of the
-// buffer for an all-reduce, (n-1)/n for all-gather / reduce-scatter / all-to-all.
+// One collective over one group size. Calibrated, it holds the seconds measured at each payload
+// (the collective_time() payload, the nccl-tests size), non-decreasing: between two payloads
+// the time is the line through them, an alpha-beta of that size range (protocols and bus
+// bandwidth change with size, so one line over 8 KiB..1 GiB misses the middle); below the
+// smallest payload, its time (the latency floor); above the largest, the last range's line.
+// Written by hand it may be one line for every size instead: latency + wire bytes / bandwidth,
+// with the wire bytes of the ring algorithm (roofline.hpp wire_bytes).
 struct CollectiveFit {
-  double latency = 0;    // seconds per call (alpha)
-  double bandwidth = 0;  // bytes/s of wire traffic per rank (1 / beta)
+  double latency = 0;            // seconds per call (alpha) of the one-line form
+  double bandwidth = 0;          // wire bytes/s per rank (1 / beta) of the one-line form
+  std::vector<double> payload;   // measured payloads, ascending (empty: the one-line form)
+  std::vector<double> seconds;   // measured seconds per payload, non-decreasing
+
+  // Seconds for a `payload`-byte buffer whose ring sends `wire` bytes per rank.
+  [[nodiscard]] double time(double payload_bytes, double wire) const;
 };
 
 // Where and how a profile was measured, printed in reports and written into the profile.

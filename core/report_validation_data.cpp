@@ -1,5 +1,5 @@
 // The `perfsim validate` report as JSON (everything, per-op rows included) and CSV (one row
-// per figure: overall statistics, op classes, steps, memory, speedups). Seconds, bytes and
+// per figure: overall statistics, op classes, steps, memory, speedups, collectives). Seconds, bytes and
 // ratios (0.05 = 5%); missing values are null (JSON) or empty cells (CSV).
 #include <cmath>
 
@@ -42,6 +42,17 @@ json op_json(const OpError& e) {
     j["predicted_dispatch_s"] = num(e.predicted_dispatch);
     j["measured_host_s"] = num(e.measured_host);
   }
+  return j;
+}
+
+json collective_json(const CollectiveError& e) {
+  json j;
+  j["collective"] = std::string(name_of(e.collective));
+  j["gpus"] = e.group;
+  j["bytes"] = num(e.payload);
+  j["predicted_s"] = num(e.predicted);
+  j["measured_s"] = num(e.measured);
+  j["error"] = num(e.error);
   return j;
 }
 
@@ -101,6 +112,7 @@ std::string format_validation_json(const ValidationSummary& s, const ValidationC
   o["step_time"] = stats_json(s.step_time);
   o["speedup"] = stats_json(s.speedup);
   o["peak_memory"] = stats_json(s.memory);
+  o["collective_time"] = stats_json(s.all_collectives);
   o["unmeasured_steps"] = s.unmeasured_steps;
   o["held_ops"] = s.held_ops;
 
@@ -146,6 +158,16 @@ std::string format_validation_json(const ValidationSummary& s, const ValidationC
   }
   root["speedups"] = std::move(speedups);
 
+  json& coll = root["collectives"];
+  coll["skipped"] = s.collectives_skipped.empty() ? json(nullptr) : json(s.collectives_skipped);
+  json per = json::array();
+  for (const CollectiveValidation& cv : s.collectives)
+    per.push_back({{"collective", std::string(name_of(cv.collective))}, {"stats", stats_json(cv.stats)}});
+  coll["by_collective"] = std::move(per);
+  json points = json::array();
+  for (const CollectiveError& e : s.collective_errors) points.push_back(collective_json(e));
+  coll["points"] = std::move(points);
+
   if (c.max_error) {
     json over = json::array();
     for (const CheckedFigure& cf : figures_over(s, *c.max_error))
@@ -167,8 +189,11 @@ std::string format_validation_csv(const ValidationSummary& s, const ValidationCo
   out += csv_line(stats_row("overall", "step time", s.step_time));
   out += csv_line(stats_row("overall", "speedup", s.speedup));
   out += csv_line(stats_row("overall", "peak memory", s.memory));
+  if (!s.collective_errors.empty()) out += csv_line(stats_row("overall", "collective time", s.all_collectives));
   for (const ClassValidation& cv : s.classes)
     out += csv_line(stats_row("op_class", std::string(name_of(cv.op_class)), cv.stats));
+  for (const CollectiveValidation& cv : s.collectives)
+    out += csv_line(stats_row("collective", std::string(name_of(cv.collective)), cv.stats));
   for (const StepValidation& v : s.steps) {
     out += csv_line({"step_time", v.scenario, v.step, v.note, "", cell(v.predicted_time),
                      cell(v.measured_time), cell(v.time_error), "", "", ""});
@@ -181,6 +206,11 @@ std::string format_validation_csv(const ValidationSummary& s, const ValidationCo
   for (const SpeedupValidation& sp : s.speedups)
     out += csv_line({"speedup", sp.scenario, sp.step, sp.previous, "", cell(sp.predicted),
                      cell(sp.measured), cell(sp.error), "", "", ""});
+  // Collective rows: scenario = the collective, step = its GPUs, subject = the buffer's bytes.
+  for (const CollectiveError& e : s.collective_errors)
+    out += csv_line({"collective_time", std::string(name_of(e.collective)), fmt::format("{} GPUs", e.group),
+                     fmt::format("{:.0f} bytes", e.payload), "", cell(e.predicted), cell(e.measured), cell(e.error),
+                     "", "", ""});
   return out;
 }
 

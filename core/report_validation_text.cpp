@@ -27,6 +27,11 @@ std::string op_where(const OpError& e) {
   return fmt::format("{}/{}/{} {}", e.scenario, e.step, e.op, format_signed_percent(e.error));
 }
 
+std::string collective_where(const CollectiveError& e) {
+  return fmt::format("{} over {} GPUs, {} {}", name_of(e.collective), e.group, format_bytes(e.payload),
+                     format_signed_percent(e.error));
+}
+
 // One row of the overall table from a family's statistics and the worst figure's label.
 std::vector<std::string> stats_row(const std::string& figure, const ErrorStats& s, const std::string& worst) {
   if (s.count == 0) return {figure, "0", dash, dash, dash, "not measured"};
@@ -59,6 +64,10 @@ ReportSection overall_section(const ValidationSummary& s, const ValidationContex
   t.add_row(stats_row("peak memory", s.memory,
                       wm ? where(wm->scenario, wm->step) + " " + opt_percent(wm->memory_error)
                          : ""));
+  if (!s.collective_errors.empty()) {
+    const auto wc = worst_collective(s);
+    t.add_row(stats_row("collective time", s.all_collectives, wc ? collective_where(*wc) : ""));
+  }
 
   sec.notes.push_back("error: (predicted − measured) / measured; median, p90 (nearest rank) and "
                       "max of its magnitude");
@@ -66,6 +75,9 @@ ReportSection overall_section(const ValidationSummary& s, const ValidationContex
     sec.notes.push_back(fmt::format("{} step(s) not measured (see the step table); they count in "
                                     "no figure",
                                     s.unmeasured_steps));
+  if (!s.collectives_skipped.empty())
+    sec.notes.push_back(fmt::format("collectives {}: {}", s.collective_errors.empty() ? "not validated" : "partly validated",
+                                    s.collectives_skipped));
   if (!c.calibrated)
     sec.notes.push_back("the profile is UNCALIBRATED (datasheet figures): these errors measure the "
                         "datasheet model; `perfsim calibrate` fits a profile of this device");
@@ -165,6 +177,30 @@ ReportSection speedup_section(const ValidationSummary& s) {
   return sec;
 }
 
+// Every collective, group size and buffer size timed; absent when none was.
+std::optional<ReportSection> collective_section(const ValidationSummary& s) {
+  if (s.collective_errors.empty()) return std::nullopt;
+  ReportSection sec;
+  sec.title = "Collective time (NCCL, between the calibration's buffer sizes)";
+  TextTable& t = sec.table;
+  t.add_column("collective", Align::left);
+  t.add_column("GPUs");
+  t.add_column("size");
+  t.add_column("pred time");
+  t.add_column("meas time");
+  t.add_column("time err");
+  for (const CollectiveError& e : s.collective_errors)
+    t.add_row({std::string(name_of(e.collective)), std::to_string(e.group), format_bytes(e.payload),
+               format_duration(e.predicted), format_duration(e.measured), format_signed_percent(e.error)});
+  std::vector<std::string> medians;
+  for (const CollectiveValidation& c : s.collectives)
+    medians.push_back(fmt::format("{} {}", name_of(c.collective), format_percent(c.stats.median)));
+  sec.notes.push_back("size: the buffer as nccl-tests counts it; measured: median of back-to-back calls, slowest "
+                      "rank (as calibrate times them); predicted: the profile's collective time");
+  sec.notes.push_back(fmt::format("median |error|: {}", fmt::join(medians, ", ")));
+  return sec;
+}
+
 ReportSection over_section(const ValidationSummary& s, double max_error) {
   ReportSection sec;
   const std::vector<CheckedFigure> over = figures_over(s, max_error);
@@ -176,9 +212,10 @@ ReportSection over_section(const ValidationSummary& s, double max_error) {
   t.add_column("error");
   for (const CheckedFigure& f : over)
     t.add_row({f.what, f.where,
-               f.what == "per-op median" ? format_percent(f.error) : format_signed_percent(f.error)});
+               f.is_median() ? format_percent(f.error) : format_signed_percent(f.error)});
   sec.notes.push_back("checked: each measured step's time and peak memory error, each op class's "
-                      "median per-op |error|, each optimization's speedup error");
+                      "median per-op |error|, each optimization's speedup error, each collective's "
+                      "median |error|");
   return sec;
 }
 
@@ -234,13 +271,14 @@ ReportDocument build_validation_document(const ValidationSummary& s, const Valid
                                                  c.measured_on.device));
   d.header.emplace_back("max error", c.max_error ? format_percent(*c.max_error) +
                                                        " (step time, peak memory, per-op class "
-                                                       "medians, speedups)"
+                                                       "medians, speedups, collective medians)"
                                                  : std::string("none (report only)"));
   d.sections.push_back(overall_section(s, c));
   d.sections.push_back(class_section(s));
   d.sections.push_back(step_section(s));
   if (auto issue = host_issue_section(s)) d.sections.push_back(std::move(*issue));
   d.sections.push_back(speedup_section(s));
+  if (auto coll = collective_section(s)) d.sections.push_back(std::move(*coll));
   if (c.max_error) d.sections.push_back(over_section(s, *c.max_error));
   return d;
 }

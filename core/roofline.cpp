@@ -173,39 +173,38 @@ double transfer_time(double bytes, bool pinned, const Hardware& hw) {
   return t;
 }
 
+double wire_bytes(Collective c, int group, double payload) {
+  const double n = group;
+  switch (c) {
+    case Collective::all_reduce:
+      return 2 * (n - 1) / n * payload;
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all:
+      return (n - 1) / n * payload;
+    case Collective::send_recv:
+      break;
+  }
+  return payload;
+}
+
 std::optional<double> collective_time(Collective c, int group, double payload, const Hardware& hw) {
   if (group <= 1) return 0.0;
+  // Ring algorithms (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): each rank sends
+  // (n-1)/n of the buffer per phase; all-reduce is a reduce-scatter followed by an all-gather.
+  const double wire = wire_bytes(c, group, payload);
+  // A fitted alpha-beta for this collective and group size replaces the link figures.
+  const auto fitted = hw.calibration.collectives.find({c, group});
+  if (fitted != hw.calibration.collectives.end()) return fitted->second.time(payload, wire);
   const Link* link = nullptr;
   for (const Link* l : {&hw.nvlink, &hw.pcie, &hw.infiniband})
     if (l->bandwidth > 0) {
       link = l;
       break;
     }
-  const auto fitted = hw.calibration.collectives.find({c, group});
-  if (link == nullptr && fitted == hw.calibration.collectives.end()) return std::nullopt;
+  if (link == nullptr) return std::nullopt;
   const double n = group;
-  double steps = 0, wire = 0;
-  // Ring algorithms (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): each rank sends
-  // (n-1)/n of the buffer per phase; all-reduce is a reduce-scatter followed by an all-gather.
-  switch (c) {
-    case Collective::all_reduce:
-      steps = 2 * (n - 1);
-      wire = 2 * (n - 1) / n * payload;
-      break;
-    case Collective::all_gather:
-    case Collective::reduce_scatter:
-    case Collective::all_to_all:
-      steps = n - 1;
-      wire = (n - 1) / n * payload;
-      break;
-    case Collective::send_recv:
-      steps = 1;
-      wire = payload;
-      break;
-  }
-  // A fitted alpha-beta for this collective and group size replaces the link figures.
-  if (fitted != hw.calibration.collectives.end())
-    return fitted->second.latency + wire / fitted->second.bandwidth;
+  const double steps = c == Collective::all_reduce ? 2 * (n - 1) : c == Collective::send_recv ? 1 : n - 1;
   const double eff = hw.memory_eff(OpClass::communication);
   if (eff <= 0)
     throw ConfigError(fmt::format("hardware '{}': communication efficiency must be > 0", hw.name));

@@ -62,8 +62,14 @@ struct CalibrationPoint {
 // ConfigError when the hardware lacks the figure it needs.
 [[nodiscard]] double transfer_time(double bytes, bool pinned, const Hardware& hw);
 
+// Bytes one rank sends in a ring collective over `group` ranks of a `payload`-byte buffer:
+// 2(n−1)/n for all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, the whole
+// payload for send/recv (the wire bytes a CollectiveFit's bandwidth is defined over).
+[[nodiscard]] double wire_bytes(Collective c, int group, double payload);
+
 // Seconds for one collective over `group` ranks moving a `payload`-byte buffer on the fastest
-// link the hardware lists (alpha-beta, ring algorithms). nullopt when no link is described.
+// link the hardware lists (alpha-beta, ring algorithms), or by the profile's calibrated fit of
+// that collective and group size. nullopt when neither is described.
 [[nodiscard]] std::optional<double> collective_time(Collective c, int group, double payload,
                                                     const Hardware& hw);
 

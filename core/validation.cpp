@@ -178,6 +178,8 @@ std::vector<CheckedFigure> checked_figures(const ValidationSummary& s) {
     out.push_back({"op class " + std::string(name_of(c.op_class)), "per-op median", c.stats.median});
   for (const SpeedupValidation& sp : s.speedups)
     out.push_back({join_where(sp.scenario, sp.step), "speedup", sp.error});
+  for (const CollectiveValidation& c : s.collectives)
+    out.push_back({std::string(name_of(c.collective)), "collective median", c.stats.median});
   return out;
 }
 
@@ -201,6 +203,10 @@ std::optional<StepValidation> worst_memory(const ValidationSummary& s) {
 
 std::optional<OpError> worst_op(const ValidationSummary& s) {
   return worst_of(s.ops, [](const OpError& e) { return std::optional<double>(e.error); });
+}
+
+std::optional<CollectiveError> worst_collective(const ValidationSummary& s) {
+  return worst_of(s.collective_errors, [](const CollectiveError& e) { return std::optional<double>(e.error); });
 }
 
 std::optional<SpeedupValidation> worst_speedup(const ValidationSummary& s) {

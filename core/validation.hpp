@@ -71,6 +71,23 @@ struct SpeedupValidation {
   double error = 0;       // (predicted − measured) / measured
 };
 
+// One collective at one group size and buffer size: predicted (collective_time, without the
+// launch: the calls ran back to back) against measured.
+struct CollectiveError {
+  Collective collective = Collective::all_reduce;
+  int group = 2;
+  double payload = 0;     // bytes (the nccl-tests size)
+  double predicted = 0;   // seconds
+  double measured = 0;    // seconds
+  double error = 0;       // (predicted − measured) / measured
+};
+
+struct CollectiveValidation {
+  Collective collective = Collective::all_reduce;
+  ErrorStats stats;       // over its group sizes and buffer sizes
+  CollectiveError worst;
+};
+
 struct ValidationSummary {
   std::vector<OpError> ops;                 // every executed op with a positive measured median
   std::vector<ClassValidation> classes;     // in all_op_classes order, classes with ops only
@@ -80,6 +97,12 @@ struct ValidationSummary {
   std::vector<SpeedupValidation> speedups;  // steps after the first whose pair was measured
   std::size_t unmeasured_steps = 0;         // steps without a measurement
   std::size_t held_ops = 0;                 // ops of `ops` compared by their held device time
+  // Collectives (validation_collectives.hpp add_collective_errors): empty with a reason in
+  // collectives_skipped when the backend spans one GPU.
+  std::vector<CollectiveError> collective_errors;
+  std::vector<CollectiveValidation> collectives;   // in all_collectives order, timed ones only
+  ErrorStats all_collectives;
+  std::string collectives_skipped;
 };
 
 // Scenario label of a run: its name, and "[batch=8]" when it is a sweep point.
@@ -88,11 +111,14 @@ struct ValidationSummary {
 [[nodiscard]] ValidationSummary summarize_validation(const std::vector<RunResult>& runs);
 
 // A figure `--max-error` checks: each measured step's time error and peak-memory error, each
-// op class's median |per-op error|, each optimization's speedup error.
+// op class's median |per-op error|, each optimization's speedup error, each collective's
+// median |error|.
 struct CheckedFigure {
-  std::string where;      // "decode/+fp8", or "op class gemm" for per-op medians
-  std::string what;       // "step time", "peak memory", "per-op median", "speedup"
-  double error = 0;       // signed relative error (per-op medians: the median |error|)
+  std::string where;      // "decode/+fp8", "op class gemm" for per-op medians, "all_reduce"
+  std::string what;       // "step time", "peak memory", "per-op median", "speedup", "collective median"
+  double error = 0;       // signed relative error (medians: the median |error|)
+
+  [[nodiscard]] bool is_median() const { return what == "per-op median" || what == "collective median"; }
 };
 [[nodiscard]] std::vector<CheckedFigure> checked_figures(const ValidationSummary& s);
 // The figures whose |error| exceeds `max_error` (a fraction: 0.1 = 10%), largest |error|
@@ -104,5 +130,6 @@ struct CheckedFigure {
 [[nodiscard]] std::optional<StepValidation> worst_memory(const ValidationSummary& s);
 [[nodiscard]] std::optional<SpeedupValidation> worst_speedup(const ValidationSummary& s);
 [[nodiscard]] std::optional<OpError> worst_op(const ValidationSummary& s);
+[[nodiscard]] std::optional<CollectiveError> worst_collective(const ValidationSummary& s);
 
 }  // namespace perfsim

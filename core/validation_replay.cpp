@@ -37,6 +37,28 @@ const json& array_at(const json& j, const char* key, const std::string& path) {
   return *it;
 }
 
+// The report's timed collectives; reports written before collectives were validated have none.
+CollectiveMeasurements saved_collectives(const json& root, const std::string& path) {
+  CollectiveMeasurements out;
+  const auto c = root.find("collectives");
+  if (c == root.end() || !c->is_object()) {
+    out.skipped = "the measurements file holds no collective timings";
+    return out;
+  }
+  if (const auto why = c->find("skipped"); why != c->end() && why->is_string()) out.skipped = why->get<std::string>();
+  for (const json& p : array_at(*c, "points", path)) {
+    const std::string name = string_at(p, "collective", path);
+    const std::optional<Collective> kind = parse_collective(name);
+    if (!kind) throw ConfigError(fmt::format("{}: '{}' is not a collective", path, name));
+    const double gpus = number_or_zero(p, "gpus"), bytes = number_or_zero(p, "bytes"),
+                 seconds = number_or_zero(p, "measured_s");
+    if (gpus < 2 || !(bytes > 0) || !(seconds > 0))
+      throw ConfigError(fmt::format("{}: a {} timing lacks gpus >= 2, bytes or measured_s", path, name));
+    out.points.push_back({*kind, static_cast<int>(gpus), bytes, seconds});
+  }
+  return out;
+}
+
 }  // namespace
 
 ReplayBackend ReplayBackend::from_file(const std::string& path) {
@@ -82,6 +104,7 @@ ReplayBackend ReplayBackend::from_json_text(const std::string& text, const std::
   }
   if (b.m_steps.empty())
     throw ConfigError(fmt::format("{}: the report holds no measured step", path));
+  b.m_collectives = saved_collectives(root, path);
   return b;
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/backend.hpp"
+#include "core/validation_collectives.hpp"
 
 namespace perfsim {
 
@@ -22,6 +23,8 @@ class ReplayBackend final : public Backend {
   void select(std::string scenario) { m_scenario = std::move(scenario); }
   [[nodiscard]] bool quick() const { return m_quick; }
   [[nodiscard]] std::size_t step_count() const { return m_steps.size(); }
+  // The collectives the report timed (none, with the reason, in reports without them).
+  [[nodiscard]] const CollectiveMeasurements& collectives() const { return m_collectives; }
 
   [[nodiscard]] std::string name() const override { return m_device.backend; }
   [[nodiscard]] DeviceInfo device() const override { return m_device; }
@@ -46,6 +49,7 @@ class ReplayBackend final : public Backend {
   bool m_held = false;  // the report compared eager ops by held device times (overall.held_ops)
   std::string m_path, m_scenario;
   std::map<std::pair<std::string, std::string>, SavedStep> m_steps;
+  CollectiveMeasurements m_collectives;
 };
 
 }  // namespace perfsim

@@ -139,6 +139,39 @@ void read_kernels(lua_State* L, int index, Calibration& cal, const std::string& 
   }
 }
 
+// One group's fit: measured {bytes, seconds} (what calibrate writes), or one hand-written
+// {latency, bandwidth} line for every size.
+CollectiveFit read_collective_fit(lua_State* L, int index, const std::string& where) {
+  const FieldReader f(L, index, where, {"bytes", "seconds", "latency", "bandwidth"});
+  CollectiveFit fit;
+  const bool points = f.has("bytes") || f.has("seconds");
+  if (points == (f.has("latency") || f.has("bandwidth")))
+    throw ConfigError(fmt::format("{}: give either bytes and seconds (measured points) or latency and bandwidth "
+                                  "(one line for every size)",
+                                  where));
+  if (!points) {
+    f.read("latency", fit.latency);
+    f.read("bandwidth", fit.bandwidth);
+    if (fit.latency < 0 || !(fit.bandwidth > 0))
+      throw ConfigError(fmt::format("{}: latency must be >= 0 and bandwidth > 0", where));
+    return fit;
+  }
+  push_table_field(L, index, "bytes", where);
+  fit.payload = read_positive_array(L, -1, where + ".bytes", true);
+  lua_pop(L, 1);
+  push_table_field(L, index, "seconds", where);
+  fit.seconds = read_positive_array(L, -1, where + ".seconds", false);
+  lua_pop(L, 1);
+  if (fit.seconds.size() != fit.payload.size() || fit.payload.size() < 2)
+    throw ConfigError(fmt::format("{}: needs 2 or more bytes with a time each (has {} bytes, {} seconds)", where,
+                                  fit.payload.size(), fit.seconds.size()));
+  for (std::size_t i = 1; i < fit.seconds.size(); ++i)
+    if (fit.seconds[i] < fit.seconds[i - 1])
+      throw ConfigError(fmt::format("{}.seconds must not decrease with bytes ({}.seconds[{}] = {} after {})", where,
+                                    where, i + 1, format_number(fit.seconds[i]), format_number(fit.seconds[i - 1])));
+  return fit;
+}
+
 void read_collectives(lua_State* L, int index, Calibration& cal, const std::string& what) {
   for (const std::string& key : string_keys(L, index)) {
     const std::optional<Collective> c = parse_collective(key);
@@ -146,7 +179,9 @@ void read_collectives(lua_State* L, int index, Calibration& cal, const std::stri
     lua_getfield(L, index, key.c_str());
     const int groups = lua_gettop(L);
     if (!lua_istable(L, groups))
-      throw ConfigError(fmt::format("{}.{} must be a table {{[group] = {{latency, bandwidth}}}}", what, key));
+      throw ConfigError(fmt::format(
+          "{}.{} must be a table {{[group] = {{bytes = {{...}}, seconds = {{...}}}}}} (or {{latency, bandwidth}})",
+          what, key));
     lua_pushnil(L);
     while (lua_next(L, groups) != 0) {
       const std::string where = fmt::format("{}.{}[{}]", what, key, describe_value(L, -2));
@@ -154,13 +189,8 @@ void read_collectives(lua_State* L, int index, Calibration& cal, const std::stri
         throw ConfigError(fmt::format("{}: keys must be group sizes (numbers >= 2)", where));
       const int64_t group = to_integer(L, -2, where);
       if (group < 2) throw ConfigError(fmt::format("{}: group size must be >= 2", where));
-      const FieldReader f(L, lua_gettop(L), where, {"latency", "bandwidth"});
-      CollectiveFit fit;
-      f.read("latency", fit.latency);
-      f.read("bandwidth", fit.bandwidth);
-      if (fit.latency < 0 || !(fit.bandwidth > 0))
-        throw ConfigError(fmt::format("{}: latency must be >= 0 and bandwidth > 0", where));
-      cal.collectives[{*c, static_cast<int>(group)}] = fit;
+      cal.collectives[{*c, static_cast<int>(group)}] =
+          read_collective_fit(L, lua_gettop(L), fmt::format("{}.{}[{}]", what, key, group));
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
@@ -267,8 +297,15 @@ void push_calibration_fields(lua_State* L, const Calibration& cal) {
       lua_setfield(L, -3, name.c_str());
     }
     lua_createtable(L, 0, 2);
-    set_number(L, "latency", fit.latency);
-    set_number(L, "bandwidth", fit.bandwidth);
+    if (fit.payload.empty()) {
+      set_number(L, "latency", fit.latency);
+      set_number(L, "bandwidth", fit.bandwidth);
+    } else {
+      push_numbers(L, fit.payload);
+      lua_setfield(L, -2, "bytes");
+      push_numbers(L, fit.seconds);
+      lua_setfield(L, -2, "seconds");
+    }
     lua_rawseti(L, -2, key.second);
     lua_pop(L, 1);
   }

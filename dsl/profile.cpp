@@ -39,6 +39,13 @@ std::string number_list(const double* v, std::size_t n) {
 
 std::string number_list(const std::vector<double>& v) { return number_list(v.data(), v.size()); }
 
+// Whole numbers written in full (byte counts up to GiB lose digits in 6 significant ones).
+std::string integer_list(const std::vector<double>& v) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < v.size(); ++i) out += fmt::format("{}{:.0f}", i > 0 ? ", " : "", v[i]);
+  return out + "}";
+}
+
 void write_efficiencies(std::string& out, const char* field, const std::map<OpClass, double>& table) {
   out += fmt::format("  {} = {{", field);
   bool first = true;
@@ -99,7 +106,10 @@ void write_kernels(std::string& out, const Calibration& cal) {
 
 void write_collectives(std::string& out, const Calibration& cal) {
   if (cal.collectives.empty()) return;
-  out += "  -- Collectives: seconds = latency + ring wire bytes / bandwidth, per group size.\n"
+  out += "  -- Collectives, per group size: seconds measured at each buffer size in bytes (the nccl-tests\n"
+         "  -- size). Between two sizes the time is the line through them (an alpha-beta per size range);\n"
+         "  -- below the first, its time; above the last, the last range's line. {latency = s, bandwidth\n"
+         "  -- = wire bytes/s} would be one line for every size.\n"
          "  collectives = {\n";
   std::string current;
   for (const auto& [key, fit] : cal.collectives) {
@@ -109,8 +119,12 @@ void write_collectives(std::string& out, const Calibration& cal) {
       out += fmt::format("    {} = {{\n", name);
       current = name;
     }
-    out += fmt::format("      [{}] = {{latency = {}, bandwidth = {}}},\n", key.second,
-                       num(fit.latency), num(fit.bandwidth));
+    if (fit.payload.empty())
+      out += fmt::format("      [{}] = {{latency = {}, bandwidth = {}}},\n", key.second, num(fit.latency),
+                         num(fit.bandwidth));
+    else
+      out += fmt::format("      [{}] = {{bytes = {}, seconds = {}}},\n", key.second, integer_list(fit.payload),
+                         number_list(fit.seconds));
   }
   out += "    },\n  },\n";
 }

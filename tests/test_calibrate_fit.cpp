@@ -88,12 +88,49 @@ TEST_CASE("calibrate fit: lines, host links and collectives come back exactly") 
   // All-reduce over 4 ranks: wire = 2·3/4 of the payload = 1.5 × payload.
   CHECK(wire_bytes(Collective::all_reduce, 4, 1000) == approx(1500));
   CHECK(wire_bytes(Collective::all_gather, 4, 1000) == approx(750));
-  std::vector<double> ct;
-  for (double b : bytes) ct.push_back(20e-6 + 1.5 * b / 100e9);
-  const CollectiveFit f = fit_collective(Collective::all_reduce, 4, bytes, ct);
-  CHECK(f.latency == approx(20e-6));
-  CHECK(f.bandwidth == approx(100e9));
   CHECK_THROWS_AS((void)fit_line({1.0}, {2.0}), std::invalid_argument);
+}
+
+TEST_CASE("calibrate fit: a collective keeps its measured times, made non-decreasing") {
+  // Given out of order, with 1 MiB timed below 64 KiB (noise): the two pool to their mean,
+  // 11 µs, and every other point is kept.
+  const CollectiveFit f = fit_collective(Collective::all_reduce, 2, {16 << 20, 65536, 1 << 20, 8192},
+                                         {80e-6, 12e-6, 10e-6, 9e-6});
+  REQUIRE(f.payload.size() == 4);
+  CHECK(f.payload == std::vector<double>{8192, 65536, 1 << 20, 16 << 20});
+  CHECK(f.seconds[0] == approx(9e-6));
+  CHECK(f.seconds[1] == approx(11e-6));
+  CHECK(f.seconds[2] == approx(11e-6));
+  CHECK(f.seconds[3] == approx(80e-6));
+  // A payload timed twice is one point at the mean.
+  const CollectiveFit twice = fit_collective(Collective::send_recv, 2, {4096, 4096, 1 << 20}, {8e-6, 10e-6, 20e-6});
+  CHECK(twice.payload == std::vector<double>{4096, 1 << 20});
+  CHECK(twice.seconds[0] == approx(9e-6));
+  // Flat times (no growth) and a single payload fit nothing.
+  CHECK_THROWS_AS((void)fit_collective(Collective::all_gather, 2, {8192, 65536}, {9e-6, 8e-6}), std::invalid_argument);
+  CHECK_THROWS_AS((void)fit_collective(Collective::all_gather, 2, {8192}, {9e-6}), std::invalid_argument);
+}
+
+TEST_CASE("calibration: a collective's time is linear in bytes between measured sizes") {
+  CollectiveFit f;
+  f.payload = {8192, 1 << 20, 64 << 20};
+  f.seconds = {10e-6, 20e-6, 220e-6};
+  // Below the smallest size: its time. Between: the line through the two neighbours; 32.5 MiB
+  // is half way from 1 MiB to 64 MiB, so half way from 20 to 220 µs.
+  CHECK(f.time(100, 0) == approx(10e-6));
+  CHECK(f.time(8192, 0) == approx(10e-6));
+  CHECK(f.time(1 << 20, 0) == approx(20e-6));
+  CHECK(f.time(32.5 * (1 << 20), 0) == approx(120e-6));
+  // Beyond the largest: the last range's line, 200 µs per 63 MiB.
+  CHECK(f.time(127 << 20, 0) == approx(420e-6));
+  // The one-line form: latency + wire / bandwidth.
+  const CollectiveFit line{5e-6, 100e9, {}, {}};
+  CHECK(line.time(1e9, 1.5e9) == approx(5e-6 + 15e-3));
+  // All-reduce over 4 ranks: wire = 2·3/4 of the payload = 1.5 × payload.
+  Hardware hw;
+  hw.nvlink = {400e9, 2e-6};
+  hw.calibration.collectives[{Collective::all_reduce, 4}] = f;
+  CHECK(*collective_time(Collective::all_reduce, 4, 32.5 * (1 << 20), hw) == approx(120e-6));
 }
 
 TEST_CASE("calibrate fit: the graph launch is the launch chain's median per-op time") {
@@ -376,8 +413,10 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
 
   const auto ar = hw.calibration.collectives.find({Collective::all_reduce, 2});
   REQUIRE(ar != hw.calibration.collectives.end());
-  CHECK(ar->second.latency == approx(true_coll_latency));
-  CHECK(ar->second.bandwidth == approx(true_coll_bw));
+  // The fake's times are one alpha-beta line: every size between the calibrated ones comes
+  // back on it.
+  for (double b : {20e3, 3e6, 200e6})
+    CHECK(*collective_time(Collective::all_reduce, 2, b, hw) == approx(true_coll_latency + b / true_coll_bw));
   CHECK(hw.calibration.collectives.count({Collective::all_gather, 2}) == 1);
 
   // Priced with the fitted profile, a GEMM of the grid costs what the fake measured.

@@ -426,6 +426,10 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   hw.calibration.gemm[DType::bf16] = corner_table();
   hw.calibration.kernels["rmsnorm/bf16/memory"] = EfficiencyCurve{{1e-7, 1e-5}, {0.05, 0.85}};
   hw.calibration.collectives[{Collective::all_gather, 4}] = CollectiveFit{12e-6, 150e9};
+  CollectiveFit measured;
+  measured.payload = {8192, 1073741824};
+  measured.seconds = {9.5e-6, 3.25e-3};
+  hw.calibration.collectives[{Collective::all_reduce, 2}] = measured;
   hw.calibration.measured_on = {"cuda", "Test GPU", "580.1", "CUDA 13.0", "2026-11-22", "quick"};
   const std::string text = profile_to_lua(hw);
   CHECK(text.find("return profile {") != std::string::npos);
@@ -452,6 +456,11 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   const auto fit = back.calibration.collectives.find({Collective::all_gather, 4});
   REQUIRE(fit != back.calibration.collectives.end());
   CHECK(fit->second.bandwidth == approx(150e9));
+  const auto points = back.calibration.collectives.find({Collective::all_reduce, 2});
+  REQUIRE(points != back.calibration.collectives.end());
+  // Byte counts come back whole, not rounded to 6 digits.
+  CHECK(points->second.payload == std::vector<double>{8192, 1073741824});
+  CHECK(points->second.seconds[1] == approx(3.25e-3));
   CHECK(back.calibration.measured_on.device == "Test GPU");
   CHECK(back.calibration.measured_on.mode == "quick");
 }
@@ -491,6 +500,24 @@ TEST_CASE("profiles: bad files and names are errors that say what to fix") {
                        ConfigError);
   // The message names the file: the profile's fields have no line of their own.
   CHECK_THROWS_WITH_AS((void)load_profile(bad_fixed), doctest::Contains((bad_fixed + ": ").c_str()), ConfigError);
+  const std::string both = temp_file("perfsim_test_coll_both.lua", R"(return profile {
+  name = "bad", base = "H100-SXM",
+  collectives = { all_reduce = { [2] = { bytes = {8192, 65536}, seconds = {9e-6, 10e-6}, latency = 1e-6 } } },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(both), doctest::Contains("collectives.all_reduce[2]: give either bytes and seconds"),
+                       ConfigError);
+  const std::string falling = temp_file("perfsim_test_coll_falling.lua", R"(return profile {
+  name = "bad", base = "H100-SXM",
+  collectives = { all_gather = { [4] = { bytes = {8192, 65536}, seconds = {9e-6, 8e-6} } } },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(falling), doctest::Contains("seconds must not decrease with bytes"),
+                       ConfigError);
+  const std::string one_point = temp_file("perfsim_test_coll_one.lua", R"(return profile {
+  name = "bad", base = "H100-SXM",
+  collectives = { all_gather = { [4] = { bytes = {8192}, seconds = {9e-6} } } },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(one_point), doctest::Contains("needs 2 or more bytes with a time each"),
+                       ConfigError);
   const std::string no_base = temp_file("perfsim_test_nobase.lua", "return profile { name = 'x' }");
   CHECK_THROWS_WITH_AS((void)load_profile(no_base), doctest::Contains("missing field 'base'"), ConfigError);
   CHECK_THROWS_WITH_AS((void)load_profile("no-such-profile"),
