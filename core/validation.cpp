@@ -153,17 +153,9 @@ ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
   out.step_time = abs_error_stats(times);
   out.memory = abs_error_stats(memory);
   out.speedup = abs_error_stats(speedups);
-  for (OpClass c : all_op_classes) {
-    std::vector<double> errors;
-    const OpError* worst = nullptr;
-    for (const OpError& e : out.ops) {
-      if (e.op_class != c) continue;
-      errors.push_back(e.error);
-      if (worst == nullptr || std::fabs(e.error) > std::fabs(worst->error)) worst = &e;
-    }
-    if (errors.empty()) continue;
-    out.classes.push_back(ClassValidation{c, abs_error_stats(errors), *worst});
-  }
+  for (OpClass c : all_op_classes)
+    if (auto g = error_group(out.ops, c, [](const OpError& e) { return e.op_class; }))
+      out.classes.push_back(ClassValidation{c, g->first, g->second});
   return out;
 }
 

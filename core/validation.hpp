@@ -1,9 +1,11 @@
 // Validation statistics: how far predictions fall from measurements over a suite of runs
 // (`perfsim validate`). Pure functions of RunResults; docs/VALIDATION.md defines every figure.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/op_kind.hpp"
@@ -21,6 +23,22 @@ struct ErrorStats {
   double max = 0;      // largest |e|
 };
 [[nodiscard]] ErrorStats abs_error_stats(const std::vector<double>& errors);
+
+// The statistics of `.error` over the items whose key_of(item) equals `key`, with the item of
+// the largest |error|; nothing when no item has that key.
+template <class Item, class Key, class KeyOf>
+[[nodiscard]] std::optional<std::pair<ErrorStats, Item>> error_group(const std::vector<Item>& items, Key key,
+                                                                     KeyOf key_of) {
+  std::vector<double> errors;
+  const Item* worst = nullptr;
+  for (const Item& item : items) {
+    if (!(key_of(item) == key)) continue;
+    errors.push_back(item.error);
+    if (worst == nullptr || std::fabs(item.error) > std::fabs(worst->error)) worst = &item;
+  }
+  if (worst == nullptr) return std::nullopt;
+  return std::make_pair(abs_error_stats(errors), *worst);
+}
 
 // One executed op: predicted OpCost::time against the measured median (one op, not × count).
 struct OpError {

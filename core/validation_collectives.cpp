@@ -2,7 +2,6 @@
 // grid, priced by collective_time(), summarized per collective.
 #include "core/validation_collectives.hpp"
 
-#include <cmath>
 #include <exception>
 
 #include <fmt/format.h>
@@ -56,16 +55,9 @@ void add_collective_errors(ValidationSummary& s, const CollectiveMeasurements& m
   std::vector<double> all;
   for (const CollectiveError& e : s.collective_errors) all.push_back(e.error);
   s.all_collectives = abs_error_stats(all);
-  for (Collective c : all_collectives) {
-    std::vector<double> errors;
-    const CollectiveError* worst = nullptr;
-    for (const CollectiveError& e : s.collective_errors) {
-      if (e.collective != c) continue;
-      errors.push_back(e.error);
-      if (worst == nullptr || std::fabs(e.error) > std::fabs(worst->error)) worst = &e;
-    }
-    if (!errors.empty()) s.collectives.push_back({c, abs_error_stats(errors), *worst});
-  }
+  for (Collective c : all_collectives)
+    if (auto g = error_group(s.collective_errors, c, [](const CollectiveError& e) { return e.collective; }))
+      s.collectives.push_back({c, g->first, g->second});
 }
 
 }  // namespace perfsim
