@@ -9,10 +9,14 @@
 #include <vector>
 
 #include "backends/cuda/bus_bandwidth.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/nccl_collectives.hpp"
 #include "backends/cuda/nccl_comm.hpp"
+#include "core/calibrate_fit.hpp"
 #include "core/errors.hpp"
+#include "core/validation.hpp"
+#include "core/validation_collectives.hpp"
 #include "gpu_test_util.hpp"
 #include "../approx.hpp"
 
@@ -174,6 +178,35 @@ TEST_CASE("nccl timed collective: sizes and bandwidths follow the nccl-tests def
   CHECK(r.batch >= 1);
   CHECK(r.algbw == approx(static_cast<double>(r.bytes) / r.time));
   CHECK(r.busbw == approx(r.algbw * (n - 1.0) / n));
+}
+
+// What `perfsim validate` does with 2 or more GPUs: every collective timed at its 6 sizes over
+// each group, then priced by a profile fitted the way calibrate fits one (all-reduce over 2
+// GPUs, 8 KiB to 1 GiB). Loose bounds: timings move by tens of percent at the smallest sizes.
+TEST_CASE("cuda backend: validate's collectives, timed and priced by a fitted profile") {
+  if (cannot_run_collectives()) return;
+  CudaBackend be;
+  const CollectiveMeasurements m = measure_collectives(be, nullptr);
+  CHECK(m.skipped.empty());
+  int groups = 0;
+  for (int g = 2; g <= be.gpu_count(); g *= 2) ++groups;
+  REQUIRE(m.points.size() == static_cast<std::size_t>(groups) * 5 * collective_validation_payloads().size());
+  for (std::size_t i = 0; i < m.points.size(); i += 6) {
+    CAPTURE(name_of(m.points[i].collective));
+    CHECK(m.points[i].seconds > 0);
+    CHECK(m.points[i + 5].seconds > m.points[i].seconds);  // 768 MiB takes longer than 24 KiB
+  }
+
+  const std::vector<double> sizes = {8 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20, 256 << 20, 1 << 30};
+  Hardware hw;
+  hw.calibration.collectives[{Collective::all_reduce, 2}] =
+      fit_collective(Collective::all_reduce, 2, sizes, be.time_collective(Collective::all_reduce, 2, sizes));
+  ValidationSummary s;
+  add_collective_errors(s, m, hw);
+  REQUIRE(!s.collectives.empty());
+  CHECK(s.collectives[0].collective == Collective::all_reduce);
+  MESSAGE("all_reduce over 2 GPUs, median |error| " << s.collectives[0].stats.median);
+  CHECK(s.collectives[0].stats.median < 0.3);
 }
 
 TEST_CASE("nccl communicator refuses a GPU listed twice") {
