@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -45,9 +46,11 @@ std::string summary(const CalibrateResult& r, const std::string& output) {
   const Provenance& m = hw.calibration.measured_on;
   std::string s = fmt::format("calibrated {} on {} ({} backend, base {}), {} mode, {:.1f} s\n", hw.name, m.device,
                               m.backend, hw.base, m.mode, r.wall_seconds);
-  s += fmt::format("{:<14} {:>6} {:>9}  {}\n", "sweep", "graphs", "time", "fitted");
+  std::size_t width = std::string("sweep").size();
+  for (const SweepSummary& w : r.sweeps) width = std::max(width, w.sweep.size());
+  s += fmt::format("{:<{}} {:>6} {:>9}  {}\n", "sweep", width, "graphs", "time", "fitted");
   for (const SweepSummary& w : r.sweeps)
-    s += fmt::format("{:<14} {:>6} {:>9}  {}\n", w.sweep, w.graphs, format_duration(w.seconds), w.fitted);
+    s += fmt::format("{:<{}} {:>6} {:>9}  {}\n", w.sweep, width, w.graphs, format_duration(w.seconds), w.fitted);
   std::string cells;
   for (const auto& [t, table] : hw.calibration.gemm)
     cells += fmt::format("{}{} {}", cells.empty() ? "" : ", ", name_of(t), table.efficiency.size());

@@ -367,8 +367,14 @@ void sweep_collectives(const SweepContext& ctx, Calibration& cal, SweepSummary& 
       clock.step();
     }
   s.seconds = clock.seconds();
-  s.fitted = fmt::format("{} fits over groups of 2..{}{}", cal.collectives.size(), groups.back(),
-                         failed.empty() ? "" : "; failed: " + failed);
+  s.fitted = fmt::format("{} fits over groups of 2..{}", cal.collectives.size(), groups.back());
+  // A glimpse of the largest group's all-reduce: its latency floor and its largest buffer.
+  const auto ar = cal.collectives.find({Collective::all_reduce, groups.back()});
+  if (ar != cal.collectives.end() && !ar->second.payload.empty())
+    s.fitted += fmt::format("; all_reduce over {}: {} at {}, {} at {}", groups.back(),
+                            format_duration(ar->second.seconds.front()), format_bytes(ar->second.payload.front()),
+                            format_duration(ar->second.seconds.back()), format_bytes(ar->second.payload.back()));
+  if (!failed.empty()) s.fitted += "; failed: " + failed;
 }
 
 }  // namespace perfsim

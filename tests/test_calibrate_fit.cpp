@@ -363,6 +363,12 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   REQUIRE(bf16_sweep != r.sweeps.end());
   CHECK(bf16_sweep->remeasured == 1);
   CHECK(bf16_sweep->fitted.find("1 graph(s) measured twice") != std::string::npos);
+  // The collectives' line names the largest group's all-reduce at its smallest and largest
+  // buffer: 10 µs + 8 KiB / 90 GB/s = 10.1 µs; 10 µs + 64 MiB / 90 GB/s = 756 µs.
+  const auto coll_sweep = std::find_if(r.sweeps.begin(), r.sweeps.end(),
+                                       [](const SweepSummary& s) { return s.sweep == "collectives"; });
+  REQUIRE(coll_sweep != r.sweeps.end());
+  CHECK(coll_sweep->fitted == "2 fits over groups of 2..2; all_reduce over 2: 10.1 µs at 8.00 KiB, 756 µs at 64.0 MiB");
   const GemmTable& t = hw.calibration.gemm.at(DType::bf16);
   CHECK(t.at(1, 1024, 1024) == approx(0.2).epsilon(1e-3));
   CHECK(t.at(64, 1024, 2048) == approx(0.6).epsilon(1e-3));
