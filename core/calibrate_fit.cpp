@@ -145,37 +145,36 @@ CollectiveFit fit_collective(Collective c, int group, const std::vector<double>&
   std::vector<std::pair<double, double>> points;
   for (std::size_t i = 0; i < payload.size(); ++i) points.emplace_back(payload[i], seconds[i]);
   std::sort(points.begin(), points.end());
-  // Pool adjacent violators: blocks of (payload range, mean time, count), merged while a block's
-  // mean falls below the one before it. Repeated payloads pool into one point.
+  // One entry per distinct payload (a repeated one weighs as many times as it was timed), then
+  // pool adjacent violators: a block's entries share its weighted mean, and a block whose mean
+  // falls below the one before it merges into it.
   struct Block {
-    double payload, sum;
-    int count;
+    std::size_t first, last;  // entries [first, last]
+    double sum;               // of the times
+    double count;             // times summed
+    [[nodiscard]] double mean() const { return sum / count; }
   };
+  CollectiveFit f;
   std::vector<Block> blocks;
   for (const auto& [p, t] : points) {
-    if (!blocks.empty() && blocks.back().payload == p) {
+    if (!f.payload.empty() && f.payload.back() == p) {
       blocks.back().sum += t;
-      ++blocks.back().count;
+      blocks.back().count += 1;
     } else {
-      blocks.push_back({p, t, 1});
+      f.payload.push_back(p);
+      blocks.push_back({f.payload.size() - 1, f.payload.size() - 1, t, 1});
     }
-    while (blocks.size() > 1) {
-      const Block& last = blocks.back();
+    while (blocks.size() > 1 && blocks[blocks.size() - 2].mean() > blocks.back().mean()) {
       Block& prev = blocks[blocks.size() - 2];
-      if (prev.sum / prev.count <= last.sum / last.count) break;
-      prev.sum += last.sum;
-      prev.count += last.count;
+      prev.last = blocks.back().last;
+      prev.sum += blocks.back().sum;
+      prev.count += blocks.back().count;
       blocks.pop_back();
     }
   }
-  // A pooled block keeps its first payload's place; its later payloads read the same mean.
-  CollectiveFit f;
-  for (std::size_t i = 0, b = 0; i < points.size(); ++i) {
-    while (b + 1 < blocks.size() && points[i].first >= blocks[b + 1].payload) ++b;
-    if (!f.payload.empty() && f.payload.back() == points[i].first) continue;
-    f.payload.push_back(points[i].first);
-    f.seconds.push_back(blocks[b].sum / blocks[b].count);
-  }
+  f.seconds.resize(f.payload.size());
+  for (const Block& b : blocks)
+    for (std::size_t i = b.first; i <= b.last; ++i) f.seconds[i] = b.mean();
   if (f.payload.size() < 2 || !(f.seconds.back() > f.seconds.front()))
     throw std::invalid_argument(fmt::format("fit_collective: {} times over {} ranks do not grow with size",
                                             name_of(c), group));

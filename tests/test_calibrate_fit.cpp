@@ -106,6 +106,13 @@ TEST_CASE("calibrate fit: a collective keeps its measured times, made non-decrea
   const CollectiveFit twice = fit_collective(Collective::send_recv, 2, {4096, 4096, 1 << 20}, {8e-6, 10e-6, 20e-6});
   CHECK(twice.payload == std::vector<double>{4096, 1 << 20});
   CHECK(twice.seconds[0] == approx(9e-6));
+  // A repeated payload timed below the one before: its two times and that one pool, (10 + 8 + 9) / 3.
+  const CollectiveFit pooled = fit_collective(Collective::all_gather, 2, {8192, 65536, 65536, 1 << 20},
+                                              {10e-6, 8e-6, 9e-6, 20e-6});
+  CHECK(pooled.payload == std::vector<double>{8192, 65536, 1 << 20});
+  CHECK(pooled.seconds[0] == approx(9e-6));
+  CHECK(pooled.seconds[1] == approx(9e-6));
+  CHECK(pooled.seconds[2] == approx(20e-6));
   // Flat times (no growth) and a single payload fit nothing.
   CHECK_THROWS_AS((void)fit_collective(Collective::all_gather, 2, {8192, 65536}, {9e-6, 8e-6}), std::invalid_argument);
   CHECK_THROWS_AS((void)fit_collective(Collective::all_gather, 2, {8192}, {9e-6}), std::invalid_argument);
