@@ -126,6 +126,18 @@ std::string format_validation_json(const ValidationSummary& s, const ValidationC
   }
   root["classes"] = std::move(classes);
 
+  json durations = json::array();
+  for (const DurationValidation& dv : s.durations) {
+    json j;
+    j["op_time"] = dv.band.label;
+    j["from_s"] = num(dv.band.low);
+    j["below_s"] = num(dv.band.high);  // null: no upper bound
+    j["stats"] = stats_json(dv.stats);
+    j["worst"] = op_json(dv.worst);
+    durations.push_back(std::move(j));
+  }
+  root["op_times"] = std::move(durations);
+
   json steps = json::array();
   for (const StepValidation& v : s.steps) {
     json j;
@@ -192,6 +204,7 @@ std::string format_validation_csv(const ValidationSummary& s, const ValidationCo
   if (!s.collective_errors.empty()) out += csv_line(stats_row("overall", "collective time", s.all_collectives));
   for (const ClassValidation& cv : s.classes)
     out += csv_line(stats_row("op_class", std::string(name_of(cv.op_class)), cv.stats));
+  for (const DurationValidation& dv : s.durations) out += csv_line(stats_row("op_time", dv.band.label, dv.stats));
   for (const CollectiveValidation& cv : s.collectives)
     out += csv_line(stats_row("collective", std::string(name_of(cv.collective)), cv.stats));
   for (const StepValidation& v : s.steps) {

@@ -106,6 +106,22 @@ ReportSection class_section(const ValidationSummary& s) {
   return sec;
 }
 
+ReportSection duration_section(const ValidationSummary& s) {
+  ReportSection sec;
+  sec.title = "Per-op time error by measured op time";
+  TextTable& t = sec.table;
+  t.add_column("op time", Align::left);
+  t.add_column("ops");
+  t.add_column("median");
+  t.add_column("p90");
+  t.add_column("max");
+  t.add_column("worst op", Align::left);
+  for (const DurationValidation& d : s.durations) t.add_row(stats_row(d.band.label, d.stats, op_where(d.worst)));
+  sec.notes.push_back("the ops of the class table, by their measured time: ops of a few µs are bound by launch "
+                      "and latency, which a roofline of bytes and FLOPs prices least well");
+  return sec;
+}
+
 ReportSection step_section(const ValidationSummary& s) {
   ReportSection sec;
   sec.title = "Step time (full model) and peak memory (graph as built)";
@@ -275,6 +291,7 @@ ReportDocument build_validation_document(const ValidationSummary& s, const Valid
                                                  : std::string("none (report only)"));
   d.sections.push_back(overall_section(s, c));
   d.sections.push_back(class_section(s));
+  if (!s.durations.empty()) d.sections.push_back(duration_section(s));
   d.sections.push_back(step_section(s));
   if (auto issue = host_issue_section(s)) d.sections.push_back(std::move(*issue));
   d.sections.push_back(speedup_section(s));

@@ -65,6 +65,13 @@ ErrorStats abs_error_stats(const std::vector<double>& errors) {
   return s;
 }
 
+const std::vector<DurationBand>& duration_bands() {
+  static const std::vector<DurationBand> bands = {{0, 10e-6, "under 10 µs"},
+                                                  {10e-6, 100e-6, "10–100 µs"},
+                                                  {100e-6, std::numeric_limits<double>::infinity(), "100 µs and more"}};
+  return bands;
+}
+
 std::string run_label(const RunResult& r) {
   if (r.sweep_point.empty()) return r.scenario;
   return r.scenario + "[" + sweep_label(r.sweep_point) + "]";
@@ -156,6 +163,15 @@ ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
   for (OpClass c : all_op_classes)
     if (auto g = error_group(out.ops, c, [](const OpError& e) { return e.op_class; }))
       out.classes.push_back(ClassValidation{c, g->first, g->second});
+  const std::vector<DurationBand>& bands = duration_bands();
+  for (std::size_t b = 0; b < bands.size(); ++b) {
+    auto band_of = [&bands](const OpError& e) {
+      std::size_t i = 0;
+      while (i + 1 < bands.size() && e.measured >= bands[i].high) ++i;
+      return i;
+    };
+    if (auto g = error_group(out.ops, b, band_of)) out.durations.push_back({bands[b], g->first, g->second});
+  }
   return out;
 }
 

@@ -58,6 +58,21 @@ struct OpError {
   double measured_host = 0;
 };
 
+// Per-op errors of the ops whose measured time falls in [low, high): small ops are bound by
+// launch and latency, large ones by the roofline, and their errors differ by as much.
+struct DurationBand {
+  double low = 0, high = 0;   // seconds
+  std::string label;          // "under 10 µs", "10–100 µs", "100 µs and more"
+};
+// The bands the report uses, in order.
+[[nodiscard]] const std::vector<DurationBand>& duration_bands();
+
+struct DurationValidation {
+  DurationBand band;
+  ErrorStats stats;
+  OpError worst;
+};
+
 struct ClassValidation {
   OpClass op_class = OpClass::gemm;
   ErrorStats stats;
@@ -109,6 +124,7 @@ struct CollectiveValidation {
 struct ValidationSummary {
   std::vector<OpError> ops;                 // every executed op with a positive measured median
   std::vector<ClassValidation> classes;     // in all_op_classes order, classes with ops only
+  std::vector<DurationValidation> durations;  // in duration_bands() order, bands with ops only
   ErrorStats all_ops;                       // over every op of `ops`
   ErrorStats step_time, memory, speedup;    // over the measured steps' errors and `speedups`
   std::vector<StepValidation> steps;        // every step of every run, in order

@@ -177,6 +177,39 @@ TEST_CASE("validation: per-op, step, memory and speedup errors of a run") {
   CHECK(worst_op(s)->error == approx(0.5));
 }
 
+TEST_CASE("validation: per-op errors by measured op time") {
+  // Ops of 5 µs (+40%), 50 µs (−10%), 500 µs (+2%) and 8 µs (−30%): two under 10 µs, one in
+  // each other band; a band's worst is its largest |error|.
+  RunResult r;
+  r.scenario = "bands";
+  StepResult a = step("baseline", 1, 1e-3, 100, {7e-6, 45e-6});
+  measure(a, 1e-3, 100, {{0, 5e-6, 5e-6, true}, {1, 50e-6, 50e-6, true}});
+  StepResult b = step("+fusion", 1, 1e-3, 100, {510e-6, 5.6e-6});
+  measure(b, 1e-3, 100, {{0, 500e-6, 500e-6, true}, {1, 8e-6, 8e-6, true}});
+  r.steps = {std::move(a), std::move(b)};
+  const ValidationSummary s = summarize_validation({r});
+  REQUIRE(s.durations.size() == 3);
+  CHECK(s.durations[0].band.label == "under 10 µs");
+  CHECK(s.durations[0].stats.count == 2);
+  CHECK(s.durations[0].stats.median == approx(0.35));
+  CHECK(s.durations[0].worst.error == approx(0.4));
+  CHECK(s.durations[1].band.label == "10–100 µs");
+  CHECK(s.durations[1].stats.median == approx(0.1));
+  CHECK(s.durations[2].band.label == "100 µs and more");
+  CHECK(s.durations[2].worst.op == "q_proj");
+  CHECK(s.durations[2].stats.max == approx(0.02));
+
+  const std::string text = format_validation(s, context(false), ReportFormat::table);
+  CHECK(text.find("Per-op time error by measured op time") != std::string::npos);
+  CHECK(text.find("under 10 µs        2   35.0%") != std::string::npos);
+  const std::string csv = format_validation(s, context(false), ReportFormat::csv);
+  CHECK(csv.find("\nop_time,,,10–100 µs,1,,,,0.1,0.1,0.1\n") != std::string::npos);
+  const auto j = nlohmann::json::parse(format_validation(s, context(false), ReportFormat::json));
+  CHECK(j["op_times"].size() == 3);
+  CHECK(j["op_times"][2]["below_s"].is_null());
+  CHECK(j["op_times"][0]["stats"]["count"] == 2);
+}
+
 TEST_CASE("validation: --max-error checks step time, memory, class medians and speedups") {
   const ValidationSummary s = summarize_validation({sample_run()});
   // 2 measured steps × (time, memory) + 2 class medians + 1 speedup.
