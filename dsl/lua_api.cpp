@@ -3,11 +3,13 @@
 #include "dsl/lua_api.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/version.hpp"
 #include "core/errors.hpp"
 #include "core/host_cpu.hpp"
 #include "core/passes.hpp"
+#include "core/roofline.hpp"
 #include "core/text.hpp"
 #include "dsl/lua_catalog.hpp"
 #include "dsl/lua_profile.hpp"
@@ -139,6 +141,44 @@ int api_optimizations(lua_State* L) {
   return 1;
 }
 
+// perfsim.collective_time{collective = "all_reduce", gpus = 8, bytes = 64e6, hardware = h}:
+// seconds for one collective as the cost model prices it (roofline.hpp collective_time: the
+// profile's calibrated fit for that collective and group, else alpha-beta over its fastest
+// link), without the op's launch.
+int api_collective_time(lua_State* L) {
+  const std::string what = "perfsim.collective_time{}";
+  if (!lua_istable(L, 1))
+    throw ConfigError(fmt::format("{} expects a table {{collective = \"all_reduce\", gpus = 8, bytes = 64e6, "
+                                  "hardware = \"H100-SXM\"}} (got {})",
+                                  what, describe_value(L, 1)));
+  const FieldReader f(L, 1, what, {"collective", "gpus", "bytes", "hardware"});
+  const std::optional<std::string> name = f.string("collective");
+  const std::optional<int64_t> gpus = f.integer("gpus");
+  const std::optional<double> bytes = f.number("bytes");
+  if (!name || !gpus || !bytes || !f.has("hardware"))
+    throw ConfigError(fmt::format("{} needs collective, gpus, bytes and hardware", what));
+  const std::optional<Collective> c = parse_collective(*name);
+  if (!c) {
+    std::vector<std::string> names;
+    for (Collective k : all_collectives) names.emplace_back(name_of(k));
+    throw ConfigError(fmt::format("{}: unknown collective '{}'{}; known: {}", what, *name, did_you_mean(*name, names),
+                                  fmt::join(names, ", ")));
+  }
+  if (*gpus < 1) throw ConfigError(fmt::format("{}: gpus must be >= 1 (got {})", what, *gpus));
+  if (!(*bytes >= 0)) throw ConfigError(fmt::format("{}: bytes must be >= 0 (got {})", what, format_number(*bytes)));
+  f.push("hardware");
+  const Hardware hw = lua_type(L, -1) == LUA_TSTRING ? lookup_hardware(L, lua_tostring(L, -1))
+                                                      : to_hardware(L, -1, what + " hardware");
+  lua_pop(L, 1);
+  const std::optional<double> t = collective_time(*c, static_cast<int>(*gpus), *bytes, hw);
+  if (!t)
+    throw ConfigError(fmt::format("{}: hardware '{}' describes no link (nvlink, pcie or infiniband) and no "
+                                  "calibrated {} over {} GPUs",
+                                  what, hw.name, *name, *gpus));
+  lua_pushnumber(L, *t);
+  return 1;
+}
+
 // perfsim.host_cpu(): the profile of this machine (stdlib/hardware.lua lists it as host-cpu).
 int api_host_cpu(lua_State* L) {
   // /proc does not change while we run; read it once per process.
@@ -176,6 +216,7 @@ void install_api(lua_State* L) {
   set_function(L, "hardware_names", guarded<api_hardware_names>);
   set_function(L, "model_names", guarded<api_model_names>);
   set_function(L, "host_cpu", guarded<api_host_cpu>);
+  set_function(L, "collective_time", guarded<api_collective_time>);
   set_function(L, "_check_step", guarded<api_check_step>);
   set_function(L, "_raise", guarded<api_raise>);
   set_function(L, "_did_you_mean", guarded<api_did_you_mean>);

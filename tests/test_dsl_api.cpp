@@ -59,3 +59,39 @@ TEST_CASE("dsl: errors keep the full path of long script names") {
   std::ofstream(file) << "local a = 1\nnope()\n";
   CHECK(starts_with(script_error(file), file + ":2: attempt to call global 'nope'"));
 }
+
+TEST_CASE("dsl: perfsim.collective_time prices one collective on a hardware or a profile") {
+  const std::string file = write_script("api_collective.lua", R"(
+local function near(a, b) return math.abs(a - b) <= 1e-9 * math.max(1, math.abs(b)) end
+-- H100-SXM: NVLink 450 GB/s x 0.8 communication efficiency, 2 us a message. An 8-GPU
+-- all-reduce of 1 GB: 14 messages and 2 x 7/8 GB on the wire = 28 us + 1.75 GB / 360 GB/s.
+local t = perfsim.collective_time { collective = "all_reduce", gpus = 8, bytes = 1e9, hardware = "H100-SXM" }
+assert(near(t, 28e-6 + 1.75e9 / 360e9), "all_reduce on the datasheet: " .. t)
+assert(perfsim.collective_time { collective = "all_gather", gpus = 1, bytes = 1e9, hardware = "H100" } == 0,
+       "one GPU sends nothing")
+-- A calibrated fit for all_reduce over 2 GPUs: the line between its measured sizes.
+local p = profile { name = "two-gpus", base = "H100-SXM",
+  collectives = { all_reduce = { [2] = { bytes = {1e6, 3e6}, seconds = {10e-6, 30e-6} } } } }
+assert(near(perfsim.collective_time { collective = "all_reduce", gpus = 2, bytes = 2e6, hardware = p }, 20e-6),
+       "between the fitted sizes")
+-- Groups the profile did not fit use its links.
+local h = hardware "H100-SXM"
+assert(near(perfsim.collective_time { collective = "send_recv", gpus = 4, bytes = 1e6, hardware = p },
+            perfsim.collective_time { collective = "send_recv", gpus = 4, bytes = 1e6, hardware = h }))
+)");
+  CHECK_NOTHROW((void)run_script(file));
+
+  // Errors name the script's line and what to fix.
+  const auto error_of = [](const std::string& name, const std::string& call) {
+    return script_error(write_script(name, "return perfsim.collective_time { " + call + " }\n"));
+  };
+  const std::string typo = error_of("api_collective_typo.lua", "collective = 'all_reduse', gpus = 2, bytes = 1, hardware = 'H100'");
+  CHECK(typo.find("api_collective_typo.lua:1: perfsim.collective_time{}: unknown collective 'all_reduse' (did you mean "
+                  "'all_reduce'?)") != std::string::npos);
+  CHECK(error_of("api_collective_missing.lua", "collective = 'all_reduce', gpus = 2").find(
+            "perfsim.collective_time{} needs collective, gpus, bytes and hardware") != std::string::npos);
+  CHECK(error_of("api_collective_zero.lua", "collective = 'all_reduce', gpus = 0, bytes = 1, hardware = 'H100'")
+            .find("gpus must be >= 1 (got 0)") != std::string::npos);
+  CHECK(error_of("api_collective_nolink.lua", "collective = 'all_reduce', gpus = 2, bytes = 1, hardware = 'host-cpu'")
+            .find("hardware 'host-cpu' describes no link") != std::string::npos);
+}
