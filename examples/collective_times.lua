@@ -1,9 +1,9 @@
 -- A plain script: how long an all-reduce of a model's gradients takes across GPUs, as the
 -- cost model prices it, on the datasheet H100-SXM (NVLink alpha-beta) and, with
--- `--set profile=FILE`, on a calibrated profile (its measured times per buffer size, where it
+-- `--set profile=NAME|FILE` (e.g. h200-local), on a calibrated profile (its measured times per buffer size, where it
 -- has a fit for that group of GPUs).
 --   perfsim run examples/collective_times.lua
---   perfsim run examples/collective_times.lua --set profile=tests/cli/h200x2_profile.lua
+--   perfsim run examples/collective_times.lua --set profile=h200-local
 local opt = options {
   profile = {"a calibrated profile file or name to price beside the datasheet ('' = none)", ""},
   collective = {"all_reduce, all_gather, reduce_scatter, all_to_all or send_recv", "all_reduce"},
