@@ -1,7 +1,7 @@
 -- A plain script: how long an all-reduce of a model's gradients takes across GPUs, as the
 -- cost model prices it, on the datasheet H100-SXM (NVLink alpha-beta) and, with
--- `--set profile=NAME|FILE` (e.g. h200-local), on a calibrated profile (its measured times per buffer size, where it
--- has a fit for that group of GPUs).
+-- `--set profile=NAME|FILE` (e.g. h200-local), on a calibrated profile: its measured times
+-- per buffer size where it has a fit for that group of GPUs, its links elsewhere.
 --   perfsim run examples/collective_times.lua
 --   perfsim run examples/collective_times.lua --set profile=h200-local
 local opt = options {
