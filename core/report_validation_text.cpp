@@ -84,18 +84,24 @@ ReportSection overall_section(const ValidationSummary& s, const ValidationContex
   return sec;
 }
 
-ReportSection class_section(const ValidationSummary& s) {
+// A section of per-op statistics, one row per group: its name, ops, median, p90, max, worst op.
+ReportSection op_stats_section(std::string title, const char* group_column) {
   ReportSection sec;
-  sec.title = "Per-op time error by op class";
+  sec.title = std::move(title);
   TextTable& t = sec.table;
-  t.add_column("class", Align::left);
+  t.add_column(group_column, Align::left);
   t.add_column("ops");
   t.add_column("median");
   t.add_column("p90");
   t.add_column("max");
   t.add_column("worst op", Align::left);
+  return sec;
+}
+
+ReportSection class_section(const ValidationSummary& s) {
+  ReportSection sec = op_stats_section("Per-op time error by op class", "class");
   for (const ClassValidation& cv : s.classes)
-    t.add_row(stats_row(std::string(name_of(cv.op_class)), cv.stats, op_where(cv.worst)));
+    sec.table.add_row(stats_row(std::string(name_of(cv.op_class)), cv.stats, op_where(cv.worst)));
   sec.notes.push_back("per op: predicted time vs measured median of one op (not × layer count), "
                       "every executed op of every step");
   if (s.held_ops > 0)
@@ -107,16 +113,8 @@ ReportSection class_section(const ValidationSummary& s) {
 }
 
 ReportSection duration_section(const ValidationSummary& s) {
-  ReportSection sec;
-  sec.title = "Per-op time error by measured op time";
-  TextTable& t = sec.table;
-  t.add_column("op time", Align::left);
-  t.add_column("ops");
-  t.add_column("median");
-  t.add_column("p90");
-  t.add_column("max");
-  t.add_column("worst op", Align::left);
-  for (const DurationValidation& d : s.durations) t.add_row(stats_row(d.band.label, d.stats, op_where(d.worst)));
+  ReportSection sec = op_stats_section("Per-op time error by measured op time", "op time");
+  for (const DurationValidation& d : s.durations) sec.table.add_row(stats_row(d.band.label, d.stats, op_where(d.worst)));
   sec.notes.push_back("the ops of the class table, by their measured time: ops of a few µs are bound by launch "
                       "and latency, which a roofline of bytes and FLOPs prices least well");
   return sec;
