@@ -40,6 +40,9 @@ struct Hardware {
   std::map<OpKind, double> dispatch_fixed_by_kind;
   double host_overhead = 0;    // seconds of host work per step (framework, sampling)
   Link nvlink, pcie, infiniband;  // pcie: the host link, which host<->device copies cross
+  // GPUs one node joins over nvlink (or pcie); a collective over more GPUs crosses nodes and
+  // runs over infiniband (roofline.cpp collective_time). 0 = unknown: every group is one node.
+  int gpus_per_node = 0;
   // Bytes/s one host thread copies between buffers in host memory: the staging copy of a
   // transfer from pageable memory runs at this rate (0 = unknown).
   double host_copy_bandwidth = 0;

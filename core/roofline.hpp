@@ -67,9 +67,10 @@ struct CalibrationPoint {
 // payload for send/recv (the wire bytes a CollectiveFit's bandwidth is defined over).
 [[nodiscard]] double wire_bytes(Collective c, int group, double payload);
 
-// Seconds for one collective over `group` ranks moving a `payload`-byte buffer on the fastest
-// link the hardware lists (alpha-beta, ring algorithms), or by the profile's calibrated fit of
-// that collective and group size. nullopt when neither is described.
+// Seconds for one collective over `group` ranks moving a `payload`-byte buffer: the profile's
+// calibrated fit of that collective and group size, else alpha-beta (ring algorithms) on the
+// fastest link the hardware lists, or on infiniband when the group spans more GPUs than a node
+// (Hardware::gpus_per_node). nullopt when no such link is described.
 [[nodiscard]] std::optional<double> collective_time(Collective c, int group, double payload,
                                                     const Hardware& hw);
 

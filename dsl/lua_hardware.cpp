@@ -105,7 +105,7 @@ const std::vector<std::string>& hardware_fields() {
       "nvlink",        "pcie",          "infiniband",   "compute_efficiency",
       "memory_efficiency", "calibrated", "source",      "aliases",      "host_copy_bandwidth",
       "base",          "measured",      "gemm",         "kernels",      "collectives",
-      "dispatch_eager", "dispatch", "dispatch_fixed", "launch_wait"};
+      "dispatch_eager", "dispatch", "dispatch_fixed", "launch_wait", "gpus_per_node"};
   return f;
 }
 
@@ -123,6 +123,8 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
   r.read("memory_bandwidth", hw.memory_bandwidth);
   r.read("l2_bytes", hw.l2_bytes);
   r.read("sm_count", hw.sm_count);
+  r.read("gpus_per_node", hw.gpus_per_node);
+  if (hw.gpus_per_node < 0) throw ConfigError(fmt::format("{}: gpus_per_node must be >= 0 (0 = unknown)", what));
   r.read("launch_eager", hw.launch_eager);
   r.read("launch_graph", hw.launch_graph);
   r.read("launch_wait", hw.launch_wait);
@@ -191,6 +193,7 @@ void push_hardware(lua_State* L, const Hardware& hw) {
   set_number(L, "memory_bandwidth", hw.memory_bandwidth);
   set_number(L, "l2_bytes", hw.l2_bytes);
   set_number(L, "sm_count", hw.sm_count);
+  set_number(L, "gpus_per_node", hw.gpus_per_node);
   set_number(L, "launch_eager", hw.launch_eager);
   set_number(L, "launch_graph", hw.launch_graph);
   set_number(L, "launch_wait", hw.launch_wait);

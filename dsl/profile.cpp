@@ -194,6 +194,9 @@ std::string profile_to_lua(const Hardware& hw) {
   write_link(out, "pcie", hw.pcie);
   write_link(out, "nvlink", hw.nvlink);
   write_link(out, "infiniband", hw.infiniband);
+  if (hw.gpus_per_node > 0)
+    out += fmt::format("  gpus_per_node = {},  -- a collective over more GPUs crosses nodes (infiniband)\n",
+                       hw.gpus_per_node);
   write_efficiencies(out, "compute_efficiency", hw.compute_efficiency);
   write_efficiencies(out, "memory_efficiency", hw.memory_efficiency);
   write_gemm(out, hw.calibration);

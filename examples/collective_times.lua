@@ -1,4 +1,5 @@
--- A plain script: how long an all-reduce of a model's gradients takes across GPUs, as the
+-- A plain script: how long an all-reduce of a model's gradients takes across GPUs, in one
+-- node and across nodes (hardware.gpus_per_node, 8 for the HGX parts), as the
 -- cost model prices it, on the datasheet H100-SXM (NVLink alpha-beta) and, with
 -- `--set profile=NAME|FILE` (e.g. h200-local), on a calibrated profile: its measured times
 -- per buffer size where it has a fit for that group of GPUs, its links elsewhere.
@@ -24,12 +25,15 @@ local buffers = {
   {"1 MiB", 1 * MiB},
 }
 
+-- One HGX node, then across nodes (16 and 64 GPUs: the ring crosses InfiniBand).
+local GPUS = {2, 4, 8, 16, 64}
+
 -- Every cell first, so that a bad option fails before anything is printed.
 local lines = {}
 for _, b in ipairs(buffers) do
   for _, t in ipairs(targets) do
     local cells = {}
-    for _, gpus in ipairs({2, 4, 8}) do
+    for _, gpus in ipairs(GPUS) do
       local s = perfsim.collective_time { collective = opt.collective, gpus = gpus, bytes = b[2], hardware = t[2] }
       -- '*': from the profile's measured times for this collective and group of GPUs.
       local fits = type(t[2]) == "table" and t[2].collectives and t[2].collectives[opt.collective]
@@ -40,7 +44,9 @@ for _, b in ipairs(buffers) do
 end
 
 print(string.format("%s: predicted time per call (µs)", opt.collective))
-print(string.format("%-30s  %-12s  %9s   %9s   %9s", "buffer", "hardware", "2 GPUs", "4 GPUs", "8 GPUs"))
+local header = {}
+for _, gpus in ipairs(GPUS) do header[#header + 1] = string.format("%9s ", gpus .. " GPUs") end
+print(string.format("%-30s  %-12s  %s", "buffer", "hardware", table.concat(header, "  ")))
 for _, line in ipairs(lines) do print(line) end
 if opt.profile ~= "" then
   print("* from the profile's measured times; other cells price its links (alpha-beta)")

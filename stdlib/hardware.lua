@@ -26,6 +26,10 @@ local IB_LATENCY = 5e-6
 -- (McCalpin, STREAM benchmark, https://www.cs.virginia.edu/stream/); the low end, to be
 -- conservative.
 local HOST_COPY_BANDWIDTH = 10 * GB
+-- GPUs one NVLink board joins in the 8-GPU HGX/DGX servers of the SXM parts (the largest
+-- single-node configuration their datasheets list); a collective over more GPUs crosses nodes
+-- and runs over InfiniBand. PCIe cards leave it unknown (0).
+local HGX_GPUS = 8
 -- One InfiniBand NDR 400 Gb/s NIC per GPU = 50 GB/s per direction
 -- (https://www.nvidia.com/en-us/networking/infiniband-adapters/).
 local INFINIBAND_NDR = 50 * GB
@@ -91,6 +95,7 @@ local catalog = {
     name = "V100", aliases = {"v100-sxm2", "v100-32gb", "v100-sxm2-32gb"},
     peak_flops = {fp32 = 15.7 * T, tf32 = 0, bf16 = 0, fp16 = 125 * T, fp8 = 0, int8 = 62 * T},
     memory_bytes = 32 * GB, memory_bandwidth = 900 * GB, l2_bytes = 6 * MiB, sm_count = 80,
+    gpus_per_node = HGX_GPUS,
     nvlink = 150 * GB,  -- NVLink 2: 300 GB/s total, 150 per direction
     pcie = 16 * GB,     -- PCIe 3.0 x16
     source = "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
@@ -101,6 +106,7 @@ local catalog = {
     name = "A100-40GB", aliases = {"a100-40g", "a100-sxm4-40gb"},
     peak_flops = {fp32 = 19.5 * T, tf32 = 156 * T, bf16 = 312 * T, fp16 = 312 * T, fp8 = 0, int8 = 624 * T},
     memory_bytes = 40 * GB, memory_bandwidth = 1555 * GB, l2_bytes = 40 * MiB, sm_count = 108,
+    gpus_per_node = HGX_GPUS,
     nvlink = 300 * GB,  -- NVLink 3: 600 GB/s total, 300 per direction
     pcie = 32 * GB,     -- PCIe 4.0 x16
     source = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
@@ -109,6 +115,7 @@ local catalog = {
     name = "A100-80GB", aliases = {"a100", "a100-80g", "a100-sxm4-80gb"},
     peak_flops = {fp32 = 19.5 * T, tf32 = 156 * T, bf16 = 312 * T, fp16 = 312 * T, fp8 = 0, int8 = 624 * T},
     memory_bytes = 80 * GB, memory_bandwidth = 2039 * GB, l2_bytes = 40 * MiB, sm_count = 108,
+    gpus_per_node = HGX_GPUS,
     nvlink = 300 * GB,
     pcie = 32 * GB,
     source = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
@@ -120,6 +127,7 @@ local catalog = {
     peak_flops = {fp32 = 67 * T, tf32 = 494.7 * T, bf16 = 989.4 * T, fp16 = 989.4 * T,
                   fp8 = 1978.9 * T, int8 = 1978.9 * T},
     memory_bytes = 80 * GB, memory_bandwidth = 3350 * GB, l2_bytes = 50 * MiB, sm_count = 132,
+    gpus_per_node = HGX_GPUS,
     nvlink = 450 * GB,  -- NVLink 4: 900 GB/s total, 450 per direction
     pcie = 64 * GB,     -- PCIe 5.0 x16
     source = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
@@ -138,6 +146,7 @@ local catalog = {
     peak_flops = {fp32 = 67 * T, tf32 = 494.7 * T, bf16 = 989.4 * T, fp16 = 989.4 * T,
                   fp8 = 1978.9 * T, int8 = 1978.9 * T},
     memory_bytes = 141 * GB, memory_bandwidth = 4800 * GB, l2_bytes = 50 * MiB, sm_count = 132,
+    gpus_per_node = HGX_GPUS,
     nvlink = 450 * GB,
     pcie = 64 * GB,
     source = "https://www.nvidia.com/en-us/data-center/h200/",
@@ -149,6 +158,7 @@ local catalog = {
     peak_flops = {fp32 = 80 * T, tf32 = 1100 * T, bf16 = 2250 * T, fp16 = 2250 * T,
                   fp8 = 4500 * T, int8 = 4500 * T},
     memory_bytes = 192 * GB, memory_bandwidth = 8000 * GB, l2_bytes = 0, sm_count = 148,
+    gpus_per_node = HGX_GPUS,
     nvlink = 900 * GB,  -- NVLink 5: 1.8 TB/s total, 900 per direction
     pcie = 64 * GB,     -- host link: PCIe 5.0 x16
     source = "https://www.nvidia.com/en-us/data-center/hgx/",

@@ -461,8 +461,28 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   // Byte counts come back whole, not rounded to 6 digits.
   CHECK(points->second.payload == std::vector<double>{8192, 1073741824});
   CHECK(points->second.seconds[1] == approx(3.25e-3));
+  CHECK(back.gpus_per_node == 8);  // the H100-SXM entry's, written into the profile
   CHECK(back.calibration.measured_on.device == "Test GPU");
   CHECK(back.calibration.measured_on.mode == "quick");
+}
+
+TEST_CASE("profiles: gpus_per_node comes from the base entry unless the profile gives it") {
+  const std::string old = temp_file("perfsim_test_old_nodes.lua", R"(return profile {
+  name = "old", base = "H100-SXM", calibrated = true,
+})");
+  CHECK(load_profile(old).gpus_per_node == 8);
+  const std::string given = temp_file("perfsim_test_given_nodes.lua", R"(return profile {
+  name = "four", base = "H100-SXM", gpus_per_node = 4,
+})");
+  CHECK(load_profile(given).gpus_per_node == 4);
+  const std::string unknown = temp_file("perfsim_test_pcie_nodes.lua", R"(return profile {
+  name = "pcie", base = "H100-PCIe",
+})");
+  CHECK(load_profile(unknown).gpus_per_node == 0);
+  const std::string negative = temp_file("perfsim_test_negative_nodes.lua", R"(return profile {
+  name = "bad", base = "H100-SXM", gpus_per_node = -1,
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(negative), doctest::Contains("gpus_per_node must be >= 0"), ConfigError);
 }
 
 TEST_CASE("profiles: bad files and names are errors that say what to fix") {

@@ -174,6 +174,28 @@ TEST_CASE("collectives: ring alpha-beta times") {
   CHECK_FALSE(collective_time(Collective::all_reduce, 8, 1e9, h100_like()).has_value());
 }
 
+TEST_CASE("collectives: a group larger than a node runs over infiniband") {
+  Hardware hw = h100_like();
+  hw.nvlink = {450e9, 5e-6};
+  hw.infiniband = {50e9, 10e-6};
+  hw.gpus_per_node = 8;
+  // 8 ranks stay on NVLink. 16 cross nodes: 30 messages of 10 us, and 2·15/16 GB a rank at
+  // min(450, 8 NICs x 50) = 400 GB/s (one ring per NIC).
+  CHECK(*collective_time(Collective::all_reduce, 8, 1e9, hw) == approx(14 * 5e-6 + 1.75e9 / 450e9));
+  CHECK(*collective_time(Collective::all_reduce, 16, 1e9, hw) == approx(30 * 10e-6 + 1.875e9 / 400e9));
+  // All-to-all over 16: 15/16 GB a rank, 8/16 GB of it through its own NIC: 15 x 10 us + 0.5 GB / 50 GB/s.
+  CHECK(*collective_time(Collective::all_to_all, 16, 1e9, hw) == approx(15 * 10e-6 + 0.5e9 / 50e9));
+  // Send/recv between ring neighbours: a node's edge rank sends the whole 1 GB over one NIC.
+  CHECK(*collective_time(Collective::send_recv, 16, 1e9, hw) == approx(10e-6 + 1e9 / 50e9));
+  // Unknown node size (0): every group stays on the fastest link.
+  hw.gpus_per_node = 0;
+  CHECK(*collective_time(Collective::all_reduce, 16, 1e9, hw) == approx(30 * 5e-6 + 1.875e9 / 450e9));
+  // Across nodes without an inter-node link: no price.
+  hw.gpus_per_node = 8;
+  hw.infiniband = {};
+  CHECK_FALSE(collective_time(Collective::all_reduce, 16, 1e9, hw).has_value());
+}
+
 TEST_CASE("timeline: dependencies and counts serialize; kernels on two streams share the SMs") {
   Graph g;
   const int w = g.add_tensor({-1, "w", {4}, DType::fp32, TensorRole::weight, 1});

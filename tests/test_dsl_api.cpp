@@ -67,6 +67,11 @@ local function near(a, b) return math.abs(a - b) <= 1e-9 * math.max(1, math.abs(
 -- all-reduce of 1 GB: 14 messages and 2 x 7/8 GB on the wire = 28 us + 1.75 GB / 360 GB/s.
 local t = perfsim.collective_time { collective = "all_reduce", gpus = 8, bytes = 1e9, hardware = "H100-SXM" }
 assert(near(t, 28e-6 + 1.75e9 / 360e9), "all_reduce on the datasheet: " .. t)
+-- 16 GPUs cross two HGX nodes: 30 messages at InfiniBand's 5 us, 2 x 15/16 GB at
+-- min(NVLink 450, 8 NICs x 50) x 0.8 = 320 GB/s.
+t = perfsim.collective_time { collective = "all_reduce", gpus = 16, bytes = 1e9, hardware = "H100-SXM" }
+assert(near(t, 30 * 5e-6 + 1.875e9 / 320e9), "all_reduce across nodes: " .. t)
+assert(hardware("H100-SXM").gpus_per_node == 8 and hardware("L4").gpus_per_node == 0, "gpus_per_node")
 assert(perfsim.collective_time { collective = "all_gather", gpus = 1, bytes = 1e9, hardware = "H100" } == 0,
        "one GPU sends nothing")
 -- A calibrated fit for all_reduce over 2 GPUs: the line between its measured sizes.
