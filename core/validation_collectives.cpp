@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "core/backend.hpp"
-#include "core/report.hpp"
 #include "core/roofline.hpp"
 #include "core/validation.hpp"
 
