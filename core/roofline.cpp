@@ -188,6 +188,49 @@ double wire_bytes(Collective c, int group, double payload) {
   return payload;
 }
 
+namespace {
+
+// Alpha and beta of one message of a collective (before the communication efficiency): the
+// fastest link inside a node while the group fits in one, else InfiniBand. nullopt when the
+// hardware lists no such link.
+struct LinkFigures {
+  double latency = 0, bandwidth = 0;
+};
+
+std::optional<LinkFigures> collective_link(Collective c, int group, const Hardware& hw) {
+  const Link* intra = nullptr;
+  for (const Link* l : {&hw.nvlink, &hw.pcie})
+    if (l->bandwidth > 0) {
+      intra = l;
+      break;
+    }
+  const Link& ib = hw.infiniband;
+  if (hw.gpus_per_node <= 0 || group <= hw.gpus_per_node) {
+    const Link* link = intra != nullptr ? intra : ib.bandwidth > 0 ? &ib : nullptr;
+    if (link == nullptr) return std::nullopt;
+    return LinkFigures{link->latency, link->bandwidth};
+  }
+  // Across nodes each GPU has a NIC of its own (the catalog's assumption), every message waits
+  // for the network's latency, and the bytes move at the slower of the intra-node link and
+  // what the NICs carry of them:
+  // - ring collectives run one ring per NIC, so a node's share of every ring leaves through all
+  //   gpus_per_node NICs together;
+  // - all-to-all sends (n - g)/n of the buffer off the node through each rank's own NIC, out of
+  //   the (n - 1)/n it sends in all (g = gpus_per_node);
+  // - send/recv between ring neighbours: the ranks at a node's edge send it all over one NIC.
+  if (!(ib.bandwidth > 0)) return std::nullopt;
+  const double n = group, g = hw.gpus_per_node;
+  double bandwidth = ib.bandwidth;
+  if (c == Collective::all_reduce || c == Collective::all_gather || c == Collective::reduce_scatter)
+    bandwidth = g * ib.bandwidth;
+  else if (c == Collective::all_to_all)
+    bandwidth = ib.bandwidth * (n - 1) / (n - g);
+  if (intra != nullptr) bandwidth = std::min(bandwidth, intra->bandwidth);
+  return LinkFigures{ib.latency, bandwidth};
+}
+
+}  // namespace
+
 std::optional<double> collective_time(Collective c, int group, double payload, const Hardware& hw) {
   if (group <= 1) return 0.0;
   // Ring algorithms (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): each rank sends
@@ -196,52 +239,15 @@ std::optional<double> collective_time(Collective c, int group, double payload, c
   // A fitted alpha-beta for this collective and group size replaces the link figures.
   const auto fitted = hw.calibration.collectives.find({c, group});
   if (fitted != hw.calibration.collectives.end()) return fitted->second.time(payload, wire);
-  const Link* intra = nullptr;  // the fastest link inside a node
-  for (const Link* l : {&hw.nvlink, &hw.pcie})
-    if (l->bandwidth > 0) {
-      intra = l;
-      break;
-    }
+  const std::optional<LinkFigures> link = collective_link(c, group, hw);
+  if (!link) return std::nullopt;
   const double n = group;
-  const double steps = c == Collective::all_reduce ? 2 * (n - 1) : c == Collective::send_recv ? 1 : n - 1;
-  double latency = 0, bandwidth = 0;
-  if (hw.gpus_per_node > 0 && group > hw.gpus_per_node) {
-    // Across nodes each GPU has a NIC of its own (the catalog's assumption), every message
-    // waits for the network's latency, and the bytes move at the slower of the intra-node link
-    // and what the NICs carry of them:
-    // - ring collectives run one ring per NIC, so a node's share of every ring leaves through
-    //   all gpus_per_node NICs together;
-    // - all-to-all sends (n - g)/n of the buffer off the node through each rank's own NIC, out
-    //   of the (n - 1)/n it sends in all (g = gpus_per_node);
-    // - send/recv between ring neighbours: the ranks at a node's edge send it all over one NIC.
-    if (!(hw.infiniband.bandwidth > 0)) return std::nullopt;
-    const double g = hw.gpus_per_node, nic = hw.infiniband.bandwidth;
-    latency = hw.infiniband.latency;
-    switch (c) {
-      case Collective::all_reduce:
-      case Collective::all_gather:
-      case Collective::reduce_scatter:
-        bandwidth = g * nic;
-        break;
-      case Collective::all_to_all:
-        bandwidth = nic * (n - 1) / (n - g);
-        break;
-      case Collective::send_recv:
-        bandwidth = nic;
-        break;
-    }
-    if (intra != nullptr) bandwidth = std::min(bandwidth, intra->bandwidth);
-  } else {
-    const Link* link = intra != nullptr ? intra : hw.infiniband.bandwidth > 0 ? &hw.infiniband : nullptr;
-    if (link == nullptr) return std::nullopt;
-    latency = link->latency;
-    bandwidth = link->bandwidth;
-  }
+  const double messages = c == Collective::all_reduce ? 2 * (n - 1) : c == Collective::send_recv ? 1 : n - 1;
   const double eff = hw.memory_eff(OpClass::communication);
   if (eff <= 0)
     throw ConfigError(fmt::format("hardware '{}': communication efficiency must be > 0", hw.name));
   // Alpha-beta model (Hockney 1994): latency per message plus bytes over link bandwidth.
-  return steps * latency + wire / (bandwidth * eff);
+  return messages * link->latency + wire / (link->bandwidth * eff);
 }
 
 }  // namespace perfsim
