@@ -164,14 +164,13 @@ ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
     if (auto g = error_group(out.ops, c, [](const OpError& e) { return e.op_class; }))
       out.classes.push_back(ClassValidation{c, g->first, g->second});
   const std::vector<DurationBand>& bands = duration_bands();
-  for (std::size_t b = 0; b < bands.size(); ++b) {
-    auto band_of = [&bands](const OpError& e) {
-      std::size_t i = 0;
-      while (i + 1 < bands.size() && e.measured >= bands[i].high) ++i;
-      return i;
-    };
+  const auto band_of = [&bands](const OpError& e) {
+    std::size_t i = 0;
+    while (i + 1 < bands.size() && e.measured >= bands[i].high) ++i;
+    return i;
+  };
+  for (std::size_t b = 0; b < bands.size(); ++b)
     if (auto g = error_group(out.ops, b, band_of)) out.durations.push_back({bands[b], g->first, g->second});
-  }
   return out;
 }
 

@@ -3,7 +3,6 @@
 #include "dsl/lua_api.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cli/version.hpp"
 #include "core/errors.hpp"
@@ -157,23 +156,17 @@ int api_collective_time(lua_State* L) {
   const std::optional<double> bytes = f.number("bytes");
   if (!name || !gpus || !bytes || !f.has("hardware"))
     throw ConfigError(fmt::format("{} needs collective, gpus, bytes and hardware", what));
-  const std::optional<Collective> c = parse_collective(*name);
-  if (!c) {
-    std::vector<std::string> names;
-    for (Collective k : all_collectives) names.emplace_back(name_of(k));
-    throw ConfigError(fmt::format("{}: unknown collective '{}'{}; known: {}", what, *name, did_you_mean(*name, names),
-                                  fmt::join(names, ", ")));
-  }
+  const Collective c = to_collective(*name, what);
   if (*gpus < 1) throw ConfigError(fmt::format("{}: gpus must be >= 1 (got {})", what, *gpus));
   if (!(*bytes >= 0)) throw ConfigError(fmt::format("{}: bytes must be >= 0 (got {})", what, format_number(*bytes)));
   f.push("hardware");
   const Hardware hw = lua_type(L, -1) == LUA_TSTRING ? lookup_hardware(L, lua_tostring(L, -1))
                                                       : to_hardware(L, -1, what + " hardware");
   lua_pop(L, 1);
-  const std::optional<double> t = collective_time(*c, static_cast<int>(*gpus), *bytes, hw);
+  const std::optional<double> t = collective_time(c, static_cast<int>(*gpus), *bytes, hw);
   if (!t)
-    throw ConfigError(fmt::format("{}: hardware '{}' describes no link (nvlink, pcie or infiniband) and no "
-                                  "calibrated {} over {} GPUs",
+    throw ConfigError(fmt::format("{}: hardware '{}' has no link for {} over {} GPUs and no calibrated fit of it "
+                                  "(nvlink or pcie within a node of gpus_per_node GPUs, infiniband across nodes)",
                                   what, hw.name, *name, *gpus));
   lua_pushnumber(L, *t);
   return 1;

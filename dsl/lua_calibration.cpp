@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "dsl/lua_convert.hpp"
 #include "dsl/lua_fields.hpp"
 
 namespace perfsim::dsl {
@@ -174,8 +175,7 @@ CollectiveFit read_collective_fit(lua_State* L, int index, const std::string& wh
 
 void read_collectives(lua_State* L, int index, Calibration& cal, const std::string& what) {
   for (const std::string& key : string_keys(L, index)) {
-    const std::optional<Collective> c = parse_collective(key);
-    if (!c) throw ConfigError(fmt::format("{}: '{}' is not a collective (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv)", what, key));
+    const Collective c = to_collective(key, what);
     lua_getfield(L, index, key.c_str());
     const int groups = lua_gettop(L);
     if (!lua_istable(L, groups))
@@ -189,7 +189,7 @@ void read_collectives(lua_State* L, int index, Calibration& cal, const std::stri
         throw ConfigError(fmt::format("{}: keys must be group sizes (numbers >= 2)", where));
       const int64_t group = to_integer(L, -2, where);
       if (group < 2) throw ConfigError(fmt::format("{}: group size must be >= 2", where));
-      cal.collectives[{*c, static_cast<int>(group)}] =
+      cal.collectives[{c, static_cast<int>(group)}] =
           read_collective_fit(L, lua_gettop(L), fmt::format("{}.{}[{}]", what, key, group));
       lua_pop(L, 1);
     }

@@ -38,6 +38,12 @@ Phase parse_phase(const std::string& s, const std::string& what) {
 
 }  // namespace
 
+Collective to_collective(const std::string& name, const std::string& what) {
+  std::vector<std::pair<std::string, Collective>> choices;
+  for (Collective c : all_collectives) choices.emplace_back(std::string(name_of(c)), c);
+  return parse_choice(name, choices, what, "collective");
+}
+
 const std::vector<std::string>& model_fields() {
   static const std::vector<std::string> f = {
       "name",  "layers",  "hidden", "heads",      "kv_heads",        "ffn_hidden", "vocab",

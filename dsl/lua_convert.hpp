@@ -8,6 +8,7 @@
 
 #include "core/hardware.hpp"
 #include "core/model.hpp"
+#include "core/op_kind.hpp"
 #include "core/passes.hpp"
 #include "core/scenario.hpp"
 #include "core/workload.hpp"
@@ -21,6 +22,10 @@ void read_model_fields(lua_State* L, int index, ModelConfig& m, const std::strin
 // A model from a complete table; layers, hidden, heads, ffn_hidden, vocab and max_seq are required.
 [[nodiscard]] ModelConfig to_model(lua_State* L, int index, const std::string& what);
 void push_model(lua_State* L, const ModelConfig& m);
+
+// A collective by name ("all_reduce", ...); a ConfigError naming `what`, the known names and
+// the closest one otherwise.
+[[nodiscard]] Collective to_collective(const std::string& name, const std::string& what);
 
 [[nodiscard]] const std::vector<std::string>& hardware_fields();
 void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::string& what);

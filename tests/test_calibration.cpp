@@ -532,6 +532,13 @@ TEST_CASE("profiles: bad files and names are errors that say what to fix") {
 })");
   CHECK_THROWS_WITH_AS((void)load_profile(falling), doctest::Contains("seconds must not decrease with bytes"),
                        ConfigError);
+  const std::string misspelled = temp_file("perfsim_test_coll_name.lua", R"(return profile {
+  name = "bad", base = "H100-SXM",
+  collectives = { all_gahter = { [2] = { bytes = {8192, 65536}, seconds = {9e-6, 10e-6} } } },
+})");
+  CHECK_THROWS_WITH_AS((void)load_profile(misspelled), doctest::Contains("collective 'all_gahter' is not one of"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS((void)load_profile(misspelled), doctest::Contains("(did you mean 'all_gather'?)"), ConfigError);
   const std::string one_point = temp_file("perfsim_test_coll_one.lua", R"(return profile {
   name = "bad", base = "H100-SXM",
   collectives = { all_gather = { [4] = { bytes = {8192}, seconds = {9e-6} } } },

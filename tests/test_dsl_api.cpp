@@ -91,12 +91,13 @@ assert(near(perfsim.collective_time { collective = "send_recv", gpus = 4, bytes 
     return script_error(write_script(name, "return perfsim.collective_time { " + call + " }\n"));
   };
   const std::string typo = error_of("api_collective_typo.lua", "collective = 'all_reduse', gpus = 2, bytes = 1, hardware = 'H100'");
-  CHECK(typo.find("api_collective_typo.lua:1: perfsim.collective_time{}: unknown collective 'all_reduse' (did you mean "
-                  "'all_reduce'?)") != std::string::npos);
+  CHECK(typo.find("api_collective_typo.lua:1: perfsim.collective_time{}: collective 'all_reduse' is not one of "
+                  "all_reduce, all_gather, reduce_scatter, all_to_all, send_recv (did you mean 'all_reduce'?)") !=
+        std::string::npos);
   CHECK(error_of("api_collective_missing.lua", "collective = 'all_reduce', gpus = 2").find(
             "perfsim.collective_time{} needs collective, gpus, bytes and hardware") != std::string::npos);
   CHECK(error_of("api_collective_zero.lua", "collective = 'all_reduce', gpus = 0, bytes = 1, hardware = 'H100'")
             .find("gpus must be >= 1 (got 0)") != std::string::npos);
   CHECK(error_of("api_collective_nolink.lua", "collective = 'all_reduce', gpus = 2, bytes = 1, hardware = 'host-cpu'")
-            .find("hardware 'host-cpu' describes no link") != std::string::npos);
+            .find("hardware 'host-cpu' has no link for all_reduce over 2 GPUs") != std::string::npos);
 }
