@@ -40,7 +40,7 @@ std::vector<double> predict_case(const EagerCase& c, EagerLaunch launch, const D
   std::vector<double> device(n);
   std::vector<HostIssue> issue(n);
   for (std::size_t i = 0; i < n; ++i) {
-    device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + launch.queued : 0.0;
+    device[i] = c.graph_medians[i] > 0 ? c.graph_medians[i] + launch.queued * kernel_launches(c.graph.ops[i]) : 0.0;
     issue[i] = issue_of(c.graph.ops[i], dispatch);
   }
   const std::vector<double> waits = host_paced_waits(c.graph, device, issue, true, launch.wait);
@@ -87,7 +87,7 @@ double held_objective(const std::vector<EagerCase>& cases, double queued, std::s
   for (const EagerCase& c : cases)
     for (std::size_t i = 0; i < c.held_medians.size(); ++i) {
       if (!usable(c, i) || !(c.held_medians[i] > 0)) continue;
-      total += std::abs(std::log((c.graph_medians[i] + queued) / c.held_medians[i]));
+      total += std::abs(std::log((c.graph_medians[i] + queued * kernel_launches(c.graph.ops[i])) / c.held_medians[i]));
       ++ops;
     }
   return total;

@@ -17,10 +17,10 @@ namespace perfsim {
 // One graph measured both ways (per-op medians, one op not × count).
 struct EagerCase {
   Graph graph;
-  std::vector<double> graph_medians;  // replayed from a CUDA graph: kernel + launch_graph
+  std::vector<double> graph_medians;  // replayed from a CUDA graph: kernels + launch_graph each
   std::vector<double> eager_medians;  // launched eagerly: kernel + launch + waits for the host
   std::vector<double> host_medians;   // host seconds issuing each op eagerly (0: not measured)
-  std::vector<double> held_medians;   // launched eagerly behind a held stream: kernel + launch
+  std::vector<double> held_medians;   // launched eagerly behind a held stream: kernels + launch each
                                       // (OpMeasurement::device; empty or 0: not measured)
 };
 

@@ -16,8 +16,8 @@
 namespace perfsim {
 
 
-double kernel_seconds(double measured_median, double launch_graph) {
-  return std::max(measured_median - launch_graph, 0.1 * measured_median);
+double kernel_seconds(double measured_median, double launch_graph, int launches) {
+  return std::max(measured_median - launch_graph * std::max(1, launches), 0.1 * measured_median);
 }
 
 EfficiencyCurve fit_curve(std::vector<CurvePoint> points, double bins_per_decade) {
@@ -74,7 +74,7 @@ void CurveFitter::add(const Graph& g, const Measurement& m, const Hardware& base
       continue;
     const OpCost cost = predict_op(op, g, base);
     const CalibrationPoint p = calibration_point(op, cost, base);
-    const double kernel = kernel_seconds(om.median, launch_graph);
+    const double kernel = kernel_seconds(om.median, launch_graph, kernel_launches(op));
     const CurvePoint pt{p.curve_seconds, p.roofline_seconds / kernel};
     // An unaligned GEMM also feeds the curve of its layout, decode attention that of its rows.
     add_point(p.key, class_of(op.kind), p.compute_bound, pt, p.finer_key);

@@ -17,9 +17,10 @@
 
 namespace perfsim {
 
-// The kernel part of a measured per-op time: what is left after the graph-replay gap,
-// and never less than a tenth of the measurement (a kernel cannot take no time).
-[[nodiscard]] double kernel_seconds(double measured_median, double launch_graph);
+// The kernel part of a measured per-op time: what is left after the graph-replay gap of each
+// of the op's kernel launches (kernel_launches), and never less than a tenth of the
+// measurement (a kernel cannot take no time).
+[[nodiscard]] double kernel_seconds(double measured_median, double launch_graph, int launches);
 
 // One measured point of a kernel curve: where the curve is read for it (CalibrationPoint::
 // curve_seconds: its roofline time at the datasheet peaks, per batched GEMM call where it

@@ -13,6 +13,7 @@
 #include "core/calibrate_graphs.hpp"
 #include "core/cost_model.hpp"
 #include "core/errors.hpp"
+#include "core/op_metrics.hpp"
 #include "core/passes.hpp"
 #include "core/report.hpp"
 #include "core/roofline.hpp"
@@ -149,7 +150,7 @@ int impossible_cells(const SweepContext& ctx, const Graph& g, const Measurement&
   for (std::size_t i = 0; i < g.ops.size() && i < m.ops.size(); ++i) {
     if (!m.ops[i].executed || !(m.ops[i].median > 0)) continue;
     const CalibrationPoint p = calibration_point(g.ops[i], predict_op(g.ops[i], g, ctx.base), ctx.base);
-    if (p.roofline_seconds > kernel_seconds(m.ops[i].median, launch_graph)) ++n;
+    if (p.roofline_seconds > kernel_seconds(m.ops[i].median, launch_graph, kernel_launches(g.ops[i]))) ++n;
   }
   return n;
 }
@@ -221,7 +222,7 @@ void sweep_gemm(const SweepContext& ctx, const GemmSweepPlan& gp, double launch_
         if (!m.ops[i].executed || !(m.ops[i].median > 0)) continue;
         const OpCost cost = predict_op(g.ops[i], g, ctx.base);
         const CalibrationPoint pt = calibration_point(g.ops[i], cost, ctx.base);
-        const double kernel = kernel_seconds(m.ops[i].median, launch_graph);
+        const double kernel = kernel_seconds(m.ops[i].median, launch_graph, kernel_launches(g.ops[i]));
         const double eff = pt.roofline_seconds / kernel;
         measured[part[i].index] = eff;
         fit.add_point("", OpClass::gemm, pt.compute_bound, {pt.roofline_seconds, eff});

@@ -3,6 +3,8 @@
 // only for memory-bound ops, whose time the bytes decide anyway.
 #include "core/op_metrics.hpp"
 
+#include <algorithm>
+
 namespace perfsim {
 
 namespace {
@@ -203,6 +205,20 @@ int kernel_launches(const Op& op) {
     }
     case OpKind::gemm:
       return op.dtype == DType::fp8 ? 2 : 1;
+    case OpKind::adamw:  // one sweep per pass (the CUDA backend's adamw_unfused)
+      return std::clamp(a.passes, 1, 4);
+    case OpKind::rmsnorm_bwd:
+    case OpKind::layernorm_bwd:  // rows, then the sum of the blocks' partial weight gradients
+      return 2;
+    case OpKind::flash_attention_bwd:  // row dot products, the main kernel, dQ from fp32
+      return 3;
+    case OpKind::embedding_bwd: {
+      // Zero the gradient, scatter-add the rows; a 16-bit table accumulates in fp32 and
+      // converts after. Learned positions (a second output) zero or convert their own table.
+      const int positions = op.outputs.size() > 1 ? 1 : 0;
+      if (op.dtype == DType::fp32) return (a.accumulate ? 0 : 1 + positions) + 1;
+      return 3 + positions;
+    }
     default:
       return 1;
   }

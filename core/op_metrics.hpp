@@ -25,10 +25,13 @@ enum class CopyDirection { device_to_device, upload, download, host_to_host };
 // Whether the op computes in fp8 or reads or writes an fp8 tensor.
 [[nodiscard]] bool touches_fp8(const Op& op, const Graph& g);
 
-// Kernels the host launches for one op, which is what its eager dispatch scales with. One,
-// except: materialized attention products run as strided-batched GEMMs, one call per
-// (sequence, query head of a GQA group) or, when fewer, per query head, and the backward
-// kinds make two products; an fp8 GEMM first quantizes its activation.
+// Kernels the host launches for one op: its eager dispatch scales with them, and each pays the
+// device's launch cost (Hardware::launch_eager or launch_graph). One, except: materialized
+// attention products run as strided-batched GEMMs, one call per (sequence, query head of a GQA
+// group) or, when fewer, per query head, and the backward kinds make two products; an fp8 GEMM
+// first quantizes its activation; an unfused AdamW sweeps once per pass; norm backwards sum
+// their weight gradients in a second kernel; the flash backward has three kernels; the
+// embedding backward zeroes, scatters and (16-bit tables) converts.
 [[nodiscard]] int kernel_launches(const Op& op);
 
 }  // namespace perfsim

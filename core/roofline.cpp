@@ -7,6 +7,7 @@
 #include <span>
 
 #include "core/errors.hpp"
+#include "core/op_metrics.hpp"
 
 namespace perfsim {
 
@@ -140,8 +141,9 @@ OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& h
     c.compute_bound = c.flops > 0 && c.compute_time >= c.memory_time;
     c.calibrated = true;
   }
-  // Fixed per-kernel cost: CPU-side launch, or its replay cost inside a captured graph.
-  c.launch_time = graphed ? hw.launch_graph : hw.launch_eager;
+  // Fixed cost of each kernel the op launches: CPU-side launch, or its replay cost inside a
+  // captured graph (an unfused AdamW's four sweeps pay it four times).
+  c.launch_time = (graphed ? hw.launch_graph : hw.launch_eager) * kernel_launches(op);
   // Roofline: the op takes as long as its slower resource (Williams et al. 2009), plus launch.
   c.time = std::max(c.compute_time, c.memory_time) + c.launch_time;
   return c;

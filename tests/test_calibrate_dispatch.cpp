@@ -132,3 +132,16 @@ TEST_CASE("calibrate: kinds of a varying kernel count get a fixed host cost per 
         approx(84e-6));
   CHECK(hw.dispatch_fixed(OpKind::rmsnorm) == 0.0);
 }
+
+TEST_CASE("calibrate: the queued cost is per kernel launched, so an op of four kernels pays it four times") {
+  Graph a = chain_of({OpKind::rmsnorm, OpKind::adamw, OpKind::residual_add, OpKind::adamw, OpKind::gemm});
+  for (Op& op : a.ops)
+    if (op.kind == OpKind::adamw) op.attrs.passes = 4;  // unfused: four sweeps
+  const std::vector<double> graph = {3e-6, 9e-6, 1.5e-6, 12e-6, 40e-6};
+  EagerCase c{a, graph, graph, {}};
+  const double queued = 0.6e-6;
+  for (std::size_t i = 0; i < graph.size(); ++i) c.held_medians.push_back(graph[i] + queued * kernel_launches(a.ops[i]));
+  // Paced eager times are not what this checks: the held times alone fix the queued cost.
+  const DispatchFit fit = fit_dispatch({c}, 1e-6);
+  CHECK(fit.launch_eager - 1e-6 == approx(queued).epsilon(0.065));
+}

@@ -19,9 +19,11 @@
 using namespace perfsim;
 using perfsim::test::approx;
 
-TEST_CASE("calibrate fit: kernel seconds subtract the graph gap, floored at a tenth") {
-  CHECK(kernel_seconds(10e-6, 2e-6) == approx(8e-6));
-  CHECK(kernel_seconds(2e-6, 2e-6) == approx(0.2e-6));
+TEST_CASE("calibrate fit: kernel seconds subtract the graph gap of each launch, floored at a tenth") {
+  CHECK(kernel_seconds(10e-6, 2e-6, 1) == approx(8e-6));
+  CHECK(kernel_seconds(2e-6, 2e-6, 1) == approx(0.2e-6));
+  CHECK(kernel_seconds(10e-6, 2e-6, 4) == approx(2e-6));   // an unfused AdamW's four sweeps
+  CHECK(kernel_seconds(10e-6, 2e-6, 0) == approx(8e-6));   // no count: one launch
 }
 
 TEST_CASE("calibrate points: one CSV row per point, its shape, curve and times, quoted where needed") {

@@ -96,6 +96,19 @@ TEST_CASE("roofline: a 1x4096x4096 decode gemm is memory bound; graphs cut launc
   CHECK(eager.time - graphed.time == approx(3e-6));
 }
 
+TEST_CASE("roofline: each kernel an op launches pays the launch cost") {
+  const Hardware hw = h100_like();  // launch 4 us eager, 1 us in a graph
+  Op adamw = op_of(OpKind::adamw, DType::fp32);
+  adamw.attrs.passes = 4;  // an unfused AdamW: four sweeps, four kernels
+  const double bytes = 4096.0 * 112;  // tiny: the launches dominate
+  const OpCost eager = roofline_cost(adamw, 0, bytes, hw, false);
+  CHECK(eager.launch_time == approx(16e-6));
+  CHECK(eager.time == approx(eager.memory_time + 16e-6));
+  CHECK(roofline_cost(adamw, 0, bytes, hw, true).launch_time == approx(4e-6));
+  adamw.attrs.passes = 1;  // fused: one kernel
+  CHECK(roofline_cost(adamw, 0, bytes, hw, false).launch_time == approx(4e-6));
+}
+
 TEST_CASE("roofline: class efficiencies scale the two roofs") {
   Hardware hw = h100_like();
   hw.compute_efficiency[OpClass::gemm] = 0.5;

@@ -114,4 +114,27 @@ TEST_CASE("host dispatch: kernels launched per op") {
   CHECK(kernel_launches(gemm) == 1);
   gemm.dtype = DType::fp8;
   CHECK(kernel_launches(gemm) == 2);     // the activation is quantized first
+  Op adamw;
+  adamw.kind = OpKind::adamw;
+  adamw.attrs.passes = 4;
+  CHECK(kernel_launches(adamw) == 4);    // one sweep per pass
+  adamw.attrs.passes = 1;
+  CHECK(kernel_launches(adamw) == 1);    // fused
+  Op norm_bwd;
+  norm_bwd.kind = OpKind::rmsnorm_bwd;
+  CHECK(kernel_launches(norm_bwd) == 2);  // rows, then the weight-gradient partials summed
+  Op flash_bwd;
+  flash_bwd.kind = OpKind::flash_attention_bwd;
+  CHECK(kernel_launches(flash_bwd) == 3);
+  Op emb_bwd;
+  emb_bwd.kind = OpKind::embedding_bwd;
+  emb_bwd.dtype = DType::bf16;
+  emb_bwd.outputs = {1};
+  CHECK(kernel_launches(emb_bwd) == 3);  // zero the fp32 sum, scatter-add, convert
+  emb_bwd.outputs = {1, 2};
+  CHECK(kernel_launches(emb_bwd) == 4);  // + learned positions' conversion
+  emb_bwd.dtype = DType::fp32;
+  CHECK(kernel_launches(emb_bwd) == 3);  // zero both tables, scatter-add in place
+  emb_bwd.attrs.accumulate = true;
+  CHECK(kernel_launches(emb_bwd) == 1);  // accumulating: the scatter alone
 }

@@ -53,14 +53,19 @@ __device__ __forceinline__ void store4(void* base, Storage t, int64_t i, int64_t
   else store4_as<__half>(base, i, n, in);
 }
 
-// Applies `stages` to work item `chunk` (elements [chunk·adamw_chunk, +adamw_chunk)) of g.
-__device__ void run_chunk(const AdamWDeviceGroup& g, int64_t chunk, unsigned stages, const Coeffs& k) {
+// Elements one block of the per-tensor (unfused) kernels takes: one pass of its threads, so a
+// small tensor spreads over blocks instead of one block looping over it (a block's passes
+// wait on memory one after the other, so its time grew with the tensor far below the bandwidth).
+constexpr int64_t unfused_chunk = threads * per_thread;
+
+// Applies `stages` to work item `chunk` (elements [chunk·size, +size)) of g.
+__device__ void run_chunk(const AdamWDeviceGroup& g, int64_t chunk, int64_t size, unsigned stages, const Coeffs& k) {
   const bool need_g = stages & (moment1 | moment2);
   const bool need_p = stages & (decay | update);
   const bool need_m = stages & (moment1 | update);
   const bool need_v = stages & (moment2 | update);
-  const int64_t begin = chunk * adamw_chunk;
-  const int64_t end = begin + adamw_chunk < g.n ? begin + adamw_chunk : g.n;
+  const int64_t begin = chunk * size;
+  const int64_t end = begin + size < g.n ? begin + size : g.n;
   for (int64_t i = begin + threadIdx.x * per_thread; i < end; i += threads * per_thread) {
     float p[4] = {}, gr[4] = {}, m[4] = {}, v[4] = {};
     if (need_p) load4(g.param, g.param_type, i, end, p);
@@ -92,12 +97,12 @@ __global__ void adamw_fused_kernel(const AdamWDeviceGroup* __restrict__ groups, 
       else hi = mid - 1;
     }
     const AdamWDeviceGroup g = groups[lo];
-    run_chunk(g, chunk - g.first_chunk, decay | moment1 | moment2 | update, k);
+    run_chunk(g, chunk - g.first_chunk, adamw_chunk, decay | moment1 | moment2 | update, k);
   }
 }
 
 __global__ void adamw_group_kernel(AdamWDeviceGroup g, int64_t chunks, unsigned stages, Coeffs k) {
-  for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) run_chunk(g, chunk, stages, k);
+  for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) run_chunk(g, chunk, unfused_chunk, stages, k);
 }
 
 Coeffs coeffs_of(const cpu::AdamWParams& p) {
@@ -108,7 +113,7 @@ Coeffs coeffs_of(const cpu::AdamWParams& p) {
           static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta2), t)))};
 }
 
-int64_t chunks_of(int64_t n) { return (n + adamw_chunk - 1) / adamw_chunk; }
+int64_t chunks_of(int64_t n, int64_t size = adamw_chunk) { return (n + size - 1) / size; }
 
 unsigned blocks_for(int64_t chunks) {
   const int64_t cap = static_cast<int64_t>(detail::sm_count()) * 8;
@@ -165,7 +170,7 @@ void adamw_unfused(const std::vector<cpu::AdamWGroup>& groups, const cpu::AdamWP
   const Coeffs k = coeffs_of(p);
   for (const cpu::AdamWGroup& g : groups) {
     if (g.n <= 0) continue;
-    const int64_t chunks = chunks_of(g.n);
+    const int64_t chunks = chunks_of(g.n, unfused_chunk);
     for (int sw = 0; sw < sweeps; ++sw) {
       unsigned stages = 0;  // stage s goes to sweep ⌊s·sweeps/4⌋, as on the CPU
       for (int s = 0; s < 4; ++s)
