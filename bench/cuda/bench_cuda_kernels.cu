@@ -3,8 +3,11 @@
 // input/output sets so operands never stay in L2. Bytes = what the op must read + write;
 // GB/s is compared with a device-to-device cudaMemcpy (read + write bytes) timed in the same
 // run (first, and again last to show its drift); the norm backward rows include their partial
-// sum kernel. Also the cost of an empty kernel launch and of a tiny eager rmsnorm. Prints a markdown
-// table last; exits 0 (a report: the % column shows the ≥ 85% goal).
+// sum kernel. Also the cost of an empty kernel launch and of a tiny eager rmsnorm, and rows at
+// the shapes of model ops: RoPE over grouped K heads, many query heads and one decode token;
+// AdamW sweeps over a norm's weights and a small projection. Prints a markdown table last;
+// exits 0 (a report: the % column shows the ≥ 85% goal).
+// `perfsim_cuda_bench --only PREFIX` times the copy and the rows whose kernel starts with PREFIX.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -86,6 +89,11 @@ struct Row {
   double bytes, median_us;
 };
 std::vector<Row> g_rows;
+std::string g_only;  // --only: the kernel-name prefix to time ("" = every row)
+
+bool selected(const std::string& kernel) {
+  return g_only.empty() || kernel.rfind("D2D", 0) == 0 || kernel.rfind(g_only, 0) == 0;
+}
 
 // Median microseconds of fn(set) over `repeats` launches, each timed with its own events.
 double time_us(const std::function<void(int)>& fn) {
@@ -111,6 +119,7 @@ double time_us(const std::function<void(int)>& fn) {
 
 // A tuning point, printed only (not in the table): median µs and % of the copy.
 void sweep(const std::string& what, double bytes, double copy_gbs, const std::function<void(int)>& fn) {
+  if (!selected(what)) return;
   const double us = time_us(fn);
   std::printf("sweep: %-44s %9.1f us %5.0f%% of copy\n", what.c_str(), us, 100.0 * bytes / us * 1e-3 / copy_gbs);
   std::fflush(stdout);
@@ -118,6 +127,7 @@ void sweep(const std::string& what, double bytes, double copy_gbs, const std::fu
 
 void bench(const std::string& kernel, const std::string& dtype, const std::string& shape, double bytes,
            const std::function<void(int)>& fn) {
+  if (!selected(kernel)) return;
   const double us = time_us(fn);
   g_rows.push_back({kernel, dtype, shape, bytes, us});
   std::printf("%-28s %-5s %-26s %9.1f us %8.1f GB/s\n", kernel.c_str(), dtype.c_str(), shape.c_str(), us,
@@ -129,7 +139,13 @@ std::string dims(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::t
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--only") {
+    g_only = argv[2];
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: perfsim_cuda_bench [--only KERNEL_PREFIX]\n");
+    return 2;
+  }
   try {
     cudaDeviceProp prop{};
     PERFSIM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -181,6 +197,15 @@ int main() {
     {
       const cpu::RopeShape r{.tokens = rows, .heads = 32, .head_dim = cols / 32, .seq = rows, .position = 0};
       bench("rope", "bf16", shape, 2 * e2, [&](int s) { gpu::rope(x[s], z[s], r, nullptr); });
+      // Model shapes (head_dim 128): grouped K heads and many query heads over a long prompt,
+      // one decode token, a small decode batch.
+      struct RopeCase { int64_t tokens, heads; };
+      for (const RopeCase c : {RopeCase{5120, 4}, RopeCase{5120, 20}, RopeCase{3000, 6}, RopeCase{1, 28},
+                               RopeCase{32, 8}}) {
+        const cpu::RopeShape m{.tokens = c.tokens, .heads = c.heads, .head_dim = 128, .seq = c.tokens, .position = 0};
+        bench("rope (model shape)", "bf16", dims(c.tokens, c.heads) + "x128", 2.0 * 2 * c.tokens * c.heads * 128,
+              [&](int s) { gpu::rope(x[s], z[s], m, nullptr); });
+      }
     }
     {
       // Scores of 32 heads × 1024 queries × 1024 keys: the same 32 Mi elements.
@@ -248,6 +273,17 @@ int main() {
             [&](int s) { gpu::adamw_fused(descs[s], tensors, chunks, p, nullptr); });
       bench("adamw unfused (4 sweeps)", "fp32", "8x2Mi", elems * 4 * 12,  // decay 2, m 3, v 3, update 4
             [&](int s) { gpu::adamw_unfused(groups[s], p, 4, nullptr); });
+      // One small tensor: a norm's weights, a small projection (the sweeps' launches and
+      // latency, not bandwidth, set these).
+      for (const int64_t small : {int64_t{3584}, int64_t{327680}}) {
+        std::vector<std::vector<cpu::AdamWGroup>> one(sets);
+        for (int s = 0; s < sets; ++s) {
+          one[s] = {groups[s][0]};
+          one[s][0].n = small;
+        }
+        bench("adamw unfused (4 sweeps)", "fp32", std::to_string(small), static_cast<double>(small) * 4 * 12,
+              [&](int s) { gpu::adamw_unfused(one[s], p, 4, nullptr); });
+      }
     }
 
     // The copy again, last: how far the reference drifted during the run (clocks, heat).

@@ -1,14 +1,17 @@
--- h200-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 2 calibrations merged) on NVIDIA H200
+-- h200-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 3 calibrations merged) on NVIDIA H200
 -- (cuda backend, driver 580.159.04 (CUDA 13.0), CUDA runtime 13.0) on 2026-11-22.
 -- Load it with `hardware = profile "h200-local"` (when it sits in a profiles/ directory on the
 -- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.
+-- Merged from the points of two full calibrations of 2026-11-22 (the second on a 2-GPU machine:
+-- its collectives) and, for the rope and rope_bwd curves only, the points of an earlier full
+-- calibration of the same day (the RoPE kernel it timed is the one this version runs).
 return profile {
   name = "h200-local",
   base = "H200",
   kind = "gpu",
-  source = "perfsim calibrate --merge of 2 points files (7880 points) over perfsim calibrate 2026-11-22",
+  source = "perfsim calibrate --merge of 3 points files (7746 points) over perfsim calibrate 2026-11-22",
   calibrated = true,
-  measured = {backend = "cuda", device = "NVIDIA H200", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-22", mode = "full, 2 calibrations merged"},
+  measured = {backend = "cuda", device = "NVIDIA H200", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-22", mode = "full, 3 calibrations merged"},
   peak_flops = {fp32 = 6.7e+13, tf32 = 4.947e+14, bf16 = 9.894e+14, fp16 = 9.894e+14, fp8 = 1.9789e+15, int8 = 1.9789e+15},
   memory_bytes = 1.41e+11,
   memory_bandwidth = 4.8e+12,
@@ -746,19 +749,19 @@ return profile {
     },
     ["rope/bf16/memory"] = {
       seconds    = {4.26667e-10, 8.53333e-10, 1.70667e-09, 3.41333e-09, 6.82667e-09, 8.53333e-09, 1.36533e-08, 2.73067e-08, 6.82667e-08, 9.55733e-08, 2.73067e-07, 6.5536e-07, 8.192e-07, 2.18453e-06, 3.2768e-06, 4.58752e-06, 1.09227e-05, 1.52917e-05},
-      efficiency = {0.000300343, 0.000584839, 0.00127196, 0.00172824, 0.00348775, 0.00451671, 0.00744753, 0.0156879, 0.027375, 0.0424964, 0.126279, 0.216342, 0.208626, 0.353517, 0.556724, 0.618044, 0.576664, 0.693852},
+      efficiency = {0.000211057, 0.000444121, 0.00128936, 0.00172347, 0.00380266, 0.00782998, 0.00822636, 0.0244944, 0.0415761, 0.0560727, 0.125119, 0.239457, 0.176466, 0.310474, 0.673856, 0.698218, 0.779522, 0.825725},
     },
     ["rope/fp32/memory"] = {
       seconds    = {8.53333e-10, 4.26667e-09, 6.82667e-09, 3.072e-08, 1.36533e-07, 1.91147e-07, 6.5536e-07, 1.31072e-06, 4.36907e-06, 6.5536e-06, 9.17504e-06, 2.18453e-05, 3.05835e-05},
-      efficiency = {0.000687371, 0.00197342, 0.00418472, 0.0210404, 0.0591153, 0.0741486, 0.215981, 0.383513, 0.537474, 0.644031, 0.686705, 0.719788, 0.806402},
+      efficiency = {0.000862137, 0.00257319, 0.00759488, 0.0266005, 0.0853363, 0.106068, 0.263751, 0.437173, 0.651024, 0.677043, 0.752193, 0.806412, 0.877044},
     },
     ["rope_bwd/bf16/memory"] = {
       seconds    = {3.2768e-07, 6.5536e-07, 1.69301e-06, 4.096e-06, 8.73813e-06},
-      efficiency = {0.123745, 0.232255, 0.373818, 0.575454, 0.60911},
+      efficiency = {0.119864, 0.205072, 0.403745, 0.674361, 0.859564},
     },
     ["rope_bwd/fp32/memory"] = {
       seconds    = {6.5536e-07, 1.31072e-06, 3.2768e-06, 7.86432e-06},
-      efficiency = {0.272694, 0.435852, 0.547054, 0.752483},
+      efficiency = {0.247795, 0.481748, 0.629577, 0.746909},
     },
     ["silu_mul/bf16/memory"] = {
       seconds    = {8.64e-09, 1.728e-08, 3.456e-08, 6.912e-08, 9.6e-08, 1.6512e-07, 2.7648e-07, 4.5056e-07, 6.08256e-06, 7.68e-06, 1.65888e-05, 3.53894e-05, 5.28384e-05},
