@@ -2,6 +2,8 @@
 // roof binds, predicted time and its share of the step), then totals per op class.
 #include <cmath>
 #include <map>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -69,6 +71,7 @@ std::string format_explain(const ExplainInput& in) {
   ops.add_column("µs ×count");
   ops.add_column("% step");
   bool any_unsupported = false, any_transfer = false, any_side_stream = false;
+  std::vector<std::string> multi_kernel;  // "name (N)" of ops launching several kernels
   struct ClassTotal { double count = 0, flops = 0, bytes = 0, time = 0; };
   std::map<OpClass, ClassTotal> totals;
   for (std::size_t i = 0; i < g.ops.size() && i < p.ops.size(); ++i) {
@@ -83,6 +86,7 @@ std::string format_explain(const ExplainInput& in) {
                                                            : "memory";
     if (!c.supported) bound += " *", any_unsupported = true;
     if (op.stream > 0) bound += fmt::format(", stream {}", op.stream), any_side_stream = true;
+    if (const int k = kernel_launches(op); k > 1) multi_kernel.push_back(fmt::format("{} ({})", op.name, k));
     ops.add_row({op.name, std::string(name_of(class_of(op.kind))), std::string(name_of(op.dtype)),
                  op_shape_text(op, g), count_text(op.count), fixed(c.flops / 1e9, 3),
                  fixed(c.bytes / 1e6, 2), fixed(c.intensity, 1), bound, fixed(c.time * 1e6, 2),
@@ -116,6 +120,14 @@ std::string format_explain(const ExplainInput& in) {
   out += "\nPer op class (whole model)\n" + classes.to_text(2);
   out += "  · bound: the roof that takes longer, compute (FLOPs / peak) or memory (bytes / "
          "bandwidth)\n";
+  if (!multi_kernel.empty()) {
+    // A few names are enough to say which ops pay several launches.
+    constexpr std::size_t shown = 3;
+    std::string names;
+    for (std::size_t i = 0; i < multi_kernel.size() && i < shown; ++i) names += (i ? ", " : "") + multi_kernel[i];
+    if (multi_kernel.size() > shown) names += fmt::format(" and {} more", multi_kernel.size() - shown);
+    out += fmt::format("  · µs includes the launch cost of each kernel an op launches; several here: {}\n", names);
+  }
   if (any_transfer)
     out += "  · upload / download: a copy over the host link (pcie), from pinned or pageable "
            "memory\n";
