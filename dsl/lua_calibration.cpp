@@ -48,6 +48,15 @@ void push_table_field(lua_State* L, int index, const char* key, const std::strin
     throw ConfigError(fmt::format("{}.{} must be a table (got {})", what, key, describe_value(L, -1)));
 }
 
+// read_positive_array of the table's field `key` (named `where.key` in errors).
+std::vector<double> read_positive_field(lua_State* L, int table, const char* key, const std::string& where,
+                                        bool ascending) {
+  push_table_field(L, table, key, where);
+  std::vector<double> out = read_positive_array(L, -1, where + "." + key, ascending);
+  lua_pop(L, 1);
+  return out;
+}
+
 // Pushes t[i] of the table at `index` and checks it is a table with `expected` entries.
 void push_row(lua_State* L, int index, int i, std::size_t expected, const std::string& what) {
   lua_rawgeti(L, index, i);
@@ -59,11 +68,8 @@ GemmTable read_gemm_table(lua_State* L, int index, const std::string& what) {
   index = abs_index(L, index);
   const FieldReader r(L, index, what, {"m", "n", "k", "efficiency"});
   GemmTable t;
-  for (auto [key, axis] : {std::pair{"m", &t.m}, std::pair{"n", &t.n}, std::pair{"k", &t.k}}) {
-    push_table_field(L, index, key, what);
-    *axis = read_positive_array(L, -1, what + "." + key, true);
-    lua_pop(L, 1);
-  }
+  for (auto [key, axis] : {std::pair{"m", &t.m}, std::pair{"n", &t.n}, std::pair{"k", &t.k}})
+    *axis = read_positive_field(L, index, key, what, true);
   // efficiency[i][j][l]: rows over m, then n, then k (the order profile_to_lua writes).
   const std::string eff = what + ".efficiency";
   push_table_field(L, index, "efficiency", what);
@@ -93,12 +99,8 @@ EfficiencyCurve read_curve(lua_State* L, int index, const std::string& what) {
   index = abs_index(L, index);
   const FieldReader r(L, index, what, {"seconds", "efficiency"});
   EfficiencyCurve c;
-  push_table_field(L, index, "seconds", what);
-  c.seconds = read_positive_array(L, -1, what + ".seconds", true);
-  lua_pop(L, 1);
-  push_table_field(L, index, "efficiency", what);
-  c.efficiency = read_positive_array(L, -1, what + ".efficiency", false);
-  lua_pop(L, 1);
+  c.seconds = read_positive_field(L, index, "seconds", what, true);
+  c.efficiency = read_positive_field(L, index, "efficiency", what, false);
   if (c.efficiency.size() != c.seconds.size())
     throw ConfigError(fmt::format("{}: {} efficiencies for {} seconds", what, c.efficiency.size(),
                                   c.seconds.size()));
@@ -157,12 +159,8 @@ CollectiveFit read_collective_fit(lua_State* L, int index, const std::string& wh
       throw ConfigError(fmt::format("{}: latency must be >= 0 and bandwidth > 0", where));
     return fit;
   }
-  push_table_field(L, index, "bytes", where);
-  fit.payload = read_positive_array(L, -1, where + ".bytes", true);
-  lua_pop(L, 1);
-  push_table_field(L, index, "seconds", where);
-  fit.seconds = read_positive_array(L, -1, where + ".seconds", false);
-  lua_pop(L, 1);
+  fit.payload = read_positive_field(L, index, "bytes", where, true);
+  fit.seconds = read_positive_field(L, index, "seconds", where, false);
   if (fit.seconds.size() != fit.payload.size() || fit.payload.size() < 2)
     throw ConfigError(fmt::format("{}: needs 2 or more bytes with a time each (has {} bytes, {} seconds)", where,
                                   fit.payload.size(), fit.seconds.size()));
