@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
       bench("adamw unfused (4 sweeps)", "fp32", "8x2Mi", elems * 4 * 12,  // decay 2, m 3, v 3, update 4
             [&](int s) { gpu::adamw_unfused(groups[s], p, 4, nullptr); });
       // One small tensor: a norm's weights, a small projection (the sweeps' launches and
-      // latency, not bandwidth, set these).
+      // latency, not bandwidth, set these; their four sets stay in L2).
       for (const int64_t small : {int64_t{3584}, int64_t{327680}}) {
         std::vector<std::vector<cpu::AdamWGroup>> one(sets);
         for (int s = 0; s < sets; ++s) {

@@ -82,8 +82,8 @@ TEST_CASE_TEMPLATE("cuda kernels: elementwise ops match the CPU reference", D, f
 TEST_CASE_TEMPLATE("cuda kernels: rope matches the CPU reference", D, float, __nv_bfloat16, __half) {
   // Positions in the thousands: angles need double precision to stay accurate in fp32.
   SUBCASE("llama-like heads") { check_rope<D>({.tokens = 37, .heads = 3, .head_dim = 128, .seq = 5, .position = 4000}); }
-  // Few heads over many tokens: blocks of several tokens, the last one partial; angles in the
-  // hundreds of thousands of radians, reduced before a float sincos.
+  // Few heads over many tokens (blocks of fewer threads than pairs: each forms several
+  // cos/sin), positions wrapping every 300 tokens, angles in the hundreds of thousands of radians.
   SUBCASE("grouped K heads, far positions") {
     check_rope<D>({.tokens = 1001, .heads = 2, .head_dim = 64, .seq = 300, .position = 250000});
   }
