@@ -8,12 +8,14 @@
 // one block's registers take the two-sweep kernel.
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/kernel_util.cuh"
+#include "backends/cuda/kernels/norm_bwd_rows.cuh"
 #include "backends/cuda/kernels/norms.cuh"
 #include "backends/cuda/kernels/row_regs.cuh"
 
 namespace perfsim::cuda {
 
 using detail::load_f32;
+using detail::dispatch_vec;
 using detail::store_f32;
 
 namespace {
@@ -222,11 +224,11 @@ __global__ void __launch_bounds__(detail::bwd_max_threads) layernorm_bwd_reg_ker
   Slice::store(partial + (parts + p) * cols, pb, tid, nt, cols);
 }
 
-template <class T, class F>
-void dispatch_vec(bool vectorizable, F launch) {
-  if (vectorizable) launch(std::integral_constant<int, detail::vec_of<T>>{});
-  else launch(std::integral_constant<int, 1>{});
-}
+// The backward's row kernels, for detail::norm_bwd_rows.
+struct LayernormBwdKernels {
+  template <class T, int V, int N> static auto reg() { return layernorm_bwd_reg_kernel<T, V, N>; }
+  template <class T, int V> static auto plain() { return layernorm_bwd_kernel<T, V>; }
+};
 
 }  // namespace
 
@@ -260,29 +262,9 @@ template <class T>
 void layernorm_bwd(const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, T* dbeta,
                    int64_t rows, int64_t cols, float eps, float* workspace, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  if (const int64_t parts = detail::norm_bwd_pipelined(true, x, gamma, dy, dx, workspace, rows,
-                                                       cols, eps, stream)) {
-    detail::sum_partials(workspace, dgamma, parts, cols, stream, dbeta);
-    return;
-  }
-  int64_t parts = detail::norm_bwd_blocks(rows);
-  const bool v = cols % detail::vec_of<T> == 0 && detail::aligned(16, x, gamma, dy, dx);
-  dispatch_vec<T>(v, [&](auto vc) {
-    constexpr int V = decltype(vc)::value;
-    constexpr int N = detail::bwd_packs<V>;
-    if (const int t = detail::reg_row_threads(cols / V, N, detail::bwd_max_threads); t > 0) {
-      // As many blocks as are resident at once (never more than the workspace holds).
-      const auto kernel = layernorm_bwd_reg_kernel<T, V, N>;
-      const int64_t resident = int64_t(detail::sm_count()) * detail::blocks_per_sm(kernel, t);
-      parts = parts < resident ? parts : resident;
-      kernel<<<static_cast<unsigned>(parts), t, 0, stream>>>(x, gamma, dy, dx, workspace, rows,
-                                                             cols, eps);
-    } else {
-      layernorm_bwd_kernel<T, V><<<static_cast<unsigned>(parts), detail::row_threads(cols / V), 0,
-                                   stream>>>(x, gamma, dy, dx, workspace, rows, cols, eps);
-    }
-  });
-  PERFSIM_CUDA_CHECK_LAUNCH();
+  int64_t parts = detail::norm_bwd_pipelined(true, x, gamma, dy, dx, workspace, rows, cols, eps, stream);
+  if (parts == 0)
+    parts = detail::norm_bwd_rows<LayernormBwdKernels>(x, gamma, dy, dx, workspace, rows, cols, eps, stream);
   detail::sum_partials(workspace, dgamma, parts, cols, stream, dbeta);
 }
 
