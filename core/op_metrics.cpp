@@ -109,10 +109,15 @@ double op_bytes(const Op& op, const Graph& g) {
       return g.tensor(op.inputs.at(0)).bytes() + rows * bytes_of(cache.dtype) + table;
     }
     case OpKind::embedding: {
-      // Token ids, one gathered row per token from each table, the output.
+      // Token ids, one gathered row per token, the output; and of the learned positions the
+      // distinct rows only: every sequence of the batch reads the same seq_q rows, which the
+      // first one leaves in L2.
       double b = g.tensor(op.inputs.at(0)).bytes() + sum(op.outputs);
-      for (std::size_t i = 1; i < op.inputs.size(); ++i)
-        b += row_elements(a) * bytes_of(g.tensor(op.inputs[i]).dtype);
+      b += row_elements(a) * bytes_of(g.tensor(op.inputs.at(1)).dtype);
+      if (op.inputs.size() > 2) {
+        const double rows = a.seq_q > 0 ? std::min(d(a.rows), d(a.seq_q)) : d(a.rows);
+        b += rows * d(a.cols) * bytes_of(g.tensor(op.inputs.at(2)).dtype);
+      }
       return b;
     }
     case OpKind::embedding_bwd: {

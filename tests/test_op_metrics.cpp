@@ -103,6 +103,12 @@ TEST_CASE("op metrics: embedding gathers rows, slice copies one row per sequence
   Op e = make(OpKind::embedding, {ids, table}, {x});
   e.attrs.rows = 6, e.attrs.cols = 8;
   CHECK(op_bytes(e, g) == 6 * 4 + 48 * 4 + 48 * 4);  // not the whole table
+  // Learned positions: 2 sequences of 3 tokens read the same 3 position rows (the second
+  // from L2), so 24 of its elements count, not 48.
+  const int pos = add(g, "pos", {16, 8}, DType::fp32, TensorRole::weight);
+  Op ep = make(OpKind::embedding, {ids, table, pos}, {x});
+  ep.attrs.rows = 6, ep.attrs.cols = 8, ep.attrs.batch = 2, ep.attrs.seq_q = 3;
+  CHECK(op_bytes(ep, g) == 6 * 4 + 48 * 4 + 24 * 4 + 48 * 4);
   Op s = make(OpKind::slice_last_token, {x}, {y});
   s.attrs.batch = 2, s.attrs.seq_q = 3, s.attrs.cols = 8;
   CHECK(op_bytes(s, g) == 2 * 16 * 4);
