@@ -210,6 +210,10 @@ CalibrationPlan cuda_plan(bool quick) {
     p.kernels.push_back({odd, decode(4, 1536), stack_of({"bf16"}), false});
     // Short prompts: KV appends, RoPE and norms between a decode step's sizes and 2 x 2560's.
     for (const ModelConfig& m : {a, c}) p.kernels.push_back({m, prefill(1, 640), stack_of({"bf16"}), false});
+    // One-sequence prompts whose K and V appends (3 and 6 MB) are one contiguous copy each
+    // (copy_rows_variant): the appends of the prompts above span 2 sequences or stay under 1.5 MB.
+    p.kernels.push_back({a, prefill(1, 3072), stack_of({"bf16", "flash_attention", "fusion"}), false});
+    p.kernels.push_back({c, prefill(1, 6144), stack_of({"bf16", "flash_attention", "fusion"}), false});
     // The fp8 stack's other kernels (quantized activations, fp8 KV paths) at model sizes.
     // Untied models only: a tied lm_head re-quantizes the embedding table at every call.
     for (const ModelConfig& m : {a, c})

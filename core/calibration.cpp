@@ -182,15 +182,21 @@ int64_t batched_gemm_calls(const Op& op) {
   return products * std::min(std::max<int64_t>(a.batch, 1) * group, heads);
 }
 
+std::string copy_rows_variant(const Op& op) {
+  const bool strided_copy = op.kind == OpKind::slice_last_token || (op.kind == OpKind::kv_append && op.attrs.kv_block == 0);
+  return strided_copy && op.attrs.batch == 1 ? "contiguous" : "";
+}
+
 std::string finer_calibration_variant(const Op& op) {
   if (op.kind == OpKind::gemm) return gemm_layout_variant(op);
+  if (std::string v = copy_rows_variant(op); !v.empty()) return v;
   return decode_rows_variant(op);
 }
 
 bool is_calibration_variant(std::string_view v) {
   if (std::find(calibration_variants.begin(), calibration_variants.end(), v) != calibration_variants.end())
     return true;
-  if (v == "decode_q1" || v == "decode_q4" || v == "decode_qn") return true;
+  if (v == "decode_q1" || v == "decode_q4" || v == "decode_qn" || v == "contiguous") return true;
   // unaligned_<layout>_<operands>: layout two of n/t, operands a non-empty ordered subset of abc.
   constexpr std::string_view prefix = "unaligned_";
   if (v.size() < prefix.size() + 4 || v.substr(0, prefix.size()) != prefix) return false;

@@ -317,6 +317,47 @@ TEST_CASE("calibration: decode attention reads the curve of its query rows per K
   CHECK(predict_op(*attn, g, hw).memory_time == approx(p.roofline_seconds / 0.4));
 }
 
+TEST_CASE("calibration: a one-sequence KV append or last-token slice reads the contiguous copy's curve first") {
+  Op k;
+  k.kind = OpKind::kv_append;
+  k.attrs.batch = 1, k.attrs.seq_q = 2048, k.attrs.kv_heads = 8, k.attrs.head_dim = 128;
+  CHECK(copy_rows_variant(k) == "contiguous");  // one 2048-row block: a plain copy
+  CHECK(finer_calibration_variant(k) == "contiguous");
+  k.attrs.batch = 2;
+  CHECK(copy_rows_variant(k).empty());          // a 2-D copy of 2 blocks
+  k.attrs.batch = 1, k.attrs.kv_block = 16;
+  CHECK(copy_rows_variant(k).empty());          // paged: its own kernel and curve
+  Op s;
+  s.kind = OpKind::slice_last_token;
+  s.attrs.batch = 1;
+  CHECK(copy_rows_variant(s) == "contiguous");
+  s.attrs.batch = 3;
+  CHECK(copy_rows_variant(s).empty());
+  Op add;
+  add.kind = OpKind::residual_add;
+  add.attrs.batch = 1;
+  CHECK(copy_rows_variant(add).empty());        // not a copy
+  CHECK(is_calibration_variant("contiguous"));
+
+  // Priced from its own curve when the profile has one, else from the kind's.
+  Workload w;
+  w.phase = Phase::prefill;
+  w.batch = 1, w.prompt = 64;
+  const Graph g = build_stack_graph(test_models::tiny_llama(), w, {{"bf16", {{"bf16", std::nullopt}}}}, 0);
+  const Op* append = nullptr;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::kv_append && append == nullptr) append = &op;
+  REQUIRE(append != nullptr);
+  Hardware hw = bare_gpu();
+  const CalibrationPoint p = calibration_point(*append, predict_op(*append, g, hw), hw);
+  CHECK(p.key == "kv_append/bf16/memory");
+  CHECK(p.finer_key == "kv_append/bf16/memory/contiguous");
+  hw.calibration.kernels["kv_append/bf16/memory"] = EfficiencyCurve{{1e-9}, {0.5}};
+  CHECK(predict_op(*append, g, hw).memory_time == approx(p.roofline_seconds / 0.5));
+  hw.calibration.kernels["kv_append/bf16/memory/contiguous"] = EfficiencyCurve{{1e-9}, {0.9}};
+  CHECK(predict_op(*append, g, hw).memory_time == approx(p.roofline_seconds / 0.9));
+}
+
 TEST_CASE("calibration: materialized attention reads its curve at the work of one batched GEMM call") {
   Op op;
   op.kind = OpKind::attn_scores;
