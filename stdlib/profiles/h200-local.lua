@@ -4,7 +4,9 @@
 -- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.
 -- Merged from the points of two full calibrations of 2026-11-22 (the second on a 2-GPU machine:
 -- its collectives) and, for the rope and rope_bwd curves only, the points of an earlier full
--- calibration of the same day (the RoPE kernel it timed is the one this version runs).
+-- calibration of the same day (the RoPE kernel it timed is the one this version runs). The points
+-- were re-keyed and re-priced by this version's cost model: one-sequence KV appends and slices
+-- feed the contiguous-copy curves, and an embedding counts each learned position row once.
 return profile {
   name = "h200-local",
   base = "H200",
@@ -508,12 +510,12 @@ return profile {
       efficiency = {0.376034, 0.563843, 0.387952},
     },
     ["embedding/bf16/memory"] = {
-      seconds    = {1.92083e-09, 2.9875e-09, 8.53667e-09, 1.28067e-08, 2.39e-08, 4.09733e-08, 5.464e-08, 9.56e-08, 1.36587e-06, 2.18544e-06, 4.0992e-06, 8.19627e-06, 1.3114e-05},
-      efficiency = {0.00151948, 0.00279483, 0.00727623, 0.0100788, 0.0137433, 0.0334324, 0.0461784, 0.0554279, 0.420482, 0.500651, 0.554323, 0.836304, 0.846636},
+      seconds    = {1.92083e-09, 2.9875e-09, 8.53667e-09, 9.07336e-09, 2.39e-08, 3.46934e-08, 6.82933e-08, 9.56e-08, 1.36587e-06, 1.98064e-06, 4.344e-06, 6.83094e-06, 1.09269e-05},
+      efficiency = {0.00151948, 0.00279483, 0.00727623, 0.00759237, 0.0137433, 0.0306014, 0.0461784, 0.0554279, 0.420482, 0.444674, 0.554323, 0.703961, 0.816324},
     },
     ["embedding/fp32/memory"] = {
-      seconds    = {3.73417e-09, 5.97417e-09, 2.56067e-08, 4.09666e-08, 1.19494e-07, 1.91173e-07, 4.09728e-06, 7.8656e-06, 1.43398e-05, 2.62212e-05},
-      efficiency = {0.0047252, 0.00643834, 0.0236088, 0.039739, 0.119807, 0.0569969, 0.522715, 0.719162, 0.831891, 0.846947},
+      seconds    = {3.73417e-09, 5.97417e-09, 1.814e-08, 4.09666e-08, 6.93602e-08, 1.3656e-07, 1.91173e-07, 3.68768e-06, 9.17632e-06, 1.36576e-05, 2.18496e-05},
+      efficiency = {0.0047252, 0.00643834, 0.0167247, 0.039739, 0.0744055, 0.149454, 0.0569969, 0.468297, 0.668254, 0.693279, 0.773737},
     },
     ["embedding_bwd/bf16/memory"] = {
       seconds    = {4.09728e-06, 1.02432e-05, 2.18522e-05, 2.32144e-05, 8.30157e-05},
@@ -699,6 +701,10 @@ return profile {
       seconds    = {4.26667e-10, 1.06667e-09, 1.70667e-09, 3.41333e-09, 6.82667e-09, 8.53333e-09, 1.36533e-08, 3.41333e-08, 2.73067e-07, 2.18453e-06, 5.46133e-06},
       efficiency = {0.00426556, 0.00993733, 0.0171962, 0.0332442, 0.0702841, 0.0396099, 0.120178, 0.106578, 0.952733, 0.324616, 0.338712},
     },
+    ["kv_append/bf16/memory/contiguous"] = {
+      seconds    = {4.26667e-10, 1.06667e-09, 2.73067e-07},
+      efficiency = {0.00426556, 0.0104087, 0.952733},
+    },
     ["kv_append/bf16/memory/paged"] = {
       seconds    = {4.275e-10, 1.0675e-09, 3.42e-09, 8.54e-09, 1.368e-08, 3.416e-08},
       efficiency = {0.000541527, 0.00100907, 0.00501462, 0.00777521, 0.0162433, 0.0314695},
@@ -706,6 +712,10 @@ return profile {
     ["kv_append/fp32/memory"] = {
       seconds    = {8.53333e-10, 2.13333e-09, 6.82667e-09, 1.70667e-08, 2.73067e-08, 6.82667e-08, 4.36907e-06, 1.09227e-05},
       efficiency = {0.0108661, 0.024111, 0.0669413, 0.0678252, 0.0940346, 0.130553, 0.333504, 0.342382},
+    },
+    ["kv_append/fp32/memory/contiguous"] = {
+      seconds    = {8.53333e-10, 2.13333e-09},
+      efficiency = {0.0108661, 0.024111},
     },
     ["layernorm/bf16/memory"] = {
       seconds    = {2.13333e-09, 4.26667e-09, 9.6e-09, 3.52e-08, 1.63947e-06, 4.91627e-06, 8.7392e-06},
@@ -782,6 +792,10 @@ return profile {
     ["slice_last_token/bf16/memory"] = {
       seconds    = {2.13333e-09, 5.12e-09},
       efficiency = {0.0139873, 0.00710023},
+    },
+    ["slice_last_token/bf16/memory/contiguous"] = {
+      seconds    = {2.56e-09},
+      efficiency = {0.0263627},
     },
     ["slice_last_token/fp32/memory"] = {
       seconds    = {4.26667e-09, 1.024e-08},
