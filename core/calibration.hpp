@@ -118,10 +118,9 @@ inline constexpr std::array<std::string_view, 4> calibration_variants = {"decode
 [[nodiscard]] std::string decode_rows_variant(const Op& op);
 // A strided copy's finer variant: kv_append into a contiguous cache and slice_last_token copy
 // one block of rows per sequence (a 2-D copy of `batch` rows); with one sequence it is a
-// plain contiguous copy, which the driver runs near the copy bandwidth while the 2-D copies
-// of several sequences reach about half of it (a K or V append of 10 MB over 2 sequences at
-// 0.40-0.55 of its roofline; 4 MB over 1 sequence faster than its roofline: its source was just
-// written and is read from L2). "contiguous" for one sequence, empty otherwise.
+// plain contiguous copy, which runs faster for its bytes (an H100 calibration: K and V appends
+// moving 10.5 MB over 2 sequences at 0.40-0.53 of their roofline, 6.3 MB over 1 sequence at
+// 0.75-1.33, its source still in L2). "contiguous" for one sequence, empty otherwise.
 [[nodiscard]] std::string copy_rows_variant(const Op& op);
 // The variant read before calibration_variant's: gemm_layout_variant, copy_rows_variant or
 // decode_rows_variant.
