@@ -183,8 +183,9 @@ int64_t batched_gemm_calls(const Op& op) {
 }
 
 std::string copy_rows_variant(const Op& op) {
-  const bool strided_copy = op.kind == OpKind::slice_last_token || (op.kind == OpKind::kv_append && op.attrs.kv_block == 0);
-  return strided_copy && op.attrs.batch == 1 ? "contiguous" : "";
+  const bool row_per_sequence =
+      op.kind == OpKind::slice_last_token || (op.kind == OpKind::kv_append && op.attrs.kv_block == 0);
+  return row_per_sequence && op.attrs.batch == 1 ? "contiguous" : "";
 }
 
 std::string finer_calibration_variant(const Op& op) {
