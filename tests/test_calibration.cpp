@@ -90,6 +90,13 @@ std::string temp_file(const std::string& name, const std::string& text) {
   return path.string();
 }
 
+// The first op of `kind` in g (nullptr when there is none).
+const Op* first_op(const Graph& g, OpKind kind) {
+  for (const Op& op : g.ops)
+    if (op.kind == kind) return &op;
+  return nullptr;
+}
+
 }  // namespace
 
 TEST_CASE("calibration: efficiency curves interpolate in log-log space and hold their ends") {
@@ -301,9 +308,7 @@ TEST_CASE("calibration: decode attention reads the curve of its query rows per K
   w.batch = 4, w.prompt = 200, w.new_tokens = 100;
   const std::vector<StackStep> stack{{"flash", {{"bf16", std::nullopt}, {"flash_attention", std::nullopt}}}};
   const Graph g = build_stack_graph(test_models::tiny_llama(), w, stack, 0);
-  const Op* attn = nullptr;
-  for (const Op& op : g.ops)
-    if (op.kind == OpKind::flash_attention && attn == nullptr) attn = &op;
+  const Op* attn = first_op(g, OpKind::flash_attention);
   REQUIRE(attn != nullptr);
   Hardware hw = bare_gpu();
   const CalibrationPoint p = calibration_point(*attn, predict_op(*attn, g, hw), hw);
@@ -344,9 +349,7 @@ TEST_CASE("calibration: a one-sequence KV append or last-token slice reads the c
   w.phase = Phase::prefill;
   w.batch = 1, w.prompt = 64;
   const Graph g = build_stack_graph(test_models::tiny_llama(), w, {{"bf16", {{"bf16", std::nullopt}}}}, 0);
-  const Op* append = nullptr;
-  for (const Op& op : g.ops)
-    if (op.kind == OpKind::kv_append && append == nullptr) append = &op;
+  const Op* append = first_op(g, OpKind::kv_append);
   REQUIRE(append != nullptr);
   Hardware hw = bare_gpu();
   const CalibrationPoint p = calibration_point(*append, predict_op(*append, g, hw), hw);
