@@ -94,6 +94,11 @@ int merge_points(const CalibrateArgs& a) {
                       m.kept_curves);
   text += fmt::format("gemm cells: {} set to the median of the files that measured them, {} filled from those\n",
                       m.cells, m.filled);
+  if (m.updated.rekeyed + m.updated.repriced > 0)
+    text += fmt::format("points of an earlier cost model brought up to date: {} one-sequence cop{} given the "
+                        "contiguous-copy curve, {} embedding{} with each position row counted once\n",
+                        m.updated.rekeyed, m.updated.rekeyed == 1 ? "y" : "ies", m.updated.repriced,
+                        m.updated.repriced == 1 ? "" : "s");
   text += fmt::format("profile: {}\n", a.output);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -70,12 +71,19 @@ std::vector<SavedPoint> read_points_csv(const std::string& text, const std::stri
     p.finer_key = field("finer_key");
     p.dtype = field("dtype");
     const char* current = "m";
+    // Columns a file may lack (a hand-written one): read as 0.
+    const auto optional = [&](const char* name) { return column.count(name) ? number(field(current = name)) : 0.0; };
     try {
       p.m = static_cast<int64_t>(number(field(current = "m")));
       p.n = static_cast<int64_t>(number(field(current = "n")));
       p.k = static_cast<int64_t>(number(field(current = "k")));
       p.curve_seconds = number(field(current = "curve_s"));
       p.efficiency = number(field(current = "efficiency"));
+      p.batch = static_cast<int64_t>(optional("batch"));
+      p.rows = static_cast<int64_t>(optional("rows"));
+      p.cols = static_cast<int64_t>(optional("cols"));
+      p.seq_q = static_cast<int64_t>(optional("seq_q"));
+      p.bytes = optional("bytes");
     } catch (const std::invalid_argument&) {
       throw fail(line_no, fmt::format("column '{}' is not a number: '{}'", current, field(current)));
     }
@@ -83,6 +91,41 @@ std::vector<SavedPoint> read_points_csv(const std::string& text, const std::stri
   }
   if (column.empty()) throw fail(1, "empty file: no header row");
   return out;
+}
+
+namespace {
+
+// The op kind a curve key names ("kv_append/bf16/memory" -> "kv_append").
+std::string_view kind_of_key(std::string_view key) { return key.substr(0, key.find('/')); }
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+void update_saved_points(std::vector<SavedPoint>& points, PointUpdates& updates) {
+  for (SavedPoint& p : points) {
+    const std::string_view kind = kind_of_key(p.key);
+    if ((kind == "kv_append" || kind == "slice_last_token") && p.batch == 1 && p.finer_key.empty() &&
+        !ends_with(p.key, "/paged")) {
+      p.finer_key = p.key + "/contiguous";
+      ++updates.rekeyed;
+      continue;
+    }
+    if (kind != "embedding" || !(p.rows > p.seq_q && p.seq_q > 0)) continue;
+    const std::optional<DType> t = parse_dtype(p.dtype);
+    if (!t) continue;
+    const double row = static_cast<double>(p.cols) * bytes_of(*t), rows = static_cast<double>(p.rows);
+    const double per_token = 4.0 * rows + 3.0 * rows * row;  // int32 ids, table row, position row, output
+    // Files print 6 significant digits; the two counts differ by a sixth or more.
+    if (std::abs(p.bytes - per_token) > 1e-4 * per_token) continue;  // no positions, or counted once
+    const double now = p.bytes - (rows - static_cast<double>(p.seq_q)) * row;
+    p.curve_seconds *= now / p.bytes;
+    p.efficiency *= now / p.bytes;
+    p.bytes = now;
+    ++updates.repriced;
+  }
 }
 
 namespace {
@@ -117,10 +160,11 @@ std::optional<GemmTable> merged_table(DType t, const GemmTable& base, const std:
 
 }  // namespace
 
-Hardware merge_calibrations(const Hardware& base, const std::vector<std::vector<SavedPoint>>& files,
+Hardware merge_calibrations(const Hardware& base, std::vector<std::vector<SavedPoint>> files,
                             MergeSummary& summary) {
   summary = MergeSummary{};
   summary.files = static_cast<int>(files.size());
+  for (std::vector<SavedPoint>& f : files) update_saved_points(f, summary.updated);
   std::map<std::string, std::vector<CurvePoint>> by_key;
   for (const std::vector<SavedPoint>& f : files)
     for (const SavedPoint& p : f) {

@@ -140,3 +140,67 @@ TEST_CASE("calibrate merge: files without a point are refused") {
   CHECK_THROWS_WITH_AS((void)merge_calibrations(base_profile(), {saved({}), saved({})}, s),
                        doctest::Contains("the points files hold no point"), ConfigError);
 }
+
+TEST_CASE("calibrate merge: points of an earlier cost model are brought up to date") {
+  // A one-sequence KV append without a finer key gets the contiguous-copy curve; two
+  // sequences, a paged append and an up-to-date point stay as they are.
+  SavedPoint append;
+  append.key = "kv_append/bf16/memory", append.dtype = "bf16", append.batch = 1;
+  SavedPoint two = append;
+  two.batch = 2;
+  SavedPoint paged = append;
+  paged.key = "kv_append/bf16/memory/paged";
+  SavedPoint slice = append;
+  slice.key = "slice_last_token/fp32/memory", slice.dtype = "fp32";
+  SavedPoint current = append;
+  current.finer_key = "kv_append/bf16/memory/contiguous";
+  // GPT-like embedding, 2 sequences of 3 tokens, 8 fp32 columns: ids 6·4 + table rows,
+  // position rows and output 3 · 48 · 4 = 600 bytes; counting the 3 position rows once, 504.
+  SavedPoint emb;
+  emb.key = "embedding/fp32/memory", emb.dtype = "fp32";
+  emb.batch = 2, emb.rows = 6, emb.cols = 8, emb.seq_q = 3;
+  emb.bytes = 600, emb.curve_seconds = 1e-6, emb.efficiency = 0.5;
+  SavedPoint emb_now = emb;  // written by this version: 504 bytes already
+  emb_now.bytes = 504;
+  SavedPoint emb_llama = emb;  // no position table: 6·4 + 2·192 = 408 bytes
+  emb_llama.bytes = 408;
+  std::vector<SavedPoint> points{append, two, paged, slice, current, emb, emb_now, emb_llama};
+  PointUpdates u;
+  update_saved_points(points, u);
+  CHECK(u.rekeyed == 2);
+  CHECK(u.repriced == 1);
+  CHECK(points[0].finer_key == "kv_append/bf16/memory/contiguous");
+  CHECK(points[1].finer_key.empty());
+  CHECK(points[2].finer_key.empty());
+  CHECK(points[3].finer_key == "slice_last_token/fp32/memory/contiguous");
+  CHECK(points[4].finer_key == "kv_append/bf16/memory/contiguous");
+  CHECK(points[5].bytes == approx(504));
+  CHECK(points[5].curve_seconds == approx(1e-6 * 504 / 600));
+  CHECK(points[5].efficiency == approx(0.5 * 504 / 600));
+  CHECK(points[6].efficiency == approx(0.5));
+  CHECK(points[7].efficiency == approx(0.5));
+  // Updating twice changes nothing more.
+  PointUpdates again;
+  update_saved_points(points, again);
+  CHECK(again.rekeyed == 0);
+  CHECK(again.repriced == 0);
+}
+
+TEST_CASE("calibrate merge: the shape and bytes columns are read back, and optional") {
+  MeasuredPoint p = point("cal decode 2x8", OpKind::embedding, DType::bf16, "embedding/bf16/memory", 1e-7, 0.01);
+  p.op.attrs.batch = 2, p.op.attrs.rows = 2, p.op.attrs.cols = 64, p.op.attrs.seq_q = 1;
+  p.bytes = 520;
+  const std::vector<SavedPoint> r = saved({p});
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].batch == 2);
+  CHECK(r[0].rows == 2);
+  CHECK(r[0].cols == 64);
+  CHECK(r[0].seq_q == 1);
+  CHECK(r[0].bytes == approx(520));
+  const std::vector<SavedPoint> bare =
+      read_points_csv("source,key,finer_key,dtype,m,n,k,curve_s,efficiency\ns,rope/bf16/memory,,bf16,0,0,0,1e-6,0.5\n",
+                      "p.csv");
+  REQUIRE(bare.size() == 1);
+  CHECK(bare[0].batch == 0);
+  CHECK(bare[0].bytes == 0);
+}

@@ -5,9 +5,9 @@
 -- Merged from the points of three full calibrations on this model of GPU (two of 2026-11-22 and
 -- one of 2026-11-23, whose launch, host dispatch and link figures it keeps) and, for the rope and
 -- rope_bwd curves only, an earlier one of 2026-11-22 (the RoPE kernel it timed is the one this
--- version runs; the two calibrations of 2026-11-22 timed a variant). The points of 2026-11-22 were
--- re-keyed and re-priced by this version's cost model: one-sequence KV appends and slices feed the
--- contiguous-copy curves, and an embedding counts each learned position row once.
+-- version runs; the two calibrations of 2026-11-22 timed a variant). The merge brought the points
+-- of 2026-11-22 up to date with this version's cost model: one-sequence KV appends and slices feed
+-- the contiguous-copy curves, and an embedding counts each learned position row once.
 return profile {
   name = "h100-local",
   base = "H100-SXM",

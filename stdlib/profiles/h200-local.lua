@@ -6,8 +6,8 @@
 -- the second on a 2-GPU machine, whose launch, host dispatch, link and collective figures it
 -- keeps; one of 2026-11-23 with this version's plan) and, for the rope and rope_bwd curves, the
 -- points of an earlier full calibration of 2026-11-22 as well (the RoPE kernel it and the one of
--- 2026-11-23 timed is the one this version runs). The points of 2026-11-22 were re-keyed and
--- re-priced by this version's cost model: one-sequence KV appends and slices feed the
+-- 2026-11-23 timed is the one this version runs). The merge brought the points of 2026-11-22 up
+-- to date with this version's cost model: one-sequence KV appends and slices feed the
 -- contiguous-copy curves, and an embedding counts each learned position row once.
 return profile {
   name = "h200-local",
