@@ -17,32 +17,14 @@
 
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
+#include "bench/cuda/gemm_bench_util.hpp"
 
 namespace {
 
 namespace gpu = perfsim::cuda;
 using gpu::Elem;
-
-// Buffer of small finite values of `elem_bytes`-byte floats (the high byte of each element in
-// ±[0x3c, 0x3f]): a 16 MiB host block copied over it.
-void* alloc_filled(std::size_t bytes, int elem_bytes, uint32_t seed) {
-  constexpr std::size_t block = 16u << 20;
-  std::vector<unsigned char> h(std::min(bytes, block));
-  uint32_t x = seed * 2654435761u + 1u;
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;  // xorshift32
-    auto b = static_cast<unsigned char>(x >> 8);
-    if (i % static_cast<std::size_t>(elem_bytes) == static_cast<std::size_t>(elem_bytes - 1))
-      b = static_cast<unsigned char>((b & 0x80) | (0x3c + (b & 0x03)));
-    h[i] = b;
-  }
-  void* p = nullptr;
-  PERFSIM_CUDA_CHECK(cudaMalloc(&p, bytes));
-  for (std::size_t off = 0; off < bytes; off += h.size())
-    PERFSIM_CUDA_CHECK(cudaMemcpy(static_cast<unsigned char*>(p) + off, h.data(), std::min(h.size(), bytes - off),
-                                  cudaMemcpyHostToDevice));
-  return p;
-}
+using perfsim::bench::alloc_filled;
+using perfsim::bench::time_median;
 
 struct Shape {
   int64_t m, n, k;
@@ -75,19 +57,7 @@ std::vector<double> time_layouts(gpu::GemmEngine& engine, Elem t, const Shape& s
       engine.gemm({as[static_cast<std::size_t>(r)], t, nullptr}, {bs[static_cast<std::size_t>(r)], t, nullptr}, out, t,
                   s, false, nullptr);
     };
-    for (int i = 0; i < 3; ++i) launch(i % sets);  // the first call tunes the plan
-    std::vector<double> times;
-    for (int i = 0; i < iters; ++i) {
-      PERFSIM_CUDA_CHECK(cudaEventRecord(e0));
-      launch(i % sets);
-      PERFSIM_CUDA_CHECK(cudaEventRecord(e1));
-      PERFSIM_CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      times.push_back(ms * 1e-3);
-    }
-    std::sort(times.begin(), times.end());
-    result.push_back(times[times.size() / 2]);
+    result.push_back(time_median(launch, sets, iters, e0, e1));  // its warm-up tunes the plan
   }
   for (void* p : as) PERFSIM_CUDA_CHECK(cudaFree(p));
   for (void* p : bs) PERFSIM_CUDA_CHECK(cudaFree(p));
