@@ -11,8 +11,10 @@
 #include <tuple>
 
 #include "core/calibrate_fit.hpp"
+#include "core/calibration.hpp"
 #include "core/dtype.hpp"
 #include "core/errors.hpp"
+#include "core/op_kind.hpp"
 #include "core/statistics.hpp"
 #include "core/text.hpp"
 
@@ -95,25 +97,30 @@ std::vector<SavedPoint> read_points_csv(const std::string& text, const std::stri
 
 namespace {
 
-// The op kind a curve key names ("kv_append/bf16/memory" -> "kv_append").
-std::string_view kind_of_key(std::string_view key) { return key.substr(0, key.find('/')); }
+// The op kind a curve key names ("kv_append/bf16/memory" -> kv_append).
+std::optional<OpKind> kind_of_key(std::string_view key) { return parse_op_kind(key.substr(0, key.find('/'))); }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+// The op a point was taken from, as far as its curve variant depends on it.
+Op variant_probe(const SavedPoint& p, OpKind kind) {
+  Op op;
+  op.kind = kind;
+  op.attrs.batch = p.batch;
+  op.attrs.kv_block = p.key.ends_with("/paged") ? 1 : 0;
+  return op;
 }
 
 }  // namespace
 
 void update_saved_points(std::vector<SavedPoint>& points, PointUpdates& updates) {
   for (SavedPoint& p : points) {
-    const std::string_view kind = kind_of_key(p.key);
-    if ((kind == "kv_append" || kind == "slice_last_token") && p.batch == 1 && p.finer_key.empty() &&
-        !ends_with(p.key, "/paged")) {
-      p.finer_key = p.key + "/contiguous";
+    const std::optional<OpKind> kind = kind_of_key(p.key);
+    if (!kind) continue;
+    if (const std::string v = copy_rows_variant(variant_probe(p, *kind)); !v.empty() && p.finer_key.empty()) {
+      p.finer_key = p.key + "/" + v;
       ++updates.rekeyed;
       continue;
     }
-    if (kind != "embedding" || !(p.rows > p.seq_q && p.seq_q > 0)) continue;
+    if (*kind != OpKind::embedding || !(p.rows > p.seq_q && p.seq_q > 0)) continue;
     const std::optional<DType> t = parse_dtype(p.dtype);
     if (!t) continue;
     const double row = static_cast<double>(p.cols) * bytes_of(*t), rows = static_cast<double>(p.rows);
