@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -86,7 +87,7 @@ int merge_points(const CalibrateArgs& a) {
   for (const std::string& path : a.merge) files.push_back(read_points_csv(read_points_file(path), path));
   if (!a.name.empty()) base.name = a.name;
   MergeSummary m;
-  const Hardware hw = merge_calibrations(base, files, m);
+  const Hardware hw = merge_calibrations(base, std::move(files), m);
   write_file_atomically(a.output, profile_to_lua(hw));
   std::string text = fmt::format("merged {} points files ({} points) into {} (over profile '{}')\n", m.files,
                                  m.points, hw.name, a.profile);
