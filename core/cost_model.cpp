@@ -53,6 +53,7 @@ OpCost price_op(const Op& op, const Graph& g, const Hardware& hw, const ClassEff
       c.intensity = bytes > 0 ? c.flops / bytes : 0;
       c.memory_time = *t;
       c.time = c.memory_time + c.launch_time;
+      c.calibrated = fitted_collective(op.attrs.collective, op.attrs.group, hw).has_value();
       return c;
     }
   }

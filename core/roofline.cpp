@@ -233,14 +233,33 @@ std::optional<LinkFigures> collective_link(Collective c, int group, const Hardwa
 
 }  // namespace
 
+std::optional<FittedCollective> fitted_collective(Collective c, int group, const Hardware& hw) {
+  const auto& fits = hw.calibration.collectives;
+  if (const auto own = fits.find({c, group}); own != fits.end()) return FittedCollective{&own->second, group};
+  // Another group's fit describes the same links only while both groups stay inside one node.
+  const auto in_node = [&](int n) { return hw.gpus_per_node <= 0 || n <= hw.gpus_per_node; };
+  if (group <= 1 || !in_node(group)) return std::nullopt;
+  std::optional<FittedCollective> below, above;
+  for (const auto& [key, fit] : fits) {
+    const auto& [collective, n] = key;
+    if (collective != c || n <= 1 || !in_node(n)) continue;
+    if (n < group && (!below || n > below->group)) below = FittedCollective{&fit, n};
+    if (n > group && (!above || n < above->group)) above = FittedCollective{&fit, n};
+  }
+  return below ? below : above;
+}
+
 std::optional<double> collective_time(Collective c, int group, double payload, const Hardware& hw) {
   if (group <= 1) return 0.0;
   // Ring algorithms (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): each rank sends
   // (n-1)/n of the buffer per phase; all-reduce is a reduce-scatter followed by an all-gather.
   const double wire = wire_bytes(c, group, payload);
-  // A fitted alpha-beta for this collective and group size replaces the link figures.
-  const auto fitted = hw.calibration.collectives.find({c, group});
-  if (fitted != hw.calibration.collectives.end()) return fitted->second.time(payload, wire);
+  // A fitted alpha-beta replaces the link figures: this group's, else the nearest fitted group's
+  // at the payload whose ring sends as many bytes per rank over that group.
+  if (const std::optional<FittedCollective> f = fitted_collective(c, group, hw)) {
+    const double equal_wire_payload = f->group == group ? payload : wire / wire_bytes(c, f->group, 1.0);
+    return f->fit->time(equal_wire_payload, wire);
+  }
   const std::optional<LinkFigures> link = collective_link(c, group, hw);
   if (!link) return std::nullopt;
   const double n = group;

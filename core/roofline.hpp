@@ -67,10 +67,23 @@ struct CalibrationPoint {
 // payload for send/recv (the wire bytes a CollectiveFit's bandwidth is defined over).
 [[nodiscard]] double wire_bytes(Collective c, int group, double payload);
 
-// Seconds for one collective over `group` ranks moving a `payload`-byte buffer: the profile's
-// calibrated fit of that collective and group size, else alpha-beta (ring algorithms) on the
-// fastest link the hardware lists, or on infiniband when the group spans more GPUs than a node
-// (Hardware::gpus_per_node). nullopt when no such link is described.
+// The calibrated fit that prices collective `c` over `group` ranks: the profile's fit of that
+// collective and group size; else, for a group inside one node, the fit of the same collective
+// over the nearest fitted group inside the node (the largest below `group`, else the smallest
+// above), read at equal bytes per rank (see collective_time). nullopt: no fit applies.
+struct FittedCollective {
+  const CollectiveFit* fit = nullptr;
+  int group = 0;  // the group size the fit was measured over
+};
+[[nodiscard]] std::optional<FittedCollective> fitted_collective(Collective c, int group, const Hardware& hw);
+
+// Seconds for one collective over `group` ranks moving a `payload`-byte buffer: the fit
+// fitted_collective() finds, else alpha-beta (ring algorithms) on the fastest link the hardware
+// lists, or on infiniband when the group spans more GPUs than a node (Hardware::gpus_per_node).
+// A fit of another group size is read at the payload whose ring sends the same bytes per rank
+// over the fitted group: a ring's time follows the bytes each rank sends, which is why
+// nccl-tests reports bus bandwidth (algorithm bandwidth × 2(n−1)/n for all-reduce) as the
+// figure that holds across group sizes. nullopt when no fit and no such link is described.
 [[nodiscard]] std::optional<double> collective_time(Collective c, int group, double payload,
                                                     const Hardware& hw);
 

@@ -2,7 +2,8 @@
 -- node and across nodes (hardware.gpus_per_node, 8 for the HGX parts), as the
 -- cost model prices it, on the datasheet H100-SXM (NVLink alpha-beta) and, with
 -- `--set profile=NAME|FILE` (e.g. h200-local), on a calibrated profile: its measured times
--- per buffer size where it has a fit for that group of GPUs, its links elsewhere.
+-- per buffer size where it has a fit for that group of GPUs; inside the node, another group's
+-- fit at equal bytes per rank; its links across nodes.
 --   perfsim run examples/collective_times.lua
 --   perfsim run examples/collective_times.lua --set profile=h200-local
 local opt = options {
@@ -35,9 +36,17 @@ for _, b in ipairs(buffers) do
     local cells = {}
     for _, gpus in ipairs(GPUS) do
       local s = perfsim.collective_time { collective = opt.collective, gpus = gpus, bytes = b[2], hardware = t[2] }
-      -- '*': from the profile's measured times for this collective and group of GPUs.
+      -- '*': from the profile's measured times for this collective and group of GPUs;
+      -- '~': from another group's, inside the node (the cost model reads them at equal bytes per rank).
       local fits = type(t[2]) == "table" and t[2].collectives and t[2].collectives[opt.collective]
-      cells[#cells + 1] = string.format("%9.1f%s", s * 1e6, fits and fits[gpus] and "*" or " ")
+      local mark = " "
+      if fits and fits[gpus] then
+        mark = "*"
+      elseif fits and next(fits) then
+        local per_node = t[2].gpus_per_node or 0
+        if per_node <= 0 or gpus <= per_node then mark = "~" end
+      end
+      cells[#cells + 1] = string.format("%9.1f%s", s * 1e6, mark)
     end
     lines[#lines + 1] = string.format("%-30s  %-12s  %s", b[1], t[1], table.concat(cells, "  "))
   end
@@ -49,5 +58,6 @@ for _, gpus in ipairs(GPUS) do header[#header + 1] = string.format("%9s ", gpus 
 print(string.format("%-30s  %-12s  %s", "buffer", "hardware", table.concat(header, "  ")))
 for _, line in ipairs(lines) do print(line) end
 if opt.profile ~= "" then
-  print("* from the profile's measured times; other cells price its links (alpha-beta)")
+  print("* from the profile's measured times for that group; ~ from another group's, at equal bytes per rank;")
+  print("  other cells price its links (alpha-beta)")
 end
