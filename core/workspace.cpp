@@ -144,9 +144,15 @@ int64_t kernel_workspace(const Op& op, const Graph& g, int64_t elem, const Hardw
       // A paged cache is always read by the split-KV kernel.
       return at.seq_q <= decode_kernel_max_seq_q || at.kv_block > 0 ? decode_workspace(at, hw.sm_count) : 0;
     case OpKind::flash_attention_bwd: {
-      // dQ accumulators (rounded to 16 bytes) and D = rowsum(dO ⊙ O) (kernels/flash_attention.cuh).
+      // dQ accumulators (rounded to 16 bytes) and D = rowsum(dO ⊙ O); where the tensor-core
+      // kernel (16-bit storage, head_dim 64 or 128) splits a GQA group over CTAs, D rounded to
+      // 16 bytes and fp32 dK, dV accumulators like the dK output (kernels/flash_attention.cuh).
       const int64_t dq = (batch * at.seq_q * at.heads * at.head_dim * 4 + 15) / 16 * 16;
-      return dq + batch * at.heads * at.seq_q * 4;
+      const int64_t delta = batch * at.heads * at.seq_q * 4;
+      const bool split = elem == 2 && (at.head_dim == 64 || at.head_dim == 128) && kv_heads > 0 && at.heads > kv_heads;
+      const int64_t dk = g.tensor(op.outputs.at(1)).elements();  // [b, grad_capacity, Hkv, d]
+      if (!split || dk <= 0) return dq + delta;
+      return dq + (delta + 15) / 16 * 16 + 2 * dk * 4;
     }
     case OpKind::rmsnorm_bwd:
     case OpKind::layernorm_bwd: {

@@ -116,9 +116,22 @@ TEST_CASE("workspace: norm backward at 8192 x 4096 on H100-SXM") {
 }
 
 TEST_CASE("workspace: flash attention backward and split-KV decode") {
-  // dQ accumulators 2·1024·16·128·4 = 16777216 B and D 2·16·1024·4 = 131072 B.
+  // dQ accumulators 2·1024·16·128·4 = 16777216 B and D 2·16·1024·4 = 131072 B; the GQA group
+  // of 4 splits over CTAs: fp32 dK and dV accumulators, 2 × 2·1024·4·128·4 = 8388608 B.
   const Graph bwd = flash({2, 1024, 1024, 16, 4, 128}, true);
-  CHECK(workspace_bytes(bwd.ops[0], bwd, h100()) == 16777216.0 + 131072.0);
+  CHECK(workspace_bytes(bwd.ops[0], bwd, h100()) == 16777216.0 + 131072.0 + 8388608.0);
+  // Without GQA nothing splits. dQ 1·100·4·64·4 = 102400 B, D 1·4·100·4 = 1600 B: 104000 B,
+  // up to the 256-byte piece boundary: 104192.
+  const Graph mha = flash({1, 100, 100, 4, 4, 64}, true);
+  CHECK(workspace_bytes(mha.ops[0], mha, h100()) == 104192);
+  // GQA at a head_dim the tensor-core kernel lacks (96): the fallback, nothing splits.
+  // dQ 153600 + D 1600 = 155200 B -> 155392.
+  const Graph odd = flash({1, 100, 100, 4, 2, 96}, true);
+  CHECK(workspace_bytes(odd.ops[0], odd, h100()) == 155392);
+  // D rounds up to 16 bytes before the split's accumulators: 1·4·99·4 = 1584 -> 1600 B;
+  // dQ 1·99·4·64·4 = 101376 B; dK/dV 2 × 1·99·2·64·4 = 101376 B: 204352 B -> 204544.
+  const Graph round = flash({1, 99, 99, 4, 2, 64}, true);
+  CHECK(workspace_bytes(round.ops[0], round, h100()) == 204544);
   // Decode, 1 query row, 8 kv heads: 4·132 = 528 CTAs / 8 = 66 splits by grid, 4096 / 64 =
   // 64 by length -> 64 splits × 32 heads × (128 + 2) floats = 1064960 B.
   const Graph dec = flash({1, 1, 4096, 32, 8, 128}, false);

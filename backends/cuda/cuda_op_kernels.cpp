@@ -85,7 +85,7 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     }
     case OpKind::flash_attention_bwd: {
       const cpu::AttnShape a = cpu::attn_shape(op, g);
-      void* ws = scratch(static_cast<std::size_t>(flash_attention_bwd_workspace_bytes(a)));
+      void* ws = scratch(static_cast<std::size_t>(flash_attention_bwd_workspace_bytes(a, int(sizeof(T)))));
       flash_attention_bwd(I(0), I(1), I(2), I(3), I(4), static_cast<const float*>(in.at(5)), O(0), O(1), O(2), a,
                           ws, st);
       return;

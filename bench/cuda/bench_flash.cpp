@@ -2,8 +2,9 @@
 // shape (median of the timed launches). FLOPs count the full seq_q × seq_kv rectangle even
 // when causal (the project's convention, as Megatron): forward 4·b·H·sq·skv·d, backward
 // 2.5× that. Decode reports GB/s of K/V read (the bytes that bound it).
-//   bench_flash fwd|bwd|decode dtype(bf16|fp16|fp32) b sq skv H Hkv d causal(0|1) [block_m] [iters]
-// (bwd: block_m is the backward's kv tile, block_n of flash_attention_bwd, and the forward's.)
+//   bench_flash fwd|bwd|bwd_whole_group|decode dtype(bf16|fp16|fp32) b sq skv H Hkv d causal(0|1) [block_m] [iters]
+// (bwd: block_m is the backward's kv tile, block_n of flash_attention_bwd, and the forward's;
+// bwd_whole_group: the backward with one CTA per kv head over its whole GQA group.)
 // Host-only C++ (linked against perfsim_cuda) so it builds without CUDA enabled in bench/.
 // bench/cuda/bench_attention.py runs it next to PyTorch SDPA on the same shapes.
 #include <cuda_bf16.h>
@@ -84,14 +85,16 @@ void run(const std::string& mode, const char* dtype, const AttnShape& a, int blo
   if (mode == "fwd") {
     ms = median_ms([&] { gpu::flash_attention(q, k, v, o, lse, a, nullptr, block_m); }, iters);
     rate = fwd_flops / (ms * 1e-3) / 1e12;
-  } else if (mode == "bwd") {
+  } else if (mode == "bwd" || mode == "bwd_whole_group") {
+    // bwd_whole_group: one CTA per kv head walking its GQA group (the backward before groups split).
+    const bool split_group = mode == "bwd";
     gpu::flash_attention(q, k, v, o, lse, a, nullptr, block_m);
     T* dq = alloc_random<T>(nq, 6);
     T* dk = alloc_random<T>(nkv, 7);
     T* dv = alloc_random<T>(nkv, 8);
     void* ws = nullptr;
-    PERFSIM_CUDA_CHECK(cudaMalloc(&ws, size_t(gpu::flash_attention_bwd_workspace_bytes(a))));
-    ms = median_ms([&] { gpu::flash_attention_bwd(q, k, v, o, d_o, lse, dq, dk, dv, a, ws, nullptr, block_m); },
+    PERFSIM_CUDA_CHECK(cudaMalloc(&ws, size_t(gpu::flash_attention_bwd_workspace_bytes(a, int(sizeof(T))))));
+    ms = median_ms([&] { gpu::flash_attention_bwd(q, k, v, o, d_o, lse, dq, dk, dv, a, ws, nullptr, block_m, split_group); },
                    iters);
     rate = 2.5 * fwd_flops / (ms * 1e-3) / 1e12;
     cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(ws);
@@ -104,7 +107,7 @@ void run(const std::string& mode, const char* dtype, const AttnShape& a, int blo
     unit = "gbps";
     cudaFree(ws);
   } else {
-    std::fprintf(stderr, "unknown mode %s (fwd, bwd, decode)\n", mode.c_str());
+    std::fprintf(stderr, "unknown mode %s (fwd, bwd, bwd_whole_group, decode)\n", mode.c_str());
     std::exit(2);
   }
   PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -121,7 +124,7 @@ void run(const std::string& mode, const char* dtype, const AttnShape& a, int blo
 int main(int argc, char** argv) {
   if (argc < 10) {
     std::fprintf(stderr,
-                 "usage: %s fwd|bwd|decode bf16|fp16|fp32 b sq skv H Hkv d causal [block_m] [iters]\n",
+                 "usage: %s fwd|bwd|bwd_whole_group|decode bf16|fp16|fp32 b sq skv H Hkv d causal [block_m] [iters]\n",
                  argv[0]);
     return 2;
   }

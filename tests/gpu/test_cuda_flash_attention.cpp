@@ -139,7 +139,7 @@ void check_forward(const AttnShape& a, Fwd path, int block_m = 0, uint32_t seed 
   CHECK(lse_err(download<float>(d_lse, lse_elems(a)), lse_ref) <= 1e-3);
 }
 
-template <class C> void check_backward(const AttnShape& a, int block_n = 0, uint32_t seed = 7) {
+template <class C> void check_backward(const AttnShape& a, int block_n = 0, uint32_t seed = 7, bool split_group = true) {
   using G = dev_t<C>;
   const auto q = random_vec<C>(q_elems(a), seed);
   const auto k = random_vec<C>(kv_elems(a), seed + 1);
@@ -156,14 +156,14 @@ template <class C> void check_backward(const AttnShape& a, int block_n = 0, uint
   const auto gq = upload(q), gk = upload(k), gv = upload(v), go = upload(o), gdo = upload(d_o);
   const auto glse = upload(lse);
   DeviceBuf gdq(q_elems(a) * sizeof(C)), gdk(g_elems * sizeof(C)), gdv(g_elems * sizeof(C));
-  DeviceBuf ws(size_t(gpu::flash_attention_bwd_workspace_bytes(a)));
+  DeviceBuf ws(size_t(gpu::flash_attention_bwd_workspace_bytes(a, int(sizeof(G)))));
   gdq.poison();
   gdk.poison();
   gdv.poison();
   ws.poison();
   gpu::flash_attention_bwd(dev<G>(gq), dev<G>(gk), dev<G>(gv), dev<G>(go), dev<G>(gdo),
                            dev<float>(glse), dev<G>(gdq), dev<G>(gdk), dev<G>(gdv), a, ws.p,
-                           nullptr, block_n);
+                           nullptr, block_n, split_group);
   PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
   CHECK(norm_err(download<C>(gdq, q_elems(a)), dq_ref) <= tolerance<C>());
   CHECK(norm_err(download<C>(gdk, g_elems), dk_ref) <= tolerance<C>());
@@ -281,4 +281,25 @@ TEST_CASE("cuda flash attention backward tensor cores: both kv tiles, GQA, odd l
       // several full tiles, GQA 4:1
       check_backward<cpu::bf16>(shape(1, 256, 256, 4, 1, 64, causal), bn);
     }
+}
+
+TEST_CASE("cuda flash attention backward tensor cores: GQA groups split over CTAs or walked whole") {
+  // GQA 18:6 (groups of 3) over 3 sequences, a partial last kv tile, dK/dV rows past seq_kv:
+  // the split (a CTA per query head, fp32 dK/dV accumulators) and the whole-group walk both
+  // match the CPU (the workspace starts poisoned: the split's accumulators must be zeroed).
+  for (bool causal : {false, true})
+    for (bool split : {true, false})
+      for (int bn : {64, 128}) {
+        CAPTURE(causal);
+        CAPTURE(split);
+        CAPTURE(bn);
+        AttnShape a = shape(3, 100, 100, 18, 6, 128, causal, 112);
+        a.grad_capacity = 120;
+        check_backward<cpu::bf16>(a, bn, 9, split);
+        check_backward<cpu::half>(shape(2, 70, 90, 6, 2, 64, causal), bn, 11, split);
+      }
+  CHECK(gpu::flash_bwd_splits_group(shape(1, 8, 8, 6, 2, 64, false), 2));
+  CHECK_FALSE(gpu::flash_bwd_splits_group(shape(1, 8, 8, 6, 6, 64, false), 2));  // MHA
+  CHECK_FALSE(gpu::flash_bwd_splits_group(shape(1, 8, 8, 6, 2, 64, false), 4));  // fp32 fallback
+  CHECK_FALSE(gpu::flash_bwd_splits_group(shape(1, 8, 8, 6, 2, 96, false), 2));  // head_dim 96
 }

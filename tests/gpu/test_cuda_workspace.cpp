@@ -76,7 +76,7 @@ TEST_CASE("cuda workspace: core's sizes equal the kernels' size functions") {
       CAPTURE(a.batch);
       CAPTURE(a.seq_q);
       const Graph bwd = attention(a, OpKind::flash_attention_bwd);
-      CHECK(workspace_bytes(bwd.ops[0], bwd, hw) == aligned(cuda::flash_attention_bwd_workspace_bytes(a)));
+      CHECK(workspace_bytes(bwd.ops[0], bwd, hw) == aligned(cuda::flash_attention_bwd_workspace_bytes(a, 2)));
       const Graph fwd = attention(a, OpKind::flash_attention);
       const double decode = a.seq_q <= decode_kernel_max_seq_q ? aligned(cuda::decode_attention_workspace_bytes(a)) : 0;
       CHECK(workspace_bytes(fwd.ops[0], fwd, hw) == decode);

@@ -23,18 +23,27 @@ template <class T>
 void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
                      cudaStream_t stream, int block_m = 0);
 
-// Bytes of device workspace flash_attention_bwd needs: fp32 dQ accumulators
-// [b, seq_q, H, d] and D = rowsum(dO ⊙ O) [b, H, seq_q].
-[[nodiscard]] int64_t flash_attention_bwd_workspace_bytes(const AttnShape& a);
+// Whether the backward's tensor-core kernel runs a CTA per query head of each GQA group
+// (storage of `element_bytes` = 2, head_dim 64 or 128, heads > kv_heads), summing dK/dV into
+// fp32 accumulators, rather than a CTA per kv head walking its whole group.
+[[nodiscard]] bool flash_bwd_splits_group(const AttnShape& a, int element_bytes);
+
+// Bytes of device workspace flash_attention_bwd needs for elements of `element_bytes`: fp32
+// dQ accumulators [b, seq_q, H, d] and D = rowsum(dO ⊙ O) [b, H, seq_q]; where the group
+// splits, also fp32 dK and dV accumulators [b, grad_capacity, Hkv, d] (each region 16-byte
+// aligned).
+[[nodiscard]] int64_t flash_attention_bwd_workspace_bytes(const AttnShape& a, int element_bytes);
 
 // Backward: dQ like Q; dK, dV [b, grad_capacity, Hkv, d] summed over each GQA group,
-// rows >= seq_kv written as 0. `workspace` holds flash_attention_bwd_workspace_bytes(a)
-// bytes (16-byte aligned). See flash_attention_bwd.cu for the kernel split. bf16/fp16 with
-// head_dim 64 or 128 run the tensor-core kernel; block_n picks its kv tile (64 or 128 rows;
-// 0 = the default; other values throw ConfigError); the fallback ignores it.
+// rows >= seq_kv written as 0. `workspace` holds flash_attention_bwd_workspace_bytes(a,
+// sizeof(T)) bytes (16-byte aligned). See flash_attention_bwd.cu for the kernel split.
+// bf16/fp16 with head_dim 64 or 128 run the tensor-core kernel; block_n picks its kv tile
+// (64 or 128 rows; 0 = the default; other values throw ConfigError); split_group = false
+// keeps one CTA per kv head even where flash_bwd_splits_group (for comparison); the fallback
+// ignores both.
 template <class T>
 void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T* d_o,
                          const float* lse, T* dq, T* dk, T* dv, const AttnShape& a,
-                         void* workspace, cudaStream_t stream, int block_n = 0);
+                         void* workspace, cudaStream_t stream, int block_n = 0, bool split_group = true);
 
 }  // namespace perfsim::cuda

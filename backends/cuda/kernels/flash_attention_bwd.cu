@@ -6,15 +6,17 @@
 //
 // Three launches:
 //  1. preprocess: D = rowsum(dO ⊙ O) per (b, h, i) into the workspace, and the fp32 dQ
-//     accumulators zeroed;
+//     accumulators (and a split group's dK/dV accumulators) zeroed;
 //  2. the main pass: dK/dV per kv tile and dQ by fp32 atomics into the accumulators (so
 //     dQ's summation order varies run to run at fp32 rounding level). bf16/fp16 with
-//     head_dim 64 or 128 run the tensor-core kernel of flash_attention_bwd_tc.cu; fp32 and
-//     other head_dims run the fallback below: one CTA per (kv tile of 16 rows, kv head,
-//     batch) holds its K/V tile in shared memory and its dK/dV in registers, walks every
-//     query row of every head of its GQA group in chunks of 8 (skipping chunks the causal
-//     mask hides entirely), in fp32 on the CUDA cores (correct, not tuned);
-//  3. dQ converted from the fp32 accumulators to T.
+//     head_dim 64 or 128 run the tensor-core kernel of flash_attention_bwd_tc.cu, which by
+//     default splits a GQA group into a CTA per query head whose dK/dV go to fp32
+//     accumulators by atomics (flash_bwd_splits_group); fp32 and other head_dims run the
+//     fallback below: one CTA per (kv tile of 16 rows, kv head, batch) holds its K/V tile in
+//     shared memory and its dK/dV in registers, walks every query row of every head of its
+//     GQA group in chunks of 8 (skipping chunks the causal mask hides entirely), in fp32 on
+//     the CUDA cores (correct, not tuned);
+//  3. dQ (and a split group's dK, dV) converted from the fp32 accumulators to T.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -44,9 +46,13 @@ __device__ __forceinline__ int visible(const BwdParams& p, int i) {
   return p.causal ? max(0, min(p.seq_kv, p.seq_kv - p.seq_q + i + 1)) : p.seq_kv;
 }
 
-// One warp per (b, i, h) row: D = dO·O, and the row's dQ accumulators zeroed.
+// One warp per (b, i, h) row: D = dO·O, and the row's dQ accumulators zeroed; the threads
+// together zero the `dkv_floats` of a split group's dK/dV accumulators.
 template <class T>
-__global__ void bwd_preprocess_kernel(BwdParams p, int64_t rows) {
+__global__ void bwd_preprocess_kernel(BwdParams p, int64_t rows, int64_t dkv_floats) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < dkv_floats;
+       e += int64_t(gridDim.x) * blockDim.x)
+    p.dkv_acc[e] = 0.f;
   const int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;  // r = (b·seq_q + i)·H + h
@@ -169,26 +175,39 @@ __global__ void __launch_bounds__(k_threads) bwd_kv_kernel(BwdParams p) {
   }
 }
 
+// dQ from its n_q accumulators; then, with a split group, dK and dV from theirs (n_kv each).
 template <class T>
-__global__ void bwd_convert_dq_kernel(const float* acc, T* dq, int64_t n) {
+__global__ void bwd_convert_kernel(const float* dq_acc, T* dq, int64_t n_q, const float* dkv_acc, T* dk, T* dv,
+                                   int64_t n_kv) {
+  const int64_t n = n_q + 2 * n_kv;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
-       e += int64_t(gridDim.x) * blockDim.x)
-    dq[e] = from_float<T>(acc[e]);
+       e += int64_t(gridDim.x) * blockDim.x) {
+    if (e < n_q) dq[e] = from_float<T>(dq_acc[e]);
+    else if (e < n_q + n_kv) dk[e - n_q] = from_float<T>(dkv_acc[e - n_q]);
+    else dv[e - n_q - n_kv] = from_float<T>(dkv_acc[e - n_q]);
+  }
 }
 
 int64_t dq_acc_floats(const AttnShape& a) { return a.batch * a.seq_q * a.heads * a.head_dim; }
+int64_t round16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
 }  // namespace
 
-int64_t flash_attention_bwd_workspace_bytes(const AttnShape& a) {
-  const int64_t dq = (dq_acc_floats(a) * 4 + 15) / 16 * 16;
-  return dq + a.batch * a.heads * a.seq_q * 4;
+bool flash_bwd_splits_group(const AttnShape& a, int element_bytes) {
+  return element_bytes == 2 && (a.head_dim == 64 || a.head_dim == 128) && a.kv_heads > 0 &&
+         a.heads > a.kv_heads && a.grad_capacity > 0;
+}
+
+int64_t flash_attention_bwd_workspace_bytes(const AttnShape& a, int element_bytes) {
+  const int64_t dq = round16(dq_acc_floats(a) * 4), delta = a.batch * a.heads * a.seq_q * 4;
+  if (!flash_bwd_splits_group(a, element_bytes)) return dq + delta;
+  return dq + round16(delta) + 2 * a.batch * a.grad_capacity * a.kv_heads * a.head_dim * 4;
 }
 
 template <class T>
 void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T* d_o,
                          const float* lse, T* dq, T* dk, T* dv, const AttnShape& a,
-                         void* workspace, cudaStream_t stream, int block_n) {
+                         void* workspace, cudaStream_t stream, int block_n, bool split_group) {
   if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     throw ConfigError("flash_attention_bwd: heads must be a positive multiple of kv_heads");
   if (a.head_dim <= 0 || a.head_dim > k_max_d)
@@ -199,17 +218,22 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
   if (block_n != 0 && block_n != 64 && block_n != 128)
     throw ConfigError("flash_attention_bwd: block_n must be 0, 64 or 128, got " + std::to_string(block_n));
   if (a.batch <= 0) return;
-  auto* dq_acc = static_cast<float*>(workspace);
-  auto* delta = reinterpret_cast<float*>(static_cast<char*>(workspace) +
-                                         (dq_acc_floats(a) * 4 + 15) / 16 * 16);
-  BwdParams p{q, k, v, o, d_o, lse, dq, dk, dv, dq_acc, delta,
+  char* ws = static_cast<char*>(workspace);
+  auto* dq_acc = reinterpret_cast<float*>(ws);
+  const int64_t dq_bytes = round16(dq_acc_floats(a) * 4), delta_bytes = a.batch * a.heads * a.seq_q * 4;
+  auto* delta = reinterpret_cast<float*>(ws + dq_bytes);
+  const bool split = split_group && flash_bwd_splits_group(a, int(sizeof(T)));
+  auto* dkv_acc = split ? reinterpret_cast<float*>(ws + dq_bytes + round16(delta_bytes)) : nullptr;
+  const int64_t n_kv = split ? a.batch * a.grad_capacity * a.kv_heads * a.head_dim : 0;
+  BwdParams p{q, k, v, o, d_o, lse, dq, dk, dv, dq_acc, delta, dkv_acc,
               int(a.seq_q), int(a.seq_kv), int(a.heads), int(a.kv_heads), int(a.group()),
               int(a.head_dim), a.kv_capacity, a.grad_capacity, a.causal, a.scale()};
 
   const int64_t rows = a.batch * a.seq_q * a.heads;
-  if (rows > 0) {
+  if (rows > 0 || n_kv > 0) {
     constexpr int warps = 8;
-    bwd_preprocess_kernel<T><<<unsigned((rows + warps - 1) / warps), warps * 32, 0, stream>>>(p, rows);
+    const int64_t blocks = std::max<int64_t>((rows + warps - 1) / warps, std::min<int64_t>((2 * n_kv + 255) / 256, 4096));
+    bwd_preprocess_kernel<T><<<unsigned(blocks), warps * 32, 0, stream>>>(p, rows, 2 * n_kv);
     PERFSIM_CUDA_CHECK_LAUNCH();
   }
   if (a.grad_capacity > 0 && flash_bwd_detail::bwd_tc_supported<T>(int(a.head_dim))) {
@@ -224,10 +248,10 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
     bwd_kv_kernel<T><<<grid, k_threads, smem, stream>>>(p);
     PERFSIM_CUDA_CHECK_LAUNCH();
   }
-  const int64_t n = dq_acc_floats(a);
+  const int64_t n_q = dq_acc_floats(a), n = n_q + 2 * n_kv;
   if (n > 0) {
     const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 4096));
-    bwd_convert_dq_kernel<T><<<blocks, 256, 0, stream>>>(dq_acc, dq, n);
+    bwd_convert_kernel<T><<<blocks, 256, 0, stream>>>(dq_acc, dq, n_q, dkv_acc, dk, dv, n_kv);
     PERFSIM_CUDA_CHECK_LAUNCH();
   }
 }
@@ -235,7 +259,7 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
 #define PERFSIM_CUDA_INSTANTIATE_FLASH_BWD(T)                                                   \
   template void flash_attention_bwd<T>(const T*, const T*, const T*, const T*, const T*,         \
                                        const float*, T*, T*, T*, const AttnShape&, void*,       \
-                                       cudaStream_t, int);
+                                       cudaStream_t, int, bool);
 PERFSIM_CUDA_INSTANTIATE_FLASH_BWD(float)
 PERFSIM_CUDA_INSTANTIATE_FLASH_BWD(__nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_FLASH_BWD(__half)

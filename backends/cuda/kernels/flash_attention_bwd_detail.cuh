@@ -14,6 +14,10 @@ struct BwdParams {
   void *dq, *dk, *dv;
   float* dq_acc;  // [b, seq_q, H, d]
   float* delta;   // [b, H, seq_q]
+  // Split GQA groups: fp32 dK then dV accumulators, [b, grad_capacity, Hkv, d] each (zeroed by
+  // the caller), one CTA per query head adding into its kv head's rows; nullptr: one CTA per kv
+  // head walks its whole group and writes dK/dV itself.
+  float* dkv_acc;
   int seq_q, seq_kv, heads, kv_heads, group, d;
   int64_t kv_capacity, grad_capacity;
   bool causal;
@@ -23,9 +27,9 @@ struct BwdParams {
 // Whether the tensor-core kernel handles T (bf16/fp16) at this head_dim (64, 128).
 template <class T> [[nodiscard]] bool bwd_tc_supported(int head_dim);
 
-// dK, dV written (rows up to grad_capacity) and dQ accumulated (fp32 atomics into
-// p.dq_acc, which the caller zeroed) from D in p.delta. block_n: kv rows per CTA, 64 or
-// 128 (0 = default). Requires bwd_tc_supported<T>(p.d).
+// dK, dV written (rows up to grad_capacity; with p.dkv_acc, added into those accumulators
+// instead) and dQ accumulated (fp32 atomics into p.dq_acc, which the caller zeroed) from D in
+// p.delta. block_n: kv rows per CTA, 64 or 128 (0 = default). Requires bwd_tc_supported<T>(p.d).
 template <class T>
 void flash_bwd_tc(const BwdParams& p, int batch, int block_n, cudaStream_t stream);
 

@@ -3,10 +3,13 @@
 // Q, dO [b, seq_q, H, d]; K, V [b, kv_capacity, Hkv, d]; dK, dV [b, grad_capacity, Hkv, d];
 // LSE, D [b, H, seq_q] fp32; dQ accumulators [b, seq_q, H, d] fp32 (zeroed by the caller).
 //
-// One CTA of NW warps per (kv tile of BN = 16·NW rows, kv head, batch); warp w owns kv rows
-// 16w..16w+15. K and V stay in shared memory; the CTA walks every 64-row query tile of every
-// head of its GQA group (so dK/dV come out summed over the group without a second pass),
-// skipping query tiles the causal mask hides from the whole kv tile. Q, dO, LSE and D tiles
+// One CTA of NW warps per (kv tile of BN = 16·NW rows, kv head, batch), or with a split GQA
+// group (p.dkv_acc) per (kv tile, query head, batch); warp w owns kv rows 16w..16w+15. K and V
+// stay in shared memory; the CTA walks every 64-row query tile of every head of its GQA group
+// (dK/dV come out summed over the group without a second pass), or of its one query head and
+// adds its dK/dV into the group's fp32 accumulators with float2 atomics (a group's CTAs run
+// side by side: a few kv heads over short sequences would leave SMs idle), skipping query
+// tiles the causal mask hides from the whole kv tile. Q, dO, LSE and D tiles
 // stream in by cp.async, double-buffered. Per query tile, with mma.sync m16n8k16 (fp32
 // accumulation) on ldmatrix operands from swizzled shared memory (16-byte chunk c of row r
 // at c ^ (r & 7), as the forward):
@@ -75,7 +78,11 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? 2 : 1) flash_bwd_tc_kernel(
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t4 = lane % 4;
-  const int j0 = blockIdx.x * BN, kh = blockIdx.y, b = blockIdx.z;
+  const bool split = p.dkv_acc != nullptr;
+  const int j0 = blockIdx.x * BN, b = blockIdx.z;
+  const int kh = split ? blockIdx.y / p.group : blockIdx.y;     // kv head
+  const int h_first = split ? blockIdx.y : kh * p.group;        // first query head walked
+  const int heads_walked = split ? 1 : p.group;
   const int kv_valid = max(0, min(BN, p.seq_kv - j0));
   const int64_t q_stride = int64_t(p.heads) * D, kv_stride = int64_t(p.kv_heads) * D;
   const int diag = p.seq_kv - p.seq_q;  // query i sees kv j <= diag + i
@@ -83,12 +90,12 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? 2 : 1) flash_bwd_tc_kernel(
   const int m_first = p.causal ? max(0, j0 - diag) / BM : 0;
   const int m_tiles = (p.seq_q + BM - 1) / BM;
   const int n_m = kv_valid > 0 ? max(0, m_tiles - m_first) : 0;
-  const int total = n_m * p.group;  // (head of the group, query tile) pairs
+  const int total = n_m * heads_walked;  // (query head, query tile) pairs
 
   const T* q = static_cast<const T*>(p.q);
   const T* d_o = static_cast<const T*>(p.d_o);
   auto load_q_tile = [&](int t, int buf) {
-    const int h = kh * p.group + t / n_m, i0 = (m_first + t % n_m) * BM;
+    const int h = h_first + t / n_m, i0 = (m_first + t % n_m) * BM;
     const int rows = min(BM, p.seq_q - i0);
     const int64_t off = ((int64_t(b) * p.seq_q + i0) * p.heads + h) * D;
     load_rows<T, D, BM, NT>(q_s + buf * BM * D, q + off, q_stride, rows, tid);
@@ -128,7 +135,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? 2 : 1) flash_bwd_tc_kernel(
     const T* dot = do_s + buf * BM * D;
     const float* lse_t = lse_s + buf * BM;
     const float* dlt_t = dlt_s + buf * BM;
-    const int h = kh * p.group + t / n_m, i0 = (m_first + t % n_m) * BM;
+    const int h = h_first + t / n_m, i0 = (m_first + t % n_m) * BM;
 
     // S^T = K·Q^T and dP^T = V·dO^T for this warp's 16 kv rows: [BM/8 n-blocks][4]
     float st[BM / 8][4], dpt[BM / 8][4];
@@ -256,18 +263,24 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? 2 : 1) flash_bwd_tc_kernel(
 
   // dK = scale·Σ dS^T·Q, dV = Σ P^T·dO for this warp's rows (0 past seq_kv).
   const int64_t g_off = ((int64_t(b) * p.grad_capacity + j0) * p.kv_heads + kh) * D;
-  T* dk = static_cast<T*>(p.dk) + g_off;
-  T* dv = static_cast<T*>(p.dv) + g_off;
+  const int64_t kv_elems = int64_t(gridDim.z) * p.grad_capacity * p.kv_heads * D;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int r = wrow + g + 8 * hh;
     if (j0 + r >= p.grad_capacity) continue;
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb) {
-      const int64_t e = r * kv_stride + nb * 8 + 2 * t4;
-      *reinterpret_cast<uint32_t*>(dk + e) =
-          pack2<T>(dk_acc[nb][2 * hh] * p.scale, dk_acc[nb][2 * hh + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(dv + e) = pack2<T>(dv_acc[nb][2 * hh], dv_acc[nb][2 * hh + 1]);
+      const int64_t e = g_off + r * kv_stride + nb * 8 + 2 * t4;
+      if (split) {
+        atomicAdd(reinterpret_cast<float2*>(p.dkv_acc + e),
+                  make_float2(dk_acc[nb][2 * hh] * p.scale, dk_acc[nb][2 * hh + 1] * p.scale));
+        atomicAdd(reinterpret_cast<float2*>(p.dkv_acc + kv_elems + e),
+                  make_float2(dv_acc[nb][2 * hh], dv_acc[nb][2 * hh + 1]));
+      } else {
+        *reinterpret_cast<uint32_t*>(static_cast<T*>(p.dk) + e) =
+            pack2<T>(dk_acc[nb][2 * hh] * p.scale, dk_acc[nb][2 * hh + 1] * p.scale);
+        *reinterpret_cast<uint32_t*>(static_cast<T*>(p.dv) + e) = pack2<T>(dv_acc[nb][2 * hh], dv_acc[nb][2 * hh + 1]);
+      }
     }
   }
 }
@@ -278,7 +291,8 @@ void launch(const BwdParams& p, int batch, cudaStream_t stream) {
   constexpr int smem = (2 * BN * D + 4 * k_bm * D + BN * k_bm) * int(sizeof(T)) + 4 * k_bm * 4;
   auto kernel = flash_bwd_tc_kernel<T, D, NW>;
   PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(unsigned((p.grad_capacity + BN - 1) / BN), unsigned(p.kv_heads), unsigned(batch));
+  const int heads = p.dkv_acc != nullptr ? p.heads : p.kv_heads;  // CTAs per (kv tile, batch)
+  const dim3 grid(unsigned((p.grad_capacity + BN - 1) / BN), unsigned(heads), unsigned(batch));
   kernel<<<grid, NW * 32, smem, stream>>>(p);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
