@@ -1,20 +1,22 @@
--- h100-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 4 calibrations merged) on NVIDIA H100 80GB HBM3
+-- h100-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 5 calibrations merged) on NVIDIA H100 80GB HBM3
 -- (cuda backend, driver 580.159.04 (CUDA 13.0), CUDA runtime 13.0) on 2026-11-23.
 -- Load it with `hardware = profile "h100-local"` (when it sits in a profiles/ directory on the
 -- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.
 -- Merged from the points of three full calibrations on this model of GPU (two of 2026-11-22 and
--- one of 2026-11-23, whose launch, host dispatch and link figures it keeps) and, for the rope and
--- rope_bwd curves only, an earlier one of 2026-11-22 (the RoPE kernel it timed is the one this
--- version runs; the two calibrations of 2026-11-22 timed a variant). The merge brought the points
--- of 2026-11-22 up to date with this version's cost model: one-sequence KV appends and slices feed
--- the contiguous-copy curves, and an embedding counts each learned position row once.
+-- one of 2026-11-23, whose launch, host dispatch and link figures it keeps); for the rope and
+-- rope_bwd curves, an earlier one of 2026-11-22 as well (the RoPE kernel it timed is the one this
+-- version runs; the two calibrations of 2026-11-22 timed a variant); the flash_attention_bwd
+-- curve from a fifth, of 2026-11-23, the only one to time the backward kernel this version runs
+-- (GQA groups split over CTAs). The merge brought the points of 2026-11-22 up to date with this
+-- version's cost model: one-sequence KV appends and slices feed the contiguous-copy curves, and
+-- an embedding counts each learned position row once.
 return profile {
   name = "h100-local",
   base = "H100-SXM",
   kind = "gpu",
-  source = "perfsim calibrate --merge of 4 points files (11720 points) over perfsim calibrate 2026-11-23",
+  source = "perfsim calibrate --merge of 5 points files (11710 points) over perfsim calibrate 2026-11-23",
   calibrated = true,
-  measured = {backend = "cuda", device = "NVIDIA H100 80GB HBM3", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-23", mode = "full, 4 calibrations merged"},
+  measured = {backend = "cuda", device = "NVIDIA H100 80GB HBM3", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-23", mode = "full, 5 calibrations merged"},
   peak_flops = {fp32 = 6.7e+13, tf32 = 4.947e+14, bf16 = 9.894e+14, fp16 = 9.894e+14, fp8 = 1.9789e+15, int8 = 1.9789e+15},
   memory_bytes = 8e+10,
   memory_bandwidth = 3.35e+12,
@@ -548,7 +550,7 @@ return profile {
     },
     ["flash_attention_bwd/bf16/compute"] = {
       seconds    = {1.52613e-05, 3.6627e-05, 0.000217049},
-      efficiency = {0.176012, 0.0733534, 0.23799},
+      efficiency = {0.169922, 0.178474, 0.271643},
     },
     ["gelu/bf16/memory"] = {
       seconds    = {6.11343e-09, 4.89075e-08, 1.9563e-07, 9.39023e-06, 2.97357e-05, 5.00812e-05},

@@ -1,21 +1,23 @@
--- h200-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 4 calibrations merged) on NVIDIA H200
+-- h200-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 5 calibrations merged) on NVIDIA H200
 -- (cuda backend, driver 580.159.04 (CUDA 13.0), CUDA runtime 13.0) on 2026-11-22.
 -- Load it with `hardware = profile "h200-local"` (when it sits in a profiles/ directory on the
 -- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.
 -- Merged from the points of three full calibrations on this model of GPU (two of 2026-11-22,
 -- the second on a 2-GPU machine, whose launch, host dispatch, link and collective figures it
--- keeps; one of 2026-11-23 with this version's plan) and, for the rope and rope_bwd curves, the
+-- keeps; one of 2026-11-23 with this version's plan); for the rope and rope_bwd curves, the
 -- points of an earlier full calibration of 2026-11-22 as well (the RoPE kernel it and the one of
--- 2026-11-23 timed is the one this version runs). The merge brought the points of 2026-11-22 up
--- to date with this version's cost model: one-sequence KV appends and slices feed the
--- contiguous-copy curves, and an embedding counts each learned position row once.
+-- 2026-11-23 timed is the one this version runs); the flash_attention_bwd curve from a fifth, of
+-- 2026-11-23, the only one to time the backward kernel this version runs (GQA groups split over
+-- CTAs). The merge brought the points of 2026-11-22 up to date with this version's cost model:
+-- one-sequence KV appends and slices feed the contiguous-copy curves, and an embedding counts
+-- each learned position row once.
 return profile {
   name = "h200-local",
   base = "H200",
   kind = "gpu",
-  source = "perfsim calibrate --merge of 4 points files (11726 points) over perfsim calibrate 2026-11-22",
+  source = "perfsim calibrate --merge of 5 points files (11716 points) over perfsim calibrate 2026-11-22",
   calibrated = true,
-  measured = {backend = "cuda", device = "NVIDIA H200", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-22", mode = "full, 4 calibrations merged"},
+  measured = {backend = "cuda", device = "NVIDIA H200", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-22", mode = "full, 5 calibrations merged"},
   peak_flops = {fp32 = 6.7e+13, tf32 = 4.947e+14, bf16 = 9.894e+14, fp16 = 9.894e+14, fp8 = 1.9789e+15, int8 = 1.9789e+15},
   memory_bytes = 1.41e+11,
   memory_bandwidth = 4.8e+12,
@@ -553,7 +555,7 @@ return profile {
     },
     ["flash_attention_bwd/bf16/compute"] = {
       seconds    = {1.52613e-05, 3.6627e-05, 0.000217049},
-      efficiency = {0.177733, 0.0722674, 0.238866},
+      efficiency = {0.167082, 0.173906, 0.267266},
     },
     ["gelu/bf16/memory"] = {
       seconds    = {4.26667e-09, 3.41333e-08, 1.36533e-07, 6.5536e-06, 2.0753e-05, 3.49525e-05},
