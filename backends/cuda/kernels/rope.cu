@@ -1,16 +1,11 @@
 // Rotary position embeddings (RoFormer, Su et al. 2021, "rotate half" pairing (i, i + d/2))
 // and the inverse rotation for the backward. x, y [tokens, heads, head_dim]. The angle
 // pos·10000^(−2i/d) and its sine/cosine are computed once per (token, pair i), exactly as the
-// CPU reference does (frequency rounded to float, angle and sin/cos in double). The
-// frequencies depend on the pair only: the host forms them once per call with the reference's
-// own expression and passes them by value (up to head_dim 512), so a kernel spends its double
-// precision on the sine and cosine alone; the double pow per (token, pair) was most of a
-// few-head rotation's instructions. Vector path (even head_dim, d/2 a multiple of a 16-byte
-// pack, aligned rows): one block per token puts the token's cos/sin in shared memory, then
-// each thread rotates one pack of pairs of one head with 16-byte loads of both halves.
-// Otherwise one thread per (token, pair) rotates that pair in every head.
-#include <cmath>
-
+// CPU reference does (frequency rounded to float, angle and sin/cos in double). Vector path
+// (even head_dim, d/2 a multiple of a 16-byte pack, aligned rows): one block per token puts
+// the token's cos/sin in shared memory, then each thread rotates one pack of pairs of one
+// head with 16-byte loads of both halves. Otherwise one thread per (token, pair) rotates that
+// pair in every head.
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/kernel_util.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
@@ -19,30 +14,9 @@ namespace perfsim::cuda {
 
 namespace {
 
-constexpr int k_table_pairs = 256;  // head_dim up to 512 reads its frequencies from the table
-
-// float(10000^(−2i/d)) for i < d/2 (k_table_pairs at most), by value in the kernel's parameters.
-struct InvFreq {
-  float v[k_table_pairs];
-};
-
-InvFreq inv_freq_table(int64_t d) {
-  InvFreq f{};
-  for (int64_t i = 0; i < d / 2 && i < k_table_pairs; ++i)
-    f.v[i] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d)));
-  return f;
-}
-
-// The pair's frequency: from the table when it holds the pair, else formed here the same way.
-__device__ __forceinline__ double inv_freq_of(const InvFreq& f, int64_t i, int64_t d) {
-  if (i < k_table_pairs) return f.v[i];
-  return static_cast<float>(pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d)));
-}
-
 template <class T>
 __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t tokens,
-                            int64_t heads, int64_t d, int64_t seq, int64_t position, float sign,
-                            const InvFreq freq) {
+                            int64_t heads, int64_t d, int64_t seq, int64_t position, float sign) {
   const int64_t half_d = d / 2;
   const int64_t pairs = half_d > 0 ? half_d : 1;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -53,10 +27,11 @@ __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
     T* yt = y + t * heads * d;
     if (half_d > 0) {
       const double pos = static_cast<double>(position + t % seq);
-      // The frequency is a float, as the CPU reference stores it; the angle, its sine and
-      // cosine are then formed in double.
+      // The frequency is rounded to float as the CPU reference stores it; the angle, its sine
+      // and cosine are then formed in double.
+      const double inv_freq = static_cast<float>(pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d)));
       double sd, cd;
-      sincos(pos * inv_freq_of(freq, i, d), &sd, &cd);
+      sincos(pos * inv_freq, &sd, &cd);
       const float c = static_cast<float>(cd), s = sign * static_cast<float>(sd);
       for (int64_t h = 0; h < heads; ++h) {
         const float a = detail::to_f32(xt[h * d + i]), b = detail::to_f32(xt[h * d + i + half_d]);
@@ -71,14 +46,15 @@ __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
 
 template <class T, int V>
 __global__ void rope_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t heads,
-                                int64_t d, int64_t seq, int64_t position, float sign,
-                                const InvFreq freq) {
+                                int64_t d, int64_t seq, int64_t position, float sign) {
   extern __shared__ float cos_sin[];  // [half_d] cos, then [half_d] sign·sin
   const int64_t t = blockIdx.x, half_d = d / 2;
   const double pos = static_cast<double>(position + t % seq);
   for (int64_t i = threadIdx.x; i < half_d; i += blockDim.x) {
+    // The frequency is rounded to float as the CPU reference stores it.
+    const double inv_freq = static_cast<float>(pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d)));
     double sd, cd;
-    sincos(pos * inv_freq_of(freq, i, d), &sd, &cd);
+    sincos(pos * inv_freq, &sd, &cd);
     cos_sin[i] = static_cast<float>(cd);
     cos_sin[half_d + i] = sign * static_cast<float>(sd);
   }
@@ -107,20 +83,19 @@ void rotate(const T* x, T* y, const cpu::RopeShape& r, float sign, cudaStream_t 
   if (r.tokens <= 0 || r.heads <= 0 || r.head_dim <= 0) return;
   constexpr int V = detail::vec_of<T>;
   const int64_t half_d = r.head_dim / 2;
-  const InvFreq freq = inv_freq_table(r.head_dim);
   if (r.head_dim % 2 == 0 && half_d % V == 0 && detail::aligned(16, x, y)) {
     const int64_t items = r.heads * (half_d / V);
     int threads = static_cast<int>(((items < 256 ? items : 256) + 31) / 32 * 32);
     rope_vec_kernel<T, V><<<static_cast<unsigned>(r.tokens), threads,
                             static_cast<size_t>(2 * half_d) * sizeof(float), stream>>>(
-        x, y, r.heads, r.head_dim, r.seq > 0 ? r.seq : 1, r.position, sign, freq);
+        x, y, r.heads, r.head_dim, r.seq > 0 ? r.seq : 1, r.position, sign);
     PERFSIM_CUDA_CHECK_LAUNCH();
     return;
   }
   const int64_t work = r.tokens * (half_d > 0 ? half_d : 1);
   constexpr int threads = 256;
   rope_kernel<T><<<detail::grid_for(work, threads), threads, 0, stream>>>(
-      x, y, r.tokens, r.heads, r.head_dim, r.seq > 0 ? r.seq : 1, r.position, sign, freq);
+      x, y, r.tokens, r.heads, r.head_dim, r.seq > 0 ? r.seq : 1, r.position, sign);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
