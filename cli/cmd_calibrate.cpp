@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backends/registry.hpp"
 #include "cli/output_file.hpp"
@@ -95,11 +98,16 @@ int merge_points(const CalibrateArgs& a) {
                       m.kept_curves);
   text += fmt::format("gemm cells: {} set to the median of the files that measured them, {} filled from those\n",
                       m.cells, m.filled);
-  if (m.updated.rekeyed + m.updated.repriced > 0)
-    text += fmt::format("points of an earlier cost model brought up to date: {} one-sequence cop{} given the "
-                        "contiguous-copy curve, {} embedding{} with each position row counted once\n",
-                        m.updated.rekeyed, m.updated.rekeyed == 1 ? "y" : "ies", m.updated.repriced,
-                        m.updated.repriced == 1 ? "" : "s");
+  std::vector<std::string> updates;
+  if (const std::size_t n = m.updated.rekeyed; n > 0)
+    updates.push_back(fmt::format("{} one-sequence cop{} given the contiguous-copy curve", n, n == 1 ? "y" : "ies"));
+  if (const std::size_t n = m.updated.cross_entropy; n > 0)
+    updates.push_back(fmt::format("{} cross-entrop{} given the curve of {} kernel path", n, n == 1 ? "y" : "ies",
+                                  n == 1 ? "its" : "their"));
+  if (const std::size_t n = m.updated.repriced; n > 0)
+    updates.push_back(fmt::format("{} embedding{} with each position row counted once", n, n == 1 ? "" : "s"));
+  if (!updates.empty())
+    text += fmt::format("points of an earlier cost model brought up to date: {}\n", fmt::join(updates, ", "));
   text += fmt::format("profile: {}\n", a.output);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);

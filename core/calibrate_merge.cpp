@@ -104,7 +104,10 @@ std::optional<OpKind> kind_of_key(std::string_view key) { return parse_op_kind(k
 Op variant_probe(const SavedPoint& p, OpKind kind) {
   Op op;
   op.kind = kind;
+  op.dtype = parse_dtype(p.dtype).value_or(DType::fp32);
   op.attrs.batch = p.batch;
+  op.attrs.rows = p.rows;
+  op.attrs.cols = p.cols;
   op.attrs.kv_block = p.key.ends_with("/paged") ? 1 : 0;
   return op;
 }
@@ -115,9 +118,15 @@ void update_saved_points(std::vector<SavedPoint>& points, PointUpdates& updates)
   for (SavedPoint& p : points) {
     const std::optional<OpKind> kind = kind_of_key(p.key);
     if (!kind) continue;
-    if (const std::string v = copy_rows_variant(variant_probe(p, *kind)); !v.empty() && p.finer_key.empty()) {
+    const Op probe = variant_probe(p, *kind);
+    if (const std::string v = copy_rows_variant(probe); !v.empty() && p.finer_key.empty()) {
       p.finer_key = p.key + "/" + v;
       ++updates.rekeyed;
+      continue;
+    }
+    if (const std::string v = cross_entropy_variant(probe); !v.empty() && p.finer_key.empty()) {
+      p.finer_key = p.key + "/" + v;
+      ++updates.cross_entropy;
       continue;
     }
     if (*kind != OpKind::embedding || !(p.rows > p.seq_q && p.seq_q > 0)) continue;

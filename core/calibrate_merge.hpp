@@ -32,14 +32,17 @@ struct SavedPoint {
 
 // What update_saved_points changed in points written by an earlier version of the cost model.
 struct PointUpdates {
-  std::size_t rekeyed = 0;   // one-sequence KV appends and slices given their contiguous-copy curve
-  std::size_t repriced = 0;  // embeddings priced with each learned-position row once
+  std::size_t rekeyed = 0;        // one-sequence KV appends and slices given their contiguous-copy curve
+  std::size_t cross_entropy = 0;  // cross-entropy points given the curve of their kernel path
+  std::size_t repriced = 0;       // embeddings priced with each learned-position row once
 };
 
 // Brings points written by an earlier version of the cost model up to date, recognized by what
 // they hold (so points of this version pass unchanged):
 // - a KV append into a contiguous cache or a last-token slice of one sequence with no finer key
 //   gets its contiguous-copy curve (copy_rows_variant);
+// - a cross-entropy point with no finer key gets the curve of the kernel path its row length
+//   and dtype take (cross_entropy_variant);
 // - an embedding whose bytes count a learned-position row per token (ids + 3 rows of
 //   `cols` per token) counts each of its seq_q position rows once (op_bytes): its roofline and
 //   efficiency scale by the new bytes over the old.

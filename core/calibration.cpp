@@ -188,9 +188,23 @@ std::string copy_rows_variant(const Op& op) {
   return row_per_sequence && op.attrs.batch == 1 ? "contiguous" : "";
 }
 
+std::string cross_entropy_variant(const Op& op) {
+  if (op.kind != OpKind::cross_entropy || op.attrs.cols <= 0) return {};
+  // The launcher's choice (kernels/cross_entropy.cu): packs of 16 bytes when a row is a whole
+  // number of them; rows of at most 4096 packs in registers; rows of at most 110 KiB in shared
+  // memory when the gradient is written (always, in a training step); else two sweeps.
+  const int64_t element = static_cast<int64_t>(bytes_of(op.dtype));
+  const int64_t per_pack = std::max<int64_t>(16 / std::max<int64_t>(element, 1), 1);
+  const bool packed = op.attrs.cols % per_pack == 0;
+  const int64_t units = packed ? op.attrs.cols / per_pack : op.attrs.cols;
+  std::string v = units <= 4096 ? "regs" : op.attrs.cols * element <= (110 << 10) ? "smem" : "two_sweeps";
+  return packed ? v : v + "_scalar";
+}
+
 std::string finer_calibration_variant(const Op& op) {
   if (op.kind == OpKind::gemm) return gemm_layout_variant(op);
   if (std::string v = copy_rows_variant(op); !v.empty()) return v;
+  if (std::string v = cross_entropy_variant(op); !v.empty()) return v;
   return decode_rows_variant(op);
 }
 
@@ -198,6 +212,8 @@ bool is_calibration_variant(std::string_view v) {
   if (std::find(calibration_variants.begin(), calibration_variants.end(), v) != calibration_variants.end())
     return true;
   if (v == "decode_q1" || v == "decode_q4" || v == "decode_qn" || v == "contiguous") return true;
+  for (std::string_view path : {"regs", "smem", "two_sweeps"})
+    if (v == path || (v.starts_with(path) && v.substr(path.size()) == "_scalar")) return true;
   // unaligned_<layout>_<operands>: layout two of n/t, operands a non-empty ordered subset of abc.
   constexpr std::string_view prefix = "unaligned_";
   if (v.size() < prefix.size() + 4 || v.substr(0, prefix.size()) != prefix) return false;

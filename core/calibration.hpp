@@ -122,8 +122,17 @@ inline constexpr std::array<std::string_view, 4> calibration_variants = {"decode
 // moving 10.5 MB over 2 sequences at 0.40-0.53 of their roofline, 6.3 MB over 1 sequence at
 // 0.75-1.33, its source still in L2). "contiguous" for one sequence, empty otherwise.
 [[nodiscard]] std::string copy_rows_variant(const Op& op);
-// The variant read before calibration_variant's: gemm_layout_variant, copy_rows_variant or
-// decode_rows_variant.
+// Cross-entropy's finer variant: the fused kernel holds a row of logits in registers (up to
+// 4096 packs of 16 bytes), copies it into shared memory (up to 110 KiB) or streams it twice,
+// with 16-byte packs when the row length allows them, else element by element
+// (kernels/cross_entropy.cu); the paths differ in speed for the same bytes (an H100
+// calibration: bf16 rows of 32001 logits, element by element in shared memory, at 0.51-0.54
+// of their roofline; rows of 65536, streamed twice in packs, at 0.62). "regs", "smem" or
+// "two_sweeps", with "_scalar" appended for the element-by-element loads; empty for every
+// other op.
+[[nodiscard]] std::string cross_entropy_variant(const Op& op);
+// The variant read before calibration_variant's: gemm_layout_variant, copy_rows_variant,
+// cross_entropy_variant or decode_rows_variant.
 [[nodiscard]] std::string finer_calibration_variant(const Op& op);
 // Whether `variant` is one calibration_variant() or finer_calibration_variant() can return.
 [[nodiscard]] bool is_calibration_variant(std::string_view variant);

@@ -164,11 +164,20 @@ TEST_CASE("calibrate merge: points of an earlier cost model are brought up to da
   emb_now.bytes = 504;
   SavedPoint emb_llama = emb;  // no position table: 6·4 + 2·192 = 408 bytes
   emb_llama.bytes = 408;
-  std::vector<SavedPoint> points{append, two, paged, slice, current, emb, emb_now, emb_llama};
+  // Cross-entropy over rows of 32001 bf16 logits (odd: element by element, 64002 B in shared
+  // memory) gets its path's curve; one already keyed stays as it is.
+  SavedPoint ce;
+  ce.key = "cross_entropy/bf16/memory", ce.dtype = "bf16", ce.rows = 1536, ce.cols = 32001;
+  SavedPoint ce_now = ce;
+  ce_now.finer_key = "cross_entropy/bf16/memory/smem_scalar";
+  std::vector<SavedPoint> points{append, two, paged, slice, current, emb, emb_now, emb_llama, ce, ce_now};
   PointUpdates u;
   update_saved_points(points, u);
   CHECK(u.rekeyed == 2);
+  CHECK(u.cross_entropy == 1);
   CHECK(u.repriced == 1);
+  CHECK(points[8].finer_key == "cross_entropy/bf16/memory/smem_scalar");
+  CHECK(points[9].finer_key == "cross_entropy/bf16/memory/smem_scalar");
   CHECK(points[0].finer_key == "kv_append/bf16/memory/contiguous");
   CHECK(points[1].finer_key.empty());
   CHECK(points[2].finer_key.empty());
@@ -183,6 +192,7 @@ TEST_CASE("calibrate merge: points of an earlier cost model are brought up to da
   PointUpdates again;
   update_saved_points(points, again);
   CHECK(again.rekeyed == 0);
+  CHECK(again.cross_entropy == 0);
   CHECK(again.repriced == 0);
 }
 

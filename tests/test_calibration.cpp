@@ -361,6 +361,50 @@ TEST_CASE("calibration: a one-sequence KV append or last-token slice reads the c
   CHECK(predict_op(*append, g, hw).memory_time == approx(p.roofline_seconds / 0.9));
 }
 
+TEST_CASE("calibration: cross-entropy reads the curve of the kernel path its rows take") {
+  Op ce;
+  ce.kind = OpKind::cross_entropy;
+  auto path = [&](DType t, int64_t cols) {
+    ce.dtype = t, ce.attrs.rows = 1536, ce.attrs.cols = cols;
+    return cross_entropy_variant(ce);
+  };
+  // bf16 packs hold 8 logits, fp32 packs 4.
+  CHECK(path(DType::bf16, 32000) == "regs");               // 4000 packs in registers
+  CHECK(path(DType::bf16, 32768) == "regs");               // 4096 packs: the most
+  CHECK(path(DType::bf16, 32776) == "smem");               // 4097 packs, 65552 B in shared memory
+  CHECK(path(DType::bf16, 65536) == "two_sweeps");         // 8192 packs, 131072 B > 110 KiB
+  CHECK(path(DType::bf16, 32001) == "smem_scalar");        // odd: element by element, 64002 B
+  CHECK(path(DType::bf16, 4095) == "regs_scalar");         // 4095 elements in registers
+  CHECK(path(DType::fp32, 16384) == "regs");               // 4096 packs
+  CHECK(path(DType::fp32, 28160) == "smem");               // 7040 packs, 112640 B = 110 KiB
+  CHECK(path(DType::fp32, 28164) == "two_sweeps");         // 112656 B
+  CHECK(path(DType::fp32, 32001) == "two_sweeps_scalar");  // 128004 B
+  CHECK(finer_calibration_variant(ce) == "two_sweeps_scalar");
+  Op add;
+  add.kind = OpKind::residual_add, add.attrs.cols = 1000;
+  CHECK(cross_entropy_variant(add).empty());
+  for (const char* v : {"regs", "smem", "two_sweeps", "regs_scalar", "smem_scalar", "two_sweeps_scalar"})
+    CHECK(is_calibration_variant(v));
+  CHECK_FALSE(is_calibration_variant("smem_vector"));
+  CHECK_FALSE(is_calibration_variant("_scalar"));
+
+  // A training step's loss reads its path's curve when the profile has one, else the kind's.
+  Workload w;
+  w.phase = Phase::train;
+  w.batch = 2, w.prompt = 64;
+  const Graph g = build_stack_graph(test_models::tiny_llama(), w, {{"bf16", {{"bf16", std::nullopt}}}}, 0);
+  const Op* loss = first_op(g, OpKind::cross_entropy);
+  REQUIRE(loss != nullptr);
+  Hardware hw = bare_gpu();
+  const CalibrationPoint p = calibration_point(*loss, predict_op(*loss, g, hw), hw);
+  CHECK(p.key == "cross_entropy/bf16/memory");
+  CHECK(p.finer_key == "cross_entropy/bf16/memory/" + cross_entropy_variant(*loss));
+  hw.calibration.kernels["cross_entropy/bf16/memory"] = EfficiencyCurve{{1e-9}, {0.6}};
+  CHECK(predict_op(*loss, g, hw).memory_time == approx(p.roofline_seconds / 0.6));
+  hw.calibration.kernels[p.finer_key] = EfficiencyCurve{{1e-9}, {0.5}};
+  CHECK(predict_op(*loss, g, hw).memory_time == approx(p.roofline_seconds / 0.5));
+}
+
 TEST_CASE("calibration: materialized attention reads its curve at the work of one batched GEMM call") {
   Op op;
   op.kind = OpKind::attn_scores;

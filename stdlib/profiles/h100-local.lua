@@ -504,9 +504,25 @@ return profile {
       seconds    = {5.86945e-05, 0.000120199, 0.000313037},
       efficiency = {0.515935, 0.618958, 0.556095},
     },
+    ["cross_entropy/bf16/memory/smem_scalar"] = {
+      seconds    = {5.86945e-05, 0.000146736, 0.000313037},
+      efficiency = {0.515935, 0.536317, 0.555916},
+    },
+    ["cross_entropy/bf16/memory/two_sweeps"] = {
+      seconds    = {0.000120199, 0.00032053},
+      efficiency = {0.620054, 0.613324},
+    },
     ["cross_entropy/fp32/memory"] = {
       seconds    = {0.000117385, 0.000240394, 0.000626055},
       efficiency = {0.442368, 0.59731, 0.454631},
+    },
+    ["cross_entropy/fp32/memory/two_sweeps"] = {
+      seconds    = {0.000240394},
+      efficiency = {0.598744},
+    },
+    ["cross_entropy/fp32/memory/two_sweeps_scalar"] = {
+      seconds    = {0.000117385, 0.000293463, 0.000626055},
+      efficiency = {0.442368, 0.452081, 0.454631},
     },
     ["embedding/bf16/memory"] = {
       seconds    = {2.75224e-09, 4.2806e-09, 1.22316e-08, 1.30006e-08, 3.42448e-08, 4.97098e-08, 9.78531e-08, 1.36979e-07, 1.95706e-06, 2.83793e-06, 6.22424e-06, 9.7876e-06, 1.56565e-05, 2.63e-05},

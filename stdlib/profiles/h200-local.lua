@@ -509,9 +509,25 @@ return profile {
       seconds    = {4.09638e-05, 8.38886e-05, 0.000218474},
       efficiency = {0.381894, 0.596927, 0.40576},
     },
+    ["cross_entropy/bf16/memory/smem_scalar"] = {
+      seconds    = {4.09638e-05, 0.00010241, 0.000218474},
+      efficiency = {0.381894, 0.394525, 0.405373},
+    },
+    ["cross_entropy/bf16/memory/two_sweeps"] = {
+      seconds    = {8.38886e-05, 0.000223703},
+      efficiency = {0.598226, 0.585756},
+    },
     ["cross_entropy/fp32/memory"] = {
       seconds    = {8.19251e-05, 0.000167775, 0.000436934},
       efficiency = {0.375187, 0.563232, 0.387508},
+    },
+    ["cross_entropy/fp32/memory/two_sweeps"] = {
+      seconds    = {0.000167775},
+      efficiency = {0.564841},
+    },
+    ["cross_entropy/fp32/memory/two_sweeps_scalar"] = {
+      seconds    = {8.19251e-05, 0.000204813, 0.000436934},
+      efficiency = {0.375187, 0.387254, 0.387508},
     },
     ["embedding/bf16/memory"] = {
       seconds    = {1.92083e-09, 2.9875e-09, 8.53667e-09, 9.07336e-09, 2.39e-08, 3.46934e-08, 6.82933e-08, 9.56e-08, 1.36587e-06, 1.98064e-06, 4.344e-06, 6.83094e-06, 1.09269e-05, 1.83552e-05},
