@@ -212,6 +212,13 @@ int main(int argc, char** argv) {
       const cpu::AttnShape a{.batch = 1, .seq_q = 1024, .seq_kv = 1024, .heads = 32, .kv_heads = 32,
                              .head_dim = 128, .kv_capacity = 1024, .grad_capacity = 1024, .causal = false};
       bench("attn_softmax", "bf16", "1x32x1024x1024", 2 * e2, [&](int s) { gpu::attn_softmax(x[s], z[s], a, nullptr); });
+      // Causal training shapes (8 heads, seq_q = seq_kv): rows of 80 to 256 packs of 8, one warp each.
+      for (const int64_t skv : {int64_t{640}, int64_t{768}, int64_t{1000}, int64_t{1024}, int64_t{1280}, int64_t{2048}}) {
+        const cpu::AttnShape m{.batch = 1, .seq_q = skv, .seq_kv = skv, .heads = 8, .kv_heads = 8, .head_dim = 128,
+                               .kv_capacity = skv, .grad_capacity = skv, .causal = true};
+        bench("attn_softmax (model shape)", "bf16", "1x8x" + dims(skv, skv), 2.0 * 2 * 8 * skv * skv,
+              [&](int s) { gpu::attn_softmax(x[s], z[s], m, nullptr); });
+      }
       bench("attn_softmax_bwd", "bf16", "1x32x1024x1024", 3 * e2, [&](int s) { gpu::attn_softmax_bwd(x[s], y[s], z[s], a, nullptr); });
     }
     {

@@ -109,14 +109,14 @@ TEST_CASE_TEMPLATE("cuda kernels: materialized attention matches the CPU referen
   }
 }
 
-// The softmax alone on every row kernel: one warp per row (1, 2, 4, 8 packs per lane), one
-// block per row, and a causal mask ending inside a pack (seq_kv 1000: the last visible
-// element of a row is mid-pack).
+// The softmax alone on every row kernel: one warp per row (1 to 8 packs per lane: 16-bit rows
+// of 600, 768, 1280, 1500 and 1700 take 3, 3, 5, 6 and 7), one block per row, and a causal
+// mask ending inside a pack (seq_kv 1000: the last visible element of a row is mid-pack).
 TEST_CASE_TEMPLATE("cuda kernels: attention softmax matches the CPU reference on every row kernel", D,
                    float, __nv_bfloat16, __half) {
   using H = host_t<D>;
-  for (const int64_t skv : {int64_t{33}, int64_t{256}, int64_t{1000}, int64_t{1024}, int64_t{2048},
-                            int64_t{4100}}) {
+  for (const int64_t skv : {int64_t{33}, int64_t{256}, int64_t{600}, int64_t{768}, int64_t{1000}, int64_t{1024},
+                            int64_t{1280}, int64_t{1500}, int64_t{1700}, int64_t{2048}, int64_t{4100}}) {
     for (const bool causal : {false, true}) {
       CAPTURE(skv);
       CAPTURE(causal);

@@ -3,9 +3,12 @@
 // j < visible(i) (all of them when not causal); masked entries of P are written as 0.
 // Forward: the row is held in registers (row_regs.cuh) and read from DRAM once: max, Σexp
 // (exponentials kept in registers), then the write. Rows up to 256 packs take one warp each
-// (4 rows per block, shuffles only); longer rows up to 4096 packs one block each. Wider rows fall back to two sweeps with an
+// (4 rows per block, shuffles only, ⌈packs / 32⌉ packs a lane); longer rows up to 4096 packs
+// one block each. Wider rows fall back to two sweeps with an
 // online (max, Σexp) pair per thread (Milakov & Gimelshein 2018). The backward's
 // dS = P ⊙ (dP − Σ dP⊙P) is a reduction sweep then a write sweep.
+#include <type_traits>
+
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/attention_materialized.cuh"
 #include "backends/cuda/kernels/kernel_util.cuh"
@@ -150,15 +153,25 @@ void launch_softmax(const T* s, T* p, int64_t rows, const cpu::AttnShape& a, cud
   const int64_t units = (a.seq_kv + V - 1) / V;
   const auto warp_blocks = static_cast<unsigned>((rows + k_warp_rows - 1) / k_warp_rows);
   const int warp_threads = k_warp_rows * 32;
-  if (units <= 32)
-    softmax_warp_kernel<T, V, 1><<<warp_blocks, warp_threads, 0, stream>>>(s, p, rows, a.seq_q, a.seq_kv, a.causal);
-  else if (units <= 64)
-    softmax_warp_kernel<T, V, 2><<<warp_blocks, warp_threads, 0, stream>>>(s, p, rows, a.seq_q, a.seq_kv, a.causal);
-  else if (units <= 128)
-    softmax_warp_kernel<T, V, 4><<<warp_blocks, warp_threads, 0, stream>>>(s, p, rows, a.seq_q, a.seq_kv, a.causal);
-  else if (units <= 256)
-    softmax_warp_kernel<T, V, 8><<<warp_blocks, warp_threads, 0, stream>>>(s, p, rows, a.seq_q, a.seq_kv, a.causal);
-  else if (const int t = detail::reg_row_threads(units, k_block_packs); t > 0)
+  // A warp holds ⌈units / 32⌉ packs a lane: every slot it exponentiates is one of the row's
+  // (rounding up to a power of two left up to 60% of them empty, e.g. 160 packs in 256).
+  auto warp = [&](auto packs) {
+    softmax_warp_kernel<T, V, decltype(packs)::value><<<warp_blocks, warp_threads, 0, stream>>>(
+        s, p, rows, a.seq_q, a.seq_kv, a.causal);
+  };
+  if (units <= 256) {
+    switch ((units + 31) / 32) {
+      case 0:
+      case 1: warp(std::integral_constant<int, 1>{}); break;
+      case 2: warp(std::integral_constant<int, 2>{}); break;
+      case 3: warp(std::integral_constant<int, 3>{}); break;
+      case 4: warp(std::integral_constant<int, 4>{}); break;
+      case 5: warp(std::integral_constant<int, 5>{}); break;
+      case 6: warp(std::integral_constant<int, 6>{}); break;
+      case 7: warp(std::integral_constant<int, 7>{}); break;
+      default: warp(std::integral_constant<int, 8>{}); break;
+    }
+  } else if (const int t = detail::reg_row_threads(units, k_block_packs); t > 0)
     softmax_block_kernel<T, V, k_block_packs><<<static_cast<unsigned>(rows), t, 0, stream>>>(
         s, p, a.seq_q, a.seq_kv, a.causal);
   else
