@@ -1,4 +1,4 @@
--- h100-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 5 calibrations merged) on NVIDIA H100 80GB HBM3
+-- h100-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 6 calibrations merged) on NVIDIA H100 80GB HBM3
 -- (cuda backend, driver 580.159.04 (CUDA 13.0), CUDA runtime 13.0) on 2026-11-23.
 -- Load it with `hardware = profile "h100-local"` (when it sits in a profiles/ directory on the
 -- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.
@@ -7,16 +7,18 @@
 -- rope_bwd curves, an earlier one of 2026-11-22 as well (the RoPE kernel it timed is the one this
 -- version runs; the two calibrations of 2026-11-22 timed a variant); the flash_attention_bwd
 -- curve from a fifth, of 2026-11-23, the only one to time the backward kernel this version runs
--- (GQA groups split over CTAs). The merge brought the points of 2026-11-22 up to date with this
--- version's cost model: one-sequence KV appends and slices feed the contiguous-copy curves, and
--- an embedding counts each learned position row once.
+-- (GQA groups split over CTAs); the attn_softmax curve from a sixth, of 2026-11-23, the only one
+-- to time the softmax this version runs (a lane holds as many packs as the row needs). The merge
+-- brought the earlier points up to date with this version's cost model: one-sequence KV appends
+-- and slices feed the contiguous-copy curves, cross-entropy feeds the curve of its kernel path,
+-- and an embedding counts each learned position row once.
 return profile {
   name = "h100-local",
   base = "H100-SXM",
   kind = "gpu",
-  source = "perfsim calibrate --merge of 5 points files (11710 points) over perfsim calibrate 2026-11-23",
+  source = "perfsim calibrate --merge of 6 points files (11628 points) over perfsim calibrate 2026-11-23",
   calibrated = true,
-  measured = {backend = "cuda", device = "NVIDIA H100 80GB HBM3", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-23", mode = "full, 5 calibrations merged"},
+  measured = {backend = "cuda", device = "NVIDIA H100 80GB HBM3", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-23", mode = "full, 6 calibrations merged"},
   peak_flops = {fp32 = 6.7e+13, tf32 = 4.947e+14, bf16 = 9.894e+14, fp16 = 9.894e+14, fp8 = 1.9789e+15, int8 = 1.9789e+15},
   memory_bytes = 8e+10,
   memory_bandwidth = 3.35e+12,
@@ -478,19 +480,19 @@ return profile {
     },
     ["attn_softmax/bf16/memory"] = {
       seconds    = {1.36941e-05, 2.81707e-05, 3.9439e-05, 5.8689e-05, 0.000143201, 0.000356829},
-      efficiency = {1.00374, 1.05692, 1.08394, 1.02735, 1.09713, 1.06197},
+      efficiency = {1.16832, 1.06736, 1.08209, 1.11938, 1.13874, 1.05862},
     },
     ["attn_softmax/bf16/memory/decode"] = {
       seconds    = {6.13731e-09, 7.3409e-08, 2.93636e-07, 4.1109e-07, 4.69588e-06, 6.57423e-06},
-      efficiency = {0.00670549, 0.0438366, 0.163817, 0.199351, 0.23419, 0.241897},
+      efficiency = {0.00478944, 0.0445844, 0.163349, 0.197642, 0.23483, 0.240542},
     },
     ["attn_softmax/fp32/memory"] = {
       seconds    = {2.81707e-05, 5.63414e-05, 0.000234756, 0.000713658},
-      efficiency = {1.16195, 1.14707, 1.15994, 1.16964},
+      efficiency = {1.19502, 1.14824, 1.16494, 1.17004},
     },
     ["attn_softmax/fp32/memory/decode"] = {
       seconds    = {1.22746e-08, 5.87272e-07, 8.2218e-07, 9.39176e-06, 1.31485e-05},
-      efficiency = {0.0113773, 0.313287, 0.404822, 0.489179, 0.459368},
+      efficiency = {0.0126045, 0.302028, 0.416549, 0.507157, 0.461934},
     },
     ["attn_softmax_bwd/bf16/memory"] = {
       seconds    = {2.1128e-05, 4.2256e-05, 8.80334e-05, 0.000176067, 0.000600975},

@@ -1,4 +1,4 @@
--- h200-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 5 calibrations merged) on NVIDIA H200
+-- h200-local: a perfsim hardware profile, fitted by `perfsim calibrate` (full, 6 calibrations merged) on NVIDIA H200
 -- (cuda backend, driver 580.159.04 (CUDA 13.0), CUDA runtime 13.0) on 2026-11-22.
 -- Load it with `hardware = profile "h200-local"` (when it sits in a profiles/ directory on the
 -- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.
@@ -8,16 +8,18 @@
 -- points of an earlier full calibration of 2026-11-22 as well (the RoPE kernel it and the one of
 -- 2026-11-23 timed is the one this version runs); the flash_attention_bwd curve from a fifth, of
 -- 2026-11-23, the only one to time the backward kernel this version runs (GQA groups split over
--- CTAs). The merge brought the points of 2026-11-22 up to date with this version's cost model:
--- one-sequence KV appends and slices feed the contiguous-copy curves, and an embedding counts
--- each learned position row once.
+-- CTAs); the attn_softmax curve from a sixth, of 2026-11-23, the only one to time the softmax
+-- this version runs (a lane holds as many packs as the row needs). The merge brought the earlier
+-- points up to date with this version's cost model: one-sequence KV appends and slices feed the
+-- contiguous-copy curves, cross-entropy feeds the curve of its kernel path, and an embedding
+-- counts each learned position row once.
 return profile {
   name = "h200-local",
   base = "H200",
   kind = "gpu",
-  source = "perfsim calibrate --merge of 5 points files (11716 points) over perfsim calibrate 2026-11-22",
+  source = "perfsim calibrate --merge of 6 points files (11634 points) over perfsim calibrate 2026-11-22",
   calibrated = true,
-  measured = {backend = "cuda", device = "NVIDIA H200", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-22", mode = "full, 5 calibrations merged"},
+  measured = {backend = "cuda", device = "NVIDIA H200", driver = "580.159.04 (CUDA 13.0)", runtime = "CUDA runtime 13.0", date = "2026-11-22", mode = "full, 6 calibrations merged"},
   peak_flops = {fp32 = 6.7e+13, tf32 = 4.947e+14, bf16 = 9.894e+14, fp16 = 9.894e+14, fp8 = 1.9789e+15, int8 = 1.9789e+15},
   memory_bytes = 1.41e+11,
   memory_bandwidth = 4.8e+12,
@@ -483,19 +485,19 @@ return profile {
     },
     ["attn_softmax/bf16/memory"] = {
       seconds    = {9.55733e-06, 1.96608e-05, 2.75251e-05, 4.096e-05, 9.99425e-05, 0.000249037},
-      efficiency = {0.740985, 0.836637, 0.840064, 0.778515, 0.857771, 0.821612},
+      efficiency = {0.845008, 0.960182, 0.967424, 1.07459, 1.09971, 0.812035},
     },
     ["attn_softmax/bf16/memory/decode"] = {
       seconds    = {4.28333e-09, 5.12333e-08, 2.04933e-07, 2.86907e-07, 3.27733e-06, 4.58827e-06},
-      efficiency = {0.00431733, 0.0340792, 0.119623, 0.146483, 0.166122, 0.171032},
+      efficiency = {0.00472987, 0.0338061, 0.102037, 0.141102, 0.162413, 0.166973},
     },
     ["attn_softmax/fp32/memory"] = {
       seconds    = {1.96608e-05, 3.93216e-05, 0.00016384, 0.000498074},
-      efficiency = {1.14081, 1.10879, 1.14137, 1.14001},
+      efficiency = {1.13538, 1.08932, 1.12193, 1.13234},
     },
     ["attn_softmax/fp32/memory/decode"] = {
       seconds    = {8.56667e-09, 4.09867e-07, 5.73813e-07, 6.55467e-06, 9.17653e-06},
-      efficiency = {0.0102686, 0.255879, 0.317232, 0.363783, 0.340292},
+      efficiency = {0.011312, 0.227778, 0.242482, 0.356194, 0.332958},
     },
     ["attn_softmax_bwd/bf16/memory"] = {
       seconds    = {1.47456e-05, 2.94912e-05, 6.144e-05, 0.00012288, 0.00041943},
