@@ -97,6 +97,27 @@ const Op* first_op(const Graph& g, OpKind kind) {
   return nullptr;
 }
 
+// The first `kind` op of tiny Llama's bf16 `phase` step (`batch` sequences of 64 tokens) is
+// priced from its finer curve `finer` once the profile has one, and from the kind's curve `key`
+// before that.
+void check_finer_curve_first(Phase phase, int64_t batch, OpKind kind, const std::string& key,
+                             const std::string& finer) {
+  Workload w;
+  w.phase = phase;
+  w.batch = batch, w.prompt = 64;
+  const Graph g = build_stack_graph(test_models::tiny_llama(), w, {{"bf16", {{"bf16", std::nullopt}}}}, 0);
+  const Op* op = first_op(g, kind);
+  REQUIRE(op != nullptr);
+  Hardware hw = bare_gpu();
+  const CalibrationPoint p = calibration_point(*op, predict_op(*op, g, hw), hw);
+  CHECK(p.key == key);
+  CHECK(p.finer_key == finer);
+  hw.calibration.kernels[key] = EfficiencyCurve{{1e-9}, {0.6}};
+  CHECK(predict_op(*op, g, hw).memory_time == approx(p.roofline_seconds / 0.6));
+  hw.calibration.kernels[finer] = EfficiencyCurve{{1e-9}, {0.5}};
+  CHECK(predict_op(*op, g, hw).memory_time == approx(p.roofline_seconds / 0.5));
+}
+
 }  // namespace
 
 TEST_CASE("calibration: efficiency curves interpolate in log-log space and hold their ends") {
@@ -345,20 +366,8 @@ TEST_CASE("calibration: a one-sequence KV append or last-token slice reads the c
   CHECK(is_calibration_variant("contiguous"));
 
   // Priced from its own curve when the profile has one, else from the kind's.
-  Workload w;
-  w.phase = Phase::prefill;
-  w.batch = 1, w.prompt = 64;
-  const Graph g = build_stack_graph(test_models::tiny_llama(), w, {{"bf16", {{"bf16", std::nullopt}}}}, 0);
-  const Op* append = first_op(g, OpKind::kv_append);
-  REQUIRE(append != nullptr);
-  Hardware hw = bare_gpu();
-  const CalibrationPoint p = calibration_point(*append, predict_op(*append, g, hw), hw);
-  CHECK(p.key == "kv_append/bf16/memory");
-  CHECK(p.finer_key == "kv_append/bf16/memory/contiguous");
-  hw.calibration.kernels["kv_append/bf16/memory"] = EfficiencyCurve{{1e-9}, {0.5}};
-  CHECK(predict_op(*append, g, hw).memory_time == approx(p.roofline_seconds / 0.5));
-  hw.calibration.kernels["kv_append/bf16/memory/contiguous"] = EfficiencyCurve{{1e-9}, {0.9}};
-  CHECK(predict_op(*append, g, hw).memory_time == approx(p.roofline_seconds / 0.9));
+  check_finer_curve_first(Phase::prefill, 1, OpKind::kv_append, "kv_append/bf16/memory",
+                          "kv_append/bf16/memory/contiguous");
 }
 
 TEST_CASE("calibration: cross-entropy reads the curve of the kernel path its rows take") {
@@ -388,21 +397,10 @@ TEST_CASE("calibration: cross-entropy reads the curve of the kernel path its row
   CHECK_FALSE(is_calibration_variant("smem_vector"));
   CHECK_FALSE(is_calibration_variant("_scalar"));
 
-  // A training step's loss reads its path's curve when the profile has one, else the kind's.
-  Workload w;
-  w.phase = Phase::train;
-  w.batch = 2, w.prompt = 64;
-  const Graph g = build_stack_graph(test_models::tiny_llama(), w, {{"bf16", {{"bf16", std::nullopt}}}}, 0);
-  const Op* loss = first_op(g, OpKind::cross_entropy);
-  REQUIRE(loss != nullptr);
-  Hardware hw = bare_gpu();
-  const CalibrationPoint p = calibration_point(*loss, predict_op(*loss, g, hw), hw);
-  CHECK(p.key == "cross_entropy/bf16/memory");
-  CHECK(p.finer_key == "cross_entropy/bf16/memory/" + cross_entropy_variant(*loss));
-  hw.calibration.kernels["cross_entropy/bf16/memory"] = EfficiencyCurve{{1e-9}, {0.6}};
-  CHECK(predict_op(*loss, g, hw).memory_time == approx(p.roofline_seconds / 0.6));
-  hw.calibration.kernels[p.finer_key] = EfficiencyCurve{{1e-9}, {0.5}};
-  CHECK(predict_op(*loss, g, hw).memory_time == approx(p.roofline_seconds / 0.5));
+  // A training step's loss (tiny Llama's vocabulary of 100: element by element, in registers)
+  // reads its path's curve when the profile has one, else the kind's.
+  check_finer_curve_first(Phase::train, 2, OpKind::cross_entropy, "cross_entropy/bf16/memory",
+                          "cross_entropy/bf16/memory/regs_scalar");
 }
 
 TEST_CASE("calibration: materialized attention reads its curve at the work of one batched GEMM call") {
