@@ -104,6 +104,9 @@ int merge_points(const CalibrateArgs& a) {
   if (const std::size_t n = m.updated.cross_entropy; n > 0)
     updates.push_back(fmt::format("{} cross-entrop{} given the curve of {} kernel path", n, n == 1 ? "y" : "ies",
                                   n == 1 ? "its" : "their"));
+  if (const std::size_t n = m.updated.skinny_gemms; n > 0)
+    updates.push_back(fmt::format("{} skinny unaligned GEMM{} given {} skinny curve", n, n == 1 ? "" : "s",
+                                  n == 1 ? "its" : "their"));
   if (const std::size_t n = m.updated.repriced; n > 0)
     updates.push_back(fmt::format("{} embedding{} with each position row counted once", n, n == 1 ? "" : "s"));
   if (!updates.empty())

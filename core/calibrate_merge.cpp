@@ -129,6 +129,13 @@ void update_saved_points(std::vector<SavedPoint>& points, PointUpdates& updates)
       ++updates.cross_entropy;
       continue;
     }
+    const int64_t gemm_rows = p.m * std::max<int64_t>(p.batch, 1);
+    if (*kind == OpKind::gemm && p.finer_key.find("/unaligned_") != std::string::npos &&
+        !p.finer_key.ends_with("_skinny") && gemm_rows > 0 && gemm_rows <= skinny_gemm_rows) {
+      p.finer_key += "_skinny";
+      ++updates.skinny_gemms;
+      continue;
+    }
     if (*kind != OpKind::embedding || !(p.rows > p.seq_q && p.seq_q > 0)) continue;
     const std::optional<DType> t = parse_dtype(p.dtype);
     if (!t) continue;

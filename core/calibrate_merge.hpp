@@ -34,6 +34,7 @@ struct SavedPoint {
 struct PointUpdates {
   std::size_t rekeyed = 0;        // one-sequence KV appends and slices given their contiguous-copy curve
   std::size_t cross_entropy = 0;  // cross-entropy points given the curve of their kernel path
+  std::size_t skinny_gemms = 0;   // unaligned GEMMs of at most skinny_gemm_rows rows given their skinny curve
   std::size_t repriced = 0;       // embeddings priced with each learned-position row once
 };
 
@@ -43,6 +44,8 @@ struct PointUpdates {
 //   gets its contiguous-copy curve (copy_rows_variant);
 // - a cross-entropy point with no finer key gets the curve of the kernel path its row length
 //   and dtype take (cross_entropy_variant);
+// - an unaligned GEMM of at most skinny_gemm_rows rows keyed to its layout curve gets that
+//   curve's skinny one (gemm_layout_variant);
 // - an embedding whose bytes count a learned-position row per token (ids + 3 rows of
 //   `cols` per token) counts each of its seq_q position rows once (op_bytes): its roofline and
 //   efficiency scale by the new bytes over the old.

@@ -150,6 +150,7 @@ std::string gemm_layout_variant(const Op& op) {
   if (!r.a) v += 'a';
   if (!r.b) v += 'b';
   if (!r.c) v += 'c';
+  if (op.attrs.m * std::max<int64_t>(op.attrs.batch, 1) <= skinny_gemm_rows) v += "_skinny";
   return v;
 }
 
@@ -220,7 +221,9 @@ bool is_calibration_variant(std::string_view v) {
   const std::string_view rest = v.substr(prefix.size());
   auto nt = [](char ch) { return ch == 'n' || ch == 't'; };
   if (!nt(rest[0]) || !nt(rest[1]) || rest[2] != '_') return false;
-  const std::string_view ops = rest.substr(3);
+  std::string_view ops = rest.substr(3);
+  constexpr std::string_view skinny = "_skinny";
+  if (ops.ends_with(skinny)) ops.remove_suffix(skinny.size());
   for (std::string_view subset : {"a", "b", "c", "ab", "ac", "bc", "abc"})
     if (ops == subset) return true;
   return false;

@@ -395,11 +395,13 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   for (double e : hw.calibration.kernels.at("gemm/bf16/memory/unaligned").efficiency)
     CHECK(e == approx(0.1).epsilon(0.01));
   // ... and of their layout: the cells run with B stored [k, n] (n = 1025 leaves B and C
-  // unaligned) and [n, k] (C only).
-  REQUIRE(hw.calibration.kernels.count("gemm/bf16/memory/unaligned_nn_bc") == 1);
-  REQUIRE(hw.calibration.kernels.count("gemm/bf16/memory/unaligned_nt_c") == 1);
-  CHECK(hw.calibration.kernels.at("gemm/bf16/memory/unaligned_nn_bc").efficiency ==
-        hw.calibration.kernels.at("gemm/bf16/memory/unaligned").efficiency);
+  // unaligned) and [n, k] (C only), the one-row cells (m = 1) on curves of their own.
+  for (const char* layout : {"unaligned_nn_bc", "unaligned_nt_c", "unaligned_nn_bc_skinny", "unaligned_nt_c_skinny"}) {
+    CAPTURE(layout);
+    const std::string key = std::string("gemm/bf16/memory/") + layout;
+    REQUIRE(hw.calibration.kernels.count(key) == 1);
+    for (double e : hw.calibration.kernels.at(key).efficiency) CHECK(e == approx(0.1).epsilon(0.01));
+  }
   // Decode attention feeds the pooled curve and that of its rows (4 heads on 2: 2 rows, "q4");
   // paged ops feed curves of their own.
   CHECK(hw.calibration.kernels.count("flash_attention/bf16/memory/decode") == 1);

@@ -170,12 +170,21 @@ TEST_CASE("calibrate merge: points of an earlier cost model are brought up to da
   ce.key = "cross_entropy/bf16/memory", ce.dtype = "bf16", ce.rows = 1536, ce.cols = 32001;
   SavedPoint ce_now = ce;
   ce_now.finer_key = "cross_entropy/bf16/memory/smem_scalar";
-  std::vector<SavedPoint> points{append, two, paged, slice, current, emb, emb_now, emb_llama, ce, ce_now};
+  // An unaligned GEMM of one row keyed to its layout curve gets the skinny one; 16 rows do not.
+  SavedPoint gemv;
+  gemv.key = "gemm/bf16/memory/unaligned", gemv.finer_key = "gemm/bf16/memory/unaligned_nt_c";
+  gemv.dtype = "bf16", gemv.m = 1, gemv.n = 32001, gemv.k = 2560, gemv.batch = 1;
+  SavedPoint wide = gemv;
+  wide.m = 16;
+  std::vector<SavedPoint> points{append, two, paged, slice, current, emb, emb_now, emb_llama, ce, ce_now, gemv, wide};
   PointUpdates u;
   update_saved_points(points, u);
   CHECK(u.rekeyed == 2);
   CHECK(u.cross_entropy == 1);
+  CHECK(u.skinny_gemms == 1);
   CHECK(u.repriced == 1);
+  CHECK(points[10].finer_key == "gemm/bf16/memory/unaligned_nt_c_skinny");
+  CHECK(points[11].finer_key == "gemm/bf16/memory/unaligned_nt_c");
   CHECK(points[8].finer_key == "cross_entropy/bf16/memory/smem_scalar");
   CHECK(points[9].finer_key == "cross_entropy/bf16/memory/smem_scalar");
   CHECK(points[0].finer_key == "kv_append/bf16/memory/contiguous");
@@ -193,6 +202,7 @@ TEST_CASE("calibrate merge: points of an earlier cost model are brought up to da
   update_saved_points(points, again);
   CHECK(again.rekeyed == 0);
   CHECK(again.cross_entropy == 0);
+  CHECK(again.skinny_gemms == 0);
   CHECK(again.repriced == 0);
 }
 

@@ -214,14 +214,20 @@ TEST_CASE("calibration: an unaligned GEMM's layout variant names its layout and 
   CHECK(gemm_layout_variant(gemm(t, h, v, false, true)) == "unaligned_nt_ab");   // untied dgrad
   CHECK(gemm_layout_variant(gemm(h, v, t, true, false)) == "unaligned_tn_bc");   // untied wgrad
   CHECK(gemm_layout_variant(gemm(t, h, h, false, true)).empty());                // aligned
+  // At most 8 rows (skinny_gemm_rows): the skinny kernels' curve.
+  CHECK(gemm_layout_variant(gemm(3, v, h, false, true)) == "unaligned_nt_c_skinny");  // 3 prompts' last tokens
+  CHECK(gemm_layout_variant(gemm(8, v, h, false, false)) == "unaligned_nn_bc_skinny");
+  CHECK(gemm_layout_variant(gemm(9, v, h, false, false)) == "unaligned_nn_bc");
   Op norm;
   norm.kind = OpKind::rmsnorm;
   CHECK(gemm_layout_variant(norm).empty());
 
-  for (std::string_view ok : {"decode", "unaligned", "fused", "unaligned_nt_c", "unaligned_tt_abc", "unaligned_nn_ac"})
+  for (std::string_view ok : {"decode", "unaligned", "fused", "unaligned_nt_c", "unaligned_tt_abc", "unaligned_nn_ac",
+                              "unaligned_nt_c_skinny"})
     CHECK(is_calibration_variant(ok));
   for (std::string_view bad : {"", "wide", "unaligned_", "unaligned_nt", "unaligned_nt_", "unaligned_xt_a",
-                               "unaligned_nt_ca", "unaligned_nt_d", "unaligned_ntc"})
+                               "unaligned_nt_ca", "unaligned_nt_d", "unaligned_ntc", "unaligned_nt__skinny",
+                               "unaligned_nt_c_skinny_skinny"})
     CHECK_FALSE(is_calibration_variant(bad));
 }
 

@@ -627,28 +627,52 @@ return profile {
       efficiency = {0.222877, 0.264143, 0.28233, 0.321752, 0.374056, 0.402896, 0.585371},
     },
     ["gemm/bf16/memory/unaligned_nn_a"] = {
-      seconds    = {7.90009e-06, 4.92391e-05},
-      efficiency = {0.328221, 0.442874},
+      seconds    = {8.45037e-06, 5.17151e-05},
+      efficiency = {0.232297, 0.306493},
+    },
+    ["gemm/bf16/memory/unaligned_nn_a_skinny"] = {
+      seconds    = {7.83131e-06, 4.89296e-05},
+      efficiency = {0.453058, 0.641998},
     },
     ["gemm/bf16/memory/unaligned_nn_abc"] = {
-      seconds    = {1.57543e-05, 9.81917e-05},
-      efficiency = {0.278983, 0.386922},
+      seconds    = {1.6488e-05, 0.000100851},
+      efficiency = {0.213246, 0.251136},
+    },
+    ["gemm/bf16/memory/unaligned_nn_abc_skinny"] = {
+      seconds    = {1.56626e-05, 9.78592e-05},
+      efficiency = {0.536596, 0.631112},
     },
     ["gemm/bf16/memory/unaligned_nn_bc"] = {
-      seconds    = {3.97451e-06, 7.90009e-06, 2.50535e-05, 4.92391e-05, 0.000156713},
-      efficiency = {0.242987, 0.265412, 0.365555, 0.388791, 0.585371},
+      seconds    = {4.43308e-06, 8.45037e-06, 2.61264e-05, 5.17151e-05, 0.000156893},
+      efficiency = {0.183455, 0.203162, 0.24678, 0.280237, 0.430677},
+    },
+    ["gemm/bf16/memory/unaligned_nn_bc_skinny"] = {
+      seconds    = {3.91718e-06, 7.83131e-06, 2.4534e-05, 4.89296e-05, 0.000156533},
+      efficiency = {0.316516, 0.499292, 0.58453, 0.484736, 0.738122},
     },
     ["gemm/bf16/memory/unaligned_nt_ab"] = {
-      seconds    = {7.90009e-06, 4.92391e-05},
-      efficiency = {0.259284, 0.362189},
+      seconds    = {8.45037e-06, 5.17151e-05},
+      efficiency = {0.193989, 0.254906},
+    },
+    ["gemm/bf16/memory/unaligned_nt_ab_skinny"] = {
+      seconds    = {7.83131e-06, 4.89296e-05},
+      efficiency = {0.559826, 0.688637},
     },
     ["gemm/bf16/memory/unaligned_nt_abc"] = {
-      seconds    = {1.57543e-05, 9.81917e-05},
-      efficiency = {0.288685, 0.402896},
+      seconds    = {1.6488e-05, 0.000100851},
+      efficiency = {0.207911, 0.269619},
+    },
+    ["gemm/bf16/memory/unaligned_nt_abc_skinny"] = {
+      seconds    = {1.56626e-05, 9.78592e-05},
+      efficiency = {0.602255, 0.705988},
     },
     ["gemm/bf16/memory/unaligned_nt_c"] = {
-      seconds    = {3.97451e-06, 7.90009e-06, 2.46134e-05, 4.92391e-05, 0.000156713},
-      efficiency = {0.203562, 0.232209, 0.32146, 0.307167, 0.545523},
+      seconds    = {4.43308e-06, 8.45037e-06, 2.50903e-05, 5.17151e-05, 0.000156893},
+      efficiency = {0.151799, 0.171505, 0.296426, 0.21967, 0.307543},
+    },
+    ["gemm/bf16/memory/unaligned_nt_c_skinny"] = {
+      seconds    = {3.91718e-06, 7.83131e-06, 2.44942e-05, 4.89296e-05, 0.000156533},
+      efficiency = {0.476032, 0.553495, 0.545416, 0.6646, 0.783021},
     },
     ["gemm/fp32/compute/unaligned"] = {
       seconds    = {5.0091e-05, 0.000100182, 0.000200403, 0.000320583, 0.000713745, 0.00187811, 0.00320583, 0.0064129, 0.0100166},
@@ -691,28 +715,52 @@ return profile {
       efficiency = {0.401568, 0.562123, 0.60988, 0.663301, 0.711143},
     },
     ["gemm/fp32/memory/unaligned_nn_a"] = {
-      seconds    = {1.57314e-05, 9.81687e-05},
-      efficiency = {0.562138, 0.710857},
+      seconds    = {1.58002e-05, 9.84783e-05},
+      efficiency = {0.372718, 0.593329},
+    },
+    ["gemm/fp32/memory/unaligned_nn_a_skinny"] = {
+      seconds    = {1.56626e-05, 9.78592e-05},
+      efficiency = {0.762699, 0.825902},
     },
     ["gemm/fp32/memory/unaligned_nn_abc"] = {
-      seconds    = {3.14169e-05},
-      efficiency = {0.60988},
+      seconds    = {3.15087e-05},
+      efficiency = {0.438072},
+    },
+    ["gemm/fp32/memory/unaligned_nn_abc_skinny"] = {
+      seconds    = {3.13252e-05},
+      efficiency = {0.800588},
     },
     ["gemm/fp32/memory/unaligned_nn_bc"] = {
-      seconds    = {7.89169e-06, 1.57314e-05, 4.98258e-05, 9.81687e-05},
-      efficiency = {0.401568, 0.562123, 0.663301, 0.711143},
+      seconds    = {7.94901e-06, 1.58002e-05, 4.99451e-05, 9.84783e-05},
+      efficiency = {0.335801, 0.385523, 0.52225, 0.625911},
+    },
+    ["gemm/fp32/memory/unaligned_nn_bc_skinny"] = {
+      seconds    = {7.83437e-06, 1.56626e-05, 4.95278e-05, 9.78592e-05},
+      efficiency = {0.494851, 0.782201, 0.750752, 0.792512},
     },
     ["gemm/fp32/memory/unaligned_nt_ab"] = {
-      seconds    = {1.57314e-05, 9.81687e-05},
-      efficiency = {0.54645, 0.632517},
+      seconds    = {1.58002e-05, 9.84783e-05},
+      efficiency = {0.296774, 0.422889},
+    },
+    ["gemm/fp32/memory/unaligned_nt_ab_skinny"] = {
+      seconds    = {1.56626e-05, 9.78592e-05},
+      efficiency = {0.798797, 0.83652},
     },
     ["gemm/fp32/memory/unaligned_nt_abc"] = {
-      seconds    = {3.14169e-05},
-      efficiency = {0.595063},
+      seconds    = {3.15087e-05},
+      efficiency = {0.38256},
+    },
+    ["gemm/fp32/memory/unaligned_nt_abc_skinny"] = {
+      seconds    = {3.13252e-05},
+      efficiency = {0.811571},
     },
     ["gemm/fp32/memory/unaligned_nt_c"] = {
-      seconds    = {7.89169e-06, 1.57314e-05, 4.93859e-05, 9.81687e-05},
-      efficiency = {0.452182, 0.581341, 0.657659, 0.740633},
+      seconds    = {7.94901e-06, 1.58002e-05, 5.01806e-05, 9.84783e-05},
+      efficiency = {0.283329, 0.364465, 0.54214, 0.583762},
+    },
+    ["gemm/fp32/memory/unaligned_nt_c_skinny"] = {
+      seconds    = {7.83437e-06, 1.56626e-05, 4.89885e-05, 9.78592e-05},
+      efficiency = {0.64674, 0.802727, 0.815015, 0.894772},
     },
     ["kv_append/bf16/memory"] = {
       seconds    = {6.11343e-10, 1.52836e-09, 2.44537e-09, 4.89075e-09, 9.78149e-09, 1.22269e-08, 1.9563e-08, 4.89075e-08, 3.9126e-07, 1.87805e-06, 3.13008e-06, 3.75609e-06, 7.82519e-06},

@@ -632,28 +632,52 @@ return profile {
       efficiency = {0.152158, 0.280941, 0.301677, 0.257126, 0.330941, 0.40393, 0.45251},
     },
     ["gemm/bf16/memory/unaligned_nn_a"] = {
-      seconds    = {5.4896e-06, 3.42568e-05},
-      efficiency = {0.280941, 0.40055},
+      seconds    = {5.51361e-06, 3.43648e-05},
+      efficiency = {0.221825, 0.305933},
+    },
+    ["gemm/bf16/memory/unaligned_nn_a_skinny"] = {
+      seconds    = {5.4656e-06, 3.41488e-05},
+      efficiency = {0.336784, 0.50011},
     },
     ["gemm/bf16/memory/unaligned_nn_abc"] = {
-      seconds    = {1.09632e-05, 6.84136e-05},
-      efficiency = {0.298353, 0.40393},
+      seconds    = {1.09952e-05, 6.85296e-05},
+      efficiency = {0.195888, 0.272154},
+    },
+    ["gemm/bf16/memory/unaligned_nn_abc_skinny"] = {
+      seconds    = {1.09312e-05, 6.82976e-05},
+      efficiency = {0.407765, 0.52695},
     },
     ["gemm/bf16/memory/unaligned_nn_bc"] = {
-      seconds    = {2.77387e-06, 5.4896e-06, 1.72891e-05, 3.42568e-05, 0.000109373},
-      efficiency = {0.165379, 0.28422, 0.330262, 0.313114, 0.45251},
+      seconds    = {3.09392e-06, 5.51361e-06, 1.74288e-05, 3.43648e-05, 0.000109498},
+      efficiency = {0.125972, 0.189102, 0.238135, 0.270487, 0.297804},
+    },
+    ["gemm/bf16/memory/unaligned_nn_bc_skinny"] = {
+      seconds    = {2.73387e-06, 5.4656e-06, 1.71227e-05, 3.41488e-05, 0.000109247},
+      efficiency = {0.310498, 0.377751, 0.461862, 0.357355, 0.607991},
     },
     ["gemm/bf16/memory/unaligned_nt_ab"] = {
-      seconds    = {5.4896e-06, 3.42568e-05},
-      efficiency = {0.302505, 0.398837},
+      seconds    = {5.51361e-06, 3.43648e-05},
+      efficiency = {0.181149, 0.249001},
+    },
+    ["gemm/bf16/memory/unaligned_nt_ab_skinny"] = {
+      seconds    = {5.4656e-06, 3.41488e-05},
+      efficiency = {0.420961, 0.563786},
     },
     ["gemm/bf16/memory/unaligned_nt_abc"] = {
-      seconds    = {1.09632e-05, 6.84136e-05},
-      efficiency = {0.344387, 0.417416},
+      seconds    = {1.09952e-05, 6.85296e-05},
+      efficiency = {0.206731, 0.27855},
+    },
+    ["gemm/bf16/memory/unaligned_nt_abc_skinny"] = {
+      seconds    = {1.09312e-05, 6.82976e-05},
+      efficiency = {0.497911, 0.57699},
     },
     ["gemm/bf16/memory/unaligned_nt_c"] = {
-      seconds    = {2.77387e-06, 5.4896e-06, 1.71781e-05, 3.42568e-05, 0.000109373},
-      efficiency = {0.142069, 0.285726, 0.22955, 0.377174, 0.424623},
+      seconds    = {3.09392e-06, 5.51361e-06, 1.75109e-05, 3.43648e-05, 0.000109498},
+      efficiency = {0.104175, 0.160705, 0.207148, 0.211738, 0.210732},
+    },
+    ["gemm/bf16/memory/unaligned_nt_c_skinny"] = {
+      seconds    = {2.73387e-06, 5.4656e-06, 1.70949e-05, 3.41488e-05, 0.000109247},
+      efficiency = {0.384575, 0.410835, 0.427541, 0.548994, 0.641278},
     },
     ["gemm/fp32/compute/unaligned"] = {
       seconds    = {5.0091e-05, 0.000100182, 0.000200403, 0.0003168, 0.000626035, 0.000801456, 0.00187811, 0.00288524, 0.00469526, 0.0100166},
@@ -696,28 +720,52 @@ return profile {
       efficiency = {0.352573, 0.459027, 0.511925, 0.672686, 0.614153},
     },
     ["gemm/fp32/memory/unaligned_nn_a"] = {
-      seconds    = {1.09792e-05, 6.85136e-05},
-      efficiency = {0.457838, 0.624584},
+      seconds    = {1.10272e-05, 6.87296e-05},
+      efficiency = {0.267122, 0.415045},
+    },
+    ["gemm/fp32/memory/unaligned_nn_a_skinny"] = {
+      seconds    = {1.09312e-05, 6.82976e-05},
+      efficiency = {0.65686, 0.838339},
     },
     ["gemm/fp32/memory/unaligned_nn_abc"] = {
-      seconds    = {2.19264e-05},
-      efficiency = {0.511925},
+      seconds    = {2.19904e-05},
+      efficiency = {0.315528},
+    },
+    ["gemm/fp32/memory/unaligned_nn_abc_skinny"] = {
+      seconds    = {2.18624e-05},
+      efficiency = {0.727169},
     },
     ["gemm/fp32/memory/unaligned_nn_bc"] = {
-      seconds    = {5.50774e-06, 1.09792e-05, 3.47743e-05, 6.85136e-05},
-      efficiency = {0.352573, 0.481766, 0.569594, 0.614153},
+      seconds    = {5.54775e-06, 1.10272e-05, 3.48575e-05, 6.87296e-05},
+      efficiency = {0.241952, 0.268897, 0.376257, 0.444675},
+    },
+    ["gemm/fp32/memory/unaligned_nn_bc_skinny"] = {
+      seconds    = {5.46773e-06, 1.09312e-05, 3.45663e-05, 6.82976e-05},
+      efficiency = {0.577511, 0.697072, 0.743702, 0.811665},
     },
     ["gemm/fp32/memory/unaligned_nt_ab"] = {
-      seconds    = {1.09792e-05, 6.85136e-05},
-      efficiency = {0.458609, 0.57065},
+      seconds    = {1.10272e-05, 6.87296e-05},
+      efficiency = {0.206529, 0.316526},
+    },
+    ["gemm/fp32/memory/unaligned_nt_ab_skinny"] = {
+      seconds    = {1.09312e-05, 6.82976e-05},
+      efficiency = {0.729837, 0.827932},
     },
     ["gemm/fp32/memory/unaligned_nt_abc"] = {
-      seconds    = {2.19264e-05},
-      efficiency = {0.525311},
+      seconds    = {2.19904e-05},
+      efficiency = {0.277327},
+    },
+    ["gemm/fp32/memory/unaligned_nt_abc_skinny"] = {
+      seconds    = {2.18624e-05},
+      efficiency = {0.775439},
     },
     ["gemm/fp32/memory/unaligned_nt_c"] = {
-      seconds    = {5.50774e-06, 1.09792e-05, 3.43563e-05, 6.85136e-05},
-      efficiency = {0.399719, 0.489477, 0.672686, 0.631521},
+      seconds    = {5.54775e-06, 1.10272e-05, 3.48575e-05, 6.87296e-05},
+      efficiency = {0.208111, 0.253097, 0.352773, 0.433107},
+    },
+    ["gemm/fp32/memory/unaligned_nt_c_skinny"] = {
+      seconds    = {5.46773e-06, 1.09312e-05, 3.41899e-05, 6.82976e-05},
+      efficiency = {0.582102, 0.732969, 0.780123, 0.836696},
     },
     ["kv_append/bf16/memory"] = {
       seconds    = {4.26667e-10, 1.06667e-09, 1.70667e-09, 3.41333e-09, 6.82667e-09, 8.53333e-09, 1.36533e-08, 3.41333e-08, 2.73067e-07, 1.31072e-06, 2.18453e-06, 2.62144e-06, 5.46133e-06},
