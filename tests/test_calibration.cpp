@@ -1,10 +1,7 @@
-// Calibration tables: log-space interpolation on hand-checkable points, the cost model
-// pricing ops from them, and profiles written as Lua and loaded back.
+// Calibration tables: log-space interpolation on hand-checkable points, and the cost model
+// pricing ops from them (curve keys and their variants). Collectives: test_calibration_collectives.cpp;
+// profiles as Lua: test_profiles_lua.cpp.
 #include <doctest/doctest.h>
-
-#include <cmath>
-#include <filesystem>
-#include <fstream>
 
 #include "core/calibration.hpp"
 #include "core/cost_model.hpp"
@@ -14,40 +11,15 @@
 #include "dsl/dsl.hpp"
 #include "graph_test_models.hpp"
 #include "approx.hpp"
+#include "calibration_test_util.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;
+using perfsim::test::bare_gpu;
+using perfsim::test::corner_table;
+using perfsim::test::first_op;
 
 namespace {
-
-Hardware bare_gpu() {
-  Hardware hw;
-  hw.name = "test-gpu";
-  hw.peak_flops[static_cast<int>(DType::fp32)] = 50e12;
-  hw.peak_flops[static_cast<int>(DType::bf16)] = 1000e12;
-  hw.memory_bytes = 80e9;
-  hw.memory_bandwidth = 2e12;
-  hw.launch_eager = 5e-6;
-  hw.launch_graph = 1e-6;
-  for (OpClass c : all_op_classes) {
-    hw.compute_efficiency[c] = 1.0;
-    hw.memory_efficiency[c] = 1.0;
-  }
-  return hw;
-}
-
-// A 2x2x2 grid whose efficiencies are 0.1 · 2^(i+j+l): the corners span 0.1 .. 0.8.
-GemmTable corner_table() {
-  GemmTable t;
-  t.m = {1, 4};
-  t.n = {100, 400};
-  t.k = {100, 400};
-  t.efficiency.resize(8);
-  for (std::size_t i = 0; i < 2; ++i)
-    for (std::size_t j = 0; j < 2; ++j)
-      for (std::size_t l = 0; l < 2; ++l) t.cell(i, j, l) = 0.1 * std::pow(2.0, double(i + j + l));
-  return t;
-}
 
 Graph one_op_graph(OpKind kind, DType t, int64_t rows, int64_t cols) {
   Graph g;
@@ -82,19 +54,6 @@ Graph one_gemm_graph(int64_t m, int64_t n, int64_t k, DType t) {
   op.attrs.k = k;
   g.add_op(op);
   return g;
-}
-
-std::string temp_file(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / name;
-  std::ofstream(path) << text;
-  return path.string();
-}
-
-// The first op of `kind` in g (nullptr when there is none).
-const Op* first_op(const Graph& g, OpKind kind) {
-  for (const Op& op : g.ops)
-    if (op.kind == kind) return &op;
-  return nullptr;
 }
 
 // The first `kind` op of tiny Llama's bf16 `phase` step (`batch` sequences of 64 tokens) is
@@ -490,217 +449,4 @@ TEST_CASE("calibration: paged ops read their paged curve, else the unpaged one")
   // the table 4 x 16 pages x 4 bytes, LSE 4 x 4 x 4 bytes.
   const double bytes = 2.0 * 4 * 251 * 32 * 2 + 2.0 * 4 * 64 * 2 + 4 * 16 * 4 + 4 * 4 * 4;
   CHECK(plain.bytes == approx(bytes));
-}
-
-TEST_CASE("calibration: a fitted alpha-beta prices its collective, and other groups in the node") {
-  Hardware hw = bare_gpu();
-  hw.nvlink = {400e9, 2e-6};
-  hw.gpus_per_node = 8;
-  hw.calibration.collectives[{Collective::all_reduce, 2}] = CollectiveFit{10e-6, 100e9};
-  // 2 ranks, 1 GB buffer: ring all-reduce sends 2(n-1)/n = 1 GB per rank: 10 us + 10 ms.
-  CHECK(*collective_time(Collective::all_reduce, 2, 1e9, hw) == approx(10e-6 + 1e-2));
-  // 4 ranks in the node, no fit of their own: the 2-rank fit at the same 1.5 GB per rank.
-  CHECK(*collective_time(Collective::all_reduce, 4, 1e9, hw) == approx(10e-6 + 1.5e9 / 100e9));
-  // Another collective has no fit: the link figures, 3 steps x 2 us + 0.75 GB / 400 GB/s.
-  CHECK(*collective_time(Collective::all_gather, 4, 1e9, hw) == approx(3 * 2e-6 + 0.75e9 / 400e9));
-  // 16 ranks leave the node: the 2-rank fit measured NVLink only, so the links price it.
-  hw.infiniband = {50e9, 5e-6};
-  CHECK(*collective_time(Collective::all_reduce, 16, 1e9, hw) ==
-        approx(30 * 5e-6 + 1.875e9 / 400e9));
-}
-
-TEST_CASE("calibration: a collective op priced from a fit counts as calibrated") {
-  Hardware hw = bare_gpu();
-  hw.nvlink = {400e9, 2e-6};
-  hw.gpus_per_node = 8;
-  Graph g;
-  const int x = g.add_tensor({-1, "x", {1000, 1000}, DType::bf16, TensorRole::activation, 1});
-  const int y = g.add_tensor({-1, "y", {1000, 1000}, DType::bf16, TensorRole::activation, 1});
-  Op op;
-  op.name = "all_reduce";
-  op.kind = OpKind::collective;
-  op.dtype = DType::bf16;
-  op.inputs = {x};
-  op.outputs = {y};
-  op.attrs.collective = Collective::all_reduce;
-  op.attrs.group = 4;
-  g.add_op(op);
-  CHECK_FALSE(predict_op(g.ops[0], g, hw).calibrated);
-  hw.calibration.collectives[{Collective::all_reduce, 2}] = CollectiveFit{10e-6, 100e9};
-  const OpCost c = predict_op(g.ops[0], g, hw);
-  CHECK(c.calibrated);
-  // 2 MB buffer over 4 ranks: 3 MB per rank at 100 GB/s + 10 us, plus one eager launch.
-  CHECK(c.time == approx(10e-6 + 3e6 / 100e9 + hw.launch_eager));
-}
-
-TEST_CASE("calibration: another group's measured sizes are read at equal bytes per rank") {
-  Hardware hw = bare_gpu();
-  hw.nvlink = {400e9, 2e-6};
-  hw.gpus_per_node = 8;
-  CollectiveFit two;
-  two.payload = {1e6, 1e9};
-  two.seconds = {1e-5, 1e-2};
-  hw.calibration.collectives[{Collective::all_reduce, 2}] = two;
-  // 4 ranks, 400 MB: 600 MB per rank, what 2 ranks send for a 600 MB buffer:
-  // 10 us + (10 ms - 10 us) x (600 - 1) / (1000 - 1) = 6.0 ms.
-  CHECK(*collective_time(Collective::all_reduce, 4, 4e8, hw) == approx(6e-3));
-  // Below the smallest measured size: its time, the latency floor.
-  CHECK(*collective_time(Collective::all_reduce, 8, 1e3, hw) == approx(1e-5));
-  CHECK(fitted_collective(Collective::all_reduce, 8, hw)->group == 2);
-
-  // The nearest fitted group: the largest below, else the smallest above.
-  CollectiveFit four = two;
-  four.seconds = {2e-5, 2e-2};
-  hw.calibration.collectives[{Collective::all_reduce, 4}] = four;
-  CHECK(fitted_collective(Collective::all_reduce, 8, hw)->group == 4);
-  CHECK(fitted_collective(Collective::all_reduce, 3, hw)->group == 2);
-  hw.calibration.collectives.erase({Collective::all_reduce, 2});
-  CHECK(fitted_collective(Collective::all_reduce, 2, hw)->group == 4);
-  // 2 ranks, 500 MB: 500 MB per rank, what 4 ranks send for a 333.3 MB buffer (x 3/2):
-  // 20 us + (20 ms - 20 us) x (333.3 - 1) / (1000 - 1) = 6.667 ms.
-  CHECK(*collective_time(Collective::all_reduce, 2, 5e8, hw) == approx(2e-5 + (2e-2 - 2e-5) * (5e8 / 1.5 - 1e6) / (1e9 - 1e6)));
-  CHECK_FALSE(fitted_collective(Collective::all_gather, 2, hw).has_value());
-  CHECK_FALSE(fitted_collective(Collective::all_reduce, 16, hw).has_value());
-}
-
-TEST_CASE("profiles: written as Lua and loaded back unchanged") {
-  Hardware hw = find_hardware("H100-SXM");
-  hw.name = "test-local";
-  hw.base = "H100-SXM";
-  hw.calibrated = true;
-  hw.launch_eager = 7.5e-6;
-  hw.launch_graph = 1.25e-6;
-  hw.launch_wait = 2.5e-6;
-  hw.pcie = {52e9, 9e-6};
-  hw.dispatch_eager = 8e-6;
-  hw.dispatch_by_kind[OpKind::gemm] = 14.5e-6;
-  hw.dispatch_fixed_by_kind[OpKind::attn_scores] = 21e-6;
-  hw.calibration.gemm[DType::bf16] = corner_table();
-  hw.calibration.kernels["rmsnorm/bf16/memory"] = EfficiencyCurve{{1e-7, 1e-5}, {0.05, 0.85}};
-  hw.calibration.collectives[{Collective::all_gather, 4}] = CollectiveFit{12e-6, 150e9};
-  CollectiveFit measured;
-  measured.payload = {8192, 1073741824};
-  measured.seconds = {9.5e-6, 3.25e-3};
-  hw.calibration.collectives[{Collective::all_reduce, 2}] = measured;
-  hw.calibration.measured_on = {"cuda", "Test GPU", "580.1", "CUDA 13.0", "2026-11-22", "quick"};
-  const std::string text = profile_to_lua(hw);
-  CHECK(text.find("return profile {") != std::string::npos);
-  CHECK(text.find("[\"rmsnorm/bf16/memory\"]") != std::string::npos);
-
-  const Hardware back = load_profile(temp_file("perfsim_test_profile.lua", text));
-  CHECK(back.name == "test-local");
-  CHECK(back.base == "H100-SXM");
-  CHECK(back.calibrated);
-  CHECK(back.launch_eager == approx(7.5e-6));
-  CHECK(back.launch_wait == approx(2.5e-6));
-  CHECK(back.pcie.bandwidth == approx(52e9));
-  CHECK(back.dispatch_eager == approx(8e-6));
-  CHECK(back.dispatch(OpKind::gemm) == approx(14.5e-6));
-  CHECK(back.dispatch_fixed(OpKind::attn_scores) == approx(21e-6));
-  CHECK(back.dispatch_fixed(OpKind::gemm) == 0.0);
-  CHECK(back.dispatch(OpKind::rmsnorm) == approx(8e-6));
-  CHECK(back.peak(DType::bf16) == approx(hw.peak(DType::bf16)));
-  REQUIRE(back.calibration.gemm.count(DType::bf16) == 1);
-  CHECK(back.calibration.gemm.at(DType::bf16).at(2, 200, 200) == approx(0.3375));
-  REQUIRE(back.calibration.kernels.count("rmsnorm/bf16/memory") == 1);
-  CHECK(back.calibration.kernels.at("rmsnorm/bf16/memory").at(1e-6) ==
-        approx(std::sqrt(0.05 * 0.85)));
-  const auto fit = back.calibration.collectives.find({Collective::all_gather, 4});
-  REQUIRE(fit != back.calibration.collectives.end());
-  CHECK(fit->second.bandwidth == approx(150e9));
-  const auto points = back.calibration.collectives.find({Collective::all_reduce, 2});
-  REQUIRE(points != back.calibration.collectives.end());
-  // Byte counts come back whole, not rounded to 6 digits.
-  CHECK(points->second.payload == std::vector<double>{8192, 1073741824});
-  CHECK(points->second.seconds[1] == approx(3.25e-3));
-  CHECK(back.gpus_per_node == 8);  // the H100-SXM entry's, written into the profile
-  CHECK(back.calibration.measured_on.device == "Test GPU");
-  CHECK(back.calibration.measured_on.mode == "quick");
-}
-
-TEST_CASE("profiles: gpus_per_node comes from the base entry unless the profile gives it") {
-  const std::string old = temp_file("perfsim_test_old_nodes.lua", R"(return profile {
-  name = "old", base = "H100-SXM", calibrated = true,
-})");
-  CHECK(load_profile(old).gpus_per_node == 8);
-  const std::string given = temp_file("perfsim_test_given_nodes.lua", R"(return profile {
-  name = "four", base = "H100-SXM", gpus_per_node = 4,
-})");
-  CHECK(load_profile(given).gpus_per_node == 4);
-  const std::string unknown = temp_file("perfsim_test_pcie_nodes.lua", R"(return profile {
-  name = "pcie", base = "H100-PCIe",
-})");
-  CHECK(load_profile(unknown).gpus_per_node == 0);
-  const std::string negative = temp_file("perfsim_test_negative_nodes.lua", R"(return profile {
-  name = "bad", base = "H100-SXM", gpus_per_node = -1,
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(negative), doctest::Contains("gpus_per_node must be >= 0"), ConfigError);
-}
-
-TEST_CASE("profiles: bad files and names are errors that say what to fix") {
-  const std::string ragged = temp_file("perfsim_test_ragged.lua", R"(return profile {
-  name = "bad", base = "H100-SXM",
-  gemm = { bf16 = { m = {1, 2}, n = {8}, k = {8}, efficiency = { {{0.5}} } } },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(ragged),
-                       doctest::Contains("efficiency must hold one entry per m (2)"), ConfigError);
-  const std::string negative = temp_file("perfsim_test_negative.lua", R"(return profile {
-  name = "bad", base = "H100-SXM",
-  kernels = { ["rmsnorm/bf16/memory"] = { seconds = {1e-6, 1e-5}, efficiency = {0.5, -1} } },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(negative), doctest::Contains("efficiency[2] must be > 0"),
-                       ConfigError);
-  const std::string bad_key = temp_file("perfsim_test_key.lua", R"(return profile {
-  name = "bad", base = "H100-SXM",
-  kernels = { rmsnorm = { seconds = {1e-6}, efficiency = {0.5} } },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(bad_key), doctest::Contains("kind/dtype/bound"), ConfigError);
-  const std::string bad_variant = temp_file("perfsim_test_variant.lua", R"(return profile {
-  name = "bad", base = "H100-SXM",
-  kernels = { ["rmsnorm/bf16/memory/wide"] = { seconds = {1e-6}, efficiency = {0.5} } },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(bad_variant), doctest::Contains("decode, unaligned[_<layout>_<operands>] or fused"), ConfigError);
-  const std::string bad_layout = temp_file("perfsim_test_layout.lua", R"(return profile {
-  name = "bad", base = "H100-SXM",
-  kernels = { ["gemm/bf16/compute/unaligned_nx_c"] = { seconds = {1e-6}, efficiency = {0.5} } },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(bad_layout), doctest::Contains("unaligned_nx_c"), ConfigError);
-  const std::string bad_fixed = temp_file("perfsim_test_fixed.lua", R"(return profile {
-  name = "bad", base = "H100-SXM", dispatch_fixed = { attn_scores = -1e-6 },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(bad_fixed), doctest::Contains("dispatch_fixed.attn_scores must be seconds >= 0"),
-                       ConfigError);
-  // The message names the file: the profile's fields have no line of their own.
-  CHECK_THROWS_WITH_AS((void)load_profile(bad_fixed), doctest::Contains((bad_fixed + ": ").c_str()), ConfigError);
-  const std::string both = temp_file("perfsim_test_coll_both.lua", R"(return profile {
-  name = "bad", base = "H100-SXM",
-  collectives = { all_reduce = { [2] = { bytes = {8192, 65536}, seconds = {9e-6, 10e-6}, latency = 1e-6 } } },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(both), doctest::Contains("collectives.all_reduce[2]: give either bytes and seconds"),
-                       ConfigError);
-  const std::string falling = temp_file("perfsim_test_coll_falling.lua", R"(return profile {
-  name = "bad", base = "H100-SXM",
-  collectives = { all_gather = { [4] = { bytes = {8192, 65536}, seconds = {9e-6, 8e-6} } } },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(falling), doctest::Contains("seconds must not decrease with bytes"),
-                       ConfigError);
-  const std::string misspelled = temp_file("perfsim_test_coll_name.lua", R"(return profile {
-  name = "bad", base = "H100-SXM",
-  collectives = { all_gahter = { [2] = { bytes = {8192, 65536}, seconds = {9e-6, 10e-6} } } },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(misspelled), doctest::Contains("collective 'all_gahter' is not one of"),
-                       ConfigError);
-  CHECK_THROWS_WITH_AS((void)load_profile(misspelled), doctest::Contains("(did you mean 'all_gather'?)"), ConfigError);
-  const std::string one_point = temp_file("perfsim_test_coll_one.lua", R"(return profile {
-  name = "bad", base = "H100-SXM",
-  collectives = { all_gather = { [4] = { bytes = {8192}, seconds = {9e-6} } } },
-})");
-  CHECK_THROWS_WITH_AS((void)load_profile(one_point), doctest::Contains("needs 2 or more bytes with a time each"),
-                       ConfigError);
-  const std::string no_base = temp_file("perfsim_test_nobase.lua", "return profile { name = 'x' }");
-  CHECK_THROWS_WITH_AS((void)load_profile(no_base), doctest::Contains("missing field 'base'"), ConfigError);
-  CHECK_THROWS_WITH_AS((void)load_profile("no-such-profile"),
-                       doctest::Contains("unknown profile 'no-such-profile'"), ConfigError);
-  CHECK_THROWS_WITH_AS((void)load_profile("/nonexistent/p.lua"), doctest::Contains("not found"),
-                       ConfigError);
 }
