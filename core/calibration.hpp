@@ -108,9 +108,9 @@ inline constexpr std::array<std::string_view, 4> calibration_variants = {"decode
 // run at different speeds. "unaligned_" + the layout (n or t for A, then B) + "_" + the
 // unaligned operands among a, b, c: "unaligned_nt_c" for a tied lm_head's forward; with
 // "_skinny" appended for at most skinny_gemm_rows rows (a decode step's, a prefill's last
-// tokens), which stream the weights through other kernels: the unaligned sweep's cells of 1 row
-// ran at 0.45-0.78 of their roofline on an H100, those of 16 rows at 0.23-0.44 and of 256 at
-// 0.11-0.18, for the same roofline times. Empty for every other op. Its curve is read first;
+// tokens), which stream the weights through other kernels: the unaligned sweep's memory-bound
+// cells of 1 row ran at 0.45-0.79 of their roofline on an H100 (three calibrations, roofline
+// times of 5 us and more), those of 16 rows at 0.23-0.45 and of 256 at 0.11-0.18. Empty for every other op. Its curve is read first;
 // the pooled "unaligned" curve is the fallback.
 inline constexpr int64_t skinny_gemm_rows = 8;
 [[nodiscard]] std::string gemm_layout_variant(const Op& op);
