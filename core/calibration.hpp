@@ -131,8 +131,8 @@ inline constexpr int64_t skinny_gemm_rows = 8;
 // 4096 packs of 16 bytes), copies it into shared memory (up to 110 KiB) or streams it twice,
 // with 16-byte packs when the row length allows them, else element by element
 // (kernels/cross_entropy.cu); the paths differ in speed for the same bytes (an H100
-// calibration: bf16 rows of 32001 logits, element by element in shared memory, at 0.51-0.54
-// of their roofline; rows of 65536, streamed twice in packs, at 0.62). "regs", "smem" or
+// calibration: bf16 rows of 32001 logits, element by element in shared memory, at 0.51-0.56
+// of their roofline; rows of 65536, streamed twice in packs, at 0.61-0.62). "regs", "smem" or
 // "two_sweeps", with "_scalar" appended for the element-by-element loads; empty for every
 // other op.
 [[nodiscard]] std::string cross_entropy_variant(const Op& op);
