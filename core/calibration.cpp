@@ -9,6 +9,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/kernel_paths.hpp"
+
 namespace perfsim {
 
 namespace {
@@ -191,14 +193,17 @@ std::string copy_rows_variant(const Op& op) {
 
 std::string cross_entropy_variant(const Op& op) {
   if (op.kind != OpKind::cross_entropy || op.attrs.cols <= 0) return {};
-  // The launcher's choice (kernels/cross_entropy.cu): packs of 16 bytes when a row is a whole
-  // number of them; rows of at most 4096 packs in registers; rows of at most 110 KiB in shared
-  // memory when the gradient is written (always, in a training step); else two sweeps.
+  // The launcher's choice (kernels/cross_entropy.cu, limits in kernel_paths.hpp): packs of 16
+  // bytes when a row is a whole number of them; rows of few enough packs in registers; else
+  // rows small enough in shared memory when the gradient is written (always, in a training
+  // step); else two sweeps.
   const int64_t element = static_cast<int64_t>(bytes_of(op.dtype));
   const int64_t per_pack = std::max<int64_t>(16 / std::max<int64_t>(element, 1), 1);
   const bool packed = op.attrs.cols % per_pack == 0;
   const int64_t units = packed ? op.attrs.cols / per_pack : op.attrs.cols;
-  std::string v = units <= 4096 ? "regs" : op.attrs.cols * element <= (110 << 10) ? "smem" : "two_sweeps";
+  std::string v = units <= cross_entropy_register_units                       ? "regs"
+                  : op.attrs.cols * element <= cross_entropy_row_cache_bytes ? "smem"
+                                                                            : "two_sweeps";
   return packed ? v : v + "_scalar";
 }
 
