@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/kernel_paths.hpp"
 #include "core/op_metrics.hpp"
 
 namespace perfsim {
@@ -149,7 +150,7 @@ int64_t kernel_workspace(const Op& op, const Graph& g, int64_t elem, const Hardw
       // 16 bytes and fp32 dK, dV accumulators like the dK output (kernels/flash_attention.cuh).
       const int64_t dq = (batch * at.seq_q * at.heads * at.head_dim * 4 + 15) / 16 * 16;
       const int64_t delta = batch * at.heads * at.seq_q * 4;
-      const bool split = elem == 2 && (at.head_dim == 64 || at.head_dim == 128) && kv_heads > 0 && at.heads > kv_heads;
+      const bool split = flash_bwd_splits_gqa_group(elem, at.head_dim, at.heads, kv_heads);
       const int64_t dk = g.tensor(op.outputs.at(1)).elements();  // [b, grad_capacity, Hkv, d]
       if (!split || dk <= 0) return dq + delta;
       return dq + (delta + 15) / 16 * 16 + 2 * dk * 4;

@@ -28,6 +28,7 @@
 #include "backends/cuda/kernels/flash_attention.cuh"
 #include "backends/cuda/kernels/flash_attention_bwd_detail.cuh"
 #include "core/errors.hpp"
+#include "core/kernel_paths.hpp"
 
 namespace perfsim::cuda {
 
@@ -194,8 +195,7 @@ int64_t round16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 }  // namespace
 
 bool flash_bwd_splits_group(const AttnShape& a, int element_bytes) {
-  return element_bytes == 2 && (a.head_dim == 64 || a.head_dim == 128) && a.kv_heads > 0 &&
-         a.heads > a.kv_heads && a.grad_capacity > 0;
+  return flash_bwd_splits_gqa_group(element_bytes, a.head_dim, a.heads, a.kv_heads) && a.grad_capacity > 0;
 }
 
 int64_t flash_attention_bwd_workspace_bytes(const AttnShape& a, int element_bytes) {
