@@ -33,6 +33,9 @@ struct RunOptions {
   // Eager CUDA runs: also time each op with the stream held until the step is issued
   // (OpMeasurement::device). Calibration, which fits the eager pacing itself, turns it off.
   bool device_times = true;
+  // Seconds the timed runs last at least: past `repeats`, more runs until then (at most
+  // max_timed_runs, backends/timed_runs.hpp). 0: exactly `repeats`.
+  double min_time = 0;
 };
 
 class Backend {

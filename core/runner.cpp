@@ -84,7 +84,10 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
   out.device = backend != nullptr ? device.name : primary.name;
   out.steps.reserve(stack.size());
 
-  const RunOptions run_options{s.execute.warmup, s.execute.repeats};
+  RunOptions run_options;
+  run_options.warmup = s.execute.warmup;
+  run_options.repeats = s.execute.repeats;
+  run_options.min_time = s.execute.min_time;
   for (std::size_t i = 0; i < stack.size(); ++i) {
     if (hooks.progress)
       hooks.progress(fmt::format("[{}/{}] {}", i + 1, stack.size(), stack[i].name));

@@ -27,6 +27,8 @@ void validate_execute(const ExecuteOptions& e, const ModelConfig& m) {
         "execute.repeats must be >= 1 (got {}); timed runs give the medians", e.repeats));
   if (e.warmup < 0)
     throw ConfigError(fmt::format("execute.warmup must be >= 0 (got {})", e.warmup));
+  if (!(e.min_time >= 0) || e.min_time > 3600)
+    throw ConfigError(fmt::format("execute.min_time must be seconds in [0, 3600] (got {})", e.min_time));
   if (e.layers < 0)
     throw ConfigError(
         fmt::format("execute.layers must be >= 0 (got {}); 0 executes all layers", e.layers));

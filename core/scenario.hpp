@@ -16,6 +16,7 @@ struct ExecuteOptions {
   int64_t layers = 2;    // transformer layers to execute (0 = all); the rest are scaled
   int warmup = 1;        // untimed runs before measuring
   int repeats = 5;       // timed runs; per-op figures are medians
+  double min_time = 0;   // seconds: after `repeats`, more timed runs until they last this long
 };
 
 // One axis of a sweep: a scenario field and the values it takes.

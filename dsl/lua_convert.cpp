@@ -253,15 +253,18 @@ ExecuteOptions to_execute(lua_State* L, int index) {
     e.enabled = lua_toboolean(L, index) != 0;
     return e;
   }
-  const FieldReader r(L, index, "execute", {"enabled", "layers", "repeats", "warmup"});
+  const FieldReader r(L, index, "execute", {"enabled", "layers", "repeats", "warmup", "min_time"});
   r.read("enabled", e.enabled);
   r.read("layers", e.layers);
   r.read("repeats", e.repeats);
   r.read("warmup", e.warmup);
+  r.read("min_time", e.min_time);
   if (e.layers < 0)
     throw ConfigError(fmt::format("execute.layers must be >= 0 (0 = all layers; got {})", e.layers));
   if (e.repeats < 1) throw ConfigError(fmt::format("execute.repeats must be >= 1 (got {})", e.repeats));
   if (e.warmup < 0) throw ConfigError(fmt::format("execute.warmup must be >= 0 (got {})", e.warmup));
+  if (!(e.min_time >= 0) || e.min_time > 3600)
+    throw ConfigError(fmt::format("execute.min_time must be seconds in [0, 3600] (got {})", e.min_time));
   return e;
 }
 

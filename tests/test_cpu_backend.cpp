@@ -4,12 +4,15 @@
 // creates backends by name.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/registry.hpp"
+#include "backends/timed_runs.hpp"
 #include "core/errors.hpp"
 #include "core/memory_model.hpp"
 #include "cpu_test_util.hpp"
@@ -121,6 +124,45 @@ TEST_CASE("cpu backend: repeats do not grow memory; op counts scale the step tim
   double sum = 0;
   for (const OpMeasurement& om : m.ops) sum += om.median * 4;
   CHECK(m.step_time == approx(sum));
+}
+
+TEST_CASE("timed runs: exactly `repeats` without a min_time; with one, more until it has passed") {
+  TimedRuns fixed(3, 0);
+  while (fixed.next()) {
+  }
+  CHECK(fixed.count() == 3);
+  TimedRuns zero(0, 0);  // at least one run
+  while (zero.next()) {
+  }
+  CHECK(zero.count() == 1);
+
+  TimedRuns timed(2, 0.02);
+  const auto start = std::chrono::steady_clock::now();
+  while (timed.next()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(timed.count() > 2);
+  CHECK(spent >= 0.02);
+  CHECK(timed.count() <= max_timed_runs);
+
+  TimedRuns capped(1, 3600);  // the cap ends it long before the time
+  while (capped.next()) {
+  }
+  CHECK(capped.count() == max_timed_runs);
+}
+
+TEST_CASE("cpu backend: min_time adds timed runs and reports how many ran") {
+  SmallGraph s = small_graph(DType::fp32);
+  cpu::CpuBackend be;
+  RunOptions o = quick();
+  o.repeats = 2;
+  o.min_time = 0.002;  // runs of this graph take µs: many runs, or the cap
+  const auto start = std::chrono::steady_clock::now();
+  const Measurement m = be.run(s.g, o);
+  const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(m.repeats > 2);
+  CHECK(m.repeats <= max_timed_runs);
+  CHECK((spent >= 0.002 || m.repeats == max_timed_runs));
+  CHECK(m.peak_bytes == 18560);
 }
 
 TEST_CASE("cpu backend: bf16 GEMM workspace is transient workspace memory, as the model plans it") {

@@ -128,6 +128,10 @@ TEST_CASE("dsl: inconsistent workloads and scenarios say what to change") {
                  "return scenario { model = 'tiny-gpt', hardware = 'L4', workload = prefill {},\n"
                  "  execute = { repeats = 0 } }\n",
                  1, "execute.repeats must be >= 1 (got 0)");
+  check_error_at("err_min_time.lua",
+                 "return scenario { model = 'tiny-gpt', hardware = 'L4', workload = prefill {},\n"
+                 "  execute = { min_time = -1 } }\n",
+                 1, "execute.min_time must be seconds in [0, 3600] (got -1)");
 }
 
 TEST_CASE("dsl: Lua errors carry file:line and a traceback") {

@@ -75,6 +75,7 @@ TEST_CASE("dsl: a scenario with every field set converts field by field") {
   CHECK(s.execute.layers == 2);
   CHECK(s.execute.repeats == 3);
   CHECK(s.execute.warmup == 2);
+  CHECK(s.execute.min_time == 0.25);
   CHECK(s.sweep.empty());
 
   // Without a sweep: one point, no values, the same scenario.

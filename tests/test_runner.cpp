@@ -63,6 +63,7 @@ class FakeBackend : public Backend {
   double memory_bytes = 8e9;
   int runs = 0;
   int zero_runs = 0;  // runs still to come back with their first op timed at zero
+  RunOptions last;    // the options of the last run
 
   std::string name() const override { return "fake"; }
   DeviceInfo device() const override {
@@ -81,6 +82,7 @@ class FakeBackend : public Backend {
     if (!g.applied.empty() && g.applied.back() == "+throws")
       throw NotExecutable("fake backend ran out of scratch space");
     ++runs;
+    last = o;
     Measurement m;
     m.backend = "fake";
     m.warmup = o.warmup;
@@ -111,6 +113,7 @@ std::string config_error(const Scenario& s) {
 TEST_CASE("runner: unsupported, throwing and measured steps") {
   Scenario s = tiny_scenario();
   s.stacks = {{"baseline", {}}, {"+unsupported", {}}, {"+throws", {}}, {"+ok", {}}};
+  s.execute.min_time = 0.125;
   FakeBackend backend;
   std::vector<std::string> progress;
   const RunResult r = run_scenario(s, &backend, &s.hardware[0],
@@ -128,6 +131,9 @@ TEST_CASE("runner: unsupported, throwing and measured steps") {
   CHECK(r.steps[3].measured.has_value());
   CHECK(r.steps[3].step == "+ok");
   CHECK(r.steps[0].measured->repeats == 1);
+  CHECK(backend.last.repeats == s.execute.repeats);  // the scenario's execute options reach the backend
+  CHECK(backend.last.warmup == s.execute.warmup);
+  CHECK(backend.last.min_time == 0.125);
 
   // The measured device's profile is primary; the other scenario hardware is a what-if.
   for (const StepResult& step : r.steps) {
@@ -219,6 +225,9 @@ TEST_CASE("scenario validation names the field and the fix") {
     s.execute.repeats = 0;
     CHECK(config_error(s).rfind("execute.repeats must be >= 1 (got 0)", 0) == 0);
     s.execute.repeats = 1;
+    s.execute.min_time = -0.5;
+    CHECK(config_error(s) == "execute.min_time must be seconds in [0, 3600] (got -0.5)");
+    s.execute.min_time = 0;
     s.execute.warmup = -1;
     CHECK(config_error(s) == "execute.warmup must be >= 0 (got -1)");
     s.execute.warmup = 0;

@@ -11,6 +11,7 @@
 #include "backends/cpu/cpu_graph_runner.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/measurement.hpp"
+#include "backends/timed_runs.hpp"
 #include "core/errors.hpp"
 #include "core/host_cpu.hpp"
 
@@ -75,18 +76,18 @@ Measurement CpuBackend::run(const Graph& g, const RunOptions& o) {
   GraphRunner runner(g, o.seed);
 
   const int warmup = std::max(0, o.warmup);
-  const int repeats = std::max(1, o.repeats);
   for (int r = 0; r < warmup; ++r) runner.run_once();
   std::vector<std::vector<double>> samples(g.ops.size());
   std::vector<double> walls;
-  for (int r = 0; r < repeats; ++r) {
+  TimedRuns runs(o.repeats, o.min_time);
+  while (runs.next()) {
     const auto wall0 = std::chrono::steady_clock::now();
     runner.run_once(&samples);
     walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
   }
 
   // One queue, and the same cores copy and compute: nothing overlaps.
-  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmup, repeats,
+  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmup, runs.count(),
                                  /*copy_engines=*/false);
   const TrackingAllocator& alloc = runner.allocator();
   m.peak_bytes = alloc.peak_bytes();

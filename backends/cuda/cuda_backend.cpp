@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "backends/measurement.hpp"
+#include "backends/timed_runs.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim::cuda {
@@ -107,9 +108,7 @@ Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
   m_alloc->reset_peak();
   GraphRunner runner(g, o.seed, *m_alloc, *m_gemm, m_stream);
 
-  const int repeats = std::max(1, o.repeats);
-  Measurement m = g.graphed ? run_replayed(runner, g, std::max(0, o.warmup), repeats)
-                            : run_eager(runner, g, std::max(0, o.warmup), repeats, o.device_times);
+  Measurement m = g.graphed ? run_replayed(runner, g, o) : run_eager(runner, g, o);
   const CachingAllocator& alloc = runner.allocator();
   m.peak_bytes = alloc.peak_bytes();
   for (TensorRole r : all_tensor_roles) m.bytes_by_role_at_peak[r] = 0;
@@ -117,23 +116,23 @@ Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
   return m;
 }
 
-Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, int warmup, int repeats,
-                                   bool device_times) {
-  const int warmed = warm_up(warmup, [&] { (void)runner.run_once(); });
+Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, const RunOptions& o) {
+  const int warmed = warm_up(std::max(0, o.warmup), [&] { (void)runner.run_once(); });
   // Passes with and without per-op events alternate: the first give the op times, the second
   // the step as it runs (executed_wall) and so the events' cost. With device_times, the same
   // pair again with the stream held until the step is issued: the ops' device times.
   std::vector<std::vector<double>> samples(g.ops.size()), host(g.ops.size()), held(g.ops.size());
   std::vector<double> walls, held_walls;
-  for (int r = 0; r < repeats; ++r) {
+  TimedRuns runs(o.repeats, o.min_time);
+  while (runs.next()) {
     (void)runner.run_once(&samples);
     walls.push_back(runner.run_walled(&host));
-    if (!device_times) continue;
+    if (!o.device_times) continue;
     (void)runner.run_held(&held);
     if (const std::optional<double> w = runner.run_held()) held_walls.push_back(*w);
   }
   remove_probe_cost(samples, median_or_zero(walls), g);
-  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmed, repeats);
+  Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmed, runs.count());
   for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].host = median_or_zero(host[i]);
   if (!held_walls.empty()) {
     remove_probe_cost(held, median_or_zero(held_walls), g);
@@ -142,7 +141,8 @@ Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, int warm
   return m;
 }
 
-Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, int warmup, int repeats) {
+Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, const RunOptions& o) {
+  const int warmup = std::max(0, o.warmup);
   // One eager pass before capturing: it tunes the GEMM plans, uploads the fused-AdamW
   // descriptors and fills the allocator's cache with the step's blocks.
   (void)runner.run_once();
@@ -151,9 +151,11 @@ Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, int w
     // A driver without event-record nodes: the per-op figures come from eager passes and
     // the replay is scaled by their count ratio (less stable: eager noise enters the step).
     fmt::print(stderr, "perfsim: cuda backend: no per-op times inside the CUDA graph ({}); using eager op times\n", why);
-    Measurement m = run_eager(runner, g, warmup, repeats, false);
+    RunOptions eager = o;
+    eager.device_times = false;
+    Measurement m = run_eager(runner, g, eager);
     const int replays = warm_up(warmup, [&] { (void)runner.replay(1); });
-    const double replay = median_or_zero(runner.replay(repeats));
+    const double replay = median_or_zero(runner.replay(m.repeats));
     m.warmup += 1 + replays;
     m.executed_wall = replay;
     m.step_time = replay * count_scale(m, g);
@@ -168,14 +170,15 @@ Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, int w
   // The untimed and timed replays alternate, so both see the same clock and cache state.
   std::vector<std::vector<double>> samples(g.ops.size());
   std::vector<double> walls;
-  for (int r = 0; r < repeats; ++r) {
+  TimedRuns runs(o.repeats, o.min_time);
+  while (runs.next()) {
     walls.push_back(runner.replay(1).at(0));
     (void)runner.replay_timed(1, &samples);
   }
   remove_probe_cost(samples, median_or_zero(walls), g);
   // ops/time_by_class: the event nodes' per-op times less their probe cost; step_time: their
   // stream timeline (× count); executed_wall: the step as captured, without event nodes.
-  Measurement m = summarize_runs(g, samples, walls, name(), device().name, 1 + replays, repeats);
+  Measurement m = summarize_runs(g, samples, walls, name(), device().name, 1 + replays, runs.count());
   m.graph_replayed = true;
   return m;
 }

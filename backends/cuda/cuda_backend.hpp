@@ -52,9 +52,8 @@ class CudaBackend final : public Backend {
   [[nodiscard]] const CachingAllocator& allocator() const { return *m_alloc; }
 
  private:
-  [[nodiscard]] Measurement run_eager(GraphRunner& runner, const Graph& g, int warmup, int repeats,
-                                      bool device_times);
-  [[nodiscard]] Measurement run_replayed(GraphRunner& runner, const Graph& g, int warmup, int repeats);
+  [[nodiscard]] Measurement run_eager(GraphRunner& runner, const Graph& g, const RunOptions& o);
+  [[nodiscard]] Measurement run_replayed(GraphRunner& runner, const Graph& g, const RunOptions& o);
 
   cudaStream_t m_stream = nullptr;
   std::unique_ptr<CachingAllocator> m_alloc;

@@ -4,7 +4,7 @@
 -- flash, fused add+rmsnorm, and the paged KV cache (32-row pages). quick=true keeps the odd proportions at CPU size.
 local opt = options {
   quick   = {"CPU-sized model and context (perfsim validate --quick)", false},
-  repeats = {"timed runs per step (0: 10, or 3 with quick)", 0},
+  repeats = {"timed runs per step, at least (0: 10, or 3 with quick; more until 0.2 s without quick)", 0},
 }
 
 local dims = { name = "llama-odd-3200", layers = 26, hidden = 3200, heads = 25, kv_heads = 5,
@@ -31,5 +31,7 @@ return scenario {
     step("+paged_kv", {paged_kv = 32}),
   },
   execute = { layers = 1, warmup = 2,
-              repeats = opt.repeats > 0 and opt.repeats or (opt.quick and 3 or 10) },
+              repeats = opt.repeats > 0 and opt.repeats or (opt.quick and 3 or 10),
+              -- short steps get more runs: medians of µs-long kernels settle
+              min_time = opt.quick and 0 or 0.2 },
 }

@@ -3,7 +3,7 @@
 -- transformer layer executed. quick=true: a small Llama-style model and a 128-token prompt.
 local opt = options {
   quick   = {"CPU-sized model and prompt (perfsim validate --quick)", false},
-  repeats = {"timed runs per step (0: 10, or 3 with quick)", 0},
+  repeats = {"timed runs per step, at least (0: 10, or 3 with quick; more until 0.2 s without quick)", 0},
 }
 
 local m = model("llama-3-8b")
@@ -27,5 +27,7 @@ return scenario {
     step("+cuda_graphs", "cuda_graphs"),
   },
   execute = { layers = 1, warmup = 2,
-              repeats = opt.repeats > 0 and opt.repeats or (opt.quick and 3 or 10) },
+              repeats = opt.repeats > 0 and opt.repeats or (opt.quick and 3 or 10),
+              -- short steps get more runs: medians of µs-long kernels settle
+              min_time = opt.quick and 0 or 0.2 },
 }

@@ -16,5 +16,5 @@ return scenario {
     step("+batching", {batch = 16}),
     step("-kv", {kv_cache = false}),
   },
-  execute = { enabled = true, layers = 2, repeats = 3, warmup = 2 },
+  execute = { enabled = true, layers = 2, repeats = 3, warmup = 2, min_time = 0.25 },
 }
