@@ -45,15 +45,15 @@ OpCost price_op(const Op& op, const Graph& g, const Hardware& hw, const ClassEff
   const double flops = op_flops(op, g);
   const double bytes = op_bytes(op, g);
   if (op.kind == OpKind::collective && op.attrs.group > 1) {
-    if (auto t =
-            collective_time(op.attrs.collective, op.attrs.group, collective_payload(op, g), hw)) {
+    if (const std::optional<CollectivePrice> t =
+            price_collective(op.attrs.collective, op.attrs.group, collective_payload(op, g), hw)) {
       OpCost c = roofline_cost(op, 0, 0, hw, g.graphed, eff);  // launch cost only
       c.flops = op.dtype == DType::int32 ? 0 : flops;
       c.bytes = bytes;
       c.intensity = bytes > 0 ? c.flops / bytes : 0;
-      c.memory_time = *t;
+      c.memory_time = t->seconds;
       c.time = c.memory_time + c.launch_time;
-      c.calibrated = fitted_collective(op.attrs.collective, op.attrs.group, hw).has_value();
+      c.calibrated = t->fitted;
       return c;
     }
   }

@@ -250,7 +250,13 @@ std::optional<FittedCollective> fitted_collective(Collective c, int group, const
 }
 
 std::optional<double> collective_time(Collective c, int group, double payload, const Hardware& hw) {
-  if (group <= 1) return 0.0;
+  const std::optional<CollectivePrice> p = price_collective(c, group, payload, hw);
+  if (!p) return std::nullopt;
+  return p->seconds;
+}
+
+std::optional<CollectivePrice> price_collective(Collective c, int group, double payload, const Hardware& hw) {
+  if (group <= 1) return CollectivePrice{0.0, false};
   // Ring algorithms (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): each rank sends
   // (n-1)/n of the buffer per phase; all-reduce is a reduce-scatter followed by an all-gather.
   const double wire = wire_bytes(c, group, payload);
@@ -258,7 +264,7 @@ std::optional<double> collective_time(Collective c, int group, double payload, c
   // at the payload whose ring sends as many bytes per rank over that group.
   if (const std::optional<FittedCollective> f = fitted_collective(c, group, hw)) {
     const double equal_wire_payload = f->group == group ? payload : wire / wire_bytes(c, f->group, 1.0);
-    return f->fit->time(equal_wire_payload, wire);
+    return CollectivePrice{f->fit->time(equal_wire_payload, wire), true};
   }
   const std::optional<LinkFigures> link = collective_link(c, group, hw);
   if (!link) return std::nullopt;
@@ -268,7 +274,7 @@ std::optional<double> collective_time(Collective c, int group, double payload, c
   if (eff <= 0)
     throw ConfigError(fmt::format("hardware '{}': communication efficiency must be > 0", hw.name));
   // Alpha-beta model (Hockney 1994): latency per message plus bytes over link bandwidth.
-  return messages * link->latency + wire / (link->bandwidth * eff);
+  return CollectivePrice{messages * link->latency + wire / (link->bandwidth * eff), false};
 }
 
 }  // namespace perfsim

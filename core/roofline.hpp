@@ -87,4 +87,12 @@ struct FittedCollective {
 [[nodiscard]] std::optional<double> collective_time(Collective c, int group, double payload,
                                                     const Hardware& hw);
 
+// collective_time() with where it came from: `fitted` when a calibrated fit priced it.
+struct CollectivePrice {
+  double seconds = 0;
+  bool fitted = false;
+};
+[[nodiscard]] std::optional<CollectivePrice> price_collective(Collective c, int group, double payload,
+                                                              const Hardware& hw);
+
 }  // namespace perfsim

@@ -27,6 +27,13 @@ TEST_CASE("calibration: a fitted alpha-beta prices its collective, and other gro
   hw.infiniband = {50e9, 5e-6};
   CHECK(*collective_time(Collective::all_reduce, 16, 1e9, hw) ==
         approx(30 * 5e-6 + 1.875e9 / 400e9));
+  // price_collective says which of these a fit priced.
+  CHECK(price_collective(Collective::all_reduce, 2, 1e9, hw)->fitted);
+  CHECK(price_collective(Collective::all_reduce, 4, 1e9, hw)->fitted);
+  CHECK_FALSE(price_collective(Collective::all_gather, 4, 1e9, hw)->fitted);
+  CHECK_FALSE(price_collective(Collective::all_reduce, 16, 1e9, hw)->fitted);
+  CHECK(price_collective(Collective::all_reduce, 4, 1e9, hw)->seconds ==
+        approx(*collective_time(Collective::all_reduce, 4, 1e9, hw)));
 }
 
 TEST_CASE("calibration: a collective op priced from a fit counts as calibrated") {
