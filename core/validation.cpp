@@ -93,6 +93,7 @@ ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
         v.measured_time = m.step_time;
         v.time_error = finite(relative_error(v.predicted_time, m.step_time));
         v.measured_peak = m.peak_bytes;
+        v.timed_runs = m.repeats;
         v.memory_error = finite(relative_error(v.predicted_peak, m.peak_bytes));
         const std::size_t n = std::min({s.graph.ops.size(), m.ops.size(), s.predicted.ops.size()});
         host_issue(s, n, v);

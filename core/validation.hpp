@@ -88,6 +88,7 @@ struct StepValidation {
   double predicted_peak = 0;             // Prediction::memory_executed.peak, bytes
   std::optional<double> measured_peak;   // Measurement::peak_bytes
   std::optional<double> memory_error;
+  int timed_runs = 0;                    // Measurement::repeats: the runs its medians are over
   // Eager steps priced with host dispatch and timed on the host (CUDA): seconds the host spent
   // issuing the step's ops (full model, Σ × count), predicted (OpCost::dispatch_time) and
   // measured (OpMeasurement::host). Their ratio is how fast this machine's host issued ops

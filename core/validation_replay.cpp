@@ -94,6 +94,7 @@ ReplayBackend ReplayBackend::from_json_text(const std::string& text, const std::
     SavedStep& step = b.m_steps[{string_at(s, "scenario", path), string_at(s, "step", path)}];
     step.step_time = t->get<double>();
     step.peak_bytes = number_or_zero(s, "measured_peak_bytes");
+    step.timed_runs = static_cast<int>(number_or_zero(s, "timed_runs"));
   }
   for (const json& o : array_at(root, "ops", path)) {
     const auto it = b.m_steps.find({string_at(o, "scenario", path), string_at(o, "step", path)});
@@ -118,7 +119,7 @@ Measurement ReplayBackend::run(const Graph& g, const RunOptions& o) {
   m.backend = m_device.backend;
   m.device = m_device.name;
   m.warmup = o.warmup;
-  m.repeats = o.repeats;
+  m.repeats = saved.timed_runs > 0 ? saved.timed_runs : o.repeats;
   m.step_time = saved.step_time;
   m.peak_bytes = saved.peak_bytes;
   m.graph_replayed = g.graphed;

@@ -42,6 +42,7 @@ class ReplayBackend final : public Backend {
   struct SavedStep {
     double step_time = 0;
     double peak_bytes = 0;
+    int timed_runs = 0;  // 0: not in the report (older reports)
     std::map<std::string, SavedOp> ops;
   };
   DeviceInfo m_device;

@@ -329,6 +329,7 @@ TEST_CASE("validation report: text, markdown, json and csv") {
   CHECK(j["overall"]["step_time"]["max"].get<double>() == approx(1.0));
   CHECK(j["classes"][0]["class"] == "gemm");
   CHECK(j["steps"][2]["measured_s"].is_null());
+  CHECK(j["steps"][2]["timed_runs"].is_null());
   CHECK(j["steps"][2]["not_executed"] == "cpu backend has no fp8 GEMM");
   CHECK(j["speedups"][0]["error"].get<double>() == approx(-0.375));
   CHECK(j["over_max_error"].size() == 3);

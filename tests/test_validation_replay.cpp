@@ -70,6 +70,9 @@ TEST_CASE("validate --measurements: the saved report priced again gives back its
   for (std::size_t i = 0; i < a["steps"].size(); ++i) {
     CHECK(b["steps"][i]["measured_s"].get<double>() == approx(a["steps"][i]["measured_s"].get<double>()));
     CHECK(b["steps"][i]["predicted_s"].get<double>() == approx(a["steps"][i]["predicted_s"].get<double>()));
+    // The runs behind each step: the quick tiny suite's 2 (tests/cli/validation), kept by the replay.
+    CHECK(a["steps"][i]["timed_runs"] == 2);
+    CHECK(b["steps"][i]["timed_runs"] == a["steps"][i]["timed_runs"]);
   }
 }
 
@@ -110,7 +113,7 @@ TEST_CASE("validate --measurements: bad files and options say what to fix") {
 TEST_CASE("replay backend: steps by scenario and name, ops by name, unmeasured steps refused") {
   const std::string text = R"({"validate": {"device": "Fake", "backend": "cuda", "catalog": "H100-SXM", "quick": true},
     "overall": {"held_ops": 1},
-    "steps": [{"scenario": "s", "step": "eager", "measured_s": 0.002, "measured_peak_bytes": 4096},
+    "steps": [{"scenario": "s", "step": "eager", "measured_s": 0.002, "measured_peak_bytes": 4096, "timed_runs": 137},
               {"scenario": "s", "step": "never", "measured_s": null}],
     "ops": [{"scenario": "s", "step": "eager", "op": "a", "measured_s": 1e-6, "measured_in_step_s": 3e-6,
              "measured_host_s": 5e-6}]})";
@@ -135,6 +138,7 @@ TEST_CASE("replay backend: steps by scenario and name, ops by name, unmeasured s
   const Measurement m = b.run(g, RunOptions{});
   CHECK(m.step_time == approx(0.002));
   CHECK(m.peak_bytes == approx(4096));
+  CHECK(m.repeats == 137);  // the runs the report's medians were over, not the options'
   REQUIRE(m.ops.size() == 2);
   CHECK(m.ops[0].executed);
   CHECK(m.ops[0].median == approx(3e-6));
