@@ -38,6 +38,21 @@ std::string opt_speedup(const std::optional<double>& v) { return v ? format_spee
 std::string opt_rate(const std::optional<double>& v) { return v ? format_rate(*v) : dash; }
 std::string opt_bytes(const std::optional<double>& v) { return v ? format_bytes(*v) : dash; }
 
+// How the measured steps were timed: "medians of 10 timed runs per step", or their range
+// when execute.min_time gave the steps different counts. Empty when nothing ran.
+std::string timing_text(const RunResult& r) {
+  int fewest = 0, most = 0;
+  for (const StepResult& s : r.steps) {
+    if (!s.measured) continue;
+    const int n = s.measured->repeats;
+    if (most == 0) fewest = n;
+    fewest = std::min(fewest, n), most = std::max(most, n);
+  }
+  if (most == 0) return {};
+  const std::string runs = fewest == most ? fmt::format("{}", most) : fmt::format("{}-{}", fewest, most);
+  return fmt::format("medians of {} timed run{} per step", runs, most == 1 ? "" : "s");
+}
+
 std::string primary_hardware(const RunResult& r) {
   return r.steps.empty() ? std::string("?") : r.steps.front().predicted.hardware;
 }
@@ -217,6 +232,7 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
                                                  p.profile));
   }
   if (!r.sampling.empty()) d.header.emplace_back("sampling", r.sampling);
+  if (const std::string t = timing_text(r); !t.empty()) d.header.emplace_back("timing", t);
 
   if (r.steps.empty()) return d;
   const auto figs = step_figures(r);

@@ -220,6 +220,10 @@ TEST_CASE("report table shows measured and not-executed rows") {
   CHECK(contains(t, "1.50 ms / 2.00 ms"));  // gemm class of the baseline, predicted / measured
   CHECK(contains(t, "What-if on other hardware"));
   CHECK(contains(t, "A100-80GB has no fp8: priced at bf16"));
+  CHECK(contains(t, "timing    medians of 3 timed runs per step"));
+  RunResult timed = hand_result();  // execute.min_time: the steps' counts differ
+  timed.steps[2].measured->repeats = 140;
+  CHECK(contains(format_table({timed}), "timing    medians of 3-140 timed runs per step"));
 
   RunResult predicted_only = hand_result();
   predicted_only.backend = "none";
@@ -228,6 +232,7 @@ TEST_CASE("report table shows measured and not-executed rows") {
   CHECK(contains(p, "none (prediction only)"));
   CHECK_FALSE(contains(p, "meas time"));
   CHECK_FALSE(contains(p, "not executed"));
+  CHECK_FALSE(contains(p, "timing"));
 }
 
 TEST_CASE("report markdown renders the same sections") {
