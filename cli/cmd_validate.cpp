@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +23,7 @@
 #include "core/validation.hpp"
 #include "core/validation_collectives.hpp"
 #include "core/validation_replay.hpp"
+#include "core/validation_runs.hpp"
 
 namespace perfsim {
 
@@ -101,8 +103,14 @@ CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a) {
       ->type_name("DIR");
   cmd->add_option("--measurements", a.measurements,
                   "Execute nothing: price the measurements saved in FILE (a report of perfsim validate "
-                  "--format json) again, with --profile or the current cost model")
+                  "--format json) again, with --profile or the current cost model. Given more than once: "
+                  "compare the runs, each run's figures and the ops over --op-error in every run")
       ->type_name("FILE");
+  cmd->add_option("--op-error", a.op_error,
+                  "With several --measurements: the per-op |error| that counts an op as over, in "
+                  "percent (default 15)")
+      ->type_name("PCT")
+      ->check(CLI::Validator(max_error_check, "", "op-error"));
   cmd->add_flag("-q,--quiet", a.quiet, "No progress or status lines on stderr");
   cmd->footer("Exit status: 0 when every checked figure is within --max-error (or none is given), "
               "1 otherwise or on an error, 2 on a usage error. docs/VALIDATION.md defines every "
@@ -127,51 +135,42 @@ double parse_max_error(const std::string& text) {
   return v / 100.0;
 }
 
-int cmd_validate(const ValidateArgs& a) {
-  const ReportFormat format = resolve_report_format(a.format, a.output);
-  std::optional<double> max_error;
-  if (!a.max_error.empty()) max_error = parse_max_error(a.max_error);
-  if (!a.output.empty()) check_writable(a.output);
-  const std::vector<std::string> files = suite_files(a.suite);
+namespace {
 
-  // Backend and profile first: an unknown profile fails before anything runs. Saved
-  // measurements stand in for a backend, with the sizes (quick or not) they were taken at.
-  std::unique_ptr<Backend> backend;
-  ReplayBackend* replay = nullptr;
-  bool quick = a.quick;
-  if (!a.measurements.empty()) {
-    auto saved = std::make_unique<ReplayBackend>(ReplayBackend::from_file(a.measurements));
-    if (a.quick && !saved->quick())
-      throw UsageError(fmt::format("--quick: {} was measured at the suite's full sizes; drop --quick",
-                                   a.measurements));
-    if (a.profile == datasheet_profile && saved->device().catalog_name.empty())
-      throw UsageError(fmt::format("--profile {}: {} does not name the device's catalog entry; pass a "
-                                   "profile name or file",
-                                   datasheet_profile, a.measurements));
-    quick = saved->quick();
-    replay = saved.get();
-    backend = std::move(saved);
-  } else {
-    backend = make_backend(a.backend);
-  }
-  const DeviceInfo device = backend->device();
-  const DeviceProfile profile = resolve_device_profile(device, a.profile, a.module_path);
+using Status = std::function<void(const std::string&)>;
 
+Status status_printer(bool quiet) {
+  return [quiet](const std::string& line) {
+    if (quiet) return;
+    fmt::print(stderr, "perfsim: validate: {}\n", line);
+    std::fflush(stderr);
+  };
+}
+
+// A saved report to price again, refused when the options do not fit it.
+std::unique_ptr<ReplayBackend> load_measurements(const std::string& file, const ValidateArgs& a) {
+  auto saved = std::make_unique<ReplayBackend>(ReplayBackend::from_file(file));
+  if (a.quick && !saved->quick())
+    throw UsageError(fmt::format("--quick: {} was measured at the suite's full sizes; drop --quick", file));
+  if (a.profile == datasheet_profile && saved->device().catalog_name.empty())
+    throw UsageError(fmt::format("--profile {}: {} does not name the device's catalog entry; pass a "
+                                 "profile name or file",
+                                 datasheet_profile, file));
+  return saved;
+}
+
+DslSettings suite_settings(const ValidateArgs& a, bool quick) {
   DslSettings settings;
   settings.module_path = a.module_path;
   settings.default_backend = a.backend;
   if (quick) settings.overrides.emplace_back("quick", "true");
+  return settings;
+}
 
-  auto status = [&](const std::string& line) {
-    if (a.quiet) return;
-    fmt::print(stderr, "perfsim: validate: {}\n", line);
-    std::fflush(stderr);
-  };
-
-  if (replay == nullptr && backend->name() == "cpu" && !a.quick && a.suite == ValidateArgs{}.suite)
-    status("the suite's full sizes are meant for a GPU and take long on a CPU; --quick runs "
-           "CPU-sized models");
-
+// Every scenario of the suite through run_scenario on `backend`, priced with `hw`; a replay
+// backend serves each scenario's saved steps.
+std::vector<RunResult> run_suite(const std::vector<std::string>& files, const DslSettings& settings, Backend& backend,
+                                 ReplayBackend* replay, const Hardware& hw, const Status& status, bool quiet) {
   std::vector<RunResult> results;
   for (std::size_t i = 0; i < files.size(); ++i) {
     const std::string& file = files[i];
@@ -191,27 +190,25 @@ int cmd_validate(const ValidateArgs& a) {
                                                 : " (" + sweep_label(point.values) + ")");
       status(label);
       RunnerHooks hooks;
-      if (!a.quiet)
-        hooks.progress = [&status, label](const std::string& msg) { status(label + " " + msg); };
+      if (!quiet) hooks.progress = [&status, label](const std::string& msg) { status(label + " " + msg); };
       if (replay != nullptr)
         replay->select(point.values.empty() ? point.scenario.name
                                             : point.scenario.name + "[" + sweep_label(point.values) + "]");
-      RunResult r = run_scenario(point.scenario, backend.get(), &profile.hardware, hooks);
+      RunResult r = run_scenario(point.scenario, &backend, &hw, hooks);
       if (r.sweep_point.empty()) r.sweep_point = point.values;
       if (r.file.empty()) r.file = file;
       results.push_back(std::move(r));
     }
   }
+  return results;
+}
 
-  ValidationSummary summary = summarize_validation(results);
-  const CollectiveMeasurements collectives =
-      replay != nullptr ? replay->collectives() : measure_collectives(*backend, status);
-  add_collective_errors(summary, collectives, profile.hardware);
+ValidationContext context_of(const ValidateArgs& a, const DeviceInfo& device, const std::string& backend,
+                             const DeviceProfile& profile, const std::vector<std::string>& files, bool quick) {
   ValidationContext context;
   context.device = device.name;
-  context.backend = backend->name();
+  context.backend = backend;
   context.catalog = device.catalog_name;
-  context.measurements = a.measurements;
   context.profile = profile.hardware.name;
   context.calibrated = profile.hardware.calibrated;
   context.measured_on = profile.hardware.calibration.measured_on;
@@ -219,9 +216,10 @@ int cmd_validate(const ValidateArgs& a) {
   context.suite = a.suite;
   context.scenarios = files;
   context.quick = quick;
-  context.max_error = max_error;
+  return context;
+}
 
-  const std::string text = format_validation(summary, context, format);
+void emit(const ValidateArgs& a, const std::string& text, ReportFormat format, const Status& status) {
   if (a.output.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
@@ -229,6 +227,86 @@ int cmd_validate(const ValidateArgs& a) {
     write_file_atomically(a.output, text);
     status(fmt::format("wrote {} ({})", a.output, name_of(format)));
   }
+}
+
+// Several saved runs: each priced again with one profile (the first run's device picks it),
+// then compared op by op.
+int validate_runs(const ValidateArgs& a, ReportFormat format, const std::vector<std::string>& files) {
+  if (!a.max_error.empty())
+    throw UsageError("--max-error checks one run: give one --measurements file, or compare runs without it");
+  if (format == ReportFormat::csv)
+    throw UsageError("--format csv reports one run; comparing several --measurements takes table, md or json");
+  const double op_error = a.op_error.empty() ? 0.15 : parse_max_error(a.op_error);
+  std::vector<std::unique_ptr<ReplayBackend>> saved;
+  for (const std::string& file : a.measurements) saved.push_back(load_measurements(file, a));
+  const bool quick = saved.front()->quick();
+  for (std::size_t r = 1; r < saved.size(); ++r)
+    if (saved[r]->quick() != quick)
+      throw UsageError(fmt::format("--measurements: {} and {} were measured at different sizes (one with "
+                                   "--quick); compare runs of one kind",
+                                   a.measurements.front(), a.measurements[r]));
+  const DeviceProfile profile = resolve_device_profile(saved.front()->device(), a.profile, a.module_path);
+  const Status status = status_printer(a.quiet);
+  const DslSettings settings = suite_settings(a, quick);
+
+  std::vector<ValidationSummary> runs;
+  RunsContext ctx;
+  ctx.base = context_of(a, saved.front()->device(), saved.front()->name(), profile, files, quick);
+  for (std::size_t r = 0; r < saved.size(); ++r) {
+    status(fmt::format("run {} of {}: {}", r + 1, saved.size(), a.measurements[r]));
+    runs.push_back(summarize_validation(run_suite(files, settings, *saved[r], saved[r].get(), profile.hardware,
+                                                  status, a.quiet)));
+    ctx.files.push_back(a.measurements[r]);
+    ctx.devices.push_back(saved[r]->device().name);
+  }
+  const RunsComparison c = compare_runs(runs, op_error);
+  emit(a, format_runs_comparison(runs, c, ctx, format), format, status);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_validate(const ValidateArgs& a) {
+  const ReportFormat format = resolve_report_format(a.format, a.output);
+  if (!a.op_error.empty() && a.measurements.size() < 2)
+    throw UsageError("--op-error counts ops across runs: give two or more --measurements files");
+  std::optional<double> max_error;
+  if (!a.max_error.empty()) max_error = parse_max_error(a.max_error);
+  if (!a.output.empty()) check_writable(a.output);
+  const std::vector<std::string> files = suite_files(a.suite);
+  if (a.measurements.size() > 1) return validate_runs(a, format, files);
+
+  // Backend and profile first: an unknown profile fails before anything runs. Saved
+  // measurements stand in for a backend, with the sizes (quick or not) they were taken at.
+  std::unique_ptr<Backend> backend;
+  ReplayBackend* replay = nullptr;
+  bool quick = a.quick;
+  if (!a.measurements.empty()) {
+    std::unique_ptr<ReplayBackend> saved = load_measurements(a.measurements.front(), a);
+    quick = saved->quick();
+    replay = saved.get();
+    backend = std::move(saved);
+  } else {
+    backend = make_backend(a.backend);
+  }
+  const DeviceInfo device = backend->device();
+  const DeviceProfile profile = resolve_device_profile(device, a.profile, a.module_path);
+  const Status status = status_printer(a.quiet);
+
+  if (replay == nullptr && backend->name() == "cpu" && !a.quick && a.suite == ValidateArgs{}.suite)
+    status("the suite's full sizes are meant for a GPU and take long on a CPU; --quick runs "
+           "CPU-sized models");
+
+  const std::vector<RunResult> results =
+      run_suite(files, suite_settings(a, quick), *backend, replay, profile.hardware, status, a.quiet);
+  ValidationSummary summary = summarize_validation(results);
+  const CollectiveMeasurements collectives =
+      replay != nullptr ? replay->collectives() : measure_collectives(*backend, status);
+  add_collective_errors(summary, collectives, profile.hardware);
+  ValidationContext context = context_of(a, device, backend->name(), profile, files, quick);
+  if (!a.measurements.empty()) context.measurements = a.measurements.front();
+  context.max_error = max_error;
+  emit(a, format_validation(summary, context, format), format, status);
 
   if (!max_error) return 0;
   const std::vector<CheckedFigure> over = figures_over(summary, *max_error);

@@ -2,6 +2,7 @@
 // model's predictions fall from the measurements (docs/VALIDATION.md).
 #pragma once
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -18,7 +19,8 @@ struct ValidateArgs {
   std::string suite = "scenarios/validation";  // directory of *.lua scenarios
   std::string module_path;
   bool quick = false;                          // --quick: every scenario gets quick=true
-  std::string measurements;                    // --measurements FILE: re-price a saved JSON report
+  std::vector<std::string> measurements;       // --measurements FILE...: re-price saved JSON reports
+  std::string op_error;                        // --op-error PCT as given (several measurements)
   bool quiet = false;
 };
 

@@ -9,6 +9,7 @@
 #include "core/report.hpp"
 #include "core/report_sections.hpp"
 #include "core/validation.hpp"
+#include "core/validation_runs.hpp"
 
 namespace perfsim {
 
@@ -45,6 +46,22 @@ struct ValidationContext {
                                                  const ValidationContext& c);
 [[nodiscard]] std::string format_validation_csv(const ValidationSummary& s,
                                                 const ValidationContext& c);
+
+// A validation document (header and sections) as aligned text or markdown.
+[[nodiscard]] std::string format_validation_document_text(const ReportDocument& d);
+[[nodiscard]] std::string format_validation_document_markdown(const ReportDocument& d);
+
+// Several saved runs priced again and compared (`validate` with --measurements given more than
+// once): the suite and profile, and each run's file and device, in run order.
+struct RunsContext {
+  ValidationContext base;            // suite, scenarios, quick and the profile
+  std::vector<std::string> files;    // the --measurements files
+  std::vector<std::string> devices;  // the device each was measured on
+};
+// Table, markdown or JSON (CSV throws std::invalid_argument: the caller refuses it first).
+[[nodiscard]] std::string format_runs_comparison(const std::vector<ValidationSummary>& runs,
+                                                 const RunsComparison& c, const RunsContext& ctx,
+                                                 ReportFormat f);
 
 // "unsigned percent" of a magnitude: 0.052 -> "5.2%" ("—" when not finite).
 [[nodiscard]] std::string format_percent(double ratio);

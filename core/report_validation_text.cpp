@@ -299,7 +299,10 @@ ReportDocument build_validation_document(const ValidationSummary& s, const Valid
 }
 
 std::string format_validation_text(const ValidationSummary& s, const ValidationContext& c) {
-  const ReportDocument d = build_validation_document(s, c);
+  return format_validation_document_text(build_validation_document(s, c));
+}
+
+std::string format_validation_document_text(const ReportDocument& d) {
   std::string out = format_key_values(d.header);
   for (const ReportSection& sec : d.sections) {
     out += '\n';
@@ -309,7 +312,10 @@ std::string format_validation_text(const ValidationSummary& s, const ValidationC
 }
 
 std::string format_validation_markdown(const ValidationSummary& s, const ValidationContext& c) {
-  const ReportDocument d = build_validation_document(s, c);
+  return format_validation_document_markdown(build_validation_document(s, c));
+}
+
+std::string format_validation_document_markdown(const ReportDocument& d) {
   std::string out = "## perfsim validate\n\n";
   for (const auto& [k, v] : d.header) out += fmt::format("- **{}**: {}\n", k, v);
   for (const ReportSection& sec : d.sections) {

@@ -49,7 +49,7 @@ TEST_CASE("validate --measurements: the saved report priced again gives back its
   const std::filesystem::path measured = scratch("measured.json"), again = scratch("again.json");
   REQUIRE(cmd_validate(tiny_suite(measured.string())) == 0);
   ValidateArgs replay = tiny_suite(again.string());
-  replay.measurements = measured.string();
+  replay.measurements = {measured.string()};
   replay.quick = false;  // taken from the report
   REQUIRE(cmd_validate(replay) == 0);
   const nlohmann::json a = read_json(measured), b = read_json(again);
@@ -100,7 +100,7 @@ TEST_CASE("validate --measurements: bad files and options say what to fix") {
     std::ofstream(saved) << full;
   }
   ValidateArgs a = tiny_suite("");
-  a.measurements = saved.string();
+  a.measurements = {saved.string()};
   CHECK_THROWS_WITH_AS((void)cmd_validate(a), doctest::Contains("measured at the suite's full sizes; drop --quick"),
                        UsageError);
   // 'datasheet' needs the catalog entry, which this report does not name.
@@ -151,4 +151,48 @@ TEST_CASE("replay backend: steps by scenario and name, ops by name, unmeasured s
   b.select("other");
   g.applied = {"eager"};
   CHECK_THROWS_AS(b.run(g, RunOptions{}), NotExecutable);
+}
+
+TEST_CASE("validate with several --measurements compares the runs") {
+  const std::filesystem::path first = scratch("run1.json"), second = scratch("run2.json"),
+                              compared = scratch("compared.json");
+  REQUIRE(cmd_validate(tiny_suite(first.string())) == 0);
+  REQUIRE(cmd_validate(tiny_suite(second.string())) == 0);
+  ValidateArgs a = tiny_suite(compared.string());
+  a.measurements = {first.string(), second.string()};
+  a.op_error = "50";
+  REQUIRE(cmd_validate(a) == 0);
+  const nlohmann::json j = read_json(compared), one = read_json(first);
+  CHECK(j["validate"]["measurements"].size() == 2);
+  CHECK(j["validate"]["op_error"].get<double>() == approx(0.5));
+  REQUIRE(j["runs"].size() == 2);
+  // Each run priced as a single replay prices it: the first run's figures come back.
+  CHECK(j["runs"][0]["per_op_time"]["median"].get<double>() ==
+        approx(one["overall"]["per_op_time"]["median"].get<double>()));
+  CHECK(j["comparison"]["compared_ops"].get<int>() == one["overall"]["per_op_time"]["count"].get<int>());
+  const std::size_t every = j["comparison"]["over_in_every_run"].size(), some = j["comparison"]["over_in_some_runs"];
+  CHECK(every + some <= j["comparison"]["compared_ops"].get<std::size_t>());
+
+  // What a comparison cannot do says so.
+  ValidateArgs bad = a;
+  bad.max_error = "10";
+  CHECK_THROWS_WITH_AS((void)cmd_validate(bad), doctest::Contains("--max-error checks one run"), UsageError);
+  bad = a;
+  bad.format = "csv";
+  bad.output.clear();
+  CHECK_THROWS_WITH_AS((void)cmd_validate(bad), doctest::Contains("--format csv reports one run"), UsageError);
+  bad = a;
+  bad.measurements = {first.string()};
+  CHECK_THROWS_WITH_AS((void)cmd_validate(bad), doctest::Contains("--op-error counts ops across runs"), UsageError);
+  // Runs of the full sizes and of --quick do not compare.
+  const std::filesystem::path full = scratch("full_run.json");
+  {
+    std::ofstream(full) << R"({"validate": {"device": "d", "backend": "cpu", "catalog": "host-cpu", "quick": false},
+      "steps": [{"scenario": "tiny", "step": "fp32", "measured_s": 0.001}], "ops": []})";
+  }
+  bad = a;
+  bad.quick = false;
+  bad.measurements = {first.string(), full.string()};
+  CHECK_THROWS_WITH_AS((void)cmd_validate(bad), doctest::Contains("were measured at different sizes"), UsageError);
+  for (const auto& p : {first, second, compared, full}) std::filesystem::remove(p);
 }

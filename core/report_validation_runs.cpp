@@ -1,0 +1,165 @@
+// The report of several validation runs compared (core/validation_runs.hpp): each run's
+// overall figures, then the ops over the threshold in every run. Table, markdown or JSON.
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/report_validation.hpp"
+#include "core/text.hpp"
+
+namespace perfsim {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+std::string stat(const ErrorStats& s, double ErrorStats::*field) {
+  return s.count > 0 ? format_percent(s.*field) : std::string("—");
+}
+
+ReportSection each_run_section(const std::vector<ValidationSummary>& runs, const RunsComparison& c,
+                               const RunsContext& ctx) {
+  ReportSection sec;
+  sec.title = "Each run |error|";
+  TextTable& t = sec.table;
+  t.add_column("run");
+  t.add_column("measurements", Align::left);
+  t.add_column("device", Align::left);
+  t.add_column("ops");
+  t.add_column("op median");
+  t.add_column("op p90");
+  t.add_column(fmt::format("ops over {}", format_percent(c.op_error)));
+  t.add_column("step median");
+  t.add_column("step max");
+  t.add_column("speedup max");
+  t.add_column("memory max");
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const ValidationSummary& s = runs[r];
+    t.add_row({std::to_string(r + 1), ctx.files[r], ctx.devices[r], std::to_string(s.all_ops.count),
+               stat(s.all_ops, &ErrorStats::median), stat(s.all_ops, &ErrorStats::p90),
+               fmt::format("{} of {}", c.over[r], c.compared), stat(s.step_time, &ErrorStats::median),
+               stat(s.step_time, &ErrorStats::max), stat(s.speedup, &ErrorStats::max),
+               stat(s.memory, &ErrorStats::max)});
+  }
+  sec.notes.push_back(fmt::format("ops over {}: of the {} ops measured in every run (same scenario, step and "
+                                  "op name)",
+                                  format_percent(c.op_error), c.compared));
+  return sec;
+}
+
+ReportSection every_run_section(const RunsComparison& c, std::size_t runs) {
+  ReportSection sec;
+  sec.title = fmt::format("Ops over {} in every run: {} of {}", format_percent(c.op_error), c.every_run.size(),
+                          c.compared);
+  TextTable& t = sec.table;
+  if (!c.every_run.empty()) {
+    t.add_column("op", Align::left);
+    t.add_column("kind", Align::left);
+    for (std::size_t r = 0; r < runs; ++r) t.add_column(fmt::format("run {}", r + 1));
+    t.add_column("mean");
+    for (const OpAcrossRuns& o : c.every_run) {
+      std::vector<std::string> row{fmt::format("{}/{}/{}", o.scenario, o.step, o.op), std::string(name_of(o.kind))};
+      for (double e : o.errors) row.push_back(format_signed_percent(e));
+      row.push_back(format_signed_percent(o.mean()));
+      t.add_row(std::move(row));
+    }
+  }
+  sec.notes.push_back(fmt::format("{} more op{} over {} in some runs but not all", c.some_runs,
+                                  c.some_runs == 1 ? "" : "s", format_percent(c.op_error)));
+  if (c.measured_spread.count > 0)
+    sec.notes.push_back(fmt::format("measured spread, (max − min) / median of each op's measured time over the "
+                                    "runs: median {}, p90 {}",
+                                    format_percent(c.measured_spread.median), format_percent(c.measured_spread.p90)));
+  sec.notes.push_back("an op over the threshold in every run errs by a bias of the model (or of how the op is "
+                      "measured); one over it in some runs only moves with the run");
+  return sec;
+}
+
+ReportDocument runs_document(const std::vector<ValidationSummary>& runs, const RunsComparison& c,
+                             const RunsContext& ctx) {
+  const ValidationContext& b = ctx.base;
+  ReportDocument d;
+  d.header.emplace_back("validate", fmt::format("{} ({} scenario file{}{})", b.suite, b.scenarios.size(),
+                                                b.scenarios.size() == 1 ? "" : "s", b.quick ? ", quick sizes" : ""));
+  d.header.emplace_back("measured", fmt::format("{} saved reports, priced again (nothing executed)", runs.size()));
+  d.header.emplace_back("profile", fmt::format("{} ({})", b.profile, profile_status(b)));
+  if (!b.profile_source.empty()) d.header.emplace_back("profile from", b.profile_source);
+  d.header.emplace_back("op error", fmt::format("{} (--op-error)", format_percent(c.op_error)));
+  d.sections.push_back(each_run_section(runs, c, ctx));
+  d.sections.push_back(every_run_section(c, runs.size()));
+  return d;
+}
+
+json stats_json(const ErrorStats& s) {
+  json j;
+  j["count"] = s.count;
+  j["median"] = s.count ? num(s.median) : json(nullptr);
+  j["p90"] = s.count ? num(s.p90) : json(nullptr);
+  j["max"] = s.count ? num(s.max) : json(nullptr);
+  return j;
+}
+
+std::string runs_json(const std::vector<ValidationSummary>& runs, const RunsComparison& c, const RunsContext& ctx) {
+  const ValidationContext& b = ctx.base;
+  json root;
+  json& h = root["validate"];
+  h["suite"] = b.suite;
+  h["scenarios"] = b.scenarios;
+  h["quick"] = b.quick;
+  h["measurements"] = ctx.files;
+  json& p = h["profile"];
+  p["name"] = b.profile;
+  p["calibrated"] = b.calibrated;
+  p["status"] = profile_status(b);
+  p["source"] = b.profile_source;
+  h["op_error"] = num(c.op_error);
+  json list = json::array();
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    json j;
+    j["measurements"] = ctx.files[r];
+    j["device"] = ctx.devices[r];
+    j["per_op_time"] = stats_json(runs[r].all_ops);
+    j["ops_over"] = c.over[r];
+    j["step_time"] = stats_json(runs[r].step_time);
+    j["speedup"] = stats_json(runs[r].speedup);
+    j["peak_memory"] = stats_json(runs[r].memory);
+    list.push_back(std::move(j));
+  }
+  root["runs"] = std::move(list);
+  json& cmp = root["comparison"];
+  cmp["compared_ops"] = c.compared;
+  cmp["over_in_some_runs"] = c.some_runs;
+  cmp["measured_spread"] = stats_json(c.measured_spread);
+  json every = json::array();
+  for (const OpAcrossRuns& o : c.every_run) {
+    json j;
+    j["scenario"] = o.scenario;
+    j["step"] = o.step;
+    j["op"] = o.op;
+    j["kind"] = std::string(name_of(o.kind));
+    json errors = json::array();
+    for (double e : o.errors) errors.push_back(num(e));
+    j["errors"] = std::move(errors);
+    j["mean_error"] = num(o.mean());
+    every.push_back(std::move(j));
+  }
+  cmp["over_in_every_run"] = std::move(every);
+  return root.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::string format_runs_comparison(const std::vector<ValidationSummary>& runs, const RunsComparison& c,
+                                   const RunsContext& ctx, ReportFormat f) {
+  if (f == ReportFormat::json) return runs_json(runs, c, ctx);
+  if (f == ReportFormat::csv)
+    throw std::invalid_argument("format_runs_comparison: no CSV form (table, markdown or JSON)");
+  const ReportDocument d = runs_document(runs, c, ctx);
+  return f == ReportFormat::markdown ? format_validation_document_markdown(d) : format_validation_document_text(d);
+}
+
+}  // namespace perfsim
