@@ -58,6 +58,8 @@ struct RunsContext {
   std::vector<std::string> files;    // the --measurements files
   std::vector<std::string> devices;  // the device each was measured on
 };
+[[nodiscard]] std::string format_runs_comparison_json(const std::vector<ValidationSummary>& runs,
+                                                      const RunsComparison& c, const RunsContext& ctx);
 // Table, markdown or JSON (CSV throws std::invalid_argument: the caller refuses it first).
 [[nodiscard]] std::string format_runs_comparison(const std::vector<ValidationSummary>& runs,
                                                  const RunsComparison& c, const RunsContext& ctx,

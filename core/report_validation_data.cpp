@@ -79,19 +79,9 @@ CsvRow stats_row(std::string figure, std::string subject, const ErrorStats& s) {
   return r;
 }
 
-}  // namespace
-
-std::string format_validation_json(const ValidationSummary& s, const ValidationContext& c) {
-  json root;
-  json& h = root["validate"];
-  h["suite"] = c.suite;
-  h["scenarios"] = c.scenarios;
-  h["quick"] = c.quick;
-  h["device"] = c.device;
-  h["backend"] = c.backend;
-  h["catalog"] = c.catalog;
-  if (!c.measurements.empty()) h["measurements"] = c.measurements;
-  json& p = h["profile"];
+// The profile that priced the predictions, and where a calibrated one was measured.
+json profile_json(const ValidationContext& c) {
+  json p;
   p["name"] = c.profile;
   p["calibrated"] = c.calibrated;
   p["status"] = profile_status(c);
@@ -105,6 +95,22 @@ std::string format_validation_json(const ValidationSummary& s, const ValidationC
     m["date"] = c.measured_on.date;
     m["mode"] = c.measured_on.mode;
   }
+  return p;
+}
+
+}  // namespace
+
+std::string format_validation_json(const ValidationSummary& s, const ValidationContext& c) {
+  json root;
+  json& h = root["validate"];
+  h["suite"] = c.suite;
+  h["scenarios"] = c.scenarios;
+  h["quick"] = c.quick;
+  h["device"] = c.device;
+  h["backend"] = c.backend;
+  h["catalog"] = c.catalog;
+  if (!c.measurements.empty()) h["measurements"] = c.measurements;
+  h["profile"] = profile_json(c);
   h["max_error"] = c.max_error ? num(*c.max_error) : json(nullptr);
 
   json& o = root["overall"];
@@ -227,5 +233,51 @@ std::string format_validation_csv(const ValidationSummary& s, const ValidationCo
                      "", "", ""});
   return out;
 }
+
+std::string format_runs_comparison_json(const std::vector<ValidationSummary>& runs, const RunsComparison& c,
+                                        const RunsContext& ctx) {
+  const ValidationContext& b = ctx.base;
+  json root;
+  json& h = root["validate"];
+  h["suite"] = b.suite;
+  h["scenarios"] = b.scenarios;
+  h["quick"] = b.quick;
+  h["measurements"] = ctx.files;
+  h["profile"] = profile_json(b);
+  h["op_error"] = num(c.op_error);
+  json list = json::array();
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    json j;
+    j["measurements"] = ctx.files[r];
+    j["device"] = ctx.devices[r];
+    j["per_op_time"] = stats_json(runs[r].all_ops);
+    j["ops_over"] = c.over[r];
+    j["step_time"] = stats_json(runs[r].step_time);
+    j["speedup"] = stats_json(runs[r].speedup);
+    j["peak_memory"] = stats_json(runs[r].memory);
+    list.push_back(std::move(j));
+  }
+  root["runs"] = std::move(list);
+  json& cmp = root["comparison"];
+  cmp["compared_ops"] = c.compared;
+  cmp["over_in_some_runs"] = c.some_runs;
+  cmp["measured_spread"] = stats_json(c.measured_spread);
+  json every = json::array();
+  for (const OpAcrossRuns& o : c.every_run) {
+    json j;
+    j["scenario"] = o.scenario;
+    j["step"] = o.step;
+    j["op"] = o.op;
+    j["kind"] = std::string(name_of(o.kind));
+    json errors = json::array();
+    for (double e : o.errors) errors.push_back(num(e));
+    j["errors"] = std::move(errors);
+    j["mean_error"] = num(o.mean());
+    every.push_back(std::move(j));
+  }
+  cmp["over_in_every_run"] = std::move(every);
+  return root.dump(2) + "\n";
+}
+
 
 }  // namespace perfsim

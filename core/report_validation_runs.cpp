@@ -1,10 +1,10 @@
 // The report of several validation runs compared (core/validation_runs.hpp): each run's
-// overall figures, then the ops over the threshold in every run. Table, markdown or JSON.
+// overall figures, then the ops over the threshold in every run, as a table or markdown (the
+// JSON form is in report_validation_data.cpp).
 #include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "core/report_validation.hpp"
 #include "core/text.hpp"
@@ -12,10 +12,6 @@
 namespace perfsim {
 
 namespace {
-
-using json = nlohmann::ordered_json;
-
-json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
 std::string stat(const ErrorStats& s, double ErrorStats::*field) {
   return s.count > 0 ? format_percent(s.*field) : std::string("—");
@@ -94,68 +90,11 @@ ReportDocument runs_document(const std::vector<ValidationSummary>& runs, const R
   return d;
 }
 
-json stats_json(const ErrorStats& s) {
-  json j;
-  j["count"] = s.count;
-  j["median"] = s.count ? num(s.median) : json(nullptr);
-  j["p90"] = s.count ? num(s.p90) : json(nullptr);
-  j["max"] = s.count ? num(s.max) : json(nullptr);
-  return j;
-}
-
-std::string runs_json(const std::vector<ValidationSummary>& runs, const RunsComparison& c, const RunsContext& ctx) {
-  const ValidationContext& b = ctx.base;
-  json root;
-  json& h = root["validate"];
-  h["suite"] = b.suite;
-  h["scenarios"] = b.scenarios;
-  h["quick"] = b.quick;
-  h["measurements"] = ctx.files;
-  json& p = h["profile"];
-  p["name"] = b.profile;
-  p["calibrated"] = b.calibrated;
-  p["status"] = profile_status(b);
-  p["source"] = b.profile_source;
-  h["op_error"] = num(c.op_error);
-  json list = json::array();
-  for (std::size_t r = 0; r < runs.size(); ++r) {
-    json j;
-    j["measurements"] = ctx.files[r];
-    j["device"] = ctx.devices[r];
-    j["per_op_time"] = stats_json(runs[r].all_ops);
-    j["ops_over"] = c.over[r];
-    j["step_time"] = stats_json(runs[r].step_time);
-    j["speedup"] = stats_json(runs[r].speedup);
-    j["peak_memory"] = stats_json(runs[r].memory);
-    list.push_back(std::move(j));
-  }
-  root["runs"] = std::move(list);
-  json& cmp = root["comparison"];
-  cmp["compared_ops"] = c.compared;
-  cmp["over_in_some_runs"] = c.some_runs;
-  cmp["measured_spread"] = stats_json(c.measured_spread);
-  json every = json::array();
-  for (const OpAcrossRuns& o : c.every_run) {
-    json j;
-    j["scenario"] = o.scenario;
-    j["step"] = o.step;
-    j["op"] = o.op;
-    j["kind"] = std::string(name_of(o.kind));
-    json errors = json::array();
-    for (double e : o.errors) errors.push_back(num(e));
-    j["errors"] = std::move(errors);
-    j["mean_error"] = num(o.mean());
-    every.push_back(std::move(j));
-  }
-  cmp["over_in_every_run"] = std::move(every);
-  return root.dump(2) + "\n";
-}
-
 }  // namespace
 
 std::string format_runs_comparison(const std::vector<ValidationSummary>& runs, const RunsComparison& c,
                                    const RunsContext& ctx, ReportFormat f) {
-  if (f == ReportFormat::json) return runs_json(runs, c, ctx);
+  if (f == ReportFormat::json) return format_runs_comparison_json(runs, c, ctx);
   if (f == ReportFormat::csv)
     throw std::invalid_argument("format_runs_comparison: no CSV form (table, markdown or JSON)");
   const ReportDocument d = runs_document(runs, c, ctx);
