@@ -44,6 +44,10 @@ ReportSection each_run_section(const std::vector<ValidationSummary>& runs, const
   sec.notes.push_back(fmt::format("ops over {}: of the {} ops measured in every run (same scenario, step and "
                                   "op name)",
                                   format_percent(c.op_error), c.compared));
+  for (std::size_t r = 0; r < runs.size(); ++r)
+    if (runs[r].ops.empty())
+      sec.notes.push_back(fmt::format("run {}: {} holds no measured op of this suite (a report of another suite?)",
+                                      r + 1, ctx.files[r]));
   return sec;
 }
 

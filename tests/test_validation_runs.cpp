@@ -108,4 +108,11 @@ TEST_CASE("runs comparison report: each run, then the ops over the threshold in 
   CHECK(j["comparison"]["over_in_every_run"][0]["mean_error"].get<double>() == approx(0.30));
 
   CHECK_THROWS_AS((void)format_runs_comparison(runs, c, ctx, ReportFormat::csv), std::invalid_argument);
+
+  // A report of another suite matches nothing: the report says which run.
+  std::vector<ValidationSummary> other = runs;
+  other[1] = ValidationSummary{};
+  const std::string none = format_runs_comparison(other, compare_runs(other, 0.15), ctx, ReportFormat::table);
+  CHECK(none.find("Ops over 15.0% in every run: 0 of 0") != std::string::npos);
+  CHECK(none.find("run 2: b.json holds no measured op of this suite") != std::string::npos);
 }
