@@ -1,7 +1,6 @@
 // The report of several validation runs compared (core/validation_runs.hpp): each run's
 // overall figures, then the ops over the threshold in every run, as a table or markdown (the
 // JSON form is in report_validation_data.cpp).
-#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -172,6 +173,10 @@ TEST_CASE("validate with several --measurements compares the runs") {
   CHECK(j["comparison"]["compared_ops"].get<int>() == one["overall"]["per_op_time"]["count"].get<int>());
   const std::size_t every = j["comparison"]["over_in_every_run"].size(), some = j["comparison"]["over_in_some_runs"];
   CHECK(every + some <= j["comparison"]["compared_ops"].get<std::size_t>());
+  for (const auto& op : j["comparison"]["over_in_every_run"]) {  // over 50% in both runs, each
+    REQUIRE(op["errors"].size() == 2);
+    for (const auto& e : op["errors"]) CHECK(std::fabs(e.get<double>()) > 0.5);
+  }
 
   // What a comparison cannot do says so.
   ValidateArgs bad = a;
