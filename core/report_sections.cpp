@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/report.hpp"
 
@@ -50,7 +51,14 @@ std::string timing_text(const RunResult& r) {
   }
   if (most == 0) return {};
   const std::string runs = fewest == most ? fmt::format("{}", most) : fmt::format("{}-{}", fewest, most);
-  return fmt::format("medians of {} timed run{} per step", runs, most == 1 ? "" : "s");
+  std::string text = fmt::format("medians of {} timed run{} per step", runs, most == 1 ? "" : "s");
+  std::vector<std::string> methods;  // of the ops' device times
+  for (const StepResult& s : r.steps)
+    if (s.measured && !s.measured->op_timing.empty() &&
+        std::find(methods.begin(), methods.end(), s.measured->op_timing) == methods.end())
+      methods.push_back(s.measured->op_timing);
+  if (!methods.empty()) text += fmt::format("; ops' device times from {}", fmt::join(methods, " and "));
+  return text;
 }
 
 std::string primary_hardware(const RunResult& r) {

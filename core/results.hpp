@@ -34,9 +34,13 @@ struct Measurement {
   double peak_bytes = 0;                // allocator high-water mark of the graph as built
   std::map<TensorRole, double> bytes_by_role_at_peak;
   int warmup = 0, repeats = 0;
-  // CUDA graph replay (Graph::graphed): ops, time_by_class and step_time come from replays of
-  // the captured step with an event pair around each op; executed_wall from replays without.
+  // CUDA graph replay (Graph::graphed): ops, time_by_class and step_time come from timed
+  // replays of the captured step (op_timing says how); executed_wall from plain replays.
   bool graph_replayed = false;
+  // How the device times of the ops were taken: "CUPTI records" (the device's own records of
+  // their kernels, copies and memsets), "event nodes" (in a replay) or "events" (around eager
+  // launches); empty where the backend has no device times.
+  std::string op_timing;
   // Runs of the step this measurement was kept from: 2 when the first had executed ops timed
   // at zero and was run again (runner.cpp).
   int attempts = 1;

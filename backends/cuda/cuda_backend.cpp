@@ -135,8 +135,10 @@ Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, const Ru
   Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmed, runs.count());
   for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].host = median_or_zero(host[i]);
   if (!held_walls.empty()) {
-    remove_probe_cost(held, median_or_zero(held_walls), g);
+    // CUPTI's records cost the ops nothing: only event times carry a probe cost.
+    if (!runner.traces_held()) remove_probe_cost(held, median_or_zero(held_walls), g);
     for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].device = median_or_zero(held[i]);
+    m.op_timing = runner.traces_held() ? "CUPTI records" : "events";
   }
   return m;
 }
@@ -147,6 +149,10 @@ Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, const
   // descriptors and fills the allocator's cache with the step's blocks.
   (void)runner.run_once();
   runner.capture();
+  if (runner.traces_ops()) {
+    if (std::optional<Measurement> m = run_traced(runner, g, o)) return *m;
+    fmt::print(stderr, "perfsim: cuda backend: CUPTI missed ops of the CUDA graph; timing them with event nodes\n");
+  }
   if (const std::string why = runner.capture_timed(); !why.empty()) {
     // A driver without event-record nodes: the per-op figures come from eager passes and
     // the replay is scaled by their count ratio (less stable: eager noise enters the step).
@@ -180,6 +186,30 @@ Measurement CudaBackend::run_replayed(GraphRunner& runner, const Graph& g, const
   // stream timeline (× count); executed_wall: the step as captured, without event nodes.
   Measurement m = summarize_runs(g, samples, walls, name(), device().name, 1 + replays, runs.count());
   m.graph_replayed = true;
+  m.op_timing = "event nodes";
+  return m;
+}
+
+std::optional<Measurement> CudaBackend::run_traced(GraphRunner& runner, const Graph& g, const RunOptions& o) {
+  std::vector<std::vector<double>> scratch(g.ops.size());
+  const int replays = warm_up(std::max(0, o.warmup), [&] {
+    (void)runner.replay(1);
+    (void)runner.replay_traced(scratch);
+  });
+  // Plain and traced replays alternate, so both see the same clock and cache state; the plain
+  // ones give the step as it runs (CUPTI's records cost time between a replay's kernels).
+  std::vector<std::vector<double>> samples(g.ops.size());
+  std::vector<double> walls;
+  TimedRuns runs(o.repeats, o.min_time);
+  while (runs.next()) {
+    walls.push_back(runner.replay(1).at(0));
+    if (!runner.replay_traced(samples)) return std::nullopt;
+  }
+  // ops/time_by_class: the device's records of each op; step_time: their stream timeline
+  // (× count); executed_wall: the replays without records.
+  Measurement m = summarize_runs(g, samples, walls, name(), device().name, 1 + replays, runs.count());
+  m.graph_replayed = true;
+  m.op_timing = "CUPTI records";
   return m;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,8 @@ class CudaBackend final : public Backend {
  private:
   [[nodiscard]] Measurement run_eager(GraphRunner& runner, const Graph& g, const RunOptions& o);
   [[nodiscard]] Measurement run_replayed(GraphRunner& runner, const Graph& g, const RunOptions& o);
+  // A replayed step timed op by op from CUPTI records; nullopt when they missed an op.
+  [[nodiscard]] std::optional<Measurement> run_traced(GraphRunner& runner, const Graph& g, const RunOptions& o);
 
   cudaStream_t m_stream = nullptr;
   std::unique_ptr<CachingAllocator> m_alloc;

@@ -34,7 +34,7 @@ std::size_t bytes_of_tensor(const Tensor& t) {
 }  // namespace
 
 GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
-    : m_graph(g), m_seed(seed), m_alloc(alloc), m_stream(stream) {
+    : m_graph(g), m_seed(seed), m_alloc(alloc), m_stream(stream), m_trace(KernelTrace::get()) {
   g.check();
   for (const Tensor& t : g.tensors) {
     if (elem_of(t.dtype) == Elem::unsupported)
@@ -48,6 +48,14 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
   }
   m_plan = plan_streams(g);
   m_exec = std::make_unique<OpExecutor>(g, alloc, gemm, stream);
+  m_waits_elsewhere.assign(g.ops.size(), 0);
+  bool joined = false;  // stream 0 has joined a side stream since its last op
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const int lane = m_plan.lane[i];
+    m_waits_elsewhere[i] = lane != 0 || !m_plan.waits[i].empty() || joined ? 1 : 0;
+    if (lane == 0) joined = false;
+    if (!m_plan.after[i].empty()) joined = true;
+  }
 
   m_frees.resize(g.ops.size());
   for (const Tensor& t : g.tensors)
@@ -275,6 +283,7 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
     // Timing events after the waits: an op's time excludes waiting for other streams.
     if (timed) record_op_event(m_events[2 * i], st, capturing);
     try {
+      const TagScope tag(m_tagging ? m_trace : nullptr, i + 1);
       m_exec->run(op, m_buffers, m_scales, capturing, st, lane != 0);
     } catch (const NotExecutable&) {
       nvtxRangePop();
@@ -284,6 +293,7 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
       throw NotExecutable(fmt::format("cuda backend: op '{}' ({}) failed: {}", op.name, name_of(op.kind), e.what()));
     }
     if (timed) record_op_event(m_events[2 * i + 1], st, capturing);
+    if (capturing && !timed && m_trace != nullptr) note_captured_nodes(st, static_cast<int>(i));
     if (lane != 0) PERFSIM_CUDA_CHECK(cudaEventRecord(m_done[i], st));
     nvtxRangePop();
     for (int j : m_plan.after[i]) wait(m_stream, m_done[static_cast<std::size_t>(j)]);
@@ -339,27 +349,68 @@ std::optional<double> GraphRunner::run_held(std::vector<std::vector<double>>* op
   // (the host blocked on a full launch queue) only costs the pass.
   constexpr double hold_timeout_seconds = 0.05;
   if (m_hold == nullptr) m_hold = std::make_unique<StreamHold>();
-  const bool timed = op_seconds != nullptr;
+  // Per-op times from CUPTI's records of the ops' tagged launches where it is at hand, else
+  // from an event pair around each op.
+  const bool traced = op_seconds != nullptr && traces_held();
+  const bool timed = op_seconds != nullptr && !traced;
+  if (traced) m_trace->begin();
   m_hold->hold(m_stream, hold_timeout_seconds);
+  m_tagging = traced;
   try {
-    if (!timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
+    if (op_seconds == nullptr) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
     walk(timed, false, nullptr);
-    if (!timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
+    if (op_seconds == nullptr) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
   } catch (...) {
+    m_tagging = false;
     m_hold->release();
+    if (traced) (void)m_trace->end();
     throw;
   }
+  m_tagging = false;
   m_hold->release();
   PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
+  const std::vector<TraceRecord> records = traced ? m_trace->end() : std::vector<TraceRecord>{};
   if (!m_hold->released()) return std::nullopt;
+  if (traced) {
+    const std::size_t n = m_graph.ops.size();
+    std::vector<uint64_t> first(n, UINT64_MAX), last(n, 0);
+    for (const TraceRecord& r : records) {
+      if (r.tag == 0 || r.tag > n) continue;
+      const std::size_t i = r.tag - 1;
+      first[i] = std::min(first[i], r.start_ns);
+      last[i] = std::max(last[i], r.end_ns);
+    }
+    return append_spans(first, last, *op_seconds);
+  }
   if (timed) append_op_times(*op_seconds);
   float total_ms = 0;
   PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&total_ms, m_step_start, m_step_end));
   return total_ms * 1e-3;
 }
 
+double GraphRunner::append_spans(const std::vector<uint64_t>& first, const std::vector<uint64_t>& last,
+                                 std::vector<std::vector<double>>& op_seconds) const {
+  std::vector<uint64_t> lane_end(m_streams.size(), 0);
+  uint64_t step_first = UINT64_MAX, step_last = 0;
+  for (std::size_t i = 0; i < m_graph.ops.size(); ++i) {
+    if (first[i] == UINT64_MAX) {  // nothing of it ran on the device
+      op_seconds[i].push_back(0.0);
+      continue;
+    }
+    const auto lane = static_cast<std::size_t>(m_plan.lane[i]);
+    uint64_t from = first[i];
+    if (!m_waits_elsewhere[i] && lane_end[lane] != 0 && lane_end[lane] <= first[i]) from = lane_end[lane];
+    op_seconds[i].push_back(static_cast<double>(last[i] - from) * 1e-9);
+    lane_end[lane] = last[i];
+    step_first = std::min(step_first, first[i]), step_last = std::max(step_last, last[i]);
+  }
+  return step_last > step_first ? static_cast<double>(step_last - step_first) * 1e-9 : 0.0;
+}
+
 void GraphRunner::capture(const std::vector<char>* keep) {
   if (m_graph_exec != nullptr) return;
+  m_node_op.clear();
+  m_op_nodes.assign(m_graph.ops.size(), 0);
   PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
   // Relaxed: a cudaMalloc by the caching allocator (a block size not yet cached) is allowed
   // while capturing; the block then belongs to the captured graph's buffers.
@@ -372,6 +423,49 @@ void GraphRunner::capture(const std::vector<char>* keep) {
   }
   PERFSIM_CUDA_CHECK(cudaStreamEndCapture(m_stream, &m_cuda_graph));
   PERFSIM_CUDA_CHECK(cudaGraphInstantiate(&m_graph_exec, m_cuda_graph, 0));
+}
+
+void GraphRunner::note_captured_nodes(cudaStream_t s, int op) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  PERFSIM_CUDA_CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, &graph, nullptr, nullptr, nullptr));
+  if (status != cudaStreamCaptureStatusActive || graph == nullptr) return;
+  std::size_t count = 0;
+  PERFSIM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  PERFSIM_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  try {
+    for (std::size_t k = 0; k < count; ++k)
+      if (m_node_op.try_emplace(KernelTrace::node_id(nodes[k]), op).second) ++m_op_nodes[static_cast<std::size_t>(op)];
+  } catch (const CudaError&) {  // CUPTI could not name a node: this runner times with events
+    m_trace = nullptr;
+    m_node_op.clear();
+  }
+}
+
+bool GraphRunner::replay_traced(std::vector<std::vector<double>>& op_seconds) {
+  if (!traces_ops()) throw std::logic_error("cuda graph runner: replay_traced() without a traced capture");
+  m_trace->begin();
+  try {
+    (void)launch(m_graph_exec, 1, [] {});
+  } catch (...) {
+    (void)m_trace->end();
+    throw;
+  }
+  const std::vector<TraceRecord> records = m_trace->end();
+  const std::size_t n = m_graph.ops.size();
+  std::vector<uint64_t> first(n, UINT64_MAX), last(n, 0);
+  for (const TraceRecord& r : records) {
+    const auto it = m_node_op.find(r.node);
+    if (r.node == 0 || it == m_node_op.end()) continue;
+    const auto i = static_cast<std::size_t>(it->second);
+    first[i] = std::min(first[i], r.start_ns);
+    last[i] = std::max(last[i], r.end_ns);
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (m_op_nodes[i] > 0 && first[i] == UINT64_MAX) return false;
+  (void)append_spans(first, last, op_seconds);
+  return true;
 }
 
 void GraphRunner::abandon_capture() {

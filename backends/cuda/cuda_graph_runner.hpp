@@ -9,7 +9,9 @@
 // and the same tracked peak; side streams join the capture through the fork events) into a
 // CUDA graph that replay() launches. capture_timed() records a second variant with an
 // event-record node before and after each op (on the op's stream), whose replays give the
-// per-op times of a replayed step. NVTX ranges carry the op names.
+// per-op times of a replayed step where CUPTI is not at hand; where it is (kernel_trace.hpp),
+// capture() also notes which graph nodes each op made, and replay_traced() times the
+// event-free graph op by op from the device's own records. NVTX ranges carry the op names.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/cuda/cuda_allocator.hpp"
@@ -24,6 +27,7 @@
 #include "backends/cuda/cuda_host_memory.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "backends/cuda/cuda_stream_plan.hpp"
+#include "backends/cuda/kernel_trace.hpp"
 #include "backends/cuda/stream_hold.hpp"
 #include "core/graph.hpp"
 
@@ -49,14 +53,26 @@ class GraphRunner {
   double run_walled(std::vector<std::vector<double>>* host_seconds = nullptr);
   // One eager pass with stream 0 held (stream_hold.hpp) until every op is issued, so the ops
   // run back to back without waiting for the host: op_seconds and the returned GPU time as
-  // run_once (without op_seconds, no per-op events: the held step as it runs). nullopt, and
-  // nothing appended, when the hold gave up before the host had issued the step.
+  // run_once (without op_seconds, no per-op events: the held step as it runs). Where CUPTI is
+  // at hand the op times come from its records instead of events (as replay_traced()), and
+  // the time returned is the span of the ops' work. nullopt, and nothing appended, when the
+  // hold gave up before the host had issued the step.
   std::optional<double> run_held(std::vector<std::vector<double>>* op_seconds = nullptr);
   // Records one pass into a CUDA graph (run one eager pass first: it uploads the fused
   // AdamW descriptors and warms the allocator's cache).
   void capture(const std::vector<char>* keep = nullptr);
   // Launches the captured graph `times` times; each launch's time by events.
   std::vector<double> replay(int times);
+  // Whether CUPTI times this runner's held passes (run_held) op by op.
+  [[nodiscard]] bool traces_held() const { return m_trace != nullptr && KernelTrace::times_eager(); }
+  // Whether replay_traced() can time the captured graph op by op (CUPTI at hand).
+  [[nodiscard]] bool traces_ops() const { return m_trace != nullptr && !m_node_op.empty(); }
+  // Launches the captured graph once with CUPTI recording it, and appends op i's time to
+  // (*op_seconds)[i]: from the end of the previous op of its stream (the launch gap belongs
+  // to the op that waited for it) to the end of its last kernel, copy or memset; from its own
+  // first start when it waited on another stream. Returns false, appending nothing, when a
+  // node of an op went unrecorded.
+  bool replay_traced(std::vector<std::vector<double>>& op_seconds);
   // Records the timed variant of the step (after capture(): same walk, plus the per-op
   // events as event-record nodes, cudaEventRecordExternal). Returns "" on success, else why
   // the driver refused it (the runner is left as before, without a timed variant).
@@ -85,6 +101,13 @@ class GraphRunner {
   // Ends a capture that failed part-way and returns what its walk still held.
   void abandon_capture();
   void record_op_event(cudaEvent_t e, cudaStream_t s, bool capturing);
+  // During capture: the nodes op i added to the capture of stream s, into m_node_op.
+  void note_captured_nodes(cudaStream_t s, int op);
+  // Appends op i's time from its device span [first[i], last[i]] (ns; first UINT64_MAX: no
+  // work, 0 s): from the end of the previous op of its stream unless it waited on another
+  // stream. Returns the span of all the ops (s).
+  double append_spans(const std::vector<uint64_t>& first, const std::vector<uint64_t>& last,
+                      std::vector<std::vector<double>>& op_seconds) const;
   void append_op_times(std::vector<std::vector<double>>& op_seconds) const;
   // Launches exec `times` times, each between two events on stream 0; after each launch
   // `after_launch` runs (the stream synchronized).
@@ -119,6 +142,11 @@ class GraphRunner {
   cudaGraph_t m_timed_graph = nullptr;    // capture_timed(): the step with per-op event nodes
   cudaGraphExec_t m_timed_exec = nullptr;
   std::unique_ptr<StreamHold> m_hold;     // run_held(), made on first use
+  KernelTrace* m_trace = nullptr;         // the process's CUPTI trace, if any
+  bool m_tagging = false;                 // walk() tags each op's launches (traced held pass)
+  std::unordered_map<uint64_t, int> m_node_op;  // captured node id -> index of the op that made it
+  std::vector<int> m_op_nodes;            // by op: nodes it made in the capture
+  std::vector<char> m_waits_elsewhere;    // by op: its start waits on another stream
 };
 
 }  // namespace perfsim::cuda
