@@ -224,6 +224,12 @@ TEST_CASE("report table shows measured and not-executed rows") {
   RunResult timed = hand_result();  // execute.min_time: the steps' counts differ
   timed.steps[2].measured->repeats = 140;
   CHECK(contains(format_table({timed}), "timing    medians of 3-140 timed runs per step"));
+  // A GPU backend says how the ops' device times were taken, each method once.
+  timed.steps[0].measured->op_timing = "CUPTI records";
+  timed.steps[2].measured->op_timing = "CUPTI records";
+  CHECK(contains(format_table({timed}), "3-140 timed runs per step; ops' device times from CUPTI records\n"));
+  timed.steps[2].measured->op_timing = "events";
+  CHECK(contains(format_table({timed}), "ops' device times from CUPTI records and events\n"));
 
   RunResult predicted_only = hand_result();
   predicted_only.backend = "none";

@@ -154,6 +154,19 @@ TEST_CASE("replay backend: steps by scenario and name, ops by name, unmeasured s
   CHECK_THROWS_AS(b.run(g, RunOptions{}), NotExecutable);
 }
 
+TEST_CASE("replay backend: a report that does not record its timed runs says none") {
+  const std::string text = R"({"validate": {"device": "Fake", "backend": "cuda", "catalog": "H100-SXM"},
+    "steps": [{"scenario": "s", "step": "baseline", "measured_s": 0.002, "measured_peak_bytes": 4096}],
+    "ops": []})";
+  ReplayBackend b = ReplayBackend::from_json_text(text, "old.json");
+  Graph g;
+  b.select("s");
+  RunOptions o;
+  o.repeats = 10;
+  // Not the options' 10: the runs behind the saved medians are unknown.
+  CHECK(b.run(g, o).repeats == 0);
+}
+
 TEST_CASE("validate with several --measurements compares the runs") {
   const std::filesystem::path first = scratch("run1.json"), second = scratch("run2.json"),
                               compared = scratch("compared.json");
