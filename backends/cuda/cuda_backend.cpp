@@ -135,10 +135,9 @@ Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, const Ru
   Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmed, runs.count());
   for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].host = median_or_zero(host[i]);
   if (!held_walls.empty()) {
-    // CUPTI's records cost the ops nothing: only event times carry a probe cost.
-    if (!runner.traces_held()) remove_probe_cost(held, median_or_zero(held_walls), g);
+    remove_probe_cost(held, median_or_zero(held_walls), g);
     for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].device = median_or_zero(held[i]);
-    m.op_timing = runner.traces_held() ? "CUPTI records" : "events";
+    m.op_timing = "events";
   }
   return m;
 }

@@ -34,7 +34,8 @@ std::size_t bytes_of_tensor(const Tensor& t) {
 }  // namespace
 
 GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
-    : m_graph(g), m_seed(seed), m_alloc(alloc), m_stream(stream), m_trace(KernelTrace::get()) {
+    : m_graph(g), m_seed(seed), m_alloc(alloc), m_stream(stream),
+      m_trace(KernelTrace::requested() ? KernelTrace::get() : nullptr) {
   g.check();
   for (const Tensor& t : g.tensors) {
     if (elem_of(t.dtype) == Elem::unsupported)
@@ -283,7 +284,6 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
     // Timing events after the waits: an op's time excludes waiting for other streams.
     if (timed) record_op_event(m_events[2 * i], st, capturing);
     try {
-      const TagScope tag(m_tagging ? m_trace : nullptr, i + 1);
       m_exec->run(op, m_buffers, m_scales, capturing, st, lane != 0);
     } catch (const NotExecutable&) {
       nvtxRangePop();
@@ -349,49 +349,28 @@ std::optional<double> GraphRunner::run_held(std::vector<std::vector<double>>* op
   // (the host blocked on a full launch queue) only costs the pass.
   constexpr double hold_timeout_seconds = 0.05;
   if (m_hold == nullptr) m_hold = std::make_unique<StreamHold>();
-  // Per-op times from CUPTI's records of the ops' tagged launches where it is at hand, else
-  // from an event pair around each op.
-  const bool traced = op_seconds != nullptr && traces_held();
-  const bool timed = op_seconds != nullptr && !traced;
-  if (traced) m_trace->begin();
+  const bool timed = op_seconds != nullptr;
   m_hold->hold(m_stream, hold_timeout_seconds);
-  m_tagging = traced;
   try {
-    if (op_seconds == nullptr) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
+    if (!timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
     walk(timed, false, nullptr);
-    if (op_seconds == nullptr) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
+    if (!timed) PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
   } catch (...) {
-    m_tagging = false;
     m_hold->release();
-    if (traced) (void)m_trace->end();
     throw;
   }
-  m_tagging = false;
   m_hold->release();
   PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
-  const std::vector<TraceRecord> records = traced ? m_trace->end() : std::vector<TraceRecord>{};
   if (!m_hold->released()) return std::nullopt;
-  if (traced) {
-    const std::size_t n = m_graph.ops.size();
-    std::vector<uint64_t> first(n, UINT64_MAX), last(n, 0);
-    for (const TraceRecord& r : records) {
-      if (r.tag == 0 || r.tag > n) continue;
-      const std::size_t i = r.tag - 1;
-      first[i] = std::min(first[i], r.start_ns);
-      last[i] = std::max(last[i], r.end_ns);
-    }
-    return append_spans(first, last, *op_seconds);
-  }
   if (timed) append_op_times(*op_seconds);
   float total_ms = 0;
   PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&total_ms, m_step_start, m_step_end));
   return total_ms * 1e-3;
 }
 
-double GraphRunner::append_spans(const std::vector<uint64_t>& first, const std::vector<uint64_t>& last,
-                                 std::vector<std::vector<double>>& op_seconds) const {
+void GraphRunner::append_spans(const std::vector<uint64_t>& first, const std::vector<uint64_t>& last,
+                               std::vector<std::vector<double>>& op_seconds) const {
   std::vector<uint64_t> lane_end(m_streams.size(), 0);
-  uint64_t step_first = UINT64_MAX, step_last = 0;
   for (std::size_t i = 0; i < m_graph.ops.size(); ++i) {
     if (first[i] == UINT64_MAX) {  // nothing of it ran on the device
       op_seconds[i].push_back(0.0);
@@ -402,9 +381,7 @@ double GraphRunner::append_spans(const std::vector<uint64_t>& first, const std::
     if (!m_waits_elsewhere[i] && lane_end[lane] != 0 && lane_end[lane] <= first[i]) from = lane_end[lane];
     op_seconds[i].push_back(static_cast<double>(last[i] - from) * 1e-9);
     lane_end[lane] = last[i];
-    step_first = std::min(step_first, first[i]), step_last = std::max(step_last, last[i]);
   }
-  return step_last > step_first ? static_cast<double>(step_last - step_first) * 1e-9 : 0.0;
 }
 
 void GraphRunner::capture(const std::vector<char>* keep) {
@@ -464,7 +441,7 @@ bool GraphRunner::replay_traced(std::vector<std::vector<double>>& op_seconds) {
   }
   for (std::size_t i = 0; i < n; ++i)
     if (m_op_nodes[i] > 0 && first[i] == UINT64_MAX) return false;
-  (void)append_spans(first, last, op_seconds);
+  append_spans(first, last, op_seconds);
   return true;
 }
 

@@ -9,9 +9,9 @@
 // and the same tracked peak; side streams join the capture through the fork events) into a
 // CUDA graph that replay() launches. capture_timed() records a second variant with an
 // event-record node before and after each op (on the op's stream), whose replays give the
-// per-op times of a replayed step where CUPTI is not at hand; where it is (kernel_trace.hpp),
+// per-op times of a replayed step; where CUPTI is asked for and at hand (kernel_trace.hpp),
 // capture() also notes which graph nodes each op made, and replay_traced() times the
-// event-free graph op by op from the device's own records. NVTX ranges carry the op names.
+// event-free graph op by op from the device's own records instead. NVTX ranges carry the op names.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -53,19 +53,15 @@ class GraphRunner {
   double run_walled(std::vector<std::vector<double>>* host_seconds = nullptr);
   // One eager pass with stream 0 held (stream_hold.hpp) until every op is issued, so the ops
   // run back to back without waiting for the host: op_seconds and the returned GPU time as
-  // run_once (without op_seconds, no per-op events: the held step as it runs). Where CUPTI is
-  // at hand the op times come from its records instead of events (as replay_traced()), and
-  // the time returned is the span of the ops' work. nullopt, and nothing appended, when the
-  // hold gave up before the host had issued the step.
+  // run_once (without op_seconds, no per-op events: the held step as it runs). nullopt, and
+  // nothing appended, when the hold gave up before the host had issued the step.
   std::optional<double> run_held(std::vector<std::vector<double>>* op_seconds = nullptr);
   // Records one pass into a CUDA graph (run one eager pass first: it uploads the fused
   // AdamW descriptors and warms the allocator's cache).
   void capture(const std::vector<char>* keep = nullptr);
   // Launches the captured graph `times` times; each launch's time by events.
   std::vector<double> replay(int times);
-  // Whether CUPTI times this runner's held passes (run_held) op by op.
-  [[nodiscard]] bool traces_held() const { return m_trace != nullptr && KernelTrace::times_eager(); }
-  // Whether replay_traced() can time the captured graph op by op (CUPTI at hand).
+  // Whether replay_traced() can time the captured graph op by op (CUPTI asked for, at hand).
   [[nodiscard]] bool traces_ops() const { return m_trace != nullptr && !m_node_op.empty(); }
   // Launches the captured graph once with CUPTI recording it, and appends op i's time to
   // (*op_seconds)[i]: from the end of the previous op of its stream (the launch gap belongs
@@ -105,8 +101,8 @@ class GraphRunner {
   void note_captured_nodes(cudaStream_t s, int op);
   // Appends op i's time from its device span [first[i], last[i]] (ns; first UINT64_MAX: no
   // work, 0 s): from the end of the previous op of its stream unless it waited on another
-  // stream. Returns the span of all the ops (s).
-  double append_spans(const std::vector<uint64_t>& first, const std::vector<uint64_t>& last,
+  // stream.
+  void append_spans(const std::vector<uint64_t>& first, const std::vector<uint64_t>& last,
                       std::vector<std::vector<double>>& op_seconds) const;
   void append_op_times(std::vector<std::vector<double>>& op_seconds) const;
   // Launches exec `times` times, each between two events on stream 0; after each launch
@@ -142,8 +138,7 @@ class GraphRunner {
   cudaGraph_t m_timed_graph = nullptr;    // capture_timed(): the step with per-op event nodes
   cudaGraphExec_t m_timed_exec = nullptr;
   std::unique_ptr<StreamHold> m_hold;     // run_held(), made on first use
-  KernelTrace* m_trace = nullptr;         // the process's CUPTI trace, if any
-  bool m_tagging = false;                 // walk() tags each op's launches (traced held pass)
+  KernelTrace* m_trace = nullptr;         // the process's CUPTI trace, when asked for and at hand
   std::unordered_map<uint64_t, int> m_node_op;  // captured node id -> index of the op that made it
   std::vector<int> m_op_nodes;            // by op: nodes it made in the capture
   std::vector<char> m_waits_elsewhere;    // by op: its start waits on another stream

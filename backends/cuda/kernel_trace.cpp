@@ -22,8 +22,6 @@ struct TraceState {
   std::mutex mu;
   std::unordered_map<uint64_t, uint64_t> original_of;  // node id of a clone -> captured node's id
   std::vector<TraceRecord> records;
-  std::vector<uint32_t> correlation;                    // by record: the API call that launched it
-  std::unordered_map<uint32_t, uint64_t> tag_of;        // API call -> tag pushed around it
   std::string why;
 };
 
@@ -34,26 +32,12 @@ TraceState& state() {
 
 constexpr const char* timing_choice = "PERFSIM_OP_TIMING";
 
-// "" (unset), "cupti", "cupti-graphs" or "events"; anything else is refused once, by name.
-std::string timing_mode() {
-  static const std::string mode = [] {
-    const char* v = std::getenv(timing_choice);
-    const std::string m = v != nullptr ? v : "";
-    if (m.empty() || m == "cupti" || m == "cupti-graphs" || m == "events") return m;
-    throw std::runtime_error(fmt::format("{}={} is not a timing method: use cupti, cupti-graphs or events",
-                                         timing_choice, m));
-  }();
-  return mode;
-}
-
 #ifdef PERFSIM_HAVE_CUPTI
 constexpr std::size_t buffer_bytes = std::size_t{8} << 20;
-// CUPTI writes the records that pair a tag with the API calls under it only while the API
-// calls themselves are recorded: runtime and driver (cuBLASLt launches through the driver).
-constexpr CUpti_ActivityKind traced_kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
-constexpr CUpti_ExternalCorrelationKind tag_kind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+// Only the device's work: recording API calls too (CUPTI_ACTIVITY_KIND_RUNTIME or DRIVER)
+// slowed every later launch of the process by several µs on an H100 (PERFORMANCE.md, run 84).
+constexpr CUpti_ActivityKind traced_kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                               CUPTI_ACTIVITY_KIND_MEMSET};
 
 std::string cupti_message(CUptiResult r) {
   const char* s = nullptr;
@@ -82,23 +66,19 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, std::size_t
   {
     const std::lock_guard<std::mutex> lock(s.mu);
     CUpti_Activity* r = nullptr;
-    auto keep = [&](uint64_t start, uint64_t end, uint64_t node, uint32_t correlation) {
-      s.records.push_back({start, end, node != 0 ? captured_node(s, node) : 0, 0});
-      s.correlation.push_back(correlation);
+    auto keep = [&](uint64_t start, uint64_t end, uint64_t node) {
+      s.records.push_back({start, end, node != 0 ? captured_node(s, node) : 0});
     };
     while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
       if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
-        keep(k->start, k->end, k->graphNodeId, k->correlationId);
+        keep(k->start, k->end, k->graphNodeId);
       } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
         const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
-        keep(c->start, c->end, c->graphNodeId, c->correlationId);
+        keep(c->start, c->end, c->graphNodeId);
       } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
-        keep(m->start, m->end, m->graphNodeId, m->correlationId);
-      } else if (r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
-        const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(r);
-        if (e->externalKind == tag_kind) s.tag_of[e->correlationId] = e->externalId;
+        keep(m->start, m->end, m->graphNodeId);
       }
     }
   }
@@ -138,12 +118,16 @@ KernelTrace* subscribe(KernelTrace* made) {
 
 }  // namespace
 
+bool KernelTrace::requested() {
+  const char* v = std::getenv(timing_choice);
+  const std::string mode = v != nullptr ? v : "";
+  if (mode.empty() || mode == "events") return false;
+  if (mode == "cupti") return true;
+  throw std::runtime_error(fmt::format("{}={} is not a timing method: use cupti or events", timing_choice, mode));
+}
+
 KernelTrace* KernelTrace::get() {
   static KernelTrace* const instance = []() -> KernelTrace* {
-    if (timing_mode() == "events") {
-      state().why = fmt::format("{}=events", timing_choice);
-      return nullptr;
-    }
 #ifdef PERFSIM_HAVE_CUPTI
     static KernelTrace trace;
     return subscribe(&trace);
@@ -156,8 +140,6 @@ KernelTrace* KernelTrace::get() {
 }
 
 const std::string& KernelTrace::why() { return state().why; }
-
-bool KernelTrace::times_eager() { return get() != nullptr && timing_mode() != "cupti-graphs"; }
 
 uint64_t KernelTrace::node_id(cudaGraphNode_t node) {
   uint64_t id = 0;
@@ -174,8 +156,6 @@ void KernelTrace::begin() {
     TraceState& s = state();
     const std::lock_guard<std::mutex> lock(s.mu);
     s.records.clear();
-    s.correlation.clear();
-    s.tag_of.clear();
   }
 #ifdef PERFSIM_HAVE_CUPTI
   for (CUpti_ActivityKind k : traced_kinds) check(cuptiActivityEnable(k), "cuptiActivityEnable");
@@ -189,24 +169,7 @@ std::vector<TraceRecord> KernelTrace::end() {
 #endif
   TraceState& s = state();
   const std::lock_guard<std::mutex> lock(s.mu);
-  for (std::size_t i = 0; i < s.records.size(); ++i)
-    if (const auto it = s.tag_of.find(s.correlation[i]); it != s.tag_of.end()) s.records[i].tag = it->second;
   return std::move(s.records);
-}
-
-void KernelTrace::push_tag(uint64_t tag) {
-#ifdef PERFSIM_HAVE_CUPTI
-  check(cuptiActivityPushExternalCorrelationId(tag_kind, tag), "cuptiActivityPushExternalCorrelationId");
-#else
-  (void)tag;
-#endif
-}
-
-void KernelTrace::pop_tag() {
-#ifdef PERFSIM_HAVE_CUPTI
-  uint64_t last = 0;
-  (void)cuptiActivityPopExternalCorrelationId(tag_kind, &last);  // a destructor's: never throws
-#endif
 }
 
 }  // namespace perfsim::cuda
