@@ -130,11 +130,15 @@ KernelTrace* KernelTrace::get() {
   static KernelTrace* const instance = []() -> KernelTrace* {
 #ifdef PERFSIM_HAVE_CUPTI
     static KernelTrace trace;
-    return subscribe(&trace);
+    KernelTrace* t = subscribe(&trace);
 #else
     state().why = "built without CUPTI";
-    return nullptr;
+    KernelTrace* t = nullptr;
 #endif
+    if (t == nullptr && requested())  // said once per process
+      fmt::print(stderr, "perfsim: cuda backend: {}=cupti, but CUPTI cannot be used here ({}); timing with events\n",
+                 timing_choice, state().why);
+    return t;
   }();
   return instance;
 }
