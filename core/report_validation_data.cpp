@@ -156,6 +156,7 @@ std::string format_validation_json(const ValidationSummary& s, const ValidationC
     j["measured_peak_bytes"] = opt(v.measured_peak);
     j["memory_error"] = opt(v.memory_error);
     j["timed_runs"] = v.measured_time && v.timed_runs > 0 ? json(v.timed_runs) : json(nullptr);
+    j["op_timing"] = v.measured_time && !v.op_timing.empty() ? json(v.op_timing) : json(nullptr);
     j["predicted_host_issue_s"] = opt(v.predicted_issue);
     j["measured_host_issue_s"] = opt(v.measured_issue);
     j["host_issue_error"] = opt(v.issue_error);

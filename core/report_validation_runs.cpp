@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/report_validation.hpp"
 #include "core/text.hpp"
@@ -88,6 +89,15 @@ ReportDocument runs_document(const std::vector<ValidationSummary>& runs, const R
   d.header.emplace_back("profile", fmt::format("{} ({})", b.profile, profile_status(b)));
   if (!b.profile_source.empty()) d.header.emplace_back("profile from", b.profile_source);
   d.header.emplace_back("op error", fmt::format("{} (--op-error)", format_percent(c.op_error)));
+  // Runs timed differently differ by the method too (CUDA.md, Timing).
+  std::vector<std::string> timed;
+  for (std::size_t r = 0; r < runs.size(); ++r)
+    timed.push_back(fmt::format("run {}: {}", r + 1, fmt::join(op_timings(runs[r]), ", ")));
+  for (std::size_t r = 1; r < runs.size(); ++r)
+    if (op_timings(runs[r]) != op_timings(runs[0])) {
+      d.header.emplace_back("warning", fmt::format("the runs timed their ops differently ({})", fmt::join(timed, "; ")));
+      break;
+    }
   d.sections.push_back(each_run_section(runs, c, ctx));
   d.sections.push_back(every_run_section(c, runs.size()));
   return d;

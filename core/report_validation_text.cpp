@@ -1,6 +1,7 @@
 // The `perfsim validate` report as a document (header, overall errors, per-op errors by class,
 // step time and memory, host issue of eager steps, speedups, figures over --max-error) and its
 // text and markdown renderings. JSON and CSV live in report_validation_data.cpp.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -277,6 +278,8 @@ ReportDocument build_validation_document(const ValidationSummary& s, const Valid
   d.header.emplace_back("backend", c.backend);
   if (!c.measurements.empty())
     d.header.emplace_back("measured", fmt::format("saved in {}, priced again (nothing executed)", c.measurements));
+  if (const auto timings = op_timings(s); !timings.empty())
+    d.header.emplace_back("op timing", fmt::format("{}", fmt::join(timings, ", ")));
   d.header.emplace_back("profile", fmt::format("{} ({})", c.profile, profile_status(c)));
   if (!c.profile_source.empty()) d.header.emplace_back("profile from", c.profile_source);
   if (c.calibrated && !c.measured_on.device.empty() && c.measured_on.device != c.device)

@@ -94,6 +94,7 @@ ValidationSummary summarize_validation(const std::vector<RunResult>& runs) {
         v.time_error = finite(relative_error(v.predicted_time, m.step_time));
         v.measured_peak = m.peak_bytes;
         v.timed_runs = m.repeats;
+        v.op_timing = m.op_timing;
         v.memory_error = finite(relative_error(v.predicted_peak, m.peak_bytes));
         const std::size_t n = std::min({s.graph.ops.size(), m.ops.size(), s.predicted.ops.size()});
         host_issue(s, n, v);
@@ -220,6 +221,13 @@ std::optional<CollectiveError> worst_collective(const ValidationSummary& s) {
 std::optional<SpeedupValidation> worst_speedup(const ValidationSummary& s) {
   return worst_of(s.speedups,
                   [](const SpeedupValidation& v) { return std::optional<double>(v.error); });
+}
+
+std::vector<std::string> op_timings(const ValidationSummary& s) {
+  std::vector<std::string> out;
+  for (const StepValidation& v : s.steps)
+    if (!v.op_timing.empty() && std::find(out.begin(), out.end(), v.op_timing) == out.end()) out.push_back(v.op_timing);
+  return out;
 }
 
 }  // namespace perfsim

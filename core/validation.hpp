@@ -89,6 +89,7 @@ struct StepValidation {
   std::optional<double> measured_peak;   // Measurement::peak_bytes
   std::optional<double> memory_error;
   int timed_runs = 0;                    // Measurement::repeats: the runs its medians are over
+  std::string op_timing;                 // Measurement::op_timing ("": not said)
   // Eager steps priced with host dispatch and timed on the host (CUDA): seconds the host spent
   // issuing the step's ops (full model, Σ × count), predicted (OpCost::dispatch_time) and
   // measured (OpMeasurement::host). Their ratio is how fast this machine's host issued ops
@@ -144,6 +145,8 @@ struct ValidationSummary {
 [[nodiscard]] std::string run_label(const RunResult& r);
 
 [[nodiscard]] ValidationSummary summarize_validation(const std::vector<RunResult>& runs);
+// How the measured steps' ops were timed (StepValidation::op_timing), each way once, in order.
+[[nodiscard]] std::vector<std::string> op_timings(const ValidationSummary& s);
 
 // A figure `--max-error` checks: each measured step's time error and peak-memory error, each
 // op class's median |per-op error|, each optimization's speedup error, each collective's

@@ -95,6 +95,7 @@ ReplayBackend ReplayBackend::from_json_text(const std::string& text, const std::
     step.step_time = t->get<double>();
     step.peak_bytes = number_or_zero(s, "measured_peak_bytes");
     step.timed_runs = static_cast<int>(number_or_zero(s, "timed_runs"));
+    if (const auto ot = s.find("op_timing"); ot != s.end() && ot->is_string()) step.op_timing = ot->get<std::string>();
   }
   for (const json& o : array_at(root, "ops", path)) {
     const auto it = b.m_steps.find({string_at(o, "scenario", path), string_at(o, "step", path)});
@@ -120,6 +121,7 @@ Measurement ReplayBackend::run(const Graph& g, const RunOptions& o) {
   m.device = m_device.name;
   m.warmup = o.warmup;
   m.repeats = saved.timed_runs;  // 0: the report predates the field and does not say
+  m.op_timing = saved.op_timing;
   m.step_time = saved.step_time;
   m.peak_bytes = saved.peak_bytes;
   m.graph_replayed = g.graphed;

@@ -42,7 +42,8 @@ class ReplayBackend final : public Backend {
   struct SavedStep {
     double step_time = 0;
     double peak_bytes = 0;
-    int timed_runs = 0;  // 0: not in the report (older reports)
+    int timed_runs = 0;     // 0: not in the report (older reports)
+    std::string op_timing;  // "": not in the report
     std::map<std::string, SavedOp> ops;
   };
   DeviceInfo m_device;

@@ -268,6 +268,21 @@ TEST_CASE("validation: an op timed with its stream held is compared by that devi
   CHECK(j["ops"][0]["measured_in_step_s"].get<double>() == approx(0.2));
 }
 
+TEST_CASE("validation: the report says how the ops were timed") {
+  RunResult r = sample_run();
+  const std::string plain = format_validation(summarize_validation({r}), context(true), ReportFormat::table);
+  CHECK(plain.find("op timing") == std::string::npos);  // a backend that does not say: no line
+  r.steps[0].measured->op_timing = "events";
+  r.steps[1].measured->op_timing = "event nodes";
+  const ValidationSummary s = summarize_validation({r});
+  CHECK(s.steps[1].op_timing == "event nodes");
+  const std::string text = format_validation(s, context(true), ReportFormat::table);
+  CHECK(text.find("\nop timing  events, event nodes\n") != std::string::npos);
+  const auto j = nlohmann::json::parse(format_validation(s, context(true), ReportFormat::json));
+  CHECK(j["steps"][0]["op_timing"] == "events");
+  CHECK(j["steps"][1]["op_timing"] == "event nodes");
+}
+
 TEST_CASE("validation: the host issue of eager steps, predicted against measured") {
   RunResult r = sample_run();
   // Step A: 4 copies of the gemm (host 10 us predicted, 8 us measured) and the norm once

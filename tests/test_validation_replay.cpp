@@ -114,7 +114,8 @@ TEST_CASE("validate --measurements: bad files and options say what to fix") {
 TEST_CASE("replay backend: steps by scenario and name, ops by name, unmeasured steps refused") {
   const std::string text = R"({"validate": {"device": "Fake", "backend": "cuda", "catalog": "H100-SXM", "quick": true},
     "overall": {"held_ops": 1},
-    "steps": [{"scenario": "s", "step": "eager", "measured_s": 0.002, "measured_peak_bytes": 4096, "timed_runs": 137},
+    "steps": [{"scenario": "s", "step": "eager", "measured_s": 0.002, "measured_peak_bytes": 4096, "timed_runs": 137,
+               "op_timing": "event nodes"},
               {"scenario": "s", "step": "never", "measured_s": null}],
     "ops": [{"scenario": "s", "step": "eager", "op": "a", "measured_s": 1e-6, "measured_in_step_s": 3e-6,
              "measured_host_s": 5e-6}]})";
@@ -140,6 +141,7 @@ TEST_CASE("replay backend: steps by scenario and name, ops by name, unmeasured s
   CHECK(m.step_time == approx(0.002));
   CHECK(m.peak_bytes == approx(4096));
   CHECK(m.repeats == 137);  // the runs the report's medians were over, not the options'
+  CHECK(m.op_timing == "event nodes");
   REQUIRE(m.ops.size() == 2);
   CHECK(m.ops[0].executed);
   CHECK(m.ops[0].median == approx(3e-6));
@@ -163,8 +165,10 @@ TEST_CASE("replay backend: a report that does not record its timed runs says non
   b.select("s");
   RunOptions o;
   o.repeats = 10;
-  // Not the options' 10: the runs behind the saved medians are unknown.
-  CHECK(b.run(g, o).repeats == 0);
+  // Not the options' 10: the runs behind the saved medians are unknown, and how they were timed.
+  const Measurement m = b.run(g, o);
+  CHECK(m.repeats == 0);
+  CHECK(m.op_timing.empty());
 }
 
 TEST_CASE("validate with several --measurements compares the runs") {

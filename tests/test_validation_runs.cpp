@@ -109,6 +109,18 @@ TEST_CASE("runs comparison report: each run, then the ops over the threshold in 
 
   CHECK_THROWS_AS((void)format_runs_comparison(runs, c, ctx, ReportFormat::csv), std::invalid_argument);
 
+  // Runs timed the same way (here: not said) carry no warning; runs timed differently do.
+  CHECK(text.find("timed their ops differently") == std::string::npos);
+  std::vector<ValidationSummary> mixed = runs;
+  for (std::size_t r = 0; r < mixed.size(); ++r) {
+    StepValidation v;
+    v.op_timing = r == 2 ? "CUPTI records" : "event nodes";
+    mixed[r].steps.push_back(v);
+  }
+  CHECK(format_runs_comparison(mixed, c, ctx, ReportFormat::table)
+            .find("the runs timed their ops differently (run 1: event nodes; run 2: event nodes; run 3: CUPTI "
+                  "records)") != std::string::npos);
+
   // A report of another suite matches nothing: the report says which run.
   std::vector<ValidationSummary> other = runs;
   other[1] = ValidationSummary{};
