@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
+#include "backends/cuda/kernel_trace.hpp"
 #include "backends/measurement.hpp"
 #include "backends/timed_runs.hpp"
 #include "core/errors.hpp"
@@ -21,6 +22,7 @@ namespace perfsim::cuda {
 
 CudaBackend::CudaBackend() {
   if (!gpu_present()) throw NotExecutable("cuda backend: no CUDA device is visible");
+  (void)KernelTrace::requested();  // a bad PERFSIM_OP_TIMING stops the run before anything executes
   PERFSIM_CUDA_CHECK(cudaSetDevice(0));
   PERFSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
   m_alloc = std::make_unique<CachingAllocator>(0);

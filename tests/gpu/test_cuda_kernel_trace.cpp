@@ -67,6 +67,8 @@ TEST_CASE("kernel trace: PERFSIM_OP_TIMING asks for it by name") {
   CHECK_THROWS_WITH_AS((void)cuda::KernelTrace::requested(),
                        doctest::Contains("PERFSIM_OP_TIMING=cuda-events is not a timing method: use cupti or events"),
                        std::runtime_error);
+  // The backend refuses it before anything runs.
+  CHECK_THROWS_WITH_AS(cuda::CudaBackend(), doctest::Contains("PERFSIM_OP_TIMING=cuda-events"), std::runtime_error);
 }
 
 TEST_CASE("kernel trace: records the device's work between begin() and end() only") {
