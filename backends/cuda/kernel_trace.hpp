@@ -1,7 +1,7 @@
 // Device-side timestamps of the kernels, copies and memsets a CUDA graph replay runs, from
 // CUPTI activity records (the profiler interface of the CUDA toolkit). Timing a replayed step
 // op by op with event-record nodes costs each op a few µs of its own interval, by an amount
-// that changes with its place in the graph (docs/PERFORMANCE.md, runs 80–86); these records
+// that changes with its place in the graph (docs/PERFORMANCE.md, runs 80–89); these records
 // time the event-free graph itself, to the nanosecond.
 //
 // Opt-in: PERFSIM_OP_TIMING=cupti asks for it (requested()); unset or "events" keeps the event
