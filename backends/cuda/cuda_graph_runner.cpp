@@ -19,6 +19,7 @@
 #include "backends/cpu/scalar.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
+#include "backends/op_spans.hpp"
 #include "core/errors.hpp"
 #include "core/memory_model.hpp"
 #include "core/workspace.hpp"
@@ -368,22 +369,6 @@ std::optional<double> GraphRunner::run_held(std::vector<std::vector<double>>* op
   return total_ms * 1e-3;
 }
 
-void GraphRunner::append_spans(const std::vector<uint64_t>& first, const std::vector<uint64_t>& last,
-                               std::vector<std::vector<double>>& op_seconds) const {
-  std::vector<uint64_t> lane_end(m_streams.size(), 0);
-  for (std::size_t i = 0; i < m_graph.ops.size(); ++i) {
-    if (first[i] == UINT64_MAX) {  // nothing of it ran on the device
-      op_seconds[i].push_back(0.0);
-      continue;
-    }
-    const auto lane = static_cast<std::size_t>(m_plan.lane[i]);
-    uint64_t from = first[i];
-    if (!m_waits_elsewhere[i] && lane_end[lane] != 0 && lane_end[lane] <= first[i]) from = lane_end[lane];
-    op_seconds[i].push_back(static_cast<double>(last[i] - from) * 1e-9);
-    lane_end[lane] = last[i];
-  }
-}
-
 void GraphRunner::capture(const std::vector<char>* keep) {
   if (m_graph_exec != nullptr) return;
   m_node_op.clear();
@@ -431,17 +416,22 @@ bool GraphRunner::replay_traced(std::vector<std::vector<double>>& op_seconds) {
   }
   const std::vector<TraceRecord> records = m_trace->end();
   const std::size_t n = m_graph.ops.size();
-  std::vector<uint64_t> first(n, UINT64_MAX), last(n, 0);
+  std::vector<OpSpan> spans(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    spans[i].stream = m_plan.lane[i];
+    spans[i].waits_elsewhere = m_waits_elsewhere[i] != 0;
+  }
   for (const TraceRecord& r : records) {
     const auto it = m_node_op.find(r.node);
     if (r.node == 0 || it == m_node_op.end()) continue;
-    const auto i = static_cast<std::size_t>(it->second);
-    first[i] = std::min(first[i], r.start_ns);
-    last[i] = std::max(last[i], r.end_ns);
+    OpSpan& s = spans[static_cast<std::size_t>(it->second)];
+    s.first = std::min(s.first, r.start_ns);
+    s.last = std::max(s.last, r.end_ns);
   }
   for (std::size_t i = 0; i < n; ++i)
-    if (m_op_nodes[i] > 0 && first[i] == UINT64_MAX) return false;
-  append_spans(first, last, op_seconds);
+    if (m_op_nodes[i] > 0 && spans[i].first == OpSpan::no_work) return false;
+  const std::vector<double> seconds = op_times_from_spans(spans);
+  for (std::size_t i = 0; i < n; ++i) op_seconds[i].push_back(seconds[i]);
   return true;
 }
 

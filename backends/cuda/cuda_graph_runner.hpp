@@ -64,10 +64,9 @@ class GraphRunner {
   // Whether replay_traced() can time the captured graph op by op (CUPTI asked for, at hand).
   [[nodiscard]] bool traces_ops() const { return m_trace != nullptr && !m_node_op.empty(); }
   // Launches the captured graph once with CUPTI recording it, and appends op i's time to
-  // (*op_seconds)[i]: from the end of the previous op of its stream (the launch gap belongs
-  // to the op that waited for it) to the end of its last kernel, copy or memset; from its own
-  // first start when it waited on another stream. Returns false, appending nothing, when a
-  // node of an op went unrecorded.
+  // op_seconds[i] (backends/op_spans.hpp: from the end of the previous op of its stream to the
+  // end of its last kernel, copy or memset). Returns false, appending nothing, when a node of
+  // an op went unrecorded.
   bool replay_traced(std::vector<std::vector<double>>& op_seconds);
   // Records the timed variant of the step (after capture(): same walk, plus the per-op
   // events as event-record nodes, cudaEventRecordExternal). Returns "" on success, else why
@@ -99,11 +98,6 @@ class GraphRunner {
   void record_op_event(cudaEvent_t e, cudaStream_t s, bool capturing);
   // During capture: the nodes op i added to the capture of stream s, into m_node_op.
   void note_captured_nodes(cudaStream_t s, int op);
-  // Appends op i's time from its device span [first[i], last[i]] (ns; first UINT64_MAX: no
-  // work, 0 s): from the end of the previous op of its stream unless it waited on another
-  // stream.
-  void append_spans(const std::vector<uint64_t>& first, const std::vector<uint64_t>& last,
-                      std::vector<std::vector<double>>& op_seconds) const;
   void append_op_times(std::vector<std::vector<double>>& op_seconds) const;
   // Launches exec `times` times, each between two events on stream 0; after each launch
   // `after_launch` runs (the stream synchronized).
