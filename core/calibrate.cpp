@@ -116,7 +116,7 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   hw.base = base.name;
   hw.calibrated = true;
   hw.source = "perfsim calibrate " + date;
-  hw.calibration.measured_on = Provenance{d.backend, d.name, d.driver, d.runtime, date, plan.mode};
+  hw.calibration.measured_on = Provenance{d.backend, d.name, d.driver, d.runtime, date, plan.mode, samples.op_timing};
 
   r.sweeps.push_back(launch);
   for (SweepSummary& s : gemm) r.sweeps.push_back(std::move(s));

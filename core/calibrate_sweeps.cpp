@@ -66,9 +66,11 @@ LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s) {
   SweepClock clock(ctx, "launch", pair ? 2 : 1);
   const Graph chain = launch_chain_graph(p.launch_chain_ops, p.launch_chain_elements);
   LaunchSamples out;
-  const std::vector<double> timed = medians(ctx.backend.run(in_mode(chain, p.graph_mode), p.run));
+  const Measurement chain_m = ctx.backend.run(in_mode(chain, p.graph_mode), p.run);
+  const std::vector<double> timed = medians(chain_m);
   clock.step();
   out.chain = timed;
+  out.op_timing = chain_m.op_timing;
   if (pair) {
     const Measurement eager_m = ctx.backend.run(in_mode(chain, false), eager_pair_run(p.run));
     clock.step();

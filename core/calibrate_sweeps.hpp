@@ -42,6 +42,7 @@ class SweepClock {
 struct LaunchSamples {
   std::vector<double> chain;                 // per-op medians in the plan's mode
   std::vector<EagerCase> cases;              // for fit_dispatch
+  std::string op_timing;                     // how the chain's ops were timed (Measurement::op_timing)
 };
 [[nodiscard]] LaunchSamples sweep_launch(const SweepContext& ctx, SweepSummary& s);
 

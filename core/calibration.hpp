@@ -68,6 +68,9 @@ struct Provenance {
   std::string runtime;   // CUDA runtime version, or the CPU backend's BLAS
   std::string date;      // YYYY-MM-DD
   std::string mode;      // "full" or "quick"
+  // How the calibration's ops were timed in its graph mode (Measurement::op_timing: "event
+  // nodes", "CUPTI records"); "" where the backend does not say (CPU, older profiles).
+  std::string op_timing;
 };
 
 struct Calibration {

@@ -286,6 +286,15 @@ ReportDocument build_validation_document(const ValidationSummary& s, const Valid
     d.header.emplace_back("warning", fmt::format("the profile was measured on {}, not on this "
                                                  "device",
                                                  c.measured_on.device));
+  // Replayed ops timed otherwise than the profile's points differ by the method too.
+  if (const std::string& fitted = c.measured_on.op_timing; c.calibrated && !fitted.empty())
+    for (const std::string& t : op_timings(s))
+      if (t != "events" && t != fitted) {
+        d.header.emplace_back("warning", fmt::format("the profile's replayed ops were timed by {}, these by {}: "
+                                                     "validate with the PERFSIM_OP_TIMING it was calibrated with",
+                                                     fitted, t));
+        break;
+      }
   d.header.emplace_back("max error", c.max_error ? format_percent(*c.max_error) +
                                                        " (step time, peak memory, per-op class "
                                                        "medians, speedups, collective medians)"

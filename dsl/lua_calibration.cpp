@@ -196,13 +196,14 @@ void read_collectives(lua_State* L, int index, Calibration& cal, const std::stri
 }
 
 void read_provenance(lua_State* L, int index, Provenance& p, const std::string& what) {
-  const FieldReader r(L, index, what, {"backend", "device", "driver", "runtime", "date", "mode"});
+  const FieldReader r(L, index, what, {"backend", "device", "driver", "runtime", "date", "mode", "op_timing"});
   r.read("backend", p.backend);
   r.read("device", p.device);
   r.read("driver", p.driver);
   r.read("runtime", p.runtime);
   r.read("date", p.date);
   r.read("mode", p.mode);
+  r.read("op_timing", p.op_timing);
 }
 
 void push_numbers(lua_State* L, const double* values, std::size_t n) {
@@ -248,6 +249,7 @@ void push_calibration_fields(lua_State* L, const Calibration& cal) {
   set_string(L, "runtime", p.runtime);
   set_string(L, "date", p.date);
   set_string(L, "mode", p.mode);
+  if (!p.op_timing.empty()) set_string(L, "op_timing", p.op_timing);
   lua_setfield(L, -2, "measured");
 
   lua_createtable(L, 0, static_cast<int>(cal.gemm.size()));

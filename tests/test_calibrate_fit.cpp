@@ -225,6 +225,7 @@ class FakeBackend final : public Backend {
   [[nodiscard]] Measurement run(const Graph& g, const RunOptions& o) override {
     Measurement m;
     m.backend = "fake";
+    if (g.graphed) m.op_timing = "event nodes";
     // Kernels run for their true efficiency plus the launch of their mode; eagerly, the host
     // issues one op per true_dispatch, and a kernel the device waits for starts
     // true_launch_wait after its issue.
@@ -351,6 +352,7 @@ TEST_CASE("calibrate: a fake backend's known efficiencies, launches and links co
   CHECK(hw.source == "perfsim calibrate 2026-01-02");
   CHECK(hw.calibration.measured_on.runtime == "fake runtime 2.0");
   CHECK(hw.calibration.measured_on.mode == "quick");
+  CHECK(hw.calibration.measured_on.op_timing == "event nodes");  // how its graph mode timed ops
 
   // The chain's one-element adds (12 bytes at 10 GB/s and efficiency 0.5: 2.4 ns) stay in the
   // graph floor; the eager launch's costs over it come from candidates 6.5% apart (half a

@@ -34,8 +34,9 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   measured.payload = {8192, 1073741824};
   measured.seconds = {9.5e-6, 3.25e-3};
   hw.calibration.collectives[{Collective::all_reduce, 2}] = measured;
-  hw.calibration.measured_on = {"cuda", "Test GPU", "580.1", "CUDA 13.0", "2026-11-22", "quick"};
+  hw.calibration.measured_on = {"cuda", "Test GPU", "580.1", "CUDA 13.0", "2026-11-22", "quick", "CUPTI records"};
   const std::string text = profile_to_lua(hw);
+  CHECK(text.find("mode = \"quick\", op_timing = \"CUPTI records\"}") != std::string::npos);
   CHECK(text.find("return profile {") != std::string::npos);
   CHECK(text.find("[\"rmsnorm/bf16/memory\"]") != std::string::npos);
 
@@ -68,6 +69,10 @@ TEST_CASE("profiles: written as Lua and loaded back unchanged") {
   CHECK(back.gpus_per_node == 8);  // the H100-SXM entry's, written into the profile
   CHECK(back.calibration.measured_on.device == "Test GPU");
   CHECK(back.calibration.measured_on.mode == "quick");
+  CHECK(back.calibration.measured_on.op_timing == "CUPTI records");
+  // A profile whose calibration did not say how it timed (CPU, older files) writes no field.
+  hw.calibration.measured_on.op_timing.clear();
+  CHECK(profile_to_lua(hw).find("op_timing") == std::string::npos);
 }
 
 TEST_CASE("profiles: gpus_per_node comes from the base entry unless the profile gives it") {

@@ -281,6 +281,16 @@ TEST_CASE("validation: the report says how the ops were timed") {
   const auto j = nlohmann::json::parse(format_validation(s, context(true), ReportFormat::json));
   CHECK(j["steps"][0]["op_timing"] == "events");
   CHECK(j["steps"][1]["op_timing"] == "event nodes");
+
+  // A profile that says how its replayed ops were timed: a warning when these were timed
+  // otherwise (eager events do not count: every profile times eager ops with them).
+  ValidationContext c = context(true);
+  c.measured_on.op_timing = "event nodes";
+  CHECK(format_validation(s, c, ReportFormat::table).find("were timed by") == std::string::npos);
+  c.measured_on.op_timing = "CUPTI records";
+  CHECK(format_validation(s, c, ReportFormat::table)
+            .find("warning    the profile's replayed ops were timed by CUPTI records, these by event nodes: "
+                  "validate with the PERFSIM_OP_TIMING it was calibrated with") != std::string::npos);
 }
 
 TEST_CASE("validation: the host issue of eager steps, predicted against measured") {
