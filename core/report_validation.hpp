@@ -31,6 +31,9 @@ struct ValidationContext {
 
 // "calibrated (cuda, NVIDIA H100 80GB HBM3, 2026-11-22)" or "datasheet, UNCALIBRATED".
 [[nodiscard]] std::string profile_status(const ValidationContext& c);
+// The header's warning when a run's replayed ops were timed otherwise than the profile's points
+// (Provenance::op_timing); "" when they match or either does not say.
+[[nodiscard]] std::string op_timing_mismatch(const ValidationContext& c, const ValidationSummary& s);
 
 // The report as a document of titled tables (the text and markdown printers render it).
 [[nodiscard]] ReportDocument build_validation_document(const ValidationSummary& s,

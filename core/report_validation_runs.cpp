@@ -98,6 +98,11 @@ ReportDocument runs_document(const std::vector<ValidationSummary>& runs, const R
       d.header.emplace_back("warning", fmt::format("the runs timed their ops differently ({})", fmt::join(timed, "; ")));
       break;
     }
+  for (std::size_t r = 0; r < runs.size(); ++r)
+    if (std::string w = op_timing_mismatch(b, runs[r]); !w.empty()) {
+      d.header.emplace_back("warning", fmt::format("run {}: {}", r + 1, w));
+      break;
+    }
   d.sections.push_back(each_run_section(runs, c, ctx));
   d.sections.push_back(every_run_section(c, runs.size()));
   return d;

@@ -120,6 +120,13 @@ TEST_CASE("runs comparison report: each run, then the ops over the threshold in 
   CHECK(format_runs_comparison(mixed, c, ctx, ReportFormat::table)
             .find("the runs timed their ops differently (run 1: event nodes; run 2: event nodes; run 3: CUPTI "
                   "records)") != std::string::npos);
+  // Against a profile that says how it was timed: the first run that differs is named.
+  RunsContext fitted = ctx;
+  fitted.base.calibrated = true;
+  fitted.base.measured_on.op_timing = "event nodes";
+  CHECK(format_runs_comparison(mixed, c, fitted, ReportFormat::table)
+            .find("run 3: the profile's replayed ops were timed by event nodes, these by CUPTI records") !=
+        std::string::npos);
 
   // A report of another suite matches nothing: the report says which run.
   std::vector<ValidationSummary> other = runs;
