@@ -3,7 +3,8 @@
 -- Load it with `hardware = profile "h100-local"` (when it sits in a profiles/ directory on the
 -- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.
 -- Merged from the points of three full calibrations on this model of GPU (two of 2026-11-22 and
--- one of 2026-11-23, whose launch, host dispatch and link figures it keeps); for the rope and
+-- one of 2026-11-23, whose launch, host dispatch and link figures it keeps); its collectives
+-- from a full calibration of 2026-11-26 on a 4-GPU H100 machine (groups of 2 and 4); for the rope and
 -- rope_bwd curves, an earlier one of 2026-11-22 as well (the RoPE kernel it timed is the one this
 -- version runs; the two calibrations of 2026-11-22 timed a variant); the flash_attention_bwd
 -- curve from a fifth, of 2026-11-23, the only one to time the backward kernel this version runs
@@ -865,6 +866,32 @@ return profile {
     ["slice_last_token/fp32/memory"] = {
       seconds    = {6.11343e-09, 1.46723e-08},
       efficiency = {0.0101835, 0.00764658},
+    },
+  },
+  -- Collectives, per group size: seconds measured at each buffer size in bytes (the nccl-tests
+  -- size). Between two sizes the time is the line through them (an alpha-beta per size range);
+  -- below the first, its time; above the last, the last range's line. {latency = s, bandwidth
+  -- = wire bytes/s} would be one line for every size.
+  collectives = {
+    all_reduce = {
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {8.51307e-06, 8.51307e-06, 1.08284e-05, 3.41568e-05, 0.000146536, 0.000896288, 0.0032809}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.0592e-05, 1.1986e-05, 1.968e-05, 4.2792e-05, 0.00018052, 0.00120694, 0.00457418}},
+    },
+    all_gather = {
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {6.53867e-06, 7.07886e-06, 8.708e-06, 2.82144e-05, 9.5344e-05, 0.000564416, 0.00203899}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {7.90523e-06, 1.029e-05, 1.24693e-05, 3.8512e-05, 0.000113856, 0.000680848, 0.00247835}},
+    },
+    reduce_scatter = {
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.07846e-05, 1.07846e-05, 1.07846e-05, 2.43627e-05, 0.000100752, 0.000604448, 0.00207182}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {7.79867e-06, 8.7824e-06, 1.18103e-05, 3.6128e-05, 0.00011008, 0.000687248, 0.0025491}},
+    },
+    all_to_all = {
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {7.36267e-06, 1.05476e-05, 1.05476e-05, 2.22907e-05, 8.30293e-05, 0.000510848, 0.00172962}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.168e-05, 1.17229e-05, 1.17229e-05, 2.66432e-05, 0.00011408, 0.000695424, 0.00242786}},
+    },
+    send_recv = {
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {7.98514e-06, 8.65867e-06, 1.3572e-05, 3.49696e-05, 0.000144528, 0.000902928, 0.00299485}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {9.172e-06, 1.22187e-05, 1.93029e-05, 3.8884e-05, 0.000234432, 0.00091232, 0.00301214}},
     },
   },
 }

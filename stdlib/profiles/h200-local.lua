@@ -3,8 +3,9 @@
 -- Load it with `hardware = profile "h200-local"` (when it sits in a profiles/ directory on the
 -- module path) or `perfsim run --profile FILE`. docs/CALIBRATION.md explains each field.
 -- Merged from the points of three full calibrations on this model of GPU (two of 2026-11-22,
--- the second on a 2-GPU machine, whose launch, host dispatch, link and collective figures it
--- keeps; one of 2026-11-23 with this version's plan); for the rope and rope_bwd curves, the
+-- the second on a 2-GPU machine, whose launch, host dispatch and link figures it keeps; one of
+-- 2026-11-23 with this version's plan); its collectives from a full calibration of 2026-11-26 on
+-- a 4-GPU H200 machine (groups of 2 and 4); for the rope and rope_bwd curves, the
 -- points of an earlier full calibration of 2026-11-22 as well (the RoPE kernel it and the one of
 -- 2026-11-23 timed is the one this version runs); the flash_attention_bwd curve from a fifth, of
 -- 2026-11-23, the only one to time the backward kernel this version runs (GQA groups split over
@@ -878,19 +879,24 @@ return profile {
   -- = wire bytes/s} would be one line for every size.
   collectives = {
     all_reduce = {
-      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.11067e-05, 1.1752e-05, 1.3726e-05, 3.39872e-05, 0.0001486, 0.000908928, 0.00332722}},
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {9.056e-06, 1.04029e-05, 1.185e-05, 3.4096e-05, 0.000140248, 0.000895408, 0.00328616}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.1664e-05, 1.24453e-05, 1.5952e-05, 4.2248e-05, 0.000175448, 0.00120438, 0.00458808}},
     },
     all_gather = {
-      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.11431e-05, 1.12869e-05, 1.36176e-05, 2.83232e-05, 9.6584e-05, 0.000559648, 0.00201014}},
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {8.73816e-06, 8.73816e-06, 8.73816e-06, 2.67973e-05, 9.2472e-05, 0.00056584, 0.00201045}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {9.37067e-06, 9.89333e-06, 1.25696e-05, 3.71776e-05, 0.000111464, 0.00067384, 0.00249928}},
     },
     reduce_scatter = {
-      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.01991e-05, 1.21376e-05, 1.267e-05, 2.50133e-05, 9.7856e-05, 0.000604816, 0.00204635}},
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {6.84133e-06, 7.31815e-06, 8.45527e-06, 2.40533e-05, 9.4576e-05, 0.000598608, 0.00208878}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {8.7616e-06, 9.32444e-06, 1.03771e-05, 3.4144e-05, 0.000107248, 0.000683552, 0.00252923}},
     },
     all_to_all = {
-      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.2417e-05, 1.2417e-05, 1.4188e-05, 2.26304e-05, 8.69333e-05, 0.000494544, 0.00166421}},
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {9.688e-06, 9.688e-06, 1.2304e-05, 2.11589e-05, 8.76587e-05, 0.000484992, 0.00165861}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.1793e-05, 1.1793e-05, 1.51451e-05, 2.6096e-05, 0.000119944, 0.000692208, 0.00242568}},
     },
     send_recv = {
-      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.09469e-05, 1.25333e-05, 1.33968e-05, 3.1072e-05, 0.000144312, 0.000903856, 0.00301592}},
+      [2] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {7.99333e-06, 1.03632e-05, 1.3572e-05, 3.32576e-05, 0.000145904, 0.000884864, 0.00299754}},
+      [4] = {bytes = {8192, 65536, 524288, 4194304, 33554432, 268435456, 1073741824}, seconds = {1.09577e-05, 1.21216e-05, 1.928e-05, 3.76e-05, 0.000230656, 0.000903984, 0.00301818}},
     },
   },
 }
