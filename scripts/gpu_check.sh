@@ -16,21 +16,8 @@ mkdir -p "$LOGS"
 source scripts/steps.sh
 status=0
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$LOGS/gpus.log" 2>&1; then
-  echo "gpu_check: no GPU visible (nvidia-smi failed): this script is for a GPU machine" >&2
-  exit 2
-fi
-record "gpus" "$(head -1 "$LOGS/gpus.log")"
-
-# Dependencies: the system's when pkg-config finds them, else the offline .debs (.deps/debs).
-if pkg-config --exists luajit openblas 2>/dev/null; then
-  record deps "system"
-elif [ -d .deps/debs ]; then
-  eval "$(scripts/offline_deps.sh unpack "${PERFSIM_DEPS:-/tmp/perfsim-deps}")"
-  record deps "offline .debs unpacked under $PERFSIM_DEPS"
-else
-  record deps "MISSING: install them (scripts/install_deps.sh) or copy .deps/debs here"
-fi
+require_gpus gpu_check
+use_deps
 
 gen=""; command -v ninja >/dev/null && gen="-G Ninja"
 step configure configure.log cmake -S . -B "$BUILD" $gen -DCMAKE_BUILD_TYPE=Release || { summary; exit 1; }

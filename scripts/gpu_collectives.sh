@@ -18,20 +18,9 @@ mkdir -p "$LOGS"
 # shellcheck source=scripts/steps.sh
 source scripts/steps.sh
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$LOGS/gpus.log" 2>&1; then
-  echo "gpu_collectives: no GPU visible (nvidia-smi failed): this script is for a GPU machine" >&2
-  exit 2
-fi
-gpus=$(grep -c '^GPU ' "$LOGS/gpus.log")
-record "gpus" "$gpus x $(head -1 "$LOGS/gpus.log" | sed 's/ (UUID.*//; s/^GPU 0: //')"
-if [ "$gpus" -lt 2 ]; then
-  echo "gpu_collectives: $gpus GPU visible; collectives need 2 or more" >&2
-  exit 2
-fi
+require_gpus gpu_collectives 2
 nvidia-smi topo -m >"$LOGS/topology.log" 2>&1 || true
-if ! pkg-config --exists luajit openblas 2>/dev/null && [ -d .deps/debs ]; then
-  eval "$(scripts/offline_deps.sh unpack "${PERFSIM_DEPS:-/tmp/perfsim-deps}")"
-fi
+use_deps
 gen=""; command -v ninja >/dev/null && gen="-G Ninja"
 step configure configure.log cmake -S . -B "$BUILD" $gen -DCMAKE_BUILD_TYPE=Release -DPERFSIM_BENCH=OFF \
   || { summary; exit 1; }

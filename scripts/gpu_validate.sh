@@ -17,14 +17,8 @@ mkdir -p "$LOGS"
 # shellcheck source=scripts/steps.sh
 source scripts/steps.sh
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$LOGS/gpus.log" 2>&1; then
-  echo "gpu_validate: no GPU visible (nvidia-smi failed): this script is for a GPU machine" >&2
-  exit 2
-fi
-record "gpus" "$(head -1 "$LOGS/gpus.log")"
-if ! pkg-config --exists luajit openblas 2>/dev/null && [ -d .deps/debs ]; then
-  eval "$(scripts/offline_deps.sh unpack "${PERFSIM_DEPS:-/tmp/perfsim-deps}")"
-fi
+require_gpus gpu_validate
+use_deps
 gen=""; command -v ninja >/dev/null && gen="-G Ninja"
 step configure configure.log cmake -S . -B "$BUILD" $gen -DCMAKE_BUILD_TYPE=Release -DPERFSIM_BENCH=OFF \
   || { summary; exit 1; }
