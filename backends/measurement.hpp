@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "core/cost_model.hpp"
-#include "core/graph.hpp"
-#include "core/results.hpp"
+#include "core/cost/cost_model.hpp"
+#include "core/graph/graph.hpp"
+#include "core/run/results.hpp"
 #include "core/statistics.hpp"
 
 namespace perfsim {

@@ -1,9 +1,9 @@
 // Bytes in use per tensor role and their high-water mark: what every backend's allocator
-// reports as the measured peak (compared with core/memory_model.hpp's prediction).
+// reports as the measured peak (compared with core/cost/memory_model.hpp's prediction).
 #pragma once
 #include <map>
 
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/backend.hpp"
+#include "core/run/backend.hpp"
 
 namespace perfsim {
 

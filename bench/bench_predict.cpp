@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cost_model.hpp"
-#include "core/passes.hpp"
+#include "core/cost/cost_model.hpp"
+#include "core/passes/passes.hpp"
 #include "dsl/dsl.hpp"
 
 using namespace perfsim;

@@ -1,4 +1,4 @@
-// `perfsim calibrate`: runs the calibration sweeps on a backend (core/calibrate.hpp), shows
+// `perfsim calibrate`: runs the calibration sweeps on a backend (core/calibrate/calibrate.hpp), shows
 // progress on stderr, writes the fitted profile as Lua (whole or not at all) and prints a
 // summary of what was fitted.
 #include "cli/cmd_calibrate.hpp"
@@ -17,11 +17,11 @@
 #include "backends/registry.hpp"
 #include "cli/output_file.hpp"
 #include "cli/subcommands.hpp"
-#include "core/calibrate.hpp"
-#include "core/calibrate_merge.hpp"
+#include "core/calibrate/calibrate.hpp"
+#include "core/calibrate/merge.hpp"
 #include "core/errors.hpp"
+#include "core/report/report.hpp"
 #include "core/text.hpp"
-#include "core/report.hpp"
 #include "dsl/dsl.hpp"
 
 namespace perfsim {

@@ -9,11 +9,11 @@
 #include "backends/registry.hpp"
 #include "cli/device_profile.hpp"
 #include "cli/subcommands.hpp"
-#include "core/cost_model.hpp"
+#include "core/cost/cost_model.hpp"
 #include "core/errors.hpp"
-#include "core/passes.hpp"
-#include "core/report.hpp"
-#include "core/report_sections.hpp"
+#include "core/passes/passes.hpp"
+#include "core/report/report.hpp"
+#include "core/report/sections.hpp"
 #include "core/text.hpp"
 
 namespace perfsim {

@@ -13,9 +13,9 @@
 #include "cli/output_file.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
-#include "core/report.hpp"
-#include "core/report_sections.hpp"
-#include "core/runner.hpp"
+#include "core/report/report.hpp"
+#include "core/report/sections.hpp"
+#include "core/run/runner.hpp"
 #include "dsl/dsl.hpp"
 
 namespace perfsim {

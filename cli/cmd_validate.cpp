@@ -18,12 +18,12 @@
 #include "cli/output_file.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
-#include "core/report_validation.hpp"
-#include "core/runner.hpp"
-#include "core/validation.hpp"
-#include "core/validation_collectives.hpp"
-#include "core/validation_replay.hpp"
-#include "core/validation_runs.hpp"
+#include "core/report/validation.hpp"
+#include "core/run/runner.hpp"
+#include "core/validate/collectives.hpp"
+#include "core/validate/replay.hpp"
+#include "core/validate/runs.hpp"
+#include "core/validate/validation.hpp"
 
 namespace perfsim {
 

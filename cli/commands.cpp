@@ -15,9 +15,9 @@
 #include "cli/cmd_calibrate.hpp"
 #include "cli/cmd_validate.hpp"
 #include "cli/subcommands.hpp"
-#include "cli/version.hpp"
 #include "core/errors.hpp"
 #include "core/text.hpp"
+#include "core/version.hpp"
 #include "dsl/dsl.hpp"
 
 namespace perfsim {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.hpp"
-#include "core/hardware.hpp"
+#include "core/cost/hardware.hpp"
+#include "core/run/backend.hpp"
 
 namespace perfsim {
 

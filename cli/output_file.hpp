@@ -3,7 +3,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/report.hpp"
+#include "core/report/report.hpp"
 
 namespace perfsim {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/subcommands.hpp"
-#include "core/report_text_table.hpp"
+#include "core/report/text_table.hpp"
 
 namespace perfsim {
 

@@ -2,8 +2,8 @@
 // evaluates the stdlib catalogs (or their overrides on module_path) in a fresh state.
 #include "core/errors.hpp"
 #include "dsl/dsl.hpp"
-#include "dsl/lua_catalog.hpp"
 #include "dsl/fresh_state.hpp"
+#include "dsl/lua_catalog.hpp"
 #include "dsl/lua_state.hpp"
 
 namespace perfsim {

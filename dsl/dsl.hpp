@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "core/hardware.hpp"
-#include "core/model.hpp"
-#include "core/passes.hpp"
-#include "core/scenario.hpp"
+#include "core/cost/hardware.hpp"
+#include "core/passes/passes.hpp"
+#include "core/run/scenario.hpp"
+#include "core/spec/model.hpp"
 
 namespace perfsim {
 

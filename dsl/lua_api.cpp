@@ -4,16 +4,16 @@
 
 #include <fmt/format.h>
 
-#include "cli/version.hpp"
+#include "core/cost/host_cpu.hpp"
+#include "core/cost/roofline.hpp"
 #include "core/errors.hpp"
-#include "core/host_cpu.hpp"
-#include "core/passes.hpp"
-#include "core/roofline.hpp"
+#include "core/passes/passes.hpp"
 #include "core/text.hpp"
+#include "core/version.hpp"
 #include "dsl/lua_catalog.hpp"
-#include "dsl/lua_profile.hpp"
 #include "dsl/lua_convert.hpp"
 #include "dsl/lua_fields.hpp"
+#include "dsl/lua_profile.hpp"
 #include "dsl/lua_state.hpp"
 
 namespace perfsim::dsl {
@@ -141,7 +141,7 @@ int api_optimizations(lua_State* L) {
 }
 
 // perfsim.collective_time{collective = "all_reduce", gpus = 8, bytes = 64e6, hardware = h}:
-// seconds for one collective as the cost model prices it (roofline.hpp collective_time: the
+// seconds for one collective as the cost model prices it (core/cost/roofline.hpp collective_time: the
 // profile's calibrated fit for that collective and group, else alpha-beta over its fastest
 // link), without the op's launch.
 int api_collective_time(lua_State* L) {

@@ -195,14 +195,19 @@ void read_collectives(lua_State* L, int index, Calibration& cal, const std::stri
   }
 }
 
+// Provenance's fields but op_timing, which profiles leave out where the backend does not say.
+const ScalarFields<Provenance>& provenance_scalars() {
+  static const ScalarFields<Provenance> f = {
+      {"backend", &Provenance::backend}, {"device", &Provenance::device}, {"driver", &Provenance::driver},
+      {"runtime", &Provenance::runtime}, {"date", &Provenance::date},     {"mode", &Provenance::mode}};
+  return f;
+}
+
 void read_provenance(lua_State* L, int index, Provenance& p, const std::string& what) {
-  const FieldReader r(L, index, what, {"backend", "device", "driver", "runtime", "date", "mode", "op_timing"});
-  r.read("backend", p.backend);
-  r.read("device", p.device);
-  r.read("driver", p.driver);
-  r.read("runtime", p.runtime);
-  r.read("date", p.date);
-  r.read("mode", p.mode);
+  std::vector<std::string> known = provenance_scalars().keys();
+  known.emplace_back("op_timing");
+  const FieldReader r(L, index, what, known);
+  provenance_scalars().read(r, p);
   r.read("op_timing", p.op_timing);
 }
 
@@ -242,13 +247,8 @@ void read_calibration_fields(lua_State* L, int index, Calibration& cal, const st
 
 void push_calibration_fields(lua_State* L, const Calibration& cal) {
   const Provenance& p = cal.measured_on;
-  lua_createtable(L, 0, 6);
-  set_string(L, "backend", p.backend);
-  set_string(L, "device", p.device);
-  set_string(L, "driver", p.driver);
-  set_string(L, "runtime", p.runtime);
-  set_string(L, "date", p.date);
-  set_string(L, "mode", p.mode);
+  lua_createtable(L, 0, 7);
+  provenance_scalars().push(L, p);
   if (!p.op_timing.empty()) set_string(L, "op_timing", p.op_timing);
   lua_setfield(L, -2, "measured");
 

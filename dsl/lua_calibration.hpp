@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/calibration.hpp"
+#include "core/cost/calibration.hpp"
 
 namespace perfsim::dsl {
 

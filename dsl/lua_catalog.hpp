@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/hardware.hpp"
-#include "core/model.hpp"
+#include "core/cost/hardware.hpp"
+#include "core/spec/model.hpp"
 
 namespace perfsim::dsl {
 

@@ -12,7 +12,6 @@ namespace perfsim::dsl {
 
 namespace {
 
-
 template <typename E>
 E parse_choice(const std::string& value, const std::vector<std::pair<std::string, E>>& choices,
                const std::string& what, const char* field) {
@@ -36,6 +35,34 @@ Phase parse_phase(const std::string& s, const std::string& what) {
       "phase");
 }
 
+const ScalarFields<ModelConfig>& model_scalars() {
+  static const ScalarFields<ModelConfig> f = {
+      {"name", &ModelConfig::name},         {"layers", &ModelConfig::layers},
+      {"hidden", &ModelConfig::hidden},     {"heads", &ModelConfig::heads},
+      {"kv_heads", &ModelConfig::kv_heads}, {"ffn_hidden", &ModelConfig::ffn_hidden},
+      {"vocab", &ModelConfig::vocab},       {"max_seq", &ModelConfig::max_seq},
+      {"rope", &ModelConfig::rope},         {"tied_embeddings", &ModelConfig::tied_embeddings},
+      {"bias", &ModelConfig::bias}};
+  return f;
+}
+
+// Every phase's fields; a phase's reader accepts only its own (workload_fields).
+const ScalarFields<Workload>& workload_scalars() {
+  static const ScalarFields<Workload> f = {
+      {"batch", &Workload::batch}, {"prompt", &Workload::prompt},       {"new_tokens", &Workload::new_tokens},
+      {"kv_cache", &Workload::kv_cache}, {"seq", &Workload::seq}, {"grad_accum", &Workload::grad_accum}};
+  return f;
+}
+
+const ScalarFields<ExecuteOptions>& execute_scalars() {
+  static const ScalarFields<ExecuteOptions> f = {{"enabled", &ExecuteOptions::enabled},
+                                                 {"layers", &ExecuteOptions::layers},
+                                                 {"repeats", &ExecuteOptions::repeats},
+                                                 {"warmup", &ExecuteOptions::warmup},
+                                                 {"min_time", &ExecuteOptions::min_time}};
+  return f;
+}
+
 }  // namespace
 
 Collective to_collective(const std::string& name, const std::string& what) {
@@ -45,27 +72,19 @@ Collective to_collective(const std::string& name, const std::string& what) {
 }
 
 const std::vector<std::string>& model_fields() {
-  static const std::vector<std::string> f = {
-      "name",  "layers",  "hidden", "heads",      "kv_heads",        "ffn_hidden", "vocab",
-      "max_seq", "activation", "norm", "rope", "tied_embeddings", "bias",       "aliases"};
+  static const std::vector<std::string> f = [] {
+    std::vector<std::string> keys = model_scalars().keys();
+    keys.insert(keys.end(), {"activation", "norm", "aliases"});
+    return keys;
+  }();
   return f;
 }
 
 void read_model_fields(lua_State* L, int index, ModelConfig& m, const std::string& what) {
   const FieldReader r(L, index, what, model_fields());
-  r.read("name", m.name);
-  r.read("layers", m.layers);
-  r.read("hidden", m.hidden);
-  r.read("heads", m.heads);
-  r.read("kv_heads", m.kv_heads);
-  r.read("ffn_hidden", m.ffn_hidden);
-  r.read("vocab", m.vocab);
-  r.read("max_seq", m.max_seq);
+  model_scalars().read(r, m);
   if (auto a = r.string("activation")) m.activation = parse_choice(*a, activations, what, "activation");
   if (auto n = r.string("norm")) m.norm = parse_choice(*n, norms, what, "norm");
-  r.read("rope", m.rope);
-  r.read("tied_embeddings", m.tied_embeddings);
-  r.read("bias", m.bias);
 }
 
 ModelConfig to_model(lua_State* L, int index, const std::string& what) {
@@ -84,19 +103,10 @@ ModelConfig to_model(lua_State* L, int index, const std::string& what) {
 
 void push_model(lua_State* L, const ModelConfig& m) {
   lua_createtable(L, 0, 13);
-  set_string(L, "name", m.name);
-  set_number(L, "layers", static_cast<double>(m.layers));
-  set_number(L, "hidden", static_cast<double>(m.hidden));
-  set_number(L, "heads", static_cast<double>(m.heads));
-  set_number(L, "kv_heads", static_cast<double>(m.kv_heads_or_heads()));
-  set_number(L, "ffn_hidden", static_cast<double>(m.ffn_hidden));
-  set_number(L, "vocab", static_cast<double>(m.vocab));
-  set_number(L, "max_seq", static_cast<double>(m.max_seq));
+  model_scalars().push(L, m);
+  set_number(L, "kv_heads", static_cast<double>(m.kv_heads_or_heads()));  // 0 reads as "= heads"
   set_string(L, "activation", m.activation == Activation::gelu ? "gelu" : "swiglu");
   set_string(L, "norm", m.norm == NormKind::layernorm ? "layernorm" : "rmsnorm");
-  set_bool(L, "rope", m.rope);
-  set_bool(L, "tied_embeddings", m.tied_embeddings);
-  set_bool(L, "bias", m.bias);
 }
 
 const std::vector<std::string>& workload_fields(Phase p) {
@@ -116,12 +126,7 @@ Workload to_workload(lua_State* L, int index, Phase phase, const std::string& wh
   Workload w;
   w.phase = phase;
   const FieldReader r(L, index, what, workload_fields(phase));
-  r.read("batch", w.batch);
-  r.read("prompt", w.prompt);
-  r.read("new_tokens", w.new_tokens);
-  r.read("kv_cache", w.kv_cache);
-  r.read("seq", w.seq);
-  r.read("grad_accum", w.grad_accum);
+  workload_scalars().read(r, w);
   validate(w);
   return w;
 }
@@ -253,12 +258,8 @@ ExecuteOptions to_execute(lua_State* L, int index) {
     e.enabled = lua_toboolean(L, index) != 0;
     return e;
   }
-  const FieldReader r(L, index, "execute", {"enabled", "layers", "repeats", "warmup", "min_time"});
-  r.read("enabled", e.enabled);
-  r.read("layers", e.layers);
-  r.read("repeats", e.repeats);
-  r.read("warmup", e.warmup);
-  r.read("min_time", e.min_time);
+  const FieldReader r(L, index, "execute", execute_scalars().keys());
+  execute_scalars().read(r, e);
   if (e.layers < 0)
     throw ConfigError(fmt::format("execute.layers must be >= 0 (0 = all layers; got {})", e.layers));
   if (e.repeats < 1) throw ConfigError(fmt::format("execute.repeats must be >= 1 (got {})", e.repeats));

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "core/hardware.hpp"
-#include "core/model.hpp"
-#include "core/op_kind.hpp"
-#include "core/passes.hpp"
-#include "core/scenario.hpp"
-#include "core/workload.hpp"
+#include "core/cost/hardware.hpp"
+#include "core/graph/op_kind.hpp"
+#include "core/passes/passes.hpp"
+#include "core/run/scenario.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/workload.hpp"
 
 namespace perfsim::dsl {
 

@@ -4,8 +4,10 @@
 #include <lua.hpp>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace perfsim::dsl {
@@ -82,5 +84,44 @@ inline void set_bool(lua_State* L, const char* key, bool v) {
   lua_pushboolean(L, v ? 1 : 0);
   lua_setfield(L, -2, key);
 }
+
+// The scalar fields of a struct, each bound to its Lua key once: read from a table and written
+// to one through the same list, so a field cannot be read under one key and written under
+// another. Fields that need a choice, a check or a nested table are read around it.
+template <class S>
+class ScalarFields {
+ public:
+  using Member = std::variant<std::string S::*, double S::*, int64_t S::*, int S::*, bool S::*>;
+  struct Field {
+    const char* key;
+    Member member;
+  };
+  ScalarFields(std::initializer_list<Field> fields) : m_fields(fields) {}
+
+  // Every field the table holds, in order, into `s`; absent fields leave `s` as it is.
+  void read(const FieldReader& r, S& s) const {
+    for (const Field& f : m_fields)
+      std::visit([&](auto member) { r.read(f.key, s.*member); }, f.member);
+  }
+  // t[key] = s.member for every field, into the table on top of the stack.
+  void push(lua_State* L, const S& s) const {
+    for (const Field& f : m_fields) std::visit([&](auto member) { push_value(L, f.key, s.*member); }, f.member);
+  }
+  // The keys, in order.
+  [[nodiscard]] std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    for (const Field& f : m_fields) out.emplace_back(f.key);
+    return out;
+  }
+
+ private:
+  static void push_value(lua_State* L, const char* key, const std::string& v) { set_string(L, key, v); }
+  static void push_value(lua_State* L, const char* key, bool v) { set_bool(L, key, v); }
+  template <class N>
+  static void push_value(lua_State* L, const char* key, N v) {
+    set_number(L, key, static_cast<double>(v));
+  }
+  std::vector<Field> m_fields;
+};
 
 }  // namespace perfsim::dsl

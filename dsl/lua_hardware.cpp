@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <utility>
+
 #include "core/errors.hpp"
 #include "core/text.hpp"
 #include "dsl/lua_calibration.hpp"
@@ -96,43 +98,53 @@ void push_efficiency(lua_State* L, const char* key, const std::map<OpClass, doub
   lua_setfield(L, -2, key);
 }
 
+const ScalarFields<Hardware>& hardware_scalars() {
+  static const ScalarFields<Hardware> f = {
+      {"name", &Hardware::name},
+      {"kind", &Hardware::kind},
+      {"memory_bytes", &Hardware::memory_bytes},
+      {"memory_bandwidth", &Hardware::memory_bandwidth},
+      {"l2_bytes", &Hardware::l2_bytes},
+      {"sm_count", &Hardware::sm_count},
+      {"gpus_per_node", &Hardware::gpus_per_node},
+      {"launch_eager", &Hardware::launch_eager},
+      {"launch_graph", &Hardware::launch_graph},
+      {"launch_wait", &Hardware::launch_wait},
+      {"host_overhead", &Hardware::host_overhead},
+      {"host_copy_bandwidth", &Hardware::host_copy_bandwidth},
+      {"dispatch_eager", &Hardware::dispatch_eager},
+      {"calibrated", &Hardware::calibrated},
+      {"base", &Hardware::base},
+      {"source", &Hardware::source}};
+  return f;
+}
+
+const std::pair<const char*, Link Hardware::*> hardware_links[] = {
+    {"nvlink", &Hardware::nvlink}, {"pcie", &Hardware::pcie}, {"infiniband", &Hardware::infiniband}};
+
 }  // namespace
 
 const std::vector<std::string>& hardware_fields() {
-  static const std::vector<std::string> f = {
-      "name",          "kind",          "peak_flops",   "memory_bytes", "memory_bandwidth",
-      "l2_bytes",      "sm_count",      "launch_eager", "launch_graph", "host_overhead",
-      "nvlink",        "pcie",          "infiniband",   "compute_efficiency",
-      "memory_efficiency", "calibrated", "source",      "aliases",      "host_copy_bandwidth",
-      "base",          "measured",      "gemm",         "kernels",      "collectives",
-      "dispatch_eager", "dispatch", "dispatch_fixed", "launch_wait", "gpus_per_node"};
+  static const std::vector<std::string> f = [] {
+    std::vector<std::string> keys = hardware_scalars().keys();
+    keys.insert(keys.end(), {"peak_flops", "dispatch", "dispatch_fixed", "compute_efficiency",
+                             "memory_efficiency", "aliases", "measured", "gemm", "kernels", "collectives"});
+    for (const auto& [key, link] : hardware_links) keys.emplace_back(key);
+    return keys;
+  }();
   return f;
 }
 
 void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::string& what) {
   const FieldReader r(L, index, what, hardware_fields());
-  r.read("name", hw.name);
-  if (auto k = r.string("kind")) {
-    if (*k != "gpu" && *k != "cpu")
-      throw ConfigError(fmt::format("{}: kind must be \"gpu\" or \"cpu\" (got '{}')", what, *k));
-    hw.kind = *k;
-  }
+  hardware_scalars().read(r, hw);
+  if (hw.kind != "gpu" && hw.kind != "cpu")
+    throw ConfigError(fmt::format("{}: kind must be \"gpu\" or \"cpu\" (got '{}')", what, hw.kind));
+  if (hw.gpus_per_node < 0) throw ConfigError(fmt::format("{}: gpus_per_node must be >= 0 (0 = unknown)", what));
+  if (hw.launch_wait < 0) throw ConfigError(fmt::format("{}: launch_wait must be >= 0", what));
+  if (hw.dispatch_eager < 0) throw ConfigError(fmt::format("{}: dispatch_eager must be >= 0", what));
   if (r.push("peak_flops") != LUA_TNIL) read_peaks(L, -1, hw, what);
   lua_pop(L, 1);
-  r.read("memory_bytes", hw.memory_bytes);
-  r.read("memory_bandwidth", hw.memory_bandwidth);
-  r.read("l2_bytes", hw.l2_bytes);
-  r.read("sm_count", hw.sm_count);
-  r.read("gpus_per_node", hw.gpus_per_node);
-  if (hw.gpus_per_node < 0) throw ConfigError(fmt::format("{}: gpus_per_node must be >= 0 (0 = unknown)", what));
-  r.read("launch_eager", hw.launch_eager);
-  r.read("launch_graph", hw.launch_graph);
-  r.read("launch_wait", hw.launch_wait);
-  if (hw.launch_wait < 0) throw ConfigError(fmt::format("{}: launch_wait must be >= 0", what));
-  r.read("host_overhead", hw.host_overhead);
-  r.read("host_copy_bandwidth", hw.host_copy_bandwidth);
-  r.read("dispatch_eager", hw.dispatch_eager);
-  if (hw.dispatch_eager < 0) throw ConfigError(fmt::format("{}: dispatch_eager must be >= 0", what));
   if (r.push("dispatch") != LUA_TNIL) {
     if (!lua_istable(L, -1)) throw ConfigError(fmt::format("{}: dispatch must be a table {{kind = seconds}}", what));
     read_dispatch(L, -1, hw.dispatch_by_kind, what, "dispatch");
@@ -144,10 +156,8 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
     read_dispatch(L, -1, hw.dispatch_fixed_by_kind, what, "dispatch_fixed");
   }
   lua_pop(L, 1);
-  const std::pair<const char*, Link*> links[] = {
-      {"nvlink", &hw.nvlink}, {"pcie", &hw.pcie}, {"infiniband", &hw.infiniband}};
-  for (const auto& [key, link] : links) {
-    if (r.push(key) != LUA_TNIL) read_link(L, -1, *link, what, key);
+  for (const auto& [key, link] : hardware_links) {
+    if (r.push(key) != LUA_TNIL) read_link(L, -1, hw.*link, what, key);
     lua_pop(L, 1);
   }
   if (r.push("compute_efficiency") != LUA_TNIL)
@@ -156,9 +166,6 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
   if (r.push("memory_efficiency") != LUA_TNIL)
     read_efficiency(L, -1, hw.memory_efficiency, what, "memory_efficiency");
   lua_pop(L, 1);
-  r.read("calibrated", hw.calibrated);
-  r.read("base", hw.base);
-  r.read("source", hw.source);
   read_calibration_fields(L, index, hw.calibration, what);
   if (hw.memory_bytes < 0 || hw.memory_bandwidth < 0 || hw.l2_bytes < 0 ||
       hw.host_copy_bandwidth < 0)
@@ -182,40 +189,19 @@ Hardware to_hardware(lua_State* L, int index, const std::string& what) {
 
 void push_hardware(lua_State* L, const Hardware& hw) {
   lua_createtable(L, 0, 26);
-  lua_pushstring(L, hw.name.c_str());
-  lua_setfield(L, -2, "name");
-  lua_pushstring(L, hw.kind.c_str());
-  lua_setfield(L, -2, "kind");
+  hardware_scalars().push(L, hw);
   lua_createtable(L, 0, dtype_count);
   for (DType t : all_dtypes) set_number(L, std::string(name_of(t)).c_str(), hw.peak(t));
   lua_setfield(L, -2, "peak_flops");
-  set_number(L, "memory_bytes", hw.memory_bytes);
-  set_number(L, "memory_bandwidth", hw.memory_bandwidth);
-  set_number(L, "l2_bytes", hw.l2_bytes);
-  set_number(L, "sm_count", hw.sm_count);
-  set_number(L, "gpus_per_node", hw.gpus_per_node);
-  set_number(L, "launch_eager", hw.launch_eager);
-  set_number(L, "launch_graph", hw.launch_graph);
-  set_number(L, "launch_wait", hw.launch_wait);
-  set_number(L, "host_overhead", hw.host_overhead);
-  set_number(L, "host_copy_bandwidth", hw.host_copy_bandwidth);
-  set_number(L, "dispatch_eager", hw.dispatch_eager);
   lua_createtable(L, 0, static_cast<int>(hw.dispatch_by_kind.size()));
   for (const auto& [k, v] : hw.dispatch_by_kind) set_number(L, std::string(name_of(k)).c_str(), v);
   lua_setfield(L, -2, "dispatch");
   lua_createtable(L, 0, static_cast<int>(hw.dispatch_fixed_by_kind.size()));
   for (const auto& [k, v] : hw.dispatch_fixed_by_kind) set_number(L, std::string(name_of(k)).c_str(), v);
   lua_setfield(L, -2, "dispatch_fixed");
-  push_link(L, "nvlink", hw.nvlink);
-  push_link(L, "pcie", hw.pcie);
-  push_link(L, "infiniband", hw.infiniband);
+  for (const auto& [key, link] : hardware_links) push_link(L, key, hw.*link);
   push_efficiency(L, "compute_efficiency", hw.compute_efficiency);
   push_efficiency(L, "memory_efficiency", hw.memory_efficiency);
-  lua_pushboolean(L, hw.calibrated ? 1 : 0);
-  lua_setfield(L, -2, "calibrated");
-  lua_pushstring(L, hw.source.c_str());
-  lua_setfield(L, -2, "source");
-  set_string(L, "base", hw.base);
   push_calibration_fields(L, hw.calibration);
 }
 

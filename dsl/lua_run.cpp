@@ -6,7 +6,7 @@
 
 #include "backends/registry.hpp"
 #include "core/errors.hpp"
-#include "core/runner.hpp"
+#include "core/run/runner.hpp"
 #include "dsl/lua_api.hpp"
 #include "dsl/lua_catalog.hpp"
 #include "dsl/lua_fields.hpp"

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/dtype.hpp"
 #include "core/errors.hpp"
+#include "core/spec/dtype.hpp"
 #include "core/text.hpp"
 #include "dsl/lua_api.hpp"
 #include "dsl/lua_catalog.hpp"

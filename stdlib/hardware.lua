@@ -175,7 +175,7 @@ local catalog = {
   },
 }
 
--- The machine perfsim runs on, estimated from /proc (core/host_cpu.cpp): the CPU backend's target.
+-- The machine perfsim runs on, estimated from /proc (core/cost/host_cpu.cpp): the CPU backend's target.
 if perfsim.host_cpu then
   local host = perfsim.host_cpu()
   host.name = "host-cpu"

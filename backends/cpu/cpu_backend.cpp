@@ -12,8 +12,8 @@
 #include "backends/cpu/parallel.hpp"
 #include "backends/measurement.hpp"
 #include "backends/timed_runs.hpp"
+#include "core/cost/host_cpu.hpp"
 #include "core/errors.hpp"
-#include "core/host_cpu.hpp"
 
 namespace perfsim::cpu {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.hpp"
+#include "core/run/backend.hpp"
 
 namespace perfsim::cpu {
 

@@ -9,8 +9,8 @@
 #include "backends/cpu/cpu_op_exec.hpp"
 #include "backends/cpu/cpu_op_shapes.hpp"
 #include "backends/cpu/scalar.hpp"
+#include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"
-#include "core/memory_model.hpp"
 
 namespace perfsim::cpu {
 

@@ -1,6 +1,6 @@
 // Executes a graph on the CPU kernels with the memory model's allocation schedule:
 // persistent tensors allocated and filled once, each activation allocated right before the
-// op that writes it and released right after its last use (core/memory_model.hpp last_use).
+// op that writes it and released right after its last use (core/cost/memory_model.hpp last_use).
 // Host tensors live in plain host buffers outside the tracked allocator: like the memory
 // model, the measured peak counts device memory only. The CPU has one queue, so ops of every
 // stream run in program order.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/buffer.hpp"
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim::cpu {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim::cpu {
 

@@ -1,7 +1,7 @@
 // The CPU backend's kernels: free functions, one op family per cpu_*.cpp file, shapes
 // passed explicitly. They compute in float and store in the storage type T (float, bf16,
 // half); templates are instantiated for exactly those three. Layouts follow
-// core/op_kind.hpp (row-major; T = tokens = batch·seq).
+// core/graph/op_kind.hpp (row-major; T = tokens = batch·seq).
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/buffer.hpp"
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim::cpu {
 

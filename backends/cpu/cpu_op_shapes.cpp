@@ -107,7 +107,7 @@ void check_arity(const Op& op) {
   const auto ni = static_cast<int>(op.inputs.size()), no = static_cast<int>(op.outputs.size());
   if (ni < a.in_min || ni > a.in_max || no < a.out_min || no > a.out_max)
     fail(op, fmt::format("has {} inputs and {} outputs; the kind takes {}..{} inputs and {}..{} "
-                         "outputs (core/op_kind.hpp)",
+                         "outputs (core/graph/op_kind.hpp)",
                          ni, no, a.in_min, a.in_max, a.out_min, a.out_max));
 }
 

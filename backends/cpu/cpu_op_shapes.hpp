@@ -1,12 +1,12 @@
 // Kernel shapes for a graph op, derived from its attributes and checked against the shapes
-// of the tensors it reads and writes (core/op_kind.hpp is the table). Any inconsistency
+// of the tensors it reads and writes (core/graph/op_kind.hpp is the table). Any inconsistency
 // throws NotExecutable naming the op, before a kernel could read out of bounds.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "backends/cpu/cpu_kernels.hpp"
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim::cpu {
 

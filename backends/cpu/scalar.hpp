@@ -6,7 +6,7 @@
 
 #include "backends/cpu/bf16.hpp"
 #include "backends/cpu/half.hpp"
-#include "core/dtype.hpp"
+#include "core/spec/dtype.hpp"
 
 namespace perfsim::cpu {
 

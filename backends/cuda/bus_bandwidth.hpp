@@ -6,7 +6,7 @@
 // all-gather OUTPUT (all ranks' blocks), the reduce-scatter INPUT, the all-to-all send buffer
 // (one block per peer), the send/recv message.
 #pragma once
-#include "core/op_kind.hpp"
+#include "core/graph/op_kind.hpp"
 
 namespace perfsim::cuda {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backends/memory_usage.hpp"
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim::cuda {
 

@@ -14,7 +14,7 @@
 
 #include "backends/cuda/cuda_allocator.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
-#include "core/backend.hpp"
+#include "core/run/backend.hpp"
 
 namespace perfsim::cuda {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "backends/cpu/scalar.hpp"
-#include "core/dtype.hpp"
+#include "core/spec/dtype.hpp"
 
 namespace perfsim::cuda {
 

@@ -12,8 +12,8 @@
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_fp8_activation.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
+#include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
-#include "core/workspace.hpp"
 
 namespace perfsim::cuda {
 

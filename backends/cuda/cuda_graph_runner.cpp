@@ -20,9 +20,9 @@
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/op_spans.hpp"
+#include "core/cost/memory_model.hpp"
+#include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
-#include "core/memory_model.hpp"
-#include "core/workspace.hpp"
 
 namespace perfsim::cuda {
 
@@ -70,7 +70,7 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
     if (elem_of(t.dtype) == Elem::e4m3) ++fp8_count;
   try {
     // The GEMM engine's cuBLASLt workspace is device memory this run holds (persistent
-    // workspace in core/workspace.hpp): counted, though the engine allocated it.
+    // workspace in core/cost/workspace.hpp): counted, though the engine allocated it.
     m_alloc.count_external(GemmEngine::workspace_bytes, TensorRole::workspace);
     m_counts_gemm_workspace = true;
     if (fp8_count > 0) {

@@ -1,7 +1,7 @@
 // Executes a graph on one GPU with the memory model's allocation schedule: persistent
 // tensors allocated, filled on the host with cpu::fill_persistent (the CPU backend's values)
 // and copied once; each activation allocated right before the op that writes it and
-// released right after its last use (core/memory_model.hpp last_use). Host tensors live in
+// released right after its last use (core/cost/memory_model.hpp last_use). Host tensors live in
 // host memory (pageable or pinned, cuda_host_memory.hpp) outside the tracked device peak.
 // Ops run on one CUDA stream per distinct Op::stream, ordered by the fork/join events of
 // cuda_stream_plan.hpp. Eager passes time every op with a pair of CUDA events on its own
@@ -29,7 +29,7 @@
 #include "backends/cuda/cuda_stream_plan.hpp"
 #include "backends/cuda/kernel_trace.hpp"
 #include "backends/cuda/stream_hold.hpp"
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim::cuda {
 
@@ -87,7 +87,7 @@ class GraphRunner {
   // Host tensors are read from host memory.
   [[nodiscard]] std::vector<float> read(int id) const;
   [[nodiscard]] const CachingAllocator& allocator() const { return m_alloc; }
-  // Ops whose kernels carved less workspace than core/workspace.hpp planned (see OpExecutor).
+  // Ops whose kernels carved less workspace than core/cost/workspace.hpp planned (see OpExecutor).
   [[nodiscard]] const std::vector<std::string>& workspace_mismatches() const { return m_exec->workspace_mismatches(); }
 
  private:

@@ -19,17 +19,17 @@
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_fp8_activation.hpp"
+#include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
-#include "core/op_metrics.hpp"
-#include "core/workspace.hpp"
+#include "core/graph/op_metrics.hpp"
 
 #include "backends/cuda/kernels/adamw.cuh"
-#include "backends/cuda/kernels/memory_ops.cuh"
 #include "backends/cuda/kernels/attention_materialized.cuh"
+#include "backends/cuda/kernels/memory_ops.cuh"
 
 namespace perfsim::cuda {
 
-// core/workspace.hpp mirrors these sizes; the compiler checks the ones that are constants.
+// core/cost/workspace.hpp mirrors these sizes; the compiler checks the ones that are constants.
 static_assert(GemmEngine::workspace_bytes == static_cast<std::size_t>(gemm_library_workspace));
 static_assert(BlasHandle::workspace_bytes == static_cast<std::size_t>(attention_library_workspace));
 static_assert(fp8_single_block_max == fp8_single_block_elements);
@@ -164,7 +164,7 @@ void* OpExecutor::scratch(std::size_t bytes) {
   const std::size_t take = (bytes + align - 1) / align * align;
   if (m_ws_used + take > m_ws_size)
     throw std::logic_error(fmt::format(
-        "cuda backend: the kernels need more workspace than core/workspace.cpp plans ({} bytes more than the "
+        "cuda backend: the kernels need more workspace than core/cost/workspace.cpp plans ({} bytes more than the "
         "{} planned); the mirror of a kernel's workspace size is out of date",
         m_ws_used + take - m_ws_size, m_ws_size));
   void* p = static_cast<char*>(m_ws_block) + m_ws_used;

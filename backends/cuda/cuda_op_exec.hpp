@@ -3,7 +3,7 @@
 // launcher of backends/cuda/kernels/<op>.cuh, or cuBLASLt for GEMMs, on the op's stream. A
 // `copy` with a host side is a cudaMemcpyAsync on that stream (upload or download, by the
 // residences). Converted copies and kernel workspaces are carved out of ONE block per op of
-// exactly workspace_bytes(op, g, device_profile) (core/workspace.hpp), taken from the caching
+// exactly workspace_bytes(op, g, device_profile) (core/cost/workspace.hpp), taken from the caching
 // allocator under TensorRole::workspace: the memory model plans the same bytes. A kernel
 // whose workspace does not fit the planned block is not launched (std::logic_error).
 #pragma once
@@ -17,8 +17,8 @@
 #include "backends/cuda/cuda_allocator.hpp"
 #include "backends/cuda/cuda_blas.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
-#include "core/graph.hpp"
-#include "core/hardware.hpp"
+#include "core/cost/hardware.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim::cuda {
 
@@ -71,7 +71,7 @@ class OpExecutor {
   // Returns the held workspaces to the allocator (call once the side streams are joined).
   void release_held_scratch();
   // Ops whose kernels used fewer workspace bytes than planned ("name: used / planned"); empty
-  // when core/workspace.cpp mirrors the kernels exactly (checked by the GPU tests).
+  // when core/cost/workspace.cpp mirrors the kernels exactly (checked by the GPU tests).
   [[nodiscard]] const std::vector<std::string>& workspace_mismatches() const { return m_ws_mismatches; }
   // fp8_storage(graph), by tensor id: the runner fills and reads e4m3 tensors accordingly.
   [[nodiscard]] const std::vector<Fp8Storage>& fp8_layouts() const { return m_fp8_storage; }

@@ -23,8 +23,8 @@
 #include "backends/cuda/kernels/memory_ops.cuh"
 #include "backends/cuda/kernels/norms.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
+#include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
-#include "core/workspace.hpp"
 
 namespace perfsim::cuda {
 

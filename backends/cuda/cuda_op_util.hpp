@@ -5,7 +5,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_convert.hpp"
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim::cuda::op_detail {
 

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
+#include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"
-#include "core/memory_model.hpp"
 
 namespace perfsim::cuda {
 

@@ -1,5 +1,5 @@
 // The stream schedule of a graph on the GPU, derived once from the ops (Op::stream's
-// contract, core/graph.hpp): which CUDA stream ("lane") runs each op, which completion
+// contract, core/graph/graph.hpp): which CUDA stream ("lane") runs each op, which completion
 // events an op waits for, what stream 0 joins at the end of the step, and when the walk
 // frees each device buffer.
 //
@@ -22,7 +22,7 @@
 #pragma once
 #include <vector>
 
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace perfsim::cuda {
 

@@ -14,8 +14,8 @@
 #include <cstddef>
 
 #include "backends/cuda/nccl_comm.hpp"
-#include "core/dtype.hpp"
-#include "core/op_kind.hpp"
+#include "core/graph/op_kind.hpp"
+#include "core/spec/dtype.hpp"
 
 namespace perfsim::cuda {
 

@@ -20,7 +20,7 @@
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
-#include "core/graph.hpp"
+#include "core/graph/graph.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
--- Fixture: a scenario that sets every field explicitly (tests/test_dsl_script.cpp).
+-- Fixture: a scenario that sets every field explicitly (tests/dsl/test_dsl_script.cpp).
 return scenario {
   name = "full",
   description = "every field set",

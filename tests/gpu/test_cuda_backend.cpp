@@ -10,10 +10,10 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
+#include "core/cost/memory_model.hpp"
+#include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
-#include "core/memory_model.hpp"
-#include "core/passes.hpp"
-#include "core/workspace.hpp"
+#include "core/passes/passes.hpp"
 #include "gpu_test_util.hpp"
 #include "graph_test_models.hpp"
 

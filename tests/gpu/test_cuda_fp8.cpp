@@ -10,11 +10,11 @@
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_fp8_activation.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
-#include "backends/cuda/cuda_device.hpp"
-#include "core/memory_model.hpp"
-#include "core/passes.hpp"
+#include "core/cost/memory_model.hpp"
+#include "core/passes/passes.hpp"
 #include "gpu_test_util.hpp"
 #include "graph_test_models.hpp"
 

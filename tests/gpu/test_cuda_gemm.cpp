@@ -10,11 +10,11 @@
 #include <string>
 #include <tuple>
 
+#include "../approx.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
 #include "gpu_test_util.hpp"
-#include "../approx.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;

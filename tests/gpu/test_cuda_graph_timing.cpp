@@ -11,16 +11,16 @@
 #include <thread>
 #include <numeric>
 
+#include "../approx.hpp"
 #include "backends/cuda/cuda_backend.hpp"
-#include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/stream_hold.hpp"
 #include "backends/measurement.hpp"
-#include "core/cost_model.hpp"
-#include "core/passes.hpp"
+#include "core/cost/cost_model.hpp"
+#include "core/passes/passes.hpp"
 #include "gpu_test_util.hpp"
 #include "graph_test_models.hpp"
-#include "../approx.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;

@@ -12,13 +12,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../approx.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "backends/cuda/cuda_stream_plan.hpp"
 #include "core/errors.hpp"
 #include "gpu_test_util.hpp"
-#include "../approx.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;

@@ -16,7 +16,7 @@
 #include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/kernel_trace.hpp"
 #include "backends/measurement.hpp"
-#include "core/passes.hpp"
+#include "core/passes/passes.hpp"
 #include "graph_test_models.hpp"
 
 using namespace perfsim;

@@ -1,4 +1,4 @@
-// core/workspace.cpp mirrors the kernels' workspace size functions (the core library cannot
+// core/cost/workspace.cpp mirrors the kernels' workspace size functions (the core library cannot
 // call CUDA code): the two must agree on the device, shape by shape.
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 #include "backends/cuda/kernels/embedding.cuh"
 #include "backends/cuda/kernels/flash_attention.cuh"
 #include "backends/cuda/kernels/norms.cuh"
-#include "core/workspace.hpp"
+#include "core/cost/workspace.hpp"
 
 using namespace perfsim;
 

@@ -8,17 +8,17 @@
 #include <functional>
 #include <vector>
 
+#include "approx.hpp"
 #include "backends/cuda/bus_bandwidth.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/nccl_collectives.hpp"
 #include "backends/cuda/nccl_comm.hpp"
-#include "core/calibrate_fit.hpp"
+#include "core/calibrate/fit.hpp"
 #include "core/errors.hpp"
-#include "core/validation.hpp"
-#include "core/validation_collectives.hpp"
+#include "core/validate/collectives.hpp"
+#include "core/validate/validation.hpp"
 #include "gpu_test_util.hpp"
-#include "../approx.hpp"
 
 using perfsim::test::approx;
 

@@ -14,7 +14,7 @@
 #include "backends/cuda/kernels/cross_entropy.cuh"
 #include "backends/cuda/kernels/kernel_util.cuh"
 #include "backends/cuda/kernels/row_regs.cuh"
-#include "core/kernel_paths.hpp"
+#include "core/cost/kernel_paths.hpp"
 
 namespace perfsim::cuda {
 
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(1024) cross_entropy_smem_kernel(
 constexpr int k_packs = 8;            // packs per thread of the register kernel
 constexpr int k_reg_threads = 512;    // at most: 2+ blocks per SM without spills
 static_assert(int64_t{k_packs} * k_reg_threads == cross_entropy_register_units,
-              "the cost model's cross-entropy paths (core/kernel_paths.hpp) follow this launcher");
+              "the cost model's cross-entropy paths (core/cost/kernel_paths.hpp) follow this launcher");
 constexpr int k_cache_bytes = static_cast<int>(cross_entropy_row_cache_bytes);  // two blocks per SM (227 KiB)
 
 template <class T, int V, int N>

@@ -27,8 +27,8 @@
 #include "backends/cuda/kernels/attention_device.cuh"
 #include "backends/cuda/kernels/flash_attention.cuh"
 #include "backends/cuda/kernels/flash_attention_bwd_detail.cuh"
+#include "core/cost/kernel_paths.hpp"
 #include "core/errors.hpp"
-#include "core/kernel_paths.hpp"
 
 namespace perfsim::cuda {
 

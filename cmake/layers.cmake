@@ -1,0 +1,45 @@
+# perfsim_layer(NAME DIRS dir... [DEPENDS layer...]): records one layer of the source tree: the
+# folders it holds (their files, not their subfolders) and the layers below it that it may
+# include. perfsim_write_layers(FILE) writes the table, each layer with every layer below it
+# (the transitive closure), for scripts/check_layers.cmake.
+function(perfsim_layer name)
+  cmake_parse_arguments(L "" "" "DIRS;DEPENDS" ${ARGN})
+  foreach(dep IN LISTS L_DEPENDS)
+    get_property(known GLOBAL PROPERTY PERFSIM_LAYER_${dep}_DIRS SET)
+    if(NOT known)
+      message(FATAL_ERROR "perfsim_layer(${name}): layer '${dep}' must be declared before it")
+    endif()
+  endforeach()
+  set_property(GLOBAL APPEND PROPERTY PERFSIM_LAYERS ${name})
+  set_property(GLOBAL PROPERTY PERFSIM_LAYER_${name}_DIRS ${L_DIRS})
+  set_property(GLOBAL PROPERTY PERFSIM_LAYER_${name}_DEPENDS ${L_DEPENDS})
+endfunction()
+
+# Every layer `name` may include, itself excluded, into `out`.
+function(perfsim_layer_below name out)
+  set(below "")
+  get_property(todo GLOBAL PROPERTY PERFSIM_LAYER_${name}_DEPENDS)
+  while(todo)
+    list(POP_FRONT todo dep)
+    if(NOT dep IN_LIST below)
+      list(APPEND below ${dep})
+      get_property(more GLOBAL PROPERTY PERFSIM_LAYER_${dep}_DEPENDS)
+      list(APPEND todo ${more})
+    endif()
+  endwhile()
+  set(${out} ${below} PARENT_SCOPE)
+endfunction()
+
+# One line per layer: "name|dir,dir|below,below".
+function(perfsim_write_layers file)
+  get_property(layers GLOBAL PROPERTY PERFSIM_LAYERS)
+  set(text "")
+  foreach(name IN LISTS layers)
+    get_property(dirs GLOBAL PROPERTY PERFSIM_LAYER_${name}_DIRS)
+    perfsim_layer_below(${name} below)
+    string(REPLACE ";" "," dirs "${dirs}")
+    string(REPLACE ";" "," below "${below}")
+    string(APPEND text "${name}|${dirs}|${below}\n")
+  endforeach()
+  file(WRITE ${file} "${text}")
+endfunction()

@@ -1,0 +1,28 @@
+// Graph builders for a decoder-only transformer: prefill, one decode step, one training step.
+// They build the fp32 baseline; optimizations are applied afterwards as passes (core/passes/passes.hpp).
+#pragma once
+#include "core/graph/graph.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/workload.hpp"
+
+namespace perfsim {
+
+struct BuildOptions {
+  // Transformer layers to materialize; the rest are represented through op/tensor counts.
+  // 0 = all layers.
+  int64_t layers = 0;
+};
+
+// Dispatches on w.phase (and w.kv_cache for decode).
+[[nodiscard]] Graph build_graph(const ModelConfig& m, const Workload& w, const BuildOptions& o = {});
+
+// Forward over the prompt, writing the KV cache; logits for the last token only.
+[[nodiscard]] Graph build_prefill(const ModelConfig& m, const Workload& w, const BuildOptions& o = {});
+// One step at context w.decode_context(): one new token per sequence, attention over the cache.
+// With w.kv_cache == false the whole context is recomputed (a forward over context+1 tokens).
+[[nodiscard]] Graph build_decode(const ModelConfig& m, const Workload& w, const BuildOptions& o = {});
+// Forward, backward and AdamW for one optimizer step (grad_accum micro-batches are
+// represented by counts on the forward/backward ops).
+[[nodiscard]] Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o = {});
+
+}  // namespace perfsim

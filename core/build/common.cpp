@@ -1,0 +1,300 @@
+// Shared builder pieces: tensors and ops with layer-sampling counts, the model's weights and
+// one transformer layer's forward pass (norm, attention, MLP, residuals).
+#include "core/build/common.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "core/errors.hpp"
+
+namespace perfsim::build {
+
+std::string layer_name(int layer, const std::string& what) {
+  return layer >= 0 ? fmt::format("layer{}.{}", layer, what) : what;
+}
+
+void check_positions(const ModelConfig& m, int64_t positions, const char* what) {
+  if (!m.rope && positions > m.max_seq)
+    throw ConfigError(fmt::format(
+        "{} needs {} positions but model '{}' has learned positions for only max_seq = {}; "
+        "shorten the sequence or raise max_seq",
+        what, positions, m.name, m.max_seq));
+}
+
+GraphBuilder::GraphBuilder(const ModelConfig& m, const Workload& w, const BuildOptions& o)
+    : m_model(m) {
+  validate(m);
+  validate(w);
+  m_graph.model = m.name;
+  m_graph.workload = w;
+  m_graph.layers_total = m.layers;
+  m_graph.layers_built = (o.layers <= 0 || o.layers >= m.layers) ? m.layers : o.layers;
+}
+
+int GraphBuilder::tensor(std::string name, std::vector<int64_t> shape, TensorRole role, int layer,
+                         DType dtype) {
+  Tensor t;
+  t.name = std::move(name);
+  t.shape = std::move(shape);
+  t.role = role;
+  t.dtype = dtype;
+  t.count = (layer >= 0 && is_persistent(role)) ? layer_scale() : 1.0;
+  return m_graph.add_tensor(std::move(t));
+}
+
+int GraphBuilder::input(std::string name, int64_t elements) {
+  return tensor(std::move(name), {elements}, TensorRole::input, -1, DType::int32);
+}
+
+void GraphBuilder::upload(int dst) {
+  if (!m_graph.workload.host_data) return;
+  Tensor host = m_graph.tensor(dst);
+  host.name += ".host";
+  host.residence = Residence::host_pageable;  // what malloc returns; pinned_memory changes it
+  const std::string dst_name = m_graph.tensor(dst).name;
+  const int src = m_graph.add_tensor(std::move(host));
+  OpAttrs a;
+  a.elements = m_graph.tensor(dst).elements();
+  // Forward stage: counted once per micro-batch, like the forward ops.
+  const int id = op(OpKind::copy, "upload." + dst_name, {src}, {dst}, a, -1, Stage::forward);
+  m_graph.ops[static_cast<std::size_t>(id)].dtype = m_graph.tensor(dst).dtype;  // moves, computes nothing
+}
+
+int GraphBuilder::activation_like(std::string name, int like) {
+  const Tensor& l = m_graph.tensor(like);
+  return tensor(std::move(name), l.shape, TensorRole::activation, -1, l.dtype);
+}
+
+int GraphBuilder::op(OpKind kind, std::string name, std::vector<int> inputs,
+                     std::vector<int> outputs, const OpAttrs& attrs, int layer, Stage stage) {
+  Op o;
+  o.name = std::move(name);
+  o.kind = kind;
+  o.inputs = std::move(inputs);
+  o.outputs = std::move(outputs);
+  o.attrs = attrs;
+  o.layer = layer;
+  o.stage = stage;
+  o.count = layer >= 0 ? layer_scale() : 1.0;
+  if (stage == Stage::forward || stage == Stage::backward) o.count *= m_pass_multiplier;
+  return m_graph.add_op(std::move(o));
+}
+
+int GraphBuilder::param(std::string name, std::vector<int64_t> shape, int layer) {
+  const int id = tensor(std::move(name), std::move(shape), TensorRole::weight, layer);
+  m_params.push_back({id, layer});
+  return id;
+}
+
+NormWeights GraphBuilder::add_norm_weights(const std::string& prefix, int layer) {
+  NormWeights nw;
+  nw.gamma = param(layer_name(layer, prefix + ".weight"), {m_model.hidden}, layer);
+  if (m_model.norm == NormKind::layernorm)
+    nw.beta = param(layer_name(layer, prefix + ".bias"), {m_model.hidden}, layer);
+  return nw;
+}
+
+ModelWeights GraphBuilder::add_weights() {
+  const ModelConfig& m = m_model;
+  const int64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn_hidden;
+  ModelWeights mw;
+  mw.embedding = param("embedding.weight", {m.vocab, h}, -1);
+  if (!m.rope) mw.positions = param("position_embedding.weight", {m.max_seq, h}, -1);
+  for (int l = 0; l < static_cast<int>(layers_built()); ++l) {
+    LayerWeights lw;
+    lw.attn_norm = add_norm_weights("attn_norm", l);
+    lw.q = param(layer_name(l, "attn.q_proj.weight"), {h, h}, l);
+    lw.k = param(layer_name(l, "attn.k_proj.weight"), {h, kv}, l);
+    lw.v = param(layer_name(l, "attn.v_proj.weight"), {h, kv}, l);
+    lw.o = param(layer_name(l, "attn.o_proj.weight"), {h, h}, l);
+    lw.mlp_norm = add_norm_weights("mlp_norm", l);
+    if (m.activation == Activation::swiglu) {
+      lw.gate = param(layer_name(l, "mlp.gate_proj.weight"), {h, f}, l);
+      lw.up = param(layer_name(l, "mlp.up_proj.weight"), {h, f}, l);
+      lw.down = param(layer_name(l, "mlp.down_proj.weight"), {f, h}, l);
+    } else {
+      lw.gate = param(layer_name(l, "mlp.fc1.weight"), {h, f}, l);
+      lw.down = param(layer_name(l, "mlp.fc2.weight"), {f, h}, l);
+    }
+    mw.layers.push_back(lw);
+  }
+  mw.final_norm = add_norm_weights("final_norm", -1);
+  if (!m.tied_embeddings) mw.lm_head = param("lm_head.weight", {h, m.vocab}, -1);
+  return mw;
+}
+
+int GraphBuilder::linear(const std::string& name, int x, int w, int64_t m, int64_t n, int64_t k,
+                         int layer) {
+  const int y = tensor(name + ".out", {m, n}, TensorRole::activation);
+  OpAttrs a;
+  a.m = m, a.n = n, a.k = k;
+  op(OpKind::gemm, name, {x, w}, {y}, a, layer, Stage::forward);
+  return y;
+}
+
+int GraphBuilder::norm(const std::string& name, int x, const NormWeights& nw, int64_t rows,
+                       int layer, Stage stage) {
+  const int y = tensor(name + ".out", {rows, m_model.hidden}, TensorRole::activation);
+  OpAttrs a;
+  a.rows = rows;
+  a.cols = m_model.hidden;
+  a.elements = rows * m_model.hidden;
+  if (m_model.norm == NormKind::layernorm)
+    op(OpKind::layernorm, name, {x, nw.gamma, nw.beta}, {y}, a, layer, stage);
+  else
+    op(OpKind::rmsnorm, name, {x, nw.gamma}, {y}, a, layer, stage);
+  return y;
+}
+
+int GraphBuilder::embed(int tokens, const ModelWeights& mw, int64_t batch, int64_t seq_q,
+                        int64_t position) {
+  const int64_t rows = batch * seq_q;
+  const int x = tensor("embedding.out", {rows, m_model.hidden}, TensorRole::activation);
+  OpAttrs a;
+  a.rows = rows;
+  a.cols = m_model.hidden;
+  a.elements = rows * m_model.hidden;
+  a.batch = batch;
+  a.seq_q = seq_q;
+  a.position = position;  // row t sits at position + t % seq_q (learned positions)
+  std::vector<int> in{tokens, mw.embedding};
+  if (mw.positions >= 0) in.push_back(mw.positions);
+  op(OpKind::embedding, "embedding", std::move(in), {x}, a, -1, Stage::forward);
+  return x;
+}
+
+int GraphBuilder::lm_head(int x, const ModelWeights& mw, int64_t rows) {
+  const int64_t h = m_model.hidden, v = m_model.vocab;
+  if (mw.lm_head >= 0) return linear("lm_head", x, mw.lm_head, rows, v, h, -1);
+  // Tied: logits[rows, V] = x[rows, h] · E^T with the embedding table E stored [V, h].
+  const int y = tensor("lm_head.out", {rows, v}, TensorRole::activation);
+  OpAttrs a;
+  a.m = rows, a.n = v, a.k = h;
+  a.trans_b = true;
+  op(OpKind::gemm, "lm_head", {x, mw.embedding}, {y}, a, -1, Stage::forward);
+  return y;
+}
+
+OpAttrs GraphBuilder::attention_attrs(const AttentionShape& s) const {
+  OpAttrs a;
+  a.batch = s.batch;
+  a.heads = m_model.heads;
+  a.kv_heads = m_model.kv_heads_or_heads();
+  a.head_dim = m_model.head_dim();
+  a.seq_q = s.seq_q;
+  a.seq_kv = s.seq_kv;
+  a.kv_capacity = s.kv_capacity;
+  a.causal = true;
+  a.position = s.position;
+  a.rows = s.batch * m_model.heads * s.seq_q;  // softmax rows
+  a.cols = s.seq_kv;
+  return a;
+}
+
+OpAttrs GraphBuilder::softmax_attrs(const AttentionShape& s) const {
+  OpAttrs a = attention_attrs(s);
+  a.kv_capacity = 0;  // reads only scores: no K/V operand whose capacity would matter
+  return a;
+}
+
+OpAttrs GraphBuilder::rope_attrs(const AttentionShape& s, int64_t heads) const {
+  OpAttrs a;
+  a.batch = s.batch;
+  a.heads = heads;
+  a.head_dim = m_model.head_dim();
+  a.seq_q = s.seq_q;
+  a.position = s.position;
+  a.rows = s.batch * s.seq_q;
+  a.elements = a.rows * heads * a.head_dim;
+  return a;
+}
+
+LayerCache GraphBuilder::add_cache(int layer, int64_t batch, int64_t capacity, bool attend) {
+  LayerCache c;
+  const std::vector<int64_t> shape{batch, capacity, m_model.kv_heads_or_heads(),
+                                   m_model.head_dim()};
+  c.k = tensor(layer_name(layer, "attn.k_cache"), shape, TensorRole::kv_cache, layer);
+  c.v = tensor(layer_name(layer, "attn.v_cache"), shape, TensorRole::kv_cache, layer);
+  c.capacity = capacity;
+  c.attend = attend;
+  return c;
+}
+
+LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& lw,
+                                             const AttentionShape& s, const LayerCache& cache) {
+  const ModelConfig& m = m_model;
+  const int64_t t = s.batch * s.seq_q, h = m.hidden, kv = m.kv_dim(), f = m.ffn_hidden;
+  auto n = [&](const char* what) { return layer_name(l, what); };
+  LayerActivations a;
+  a.x = x;
+
+  // Attention block.
+  a.xn1 = norm(n("attn_norm"), x, lw.attn_norm, t, l);
+  a.q = linear(n("attn.q_proj"), a.xn1, lw.q, t, h, h, l);
+  a.k = linear(n("attn.k_proj"), a.xn1, lw.k, t, kv, h, l);
+  a.v = linear(n("attn.v_proj"), a.xn1, lw.v, t, kv, h, l);
+  a.q_att = a.q;
+  a.k_att = a.k;
+  if (m.rope) {
+    a.q_att = activation_like(n("attn.rope_q.out"), a.q);
+    op(OpKind::rope, n("attn.rope_q"), {a.q}, {a.q_att}, rope_attrs(s, m.heads), l,
+       Stage::forward);
+    a.k_att = activation_like(n("attn.rope_k.out"), a.k);
+    op(OpKind::rope, n("attn.rope_k"), {a.k}, {a.k_att}, rope_attrs(s, m.kv_heads_or_heads()), l,
+       Stage::forward);
+  }
+  a.k_src = a.k_att;
+  a.v_src = a.v;
+  if (cache.k >= 0) {
+    OpAttrs ap;
+    ap.batch = s.batch;
+    ap.seq_q = s.seq_q;
+    ap.kv_heads = m.kv_heads_or_heads();
+    ap.head_dim = m.head_dim();
+    ap.kv_capacity = cache.capacity;
+    ap.position = s.position;
+    op(OpKind::kv_append, n("attn.k_append"), {a.k_att, cache.k}, {cache.k}, ap, l,
+       Stage::forward);
+    op(OpKind::kv_append, n("attn.v_append"), {a.v, cache.v}, {cache.v}, ap, l, Stage::forward);
+    if (cache.attend) a.k_src = cache.k, a.v_src = cache.v;
+  }
+  const OpAttrs aa = attention_attrs(s);
+  const std::vector<int64_t> score_shape{s.batch, m.heads, s.seq_q, s.seq_kv};
+  a.scores = tensor(n("attn.scores.out"), score_shape, TensorRole::activation);
+  op(OpKind::attn_scores, n("attn.scores"), {a.q_att, a.k_src}, {a.scores}, aa, l,
+     Stage::forward);
+  a.probs = tensor(n("attn.softmax.out"), score_shape, TensorRole::activation);
+  op(OpKind::attn_softmax, n("attn.softmax"), {a.scores}, {a.probs}, softmax_attrs(s), l,
+     Stage::forward);
+  a.context = tensor(n("attn.context.out"), {t, h}, TensorRole::activation);
+  op(OpKind::attn_context, n("attn.context"), {a.probs, a.v_src}, {a.context}, aa, l,
+     Stage::forward);
+  a.attn_out = linear(n("attn.o_proj"), a.context, lw.o, t, h, h, l);
+  OpAttrs ra;
+  ra.elements = t * h;
+  a.x1 = tensor(n("attn.residual.out"), {t, h}, TensorRole::activation);
+  op(OpKind::residual_add, n("attn.residual"), {x, a.attn_out}, {a.x1}, ra, l, Stage::forward);
+
+  // MLP block.
+  a.xn2 = norm(n("mlp_norm"), a.x1, lw.mlp_norm, t, l);
+  OpAttrs pa;
+  pa.elements = t * f;
+  if (m.activation == Activation::swiglu) {
+    a.gate = linear(n("mlp.gate_proj"), a.xn2, lw.gate, t, f, h, l);
+    a.up = linear(n("mlp.up_proj"), a.xn2, lw.up, t, f, h, l);
+    a.act = tensor(n("mlp.silu_mul.out"), {t, f}, TensorRole::activation);
+    op(OpKind::silu_mul, n("mlp.silu_mul"), {a.gate, a.up}, {a.act}, pa, l, Stage::forward);
+    a.mlp_out = linear(n("mlp.down_proj"), a.act, lw.down, t, h, f, l);
+  } else {
+    a.gate = linear(n("mlp.fc1"), a.xn2, lw.gate, t, f, h, l);
+    a.act = tensor(n("mlp.gelu.out"), {t, f}, TensorRole::activation);
+    op(OpKind::gelu, n("mlp.gelu"), {a.gate}, {a.act}, pa, l, Stage::forward);
+    a.mlp_out = linear(n("mlp.fc2"), a.act, lw.down, t, h, f, l);
+  }
+  a.out = tensor(n("mlp.residual.out"), {t, h}, TensorRole::activation);
+  op(OpKind::residual_add, n("mlp.residual"), {a.x1, a.mlp_out}, {a.out}, ra, l, Stage::forward);
+  return a;
+}
+
+}  // namespace perfsim::build

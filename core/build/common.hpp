@@ -1,0 +1,140 @@
+// Shared pieces of the graph builders: a helper that adds named tensors and ops with the
+// right counts, the model's weights, and one transformer layer's forward pass. The
+// inference and training builders (inference.cpp, train.cpp) assemble these.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/build/builders.hpp"
+#include "core/graph/graph.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/workload.hpp"
+
+namespace perfsim::build {
+
+struct NormWeights {
+  int gamma = -1;
+  int beta = -1;  // layernorm only
+};
+
+struct LayerWeights {
+  NormWeights attn_norm, mlp_norm;
+  int q = -1, k = -1, v = -1, o = -1;  // [h, h], [h, kv_dim], [h, kv_dim], [h, h]
+  int gate = -1;  // swiglu gate_proj [h, F] or gelu fc1 [h, F]
+  int up = -1;    // swiglu up_proj [h, F]; -1 for gelu
+  int down = -1;  // swiglu down_proj [F, h] or gelu fc2 [F, h]
+};
+
+struct ModelWeights {
+  int embedding = -1;   // [V, h]
+  int positions = -1;   // [max_seq, h], learned positions only
+  NormWeights final_norm;
+  int lm_head = -1;     // [h, V]; -1 when tied (lm_head reads `embedding` transposed)
+  std::vector<LayerWeights> layers;
+};
+
+// Where one layer's attention gets its keys and values.
+struct AttentionShape {
+  int64_t batch = 1;
+  int64_t seq_q = 1;        // new tokens per sequence in this forward
+  int64_t seq_kv = 1;       // keys attended per sequence
+  int64_t kv_capacity = 1;  // rows allocated per sequence in the K/V the attention reads
+  int64_t position = 0;     // absolute position of the first new token
+};
+
+// A layer's KV cache: [batch, capacity, kv_heads, head_dim] each.
+struct LayerCache {
+  int k = -1, v = -1;
+  int64_t capacity = 0;
+  bool attend = false;  // attention reads the cache (decode) rather than the fresh K/V (prefill)
+};
+
+// Every tensor one layer's forward produces; the training builder reads them in backward.
+struct LayerActivations {
+  int x = -1;                  // layer input [T, h]
+  int xn1 = -1;                // attention norm output [T, h]
+  int q = -1, k = -1, v = -1;  // projections [T, h], [T, kv_dim], [T, kv_dim]
+  int q_att = -1, k_att = -1;  // what attention reads: rotated (rope) or the projections
+  int k_src = -1, v_src = -1;  // K/V the attention reads (fresh or the cache)
+  int scores = -1, probs = -1; // [B, H, seq_q, seq_kv]
+  int context = -1;            // [T, h]
+  int attn_out = -1;           // o_proj output [T, h]
+  int x1 = -1;                 // x + attention [T, h]
+  int xn2 = -1;                // MLP norm output [T, h]
+  int gate = -1, up = -1;      // [T, F]: swiglu gate/up or gelu fc1 output (gate)
+  int act = -1;                // [T, F]: silu(gate)·up or gelu(fc1)
+  int mlp_out = -1;            // [T, h]
+  int out = -1;                // x1 + mlp [T, h]
+};
+
+class GraphBuilder {
+ public:
+  GraphBuilder(const ModelConfig& m, const Workload& w, const BuildOptions& o);
+
+  [[nodiscard]] Graph& graph() { return m_graph; }
+  [[nodiscard]] Graph take() { return std::move(m_graph); }
+  [[nodiscard]] const ModelConfig& model() const { return m_model; }
+  [[nodiscard]] int64_t layers_built() const { return m_graph.layers_built; }
+  [[nodiscard]] double layer_scale() const { return m_graph.layer_scale(); }
+
+  // Forward and backward op counts are multiplied by this (grad_accum micro-batches).
+  void set_pass_multiplier(double v) { m_pass_multiplier = v; }
+
+  // Persistent per-layer tensors (layer >= 0) count L/built; everything else counts 1.
+  int tensor(std::string name, std::vector<int64_t> shape, TensorRole role, int layer = -1,
+             DType dtype = DType::fp32);
+  // A device input (token ids, targets: int32) of `elements` values.
+  int input(std::string name, int64_t elements);
+  // With Workload::host_data: adds `<name>.host` (pageable host memory, role input) and the
+  // op "upload.<name>" copying it into the device input `dst`; call it right before the first
+  // op that reads `dst`. Without host data it adds nothing.
+  void upload(int dst);
+  // Activation of the same shape and dtype as `like`.
+  int activation_like(std::string name, int like);
+  int op(OpKind kind, std::string name, std::vector<int> inputs, std::vector<int> outputs,
+         const OpAttrs& attrs, int layer, Stage stage);
+
+  // Parameters in creation order, with the layer they belong to (-1 outside layers).
+  struct Param {
+    int weight;
+    int layer;
+  };
+  [[nodiscard]] const std::vector<Param>& params() const { return m_params; }
+
+  [[nodiscard]] ModelWeights add_weights();
+  // C[m, n] = X[m, k] · W[k, n]: a linear layer with weights stored [in, out].
+  int linear(const std::string& name, int x, int w, int64_t m, int64_t n, int64_t k, int layer);
+  int norm(const std::string& name, int x, const NormWeights& nw, int64_t rows, int layer,
+           Stage stage = Stage::forward);
+  // Token (+ learned position) embedding of `tokens` [batch*seq_q] into [batch*seq_q, h].
+  int embed(int tokens, const ModelWeights& mw, int64_t batch, int64_t seq_q, int64_t position);
+  // lm_head over `x` [rows, h] -> logits [rows, V].
+  int lm_head(int x, const ModelWeights& mw, int64_t rows);
+  [[nodiscard]] LayerActivations forward_layer(int layer, int x, const LayerWeights& lw,
+                                               const AttentionShape& a, const LayerCache& cache);
+  [[nodiscard]] LayerCache add_cache(int layer, int64_t batch, int64_t capacity, bool attend);
+
+  // The attention attributes shared by the scores/softmax/context ops of one layer.
+  [[nodiscard]] OpAttrs attention_attrs(const AttentionShape& a) const;
+  // The same for attn_softmax / attn_softmax_bwd, which read no K/V (kv_capacity 0).
+  [[nodiscard]] OpAttrs softmax_attrs(const AttentionShape& a) const;
+  [[nodiscard]] OpAttrs rope_attrs(const AttentionShape& a, int64_t heads) const;
+
+ private:
+  NormWeights add_norm_weights(const std::string& prefix, int layer);
+  int param(std::string name, std::vector<int64_t> shape, int layer);
+
+  const ModelConfig& m_model;
+  Graph m_graph;
+  double m_pass_multiplier = 1;
+  std::vector<Param> m_params;
+};
+
+// "layer3.attn.q_proj" for layer >= 0, the bare name otherwise.
+[[nodiscard]] std::string layer_name(int layer, const std::string& what);
+
+// Throws ConfigError when learned positions cannot cover `positions` tokens.
+void check_positions(const ModelConfig& m, int64_t positions, const char* what);
+
+}  // namespace perfsim::build

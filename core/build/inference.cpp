@@ -1,0 +1,102 @@
+// Inference graphs: prefill over the prompt (filling the KV cache) and one decode step
+// (with the KV cache, or recomputing the whole context when the cache is off).
+#include <fmt/format.h>
+
+#include "core/build/builders.hpp"
+#include "core/build/common.hpp"
+
+namespace perfsim {
+
+using build::AttentionShape;
+using build::GraphBuilder;
+using build::LayerCache;
+using build::ModelWeights;
+
+namespace {
+
+// Final norm and lm_head over `x` [rows, h]; rows = one per sequence.
+void add_head(GraphBuilder& b, int x, const ModelWeights& mw, int64_t rows) {
+  const int xf = b.norm("final_norm", x, mw.final_norm, rows, -1);
+  (void)b.lm_head(xf, mw, rows);
+}
+
+// Each sequence's last row of x [batch*seq, h] -> [batch, h].
+int slice_last(GraphBuilder& b, int x, int64_t batch, int64_t seq) {
+  const int64_t h = b.model().hidden;
+  const int y = b.tensor("slice_last_token.out", {batch, h}, TensorRole::activation);
+  OpAttrs a;
+  a.batch = batch;
+  a.seq_q = seq;
+  a.rows = batch * seq;
+  a.cols = h;
+  a.elements = batch * h;
+  b.op(OpKind::slice_last_token, "slice_last_token", {x}, {y}, a, -1, Stage::forward);
+  return y;
+}
+
+// A forward over `seq` new tokens per sequence (positions from 0), attention over them only;
+// with `cache_capacity` > 0 the fresh K/V are also appended to a cache of that capacity.
+Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& o, int64_t seq,
+                   int64_t cache_capacity) {
+  GraphBuilder b(m, w, o);
+  const ModelWeights mw = b.add_weights();
+  const int64_t batch = w.batch, t = batch * seq;
+  const int tokens = b.input("tokens", t);
+  b.upload(tokens);
+  int x = b.embed(tokens, mw, batch, seq, 0);
+  AttentionShape s;
+  s.batch = batch;
+  s.seq_q = seq;
+  s.seq_kv = seq;
+  s.kv_capacity = seq;
+  s.position = 0;
+  for (int l = 0; l < static_cast<int>(b.layers_built()); ++l) {
+    LayerCache cache;
+    if (cache_capacity > 0) cache = b.add_cache(l, batch, cache_capacity, false);
+    x = b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, cache).out;
+  }
+  add_head(b, slice_last(b, x, batch, seq), mw, batch);
+  return b.take();
+}
+
+}  // namespace
+
+Graph build_prefill(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
+  build::check_positions(m, w.prompt, "prefill (prompt)");
+  Graph g = full_forward(m, w, o, w.prompt, w.prompt + w.new_tokens);
+  g.check();
+  return g;
+}
+
+Graph build_decode(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
+  const int64_t context = w.decode_context();
+  build::check_positions(m, w.prompt + w.new_tokens, "decode (prompt + new_tokens)");
+  if (!w.kv_cache) {
+    // Without a cache every step recomputes the context and the new token from scratch.
+    Graph g = full_forward(m, w, o, context + 1, 0);
+    g.check();
+    return g;
+  }
+  GraphBuilder b(m, w, o);
+  const ModelWeights mw = b.add_weights();
+  const int64_t batch = w.batch;
+  const int tokens = b.input("tokens", batch);  // the step's new token per sequence
+  b.upload(tokens);
+  int x = b.embed(tokens, mw, batch, 1, context);
+  AttentionShape s;
+  s.batch = batch;
+  s.seq_q = 1;
+  s.seq_kv = context + 1;
+  s.kv_capacity = w.prompt + w.new_tokens;
+  s.position = context;
+  for (int l = 0; l < static_cast<int>(b.layers_built()); ++l) {
+    const LayerCache cache = b.add_cache(l, batch, s.kv_capacity, true);
+    x = b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, cache).out;
+  }
+  add_head(b, x, mw, batch);
+  Graph g = b.take();
+  g.check();
+  return g;
+}
+
+}  // namespace perfsim

@@ -1,0 +1,252 @@
+// The training graph: forward over the micro-batch, cross-entropy, backward in reverse layer
+// order (dgrad + wgrad per linear layer), then the unfused AdamW baseline (one multi-pass op
+// per parameter tensor).
+#include <map>
+
+#include "core/build/builders.hpp"
+#include "core/build/common.hpp"
+#include "core/graph/rewrite.hpp"
+
+namespace perfsim {
+
+using build::AttentionShape;
+using build::GraphBuilder;
+using build::LayerActivations;
+using build::LayerWeights;
+using build::ModelWeights;
+using build::NormWeights;
+using build::layer_name;
+
+namespace {
+
+// Adds the backward ops. Weight gradients are created on first use (role gradient, same
+// shape and count as the weight).
+class BackwardBuilder {
+ public:
+  BackwardBuilder(GraphBuilder& b, const AttentionShape& s, bool accumulate)
+      : m_b(b), m_m(b.model()), m_shape(s), m_tokens(s.batch * s.seq_q), m_accumulate(accumulate) {}
+
+  int grad_of(int weight, int layer) {
+    auto it = m_grads.find(weight);
+    if (it != m_grads.end()) return it->second;
+    const Tensor& w = m_b.graph().tensor(weight);
+    const std::string name = w.name + ".grad";
+    const std::vector<int64_t> shape = w.shape;
+    const int g = m_b.tensor(name, shape, TensorRole::gradient, layer);
+    m_grads.emplace(weight, g);
+    return g;
+  }
+
+  // Forward Y[m, n] = X[m, k] · W[k, n]. dX = dY · W^T, dW (+)= X^T · dY. Returns dX.
+  int linear(const std::string& name, int dy, int x, int w, int64_t m, int64_t n, int64_t k,
+             int layer) {
+    const int dx = m_b.tensor(name + ".dgrad.out", {m, k}, TensorRole::activation);
+    OpAttrs d;
+    d.m = m, d.n = k, d.k = n;
+    d.trans_b = true;  // W stored [k, n] is op(B)^T
+    m_b.op(OpKind::gemm, name + ".dgrad", {dy, w}, {dx}, d, layer, Stage::backward);
+    wgrad(name, x, dy, w, k, n, m, /*trans_a=*/true, layer);
+    return dx;
+  }
+
+  // dW[m, n] (+)= op(A) · B; with `accumulate` the gradient is also read (grad_accum > 1).
+  void wgrad(const std::string& name, int a_in, int b_in, int w, int64_t m, int64_t n, int64_t k,
+             bool trans_a, int layer) {
+    const int gw = grad_of(w, layer);
+    OpAttrs a;
+    a.m = m, a.n = n, a.k = k;
+    a.trans_a = trans_a;
+    a.accumulate = m_accumulate;
+    std::vector<int> in{a_in, b_in};
+    if (m_accumulate) in.push_back(gw);
+    m_b.op(OpKind::gemm, name + ".wgrad", std::move(in), {gw}, a, layer, Stage::backward);
+  }
+
+  int norm(const std::string& name, int x, const NormWeights& nw, int dy, int64_t rows, int layer) {
+    const int dx = m_b.activation_like(name + ".bwd.out", x);
+    OpAttrs a;
+    a.rows = rows;
+    a.cols = m_m.hidden;
+    a.elements = rows * m_m.hidden;
+    std::vector<int> out{dx, grad_of(nw.gamma, layer)};
+    if (m_m.norm == NormKind::layernorm) {
+      out.push_back(grad_of(nw.beta, layer));
+      m_b.op(OpKind::layernorm_bwd, name + ".bwd", {x, nw.gamma, dy}, out, a, layer,
+             Stage::backward);
+    } else {
+      m_b.op(OpKind::rmsnorm_bwd, name + ".bwd", {x, nw.gamma, dy}, out, a, layer,
+             Stage::backward);
+    }
+    return dx;
+  }
+
+  int add(const std::string& name, int a, int b, int layer) {
+    const int y = m_b.activation_like(name + ".out", a);
+    OpAttrs at;
+    at.elements = m_b.graph().tensor(a).elements();
+    m_b.op(OpKind::residual_add, name, {a, b}, {y}, at, layer, Stage::backward);
+    return y;
+  }
+
+  // Backward of one layer; dy is the gradient of its output, returns that of its input.
+  int layer(int l, const LayerActivations& a, const LayerWeights& lw, int dy) {
+    const int64_t t = m_tokens, h = m_m.hidden, kv = m_m.kv_dim(), f = m_m.ffn_hidden;
+    auto n = [&](const char* what) { return layer_name(l, what); };
+    OpAttrs pa;
+    pa.elements = t * f;
+
+    // MLP block.
+    int dxn2 = -1;
+    if (m_m.activation == Activation::swiglu) {
+      const int dact = linear(n("mlp.down_proj"), dy, a.act, lw.down, t, h, f, l);
+      const int dgate = m_b.activation_like(n("mlp.silu_mul.bwd.gate"), a.gate);
+      const int dup = m_b.activation_like(n("mlp.silu_mul.bwd.up"), a.up);
+      m_b.op(OpKind::silu_mul_bwd, n("mlp.silu_mul.bwd"), {a.gate, a.up, dact}, {dgate, dup}, pa,
+             l, Stage::backward);
+      const int du = linear(n("mlp.up_proj"), dup, a.xn2, lw.up, t, f, h, l);
+      const int dg = linear(n("mlp.gate_proj"), dgate, a.xn2, lw.gate, t, f, h, l);
+      dxn2 = add(n("mlp.grad_sum"), dg, du, l);
+    } else {
+      const int dact = linear(n("mlp.fc2"), dy, a.act, lw.down, t, h, f, l);
+      const int dfc1 = m_b.activation_like(n("mlp.gelu.bwd.out"), a.gate);
+      m_b.op(OpKind::gelu_bwd, n("mlp.gelu.bwd"), {a.gate, dact}, {dfc1}, pa, l, Stage::backward);
+      dxn2 = linear(n("mlp.fc1"), dfc1, a.xn2, lw.gate, t, f, h, l);
+    }
+    const int dx1_norm = norm(n("mlp_norm"), a.x1, lw.mlp_norm, dxn2, t, l);
+    const int dx1 = add(n("mlp.residual.bwd"), dy, dx1_norm, l);
+
+    // Attention block.
+    const int dctx = linear(n("attn.o_proj"), dx1, a.context, lw.o, t, h, h, l);
+    const OpAttrs aa = m_b.attention_attrs(m_shape);
+    const int dprobs = m_b.activation_like(n("attn.context.bwd.dprobs"), a.probs);
+    const int dv = m_b.activation_like(n("attn.context.bwd.dv"), a.v);
+    m_b.op(OpKind::attn_context_bwd, n("attn.context.bwd"), {dctx, a.probs, a.v_src},
+           {dprobs, dv}, aa, l, Stage::backward);
+    const int dscores = m_b.activation_like(n("attn.softmax.bwd.out"), a.scores);
+    m_b.op(OpKind::attn_softmax_bwd, n("attn.softmax.bwd"), {a.probs, dprobs}, {dscores},
+           m_b.softmax_attrs(m_shape), l, Stage::backward);
+    int dq = m_b.activation_like(n("attn.scores.bwd.dq"), a.q_att);
+    int dk = m_b.activation_like(n("attn.scores.bwd.dk"), a.k_att);
+    m_b.op(OpKind::attn_scores_bwd, n("attn.scores.bwd"), {dscores, a.q_att, a.k_src}, {dq, dk},
+           aa, l, Stage::backward);
+    if (m_m.rope) {
+      const int dq_in = m_b.activation_like(n("attn.rope_q.bwd.out"), a.q);
+      m_b.op(OpKind::rope_bwd, n("attn.rope_q.bwd"), {dq}, {dq_in},
+             m_b.rope_attrs(m_shape, m_m.heads), l, Stage::backward);
+      const int dk_in = m_b.activation_like(n("attn.rope_k.bwd.out"), a.k);
+      m_b.op(OpKind::rope_bwd, n("attn.rope_k.bwd"), {dk}, {dk_in},
+             m_b.rope_attrs(m_shape, m_m.kv_heads_or_heads()), l, Stage::backward);
+      dq = dq_in, dk = dk_in;
+    }
+    const int dxq = linear(n("attn.q_proj"), dq, a.xn1, lw.q, t, h, h, l);
+    const int dxk = linear(n("attn.k_proj"), dk, a.xn1, lw.k, t, kv, h, l);
+    const int dxv = linear(n("attn.v_proj"), dv, a.xn1, lw.v, t, kv, h, l);
+    const int dqk = add(n("attn.qk_grad_sum"), dxq, dxk, l);
+    const int dxn1 = add(n("attn.qkv_grad_sum"), dqk, dxv, l);
+    const int dx_norm = norm(n("attn_norm"), a.x, lw.attn_norm, dxn1, t, l);
+    return add(n("attn.residual.bwd"), dx1, dx_norm, l);
+  }
+
+ private:
+  GraphBuilder& m_b;
+  const ModelConfig& m_m;
+  AttentionShape m_shape;
+  int64_t m_tokens;
+  bool m_accumulate;
+  std::map<int, int> m_grads;  // weight id -> gradient id
+};
+
+// Unfused AdamW baseline: one op per parameter tensor, four sweeps (m, v, update, decay).
+void add_optimizer(GraphBuilder& b, BackwardBuilder& bw) {
+  for (const auto& p : b.params()) {
+    const Tensor w = b.graph().tensor(p.weight);
+    const int grad = bw.grad_of(p.weight, p.layer);
+    const int m = b.tensor(w.name + ".exp_avg", w.shape, TensorRole::optimizer_state, p.layer);
+    const int v = b.tensor(w.name + ".exp_avg_sq", w.shape, TensorRole::optimizer_state, p.layer);
+    OpAttrs a;
+    a.elements = w.elements();
+    a.passes = 4;
+    b.op(OpKind::adamw, w.name + ".adamw", {p.weight, grad, m, v}, {p.weight, m, v}, a, p.layer,
+         Stage::optimizer);
+  }
+}
+
+}  // namespace
+
+Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
+  build::check_positions(m, w.seq, "training (seq)");
+  GraphBuilder b(m, w, o);
+  b.set_pass_multiplier(static_cast<double>(w.grad_accum));
+  const ModelWeights mw = b.add_weights();
+  const int64_t t = w.batch * w.seq, h = m.hidden, vocab = m.vocab;
+  const int tokens = b.input("tokens", t);
+  const int targets = b.input("targets", t);
+
+  // Forward.
+  AttentionShape s;
+  s.batch = w.batch;
+  s.seq_q = w.seq;
+  s.seq_kv = w.seq;
+  s.kv_capacity = w.seq;
+  std::vector<LayerActivations> acts;
+  b.upload(tokens);
+  int x = b.embed(tokens, mw, w.batch, w.seq, 0);
+  for (int l = 0; l < static_cast<int>(b.layers_built()); ++l) {
+    acts.push_back(b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, {}));
+    x = acts.back().out;
+  }
+  const int xf = b.norm("final_norm", x, mw.final_norm, t, -1);
+  const int logits = b.lm_head(xf, mw, t);
+
+  // Loss: forward and gradient in one op.
+  const int loss = b.tensor("cross_entropy.loss", {t}, TensorRole::activation);
+  const int dlogits = b.tensor("cross_entropy.dlogits", {t, vocab}, TensorRole::activation);
+  OpAttrs ce;
+  ce.rows = t;
+  ce.cols = vocab;
+  ce.elements = t * vocab;
+  b.upload(targets);
+  b.op(OpKind::cross_entropy, "cross_entropy", {logits, targets}, {loss, dlogits}, ce, -1,
+       Stage::forward);
+
+  // Backward.
+  BackwardBuilder bw(b, s, w.grad_accum > 1);
+  int dx = -1;
+  if (mw.lm_head >= 0) {
+    dx = bw.linear("lm_head", dlogits, xf, mw.lm_head, t, vocab, h, -1);
+  } else {
+    // Tied: logits = xf · E^T. dxf = dlogits · E; dE[V, h] = dlogits^T · xf.
+    dx = b.tensor("lm_head.dgrad.out", {t, h}, TensorRole::activation);
+    OpAttrs d;
+    d.m = t, d.n = h, d.k = vocab;
+    b.op(OpKind::gemm, "lm_head.dgrad", {dlogits, mw.embedding}, {dx}, d, -1, Stage::backward);
+    bw.wgrad("lm_head", dlogits, xf, mw.embedding, vocab, h, t, /*trans_a=*/true, -1);
+  }
+  dx = bw.norm("final_norm", x, mw.final_norm, dx, t, -1);
+  for (int l = static_cast<int>(b.layers_built()) - 1; l >= 0; --l)
+    dx = bw.layer(l, acts[static_cast<std::size_t>(l)], mw.layers[static_cast<std::size_t>(l)], dx);
+
+  // Embedding backward: scatter-add into the table gradient (and the position gradient).
+  // With tied embeddings the table gradient already holds the lm_head part: accumulate.
+  OpAttrs ea;
+  ea.rows = t;
+  ea.cols = h;
+  ea.elements = t * h;
+  ea.batch = w.batch;
+  ea.seq_q = w.seq;
+  ea.accumulate = m.tied_embeddings || w.grad_accum > 1;
+  std::vector<int> eout{bw.grad_of(mw.embedding, -1)};
+  if (mw.positions >= 0) eout.push_back(bw.grad_of(mw.positions, -1));
+  std::vector<int> ein{tokens, dx};
+  if (ea.accumulate) ein.insert(ein.end(), eout.begin(), eout.end());  // read-modify-write
+  b.op(OpKind::embedding_bwd, "embedding.bwd", std::move(ein), std::move(eout), ea, -1,
+       Stage::backward);
+
+  add_optimizer(b, bw);
+  Graph g = b.take();
+  assign_activation_counts(g);
+  g.check();
+  return g;
+}
+
+}  // namespace perfsim

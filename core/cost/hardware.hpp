@@ -1,0 +1,77 @@
+// A hardware profile: datasheet peaks plus the efficiency tables the cost model applies.
+#pragma once
+#include <array>
+#include <map>
+#include <string>
+
+#include "core/cost/calibration.hpp"
+#include "core/graph/op_kind.hpp"
+#include "core/spec/dtype.hpp"
+
+namespace perfsim {
+
+// One interconnect: bandwidth per direction per device and per-message latency.
+struct Link {
+  double bandwidth = 0;  // bytes/s, unidirectional, per device
+  double latency = 0;    // seconds per message (alpha)
+};
+
+struct Hardware {
+  std::string name;            // catalog name, e.g. "H100-SXM"
+  std::string kind = "gpu";    // "gpu" or "cpu"
+  std::array<double, dtype_count> peak_flops{};  // dense FLOP/s indexed by DType; 0 = not supported
+  double memory_bytes = 0;     // device memory capacity
+  double memory_bandwidth = 0; // bytes/s (HBM or DRAM)
+  double l2_bytes = 0;
+  int sm_count = 0;            // SMs (GPU) or cores (CPU)
+  double launch_eager = 0;     // seconds of fixed device cost per op launched eagerly
+  double launch_graph = 0;     // seconds per op when replayed from a captured graph
+  // Seconds more an eager launch costs when the device sits idle waiting for it (the launch's
+  // latency, hidden when the kernel queues behind running work); only host-paced eager steps
+  // (models_dispatch) charge it.
+  double launch_wait = 0;
+  // Host seconds to issue one kernel eagerly (framework and driver work); an eager op starts
+  // no sooner than the host has issued its kernels (kernel_launches, core/graph/op_metrics.hpp). 0 = the
+  // host never holds the device back. dispatch_by_kind overrides it per op kind (calibrated);
+  // dispatch_fixed_by_kind adds host seconds per op of kinds whose ops launch a varying
+  // number of kernels (materialized attention: one cuBLAS call per sequence and head group).
+  double dispatch_eager = 0;
+  std::map<OpKind, double> dispatch_by_kind;
+  std::map<OpKind, double> dispatch_fixed_by_kind;
+  double host_overhead = 0;    // seconds of host work per step (framework, sampling)
+  Link nvlink, pcie, infiniband;  // pcie: the host link, which host<->device copies cross
+  // GPUs one node joins over nvlink (or pcie); a collective over more GPUs crosses nodes and
+  // runs over infiniband (roofline.cpp collective_time). 0 = unknown: every group is one node.
+  int gpus_per_node = 0;
+  // Bytes/s one host thread copies between buffers in host memory: the staging copy of a
+  // transfer from pageable memory runs at this rate (0 = unknown).
+  double host_copy_bandwidth = 0;
+  // Fraction of peak reached per op class, for compute-bound and memory-bound work.
+  // Datasheet defaults unless `calibrated` says otherwise.
+  std::map<OpClass, double> compute_efficiency;
+  std::map<OpClass, double> memory_efficiency;
+  // Tables fitted by `perfsim calibrate`; where they hold an op's kernel they replace the
+  // per-class efficiencies for it (roofline.cpp).
+  Calibration calibration;
+  bool calibrated = false;
+  std::string base;            // calibrated profiles: the catalog entry they refine ("H100-SXM")
+  std::string source;          // where the figures come from (datasheet URL, calibration file)
+
+  [[nodiscard]] double peak(DType t) const { return peak_flops[static_cast<int>(t)]; }
+  [[nodiscard]] bool supports(DType t) const { return peak(t) > 0; }
+  [[nodiscard]] double dispatch(OpKind k) const {
+    const auto it = dispatch_by_kind.find(k);
+    return it == dispatch_by_kind.end() ? dispatch_eager : it->second;
+  }
+  [[nodiscard]] double dispatch_fixed(OpKind k) const {
+    const auto it = dispatch_fixed_by_kind.find(k);
+    return it == dispatch_fixed_by_kind.end() ? 0.0 : it->second;
+  }
+  [[nodiscard]] bool models_dispatch() const { return dispatch_eager > 0 || !dispatch_by_kind.empty(); }
+  [[nodiscard]] double compute_eff(OpClass c) const;
+  [[nodiscard]] double memory_eff(OpClass c) const;
+  // Arithmetic intensity (FLOP/byte) where compute and memory time are equal.
+  [[nodiscard]] double ridge_point(DType t) const { return peak(t) / memory_bandwidth; }
+};
+
+}  // namespace perfsim

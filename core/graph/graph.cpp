@@ -1,0 +1,92 @@
+#include "core/graph/graph.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace perfsim {
+
+const char* name_of(TensorRole r) {
+  switch (r) {
+    case TensorRole::weight: return "weights";
+    case TensorRole::master_weight: return "master_weights";
+    case TensorRole::gradient: return "gradients";
+    case TensorRole::optimizer_state: return "optimizer_states";
+    case TensorRole::kv_cache: return "kv_cache";
+    case TensorRole::input: return "inputs";
+    case TensorRole::activation: return "activations";
+    case TensorRole::workspace: return "workspace";
+  }
+  return "?";
+}
+
+const char* name_of(Residence r) {
+  switch (r) {
+    case Residence::device: return "device";
+    case Residence::host_pageable: return "host (pageable)";
+    case Residence::host_pinned: return "host (pinned)";
+  }
+  return "?";
+}
+
+bool is_persistent(TensorRole r) { return r != TensorRole::activation; }
+
+const char* name_of(Stage s) {
+  switch (s) {
+    case Stage::forward: return "forward";
+    case Stage::backward: return "backward";
+    case Stage::optimizer: return "optimizer";
+    case Stage::other: return "other";
+  }
+  return "?";
+}
+
+int64_t Tensor::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int Graph::add_tensor(Tensor t) {
+  t.id = static_cast<int>(tensors.size());
+  tensors.push_back(std::move(t));
+  return tensors.back().id;
+}
+
+int Graph::add_op(Op op) {
+  op.id = static_cast<int>(ops.size());
+  ops.push_back(std::move(op));
+  return ops.back().id;
+}
+
+double Graph::layer_scale() const {
+  return layers_built > 0 ? static_cast<double>(layers_total) / static_cast<double>(layers_built)
+                          : 1.0;
+}
+
+void Graph::check() const {
+  std::vector<bool> written(tensors.size(), false);
+  for (const auto& t : tensors) {
+    if (t.id < 0 || static_cast<std::size_t>(t.id) >= tensors.size())
+      throw std::logic_error(fmt::format("graph: tensor '{}' has a bad id", t.name));
+    if (is_persistent(t.role)) written[static_cast<std::size_t>(t.id)] = true;
+    for (int64_t d : t.shape)
+      if (d <= 0) throw std::logic_error(fmt::format("graph: tensor '{}' has a dimension <= 0", t.name));
+  }
+  for (const auto& op : ops) {
+    for (int id : op.inputs) {
+      if (id < 0 || static_cast<std::size_t>(id) >= tensors.size())
+        throw std::logic_error(fmt::format("graph: op '{}' reads unknown tensor {}", op.name, id));
+      if (!written[static_cast<std::size_t>(id)])
+        throw std::logic_error(fmt::format("graph: op '{}' reads '{}' before it is written",
+                                           op.name, tensor(id).name));
+    }
+    for (int id : op.outputs) {
+      if (id < 0 || static_cast<std::size_t>(id) >= tensors.size())
+        throw std::logic_error(fmt::format("graph: op '{}' writes unknown tensor {}", op.name, id));
+      written[static_cast<std::size_t>(id)] = true;
+    }
+  }
+}
+
+}  // namespace perfsim

@@ -1,0 +1,139 @@
+// The workload graph: tensors, and ops in execution order that read and write them.
+// One graph goes to both the cost model and a backend, so predictions and
+// measurements always describe the same operators.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph/op_kind.hpp"
+#include "core/spec/dtype.hpp"
+#include "core/spec/workload.hpp"
+
+namespace perfsim {
+
+// What a tensor is for; memory reports group bytes by role.
+enum class TensorRole {
+  weight,          // model parameters in compute precision
+  master_weight,   // fp32 copy of parameters kept by mixed precision
+  gradient,        // parameter gradients
+  optimizer_state, // AdamW m and v
+  kv_cache,        // cached keys and values
+  input,           // token ids, targets
+  activation,      // produced and consumed by ops; freed after its last reader
+  workspace,       // not a tensor role: kernel and library workspaces (core/cost/workspace.hpp),
+                   // the bucket memory breakdowns report them under
+};
+
+inline constexpr TensorRole all_tensor_roles[] = {
+    TensorRole::weight, TensorRole::master_weight, TensorRole::gradient,
+    TensorRole::optimizer_state, TensorRole::kv_cache, TensorRole::input,
+    TensorRole::activation, TensorRole::workspace};
+
+[[nodiscard]] const char* name_of(TensorRole r);
+
+// Where a tensor's bytes live. Host tensors are not device memory: the memory model and the
+// backends' device peaks leave them out, and `copy` ops move them to or from the device.
+// Pageable memory is what malloc returns (the driver stages each copy through a pinned
+// buffer, and the copy blocks the host); pinned memory is page-locked (DMA straight from it,
+// asynchronous to the host).
+enum class Residence { device, host_pageable, host_pinned };
+[[nodiscard]] const char* name_of(Residence r);
+// Persistent tensors live for the whole step; activations live from producer to last reader.
+[[nodiscard]] bool is_persistent(TensorRole r);
+
+struct Tensor {
+  int id = -1;
+  std::string name;            // "layer0.attn.q", "lm_head.weight"
+  std::vector<int64_t> shape;  // row-major
+  DType dtype = DType::fp32;
+  TensorRole role = TensorRole::activation;
+  // How many real tensors this one stands for: L/built for per-layer tensors whose
+  // lifetime spans layers (weights, saved activations), 1 otherwise.
+  double count = 1;
+  Residence residence = Residence::device;
+
+  [[nodiscard]] int64_t elements() const;
+  [[nodiscard]] bool on_host() const { return residence != Residence::device; }
+  [[nodiscard]] double bytes() const { return static_cast<double>(elements()) * bytes_of(dtype); }
+};
+
+// Shape attributes. Which fields matter depends on the op kind (see op_kind.hpp).
+struct OpAttrs {
+  // gemm: C[m,n] = op(A)[m,k]·op(B)[k,n]; trans_a: A stored [k,m]; trans_b: B stored [n,k].
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;               // batched gemm count / attention batch
+  bool trans_a = false, trans_b = false;
+  bool accumulate = false;         // C += (gradient accumulation)
+  // attention: Q [batch, seq_q, heads, head_dim]; K,V [batch, kv_capacity, kv_heads, head_dim]
+  // of which the first seq_kv rows are used. Scores [batch, heads, seq_q, seq_kv].
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t seq_q = 0, seq_kv = 0, kv_capacity = 0;
+  bool causal = false;             // query i (at position seq_kv - seq_q + i) sees kv <= its position
+  // Paged KV cache (paged_kv pass): > 0 is the rows per page. The cache is then pages
+  // [num_blocks, kv_block, kv_heads, head_dim]; kv_append and flash_attention take the block
+  // table [batch, max_blocks] int32 as their last input, and kv_capacity = max_blocks·kv_block.
+  int64_t kv_block = 0;
+  // norms, softmax, cross-entropy: [rows, cols]; pointwise: elements
+  int64_t rows = 0, cols = 0;
+  int64_t elements = 0;
+  double eps = 1e-5;
+  int64_t position = 0;            // rope / kv_append: position of the first row
+  // adamw
+  double lr = 1e-4, beta1 = 0.9, beta2 = 0.95, weight_decay = 0.1;
+  int passes = 1;                  // memory passes an (unfused) op makes over its data
+  // collective
+  Collective collective = Collective::all_reduce;
+  int group = 1;
+  // host
+  double host_seconds = 0;
+  // add_rmsnorm / add_layernorm: names of the ops the fusion pass merged into this one
+  std::vector<std::string> fused;
+};
+
+enum class Stage { forward, backward, optimizer, other };
+[[nodiscard]] const char* name_of(Stage s);
+
+struct Op {
+  int id = -1;
+  std::string name;          // "layer0.attn.q_proj"
+  OpKind kind = OpKind::gemm;
+  DType dtype = DType::fp32; // the precision the op computes in
+  std::vector<int> inputs;   // tensor ids read
+  std::vector<int> outputs;  // tensor ids written
+  OpAttrs attrs;
+  Stage stage = Stage::forward;
+  int layer = -1;            // transformer layer, -1 outside layers
+  double count = 1;          // how many real ops this one stands for (layer sampling)
+  bool recomputed = false;   // inserted by the recompute pass
+  // 0: the main stream, where ops run in program order. A side stream (> 0) forks from the
+  // program where the op is issued: the op starts once every op issued before it on stream 0
+  // has finished, its own stream is free, and the writers of its inputs have finished. Any op
+  // waits for the writers of its inputs (the join). A tensor whose last use is an op on a side
+  // stream is kept until the end of the step (last_use() = -1), so no buffer is reused while a
+  // side stream may still touch it.
+  int stream = 0;
+};
+
+struct Graph {
+  std::string model;                 // model name
+  Workload workload;
+  std::vector<Tensor> tensors;       // indexed by Tensor::id
+  std::vector<Op> ops;               // execution order
+  int64_t layers_total = 0;          // layers in the model
+  int64_t layers_built = 0;          // layers present in this graph (sampling)
+  bool graphed = false;              // launches replayed from a captured CUDA graph
+  std::vector<std::string> applied;  // optimization steps applied, in order
+
+  int add_tensor(Tensor t);          // assigns and returns the id
+  int add_op(Op op);                 // assigns and returns the id
+  [[nodiscard]] const Tensor& tensor(int id) const { return tensors.at(static_cast<std::size_t>(id)); }
+  [[nodiscard]] Tensor& tensor(int id) { return tensors.at(static_cast<std::size_t>(id)); }
+  // Scale from the built layers to the model: L / built.
+  [[nodiscard]] double layer_scale() const;
+  // Checks ids, that every activation is written before it is read, and shapes are positive.
+  // Throws std::logic_error naming the op: a failure is a bug in a builder or pass.
+  void check() const;
+};
+
+}  // namespace perfsim

@@ -1,0 +1,136 @@
+#include "core/graph/op_kind.hpp"
+
+namespace perfsim {
+
+OpClass class_of(OpKind k) {
+  switch (k) {
+    case OpKind::gemm: return OpClass::gemm;
+    case OpKind::attn_scores: case OpKind::attn_softmax: case OpKind::attn_context:
+    case OpKind::attn_scores_bwd: case OpKind::attn_softmax_bwd: case OpKind::attn_context_bwd:
+    case OpKind::flash_attention: case OpKind::flash_attention_bwd: return OpClass::attention;
+    case OpKind::layernorm: case OpKind::layernorm_bwd: case OpKind::rmsnorm:
+    case OpKind::rmsnorm_bwd: return OpClass::norm;
+    case OpKind::gelu: case OpKind::gelu_bwd: case OpKind::silu_mul: case OpKind::silu_mul_bwd:
+    case OpKind::rope: case OpKind::rope_bwd: case OpKind::residual_add:
+      return OpClass::pointwise;
+    case OpKind::add_rmsnorm: case OpKind::add_layernorm: return OpClass::norm;
+    case OpKind::embedding: case OpKind::embedding_bwd: return OpClass::embedding;
+    case OpKind::cross_entropy: return OpClass::loss;
+    case OpKind::adamw: return OpClass::optimizer;
+    case OpKind::kv_append: case OpKind::copy: case OpKind::slice_last_token:
+      return OpClass::memory;
+    case OpKind::collective: return OpClass::communication;
+    case OpKind::host: return OpClass::host;
+  }
+  return OpClass::host;
+}
+
+std::string_view name_of(OpKind k) {
+  switch (k) {
+    case OpKind::gemm: return "gemm";
+    case OpKind::attn_scores: return "attn_scores";
+    case OpKind::attn_softmax: return "attn_softmax";
+    case OpKind::attn_context: return "attn_context";
+    case OpKind::attn_scores_bwd: return "attn_scores_bwd";
+    case OpKind::attn_softmax_bwd: return "attn_softmax_bwd";
+    case OpKind::attn_context_bwd: return "attn_context_bwd";
+    case OpKind::flash_attention: return "flash_attention";
+    case OpKind::flash_attention_bwd: return "flash_attention_bwd";
+    case OpKind::layernorm: return "layernorm";
+    case OpKind::layernorm_bwd: return "layernorm_bwd";
+    case OpKind::rmsnorm: return "rmsnorm";
+    case OpKind::rmsnorm_bwd: return "rmsnorm_bwd";
+    case OpKind::gelu: return "gelu";
+    case OpKind::gelu_bwd: return "gelu_bwd";
+    case OpKind::silu_mul: return "silu_mul";
+    case OpKind::silu_mul_bwd: return "silu_mul_bwd";
+    case OpKind::rope: return "rope";
+    case OpKind::rope_bwd: return "rope_bwd";
+    case OpKind::residual_add: return "residual_add";
+    case OpKind::embedding: return "embedding";
+    case OpKind::embedding_bwd: return "embedding_bwd";
+    case OpKind::cross_entropy: return "cross_entropy";
+    case OpKind::adamw: return "adamw";
+    case OpKind::add_rmsnorm: return "add_rmsnorm";
+    case OpKind::add_layernorm: return "add_layernorm";
+    case OpKind::slice_last_token: return "slice_last_token";
+    case OpKind::kv_append: return "kv_append";
+    case OpKind::copy: return "copy";
+    case OpKind::collective: return "collective";
+    case OpKind::host: return "host";
+  }
+  return "?";
+}
+
+std::string_view name_of(OpClass c) {
+  switch (c) {
+    case OpClass::gemm: return "gemm";
+    case OpClass::attention: return "attention";
+    case OpClass::norm: return "norm";
+    case OpClass::pointwise: return "pointwise";
+    case OpClass::embedding: return "embedding";
+    case OpClass::loss: return "loss";
+    case OpClass::optimizer: return "optimizer";
+    case OpClass::memory: return "memory";
+    case OpClass::communication: return "communication";
+    case OpClass::host: return "host";
+  }
+  return "?";
+}
+
+std::string_view name_of(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::all_gather: return "all_gather";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_to_all: return "all_to_all";
+    case Collective::send_recv: return "send_recv";
+  }
+  return "?";
+}
+
+std::optional<OpClass> parse_op_class(std::string_view s) {
+  for (OpClass c : all_op_classes)
+    if (s == name_of(c)) return c;
+  return std::nullopt;
+}
+
+std::optional<OpKind> parse_op_kind(std::string_view s) {
+  // OpKind values are consecutive from gemm to host.
+  for (int k = 0; k <= static_cast<int>(OpKind::host); ++k)
+    if (s == name_of(static_cast<OpKind>(k))) return static_cast<OpKind>(k);
+  return std::nullopt;
+}
+
+std::optional<Collective> parse_collective(std::string_view s) {
+  for (Collective c : all_collectives)
+    if (s == name_of(c)) return c;
+  return std::nullopt;
+}
+
+std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i) {
+  switch (k) {
+    case OpKind::embedding:
+    case OpKind::embedding_bwd:
+      if (!is_output && i == 0) return DType::int32;  // ids
+      break;
+    case OpKind::cross_entropy:
+      if (!is_output && i == 1) return DType::int32;  // targets
+      if (is_output && i == 0) return DType::fp32;    // loss
+      break;
+    case OpKind::flash_attention:
+      if (is_output && i == 1) return DType::fp32;    // LSE
+      if (!is_output && i == 3) return DType::int32;  // paged: the block table
+      break;
+    case OpKind::kv_append:
+      if (!is_output && i == 2) return DType::int32;  // paged: the block table
+      break;
+    case OpKind::flash_attention_bwd:
+      if (!is_output && i == 5) return DType::fp32;   // LSE
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace perfsim

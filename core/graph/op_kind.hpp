@@ -1,0 +1,85 @@
+// The operator vocabulary of the workload graph and the classes reports group them by.
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+#include "core/spec/dtype.hpp"
+
+namespace perfsim {
+
+// Inputs -> outputs (tensor ids, in this order) and layouts. Shapes are row-major;
+// T = tokens (batch*seq), h = features. Backends and builders both follow this table.
+enum class OpKind {
+  gemm,               // {A, B} (+C when accumulate) -> {C}: C[m,n] (+)= op(A)[m,k]·op(B)[k,n];
+                      // batch > 1: [batch, ...] contiguous per operand
+  attn_scores,        // {Q, K} -> {S}: S[b,h,q,kv] = Q·K^T / sqrt(head_dim) per head
+  attn_softmax,       // {S} -> {P}: softmax over kv; masked (causal) entries are 0
+  attn_context,       // {P, V} -> {O}: O[b,q,h,d] = P·V
+  attn_context_bwd,   // {dO, P, V} -> {dP, dV}
+  attn_softmax_bwd,   // {P, dP} -> {dS}: dS = P ⊙ (dP − rowsum(dP ⊙ P))
+  attn_scores_bwd,    // {dS, Q, K} -> {dQ, dK} (scale applied; GQA sums dK over the group)
+  flash_attention,    // {Q, K, V} -> {O, LSE[b,h,q] fp32}: no S or P in memory (decode too);
+                      // paged (attrs.kv_block): {Q, K pages, V pages, block table}
+  flash_attention_bwd,// {Q, K, V, O, dO, LSE} -> {dQ, dK, dV}, recomputing S tile by tile
+  layernorm,          // {x, gamma, beta} -> {y}            x: [rows, cols]
+  layernorm_bwd,      // {x, gamma, dy} -> {dx, dgamma, dbeta} (statistics recomputed from x)
+  rmsnorm,            // {x, gamma} -> {y}
+  rmsnorm_bwd,        // {x, gamma, dy} -> {dx, dgamma}
+  gelu,               // {x} -> {y} (tanh approximation)
+  gelu_bwd,           // {x, dy} -> {dx}
+  silu_mul,           // {gate, up} -> {y}: SwiGLU y = silu(gate) ⊙ up
+  silu_mul_bwd,       // {gate, up, dy} -> {dgate, dup}
+  rope,               // {x[T, heads, head_dim]} -> {y}: rotate pairs (i, i + d/2), base 10000;
+                      // row t of a sequence of seq_q rows sits at position attrs.position + t % seq_q
+  rope_bwd,           // {dy} -> {dx}: the inverse rotation
+  residual_add,       // {a, b} -> {out = a + b} (also accumulates gradients of two branches)
+  embedding,          // {ids[T] int32, table[V,h]} (+ positions[max_seq,h]) -> {x[T,h]}
+                      // row t sits at position attrs.position + t % attrs.seq_q
+  embedding_bwd,      // {ids, dx} -> {dtable} (+ {dpositions}): scatter-add; with
+                      // attrs.accumulate the output tables are inputs too and are added into
+  cross_entropy,      // {logits[T,V], targets[T] int32} -> {loss[T] fp32, dlogits[T,V]}
+  adamw,              // groups {param, grad, m, v} (+ low-precision weight when param is an fp32
+                      // master) -> {param, m, v} (+ weight). attrs.passes: unfused kernels
+                      // make several passes over the data, a fused one makes one.
+  add_rmsnorm,        // {a, b, gamma} -> {sum, y}: residual_add + rmsnorm in one pass (fusion)
+  add_layernorm,      // {a, b, gamma, beta} -> {sum, y}: residual_add + layernorm (fusion)
+  kv_append,          // {k_new[b, seq_q, kv_heads, d], cache[b, capacity, kv_heads, d]} -> {cache}
+                      // writes rows at attrs.position; paged (attrs.kv_block):
+                      // {k_new, pages, block table} -> {pages}
+  slice_last_token,   // {x[b*seq_q, cols]} -> {y[b, cols]}: each sequence's last row
+  copy,               // {x} -> {y}: same bytes; the residences say the direction: upload
+                      // (host x), download (host y) or device to device
+  collective,         // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
+  host,               // host-side work with a fixed cost
+};
+
+// Report groups. Efficiency tables are keyed by class, not kind.
+enum class OpClass { gemm, attention, norm, pointwise, embedding, loss, optimizer, memory,
+                     communication, host };
+
+inline constexpr OpClass all_op_classes[] = {
+    OpClass::gemm,     OpClass::attention, OpClass::norm,   OpClass::pointwise,
+    OpClass::embedding, OpClass::loss,     OpClass::optimizer, OpClass::memory,
+    OpClass::communication, OpClass::host};
+
+enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
+inline constexpr Collective all_collectives[] = {Collective::all_reduce, Collective::all_gather,
+                                                 Collective::reduce_scatter, Collective::all_to_all,
+                                                 Collective::send_recv};
+
+[[nodiscard]] OpClass class_of(OpKind k);
+[[nodiscard]] std::string_view name_of(OpKind k);
+[[nodiscard]] std::string_view name_of(OpClass c);
+[[nodiscard]] std::string_view name_of(Collective c);
+[[nodiscard]] std::optional<OpClass> parse_op_class(std::string_view s);
+[[nodiscard]] std::optional<OpKind> parse_op_kind(std::string_view s);
+[[nodiscard]] std::optional<Collective> parse_collective(std::string_view s);
+
+// The dtype an operand has whatever the op's precision: token ids, targets and block tables
+// are int32; losses and log-sum-exps are fp32. nullopt: the operand follows the op's
+// precision. Input or output i in the order of the OpKind table above; every backend and the
+// workspace plan read operands through this one table.
+[[nodiscard]] std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i);
+
+}  // namespace perfsim

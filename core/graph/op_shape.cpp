@@ -1,0 +1,42 @@
+// op_shape_text (op_shape.hpp).
+#include "core/graph/op_shape.hpp"
+
+#include <fmt/format.h>
+
+#include "core/graph/op_kind.hpp"
+
+namespace perfsim {
+
+namespace {
+
+std::string join_dims(const std::vector<int64_t>& dims) {
+  std::string out;
+  for (auto d : dims) out += (out.empty() ? "" : "×") + std::to_string(d);
+  return out;
+}
+
+}  // namespace
+
+std::string op_shape_text(const Op& op, const Graph& g) {
+  const OpAttrs& a = op.attrs;
+  if (op.kind == OpKind::gemm) {
+    std::string s = fmt::format("{}×{}×{}", a.m, a.n, a.k);
+    return a.batch > 1 ? fmt::format("{}×({})", a.batch, s) : s;
+  }
+  // A paged cache (paged_kv) adds its rows per page.
+  const std::string paged = a.kv_block > 0 ? fmt::format(" pages of {}", a.kv_block) : "";
+  if (class_of(op.kind) == OpClass::attention && a.heads > 0)
+    return fmt::format("b{} h{}/{} q{} kv{} d{}{}", a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv,
+                       a.head_dim, paged);
+  if (op.kind == OpKind::kv_append && a.kv_block > 0)
+    return fmt::format("b{} q{} at {}{}", a.batch, a.seq_q, a.position, paged);
+  if (!op.outputs.empty()) {
+    std::string s = join_dims(g.tensor(op.outputs.front()).shape);
+    if (op.outputs.size() > 1 && op.kind == OpKind::adamw)
+      s += fmt::format(" (+{} more)", op.outputs.size() - 1);
+    return s;
+  }
+  return "";
+}
+
+}  // namespace perfsim

@@ -1,0 +1,32 @@
+// The graph passes behind apply_graph_pass (passes.cpp), one file each.
+#pragma once
+#include "core/graph/graph.hpp"
+#include "core/spec/dtype.hpp"
+
+namespace perfsim::passes {
+
+// fp32 / bf16 / fp16: every op and non-input tensor in `t`; training keeps fp32 master
+// weights and AdamW states under bf16/fp16 (mixed precision). fp32 drops the masters.
+void set_precision(Graph& g, DType t);
+// fp32 GEMMs compute in tf32; storage is unchanged.
+void apply_tf32(Graph& g);
+// Linear-layer GEMMs compute in fp8; inference stores the weights only GEMMs read in fp8.
+void apply_fp8(Graph& g);
+// scores -> softmax -> context (and their backward) become flash_attention (_bwd).
+void apply_flash_attention(Graph& g);
+// The KV cache becomes pages of `block` rows read through one block table (needs flash
+// attention: materialized attention cannot read pages). Throws ConfigError without a cache.
+void apply_paged_kv(Graph& g, int64_t block);
+// residual_add followed by its norm becomes add_rmsnorm / add_layernorm.
+void apply_fusion(Graph& g);
+// All adamw ops become one single-pass adamw op.
+void apply_fused_optimizer(Graph& g);
+// Per-layer activation checkpointing: forward ops rerun before each layer's backward.
+void apply_recompute(Graph& g);
+// Every host tensor becomes page-locked (host_pinned).
+void apply_pinned_memory(Graph& g);
+// Each upload becomes a prefetch of the next step's input into `<dst>.next` on side stream 1,
+// issued at the start of the step. Throws ConfigError without uploads or from pageable memory.
+void apply_prefetch(Graph& g);
+
+}  // namespace perfsim::passes

@@ -1,0 +1,150 @@
+// The optimization registry, validation of pass specs, and building a stack step's graph:
+// workload passes, then the fp32 baseline, then graph passes in stack order.
+#include "core/passes/passes.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "core/errors.hpp"
+#include "core/passes/pass_impl.hpp"
+#include "core/text.hpp"
+
+namespace perfsim {
+
+const std::vector<OptimizationInfo>& optimizations() {
+  static const std::vector<OptimizationInfo> list = {
+      {"fp32", "every op and tensor in fp32 (the baseline; drops mixed-precision master weights)",
+       false, false},
+      {"tf32", "fp32 GEMMs compute on tensor cores in tf32; storage stays fp32", false, false},
+      {"bf16", "ops and tensors in bf16; training keeps fp32 master weights and AdamW states",
+       false, false},
+      {"fp16", "ops and tensors in fp16; training keeps fp32 master weights and AdamW states",
+       false, false},
+      {"fp8", "linear-layer GEMMs compute in fp8; inference stores their weights in fp8", false,
+       false},
+      {"flash_attention",
+       "scores -> softmax -> context (and backward) fused into one op; S and P never stored",
+       false, false},
+      {"paged_kv",
+       "KV cache in pages of N rows (default 16) via a block table; holds only the filled pages "
+       "(needs flash_attention)",
+       false, false},
+      {"fusion", "each residual add merged with the norm that reads it (add_rmsnorm/add_layernorm)",
+       false, false},
+      {"cuda_graphs", "launches replayed from a captured CUDA graph (lower per-op launch cost)",
+       false, false},
+      {"fused_optimizer", "per-tensor multi-pass AdamW ops become one single-pass AdamW op", false,
+       false},
+      {"recompute",
+       "activation checkpointing: each layer's forward reruns in backward; only layer inputs saved",
+       false, false},
+      {"pinned_memory",
+       "host input buffers are page-locked: uploads skip the driver's staging copy (host_data)",
+       false, false},
+      {"prefetch",
+       "the next step's inputs upload on a copy stream during compute, into a second buffer "
+       "(needs pinned_memory)",
+       false, false},
+      {"kv_cache", "decode reuses cached K/V (1) or recomputes the whole context each step (0)",
+       false, true},
+      {"batch", "sets the batch size (sequences, or the training micro-batch)", true, true},
+  };
+  return list;
+}
+
+namespace {
+
+const OptimizationInfo* find_optimization(const std::string& name) {
+  for (const auto& o : optimizations())
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+}  // namespace
+
+void validate(const PassSpec& p) {
+  const OptimizationInfo* info = find_optimization(p.name);
+  if (!info) {
+    std::vector<std::string> names;
+    for (const auto& o : optimizations()) names.push_back(o.name);
+    throw ConfigError(fmt::format("unknown optimization '{}'{}", p.name, did_you_mean(p.name, names)));
+  }
+  if (p.name == "batch") {
+    if (!p.value)
+      throw ConfigError("optimization 'batch' needs a value (e.g. batch = 32)");
+    const double v = *p.value;
+    if (!(v > 0) || v != std::floor(v))
+      throw ConfigError(fmt::format("optimization 'batch' needs a positive whole number (got {})", v));
+  } else if (p.name == "kv_cache") {
+    if (p.value && *p.value != 0 && *p.value != 1)
+      throw ConfigError(fmt::format("optimization 'kv_cache' takes 0 (off) or 1 (on) (got {})", *p.value));
+  } else if (p.name == "paged_kv") {
+    if (p.value && (!(*p.value >= 1 && *p.value <= max_kv_block) || *p.value != std::floor(*p.value)))
+      throw ConfigError(fmt::format(
+          "optimization 'paged_kv' takes the rows per page, a whole number from 1 to {} (got {})",
+          max_kv_block, *p.value));
+  } else if (p.value && *p.value != 1) {
+    throw ConfigError(fmt::format(
+        "optimization '{}' takes no value (got {}); leave it out of the step to disable it", p.name,
+        *p.value));
+  }
+}
+
+bool apply_workload_pass(const PassSpec& p, Workload& w) {
+  validate(p);
+  if (p.name == "batch") {
+    w.batch = static_cast<int64_t>(*p.value);
+    return true;
+  }
+  if (p.name == "kv_cache") {
+    w.kv_cache = p.value.value_or(1) != 0;
+    return true;
+  }
+  return false;
+}
+
+void apply_graph_pass(const PassSpec& p, Graph& g) {
+  validate(p);
+  const std::string& n = p.name;
+  if (n == "fp32") passes::set_precision(g, DType::fp32);
+  else if (n == "bf16") passes::set_precision(g, DType::bf16);
+  else if (n == "fp16") passes::set_precision(g, DType::fp16);
+  else if (n == "tf32") passes::apply_tf32(g);
+  else if (n == "fp8") passes::apply_fp8(g);
+  else if (n == "flash_attention") passes::apply_flash_attention(g);
+  else if (n == "paged_kv") passes::apply_paged_kv(g, static_cast<int64_t>(p.value.value_or(default_kv_block)));
+  else if (n == "fusion") passes::apply_fusion(g);
+  else if (n == "cuda_graphs") g.graphed = true;
+  else if (n == "fused_optimizer") passes::apply_fused_optimizer(g);
+  else if (n == "recompute") passes::apply_recompute(g);
+  else if (n == "pinned_memory") passes::apply_pinned_memory(g);
+  else if (n == "prefetch") passes::apply_prefetch(g);
+  // batch and kv_cache act on the workload before building.
+}
+
+Graph build_stack_graph(const ModelConfig& m, const Workload& w,
+                        const std::vector<StackStep>& stack, std::size_t upto,
+                        const BuildOptions& o) {
+  if (stack.empty()) {
+    Graph g = build_graph(m, w, o);
+    g.check();
+    return g;
+  }
+  if (upto >= stack.size())
+    throw std::out_of_range(
+        fmt::format("stack step {} requested but the stack has {} steps", upto, stack.size()));
+  Workload wl = w;
+  for (std::size_t i = 0; i <= upto; ++i)
+    for (const PassSpec& p : stack[i].passes) (void)apply_workload_pass(p, wl);
+  Graph g = build_graph(m, wl, o);
+  for (std::size_t i = 0; i <= upto; ++i) {
+    for (const PassSpec& p : stack[i].passes) apply_graph_pass(p, g);
+    g.applied.push_back(stack[i].name);
+  }
+  g.check();
+  return g;
+}
+
+}  // namespace perfsim

@@ -1,0 +1,103 @@
+// Precision passes: fp32 / bf16 / fp16 (whole-graph formats, with fp32 master weights for
+// mixed-precision training), tf32 (GEMM compute mode) and fp8 (linear-layer GEMMs).
+#include <vector>
+
+#include "core/graph/rewrite.hpp"
+#include "core/passes/pass_impl.hpp"
+
+namespace perfsim::passes {
+
+namespace {
+
+// AdamW groups are {param, grad, m, v} -> {param, m, v}, or with an fp32 master
+// {master, grad, m, v, weight} -> {master, m, v, weight} (core/graph/op_kind.hpp).
+bool has_master(const Graph& g, const Op& op) {
+  return !op.inputs.empty() && g.tensor(op.inputs[0]).role == TensorRole::master_weight;
+}
+
+void add_master_weights(Graph& g, Op& op) {
+  std::vector<int> in, out;
+  for (std::size_t i = 0; i + 3 < op.inputs.size(); i += 4) {
+    const int p = op.inputs[i], grad = op.inputs[i + 1], m = op.inputs[i + 2], v = op.inputs[i + 3];
+    Tensor master = g.tensor(p);
+    master.name += ".master";
+    master.role = TensorRole::master_weight;
+    master.dtype = DType::fp32;
+    const int mid = g.add_tensor(std::move(master));
+    in.insert(in.end(), {mid, grad, m, v, p});
+    out.insert(out.end(), {mid, m, v, p});
+  }
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+}
+
+void drop_master_weights(Op& op) {
+  std::vector<int> in, out;
+  for (std::size_t i = 0; i + 4 < op.inputs.size(); i += 5) {
+    const int grad = op.inputs[i + 1], m = op.inputs[i + 2], v = op.inputs[i + 3],
+              w = op.inputs[i + 4];
+    in.insert(in.end(), {w, grad, m, v});
+    out.insert(out.end(), {w, m, v});
+  }
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+}
+
+}  // namespace
+
+void set_precision(Graph& g, DType t) {
+  const bool training = is_training_graph(g);
+  for (Op& op : g.ops) op.dtype = op.kind == OpKind::adamw ? DType::fp32 : t;
+  for (Tensor& x : g.tensors) {
+    switch (x.role) {
+      case TensorRole::input: break;  // token ids keep their integer type
+      case TensorRole::optimizer_state:
+      case TensorRole::master_weight: x.dtype = DType::fp32; break;
+      default: x.dtype = t;
+    }
+  }
+  // A copy moves its data in the data's own type (token ids stay int32).
+  for (Op& op : g.ops)
+    if (op.kind == OpKind::copy) op.dtype = g.tensor(op.inputs.at(0)).dtype;
+  // Loss values and the softmax log-sum-exp stay fp32 for accuracy.
+  for (const Op& op : g.ops) {
+    if (op.kind == OpKind::cross_entropy) g.tensor(op.outputs.at(0)).dtype = DType::fp32;
+    if (op.kind == OpKind::flash_attention) g.tensor(op.outputs.at(1)).dtype = DType::fp32;
+  }
+  if (!training) return;
+  const bool mixed = t != DType::fp32;
+  bool dropped = false;
+  for (Op& op : g.ops) {
+    if (op.kind != OpKind::adamw || has_master(g, op) == mixed) continue;
+    if (mixed) {
+      add_master_weights(g, op);
+    } else {
+      drop_master_weights(op);
+      dropped = true;
+    }
+  }
+  if (dropped) remove_unused_tensors(g);
+}
+
+void apply_tf32(Graph& g) {
+  for (Op& op : g.ops)
+    if (op.kind == OpKind::gemm && op.dtype == DType::fp32) op.dtype = DType::tf32;
+}
+
+void apply_fp8(Graph& g) {
+  for (Op& op : g.ops)
+    if (op.kind == OpKind::gemm) op.dtype = DType::fp8;
+  if (is_training_graph(g)) return;  // training keeps weights in their precision
+  // Inference: weights read only by GEMMs are stored in fp8 (a tied embedding table, also
+  // read by the lookup, keeps its format).
+  std::vector<int> gemm_reads(g.tensors.size(), 0), other_reads(g.tensors.size(), 0);
+  for (const Op& op : g.ops)
+    for (int id : op.inputs) ++(op.kind == OpKind::gemm ? gemm_reads : other_reads)[static_cast<std::size_t>(id)];
+  for (Tensor& x : g.tensors) {
+    const auto i = static_cast<std::size_t>(x.id);
+    if (x.role == TensorRole::weight && gemm_reads[i] > 0 && other_reads[i] == 0)
+      x.dtype = DType::fp8;
+  }
+}
+
+}  // namespace perfsim::passes

@@ -1,0 +1,126 @@
+// The report as CSV: one row per sweep point × stack step, sweep keys as the leading columns,
+// then the step figures, per-class times and the what-if hardware (every figure the text
+// report shows). Seconds and bytes; empty
+// cells where a value is missing (RFC 4180 quoting).
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/report/report.hpp"
+#include "core/text.hpp"
+
+namespace perfsim {
+
+namespace {
+
+
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.15g}", v) : std::string{}; }
+std::string num(const std::optional<double>& v) { return v ? num(*v) : std::string{}; }
+std::string flag(bool b) { return b ? "true" : "false"; }
+
+double class_time(const std::map<OpClass, double>& m, OpClass c) {
+  auto it = m.find(c);
+  return it == m.end() ? 0 : it->second;
+}
+
+template <class T>
+void add_unique(std::vector<T>& v, const T& x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+}  // namespace
+
+std::string format_csv(const std::vector<RunResult>& points) {
+  std::vector<std::string> keys, hardware;
+  bool exec = false, host = false, ws = false;
+  for (const RunResult& r : points) {
+    for (const StepResult& s : r.steps) host = host || s.predicted.memory.host_bytes > 0;
+    for (const StepFigures& f : step_figures(r))
+      ws = ws || f.predicted_workspace > 0 || f.measured_workspace.value_or(0) > 0;
+    for (const auto& [k, v] : r.sweep_point) add_unique(keys, k);
+    for (const auto& w : what_if_figures(r)) add_unique(hardware, w.hardware);
+    exec = exec || std::any_of(r.steps.begin(), r.steps.end(),
+                               [](const StepResult& s) { return s.measured.has_value(); });
+  }
+
+  // Sweep keys lead; "model" and "hardware" would repeat a later column's name, so those two
+  // are written sweep_model / sweep_hardware.
+  std::vector<std::string> header;
+  for (const auto& k : keys) header.push_back(k == "model" || k == "hardware" ? "sweep_" + k : k);
+  for (const char* h : {"scenario", "step", "model", "workload", "backend", "device", "hardware",
+                        "calibrated", "tokens_per_step", "predicted_step_s", "measured_step_s",
+                        "time_error", "predicted_peak_executed_bytes", "measured_peak_bytes",
+                        "memory_error", "predicted_peak_model_bytes", "fits", "predicted_speedup",
+                        "measured_speedup", "predicted_tokens_per_s", "measured_tokens_per_s",
+                        "predicted_mfu", "note", "layers_built", "layers_total"})
+    header.emplace_back(h);
+  // Host memory columns only when some graph holds data in host memory.
+  if (host) header.insert(header.end(), {"predicted_host_bytes", "predicted_host_pinned_bytes"});
+  // Workspace columns only when some executed peak holds kernel or library workspace.
+  if (ws) header.insert(header.end(), {"predicted_workspace_bytes", "measured_workspace_bytes"});
+  for (OpClass c : all_op_classes) header.push_back(fmt::format("predicted_{}_s", name_of(c)));
+  if (exec)
+    for (OpClass c : all_op_classes) header.push_back(fmt::format("measured_{}_s", name_of(c)));
+  for (const auto& hw : hardware)
+    for (const char* h : {"_step_s", "_tokens_per_s", "_speedup", "_mfu", "_peak_model_bytes",
+                          "_fits", "_note"})
+      header.push_back(hw + h);
+
+  auto line = [](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      if (i) out += ',';
+      out += csv_quote(cells[i]);
+    }
+    return out + "\n";
+  };
+  std::string out = line(header);
+
+  for (const RunResult& r : points) {
+    const auto figs = step_figures(r);
+    const auto wi = what_if_figures(r);
+    for (std::size_t i = 0; i < r.steps.size(); ++i) {
+      const StepResult& s = r.steps[i];
+      const StepFigures& f = figs[i];
+      std::vector<std::string> row;
+      for (const auto& k : keys) {
+        auto it = r.sweep_point.find(k);
+        row.push_back(it == r.sweep_point.end() ? "" : it->second);
+      }
+      row.insert(row.end(),
+                 {r.scenario, s.step, r.model, r.workload, r.backend, r.device, s.predicted.hardware,
+                  flag(s.predicted.calibrated), num(f.tokens_per_step), num(f.predicted_time),
+                  num(f.measured_time), num(f.time_error), num(f.predicted_peak_executed),
+                  num(f.measured_peak), num(f.memory_error), num(f.predicted_peak_model),
+                  flag(f.fits), num(f.predicted_speedup), num(f.measured_speedup),
+                  num(f.predicted_tokens_per_s), num(f.measured_tokens_per_s),
+                  num(s.predicted.mfu), f.note, std::to_string(s.graph.layers_built),
+                  std::to_string(s.graph.layers_total)});
+      if (host) row.insert(row.end(), {num(f.host_bytes), num(f.host_pinned_bytes)});
+      if (ws) row.insert(row.end(), {num(f.predicted_workspace), num(f.measured_workspace)});
+      for (OpClass c : all_op_classes) row.push_back(num(class_time(s.predicted.time_by_class, c)));
+      if (exec)
+        for (OpClass c : all_op_classes)
+          row.push_back(s.measured ? num(class_time(s.measured->time_by_class, c)) : "");
+      for (const auto& hw : hardware) {
+        // what_if_figures lists each hardware's steps in order; the i-th of them is step i
+        // (matched by position: two steps may share a name).
+        const WhatIfFigures* w = nullptr;
+        std::size_t seen = 0;
+        for (const WhatIfFigures& x : wi)
+          if (x.hardware == hw && seen++ == i) w = &x;
+        if (w == nullptr || w->step != s.step) {
+          row.insert(row.end(), {"", "", "", "", "", "", ""});
+        } else {
+          row.insert(row.end(), {num(w->step_time), num(w->tokens_per_s), num(w->speedup),
+                                 num(w->mfu), num(w->peak_model), flag(w->fits), w->note});
+        }
+      }
+      out += line(row);
+    }
+  }
+  return out;
+}
+
+}  // namespace perfsim

@@ -1,0 +1,169 @@
+// Derived report figures (errors, speedups, tokens/s) and format selection. One place computes
+// them so every format agrees; the units they print in are core/units.hpp.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/report/report.hpp"
+#include "core/text.hpp"
+
+namespace perfsim {
+
+std::optional<ReportFormat> parse_report_format(std::string_view s) {
+  const std::string k = to_lower(s);
+  if (k == "table" || k == "text" || k == "txt") return ReportFormat::table;
+  if (k == "md" || k == "markdown") return ReportFormat::markdown;
+  if (k == "json") return ReportFormat::json;
+  if (k == "csv") return ReportFormat::csv;
+  return std::nullopt;
+}
+
+std::optional<ReportFormat> report_format_for_path(std::string_view path) {
+  const auto slash = path.find_last_of('/');
+  const auto dot = path.find_last_of('.');
+  if (dot == std::string_view::npos || (slash != std::string_view::npos && dot < slash))
+    return std::nullopt;
+  return parse_report_format(path.substr(dot + 1));
+}
+
+std::string_view name_of(ReportFormat f) {
+  switch (f) {
+    case ReportFormat::table: return "table";
+    case ReportFormat::markdown: return "md";
+    case ReportFormat::json: return "json";
+    case ReportFormat::csv: return "csv";
+  }
+  return "?";
+}
+
+namespace {
+
+std::optional<double> finite(double v) {
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += sep;
+    out += p;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string unsupported_note(const Prediction& p) {
+  if (p.unsupported.empty()) return {};
+  std::vector<std::string> priced;
+  for (const OpCost& c : p.ops)
+    if (!c.supported) {
+      const std::string d(name_of(c.priced_as));
+      if (std::find(priced.begin(), priced.end(), d) == priced.end()) priced.push_back(d);
+    }
+  return fmt::format("{} has no {}: priced at {}", p.hardware, join(p.unsupported, "/"),
+                     priced.empty() ? std::string("a wider precision") : join(priced, "/"));
+}
+
+std::vector<StepFigures> step_figures(const RunResult& r) {
+  std::vector<StepFigures> out;
+  out.reserve(r.steps.size());
+  const bool executing = !r.backend.empty() && r.backend != "none";
+  for (const StepResult& s : r.steps) {
+    StepFigures f;
+    f.step = s.step;
+    f.tokens_per_step = s.graph.workload.tokens_per_step();
+    const Prediction& p = s.predicted;
+    f.predicted_time = p.step_time;
+    f.predicted_peak_executed = p.memory_executed.peak;
+    f.predicted_peak_model = p.memory.peak;
+    if (const auto it = p.memory_executed.by_role.find(TensorRole::workspace); it != p.memory_executed.by_role.end())
+      f.predicted_workspace = it->second;
+    f.host_bytes = p.memory.host_bytes;
+    f.host_pinned_bytes = p.memory.host_pinned_bytes;
+    f.fits = p.fits;
+    f.predicted_tokens_per_s = p.tokens_per_second(s.graph);
+    if (s.measured) {
+      const Measurement& m = *s.measured;
+      f.measured_time = m.step_time;
+      f.measured_peak = m.peak_bytes;
+      const auto ws = m.bytes_by_role_at_peak.find(TensorRole::workspace);
+      f.measured_workspace = ws == m.bytes_by_role_at_peak.end() ? 0.0 : ws->second;
+      f.time_error = finite(relative_error(p.step_time, m.step_time));
+      f.memory_error = finite(relative_error(p.memory_executed.peak, m.peak_bytes));
+      if (m.step_time > 0) f.measured_tokens_per_s = f.tokens_per_step / m.step_time;
+    }
+    if (!out.empty()) {
+      const StepFigures& base = out.front();
+      f.predicted_speedup =
+          speedup(base.predicted_time, base.tokens_per_step, f.predicted_time, f.tokens_per_step);
+      if (base.measured_time && f.measured_time)
+        f.measured_speedup = finite(speedup(*base.measured_time, base.tokens_per_step,
+                                            *f.measured_time, f.tokens_per_step));
+    } else if (f.measured_time) {
+      f.measured_speedup = 1.0;
+    }
+    std::vector<std::string> notes;
+    if (executing && !s.measured)
+      notes.push_back("not executed: " + (s.not_executed.empty() ? std::string("no measurement")
+                                                                  : s.not_executed));
+    if (!p.unsupported.empty()) notes.push_back(unsupported_note(p));
+    if (s.measured && s.measured->attempts > 1)
+      notes.push_back("measured twice: the first run timed some ops at zero");
+    f.note = join(notes, "; ");
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<WhatIfFigures> what_if_figures(const RunResult& r) {
+  std::vector<std::string> order;  // hardware names in the order the first step lists them
+  for (const StepResult& s : r.steps)
+    for (const Prediction& p : s.what_if)
+      if (std::find(order.begin(), order.end(), p.hardware) == order.end())
+        order.push_back(p.hardware);
+
+  std::vector<WhatIfFigures> out;
+  for (const std::string& hw : order) {
+    bool have_base = false;
+    double base_time = 0, base_tokens = 0;  // the first step on this hardware
+    for (const StepResult& s : r.steps) {
+      for (const Prediction& p : s.what_if) {
+        if (p.hardware != hw) continue;
+        WhatIfFigures w;
+        w.hardware = hw;
+        w.step = s.step;
+        w.step_time = p.step_time;
+        w.tokens_per_s = p.tokens_per_second(s.graph);
+        w.peak_model = p.memory.peak;
+        w.fits = p.fits;
+        w.mfu = p.mfu;
+        w.unsupported = p.unsupported;
+        w.note = unsupported_note(p);
+        const double tokens = s.graph.workload.tokens_per_step();
+        if (have_base) {
+          w.speedup = speedup(base_time, base_tokens, w.step_time, tokens);
+        } else {
+          have_base = true;
+          base_time = w.step_time;
+          base_tokens = tokens;
+        }
+        out.push_back(std::move(w));
+      }
+    }
+  }
+  return out;
+}
+
+std::string format_report(const std::vector<RunResult>& points, ReportFormat f) {
+  switch (f) {
+    case ReportFormat::table: return format_table(points);
+    case ReportFormat::markdown: return format_markdown(points);
+    case ReportFormat::json: return format_json(points);
+    case ReportFormat::csv: return format_csv(points);
+  }
+  return {};
+}
+
+}  // namespace perfsim

@@ -1,0 +1,186 @@
+// The report as JSON: everything the text report shows plus per-op predictions and
+// measurements. One object per sweep point under "results"; times in seconds, memory in bytes,
+// missing values null.
+#include <nlohmann/json.hpp>
+
+#include "core/graph/op_shape.hpp"
+#include "core/report/report.hpp"
+
+namespace perfsim {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json class_times(const std::map<OpClass, double>& m) {
+  json j = json::object();
+  for (const auto& [c, t] : m) j[std::string(name_of(c))] = t;
+  return j;
+}
+
+json role_bytes(const std::map<TensorRole, double>& m) {
+  json j = json::object();
+  // Workspace only when there is some (GPU profiles); the tensor roles always.
+  for (const auto& [role, b] : m)
+    if (role != TensorRole::workspace || b > 0) j[name_of(role)] = b;
+  return j;
+}
+
+json op_rows(const StepResult& s) {
+  json ops = json::array();
+  const Graph& g = s.graph;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    json o;
+    o["name"] = op.name;
+    o["kind"] = std::string(name_of(op.kind));
+    o["class"] = std::string(name_of(class_of(op.kind)));
+    o["dtype"] = std::string(name_of(op.dtype));
+    o["shape"] = op_shape_text(op, g);
+    o["stage"] = name_of(op.stage);
+    o["layer"] = op.layer;
+    o["count"] = op.count;
+    if (op.recomputed) o["recomputed"] = true;
+    if (i < s.predicted.ops.size()) {
+      const OpCost& c = s.predicted.ops[i];
+      o["flops"] = c.flops;
+      o["bytes"] = c.bytes;
+      o["intensity"] = c.intensity;
+      o["bound"] = c.compute_bound ? "compute" : "memory";
+      o["predicted_s"] = c.time;
+      o["compute_s"] = c.compute_time;
+      o["memory_s"] = c.memory_time;
+      o["launch_s"] = c.launch_time;
+      // Eager steps on a profile that models host dispatch (COST_MODEL.md §2).
+      if (c.dispatch_time > 0) {
+        o["dispatch_s"] = c.dispatch_time;
+        o["host_wait_s"] = c.host_wait;
+      }
+      if (c.calibrated) o["calibrated"] = true;
+      if (!c.supported) o["supported"] = false;
+    }
+    if (s.measured && i < s.measured->ops.size() && s.measured->ops[i].executed) {
+      o["measured_median_s"] = s.measured->ops[i].median;
+      o["measured_min_s"] = s.measured->ops[i].min;
+      if (s.measured->ops[i].host > 0) o["measured_host_s"] = s.measured->ops[i].host;
+      if (s.measured->ops[i].device > 0) o["measured_device_s"] = s.measured->ops[i].device;
+    } else if (s.measured) {
+      o["measured_median_s"] = nullptr;
+    }
+    ops.push_back(std::move(o));
+  }
+  return ops;
+}
+
+json step_object(const StepResult& s, const StepFigures& f) {
+  json j;
+  j["step"] = s.step;
+  j["applied"] = s.graph.applied;
+  j["tokens_per_step"] = f.tokens_per_step;
+  j["layers_total"] = s.graph.layers_total;
+  j["layers_built"] = s.graph.layers_built;
+  j["graphed"] = s.graph.graphed;
+
+  const Prediction& p = s.predicted;
+  json pj;
+  pj["hardware"] = p.hardware;
+  pj["calibrated"] = p.calibrated;
+  pj["profile"] = p.profile;
+  pj["step_time_s"] = p.step_time;
+  pj["host_time_s"] = p.host_time;
+  pj["tokens_per_s"] = f.predicted_tokens_per_s;
+  pj["speedup"] = f.predicted_speedup;
+  pj["flops"] = p.flops;
+  pj["mfu"] = p.mfu;
+  pj["peak_bytes_executed"] = p.memory_executed.peak;
+  pj["peak_bytes_model"] = p.memory.peak;
+  pj["peak_at"] = p.memory.peak_at;
+  pj["bytes_by_role_at_peak"] = role_bytes(p.memory.by_role);
+  if (f.predicted_workspace > 0) pj["workspace_bytes_executed"] = f.predicted_workspace;
+  if (p.memory.host_bytes > 0) {  // only graphs holding data in host memory
+    pj["host_bytes"] = p.memory.host_bytes;
+    pj["host_pinned_bytes"] = p.memory.host_pinned_bytes;
+  }
+  pj["fits"] = p.fits;
+  pj["unsupported"] = p.unsupported;
+  pj["time_by_class_s"] = class_times(p.time_by_class);
+  j["predicted"] = std::move(pj);
+
+  if (s.measured) {
+    const Measurement& m = *s.measured;
+    json mj;
+    mj["backend"] = m.backend;
+    mj["device"] = m.device;
+    mj["step_time_s"] = m.step_time;
+    mj["executed_wall_s"] = m.executed_wall;
+    mj["tokens_per_s"] = opt(f.measured_tokens_per_s);
+    mj["speedup"] = opt(f.measured_speedup);
+    mj["peak_bytes"] = m.peak_bytes;
+    mj["bytes_by_role_at_peak"] = role_bytes(m.bytes_by_role_at_peak);
+    mj["time_by_class_s"] = class_times(m.time_by_class);
+    mj["warmup"] = m.warmup;
+    mj["repeats"] = m.repeats;
+    j["measured"] = std::move(mj);
+  } else {
+    j["measured"] = nullptr;
+  }
+  j["time_error"] = opt(f.time_error);
+  j["memory_error"] = opt(f.memory_error);
+  j["not_executed"] = s.not_executed;
+  j["note"] = f.note;
+  j["ops"] = op_rows(s);
+  return j;
+}
+
+json what_if_array(const RunResult& r) {
+  json arr = json::array();
+  for (const auto& w : what_if_figures(r)) {
+    json j;
+    j["hardware"] = w.hardware;
+    j["step"] = w.step;
+    j["step_time_s"] = w.step_time;
+    j["tokens_per_s"] = w.tokens_per_s;
+    j["speedup"] = w.speedup;
+    j["mfu"] = w.mfu;
+    j["peak_bytes_model"] = w.peak_model;
+    j["fits"] = w.fits;
+    j["unsupported"] = w.unsupported;
+    j["note"] = w.note;
+    arr.push_back(std::move(j));
+  }
+  return arr;
+}
+
+}  // namespace
+
+std::string format_json(const std::vector<RunResult>& points) {
+  json results = json::array();
+  for (const RunResult& r : points) {
+    json j;
+    j["scenario"] = r.scenario;
+    j["description"] = r.description;
+    j["file"] = r.file;
+    j["sweep"] = json::object();
+    for (const auto& [k, v] : r.sweep_point) j["sweep"][k] = v;
+    j["model"] = r.model;
+    j["model_params"] = r.model_params;
+    j["workload"] = r.workload;
+    j["backend"] = r.backend;
+    j["device"] = r.device;
+    j["sampling"] = r.sampling;
+    const auto figs = step_figures(r);
+    json steps = json::array();
+    for (std::size_t i = 0; i < r.steps.size(); ++i) steps.push_back(step_object(r.steps[i], figs[i]));
+    j["steps"] = std::move(steps);
+    j["what_if"] = what_if_array(r);
+    results.push_back(std::move(j));
+  }
+  json doc;
+  doc["results"] = std::move(results);
+  // Replace invalid UTF-8 (a device name read from the OS) instead of failing the report.
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace perfsim

@@ -1,0 +1,89 @@
+// Report printers: RunResult -> text (aligned table, markdown, JSON, CSV) and the `explain`
+// per-op roofline table. Pure functions that build strings; callers do the I/O.
+// Every derived figure (errors, speedups, tokens/s) comes from step_figures() so all formats
+// print the same numbers; the definitions live in docs/COST_MODEL.md and docs/CLI.md.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cost/cost_model.hpp"
+#include "core/graph/graph.hpp"
+#include "core/run/results.hpp"
+#include "core/units.hpp"
+
+namespace perfsim {
+
+enum class ReportFormat { table, markdown, json, csv };
+
+// "table", "md" / "markdown", "json", "csv" (case-insensitive).
+[[nodiscard]] std::optional<ReportFormat> parse_report_format(std::string_view s);
+// By file extension: .json, .csv, .md / .markdown, .txt (table); nullopt otherwise.
+[[nodiscard]] std::optional<ReportFormat> report_format_for_path(std::string_view path);
+[[nodiscard]] std::string_view name_of(ReportFormat f);
+
+// The figures of one stack step, derived once for every format. Measured values are empty
+// when the step was not executed; errors are empty when either side is missing.
+struct StepFigures {
+  std::string step;
+  double tokens_per_step = 0;                  // graph workload (after batching passes)
+  double predicted_time = 0;                   // seconds, full model
+  std::optional<double> measured_time;         // seconds, full model (scaled from sampled layers)
+  std::optional<double> time_error;            // (predicted − measured) / measured
+  double predicted_peak_executed = 0;          // bytes, the graph as built
+  std::optional<double> measured_peak;         // bytes, allocator high-water mark of that graph
+  std::optional<double> memory_error;
+  double predicted_peak_model = 0;             // bytes, whole model
+  double predicted_workspace = 0;              // bytes of kernel/library workspace in the executed peak
+  std::optional<double> measured_workspace;    // the same at the measured peak
+  double host_bytes = 0;                       // bytes in host memory (not in the peaks)
+  double host_pinned_bytes = 0;                // the page-locked part of host_bytes
+  bool fits = true;
+  double predicted_speedup = 1;                // throughput vs the first step, same hardware
+  std::optional<double> measured_speedup;      // needs the first step measured too
+  double predicted_tokens_per_s = 0;
+  std::optional<double> measured_tokens_per_s;
+  std::string note;                            // "not executed: ..." / unsupported dtypes
+};
+
+// What-if figures of one step on one other hardware of the scenario.
+struct WhatIfFigures {
+  std::string hardware;
+  std::string step;
+  double step_time = 0;
+  double tokens_per_s = 0;
+  double speedup = 1;          // vs the first step on the same hardware
+  double peak_model = 0;       // bytes, whole model
+  bool fits = true;
+  double mfu = 0;
+  std::vector<std::string> unsupported;
+  std::string note;            // unsupported dtypes and what they were priced at
+};
+
+// "A100-80GB has no fp8: priced at bf16", or "" when the hardware has every dtype.
+[[nodiscard]] std::string unsupported_note(const Prediction& p);
+
+[[nodiscard]] std::vector<StepFigures> step_figures(const RunResult& r);
+// Ordered by hardware (in scenario order), then by step.
+[[nodiscard]] std::vector<WhatIfFigures> what_if_figures(const RunResult& r);
+
+// All sweep points of one run in the chosen format. A single point prints without a sweep
+// summary; several points add one (text formats) or one row/object per point (csv/json).
+[[nodiscard]] std::string format_report(const std::vector<RunResult>& points, ReportFormat f);
+[[nodiscard]] std::string format_table(const std::vector<RunResult>& points);
+[[nodiscard]] std::string format_markdown(const std::vector<RunResult>& points);
+[[nodiscard]] std::string format_json(const std::vector<RunResult>& points);
+[[nodiscard]] std::string format_csv(const std::vector<RunResult>& points);
+
+// `perfsim explain`: one stack step's graph priced on one hardware, op by op.
+struct ExplainInput {
+  std::string scenario;        // name
+  std::string step;            // stack step shown
+  const Graph* graph = nullptr;
+  const Prediction* prediction = nullptr;
+  std::string sweep_note;      // e.g. "sweep point batch=1 of 7" (empty without a sweep)
+};
+[[nodiscard]] std::string format_explain(const ExplainInput& in);
+
+}  // namespace perfsim

@@ -1,0 +1,286 @@
+// Builds the report document of one RunResult: header lines, the step table (time and
+// throughput), peak memory, time per op class, what-if hardware; and the sweep summary.
+#include "core/report/sections.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/report/report.hpp"
+
+namespace perfsim {
+
+std::string format_params(double params) {
+  if (params >= 1e9) return fmt::format("{:.2f} B params", params / 1e9);
+  if (params >= 1e6) return format_sig3(params / 1e6) + " M params";
+  return format_rate(params) + " params";
+}
+
+namespace {
+
+constexpr const char* dash = "—";
+
+bool is_executing(const RunResult& r) { return !r.backend.empty() && r.backend != "none"; }
+
+std::string opt_duration(const std::optional<double>& v) { return v ? format_duration(*v) : dash; }
+std::string opt_percent(const std::optional<double>& v) { return v ? format_signed_percent(*v) : dash; }
+std::string opt_speedup(const std::optional<double>& v) { return v ? format_speedup(*v) : dash; }
+std::string opt_rate(const std::optional<double>& v) { return v ? format_rate(*v) : dash; }
+std::string opt_bytes(const std::optional<double>& v) { return v ? format_bytes(*v) : dash; }
+
+// How the measured steps were timed: "medians of 10 timed runs per step", or their range
+// when execute.min_time gave the steps different counts. Empty when nothing ran.
+std::string timing_text(const RunResult& r) {
+  int fewest = 0, most = 0;
+  for (const StepResult& s : r.steps) {
+    if (!s.measured) continue;
+    const int n = s.measured->repeats;
+    if (most == 0) fewest = n;
+    fewest = std::min(fewest, n), most = std::max(most, n);
+  }
+  if (most == 0) return {};
+  const std::string runs = fewest == most ? fmt::format("{}", most) : fmt::format("{}-{}", fewest, most);
+  std::string text = fmt::format("medians of {} timed run{} per step", runs, most == 1 ? "" : "s");
+  std::vector<std::string> methods;  // of the ops' device times
+  for (const StepResult& s : r.steps)
+    if (s.measured && !s.measured->op_timing.empty() &&
+        std::find(methods.begin(), methods.end(), s.measured->op_timing) == methods.end())
+      methods.push_back(s.measured->op_timing);
+  if (!methods.empty()) text += fmt::format("; ops' device times from {}", fmt::join(methods, " and "));
+  return text;
+}
+
+std::string primary_hardware(const RunResult& r) {
+  return r.steps.empty() ? std::string("?") : r.steps.front().predicted.hardware;
+}
+
+ReportSection step_time_section(const RunResult& r, const std::vector<StepFigures>& figs) {
+  const bool exec = is_executing(r);
+  bool any_note = false;
+  for (const auto& f : figs) any_note = any_note || !f.note.empty();
+
+  ReportSection s;
+  s.title = fmt::format("Step time and throughput (full model) — predicted on {}{}",
+                        primary_hardware(r), exec ? ", measured on " + r.backend : "");
+  TextTable& t = s.table;
+  t.add_column("step", Align::left);
+  t.add_column("pred time");
+  if (exec) t.add_column("meas time"), t.add_column("time err");
+  t.add_column("pred speedup");
+  if (exec) t.add_column("meas speedup");
+  t.add_column("pred tok/s");
+  if (exec) t.add_column("meas tok/s");
+  if (any_note) t.add_column("note", Align::left);
+  for (const auto& f : figs) {
+    std::vector<std::string> row{f.step, format_duration(f.predicted_time)};
+    if (exec) row.push_back(opt_duration(f.measured_time)), row.push_back(opt_percent(f.time_error));
+    row.push_back(format_speedup(f.predicted_speedup));
+    if (exec) row.push_back(opt_speedup(f.measured_speedup));
+    row.push_back(format_rate(f.predicted_tokens_per_s));
+    if (exec) row.push_back(opt_rate(f.measured_tokens_per_s));
+    if (any_note) row.push_back(f.note);
+    t.add_row(std::move(row));
+  }
+  s.notes.push_back("speedup: throughput (tokens/s) relative to the first step");
+  if (exec) s.notes.push_back("time err: (predicted − measured) / measured");
+  return s;
+}
+
+ReportSection memory_section(const RunResult& r, const std::vector<StepFigures>& figs) {
+  const bool exec = is_executing(r);
+  ReportSection s;
+  s.title = "Peak memory";
+  TextTable& t = s.table;
+  t.add_column("step", Align::left);
+  t.add_column("pred exec peak");
+  if (exec) t.add_column("meas exec peak"), t.add_column("mem err");
+  t.add_column("pred model peak");
+  // Host memory shows only for graphs that hold data on the host (host_data).
+  const bool host = std::any_of(figs.begin(), figs.end(),
+                                [](const StepFigures& f) { return f.host_bytes > 0; });
+  if (host) t.add_column("host (pinned)");
+  // Workspace shows only when some step's executed peak holds any (GPU profiles).
+  const bool ws = std::any_of(figs.begin(), figs.end(), [](const StepFigures& f) {
+    return f.predicted_workspace > 0 || f.measured_workspace.value_or(0) > 0;
+  });
+  if (ws) {
+    t.add_column("pred workspace");
+    if (exec) t.add_column("meas workspace");
+  }
+  t.add_column("fits " + primary_hardware(r), Align::left);
+  for (const auto& f : figs) {
+    std::vector<std::string> row{f.step, format_bytes(f.predicted_peak_executed)};
+    if (exec) row.push_back(opt_bytes(f.measured_peak)), row.push_back(opt_percent(f.memory_error));
+    row.push_back(format_bytes(f.predicted_peak_model));
+    if (host)
+      row.push_back(fmt::format("{} ({})", format_bytes(f.host_bytes),
+                                format_bytes(f.host_pinned_bytes)));
+    if (ws) {
+      row.push_back(format_bytes(f.predicted_workspace));
+      if (exec) row.push_back(opt_bytes(f.measured_workspace));
+    }
+    row.push_back(f.fits ? "yes" : "does not fit");
+    t.add_row(std::move(row));
+  }
+  s.notes.push_back("exec peak: the graph as built (sampled layers), as the backend allocates it");
+  s.notes.push_back("model peak: predicted for every layer of the model");
+  if (host)
+    s.notes.push_back("host: input buffers in host memory (pinned part in brackets), not in the "
+                      "device peaks");
+  if (ws)
+    s.notes.push_back("workspace: kernel and library workspaces in the exec peak (part of it)");
+  return s;
+}
+
+ReportSection class_section(const RunResult& r) {
+  const bool exec = is_executing(r);
+  ReportSection s;
+  s.title = exec ? "Time by op class (full model), predicted / measured"
+                 : "Time by op class (full model), predicted";
+  TextTable& t = s.table;
+  t.add_column("class", Align::left);
+  for (const StepResult& st : r.steps) t.add_column(st.step);
+  for (OpClass c : all_op_classes) {
+    bool present = false;
+    for (const StepResult& st : r.steps) {
+      const auto& pc = st.predicted.time_by_class;
+      auto it = pc.find(c);
+      present = present || (it != pc.end() && it->second > 0);
+      if (st.measured) {
+        auto mt = st.measured->time_by_class.find(c);
+        present = present || (mt != st.measured->time_by_class.end() && mt->second > 0);
+      }
+    }
+    if (!present) continue;
+    std::vector<std::string> row{std::string(name_of(c))};
+    for (const StepResult& st : r.steps) {
+      auto it = st.predicted.time_by_class.find(c);
+      const double pred = it == st.predicted.time_by_class.end() ? 0 : it->second;
+      std::string cell = format_duration(pred);
+      if (exec) {
+        std::string meas = dash;
+        if (st.measured) {
+          auto mt = st.measured->time_by_class.find(c);
+          meas = format_duration(mt == st.measured->time_by_class.end() ? 0 : mt->second);
+        }
+        cell += " / " + meas;
+      }
+      row.push_back(std::move(cell));
+    }
+    t.add_row(std::move(row));
+  }
+  s.notes.push_back("per class: Σ op time × count; the step time also holds host overhead");
+  return s;
+}
+
+ReportSection what_if_section(const std::vector<WhatIfFigures>& wi) {
+  ReportSection s;
+  s.title = "What-if on other hardware (predicted)";
+  TextTable& t = s.table;
+  t.add_column("hardware", Align::left);
+  t.add_column("step", Align::left);
+  t.add_column("step time");
+  t.add_column("tok/s");
+  t.add_column("speedup");
+  t.add_column("MFU");
+  t.add_column("model peak");
+  t.add_column("fits", Align::left);
+  bool any_note = false;
+  for (const auto& w : wi) any_note = any_note || !w.note.empty();
+  if (any_note) t.add_column("note", Align::left);
+  for (const auto& w : wi) {
+    std::vector<std::string> row{w.hardware,
+                                 w.step,
+                                 format_duration(w.step_time),
+                                 format_rate(w.tokens_per_s),
+                                 format_speedup(w.speedup),
+                                 fmt::format("{:.1f}%", w.mfu * 100),
+                                 format_bytes(w.peak_model),
+                                 w.fits ? "yes" : "does not fit"};
+    if (any_note) row.push_back(w.note);
+    t.add_row(std::move(row));
+  }
+  s.notes.push_back("speedup: throughput relative to the first step on the same hardware");
+  return s;
+}
+
+}  // namespace
+
+ReportDocument build_report_document(const RunResult& r, std::size_t index, std::size_t count) {
+  ReportDocument d;
+  std::string scenario = r.scenario;
+  if (!r.description.empty()) scenario += " — " + r.description;
+  d.header.emplace_back("scenario", scenario);
+  if (!r.file.empty()) d.header.emplace_back("file", r.file);
+  if (count > 1 || !r.sweep_point.empty())
+    d.header.emplace_back("sweep", fmt::format("{} (point {} of {})", sweep_label(r.sweep_point),
+                                               index + 1, count));
+  d.header.emplace_back("model", r.model_params > 0
+                                     ? fmt::format("{} ({})", r.model,
+                                                   format_params(static_cast<double>(r.model_params)))
+                                     : r.model);
+  d.header.emplace_back("workload", r.workload);
+  d.header.emplace_back("backend", is_executing(r)
+                                       ? (r.device.empty() ? r.backend : r.backend + " — " + r.device)
+                                       : std::string("none (prediction only)"));
+  if (!r.steps.empty()) {
+    const Prediction& p = r.steps.front().predicted;
+    d.header.emplace_back("profile", fmt::format("{} ({})", p.hardware,
+                                                 p.profile));
+  }
+  if (!r.sampling.empty()) d.header.emplace_back("sampling", r.sampling);
+  if (const std::string t = timing_text(r); !t.empty()) d.header.emplace_back("timing", t);
+
+  if (r.steps.empty()) return d;
+  const auto figs = step_figures(r);
+  d.sections.push_back(step_time_section(r, figs));
+  d.sections.push_back(memory_section(r, figs));
+  d.sections.push_back(class_section(r));
+  const auto wi = what_if_figures(r);
+  if (!wi.empty()) d.sections.push_back(what_if_section(wi));
+  return d;
+}
+
+std::optional<ReportSection> build_sweep_summary(const std::vector<RunResult>& points) {
+  if (points.size() < 2) return std::nullopt;
+  bool exec = false;
+  for (const auto& r : points) exec = exec || is_executing(r);
+  std::vector<std::string> keys;
+  for (const auto& r : points)
+    for (const auto& [k, v] : r.sweep_point)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+
+  ReportSection s;
+  s.title = "Sweep summary";
+  TextTable& t = s.table;
+  for (const auto& k : keys) t.add_column(k);
+  t.add_column("step", Align::left);
+  t.add_column("pred time");
+  if (exec) t.add_column("meas time");
+  t.add_column("pred tok/s");
+  if (exec) t.add_column("meas tok/s");
+  t.add_column("pred model peak");
+  t.add_column("fits", Align::left);
+  for (const auto& r : points) {
+    for (const auto& f : step_figures(r)) {
+      std::vector<std::string> row;
+      for (const auto& k : keys) {
+        auto it = r.sweep_point.find(k);
+        row.push_back(it == r.sweep_point.end() ? "" : it->second);
+      }
+      row.push_back(f.step);
+      row.push_back(format_duration(f.predicted_time));
+      if (exec) row.push_back(opt_duration(f.measured_time));
+      row.push_back(format_rate(f.predicted_tokens_per_s));
+      if (exec) row.push_back(opt_rate(f.measured_tokens_per_s));
+      row.push_back(format_bytes(f.predicted_peak_model));
+      row.push_back(f.fits ? "yes" : "does not fit");
+      t.add_row(std::move(row));
+    }
+  }
+  return s;
+}
+
+}  // namespace perfsim

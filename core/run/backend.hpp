@@ -1,0 +1,68 @@
+// The narrow interface every execution backend implements: what the device is, whether it
+// can run an op, and running a graph with real kernels and allocations. Implementations live
+// in backends/<name>/; backends/registry.hpp creates them by name.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "core/graph/graph.hpp"
+#include "core/run/results.hpp"
+
+namespace perfsim {
+
+struct DeviceInfo {
+  std::string backend;        // "cpu", "cuda"
+  std::string name;           // marketing name as the device reports it
+  std::string catalog_name;   // closest hardware catalog entry ("host-cpu", "H100-SXM")
+  int compute_units = 0;      // cores or SMs
+  double memory_bytes = 0;
+  double l2_bytes = 0;
+  double clock_hz = 0;
+  std::string driver;         // driver version ("580.65" on a GPU, "" on a CPU)
+  std::string runtime;        // CUDA runtime version, or the CPU backend's BLAS and threads
+};
+
+struct RunOptions {
+  int warmup = 1;
+  int repeats = 5;
+  uint64_t seed = 42;
+  // Eager CUDA runs: also time each op with the stream held until the step is issued
+  // (OpMeasurement::device). Calibration, which fits the eager pacing itself, turns it off.
+  bool device_times = true;
+  // Seconds the timed runs last at least: past `repeats`, more runs until then (at most
+  // max_timed_runs, backends/timed_runs.hpp). 0: exactly `repeats`.
+  double min_time = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual DeviceInfo device() const = 0;
+  // Empty when the op can run; otherwise the reason ("cpu backend has no fp8 GEMM").
+  [[nodiscard]] virtual std::string unsupported_reason(const Op& op, const Graph& g) const = 0;
+  // Executes every op of the graph in order with real buffers: warm-up runs, then timed runs.
+  // Throws NotExecutable when something cannot run (check unsupported_reason first).
+  [[nodiscard]] virtual Measurement run(const Graph& g, const RunOptions& o) = 0;
+
+  // GPUs of this process a collective can span (1: collectives cannot be timed).
+  [[nodiscard]] virtual int gpu_count() const { return 1; }
+  // Seconds per collective `c` over the first `group` GPUs, one figure per entry of
+  // `payload_bytes` (the buffer size collective_time() prices: the largest buffer of one rank,
+  // the size nccl-tests reports). Throws NotExecutable when the backend has no collectives.
+  [[nodiscard]] virtual std::vector<double> time_collective(Collective c, int group,
+                                                            const std::vector<double>& payload_bytes) {
+    (void)group;
+    (void)payload_bytes;
+    throw NotExecutable(name() + " backend cannot time collectives (" + std::string(name_of(c)) + ")");
+  }
+};
+
+// The first unsupported op's reason, or "" when the whole graph can run.
+[[nodiscard]] std::string graph_unsupported_reason(const Backend& b, const Graph& g);
+
+}  // namespace perfsim

@@ -1,0 +1,77 @@
+// What `perfsim run` produces: for each stack step, the prediction for the executing device
+// paired with its measurement (or the reason there is none), plus what-if predictions.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cost/cost_model.hpp"
+#include "core/graph/graph.hpp"
+
+namespace perfsim {
+
+// A measurement of one graph on a backend. Per-op times are medians of the timed repeats.
+struct OpMeasurement {
+  int op = -1;
+  double median = 0;   // seconds, one op (not × count)
+  double min = 0;
+  bool executed = false;
+  double host = 0;     // eager CUDA runs: median host seconds spent issuing the op (0 = not timed)
+  // Eager CUDA runs: median seconds of the op queued behind the one before it (the stream held
+  // until the step was issued), the device's time without waits for the host (0 = not timed).
+  double device = 0;
+};
+
+struct Measurement {
+  std::string backend;                  // "cpu", "cuda"
+  std::string device;                   // e.g. "AMD EPYC 7B13 (2 threads)"
+  std::vector<OpMeasurement> ops;       // one per graph op, same order
+  std::map<OpClass, double> time_by_class;  // Σ median × count
+  double step_time = 0;                 // stream timeline of the medians (one stream: Σ median × count)
+  double executed_wall = 0;             // median wall time of one run of the graph as built
+  double peak_bytes = 0;                // allocator high-water mark of the graph as built
+  std::map<TensorRole, double> bytes_by_role_at_peak;
+  int warmup = 0, repeats = 0;
+  // CUDA graph replay (Graph::graphed): ops, time_by_class and step_time come from timed
+  // replays of the captured step (op_timing says how); executed_wall from plain replays.
+  bool graph_replayed = false;
+  // How the device times of the ops were taken: "CUPTI records" (the device's own records of
+  // their kernels, copies and memsets), "event nodes" (in a replay) or "events" (around eager
+  // launches); empty where the backend has no device times.
+  std::string op_timing;
+  // Runs of the step this measurement was kept from: 2 when the first had executed ops timed
+  // at zero and was run again (runner.cpp).
+  int attempts = 1;
+};
+
+struct StepResult {
+  std::string step;                     // stack step name
+  Graph graph;
+  Prediction predicted;                 // for the executing device (or first hardware)
+  std::optional<Measurement> measured;
+  std::string not_executed;             // why there is no measurement, when there is none
+  std::vector<Prediction> what_if;      // other hardware of the scenario
+};
+
+struct RunResult {
+  std::string scenario, file, description;
+  std::string model;
+  int64_t model_params = 0;             // parameters of the whole model (report header)
+  std::string workload;                 // describe(Workload) of the base workload
+  std::string backend;                  // "none" when only predicting
+  std::string device;
+  std::string sampling;                 // e.g. "executed 2 of 32 layers; times scaled by 16"
+  std::map<std::string, std::string> sweep_point;  // sweep key -> value for this row
+  std::vector<StepResult> steps;
+};
+
+// "batch=8, prompt=512" (keys in map order); "" without a sweep.
+[[nodiscard]] std::string sweep_label(const std::map<std::string, std::string>& values);
+// Relative error of a prediction: (predicted − measured) / measured.
+[[nodiscard]] double relative_error(double predicted, double measured);
+// Throughput speedup of `step` over `base`: (tokens/time)_step / (tokens/time)_base.
+[[nodiscard]] double speedup(double base_time, double base_tokens, double time, double tokens);
+
+}  // namespace perfsim

@@ -1,0 +1,24 @@
+// Runs a scenario end to end: for each stack step, build the graph, predict it for every
+// hardware of the scenario, and execute it on the backend when one is given.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/run/backend.hpp"
+#include "core/run/results.hpp"
+#include "core/run/scenario.hpp"
+
+namespace perfsim {
+
+struct RunnerHooks {
+  // Called before each step executes ("step 2/5 +flash_attention"), for progress on stderr.
+  std::function<void(const std::string&)> progress;
+};
+
+// backend == nullptr: predict only. The prediction paired with a measurement is made for the
+// executing device's hardware profile (`device_hw`); the scenario's hardware become what-ifs.
+[[nodiscard]] RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* device_hw,
+                                     const RunnerHooks& hooks = {});
+
+}  // namespace perfsim

@@ -1,0 +1,77 @@
+// Scenario validation: every check names the field at fault and says what to change.
+#include "core/run/scenario.hpp"
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+
+namespace perfsim {
+
+namespace {
+
+void validate_hardware(const Hardware& hw) {
+  if (hw.name.empty()) throw ConfigError("hardware: a profile has no name; give each one a name");
+  if (hw.memory_bandwidth <= 0)
+    throw ConfigError(fmt::format("hardware '{}': memory_bandwidth must be > 0 bytes/s (got {})",
+                                  hw.name, hw.memory_bandwidth));
+  bool any_peak = false;
+  for (double p : hw.peak_flops) any_peak = any_peak || p > 0;
+  if (!any_peak)
+    throw ConfigError(fmt::format(
+        "hardware '{}': peak_flops has no positive entry; give at least the fp32 peak", hw.name));
+}
+
+void validate_execute(const ExecuteOptions& e, const ModelConfig& m) {
+  if (e.repeats < 1)
+    throw ConfigError(fmt::format(
+        "execute.repeats must be >= 1 (got {}); timed runs give the medians", e.repeats));
+  if (e.warmup < 0)
+    throw ConfigError(fmt::format("execute.warmup must be >= 0 (got {})", e.warmup));
+  if (!(e.min_time >= 0) || e.min_time > 3600)
+    throw ConfigError(fmt::format("execute.min_time must be seconds in [0, 3600] (got {})", e.min_time));
+  if (e.layers < 0)
+    throw ConfigError(
+        fmt::format("execute.layers must be >= 0 (got {}); 0 executes all layers", e.layers));
+  if (e.layers > m.layers)
+    throw ConfigError(
+        fmt::format("execute.layers = {} exceeds {}'s {} layers; use 0 for all layers", e.layers,
+                    m.name, m.layers));
+}
+
+void validate_context(const Workload& w, const ModelConfig& m) {
+  if (w.phase == Phase::train) {
+    if (w.seq > m.max_seq)
+      throw ConfigError(
+          fmt::format("seq = {} exceeds {}'s max_seq {}; lower seq", w.seq, m.name, m.max_seq));
+    return;
+  }
+  // The KV cache of a prefill or decode holds the whole generation.
+  const int64_t context = w.prompt + w.new_tokens;
+  if (context > m.max_seq)
+    throw ConfigError(
+        fmt::format("prompt + new_tokens = {} exceeds {}'s max_seq {}; lower prompt or new_tokens",
+                    context, m.name, m.max_seq));
+}
+
+}  // namespace
+
+void validate(const Scenario& s) {
+  validate(s.model);
+  validate(s.workload);
+  if (s.hardware.empty())
+    throw ConfigError(fmt::format(
+        "scenario '{}': no hardware given; name at least one profile (see `perfsim list hardware`)",
+        s.name));
+  for (const Hardware& hw : s.hardware) validate_hardware(hw);
+  validate_execute(s.execute, s.model);
+  validate_context(s.workload, s.model);
+  for (std::size_t i = 0; i < s.stacks.size(); ++i) {
+    const StackStep& step = s.stacks[i];
+    if (step.name.empty())
+      throw ConfigError(
+          fmt::format("stack step {} has no name; name it like \"+flash_attention\"", i + 1));
+    for (const PassSpec& p : step.passes) validate(p);
+  }
+}
+
+}  // namespace perfsim

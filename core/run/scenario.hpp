@@ -1,0 +1,43 @@
+// A scenario: model, hardware, workload, optimization stacks and execution options,
+// as produced by the DSL from a Lua script.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/cost/hardware.hpp"
+#include "core/passes/passes.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/workload.hpp"
+
+namespace perfsim {
+
+struct ExecuteOptions {
+  bool enabled = true;   // false: predict only
+  int64_t layers = 2;    // transformer layers to execute (0 = all); the rest are scaled
+  int warmup = 1;        // untimed runs before measuring
+  int repeats = 5;       // timed runs; per-op figures are medians
+  double min_time = 0;   // seconds: after `repeats`, more timed runs until they last this long
+};
+
+// One axis of a sweep: a scenario field and the values it takes.
+struct SweepAxis {
+  std::string key;            // "batch", "prompt", "new_tokens", "seq", "grad_accum", "hardware", "model"
+  std::vector<std::string> values;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string file;                  // script it came from
+  ModelConfig model;
+  std::vector<Hardware> hardware;    // first = prediction target when not executing
+  Workload workload;
+  std::vector<StackStep> stacks;     // cumulative; empty = a single "baseline" step
+  ExecuteOptions execute;
+  std::vector<SweepAxis> sweep;
+};
+
+// Throws ConfigError when the model, workload, stack or hardware list is unusable.
+void validate(const Scenario& s);
+
+}  // namespace perfsim

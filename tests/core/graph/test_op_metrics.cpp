@@ -1,0 +1,166 @@
+// Op FLOPs and bytes on hand-sized ops, and graph_flops scaling by count.
+#include <doctest/doctest.h>
+
+#include "approx.hpp"
+#include "core/build/builders.hpp"
+#include "core/cost/formulas.hpp"
+#include "core/graph/op_metrics.hpp"
+#include "graph_test_models.hpp"
+
+using namespace perfsim;
+using perfsim::test::approx;
+
+namespace {
+
+int add(Graph& g, const char* name, std::vector<int64_t> shape, DType t = DType::fp32,
+        TensorRole role = TensorRole::activation) {
+  Tensor x;
+  x.name = name;
+  x.shape = std::move(shape);
+  x.dtype = t;
+  x.role = role;
+  return g.add_tensor(std::move(x));
+}
+
+Op make(OpKind k, std::vector<int> in, std::vector<int> out) {
+  Op op;
+  op.kind = k;
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+  return op;
+}
+
+}  // namespace
+
+TEST_CASE("op metrics: gemm flops and bytes") {
+  Graph g;
+  const int a = add(g, "a", {2, 4}), b = add(g, "b", {4, 3}, DType::fp32, TensorRole::weight);
+  const int c = add(g, "c", {2, 3});
+  Op op = make(OpKind::gemm, {a, b}, {c});
+  op.attrs.m = 2, op.attrs.n = 3, op.attrs.k = 4;
+  CHECK(op_flops(op, g) == 48);             // 2·2·3·4
+  CHECK(op_bytes(op, g) == (8 + 12 + 6) * 4);  // each operand once, fp32
+  g.tensor(a).dtype = g.tensor(b).dtype = g.tensor(c).dtype = DType::bf16;
+  CHECK(op_bytes(op, g) == (8 + 12 + 6) * 2);
+  op.attrs.batch = 3;
+  CHECK(op_flops(op, g) == 144);
+}
+
+TEST_CASE("op metrics: attention counts the full rectangle; flash 4·bhqkd, bwd 2.5×") {
+  Graph g;
+  const int q = add(g, "q", {1, 3, 2, 4}), k = add(g, "k", {1, 5, 1, 4}), s = add(g, "s", {1, 2, 3, 5});
+  Op op = make(OpKind::attn_scores, {q, k}, {s});
+  op.attrs.batch = 1, op.attrs.heads = 2, op.attrs.kv_heads = 1, op.attrs.head_dim = 4;
+  op.attrs.seq_q = 3, op.attrs.seq_kv = 5, op.attrs.kv_capacity = 5, op.attrs.causal = true;
+  CHECK(op_flops(op, g) == 240);  // 2·1·2·3·5·4
+  op.kind = OpKind::attn_softmax;
+  CHECK(op_flops(op, g) == 150);  // 5 per score
+  op.kind = OpKind::attn_scores_bwd;
+  CHECK(op_flops(op, g) == 480);
+  op.kind = OpKind::flash_attention;
+  CHECK(op_flops(op, g) == 480);
+  op.kind = OpKind::flash_attention_bwd;
+  CHECK(op_flops(op, g) == 1200);
+}
+
+TEST_CASE("op metrics: a KV cache is read only up to seq_kv, and appended one row") {
+  Graph g;
+  // Cache [batch 2, capacity 10, kv_heads 1, head_dim 4], 3 rows valid.
+  const int q = add(g, "q", {2, 4}), cache = add(g, "k_cache", {2, 10, 1, 4}, DType::fp32, TensorRole::kv_cache);
+  const int s = add(g, "s", {2, 1, 1, 3}), knew = add(g, "k_new", {2, 4});
+  Op op = make(OpKind::attn_scores, {q, cache}, {s});
+  op.attrs.batch = 2, op.attrs.heads = 1, op.attrs.kv_heads = 1, op.attrs.head_dim = 4;
+  op.attrs.seq_q = 1, op.attrs.seq_kv = 3, op.attrs.kv_capacity = 10;
+  // q 8 + valid K 2·3·4 = 24 + s 6 = 38 elements of 4 bytes.
+  CHECK(op_bytes(op, g) == 38 * 4);
+  Op app = make(OpKind::kv_append, {knew, cache}, {cache});
+  app.attrs.batch = 2, app.attrs.seq_q = 1, app.attrs.kv_heads = 1, app.attrs.head_dim = 4;
+  app.attrs.kv_capacity = 10, app.attrs.position = 2;
+  CHECK(op_bytes(app, g) == (8 + 8) * 4);  // read the new rows, write them
+  CHECK(op_flops(app, g) == 0);
+}
+
+TEST_CASE("op metrics: unfused AdamW streams its operands once per pass") {
+  Graph g;
+  const int p = add(g, "p", {10}, DType::fp32, TensorRole::weight);
+  const int gr = add(g, "g", {10}, DType::fp32, TensorRole::gradient);
+  const int m = add(g, "m", {10}, DType::fp32, TensorRole::optimizer_state);
+  const int v = add(g, "v", {10}, DType::fp32, TensorRole::optimizer_state);
+  Op op = make(OpKind::adamw, {p, gr, m, v}, {p, m, v});
+  op.attrs.elements = 10;
+  op.attrs.passes = 4;
+  CHECK(op_bytes(op, g) == 4 * (4 + 3) * 40);  // 7 tensors of 40 bytes, 4 passes
+  op.attrs.passes = 1;
+  CHECK(op_bytes(op, g) == (4 + 3) * 40);
+  CHECK(op_flops(op, g) == 120);  // 12 per parameter
+}
+
+TEST_CASE("op metrics: embedding gathers rows, slice copies one row per sequence") {
+  Graph g;
+  const int ids = add(g, "ids", {6}, DType::int32, TensorRole::input);
+  const int table = add(g, "table", {1000, 8}, DType::fp32, TensorRole::weight);
+  const int x = add(g, "x", {6, 8}), y = add(g, "y", {2, 8});
+  Op e = make(OpKind::embedding, {ids, table}, {x});
+  e.attrs.rows = 6, e.attrs.cols = 8;
+  CHECK(op_bytes(e, g) == 6 * 4 + 48 * 4 + 48 * 4);  // not the whole table
+  // Learned positions: 2 sequences of 3 tokens read the same 3 position rows (the second
+  // from L2), so 24 of its elements count, not 48.
+  const int pos = add(g, "pos", {16, 8}, DType::fp32, TensorRole::weight);
+  Op ep = make(OpKind::embedding, {ids, table, pos}, {x});
+  ep.attrs.rows = 6, ep.attrs.cols = 8, ep.attrs.batch = 2, ep.attrs.seq_q = 3;
+  CHECK(op_bytes(ep, g) == 6 * 4 + 48 * 4 + 24 * 4 + 48 * 4);
+  Op s = make(OpKind::slice_last_token, {x}, {y});
+  s.attrs.batch = 2, s.attrs.seq_q = 3, s.attrs.cols = 8;
+  CHECK(op_bytes(s, g) == 2 * 16 * 4);
+}
+
+TEST_CASE("op metrics: graph_flops multiplies by count") {
+  Graph g;
+  const int a = add(g, "a", {2, 4}), b = add(g, "b", {4, 3}), c = add(g, "c", {2, 3});
+  Op op = make(OpKind::gemm, {a, b}, {c});
+  op.attrs.m = 2, op.attrs.n = 3, op.attrs.k = 4;
+  op.count = 16;
+  g.add_op(op);
+  op.count = 1;
+  g.add_op(op);
+  CHECK(graph_flops(g) == 48 * 17);
+}
+
+TEST_CASE("op metrics: decode step FLOPs match 2·params + attention per token") {
+  const ModelConfig m = test_models::llama2_7b();
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 4;
+  w.prompt = 512;
+  w.new_tokens = 256;
+  const Graph g = build_graph(m, w, BuildOptions{2});
+  const double expected = 4 * formulas::decode_flops_per_token(m, w.decode_context());
+  CHECK(graph_flops(g) == approx(expected).epsilon(0.02));
+}
+
+TEST_CASE("op metrics: mixed-precision AdamW writes the 16-bit weight without reading it") {
+  Graph g;
+  // One group {master fp32, grad bf16, m, v fp32, weight bf16} of 10 parameters.
+  const int master = add(g, "p.master", {10}, DType::fp32, TensorRole::master_weight);
+  const int gr = add(g, "g", {10}, DType::bf16, TensorRole::gradient);
+  const int m = add(g, "m", {10}, DType::fp32, TensorRole::optimizer_state);
+  const int v = add(g, "v", {10}, DType::fp32, TensorRole::optimizer_state);
+  const int w = add(g, "p", {10}, DType::bf16, TensorRole::weight);
+  Op op = make(OpKind::adamw, {master, gr, m, v, w}, {master, m, v, w});
+  op.attrs.elements = 10;
+  op.attrs.passes = 1;
+  // Reads master 40 + grad 20 + m 40 + v 40; writes master 40 + m 40 + v 40 + weight 20.
+  CHECK(op_bytes(op, g) == 140 + 140);  // 28 bytes per parameter (Micikevicius et al. 2018)
+  op.attrs.passes = 4;
+  CHECK(op_bytes(op, g) == 4 * 280);
+  // Two groups in one multi-tensor op (fused_optimizer): each group counted the same way,
+  // and a plain fp32 group {param, grad, m, v} still reads all four.
+  const int p2 = add(g, "p2", {10}, DType::fp32, TensorRole::weight);
+  const int g2 = add(g, "g2", {10}, DType::fp32, TensorRole::gradient);
+  const int m2 = add(g, "m2", {10}, DType::fp32, TensorRole::optimizer_state);
+  const int v2 = add(g, "v2", {10}, DType::fp32, TensorRole::optimizer_state);
+  Op both = make(OpKind::adamw, {master, gr, m, v, w, p2, g2, m2, v2},
+                 {master, m, v, w, p2, m2, v2});
+  both.attrs.elements = 20;
+  CHECK(op_bytes(both, g) == 280 + (4 + 3) * 40);
+}

@@ -1,0 +1,255 @@
+// Runner with a fake backend (one step unsupported, one throwing NotExecutable, the rest
+// measured), predict-only runs, scenario validation, and the derived comparisons.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "approx.hpp"
+#include "core/errors.hpp"
+#include "core/report/report.hpp"
+#include "core/run/runner.hpp"
+
+using namespace perfsim;
+using perfsim::test::approx;
+
+namespace {
+
+ModelConfig tiny_model() {
+  ModelConfig m;
+  m.name = "tiny";
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn_hidden = 128;
+  m.vocab = 256;
+  m.max_seq = 256;
+  m.activation = Activation::swiglu;
+  m.norm = NormKind::rmsnorm;
+  m.rope = true;
+  return m;
+}
+
+Hardware profile(const std::string& name, double bandwidth) {
+  Hardware hw;
+  hw.name = name;
+  hw.peak_flops[static_cast<int>(DType::fp32)] = 1e12;
+  hw.memory_bytes = 16e9;
+  hw.memory_bandwidth = bandwidth;
+  hw.launch_eager = 1e-6;
+  return hw;
+}
+
+Scenario tiny_scenario() {
+  Scenario s;
+  s.name = "runner-test";
+  s.model = tiny_model();
+  s.workload.phase = Phase::decode;
+  s.workload.batch = 2;
+  s.workload.prompt = 16;
+  s.workload.new_tokens = 8;
+  s.hardware = {profile("fake-device", 50e9), profile("big-gpu", 3e12)};
+  s.execute.layers = 2;
+  s.execute.warmup = 0;
+  s.execute.repeats = 1;
+  return s;
+}
+
+// Behaves by the name of the graph's last applied step: "+unsupported" has an op it cannot run,
+// "+throws" fails inside run(), anything else is "measured" at 1 us per op.
+class FakeBackend : public Backend {
+ public:
+  double memory_bytes = 8e9;
+  int runs = 0;
+  int zero_runs = 0;  // runs still to come back with their first op timed at zero
+  RunOptions last;    // the options of the last run
+
+  std::string name() const override { return "fake"; }
+  DeviceInfo device() const override {
+    DeviceInfo d;
+    d.backend = "fake";
+    d.name = "Fake Device 9000";
+    d.memory_bytes = memory_bytes;
+    return d;
+  }
+  std::string unsupported_reason(const Op& op, const Graph& g) const override {
+    if (!g.applied.empty() && g.applied.back() == "+unsupported" && op.id == 0)
+      return "fake backend has no kernel for " + op.name;
+    return {};
+  }
+  Measurement run(const Graph& g, const RunOptions& o) override {
+    if (!g.applied.empty() && g.applied.back() == "+throws")
+      throw NotExecutable("fake backend ran out of scratch space");
+    ++runs;
+    last = o;
+    Measurement m;
+    m.backend = "fake";
+    m.warmup = o.warmup;
+    m.repeats = o.repeats;
+    for (const Op& op : g.ops) {
+      m.ops.push_back({op.id, 1e-6, 1e-6, true});
+      m.step_time += 1e-6 * op.count;
+    }
+    if (zero_runs > 0) {
+      --zero_runs;
+      m.ops.front().median = 0;
+    }
+    return m;
+  }
+};
+
+std::string config_error(const Scenario& s) {
+  try {
+    validate(s);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("runner: unsupported, throwing and measured steps") {
+  Scenario s = tiny_scenario();
+  s.stacks = {{"baseline", {}}, {"+unsupported", {}}, {"+throws", {}}, {"+ok", {}}};
+  s.execute.min_time = 0.125;
+  FakeBackend backend;
+  std::vector<std::string> progress;
+  const RunResult r = run_scenario(s, &backend, &s.hardware[0],
+                                   {[&](const std::string& line) { progress.push_back(line); }});
+  CHECK(progress == std::vector<std::string>{"[1/4] baseline", "[2/4] +unsupported",
+                                             "[3/4] +throws", "[4/4] +ok"});
+  REQUIRE(r.steps.size() == 4);
+  CHECK(backend.runs == 2);
+  CHECK(r.steps[0].measured.has_value());
+  CHECK(r.steps[0].not_executed.empty());
+  CHECK_FALSE(r.steps[1].measured.has_value());
+  CHECK(r.steps[1].not_executed.rfind("fake backend has no kernel for ", 0) == 0);
+  CHECK_FALSE(r.steps[2].measured.has_value());
+  CHECK(r.steps[2].not_executed == "fake backend ran out of scratch space");
+  CHECK(r.steps[3].measured.has_value());
+  CHECK(r.steps[3].step == "+ok");
+  CHECK(r.steps[0].measured->repeats == 1);
+  CHECK(backend.last.repeats == s.execute.repeats);  // the scenario's execute options reach the backend
+  CHECK(backend.last.warmup == s.execute.warmup);
+  CHECK(backend.last.min_time == 0.125);
+
+  // The measured device's profile is primary; the other scenario hardware is a what-if.
+  for (const StepResult& step : r.steps) {
+    CHECK(step.predicted.hardware == "fake-device");
+    REQUIRE(step.what_if.size() == 1);
+    CHECK(step.what_if[0].hardware == "big-gpu");
+    CHECK(step.predicted.ops.size() == step.graph.ops.size());
+    CHECK(step.predicted.step_time > step.what_if[0].step_time);  // 60x less bandwidth
+  }
+  CHECK(r.scenario == "runner-test");
+  CHECK(r.model == "tiny");
+  CHECK(r.model_params == tiny_model().params());
+  CHECK(r.workload == describe(s.workload));
+  CHECK(r.backend == "fake");
+  CHECK(r.device == "Fake Device 9000");
+  CHECK(r.sampling == "executed 2 of 4 transformer layers; per-layer times and memory scaled by 2");
+}
+
+TEST_CASE("runner: a step with ops timed at zero is measured again") {
+  Scenario s = tiny_scenario();
+  FakeBackend backend;
+  backend.zero_runs = 1;
+  RunResult r = run_scenario(s, &backend, &s.hardware[0]);
+  REQUIRE(r.steps.size() == 1);
+  REQUIRE(r.steps[0].measured.has_value());
+  CHECK(backend.runs == 2);
+  CHECK(r.steps[0].measured->attempts == 2);
+  CHECK(r.steps[0].measured->ops.front().median == approx(1e-6));  // the second run kept
+  CHECK(step_figures(r).front().note == "measured twice: the first run timed some ops at zero");
+  // Zero again: still measured twice, never more; a clean step is run once.
+  backend.runs = 0;
+  backend.zero_runs = 2;
+  r = run_scenario(s, &backend, &s.hardware[0]);
+  CHECK(backend.runs == 2);
+  CHECK(r.steps[0].measured->ops.front().median == 0);
+  backend.runs = 0;
+  r = run_scenario(s, &backend, &s.hardware[0]);
+  CHECK(backend.runs == 1);
+  CHECK(r.steps[0].measured->attempts == 1);
+  CHECK(step_figures(r).front().note.empty());
+}
+
+TEST_CASE("runner: a graph larger than the device is not run") {
+  Scenario s = tiny_scenario();
+  FakeBackend backend;
+  backend.memory_bytes = 1024;
+  const RunResult r = run_scenario(s, &backend, &s.hardware[0]);
+  REQUIRE(r.steps.size() == 1);  // empty stack: one baseline step
+  CHECK(r.steps[0].step == "baseline");
+  CHECK_FALSE(r.steps[0].measured.has_value());
+  CHECK(r.steps[0].not_executed.rfind("does not fit: needs ", 0) == 0);
+  CHECK(r.steps[0].not_executed.find("device has 0.00 GiB") != std::string::npos);
+  CHECK(backend.runs == 0);
+}
+
+TEST_CASE("runner: predict only") {
+  Scenario s = tiny_scenario();
+  s.execute.layers = 0;
+  const RunResult r = run_scenario(s, nullptr, nullptr);
+  REQUIRE(r.steps.size() == 1);
+  CHECK(r.backend == "none");
+  CHECK(r.device == "fake-device");
+  CHECK(r.sampling == "all layers built");
+  CHECK(r.steps[0].predicted.hardware == "fake-device");
+  REQUIRE(r.steps[0].what_if.size() == 1);
+  CHECK(r.steps[0].what_if[0].hardware == "big-gpu");
+  CHECK_FALSE(r.steps[0].measured.has_value());
+  CHECK(r.steps[0].not_executed == "predicted only (no backend)");
+}
+
+TEST_CASE("scenario validation names the field and the fix") {
+  Scenario s = tiny_scenario();
+  CHECK(config_error(s) == "no error");
+  SUBCASE("context beyond max_seq") {
+    s.workload.prompt = 250;
+    CHECK(config_error(s) ==
+          "prompt + new_tokens = 258 exceeds tiny's max_seq 256; lower prompt or new_tokens");
+  }
+  SUBCASE("training sequence beyond max_seq") {
+    s.workload.phase = Phase::train;
+    s.workload.seq = 512;
+    CHECK(config_error(s) == "seq = 512 exceeds tiny's max_seq 256; lower seq");
+  }
+  SUBCASE("no hardware") {
+    s.hardware.clear();
+    CHECK(config_error(s).find("no hardware given") != std::string::npos);
+  }
+  SUBCASE("execute options") {
+    s.execute.repeats = 0;
+    CHECK(config_error(s).rfind("execute.repeats must be >= 1 (got 0)", 0) == 0);
+    s.execute.repeats = 1;
+    s.execute.min_time = -0.5;
+    CHECK(config_error(s) == "execute.min_time must be seconds in [0, 3600] (got -0.5)");
+    s.execute.min_time = 0;
+    s.execute.warmup = -1;
+    CHECK(config_error(s) == "execute.warmup must be >= 0 (got -1)");
+    s.execute.warmup = 0;
+    s.execute.layers = 5;
+    CHECK(config_error(s) == "execute.layers = 5 exceeds tiny's 4 layers; use 0 for all layers");
+  }
+  SUBCASE("model and workload checks are included") {
+    s.model.heads = 5;
+    CHECK(config_error(s) == "model 'tiny': heads (5) must divide hidden (64)");
+  }
+  SUBCASE("hardware without bandwidth") {
+    s.hardware[1].memory_bandwidth = 0;
+    CHECK(config_error(s).rfind("hardware 'big-gpu': memory_bandwidth must be > 0", 0) == 0);
+  }
+}
+
+TEST_CASE("relative error and throughput speedup") {
+  CHECK(relative_error(110, 100) == approx(0.10));
+  CHECK(relative_error(90, 100) == approx(-0.10));
+  CHECK(std::isnan(relative_error(1, 0)));
+  // Same work, half the time: 2x. Batching 1 -> 8 with a 2x longer step: 4x throughput.
+  CHECK(speedup(2e-3, 1, 1e-3, 1) == approx(2));
+  CHECK(speedup(1e-3, 1, 2e-3, 8) == approx(4));
+  CHECK(std::isnan(speedup(0, 1, 1e-3, 1)));
+}
