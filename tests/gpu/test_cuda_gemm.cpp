@@ -10,7 +10,7 @@
 #include <string>
 #include <tuple>
 
-#include "../approx.hpp"
+#include "approx.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_gemm.hpp"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <numeric>
 
-#include "../approx.hpp"
+#include "approx.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../approx.hpp"
+#include "approx.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"

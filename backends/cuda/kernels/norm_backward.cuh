@@ -66,7 +66,7 @@ __global__ void norm_bwd_kernel(const T* __restrict__ x, const T* __restrict__ g
       load_f32<T, V>(gamma + c, gv);
       load_f32<T, V>(dy + off + c, dv);
 #pragma unroll
-      for (int i = 0; i < V; ++i) P::bwd_add(acc, centre<P>(xv[i], mean), dv[i] * gv[i]);
+      for (int i = 0; i < V; ++i) P::bwd_add(acc, centre<P>(xv[i], mean), dv[i], gv[i]);
     }
     block_sum(acc);
     const RowTerms t = P::terms_about_mean(acc, mean, cols, eps);
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(bwd_max_threads) norm_bwd_held_kernel(
       for (int i = 0; i < V; ++i) {
         const float d = centre<P>(xs.at(k, i), shift);
         if constexpr (P::centered) acc[0] += d;
-        P::bwd_add(acc + first, d, ds.at(k, i) * g[k][i]);
+        P::bwd_add(acc + first, d, ds.at(k, i), g[k][i]);
       }
     }
     block_sum(acc);
