@@ -48,6 +48,62 @@ double ring_allreduce_bytes(double bytes, int ranks) {
   return 2.0 * (n - 1.0) / n * bytes;
 }
 
+double ring_allgather_bytes(double bytes, int ranks) {
+  if (ranks < 1) throw ConfigError(fmt::format("all-gather needs at least 1 rank (got {})", ranks));
+  const double n = static_cast<double>(ranks);
+  return (n - 1.0) / n * bytes;
+}
+
+double zero_model_state_bytes(double params, int dp, int stage, double k) {
+  if (dp < 1) throw ConfigError(fmt::format("ZeRO needs at least 1 data-parallel rank (got {})", dp));
+  if (stage < 0 || stage > 3) throw ConfigError(fmt::format("ZeRO stage must be 0 to 3 (got {})", stage));
+  // Rajbhandari et al. 2020, §5.1: weights (2Ψ) and gradients (2Ψ) in fp16, K·Ψ of optimizer
+  // state; each stage partitions one more of them over the N_d ranks.
+  const double n = static_cast<double>(dp), psi = params;
+  switch (stage) {
+    case 0: return (2.0 + 2.0 + k) * psi;
+    case 1: return 2.0 * psi + 2.0 * psi + k * psi / n;
+    case 2: return 2.0 * psi + (2.0 + k) * psi / n;
+    default: return (2.0 + 2.0 + k) * psi / n;
+  }
+}
+
+double tp_layer_bytes_per_pass(int64_t batch, int64_t seq, int64_t hidden, int tp, double element_bytes) {
+  // Two all-reduces of the [b·s, h] activations per pass (Shoeybi et al. 2019, Figure 4).
+  return 2.0 * ring_allreduce_bytes(d(batch) * d(seq) * d(hidden) * element_bytes, tp);
+}
+
+double megatron_layer_activation_bytes(int64_t seq, int64_t batch, int64_t hidden, int64_t heads, int tp,
+                                       bool sequence_parallel, ActivationRecompute recompute) {
+  if (tp < 1) throw ConfigError(fmt::format("tensor parallelism needs at least 1 rank (got {})", tp));
+  // Korthikanti et al. 2022, Table 2 (s·b·h and 5·a·s/h as written there).
+  const double s = d(seq), b = d(batch), h = d(hidden), a = d(heads), t = tp;
+  const double sbh = s * b * h, scores = 5.0 * a * s / h;
+  switch (recompute) {
+    case ActivationRecompute::full: return 2.0 * sbh;
+    case ActivationRecompute::selective: return sequence_parallel ? sbh * 34.0 / t : sbh * (10.0 + 24.0 / t);
+    case ActivationRecompute::none: break;
+  }
+  if (sequence_parallel) return sbh * (34.0 + scores) / t;
+  return sbh * (10.0 + 24.0 / t + scores / t);
+}
+
+double pipeline_bubble_fraction(int stages, int micro_batches) {
+  if (stages < 1 || micro_batches < 1)
+    throw ConfigError(fmt::format("a pipeline needs at least 1 stage and 1 micro-batch (got {} and {})",
+                                  stages, micro_batches));
+  const double p = stages, m = micro_batches;
+  return (p - 1.0) / (m + p - 1.0);
+}
+
+double interleaved_bubble_ratio(int stages, int micro_batches, int chunks) {
+  if (stages < 1 || micro_batches < 1 || chunks < 1)
+    throw ConfigError(fmt::format("an interleaved pipeline needs at least 1 stage, micro-batch and chunk "
+                                  "(got {}, {} and {})", stages, micro_batches, chunks));
+  const double p = stages, m = micro_batches, v = chunks;
+  return (p - 1.0) / (v * m);
+}
+
 double ridge_point(double peak_flops, double bandwidth) {
   if (bandwidth <= 0)
     throw ConfigError(fmt::format("ridge point needs a positive memory bandwidth (got {})", bandwidth));

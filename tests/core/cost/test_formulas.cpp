@@ -60,3 +60,61 @@ TEST_CASE("model parameter counts match published sizes") {
   // Exact for Llama-2-7B: 32 layers of 202,383,360 + 2 × 32000·4096 + 4096.
   CHECK(llama2_7b().params() == 6738415616);
 }
+
+TEST_CASE("formulas: ZeRO model states per GPU, the paper's 7.5B example at N_d = 64") {
+  // Rajbhandari et al. 2020, Figure 1: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB (GB = 1e9 bytes).
+  const double psi = 7.5e9;
+  CHECK(formulas::zero_model_state_bytes(psi, 64, 0) == approx(120e9));
+  CHECK(formulas::zero_model_state_bytes(psi, 64, 1) == approx(31.40625e9));   // 30 + 1.40625
+  CHECK(formulas::zero_model_state_bytes(psi, 64, 2) == approx(16.640625e9));  // 15 + 1.640625
+  CHECK(formulas::zero_model_state_bytes(psi, 64, 3) == approx(1.875e9));
+  CHECK(formulas::zero_model_state_bytes(psi, 1, 3) == approx(120e9));  // one rank shards nothing
+  CHECK_THROWS_AS((void)formulas::zero_model_state_bytes(psi, 64, 4), ConfigError);
+  CHECK_THROWS_AS((void)formulas::zero_model_state_bytes(psi, 0, 1), ConfigError);
+}
+
+TEST_CASE("formulas: ring all-gather and reduce-scatter volumes") {
+  CHECK(formulas::ring_allgather_bytes(1e9, 4) == approx(0.75e9));  // (4−1)/4
+  CHECK(formulas::ring_allgather_bytes(1e9, 8) == approx(0.875e9));
+  CHECK(formulas::ring_allgather_bytes(1e9, 1) == 0);
+  // An all-reduce is a reduce-scatter then an all-gather: twice the volume.
+  CHECK(formulas::ring_allreduce_bytes(1e9, 8) == approx(2 * formulas::ring_allgather_bytes(1e9, 8)));
+  CHECK_THROWS_AS((void)formulas::ring_allgather_bytes(1e9, 0), ConfigError);
+}
+
+TEST_CASE("formulas: tensor-parallel bytes per layer and pass") {
+  // b = 1, s = 2048, h = 12288 (GPT-3 175B), bf16: the buffer is 2048·12288·2 = 50,331,648
+  // bytes; two ring all-reduces over 8 ranks send 2 · 2·7/8 of it = 176,160,768 bytes.
+  CHECK(formulas::tp_layer_bytes_per_pass(1, 2048, 12288, 8, 2) == approx(176160768.0));
+  CHECK(formulas::tp_layer_bytes_per_pass(1, 2048, 12288, 1, 2) == 0);
+}
+
+TEST_CASE("formulas: Megatron activation memory per layer (Korthikanti et al. 2022, Table 2)") {
+  // GPT-3 175B: s = 2048, h = 12288, a = 96, t = 8, b = 1. 5·a·s/h = 5·96·2048/12288 = 80;
+  // s·b·h = 25,165,824.
+  using formulas::ActivationRecompute;
+  const double sbh = 2048.0 * 12288.0;
+  auto bytes = [](int tp, bool sp, ActivationRecompute r) {
+    return formulas::megatron_layer_activation_bytes(2048, 1, 12288, 96, tp, sp, r);
+  };
+  CHECK(bytes(1, false, ActivationRecompute::none) == approx(sbh * 114));        // 34 + 80
+  CHECK(bytes(8, false, ActivationRecompute::none) == approx(sbh * 23));         // 10 + 3 + 10
+  CHECK(bytes(8, true, ActivationRecompute::none) == approx(sbh * 14.25));       // 114 / 8
+  CHECK(bytes(8, false, ActivationRecompute::selective) == approx(sbh * 13));    // 10 + 3
+  CHECK(bytes(8, true, ActivationRecompute::selective) == approx(sbh * 4.25));   // 34 / 8
+  CHECK(bytes(8, true, ActivationRecompute::full) == approx(sbh * 2));
+  // Without tensor parallelism sequence parallelism changes nothing.
+  CHECK(bytes(1, true, ActivationRecompute::none) == approx(bytes(1, false, ActivationRecompute::none)));
+}
+
+TEST_CASE("formulas: pipeline bubble, 1F1B and interleaved") {
+  // Narayanan et al. 2021, §2.2: p = 4 stages, m = 8 micro-batches: 3 of 11 slots idle.
+  CHECK(formulas::pipeline_bubble_fraction(4, 8) == approx(3.0 / 11.0));
+  CHECK(formulas::pipeline_bubble_fraction(1, 8) == 0);
+  CHECK(formulas::pipeline_bubble_fraction(8, 1) == approx(7.0 / 8.0));
+  // Interleaved, v = 2 chunks: bubble over ideal time (p−1)/(v·m) = 3/16, half of 1F1B's 3/8.
+  CHECK(formulas::interleaved_bubble_ratio(4, 8, 2) == approx(3.0 / 16.0));
+  CHECK(formulas::interleaved_bubble_ratio(4, 8, 1) == approx(3.0 / 8.0));
+  CHECK_THROWS_AS((void)formulas::pipeline_bubble_fraction(0, 8), ConfigError);
+  CHECK_THROWS_AS((void)formulas::interleaved_bubble_ratio(4, 8, 0), ConfigError);
+}
