@@ -1,0 +1,171 @@
+// ParallelSpec's names, description and checks (see parallel.hpp).
+#include "core/spec/parallel.hpp"
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+
+namespace perfsim {
+
+namespace {
+
+// "1, 2, 4 or 8": the degrees from 1 to `limit` for which `fits` holds.
+template <class Fits>
+std::string degrees_that(int64_t limit, Fits fits) {
+  std::vector<int64_t> ok;
+  for (int64_t d = 1; d <= limit; ++d)
+    if (fits(d)) ok.push_back(d);
+  std::string out;
+  for (std::size_t i = 0; i < ok.size(); ++i) {
+    if (i > 0) out += i + 1 == ok.size() ? " or " : ", ";
+    out += std::to_string(ok[i]);
+  }
+  return out;
+}
+
+std::string model_name(const ModelConfig& m) { return m.name.empty() ? "the model" : m.name; }
+
+void check_degree(const char* field, int v) {
+  if (v < 1) throw ConfigError(fmt::format("parallel.{} must be a whole number >= 1 (got {})", field, v));
+}
+
+void check_tensor_parallel(const ParallelSpec& p, const ModelConfig& m) {
+  const int64_t t = p.tp, kv = m.kv_heads_or_heads();
+  auto fits = [&](int64_t d) { return m.heads % d == 0 && kv % d == 0 && m.ffn_hidden % d == 0; };
+  if (fits(t)) return;
+  std::string what;
+  if (m.heads % t != 0) what = fmt::format("{}'s {} attention heads", model_name(m), m.heads);
+  else if (kv % t != 0) what = fmt::format("{}'s {} KV heads", model_name(m), kv);
+  else what = fmt::format("{}'s MLP width {}", model_name(m), m.ffn_hidden);
+  throw ConfigError(fmt::format("parallel.tp = {} does not divide {}; use tp = {}", t, what,
+                                degrees_that(kv, fits)));
+}
+
+void check_pipeline(const ParallelSpec& p, const ModelConfig& m, const Workload& w) {
+  if (p.pp > m.layers)
+    throw ConfigError(fmt::format("parallel.pp = {} is more than {}'s {} layers; use pp <= {}", p.pp,
+                                  model_name(m), m.layers, m.layers));
+  if (p.interleave > 1 && p.schedule != PipelineSchedule::interleaved)
+    throw ConfigError(fmt::format("parallel.interleave = {} needs schedule = \"interleaved\" (got \"{}\")",
+                                  p.interleave, name_of(p.schedule)));
+  if (static_cast<int64_t>(p.pp) * p.interleave > m.layers)
+    throw ConfigError(fmt::format(
+        "parallel: pp · interleave = {} · {} model chunks is more than {}'s {} layers; lower interleave",
+        p.pp, p.interleave, model_name(m), m.layers));
+  if (p.schedule == PipelineSchedule::interleaved && p.pp > 1 && w.phase == Phase::train &&
+      w.grad_accum % p.pp != 0)
+    throw ConfigError(fmt::format(
+        "parallel.schedule = \"interleaved\" needs the micro-batches (grad_accum = {}) to be a multiple "
+        "of pp = {}",
+        w.grad_accum, p.pp));
+}
+
+void check_context_parallel(const ParallelSpec& p, const Workload& w) {
+  if (p.cp == 1) return;
+  if (w.phase == Phase::decode)
+    throw ConfigError(fmt::format("parallel.cp = {} splits a sequence over GPUs; a decode step has one "
+                                  "new token per sequence: use cp = 1",
+                                  p.cp));
+  const int64_t seq = w.phase == Phase::train ? w.seq : w.prompt;
+  const char* field = w.phase == Phase::train ? "seq" : "prompt";
+  if (seq % (2 * static_cast<int64_t>(p.cp)) != 0)
+    throw ConfigError(fmt::format(
+        "parallel.cp = {} cannot split {} = {} into 2·cp = {} equal chunks (causal load balance); use a "
+        "cp that divides {}/2",
+        p.cp, field, seq, 2 * p.cp, field));
+}
+
+void check_sharding(const ParallelSpec& p, const Workload& w) {
+  if (p.zero < 0 || p.zero > 3)
+    throw ConfigError(fmt::format("parallel.zero must be a ZeRO stage from 0 to 3 (got {})", p.zero));
+  if (p.fsdp != FsdpStrategy::none && p.zero != 0) {
+    const int implied = p.sharding_stage();
+    if (implied != p.zero)
+      throw ConfigError(fmt::format(
+          "parallel.zero = {} contradicts fsdp = \"{}\" (which is ZeRO-{}); give one of them", p.zero,
+          name_of(p.fsdp), implied));
+  }
+  if (w.phase != Phase::train && (p.zero != 0 || p.fsdp != FsdpStrategy::none))
+    throw ConfigError(fmt::format("parallel.{} shards training state; a {} step has none: leave it out",
+                                  p.zero != 0 ? "zero" : "fsdp", name_of(w.phase)));
+}
+
+}  // namespace
+
+bool ParallelSpec::parallel() const {
+  return gpus() > 1 || ep > 1 || zero != 0 || fsdp != FsdpStrategy::none;
+}
+
+int ParallelSpec::sharding_stage() const {
+  switch (fsdp) {
+    case FsdpStrategy::full_shard: return 3;
+    case FsdpStrategy::hybrid_shard: return 3;
+    case FsdpStrategy::shard_grad_op: return 2;
+    case FsdpStrategy::none: break;
+  }
+  return zero;
+}
+
+const char* name_of(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+const char* name_of(FsdpStrategy s) {
+  switch (s) {
+    case FsdpStrategy::none: return "none";
+    case FsdpStrategy::full_shard: return "full_shard";
+    case FsdpStrategy::shard_grad_op: return "shard_grad_op";
+    case FsdpStrategy::hybrid_shard: return "hybrid_shard";
+  }
+  return "?";
+}
+
+std::vector<std::string> schedule_names() { return {"gpipe", "1f1b", "interleaved"}; }
+std::vector<std::string> fsdp_names() { return {"none", "full_shard", "shard_grad_op", "hybrid_shard"}; }
+
+std::string describe(const ParallelSpec& p) {
+  if (!p.parallel()) return "single GPU";
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
+  const std::pair<const char*, int> degrees[] = {{"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp}, {"ep", p.ep}, {"dp", p.dp}};
+  for (const auto& [name, v] : degrees)
+    if (v > 1) add(fmt::format("{}={}", name, v));
+  if (p.sp) add("sp");
+  if (p.fsdp != FsdpStrategy::none) add(fmt::format("fsdp={}", name_of(p.fsdp)));
+  else if (p.zero > 0) add(fmt::format("zero={}", p.zero));
+  if (p.pp > 1) {
+    add(name_of(p.schedule));
+    if (p.interleave > 1) out += fmt::format("×{}", p.interleave);
+  }
+  return out;
+}
+
+void validate(const ParallelSpec& p, const ModelConfig& m, const Workload& w, int gpus) {
+  check_degree("dp", p.dp);
+  check_degree("tp", p.tp);
+  check_degree("pp", p.pp);
+  check_degree("cp", p.cp);
+  check_degree("ep", p.ep);
+  check_degree("interleave", p.interleave);
+  if (!(p.bucket_bytes > 0))
+    throw ConfigError(fmt::format("parallel.bucket must be a positive size in bytes (got {})", p.bucket_bytes));
+  check_tensor_parallel(p, m);
+  check_pipeline(p, m, w);
+  check_context_parallel(p, w);
+  if (p.ep > 1)
+    throw ConfigError(fmt::format("parallel.ep = {} needs a mixture-of-experts model; {} has no experts",
+                                  p.ep, model_name(m)));
+  check_sharding(p, w);
+  if (gpus > 0 && p.gpus() != gpus)
+    throw ConfigError(fmt::format(
+        "parallel: dp · tp · pp · cp = {} · {} · {} · {} = {} GPUs, but gpus = {}; change a degree so the "
+        "product is {}",
+        p.dp, p.tp, p.pp, p.cp, p.gpus(), gpus, gpus));
+}
+
+}  // namespace perfsim

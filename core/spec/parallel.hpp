@@ -1,0 +1,62 @@
+// How a step is spread over GPUs: the degrees of data, tensor, pipeline and context
+// parallelism, sequence parallelism, ZeRO/FSDP sharding and the pipeline schedule, as a
+// scenario states them. Plain data with its checks; turning it into per-rank graphs is the
+// parallel plans' part.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/spec/model.hpp"
+#include "core/spec/workload.hpp"
+
+namespace perfsim {
+
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
+// FSDP's sharding strategies (PyTorch names): full_shard shards parameters, gradients and
+// optimizer state (ZeRO-3); shard_grad_op gradients and optimizer state (ZeRO-2);
+// hybrid_shard full_shard inside a node, replicated across nodes.
+enum class FsdpStrategy { none, full_shard, shard_grad_op, hybrid_shard };
+
+struct ParallelSpec {
+  int dp = 1;   // data-parallel replicas
+  int tp = 1;   // tensor-parallel ranks (Megatron column/row splits)
+  int pp = 1;   // pipeline stages
+  int cp = 1;   // context-parallel ranks (ring attention over the sequence)
+  int ep = 1;   // expert-parallel ranks, carved from the data-parallel ones (MoE models)
+  bool sp = false;  // sequence parallelism beside tensor parallelism
+  int zero = 0;     // ZeRO stage 0-3 over the data-parallel ranks
+  FsdpStrategy fsdp = FsdpStrategy::none;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int interleave = 1;              // model chunks per pipeline stage (interleaved 1F1B)
+  double bucket_bytes = 25.0 * 1024 * 1024;  // DDP gradient buckets (PyTorch's 25 MiB)
+
+  // GPUs the layout spans: dp · tp · pp · cp (expert parallelism reuses data-parallel ranks).
+  [[nodiscard]] int gpus() const { return dp * tp * pp * cp; }
+  // Whether any degree is above 1 or any sharding is on: a single-GPU step otherwise.
+  [[nodiscard]] bool parallel() const;
+  // The ZeRO stage the settings amount to: fsdp's strategy when it has one, else `zero`.
+  [[nodiscard]] int sharding_stage() const;
+};
+
+[[nodiscard]] const char* name_of(PipelineSchedule s);
+[[nodiscard]] const char* name_of(FsdpStrategy s);
+// Every name, for parsing and "did you mean".
+[[nodiscard]] std::vector<std::string> schedule_names();
+[[nodiscard]] std::vector<std::string> fsdp_names();
+
+// "tp=8 pp=4 dp=16 sp zero=1 interleaved×2" (degrees of 1 and defaults left out); "single GPU"
+// when nothing is parallel.
+[[nodiscard]] std::string describe(const ParallelSpec& p);
+
+// Throws ConfigError, one line naming the field of `parallel` and what to change, when the
+// layout cannot run `m` on `w`: a degree below 1; tp not dividing the heads, the KV heads or
+// the MLP width; pp above the layers (or pp · interleave above them); ep without a
+// mixture-of-experts model or not dividing dp; cp that cannot split the sequence into 2·cp
+// equal chunks (causal load balance) or on a decode step; ZeRO or FSDP on an inference
+// workload, a stage outside 0-3, or zero and fsdp contradicting each other; an interleaved
+// schedule with micro-batches (grad_accum) not a multiple of pp; and, when `gpus` > 0, a
+// product of degrees that is not the GPU count.
+void validate(const ParallelSpec& p, const ModelConfig& m, const Workload& w, int gpus = 0);
+
+}  // namespace perfsim
