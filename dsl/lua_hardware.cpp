@@ -106,6 +106,7 @@ const ScalarFields<Hardware>& hardware_scalars() {
       {"memory_bandwidth", &Hardware::memory_bandwidth},
       {"l2_bytes", &Hardware::l2_bytes},
       {"sm_count", &Hardware::sm_count},
+      {"collective_sms", &Hardware::collective_sms},
       {"gpus_per_node", &Hardware::gpus_per_node},
       {"launch_eager", &Hardware::launch_eager},
       {"launch_graph", &Hardware::launch_graph},
@@ -141,6 +142,9 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
   if (hw.kind != "gpu" && hw.kind != "cpu")
     throw ConfigError(fmt::format("{}: kind must be \"gpu\" or \"cpu\" (got '{}')", what, hw.kind));
   if (hw.gpus_per_node < 0) throw ConfigError(fmt::format("{}: gpus_per_node must be >= 0 (0 = unknown)", what));
+  if (hw.collective_sms < 0 || (hw.sm_count > 0 && hw.collective_sms >= hw.sm_count))
+    throw ConfigError(fmt::format("{}: collective_sms must be >= 0 and below sm_count ({}; got {})", what,
+                                  hw.sm_count, hw.collective_sms));
   if (hw.launch_wait < 0) throw ConfigError(fmt::format("{}: launch_wait must be >= 0", what));
   if (hw.dispatch_eager < 0) throw ConfigError(fmt::format("{}: dispatch_eager must be >= 0", what));
   if (r.push("peak_flops") != LUA_TNIL) read_peaks(L, -1, hw, what);

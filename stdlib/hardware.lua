@@ -71,9 +71,16 @@ local function link(bandwidth, latency)
   return {bandwidth = bandwidth, latency = bandwidth > 0 and latency or 0}
 end
 
+-- SMs a collective in flight takes from compute kernels: NCCL runs one CTA per channel, each
+-- holding an SM of its own (github.com/NVIDIA/nccl/issues/689); 16 channels is what NCCL
+-- logs on H100 nodes (NCCL_DEBUG=INFO, "Channel 00/16", github.com/NVIDIA/nccl/issues/1453).
+-- It varies with the topology and the message size: set it from your own NCCL log.
+local COLLECTIVE_SMS = 16
+
 -- A GPU entry with the shared defaults filled in.
 local function gpu(e)
   e.kind = "gpu"
+  e.collective_sms = e.collective_sms or COLLECTIVE_SMS
   e.launch_eager = LAUNCH_EAGER
   e.launch_graph = LAUNCH_GRAPH
   e.dispatch_eager = DISPATCH_EAGER

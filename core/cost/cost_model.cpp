@@ -141,7 +141,17 @@ Prediction predict(const Graph& g, const Hardware& hw) {
       p.unsupported.emplace_back(name_of(static_cast<DType>(d)));
 
   p.host_time = hw.host_overhead;
-  p.step_time = timeline_makespan(g, p.ops, copy_engines) + p.host_time;
+  const double makespan = timeline_makespan(g, p.ops, copy_engines, hw.collective_sm_share());
+  p.step_time = makespan + p.host_time;
+  std::vector<OpCost> without = p.ops;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    if (g.ops[i].kind != OpKind::collective) continue;
+    p.communication_time += p.ops[i].time * g.ops[i].count;
+    without[i].time = 0;
+    without[i].launch_time = 0;
+  }
+  if (p.communication_time > 0)
+    p.exposed_communication = makespan - timeline_makespan(g, without, copy_engines, hw.collective_sm_share());
   p.memory = predict_memory(g, hw, true);
   p.memory_executed = predict_memory(g, hw, false);
   // Unknown capacity (0) cannot rule a run out.

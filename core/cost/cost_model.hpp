@@ -38,6 +38,10 @@ struct Prediction {
   std::map<OpClass, double> time_by_class;       // Σ time × count per class (seconds)
   double host_time = 0;                          // host overhead per step
   double step_time = 0;                          // timeline makespan + host overhead
+  // Graphs with collectives: their seconds (Σ time × count) and the part of them the step
+  // waits for, the makespan less that of the same timeline with every collective free.
+  double communication_time = 0;
+  double exposed_communication = 0;
   double flops = 0;                              // whole step
   MemoryBreakdown memory;                        // whole model (scaled)
   MemoryBreakdown memory_executed;               // the graph as built (unscaled)
@@ -59,9 +63,13 @@ struct Prediction {
 // issue_seconds (optional, per op): host time to issue the op. The host issues every op in
 // program order, so a side-stream op's issue delays stream 0 by that much: moving an op to a
 // side stream hides its device time, not its launch.
+// Collectives hold their stream but no shared resource: compute overlaps them, running at
+// (1 − collective_sm_share) of its speed while one is in flight (NCCL's CTAs hold SMs of their
+// own; Hardware::collective_sm_share). Measured op times already carry that slowdown: 0.
 [[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<double>& op_seconds,
                                        bool copy_engines = true,
-                                       const std::vector<double>& issue_seconds = {});
+                                       const std::vector<double>& issue_seconds = {},
+                                       double collective_sm_share = 0);
 // The host's issue of one eager op: `fixed` seconds, then `kernels` launches of `per_kernel`
 // seconds each. The device starts each kernel as soon as it is issued, so an op of many
 // kernels overlaps its own issue (materialized attention's per-head GEMM calls).
@@ -83,6 +91,6 @@ struct HostIssue {
                                                    bool copy_engines = true, double latency = 0);
 // The same over predicted costs (OpCost::time, issued in OpCost::launch_time).
 [[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs,
-                                       bool copy_engines = true);
+                                       bool copy_engines = true, double collective_sm_share = 0);
 
 }  // namespace perfsim

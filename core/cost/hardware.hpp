@@ -24,6 +24,9 @@ struct Hardware {
   double memory_bandwidth = 0; // bytes/s (HBM or DRAM)
   double l2_bytes = 0;
   int sm_count = 0;            // SMs (GPU) or cores (CPU)
+  // SMs a collective in flight holds: NCCL runs one CTA per channel, each on an SM of its own
+  // that compute kernels cannot use meanwhile. 0 = collectives take nothing from compute.
+  int collective_sms = 0;
   double launch_eager = 0;     // seconds of fixed device cost per op launched eagerly
   double launch_graph = 0;     // seconds per op when replayed from a captured graph
   // Seconds more an eager launch costs when the device sits idle waiting for it (the launch's
@@ -70,6 +73,10 @@ struct Hardware {
   [[nodiscard]] bool models_dispatch() const { return dispatch_eager > 0 || !dispatch_by_kind.empty(); }
   [[nodiscard]] double compute_eff(OpClass c) const;
   [[nodiscard]] double memory_eff(OpClass c) const;
+  // The fraction of the SMs a collective in flight takes from compute (timeline_makespan).
+  [[nodiscard]] double collective_sm_share() const {
+    return sm_count > 0 ? static_cast<double>(collective_sms) / sm_count : 0.0;
+  }
   // Arithmetic intensity (FLOP/byte) where compute and memory time are equal.
   [[nodiscard]] double ridge_point(DType t) const { return peak(t) / memory_bandwidth; }
 };
