@@ -33,7 +33,7 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed) : m_graph(g) {
   m_frees.resize(g.ops.size());
   for (const Tensor& t : g.tensors) {
     const int l = last.at(static_cast<std::size_t>(t.id));
-    if (!is_persistent(t.role) && l >= 0) m_frees[static_cast<std::size_t>(l)].push_back(t.id);
+    if (!is_persistent(t) && l >= 0) m_frees[static_cast<std::size_t>(l)].push_back(t.id);
   }
   m_buffers.assign(g.tensors.size(), nullptr);
   for (const Tensor& t : g.tensors) {
@@ -42,7 +42,7 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed) : m_graph(g) {
       // Host memory is not the device's: allocated apart, so it stays out of the peak.
       m_host.push_back(std::make_unique<std::byte[]>(bytes_of_tensor(t)));
       p = m_host.back().get();
-    } else if (is_persistent(t.role)) {
+    } else if (is_persistent(t)) {
       p = m_alloc.allocate(bytes_of_tensor(t), t.role);
     }
   }

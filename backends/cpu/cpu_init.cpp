@@ -151,7 +151,7 @@ InitSpec init_spec(const Graph& g, const Tensor& t) {
 
 void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed) {
   for (const Tensor& t : g.tensors) {
-    if (!is_persistent(t.role)) continue;
+    if (!is_persistent(t)) continue;
     void* p = buffers.at(static_cast<std::size_t>(t.id));
     if (p == nullptr) continue;
     const InitSpec spec = init_spec(g, t);

@@ -85,7 +85,7 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
     for (const Tensor& t : g.tensors) {
       void*& p = m_buffers[static_cast<std::size_t>(t.id)];
       if (t.on_host()) p = m_host.allocate(bytes_of_tensor(t), t.residence == Residence::host_pinned);
-      else if (is_persistent(t.role)) p = m_alloc.allocate(bytes_of_tensor(t), t.role);
+      else if (is_persistent(t)) p = m_alloc.allocate(bytes_of_tensor(t), t.role);
     }
     fill_persistent_tensors();
     create_streams();
@@ -177,7 +177,7 @@ void GraphRunner::fill_persistent_tensors() {
   for (const Tensor& t : g.tensors) {
     const auto id = static_cast<std::size_t>(t.id);
     if (t.on_host() && t.elements() > 0) {  // filled in place; written ones start as NaN bytes
-      if (!is_persistent(t.role)) {
+      if (!is_persistent(t)) {
         std::memset(m_buffers[id], 0xFF, bytes_of_tensor(t));
         continue;
       }
@@ -186,7 +186,7 @@ void GraphRunner::fill_persistent_tensors() {
       host_ptrs[id] = nullptr;
       continue;
     }
-    if (!is_persistent(t.role) || t.elements() == 0) continue;
+    if (!is_persistent(t) || t.elements() == 0) continue;
     const bool fp8 = elem_of(t.dtype) == Elem::e4m3;
     host.assign(fp8 ? static_cast<std::size_t>(t.elements()) * sizeof(float) : bytes_of_tensor(t), 0);
     host_ptrs[id] = host.data();
@@ -445,7 +445,7 @@ void GraphRunner::abandon_capture() {
   // Activations the interrupted walk allocated and had not released yet: nothing ran on them.
   for (const Tensor& t : m_graph.tensors) {
     void*& p = m_buffers[static_cast<std::size_t>(t.id)];
-    if (p == nullptr || t.on_host() || is_persistent(t.role)) continue;
+    if (p == nullptr || t.on_host() || is_persistent(t)) continue;
     m_alloc.release(p);
     p = nullptr;
   }

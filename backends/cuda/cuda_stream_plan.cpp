@@ -66,7 +66,7 @@ StreamPlan plan_streams(const Graph& g) {
   p.end_of_step.assign(n_tensors, 0);
   for (const Tensor& t : g.tensors) {
     const auto id = static_cast<std::size_t>(t.id);
-    if (t.on_host() || is_persistent(t.role)) continue;  // host memory / live throughout
+    if (t.on_host() || is_persistent(t)) continue;  // host memory / live throughout
     const int l = last[id];
     if (l < 0 || p.lane[static_cast<std::size_t>(l)] != 0) {
       p.end_of_step[id] = 1;

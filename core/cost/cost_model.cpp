@@ -14,8 +14,10 @@ namespace perfsim {
 
 namespace {
 
-// Bytes of the largest buffer a collective touches: the full tensor being reduced or gathered.
+// Bytes of the buffer a collective reduces or gathers: as the op states it (a bucket, the full
+// tensor behind shards), else the largest tensor it touches.
 double collective_payload(const Op& op, const Graph& g) {
+  if (op.attrs.payload_bytes > 0) return op.attrs.payload_bytes;
   double payload = 0;
   for (int id : op.inputs) payload = std::max(payload, g.tensor(id).bytes());
   for (int id : op.outputs) payload = std::max(payload, g.tensor(id).bytes());

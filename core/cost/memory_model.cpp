@@ -58,7 +58,7 @@ SampledInstances sampled_instances(const Graph& g, const std::vector<int>& last)
   }
   for (const Tensor& t : g.tensors) {
     const auto k = static_cast<std::size_t>(t.id);
-    if (is_persistent(t.role) || t.on_host() || t.count <= 1 || writer[k] < 0) continue;
+    if (is_persistent(t) || t.on_host() || t.count <= 1 || writer[k] < 0) continue;
     const Op& w = g.ops[static_cast<std::size_t>(writer[k])];
     if (w.layer < 0 || static_cast<std::size_t>(w.layer) >= built || w.stage != Stage::forward)
       continue;
@@ -93,7 +93,7 @@ std::vector<int> last_use(const Graph& g) {
     int& l = last[static_cast<std::size_t>(t.id)];
     // Program order says nothing about when a side-stream op runs: its operands stay.
     const bool side_stream = l >= 0 && g.ops[static_cast<std::size_t>(l)].stream > 0;
-    if (is_persistent(t.role) || t.on_host() || side_stream) l = -1;
+    if (is_persistent(t) || t.on_host() || side_stream) l = -1;
   }
   return last;
 }
@@ -113,7 +113,7 @@ MemoryBreakdown walk(const Graph& g, bool scaled, const Hardware* hw) {
     if (t.on_host()) {
       host += size_of(t);
       if (t.residence == Residence::host_pinned) host_pinned += size_of(t);
-    } else if (is_persistent(t.role)) {
+    } else if (is_persistent(t)) {
       persistent[static_cast<std::size_t>(t.role)] += size_of(t);
       persistent_total += size_of(t);
     }
@@ -147,7 +147,7 @@ MemoryBreakdown walk(const Graph& g, bool scaled, const Hardware* hw) {
     // with last use -1 (read on a side stream) is allocated here and never freed.
     for (int id : op.outputs) {
       const Tensor& t = g.tensors[static_cast<std::size_t>(id)];
-      if (is_persistent(t.role) || t.on_host() || allocated[static_cast<std::size_t>(id)]) continue;
+      if (is_persistent(t) || t.on_host() || allocated[static_cast<std::size_t>(id)]) continue;
       allocated[static_cast<std::size_t>(id)] = 1;
       activations += walked_size(t);
     }

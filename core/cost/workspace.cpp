@@ -278,7 +278,7 @@ std::vector<char> fp8_b_stored_transposed(const Graph& g) {
   std::vector<Layout> layout(g.tensors.size());
   std::vector<char> eligible(g.tensors.size(), 0), seen(g.tensors.size(), 0);
   for (const Tensor& t : g.tensors)
-    eligible[static_cast<std::size_t>(t.id)] = is_persistent(t.role) && t.dtype == DType::fp8;
+    eligible[static_cast<std::size_t>(t.id)] = is_persistent(t) && t.dtype == DType::fp8;
   for (const Op& op : g.ops) {
     for (int id : op.outputs) eligible[static_cast<std::size_t>(id)] = 0;  // written: the graph's layout
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {

@@ -30,6 +30,7 @@ const char* name_of(Residence r) {
 }
 
 bool is_persistent(TensorRole r) { return r != TensorRole::activation; }
+bool is_persistent(const Tensor& t) { return !t.transient && is_persistent(t.role); }
 
 const char* name_of(Stage s) {
   switch (s) {
@@ -69,7 +70,7 @@ void Graph::check() const {
   for (const auto& t : tensors) {
     if (t.id < 0 || static_cast<std::size_t>(t.id) >= tensors.size())
       throw std::logic_error(fmt::format("graph: tensor '{}' has a bad id", t.name));
-    if (is_persistent(t.role)) written[static_cast<std::size_t>(t.id)] = true;
+    if (is_persistent(t)) written[static_cast<std::size_t>(t.id)] = true;
     for (int64_t d : t.shape)
       if (d <= 0) throw std::logic_error(fmt::format("graph: tensor '{}' has a dimension <= 0", t.name));
   }

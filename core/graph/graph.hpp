@@ -52,11 +52,18 @@ struct Tensor {
   // lifetime spans layers (weights, saved activations), 1 otherwise.
   double count = 1;
   Residence residence = Residence::device;
+  // Lives from the op that writes it to its last reader although its role is a persistent one:
+  // the full-size weights a sharded rank gathers before use, the full gradients it scatters
+  // after (parallel plans). Its bytes are still reported under its role.
+  bool transient = false;
 
   [[nodiscard]] int64_t elements() const;
   [[nodiscard]] bool on_host() const { return residence != Residence::device; }
   [[nodiscard]] double bytes() const { return static_cast<double>(elements()) * bytes_of(dtype); }
 };
+
+// Whether a tensor lives for the whole step: its role's rule, unless it is transient.
+[[nodiscard]] bool is_persistent(const Tensor& t);
 
 // Shape attributes. Which fields matter depends on the op kind (see op_kind.hpp).
 struct OpAttrs {
@@ -85,6 +92,10 @@ struct OpAttrs {
   // collective
   Collective collective = Collective::all_reduce;
   int group = 1;
+  // Bytes of the whole buffer the collective reduces or gathers (nccl-tests' size): a bucket
+  // of several tensors, the full tensor behind the shards it reads or writes. 0: the largest
+  // tensor it reads or writes.
+  double payload_bytes = 0;
   // host
   double host_seconds = 0;
   // add_rmsnorm / add_layernorm: names of the ops the fusion pass merged into this one

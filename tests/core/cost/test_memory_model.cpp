@@ -148,11 +148,11 @@ TEST_CASE("memory walk agrees with brute-force lifetimes on random graphs") {
       double persistent = 0, best = -1;
       int best_at = -1;
       for (const Tensor& t : g.tensors)
-        if (is_persistent(t.role)) persistent += t.bytes() * (scaled ? t.count : 1);
+        if (is_persistent(t)) persistent += t.bytes() * (scaled ? t.count : 1);
       for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
         double live = persistent;
         for (const Tensor& t : g.tensors)
-          if (!is_persistent(t.role) && first[t.id] >= 0 && first[t.id] <= i && i <= last[t.id])
+          if (!is_persistent(t) && first[t.id] >= 0 && first[t.id] <= i && i <= last[t.id])
             live += t.bytes() * (scaled ? t.count : 1);
         if (live > best) {
           best = live;
