@@ -3,6 +3,7 @@
 #pragma once
 #include "core/graph/graph.hpp"
 #include "core/spec/model.hpp"
+#include "core/spec/parallel.hpp"
 #include "core/spec/workload.hpp"
 
 namespace perfsim {
@@ -11,6 +12,14 @@ struct BuildOptions {
   // Transformer layers to materialize; the rest are represented through op/tensor counts.
   // 0 = all layers.
   int64_t layers = 0;
+  // The rank to build, under `parallel` (a single GPU by default): tensor parallelism (tp,
+  // sp) splits every layer's weights, heads and MLP width and adds its collectives; pipeline
+  // parallelism (pp) keeps the layers of pipeline stage `stage` only (the embedding on the
+  // first stage, the final norm, head and loss on the last), with send/recv of activations and
+  // their gradients at the stage's edges. Data parallelism and ZeRO are applied after the
+  // passes (core/parallel/data_parallel.hpp); context and expert parallelism are not built yet.
+  ParallelSpec parallel;
+  int stage = 0;  // pipeline stage, 0 .. parallel.pp - 1
 };
 
 // Dispatches on w.phase (and w.kv_cache for decode).

@@ -92,6 +92,11 @@ struct OpAttrs {
   // collective
   Collective collective = Collective::all_reduce;
   int group = 1;
+  // Distance between consecutive ranks of the group in the global rank order (tensor-parallel
+  // ranks are adjacent: 1; a data-parallel group of tp=8 ranks: 8). With the hardware's GPUs per
+  // node it says how many of the group share a node, so whether the collective crosses nodes
+  // and over how many NICs (core/cost/roofline.cpp).
+  int group_stride = 1;
   // Bytes of the whole buffer the collective reduces or gathers (nccl-tests' size): a bucket
   // of several tensors, the full tensor behind the shards it reads or writes. 0: the largest
   // tensor it reads or writes.

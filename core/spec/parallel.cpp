@@ -106,6 +106,16 @@ int ParallelSpec::sharding_stage() const {
   return zero;
 }
 
+int64_t stage_layers(int64_t layers, int pp, int stage) {
+  return layers / pp + (stage < layers % pp ? 1 : 0);
+}
+
+int64_t stage_first_layer(int64_t layers, int pp, int stage) {
+  int64_t first = 0;
+  for (int s = 0; s < stage; ++s) first += stage_layers(layers, pp, s);
+  return first;
+}
+
 const char* name_of(PipelineSchedule s) {
   switch (s) {
     case PipelineSchedule::gpipe: return "gpipe";

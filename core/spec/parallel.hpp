@@ -33,11 +33,23 @@ struct ParallelSpec {
 
   // GPUs the layout spans: dp · tp · pp · cp (expert parallelism reuses data-parallel ranks).
   [[nodiscard]] int gpus() const { return dp * tp * pp * cp; }
+  // Ranks are numbered as Megatron-LM numbers them, tensor-parallel ranks adjacent, then
+  // context, data and pipeline: the distance between consecutive ranks of each kind of group.
+  [[nodiscard]] int tp_stride() const { return 1; }
+  [[nodiscard]] int cp_stride() const { return tp; }
+  [[nodiscard]] int dp_stride() const { return tp * cp; }
+  [[nodiscard]] int pp_stride() const { return tp * cp * dp; }
   // Whether any degree is above 1 or any sharding is on: a single-GPU step otherwise.
   [[nodiscard]] bool parallel() const;
   // The ZeRO stage the settings amount to: fsdp's strategy when it has one, else `zero`.
   [[nodiscard]] int sharding_stage() const;
 };
+
+// The layers pipeline stage `stage` of `pp` holds out of `layers`: an equal share, the first
+// layers % pp stages one more (uneven stages; describe_stages says so).
+[[nodiscard]] int64_t stage_layers(int64_t layers, int pp, int stage);
+// The index of the first layer of `stage`.
+[[nodiscard]] int64_t stage_first_layer(int64_t layers, int pp, int stage);
 
 [[nodiscard]] const char* name_of(PipelineSchedule s);
 [[nodiscard]] const char* name_of(FsdpStrategy s);

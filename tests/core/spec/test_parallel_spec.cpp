@@ -137,3 +137,19 @@ TEST_CASE("parallel spec: each bad layout names its field and what to change") {
   Workload tp8_decode;
   CHECK(error_of(p, m, tp8_decode, 16).empty());  // tensor and data parallel inference
 }
+
+TEST_CASE("parallel spec: pipeline stages share the layers, the first stages one more when uneven") {
+  CHECK(stage_layers(80, 4, 0) == 20);
+  CHECK(stage_layers(80, 4, 3) == 20);
+  CHECK(stage_layers(10, 4, 0) == 3);  // 3 3 2 2
+  CHECK(stage_layers(10, 4, 1) == 3);
+  CHECK(stage_layers(10, 4, 2) == 2);
+  CHECK(stage_first_layer(10, 4, 2) == 6);
+  CHECK(stage_first_layer(10, 4, 3) == 8);
+  ParallelSpec p;
+  p.tp = 8;
+  p.cp = 2;
+  p.dp = 4;
+  CHECK(p.dp_stride() == 16);
+  CHECK(p.pp_stride() == 64);
+}
