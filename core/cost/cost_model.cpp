@@ -48,7 +48,8 @@ OpCost price_op(const Op& op, const Graph& g, const Hardware& hw, const ClassEff
   const double bytes = op_bytes(op, g);
   if (op.kind == OpKind::collective && op.attrs.group > 1) {
     if (const std::optional<CollectivePrice> t =
-            price_collective(op.attrs.collective, op.attrs.group, collective_payload(op, g), hw)) {
+            price_collective(op.attrs.collective, op.attrs.group, collective_payload(op, g), hw,
+                             op.attrs.group_stride)) {
       OpCost c = roofline_cost(op, 0, 0, hw, g.graphed, eff);  // launch cost only
       c.flops = op.dtype == DType::int32 ? 0 : flops;
       c.bytes = bytes;

@@ -199,7 +199,7 @@ struct LinkFigures {
   double latency = 0, bandwidth = 0;
 };
 
-std::optional<LinkFigures> collective_link(Collective c, int group, const Hardware& hw) {
+std::optional<LinkFigures> collective_link(Collective c, int group, int stride, const Hardware& hw) {
   const Link* intra = nullptr;
   for (const Link* l : {&hw.nvlink, &hw.pcie})
     if (l->bandwidth > 0) {
@@ -207,31 +207,40 @@ std::optional<LinkFigures> collective_link(Collective c, int group, const Hardwa
       break;
     }
   const Link& ib = hw.infiniband;
-  if (hw.gpus_per_node <= 0 || group <= hw.gpus_per_node) {
+  const int local = group_ranks_per_node(group, stride, hw);
+  if (local >= group) {
     const Link* link = intra != nullptr ? intra : ib.bandwidth > 0 ? &ib : nullptr;
     if (link == nullptr) return std::nullopt;
     return LinkFigures{link->latency, link->bandwidth};
   }
   // Across nodes each GPU has a NIC of its own (the catalog's assumption), every message waits
   // for the network's latency, and the bytes move at the slower of the intra-node link and
-  // what the NICs carry of them:
-  // - ring collectives run one ring per NIC, so a node's share of every ring leaves through all
-  //   gpus_per_node NICs together;
+  // what the NICs carry of them (g: the group's ranks on one node, gpus_per_node when the
+  // group's ranks are adjacent, 1 when each sits on a node of its own):
+  // - ring collectives run one ring per NIC, so a node's share of every ring leaves through the
+  //   g NICs of the group's ranks together;
   // - all-to-all sends (n - g)/n of the buffer off the node through each rank's own NIC, out of
-  //   the (n - 1)/n it sends in all (g = gpus_per_node);
+  //   the (n - 1)/n it sends in all;
   // - send/recv between ring neighbours: the ranks at a node's edge send it all over one NIC.
   if (!(ib.bandwidth > 0)) return std::nullopt;
-  const double n = group, g = hw.gpus_per_node;
+  const double n = group, g = local;
   double bandwidth = ib.bandwidth;
   if (c == Collective::all_reduce || c == Collective::all_gather || c == Collective::reduce_scatter)
     bandwidth = g * ib.bandwidth;
   else if (c == Collective::all_to_all)
     bandwidth = ib.bandwidth * (n - 1) / (n - g);
-  if (intra != nullptr) bandwidth = std::min(bandwidth, intra->bandwidth);
+  if (intra != nullptr && local > 1) bandwidth = std::min(bandwidth, intra->bandwidth);
   return LinkFigures{ib.latency, bandwidth};
 }
 
 }  // namespace
+
+int group_ranks_per_node(int group, int stride, const Hardware& hw) {
+  if (hw.gpus_per_node <= 0) return group;
+  const int span = std::max(1, stride);
+  if (span >= hw.gpus_per_node) return 1;
+  return std::clamp(hw.gpus_per_node / span, 1, group);
+}
 
 std::optional<FittedCollective> fitted_collective(Collective c, int group, const Hardware& hw) {
   const auto& fits = hw.calibration.collectives;
@@ -249,24 +258,28 @@ std::optional<FittedCollective> fitted_collective(Collective c, int group, const
   return below ? below : above;
 }
 
-std::optional<double> collective_time(Collective c, int group, double payload, const Hardware& hw) {
-  const std::optional<CollectivePrice> p = price_collective(c, group, payload, hw);
+std::optional<double> collective_time(Collective c, int group, double payload, const Hardware& hw, int stride) {
+  const std::optional<CollectivePrice> p = price_collective(c, group, payload, hw, stride);
   if (!p) return std::nullopt;
   return p->seconds;
 }
 
-std::optional<CollectivePrice> price_collective(Collective c, int group, double payload, const Hardware& hw) {
+std::optional<CollectivePrice> price_collective(Collective c, int group, double payload, const Hardware& hw,
+                                                int stride) {
   if (group <= 1) return CollectivePrice{0.0, false};
+  const bool one_node = group_ranks_per_node(group, stride, hw) >= group;
   // Ring algorithms (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): each rank sends
   // (n-1)/n of the buffer per phase; all-reduce is a reduce-scatter followed by an all-gather.
   const double wire = wire_bytes(c, group, payload);
   // A fitted alpha-beta replaces the link figures: this group's, else the nearest fitted group's
   // at the payload whose ring sends as many bytes per rank over that group.
-  if (const std::optional<FittedCollective> f = fitted_collective(c, group, hw)) {
+  const std::optional<FittedCollective> f =
+      one_node ? fitted_collective(c, group, hw) : std::optional<FittedCollective>{};
+  if (f) {
     const double equal_wire_payload = f->group == group ? payload : wire / wire_bytes(c, f->group, 1.0);
     return CollectivePrice{f->fit->time(equal_wire_payload, wire), true};
   }
-  const std::optional<LinkFigures> link = collective_link(c, group, hw);
+  const std::optional<LinkFigures> link = collective_link(c, group, stride, hw);
   if (!link) return std::nullopt;
   const double n = group;
   const double messages = c == Collective::all_reduce ? 2 * (n - 1) : c == Collective::send_recv ? 1 : n - 1;

@@ -84,8 +84,12 @@ struct FittedCollective {
 // over the fitted group: a ring's time follows the bytes each rank sends, which is why
 // nccl-tests reports bus bandwidth (algorithm bandwidth × 2(n−1)/n for all-reduce) as the
 // figure that holds across group sizes. nullopt when no fit and no such link is described.
+// `stride`: the distance between consecutive ranks of the group in the rank order (OpAttrs::
+// group_stride); with the GPUs per node it says how many of the group share a node. A group
+// whose ranks sit on different nodes crosses the network even when it is small, and a fit
+// measured inside one node does not price it.
 [[nodiscard]] std::optional<double> collective_time(Collective c, int group, double payload,
-                                                    const Hardware& hw);
+                                                    const Hardware& hw, int stride = 1);
 
 // collective_time() with where it came from: `fitted` when a calibrated fit priced it.
 struct CollectivePrice {
@@ -93,6 +97,9 @@ struct CollectivePrice {
   bool fitted = false;
 };
 [[nodiscard]] std::optional<CollectivePrice> price_collective(Collective c, int group, double payload,
-                                                              const Hardware& hw);
+                                                              const Hardware& hw, int stride = 1);
+// How many ranks of a group of `group` at `stride` share one node (all of them when the
+// hardware does not say how many GPUs a node has).
+[[nodiscard]] int group_ranks_per_node(int group, int stride, const Hardware& hw);
 
 }  // namespace perfsim

@@ -209,6 +209,26 @@ TEST_CASE("collectives: a group larger than a node runs over infiniband") {
   CHECK_FALSE(collective_time(Collective::all_reduce, 16, 1e9, hw).has_value());
 }
 
+TEST_CASE("collectives: a strided group crosses nodes over the NICs of its own ranks") {
+  Hardware hw = h100_like();
+  hw.nvlink = {450e9, 5e-6};
+  hw.infiniband = {50e9, 10e-6};
+  hw.gpus_per_node = 8;
+  // Data-parallel ranks of a tp=8 layout: one per node. Two of them cross the network over one
+  // NIC each: 2 messages of 10 us and 1 GB a rank at 50 GB/s.
+  CHECK(group_ranks_per_node(2, 8, hw) == 1);
+  CHECK(*collective_time(Collective::all_reduce, 2, 1e9, hw, 8) == approx(2 * 10e-6 + 1e9 / 50e9));
+  // tp=4: two ranks of a group of 16 share each node, so two NICs carry the node's rings.
+  CHECK(group_ranks_per_node(16, 4, hw) == 2);
+  CHECK(*collective_time(Collective::all_reduce, 16, 1e9, hw, 4) == approx(30 * 10e-6 + 1.875e9 / 100e9));
+  // tp=2: a group of 4 still fits in a node (ranks 0, 2, 4, 6) and stays on NVLink.
+  CHECK(group_ranks_per_node(4, 2, hw) == 4);
+  CHECK(*collective_time(Collective::all_reduce, 4, 1e9, hw, 2) == approx(6 * 5e-6 + 1.5e9 / 450e9));
+  // A fit measured inside one node does not price a group spread over nodes.
+  hw.calibration.collectives[{Collective::all_reduce, 2}] = CollectiveFit{};
+  CHECK(*collective_time(Collective::all_reduce, 2, 1e9, hw, 8) == approx(2 * 10e-6 + 1e9 / 50e9));
+}
+
 TEST_CASE("timeline: dependencies and counts serialize; kernels on two streams share the SMs") {
   Graph g;
   const int w = g.add_tensor({-1, "w", {4}, DType::fp32, TensorRole::weight, 1});
