@@ -100,7 +100,7 @@ std::string list_optimizations() {
       {"name", left, [](const OptimizationInfo& o) { return o.name; }},
       {"kind", left,
        [](const OptimizationInfo& o) {
-         std::string kind = o.workload_pass ? "workload" : "graph pass";
+         std::string kind = o.workload_pass ? "workload" : o.parallel_pass ? "parallel layout" : "graph pass";
          if (o.needs_value) kind += ", takes a value";
          return kind;
        }},

@@ -16,6 +16,7 @@
 #include "dsl/lua_convert.hpp"
 #include "dsl/lua_fields.hpp"
 #include "dsl/lua_state.hpp"
+#include "dsl/lua_parallel.hpp"
 #include "dsl/sweep.hpp"
 
 namespace perfsim::dsl {
@@ -23,7 +24,6 @@ namespace perfsim::dsl {
 namespace {
 
 constexpr const char* built_key = "perfsim.built_scenarios";
-constexpr double gb = 1e9;
 
 ModelConfig read_model(lua_State* L, int index) {
   ModelConfig m;
@@ -144,44 +144,6 @@ std::vector<SweepAxis> read_sweep(lua_State* L, int index, Phase phase, SweepCat
   return axes;
 }
 
-// A model whose bf16 weights exceed every listed device cannot run anywhere in this scenario.
-// Bytes per weight in the most compact precision any step of the stack reaches. Precision
-// passes are cumulative and the baseline graph is fp32; fp8 stores weights in 1 byte only for
-// inference (training keeps them in their precision and casts for the GEMMs).
-double most_compact_weight_bytes(const Scenario& s) {
-  double current = bytes_of(DType::fp32), best = current;
-  for (const StackStep& step : s.stacks) {
-    for (const PassSpec& p : step.passes) {
-      if (p.name == "fp32" || p.name == "tf32") current = bytes_of(DType::fp32);
-      if (p.name == "bf16" || p.name == "fp16") current = bytes_of(DType::bf16);
-      if (p.name == "fp8" && s.workload.phase != Phase::train)
-        current = std::min(current, bytes_of(DType::fp8));
-    }
-    best = std::min(best, current);
-  }
-  return best;
-}
-
-// A model whose weights alone exceed every listed hardware cannot run or be predicted
-// meaningfully anywhere in the scenario: say so up front, with what to change.
-void check_weights_fit(const ModelConfig& m, double bytes_per_weight,
-                       const std::vector<const Hardware*>& hardware) {
-  const double weights = static_cast<double>(m.params()) * bytes_per_weight;
-  std::vector<std::string> sizes;
-  for (const Hardware* hw : hardware) {
-    if (hw->memory_bytes <= 0 || weights <= hw->memory_bytes) return;  // unknown size: no verdict
-    sizes.push_back(fmt::format("{} {:.0f} GB", hw->name, hw->memory_bytes / gb));
-  }
-  if (sizes.empty()) return;
-  throw ConfigError(fmt::format(
-      "model '{}' needs {:.1f} GB for its weights alone ({:.3g} parameters x {:g} bytes in the "
-      "stack's most compact precision), more than the memory of every listed hardware ({}); "
-      "choose hardware with more memory or a smaller model (fewer layers: model(\"{}\", "
-      "{{layers = ...}}))",
-      m.name, weights / gb, static_cast<double>(m.params()), bytes_per_weight,
-      fmt::join(sizes, ", "), m.name));
-}
-
 std::string default_name(const std::string& file) {
   if (file.empty()) return "scenario";
   return std::filesystem::path(file).stem().string();
@@ -200,7 +162,7 @@ const std::vector<std::string>& scenario_fields() {
   // (Workload::host_data); the pinned_memory and prefetch passes act on those uploads.
   static const std::vector<std::string> f = {"name",   "description", "model",   "hardware",
                                              "workload", "stacks",    "execute", "sweep",
-                                             "host_data"};
+                                             "host_data", "parallel"};
   return f;
 }
 
@@ -232,22 +194,14 @@ BuiltScenario build_scenario(lua_State* L, int index, const std::string& what,
         "{} needs workload = prefill{{...}}, decode{{...}} or train{{...}}", what));
   s.workload = to_workload(L, -1, "workload");
   r.read("host_data", s.workload.host_data);
+  r.push("parallel");
+  s.parallel = read_parallel(L, lua_gettop(L));
   r.push("stacks");
   s.stacks = read_stacks(L, lua_gettop(L));
   if (r.push("execute") != LUA_TNIL) s.execute = to_execute(L, lua_gettop(L));
   SweepCatalog named;
   r.push("sweep");
   s.sweep = read_sweep(L, lua_gettop(L), s.workload.phase, named);
-
-  // Weights against every hardware the scenario (or its sweep) names.
-  std::vector<const Hardware*> all_hw;
-  for (const Hardware& hw : s.hardware) all_hw.push_back(&hw);
-  for (const auto& [name, hw] : named.hardware) all_hw.push_back(&hw);
-  const double weight_bytes = most_compact_weight_bytes(s);
-  if (named.models.empty())
-    check_weights_fit(s.model, weight_bytes, all_hw);
-  else
-    for (const auto& [name, m] : named.models) check_weights_fit(m, weight_bytes, all_hw);
 
   b.points = expand_sweep(s, named);
   for (const ScenarioPoint& p : b.points) {

@@ -25,6 +25,12 @@ void apply(Scenario& s, const std::string& key, const std::string& value, const 
     else if (key == "new_tokens") s.workload.new_tokens = v;
     else if (key == "seq") s.workload.seq = v;
     else if (key == "grad_accum") s.workload.grad_accum = v;
+    else if (key == "gpus") set_gpus(s.parallel, static_cast<int>(v), "sweep.gpus");
+    else if (key == "dp") s.parallel.dp = static_cast<int>(v);
+    else if (key == "tp") s.parallel.tp = static_cast<int>(v);
+    else if (key == "pp") s.parallel.pp = static_cast<int>(v);
+    else if (key == "cp") s.parallel.cp = static_cast<int>(v);
+    else if (key == "zero") s.parallel.zero = static_cast<int>(v);
     else throw ConfigError(fmt::format("unknown sweep key '{}'", key));
   }
 }
@@ -32,14 +38,17 @@ void apply(Scenario& s, const std::string& key, const std::string& value, const 
 }  // namespace
 
 const std::vector<std::string>& sweep_keys() {
-  static const std::vector<std::string> keys = {"model", "hardware",   "batch",      "prompt",
-                                                "new_tokens", "seq",   "grad_accum", "kv_cache"};
+  // Layout degrees come before gpus, so gpus = N derives dp from the degrees of its point.
+  static const std::vector<std::string> keys = {"model",      "hardware", "batch", "prompt", "new_tokens",
+                                                "seq",        "grad_accum", "kv_cache", "tp", "pp",
+                                                "cp",         "zero",     "dp",    "gpus"};
   return keys;
 }
 
 bool is_integer_sweep_key(const std::string& key) {
   return key == "batch" || key == "prompt" || key == "new_tokens" || key == "seq" ||
-         key == "grad_accum";
+         key == "grad_accum" || key == "gpus" || key == "dp" || key == "tp" || key == "pp" ||
+         key == "cp" || key == "zero";
 }
 
 std::string sweep_key_problem(const std::string& key, Phase p) {
@@ -47,13 +56,13 @@ std::string sweep_key_problem(const std::string& key, Phase p) {
   bool ok = true;
   if (key == "prompt" || key == "new_tokens") ok = inference;
   if (key == "kv_cache") ok = p == Phase::decode;
-  if (key == "seq" || key == "grad_accum") ok = p == Phase::train;
+  if (key == "seq" || key == "grad_accum" || key == "zero") ok = p == Phase::train;
   if (ok) return "";
-  const char* fits = p == Phase::train ? "batch, seq, grad_accum"
+  const char* fits = p == Phase::train ? "batch, seq, grad_accum, zero"
                      : p == Phase::decode ? "batch, prompt, new_tokens, kv_cache"
                                           : "batch, prompt, new_tokens";
   return fmt::format("sweep key '{}' does not apply to a {} workload (its keys: {}; and model, "
-                     "hardware)",
+                     "hardware, gpus, dp, tp, pp, cp)",
                      key, name_of(p), fits);
 }
 

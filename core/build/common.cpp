@@ -1,5 +1,6 @@
-// Shared builder pieces: tensors and ops with layer-sampling counts, the model's weights and
-// one transformer layer's forward pass (norm, attention, MLP, residuals).
+// Shared builder pieces: tensors and ops with layer-sampling counts, the rank's weights and
+// one transformer layer's forward pass (norm, attention, MLP, residuals) with its
+// tensor-parallel collectives.
 #include "core/build/common.hpp"
 
 #include <fmt/format.h>
@@ -26,10 +27,17 @@ GraphBuilder::GraphBuilder(const ModelConfig& m, const Workload& w, const BuildO
     : m_model(m) {
   validate(m);
   validate(w);
+  m_rank = rank_shape(m, w, o);
   m_graph.model = m.name;
   m_graph.workload = w;
-  m_graph.layers_total = m.layers;
-  m_graph.layers_built = (o.layers <= 0 || o.layers >= m.layers) ? m.layers : o.layers;
+  // A pipeline stage is a model of its own layers: layer_scale() scales within the stage.
+  const int64_t layers = m_rank.layers;
+  m_graph.layers_total = layers;
+  m_graph.layers_built = (o.layers <= 0 || o.layers >= layers) ? layers : o.layers;
+}
+
+std::string GraphBuilder::lname(int layer, const std::string& what) const {
+  return layer_name(layer >= 0 ? layer + static_cast<int>(m_rank.first_layer) : layer, what);
 }
 
 int GraphBuilder::tensor(std::string name, std::vector<int64_t> shape, TensorRole role, int layer,
@@ -89,38 +97,45 @@ int GraphBuilder::param(std::string name, std::vector<int64_t> shape, int layer)
 
 NormWeights GraphBuilder::add_norm_weights(const std::string& prefix, int layer) {
   NormWeights nw;
-  nw.gamma = param(layer_name(layer, prefix + ".weight"), {m_model.hidden}, layer);
+  nw.gamma = param(lname(layer, prefix + ".weight"), {m_model.hidden}, layer);
   if (m_model.norm == NormKind::layernorm)
-    nw.beta = param(layer_name(layer, prefix + ".bias"), {m_model.hidden}, layer);
+    nw.beta = param(lname(layer, prefix + ".bias"), {m_model.hidden}, layer);
   return nw;
 }
 
 ModelWeights GraphBuilder::add_weights() {
   const ModelConfig& m = m_model;
-  const int64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn_hidden;
+  const RankShape& r = m_rank;
+  // Column-parallel (q, k, v, gate, up, lm_head) split their outputs, row-parallel (o, down)
+  // their inputs, the embedding its vocabulary rows (Shoeybi et al. 2019, §3).
+  const int64_t h = m.hidden, q = r.q_dim, kv = r.kv_dim, f = r.ffn, vocab = r.vocab;
   ModelWeights mw;
-  mw.embedding = param("embedding.weight", {m.vocab, h}, -1);
-  if (!m.rope) mw.positions = param("position_embedding.weight", {m.max_seq, h}, -1);
+  // A last stage with tied embeddings keeps its own copy of the table for the head (Megatron).
+  if (r.first_stage() || (r.last_stage() && m.tied_embeddings))
+    mw.embedding = param("embedding.weight", {vocab, h}, -1);
+  if (!m.rope && r.first_stage()) mw.positions = param("position_embedding.weight", {m.max_seq, h}, -1);
   for (int l = 0; l < static_cast<int>(layers_built()); ++l) {
     LayerWeights lw;
     lw.attn_norm = add_norm_weights("attn_norm", l);
-    lw.q = param(layer_name(l, "attn.q_proj.weight"), {h, h}, l);
-    lw.k = param(layer_name(l, "attn.k_proj.weight"), {h, kv}, l);
-    lw.v = param(layer_name(l, "attn.v_proj.weight"), {h, kv}, l);
-    lw.o = param(layer_name(l, "attn.o_proj.weight"), {h, h}, l);
+    lw.q = param(lname(l, "attn.q_proj.weight"), {h, q}, l);
+    lw.k = param(lname(l, "attn.k_proj.weight"), {h, kv}, l);
+    lw.v = param(lname(l, "attn.v_proj.weight"), {h, kv}, l);
+    lw.o = param(lname(l, "attn.o_proj.weight"), {q, h}, l);
     lw.mlp_norm = add_norm_weights("mlp_norm", l);
     if (m.activation == Activation::swiglu) {
-      lw.gate = param(layer_name(l, "mlp.gate_proj.weight"), {h, f}, l);
-      lw.up = param(layer_name(l, "mlp.up_proj.weight"), {h, f}, l);
-      lw.down = param(layer_name(l, "mlp.down_proj.weight"), {f, h}, l);
+      lw.gate = param(lname(l, "mlp.gate_proj.weight"), {h, f}, l);
+      lw.up = param(lname(l, "mlp.up_proj.weight"), {h, f}, l);
+      lw.down = param(lname(l, "mlp.down_proj.weight"), {f, h}, l);
     } else {
-      lw.gate = param(layer_name(l, "mlp.fc1.weight"), {h, f}, l);
-      lw.down = param(layer_name(l, "mlp.fc2.weight"), {f, h}, l);
+      lw.gate = param(lname(l, "mlp.fc1.weight"), {h, f}, l);
+      lw.down = param(lname(l, "mlp.fc2.weight"), {f, h}, l);
     }
     mw.layers.push_back(lw);
   }
-  mw.final_norm = add_norm_weights("final_norm", -1);
-  if (!m.tied_embeddings) mw.lm_head = param("lm_head.weight", {h, m.vocab}, -1);
+  if (r.last_stage()) {
+    mw.final_norm = add_norm_weights("final_norm", -1);
+    if (!m.tied_embeddings) mw.lm_head = param("lm_head.weight", {h, vocab}, -1);
+  }
   return mw;
 }
 
@@ -165,7 +180,7 @@ int GraphBuilder::embed(int tokens, const ModelWeights& mw, int64_t batch, int64
 }
 
 int GraphBuilder::lm_head(int x, const ModelWeights& mw, int64_t rows) {
-  const int64_t h = m_model.hidden, v = m_model.vocab;
+  const int64_t h = m_model.hidden, v = m_rank.vocab;
   if (mw.lm_head >= 0) return linear("lm_head", x, mw.lm_head, rows, v, h, -1);
   // Tied: logits[rows, V] = x[rows, h] · E^T with the embedding table E stored [V, h].
   const int y = tensor("lm_head.out", {rows, v}, TensorRole::activation);
@@ -179,15 +194,15 @@ int GraphBuilder::lm_head(int x, const ModelWeights& mw, int64_t rows) {
 OpAttrs GraphBuilder::attention_attrs(const AttentionShape& s) const {
   OpAttrs a;
   a.batch = s.batch;
-  a.heads = m_model.heads;
-  a.kv_heads = m_model.kv_heads_or_heads();
+  a.heads = m_rank.heads;
+  a.kv_heads = m_rank.kv_heads;
   a.head_dim = m_model.head_dim();
   a.seq_q = s.seq_q;
   a.seq_kv = s.seq_kv;
   a.kv_capacity = s.kv_capacity;
   a.causal = true;
   a.position = s.position;
-  a.rows = s.batch * m_model.heads * s.seq_q;  // softmax rows
+  a.rows = s.batch * m_rank.heads * s.seq_q;  // softmax rows
   a.cols = s.seq_kv;
   return a;
 }
@@ -212,10 +227,10 @@ OpAttrs GraphBuilder::rope_attrs(const AttentionShape& s, int64_t heads) const {
 
 LayerCache GraphBuilder::add_cache(int layer, int64_t batch, int64_t capacity, bool attend) {
   LayerCache c;
-  const std::vector<int64_t> shape{batch, capacity, m_model.kv_heads_or_heads(),
-                                   m_model.head_dim()};
-  c.k = tensor(layer_name(layer, "attn.k_cache"), shape, TensorRole::kv_cache, layer);
-  c.v = tensor(layer_name(layer, "attn.v_cache"), shape, TensorRole::kv_cache, layer);
+  // Each tensor-parallel rank caches its own KV heads.
+  const std::vector<int64_t> shape{batch, capacity, m_rank.kv_heads, m_model.head_dim()};
+  c.k = tensor(lname(layer, "attn.k_cache"), shape, TensorRole::kv_cache, layer);
+  c.v = tensor(lname(layer, "attn.v_cache"), shape, TensorRole::kv_cache, layer);
   c.capacity = capacity;
   c.attend = attend;
   return c;
@@ -224,24 +239,30 @@ LayerCache GraphBuilder::add_cache(int layer, int64_t batch, int64_t capacity, b
 LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& lw,
                                              const AttentionShape& s, const LayerCache& cache) {
   const ModelConfig& m = m_model;
-  const int64_t t = s.batch * s.seq_q, h = m.hidden, kv = m.kv_dim(), f = m.ffn_hidden;
-  auto n = [&](const char* what) { return layer_name(l, what); };
+  const RankShape& r = m_rank;
+  // Tensor parallelism (Shoeybi et al. 2019, Figure 3): QKV and the MLP's first GEMMs are
+  // column-parallel, o_proj and the last MLP GEMM row-parallel; the norms and residuals run on
+  // the whole hidden size over R rows (T/tp with sequence parallelism, Korthikanti et al. 2022).
+  const int64_t t = s.batch * s.seq_q, rows = r.rows(t), h = m.hidden, q = r.q_dim, kv = r.kv_dim,
+                f = r.ffn;
+  auto n = [&](const char* what) { return lname(l, what); };
   LayerActivations a;
   a.x = x;
 
   // Attention block.
-  a.xn1 = norm(n("attn_norm"), x, lw.attn_norm, t, l);
-  a.q = linear(n("attn.q_proj"), a.xn1, lw.q, t, h, h, l);
-  a.k = linear(n("attn.k_proj"), a.xn1, lw.k, t, kv, h, l);
-  a.v = linear(n("attn.v_proj"), a.xn1, lw.v, t, kv, h, l);
+  a.xn1 = norm(n("attn_norm"), x, lw.attn_norm, rows, l);
+  a.qkv_in = enter_tp(n("attn_norm"), a.xn1, t, l, Stage::forward);
+  a.q = linear(n("attn.q_proj"), a.qkv_in, lw.q, t, q, h, l);
+  a.k = linear(n("attn.k_proj"), a.qkv_in, lw.k, t, kv, h, l);
+  a.v = linear(n("attn.v_proj"), a.qkv_in, lw.v, t, kv, h, l);
   a.q_att = a.q;
   a.k_att = a.k;
   if (m.rope) {
     a.q_att = activation_like(n("attn.rope_q.out"), a.q);
-    op(OpKind::rope, n("attn.rope_q"), {a.q}, {a.q_att}, rope_attrs(s, m.heads), l,
+    op(OpKind::rope, n("attn.rope_q"), {a.q}, {a.q_att}, rope_attrs(s, r.heads), l,
        Stage::forward);
     a.k_att = activation_like(n("attn.rope_k.out"), a.k);
-    op(OpKind::rope, n("attn.rope_k"), {a.k}, {a.k_att}, rope_attrs(s, m.kv_heads_or_heads()), l,
+    op(OpKind::rope, n("attn.rope_k"), {a.k}, {a.k_att}, rope_attrs(s, r.kv_heads), l,
        Stage::forward);
   }
   a.k_src = a.k_att;
@@ -250,7 +271,7 @@ LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& l
     OpAttrs ap;
     ap.batch = s.batch;
     ap.seq_q = s.seq_q;
-    ap.kv_heads = m.kv_heads_or_heads();
+    ap.kv_heads = r.kv_heads;
     ap.head_dim = m.head_dim();
     ap.kv_capacity = cache.capacity;
     ap.position = s.position;
@@ -260,39 +281,44 @@ LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& l
     if (cache.attend) a.k_src = cache.k, a.v_src = cache.v;
   }
   const OpAttrs aa = attention_attrs(s);
-  const std::vector<int64_t> score_shape{s.batch, m.heads, s.seq_q, s.seq_kv};
+  const std::vector<int64_t> score_shape{s.batch, r.heads, s.seq_q, s.seq_kv};
   a.scores = tensor(n("attn.scores.out"), score_shape, TensorRole::activation);
   op(OpKind::attn_scores, n("attn.scores"), {a.q_att, a.k_src}, {a.scores}, aa, l,
      Stage::forward);
   a.probs = tensor(n("attn.softmax.out"), score_shape, TensorRole::activation);
   op(OpKind::attn_softmax, n("attn.softmax"), {a.scores}, {a.probs}, softmax_attrs(s), l,
      Stage::forward);
-  a.context = tensor(n("attn.context.out"), {t, h}, TensorRole::activation);
+  a.context = tensor(n("attn.context.out"), {t, q}, TensorRole::activation);
   op(OpKind::attn_context, n("attn.context"), {a.probs, a.v_src}, {a.context}, aa, l,
      Stage::forward);
-  a.attn_out = linear(n("attn.o_proj"), a.context, lw.o, t, h, h, l);
+  const int o_partial = linear(n("attn.o_proj"), a.context, lw.o, t, h, q, l);
+  a.attn_out = leave_tp(n("attn.o_proj"), o_partial, t, l, Stage::forward);
   OpAttrs ra;
-  ra.elements = t * h;
-  a.x1 = tensor(n("attn.residual.out"), {t, h}, TensorRole::activation);
+  ra.elements = rows * h;
+  a.x1 = tensor(n("attn.residual.out"), {rows, h}, TensorRole::activation);
   op(OpKind::residual_add, n("attn.residual"), {x, a.attn_out}, {a.x1}, ra, l, Stage::forward);
 
   // MLP block.
-  a.xn2 = norm(n("mlp_norm"), a.x1, lw.mlp_norm, t, l);
+  a.xn2 = norm(n("mlp_norm"), a.x1, lw.mlp_norm, rows, l);
+  a.mlp_in = enter_tp(n("mlp_norm"), a.xn2, t, l, Stage::forward);
   OpAttrs pa;
   pa.elements = t * f;
-  if (m.activation == Activation::swiglu) {
-    a.gate = linear(n("mlp.gate_proj"), a.xn2, lw.gate, t, f, h, l);
-    a.up = linear(n("mlp.up_proj"), a.xn2, lw.up, t, f, h, l);
+  int down_partial = -1;
+  const bool swiglu = m.activation == Activation::swiglu;
+  if (swiglu) {
+    a.gate = linear(n("mlp.gate_proj"), a.mlp_in, lw.gate, t, f, h, l);
+    a.up = linear(n("mlp.up_proj"), a.mlp_in, lw.up, t, f, h, l);
     a.act = tensor(n("mlp.silu_mul.out"), {t, f}, TensorRole::activation);
     op(OpKind::silu_mul, n("mlp.silu_mul"), {a.gate, a.up}, {a.act}, pa, l, Stage::forward);
-    a.mlp_out = linear(n("mlp.down_proj"), a.act, lw.down, t, h, f, l);
+    down_partial = linear(n("mlp.down_proj"), a.act, lw.down, t, h, f, l);
   } else {
-    a.gate = linear(n("mlp.fc1"), a.xn2, lw.gate, t, f, h, l);
+    a.gate = linear(n("mlp.fc1"), a.mlp_in, lw.gate, t, f, h, l);
     a.act = tensor(n("mlp.gelu.out"), {t, f}, TensorRole::activation);
     op(OpKind::gelu, n("mlp.gelu"), {a.gate}, {a.act}, pa, l, Stage::forward);
-    a.mlp_out = linear(n("mlp.fc2"), a.act, lw.down, t, h, f, l);
+    down_partial = linear(n("mlp.fc2"), a.act, lw.down, t, h, f, l);
   }
-  a.out = tensor(n("mlp.residual.out"), {t, h}, TensorRole::activation);
+  a.mlp_out = leave_tp(n(swiglu ? "mlp.down_proj" : "mlp.fc2"), down_partial, t, l, Stage::forward);
+  a.out = tensor(n("mlp.residual.out"), {rows, h}, TensorRole::activation);
   op(OpKind::residual_add, n("mlp.residual"), {a.x1, a.mlp_out}, {a.out}, ra, l, Stage::forward);
   return a;
 }

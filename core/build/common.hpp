@@ -1,12 +1,15 @@
 // Shared pieces of the graph builders: a helper that adds named tensors and ops with the
-// right counts, the model's weights, and one transformer layer's forward pass. The
-// inference and training builders (inference.cpp, train.cpp) assemble these.
+// right counts, the model's weights, and one transformer layer's forward pass, all for one
+// rank's share of the model (rank.hpp), with the collectives tensor and pipeline parallelism
+// add (tensor_parallel.cpp, pipeline.cpp). The inference and training builders
+// (inference.cpp, train.cpp) assemble these.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/build/builders.hpp"
+#include "core/build/rank.hpp"
 #include "core/graph/graph.hpp"
 #include "core/spec/model.hpp"
 #include "core/spec/workload.hpp"
@@ -18,18 +21,20 @@ struct NormWeights {
   int beta = -1;  // layernorm only
 };
 
+// Shapes are the rank's: under tensor parallelism q_dim, kv_dim, F and V are its shares
+// (RankShape), the norms are whole.
 struct LayerWeights {
   NormWeights attn_norm, mlp_norm;
-  int q = -1, k = -1, v = -1, o = -1;  // [h, h], [h, kv_dim], [h, kv_dim], [h, h]
+  int q = -1, k = -1, v = -1, o = -1;  // [h, q_dim], [h, kv_dim], [h, kv_dim], [q_dim, h]
   int gate = -1;  // swiglu gate_proj [h, F] or gelu fc1 [h, F]
   int up = -1;    // swiglu up_proj [h, F]; -1 for gelu
   int down = -1;  // swiglu down_proj [F, h] or gelu fc2 [F, h]
 };
 
 struct ModelWeights {
-  int embedding = -1;   // [V, h]
-  int positions = -1;   // [max_seq, h], learned positions only
-  NormWeights final_norm;
+  int embedding = -1;   // [V, h]; on the first pipeline stage, and on the last when tied
+  int positions = -1;   // [max_seq, h], learned positions only (first stage)
+  NormWeights final_norm;  // last stage only
   int lm_head = -1;     // [h, V]; -1 when tied (lm_head reads `embedding` transposed)
   std::vector<LayerWeights> layers;
 };
@@ -51,21 +56,24 @@ struct LayerCache {
 };
 
 // Every tensor one layer's forward produces; the training builder reads them in backward.
+// R is the rows outside the tensor-parallel GEMMs: T, or T/tp with sequence parallelism.
 struct LayerActivations {
-  int x = -1;                  // layer input [T, h]
-  int xn1 = -1;                // attention norm output [T, h]
-  int q = -1, k = -1, v = -1;  // projections [T, h], [T, kv_dim], [T, kv_dim]
+  int x = -1;                  // layer input [R, h]
+  int xn1 = -1;                // attention norm output [R, h]
+  int qkv_in = -1;             // what the QKV projections read [T, h]: xn1, all-gathered with sp
+  int q = -1, k = -1, v = -1;  // projections [T, q_dim], [T, kv_dim], [T, kv_dim]
   int q_att = -1, k_att = -1;  // what attention reads: rotated (rope) or the projections
   int k_src = -1, v_src = -1;  // K/V the attention reads (fresh or the cache)
   int scores = -1, probs = -1; // [B, H, seq_q, seq_kv]
-  int context = -1;            // [T, h]
-  int attn_out = -1;           // o_proj output [T, h]
-  int x1 = -1;                 // x + attention [T, h]
-  int xn2 = -1;                // MLP norm output [T, h]
+  int context = -1;            // [T, q_dim]
+  int attn_out = -1;           // o_proj output [R, h] (all-reduced or reduce-scattered)
+  int x1 = -1;                 // x + attention [R, h]
+  int xn2 = -1;                // MLP norm output [R, h]
+  int mlp_in = -1;             // what the MLP's first GEMMs read [T, h]: xn2, gathered with sp
   int gate = -1, up = -1;      // [T, F]: swiglu gate/up or gelu fc1 output (gate)
   int act = -1;                // [T, F]: silu(gate)·up or gelu(fc1)
-  int mlp_out = -1;            // [T, h]
-  int out = -1;                // x1 + mlp [T, h]
+  int mlp_out = -1;            // [R, h]
+  int out = -1;                // x1 + mlp [R, h]
 };
 
 class GraphBuilder {
@@ -75,6 +83,10 @@ class GraphBuilder {
   [[nodiscard]] Graph& graph() { return m_graph; }
   [[nodiscard]] Graph take() { return std::move(m_graph); }
   [[nodiscard]] const ModelConfig& model() const { return m_model; }
+  [[nodiscard]] const RankShape& rank() const { return m_rank; }
+  // layer_name() with the model's index of the stage's layer `layer` (a graph's layers are
+  // numbered from 0 in Op::layer; names say which layers of the model they are).
+  [[nodiscard]] std::string lname(int layer, const std::string& what) const;
   [[nodiscard]] int64_t layers_built() const { return m_graph.layers_built; }
   [[nodiscard]] double layer_scale() const { return m_graph.layer_scale(); }
 
@@ -109,8 +121,27 @@ class GraphBuilder {
            Stage stage = Stage::forward);
   // Token (+ learned position) embedding of `tokens` [batch*seq_q] into [batch*seq_q, h].
   int embed(int tokens, const ModelWeights& mw, int64_t batch, int64_t seq_q, int64_t position);
-  // lm_head over `x` [rows, h] -> logits [rows, V].
+  // lm_head over `x` [rows, h] -> logits [rows, V] (the rank's vocabulary share).
   int lm_head(int x, const ModelWeights& mw, int64_t rows);
+
+  // Tensor parallelism (tensor_parallel.cpp; none of these add anything on one rank). Ops are
+  // named `name`.<collective> and write `name`.<collective>.out.
+  // A collective over the tensor-parallel group on the main stream, writing a new tensor.
+  int tp_collective(const std::string& name, Collective c, int x, std::vector<int64_t> out_shape,
+                    int layer, Stage stage);
+  // Into a column-parallel GEMM: x [R, h] -> [T, h]; all-gathers the sequence with sp, else x.
+  int enter_tp(const std::string& name, int x, int64_t tokens, int layer, Stage stage);
+  // Out of a row-parallel GEMM (or a column-parallel dgrad): the partial sums [T, h] -> [R, h],
+  // all-reduced, or reduce-scattered over the sequence with sp.
+  int leave_tp(const std::string& name, int partial, int64_t tokens, int layer, Stage stage);
+  // The [T, h] input a column-parallel GEMM's weight gradient reads: with sp the saved [R, h]
+  // norm output all-gathered again in backward (Megatron keeps only the local part), else x.
+  int regather(const std::string& name, int x, int64_t tokens, int layer);
+
+  // Pipeline parallelism (pipeline.cpp): a send_recv over the pipeline pair on its own stream.
+  // The receive writes a new [rows, h] activation; the send reads x and writes nothing.
+  int pipeline_recv(const std::string& name, int64_t rows, Stage stage);
+  void pipeline_send(const std::string& name, int x, Stage stage);
   [[nodiscard]] LayerActivations forward_layer(int layer, int x, const LayerWeights& lw,
                                                const AttentionShape& a, const LayerCache& cache);
   [[nodiscard]] LayerCache add_cache(int layer, int64_t batch, int64_t capacity, bool attend);
@@ -126,6 +157,7 @@ class GraphBuilder {
   int param(std::string name, std::vector<int64_t> shape, int layer);
 
   const ModelConfig& m_model;
+  RankShape m_rank;
   Graph m_graph;
   double m_pass_multiplier = 1;
   std::vector<Param> m_params;

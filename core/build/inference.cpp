@@ -1,5 +1,7 @@
 // Inference graphs: prefill over the prompt (filling the KV cache) and one decode step
-// (with the KV cache, or recomputing the whole context when the cache is off).
+// (with the KV cache, or recomputing the whole context when the cache is off), for one rank:
+// a pipeline stage receives its input from the previous stage and sends its output on, and
+// only the last stage runs the head.
 #include <fmt/format.h>
 
 #include "core/build/builders.hpp"
@@ -14,10 +16,37 @@ using build::ModelWeights;
 
 namespace {
 
-// Final norm and lm_head over `x` [rows, h]; rows = one per sequence.
+// Final norm and lm_head over `x` [rows, h]; rows = one per sequence. Under tensor
+// parallelism each rank computes its vocabulary slice of the logits and they are all-gathered
+// to pick the next token (Megatron and vLLM gather the logits).
 void add_head(GraphBuilder& b, int x, const ModelWeights& mw, int64_t rows) {
   const int xf = b.norm("final_norm", x, mw.final_norm, rows, -1);
-  (void)b.lm_head(xf, mw, rows);
+  const int logits = b.lm_head(xf, mw, rows);
+  const build::RankShape& r = b.rank();
+  if (r.tensor_parallel())
+    (void)b.tp_collective("lm_head", Collective::all_gather, logits, {rows, r.vocab * r.tp}, -1,
+                          Stage::forward);
+}
+
+// The stage's input: the embedded tokens on the first stage (all-reduced over the vocabulary
+// slices, reduce-scattered with sp), the previous stage's output on the others.
+int stage_input(GraphBuilder& b, const ModelWeights& mw, int64_t batch, int64_t seq,
+                int64_t position) {
+  const int64_t t = batch * seq;
+  if (!b.rank().first_stage()) return b.pipeline_recv("pipeline.recv", b.rank().rows(t), Stage::forward);
+  const int tokens = b.input("tokens", t);
+  b.upload(tokens);
+  return b.leave_tp("embedding", b.embed(tokens, mw, batch, seq, position), t, -1, Stage::forward);
+}
+
+// The stage's output `x` [R, h]: sent to the next stage, or (last stage) gathered from the
+// sequence-parallel ranks for the head; returns -1 when sent.
+int stage_output(GraphBuilder& b, int x, int64_t tokens) {
+  if (!b.rank().last_stage()) {
+    b.pipeline_send("pipeline.send", x, Stage::forward);
+    return -1;
+  }
+  return b.enter_tp("layers.out", x, tokens, -1, Stage::forward);
 }
 
 // Each sequence's last row of x [batch*seq, h] -> [batch, h].
@@ -41,9 +70,7 @@ Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& 
   GraphBuilder b(m, w, o);
   const ModelWeights mw = b.add_weights();
   const int64_t batch = w.batch, t = batch * seq;
-  const int tokens = b.input("tokens", t);
-  b.upload(tokens);
-  int x = b.embed(tokens, mw, batch, seq, 0);
+  int x = stage_input(b, mw, batch, seq, 0);
   AttentionShape s;
   s.batch = batch;
   s.seq_q = seq;
@@ -55,7 +82,8 @@ Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& 
     if (cache_capacity > 0) cache = b.add_cache(l, batch, cache_capacity, false);
     x = b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, cache).out;
   }
-  add_head(b, slice_last(b, x, batch, seq), mw, batch);
+  x = stage_output(b, x, t);
+  if (x >= 0) add_head(b, slice_last(b, x, batch, seq), mw, batch);
   return b.take();
 }
 
@@ -80,9 +108,7 @@ Graph build_decode(const ModelConfig& m, const Workload& w, const BuildOptions& 
   GraphBuilder b(m, w, o);
   const ModelWeights mw = b.add_weights();
   const int64_t batch = w.batch;
-  const int tokens = b.input("tokens", batch);  // the step's new token per sequence
-  b.upload(tokens);
-  int x = b.embed(tokens, mw, batch, 1, context);
+  int x = stage_input(b, mw, batch, 1, context);  // the step's new token per sequence
   AttentionShape s;
   s.batch = batch;
   s.seq_q = 1;
@@ -93,7 +119,8 @@ Graph build_decode(const ModelConfig& m, const Workload& w, const BuildOptions& 
     const LayerCache cache = b.add_cache(l, batch, s.kv_capacity, true);
     x = b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, cache).out;
   }
-  add_head(b, x, mw, batch);
+  x = stage_output(b, x, batch);
+  if (x >= 0) add_head(b, x, mw, batch);
   Graph g = b.take();
   g.check();
   return g;

@@ -1,6 +1,8 @@
 // The training graph: forward over the micro-batch, cross-entropy, backward in reverse layer
 // order (dgrad + wgrad per linear layer), then the unfused AdamW baseline (one multi-pass op
-// per parameter tensor).
+// per parameter tensor). Under tensor parallelism each layer's backward mirrors the forward's
+// collectives; a pipeline stage receives its input and its output's gradient and sends the
+// others on.
 #include <map>
 
 #include "core/build/builders.hpp"
@@ -15,7 +17,7 @@ using build::LayerActivations;
 using build::LayerWeights;
 using build::ModelWeights;
 using build::NormWeights;
-using build::layer_name;
+using build::RankShape;
 
 namespace {
 
@@ -24,7 +26,8 @@ namespace {
 class BackwardBuilder {
  public:
   BackwardBuilder(GraphBuilder& b, const AttentionShape& s, bool accumulate)
-      : m_b(b), m_m(b.model()), m_shape(s), m_tokens(s.batch * s.seq_q), m_accumulate(accumulate) {}
+      : m_b(b), m_m(b.model()), m_r(b.rank()), m_shape(s), m_tokens(s.batch * s.seq_q),
+        m_accumulate(accumulate) {}
 
   int grad_of(int weight, int layer) {
     auto it = m_grads.find(weight);
@@ -38,6 +41,7 @@ class BackwardBuilder {
   }
 
   // Forward Y[m, n] = X[m, k] · W[k, n]. dX = dY · W^T, dW (+)= X^T · dY. Returns dX.
+  // Under sequence parallelism X of a column-parallel GEMM is the re-gathered norm output.
   int linear(const std::string& name, int dy, int x, int w, int64_t m, int64_t n, int64_t k,
              int layer) {
     const int dx = m_b.tensor(name + ".dgrad.out", {m, k}, TensorRole::activation);
@@ -89,34 +93,44 @@ class BackwardBuilder {
   }
 
   // Backward of one layer; dy is the gradient of its output, returns that of its input.
+  // Tensor parallelism: the row-parallel GEMMs' backward reads the whole output gradient
+  // (all-gathered with sp), the column-parallel dgrads' partial sums are all-reduced
+  // (reduce-scattered with sp) before the norm's backward.
   int layer(int l, const LayerActivations& a, const LayerWeights& lw, int dy) {
-    const int64_t t = m_tokens, h = m_m.hidden, kv = m_m.kv_dim(), f = m_m.ffn_hidden;
-    auto n = [&](const char* what) { return layer_name(l, what); };
+    const int64_t t = m_tokens, rows = m_r.rows(t), h = m_m.hidden, q = m_r.q_dim, kv = m_r.kv_dim,
+                  f = m_r.ffn;
+    auto n = [&](const char* what) { return m_b.lname(l, what); };
     OpAttrs pa;
     pa.elements = t * f;
 
     // MLP block.
     int dxn2 = -1;
     if (m_m.activation == Activation::swiglu) {
-      const int dact = linear(n("mlp.down_proj"), dy, a.act, lw.down, t, h, f, l);
+      const int dy_in = m_b.enter_tp(n("mlp.down_proj.bwd"), dy, t, l, Stage::backward);
+      const int dact = linear(n("mlp.down_proj"), dy_in, a.act, lw.down, t, h, f, l);
       const int dgate = m_b.activation_like(n("mlp.silu_mul.bwd.gate"), a.gate);
       const int dup = m_b.activation_like(n("mlp.silu_mul.bwd.up"), a.up);
       m_b.op(OpKind::silu_mul_bwd, n("mlp.silu_mul.bwd"), {a.gate, a.up, dact}, {dgate, dup}, pa,
              l, Stage::backward);
-      const int du = linear(n("mlp.up_proj"), dup, a.xn2, lw.up, t, f, h, l);
-      const int dg = linear(n("mlp.gate_proj"), dgate, a.xn2, lw.gate, t, f, h, l);
+      const int x_in = m_b.regather(n("mlp_norm"), a.xn2, t, l);
+      const int du = linear(n("mlp.up_proj"), dup, x_in, lw.up, t, f, h, l);
+      const int dg = linear(n("mlp.gate_proj"), dgate, x_in, lw.gate, t, f, h, l);
       dxn2 = add(n("mlp.grad_sum"), dg, du, l);
     } else {
-      const int dact = linear(n("mlp.fc2"), dy, a.act, lw.down, t, h, f, l);
+      const int dy_in = m_b.enter_tp(n("mlp.fc2.bwd"), dy, t, l, Stage::backward);
+      const int dact = linear(n("mlp.fc2"), dy_in, a.act, lw.down, t, h, f, l);
       const int dfc1 = m_b.activation_like(n("mlp.gelu.bwd.out"), a.gate);
       m_b.op(OpKind::gelu_bwd, n("mlp.gelu.bwd"), {a.gate, dact}, {dfc1}, pa, l, Stage::backward);
-      dxn2 = linear(n("mlp.fc1"), dfc1, a.xn2, lw.gate, t, f, h, l);
+      const int x_in = m_b.regather(n("mlp_norm"), a.xn2, t, l);
+      dxn2 = linear(n("mlp.fc1"), dfc1, x_in, lw.gate, t, f, h, l);
     }
-    const int dx1_norm = norm(n("mlp_norm"), a.x1, lw.mlp_norm, dxn2, t, l);
+    dxn2 = m_b.leave_tp(n("mlp.dgrad"), dxn2, t, l, Stage::backward);
+    const int dx1_norm = norm(n("mlp_norm"), a.x1, lw.mlp_norm, dxn2, rows, l);
     const int dx1 = add(n("mlp.residual.bwd"), dy, dx1_norm, l);
 
     // Attention block.
-    const int dctx = linear(n("attn.o_proj"), dx1, a.context, lw.o, t, h, h, l);
+    const int dx1_in = m_b.enter_tp(n("attn.o_proj.bwd"), dx1, t, l, Stage::backward);
+    const int dctx = linear(n("attn.o_proj"), dx1_in, a.context, lw.o, t, h, q, l);
     const OpAttrs aa = m_b.attention_attrs(m_shape);
     const int dprobs = m_b.activation_like(n("attn.context.bwd.dprobs"), a.probs);
     const int dv = m_b.activation_like(n("attn.context.bwd.dv"), a.v);
@@ -132,24 +146,27 @@ class BackwardBuilder {
     if (m_m.rope) {
       const int dq_in = m_b.activation_like(n("attn.rope_q.bwd.out"), a.q);
       m_b.op(OpKind::rope_bwd, n("attn.rope_q.bwd"), {dq}, {dq_in},
-             m_b.rope_attrs(m_shape, m_m.heads), l, Stage::backward);
+             m_b.rope_attrs(m_shape, m_r.heads), l, Stage::backward);
       const int dk_in = m_b.activation_like(n("attn.rope_k.bwd.out"), a.k);
       m_b.op(OpKind::rope_bwd, n("attn.rope_k.bwd"), {dk}, {dk_in},
-             m_b.rope_attrs(m_shape, m_m.kv_heads_or_heads()), l, Stage::backward);
+             m_b.rope_attrs(m_shape, m_r.kv_heads), l, Stage::backward);
       dq = dq_in, dk = dk_in;
     }
-    const int dxq = linear(n("attn.q_proj"), dq, a.xn1, lw.q, t, h, h, l);
-    const int dxk = linear(n("attn.k_proj"), dk, a.xn1, lw.k, t, kv, h, l);
-    const int dxv = linear(n("attn.v_proj"), dv, a.xn1, lw.v, t, kv, h, l);
+    const int x_in = m_b.regather(n("attn_norm"), a.xn1, t, l);
+    const int dxq = linear(n("attn.q_proj"), dq, x_in, lw.q, t, q, h, l);
+    const int dxk = linear(n("attn.k_proj"), dk, x_in, lw.k, t, kv, h, l);
+    const int dxv = linear(n("attn.v_proj"), dv, x_in, lw.v, t, kv, h, l);
     const int dqk = add(n("attn.qk_grad_sum"), dxq, dxk, l);
-    const int dxn1 = add(n("attn.qkv_grad_sum"), dqk, dxv, l);
-    const int dx_norm = norm(n("attn_norm"), a.x, lw.attn_norm, dxn1, t, l);
+    int dxn1 = add(n("attn.qkv_grad_sum"), dqk, dxv, l);
+    dxn1 = m_b.leave_tp(n("attn.qkv.dgrad"), dxn1, t, l, Stage::backward);
+    const int dx_norm = norm(n("attn_norm"), a.x, lw.attn_norm, dxn1, rows, l);
     return add(n("attn.residual.bwd"), dx1, dx_norm, l);
   }
 
  private:
   GraphBuilder& m_b;
   const ModelConfig& m_m;
+  const RankShape& m_r;
   AttentionShape m_shape;
   int64_t m_tokens;
   bool m_accumulate;
@@ -176,72 +193,114 @@ void add_optimizer(GraphBuilder& b, BackwardBuilder& bw) {
 Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
   build::check_positions(m, w.seq, "training (seq)");
   GraphBuilder b(m, w, o);
+  const RankShape& r = b.rank();
   b.set_pass_multiplier(static_cast<double>(w.grad_accum));
   const ModelWeights mw = b.add_weights();
-  const int64_t t = w.batch * w.seq, h = m.hidden, vocab = m.vocab;
-  const int tokens = b.input("tokens", t);
-  const int targets = b.input("targets", t);
+  const int64_t t = w.batch * w.seq, rows = r.rows(t), h = m.hidden, vocab = r.vocab;
+  const int tokens = r.first_stage() ? b.input("tokens", t) : -1;
+  const int targets = r.last_stage() ? b.input("targets", t) : -1;
 
-  // Forward.
+  // Forward: the embedding on the first stage, the previous stage's output on the others.
   AttentionShape s;
   s.batch = w.batch;
   s.seq_q = w.seq;
   s.seq_kv = w.seq;
   s.kv_capacity = w.seq;
   std::vector<LayerActivations> acts;
-  b.upload(tokens);
-  int x = b.embed(tokens, mw, w.batch, w.seq, 0);
+  int x = -1;
+  if (r.first_stage()) {
+    b.upload(tokens);
+    // Vocab-parallel: each rank looks up its rows, the partial embeddings are summed.
+    x = b.leave_tp("embedding", b.embed(tokens, mw, w.batch, w.seq, 0), t, -1, Stage::forward);
+  } else {
+    x = b.pipeline_recv("pipeline.recv", rows, Stage::forward);
+  }
   for (int l = 0; l < static_cast<int>(b.layers_built()); ++l) {
     acts.push_back(b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, {}));
     x = acts.back().out;
   }
-  const int xf = b.norm("final_norm", x, mw.final_norm, t, -1);
-  const int logits = b.lm_head(xf, mw, t);
 
-  // Loss: forward and gradient in one op.
-  const int loss = b.tensor("cross_entropy.loss", {t}, TensorRole::activation);
-  const int dlogits = b.tensor("cross_entropy.dlogits", {t, vocab}, TensorRole::activation);
-  OpAttrs ce;
-  ce.rows = t;
-  ce.cols = vocab;
-  ce.elements = t * vocab;
-  b.upload(targets);
-  b.op(OpKind::cross_entropy, "cross_entropy", {logits, targets}, {loss, dlogits}, ce, -1,
-       Stage::forward);
-
-  // Backward.
   BackwardBuilder bw(b, s, w.grad_accum > 1);
   int dx = -1;
-  if (mw.lm_head >= 0) {
-    dx = bw.linear("lm_head", dlogits, xf, mw.lm_head, t, vocab, h, -1);
+  if (r.last_stage()) {
+    const int xf = b.norm("final_norm", x, mw.final_norm, rows, -1);
+    const int logits = b.lm_head(b.enter_tp("final_norm", xf, t, -1, Stage::forward), mw, t);
+
+    // Loss: forward and gradient in one op.
+    const int loss = b.tensor("cross_entropy.loss", {t}, TensorRole::activation);
+    const int dlogits = b.tensor("cross_entropy.dlogits", {t, vocab}, TensorRole::activation);
+    OpAttrs ce;
+    ce.rows = t;
+    ce.cols = vocab;
+    ce.elements = t * vocab;
+    b.upload(targets);
+    b.op(OpKind::cross_entropy, "cross_entropy", {logits, targets}, {loss, dlogits}, ce, -1,
+         Stage::forward);
+    if (r.tensor_parallel()) {
+      // Vocab-parallel cross-entropy (Megatron): each rank holds a slice of the logits, so the
+      // row maxima, the target logits and the sums of exponentials are all-reduced over [T] in
+      // fp32. Modelled as one all-reduce of those 3·T values, after the op.
+      OpAttrs ar;
+      ar.collective = Collective::all_reduce;
+      ar.group = r.tp;
+      ar.group_stride = r.tp_stride;
+      ar.payload_bytes = 3.0 * static_cast<double>(t) * bytes_of(DType::fp32);
+      b.op(OpKind::collective, "cross_entropy.all_reduce", {loss}, {loss}, ar, -1, Stage::forward);
+    }
+
+    // Backward from the loss. Under sp the head's weight gradient reads the norm output
+    // gathered again.
+    const int head_in = b.regather("final_norm", xf, t, -1);
+    if (mw.lm_head >= 0) {
+      dx = bw.linear("lm_head", dlogits, head_in, mw.lm_head, t, vocab, h, -1);
+    } else {
+      // Tied: logits = xf · E^T. dxf = dlogits · E; dE[V, h] = dlogits^T · xf.
+      dx = b.tensor("lm_head.dgrad.out", {t, h}, TensorRole::activation);
+      OpAttrs d;
+      d.m = t, d.n = h, d.k = vocab;
+      b.op(OpKind::gemm, "lm_head.dgrad", {dlogits, mw.embedding}, {dx}, d, -1, Stage::backward);
+      bw.wgrad("lm_head", dlogits, head_in, mw.embedding, vocab, h, t, /*trans_a=*/true, -1);
+    }
+    dx = b.leave_tp("lm_head.dgrad", dx, t, -1, Stage::backward);
+    dx = bw.norm("final_norm", x, mw.final_norm, dx, rows, -1);
   } else {
-    // Tied: logits = xf · E^T. dxf = dlogits · E; dE[V, h] = dlogits^T · xf.
-    dx = b.tensor("lm_head.dgrad.out", {t, h}, TensorRole::activation);
-    OpAttrs d;
-    d.m = t, d.n = h, d.k = vocab;
-    b.op(OpKind::gemm, "lm_head.dgrad", {dlogits, mw.embedding}, {dx}, d, -1, Stage::backward);
-    bw.wgrad("lm_head", dlogits, xf, mw.embedding, vocab, h, t, /*trans_a=*/true, -1);
+    // The next stage runs the rest; its gradient of this stage's output comes back.
+    b.pipeline_send("pipeline.send", x, Stage::forward);
+    dx = b.pipeline_recv("pipeline.recv_grad", rows, Stage::backward);
   }
-  dx = bw.norm("final_norm", x, mw.final_norm, dx, t, -1);
   for (int l = static_cast<int>(b.layers_built()) - 1; l >= 0; --l)
     dx = bw.layer(l, acts[static_cast<std::size_t>(l)], mw.layers[static_cast<std::size_t>(l)], dx);
 
-  // Embedding backward: scatter-add into the table gradient (and the position gradient).
-  // With tied embeddings the table gradient already holds the lm_head part: accumulate.
-  OpAttrs ea;
-  ea.rows = t;
-  ea.cols = h;
-  ea.elements = t * h;
-  ea.batch = w.batch;
-  ea.seq_q = w.seq;
-  ea.accumulate = m.tied_embeddings || w.grad_accum > 1;
-  std::vector<int> eout{bw.grad_of(mw.embedding, -1)};
-  if (mw.positions >= 0) eout.push_back(bw.grad_of(mw.positions, -1));
-  std::vector<int> ein{tokens, dx};
-  if (ea.accumulate) ein.insert(ein.end(), eout.begin(), eout.end());  // read-modify-write
-  b.op(OpKind::embedding_bwd, "embedding.bwd", std::move(ein), std::move(eout), ea, -1,
-       Stage::backward);
+  if (r.first_stage()) {
+    // Embedding backward: scatter-add into the table gradient (and the position gradient).
+    // With tied embeddings the table gradient already holds the lm_head part: accumulate.
+    OpAttrs ea;
+    ea.rows = t;
+    ea.cols = h;
+    ea.elements = t * h;
+    ea.batch = w.batch;
+    ea.seq_q = w.seq;
+    ea.accumulate = (m.tied_embeddings && r.last_stage()) || w.grad_accum > 1;
+    std::vector<int> eout{bw.grad_of(mw.embedding, -1)};
+    if (mw.positions >= 0) eout.push_back(bw.grad_of(mw.positions, -1));
+    std::vector<int> ein{tokens, b.enter_tp("embedding.bwd", dx, t, -1, Stage::backward)};
+    if (ea.accumulate) ein.insert(ein.end(), eout.begin(), eout.end());  // read-modify-write
+    b.op(OpKind::embedding_bwd, "embedding.bwd", std::move(ein), std::move(eout), ea, -1,
+         Stage::backward);
+  } else {
+    b.pipeline_send("pipeline.send_grad", dx, Stage::backward);
+  }
 
+  if (m.tied_embeddings && r.pp > 1 && (r.first_stage() || r.last_stage())) {
+    // The first and last stages each hold the tied table: their gradients are summed before
+    // the step (Megatron's embedding-group all-reduce), once per step.
+    OpAttrs ar;
+    ar.collective = Collective::all_reduce;
+    ar.group = 2;
+    ar.group_stride = r.pp_stride * (r.pp - 1);
+    const int g = bw.grad_of(mw.embedding, -1);
+    b.op(OpKind::collective, "embedding.grad.all_reduce", {g}, {g}, ar, -1, Stage::optimizer);
+  }
   add_optimizer(b, bw);
   Graph g = b.take();
   assign_activation_counts(g);

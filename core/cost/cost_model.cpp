@@ -169,6 +169,7 @@ Prediction predict(const Graph& g, const Hardware& hw) {
   const std::optional<DType> priced = priced_dtype(main, hw);
   const double peak = priced && *priced != DType::int32 ? hw.peak(*priced) : 0.0;
   p.mfu = p.step_time > 0 && peak > 0 ? model_total / (p.step_time * peak) : 0.0;
+  p.hfu = p.step_time > 0 && peak > 0 ? p.flops / (p.step_time * peak) : 0.0;
   return p;
 }
 

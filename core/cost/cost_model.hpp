@@ -50,6 +50,8 @@ struct Prediction {
   [[nodiscard]] double tokens_per_second(const Graph& g) const;
   // Model FLOP utilisation: flops / (step_time · peak of the graph's main dtype).
   double mfu = 0;
+  // Hardware FLOP utilisation: the same with recomputed FLOPs counted (= mfu without recompute).
+  double hfu = 0;
 };
 
 [[nodiscard]] OpCost predict_op(const Op& op, const Graph& g, const Hardware& hw);

@@ -59,7 +59,7 @@ class Insertions {
 class DataParallel {
  public:
   DataParallel(Graph& g, const ParallelSpec& p)
-      : m_g(g), m_dp(p.dp), m_stage(p.sharding_stage()), m_bucket_bytes(p.bucket_bytes),
+      : m_g(g), m_dp(p.dp), m_stride(p.dp_stride()), m_stage(p.sharding_stage()), m_bucket_bytes(p.bucket_bytes),
         m_micro_batches(static_cast<double>(std::max<int64_t>(1, g.workload.grad_accum))),
         m_insert(g.ops.size()) {}
 
@@ -99,6 +99,7 @@ class DataParallel {
     o.outputs = std::move(out);
     o.attrs.collective = c;
     o.attrs.group = m_dp;
+    o.attrs.group_stride = m_stride;
     o.attrs.payload_bytes = payload;
     o.stage = stage;
     o.layer = layer;
@@ -350,6 +351,7 @@ class DataParallel {
 
   Graph& m_g;
   int m_dp;
+  int m_stride;  // rank distance between data-parallel peers (ParallelSpec::dp_stride)
   int m_stage;
   double m_bucket_bytes;
   double m_micro_batches;

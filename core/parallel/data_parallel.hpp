@@ -18,14 +18,12 @@
 // Gradients are bucketed layer by layer (a bucket never spans two layers), in the order
 // backward writes them. The ops added stand for every layer as the layer's ops do (counts).
 #pragma once
+#include "core/build/streams.hpp"  // gather_stream, gradient_stream: the plan's collectives
 #include "core/graph/graph.hpp"
 #include "core/spec/parallel.hpp"
 
 namespace perfsim {
 
-// Streams the plan puts its collectives on (stream 1 is the host-data copy stream).
-inline constexpr int gather_stream = 2;   // ZeRO-3 parameter all-gathers (prefetch)
-inline constexpr int gradient_stream = 3; // gradient all-reduces and reduce-scatters
 // PyTorch DDP's first bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES): the last
 // layers' gradients go out early.
 inline constexpr double first_bucket_bytes = 1024.0 * 1024.0;

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/build/streams.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_metrics.hpp"
 #include "core/graph/rewrite.hpp"
@@ -12,10 +13,26 @@
 
 namespace perfsim::passes {
 
+namespace {
+
+// A pipeline stage other than the first (and, in training, the last) reads no data from the
+// host: its input arrives from the previous stage. The stack is the same for every stage, so
+// there the host-data passes have nothing to do rather than being a mistake.
+bool receives_from_stage(const Graph& g) {
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::collective && op.attrs.collective == Collective::send_recv &&
+        op.inputs.empty() && op.stage == Stage::forward)
+      return true;
+  return false;
+}
+
+}  // namespace
+
 void apply_pinned_memory(Graph& g) {
   bool any = false;
   for (Tensor& t : g.tensors)
     if (t.on_host()) t.residence = Residence::host_pinned, any = true;
+  if (!any && receives_from_stage(g)) return;
   if (!any)
     throw ConfigError(
         "pinned_memory: this step holds nothing in host memory; set host_data = true in the "
@@ -23,8 +40,7 @@ void apply_pinned_memory(Graph& g) {
 }
 
 void apply_prefetch(Graph& g) {
-  // Side stream 1 carries the prefetches; stream 0 keeps the compute.
-  constexpr int copy_stream = 1;
+  // A side stream carries the prefetches; stream 0 keeps the compute.
   std::vector<Op> prefetches, rest;
   for (Op& op : g.ops) {
     if (op.kind != OpKind::copy || copy_direction(op, g) != CopyDirection::upload) {
@@ -47,6 +63,10 @@ void apply_prefetch(Graph& g) {
     op.name = "prefetch." + dst_name;
     op.stream = copy_stream;
     prefetches.push_back(std::move(op));  // same count as the upload it replaces
+  }
+  if (prefetches.empty() && receives_from_stage(g)) {
+    g.ops = std::move(rest);
+    return;
   }
   if (prefetches.empty())
     throw ConfigError(

@@ -50,6 +50,19 @@ const std::vector<OptimizationInfo>& optimizations() {
       {"kv_cache", "decode reuses cached K/V (1) or recomputes the whole context each step (0)",
        false, true},
       {"batch", "sets the batch size (sequences, or the training micro-batch)", true, true},
+      {"dp", "data-parallel replicas (parallel.dp)", true, false, true},
+      {"tp", "tensor-parallel ranks: Megatron splits of attention and MLP (parallel.tp)", true, false,
+       true},
+      {"pp", "pipeline stages (parallel.pp)", true, false, true},
+      {"cp", "context-parallel ranks: ring attention over the sequence (parallel.cp)", true, false,
+       true},
+      {"ep", "expert-parallel ranks of a mixture-of-experts model (parallel.ep)", true, false, true},
+      {"sp", "sequence parallelism beside tensor parallelism: 1 on, 0 off (parallel.sp)", true, false,
+       true},
+      {"zero", "ZeRO stage 0-3 over the data-parallel ranks; 3 is FSDP's full_shard (parallel.zero)",
+       true, false, true},
+      {"interleave", "model chunks per pipeline stage, interleaved 1F1B (parallel.interleave)", true,
+       false, true},
   };
   return list;
 }
@@ -85,6 +98,15 @@ void validate(const PassSpec& p) {
       throw ConfigError(fmt::format(
           "optimization 'paged_kv' takes the rows per page, a whole number from 1 to {} (got {})",
           max_kv_block, *p.value));
+  } else if (info->parallel_pass) {
+    if (!p.value)
+      throw ConfigError(fmt::format("optimization '{}' needs a value (e.g. {{{} = 2}})", p.name, p.name));
+    const double v = *p.value;
+    const double low = p.name == "zero" || p.name == "sp" ? 0 : 1;
+    const double high = p.name == "zero" ? 3 : p.name == "sp" ? 1 : 1 << 20;
+    if (!(v >= low && v <= high) || v != std::floor(v))
+      throw ConfigError(fmt::format("optimization '{}' takes a whole number from {} to {} (got {})", p.name,
+                                    low, high, v));
   } else if (p.value && *p.value != 1) {
     throw ConfigError(fmt::format(
         "optimization '{}' takes no value (got {}); leave it out of the step to disable it", p.name,
@@ -103,6 +125,33 @@ bool apply_workload_pass(const PassSpec& p, Workload& w) {
     return true;
   }
   return false;
+}
+
+bool apply_parallel_pass(const PassSpec& pass, ParallelSpec& p) {
+  const OptimizationInfo* info = find_optimization(pass.name);
+  if (info == nullptr || !info->parallel_pass) return false;
+  validate(pass);
+  const int v = static_cast<int>(*pass.value);
+  const std::string& n = pass.name;
+  if (n == "dp") p.dp = v;
+  else if (n == "tp") p.tp = v;
+  else if (n == "pp") p.pp = v;
+  else if (n == "cp") p.cp = v;
+  else if (n == "ep") p.ep = v;
+  else if (n == "sp") p.sp = v != 0;
+  else if (n == "zero") p.zero = v;
+  else if (n == "interleave") {
+    p.interleave = v;
+    if (v > 1) p.schedule = PipelineSchedule::interleaved;
+  }
+  return true;
+}
+
+ParallelSpec step_parallel(const ParallelSpec& base, const std::vector<StackStep>& stack, std::size_t upto) {
+  ParallelSpec p = base;
+  for (std::size_t i = 0; i <= upto && i < stack.size(); ++i)
+    for (const PassSpec& pass : stack[i].passes) (void)apply_parallel_pass(pass, p);
+  return p;
 }
 
 void apply_graph_pass(const PassSpec& p, Graph& g) {

@@ -36,6 +36,7 @@ struct OptimizationInfo {
   std::string summary;        // one line: what it changes in the graph
   bool needs_value = false;   // batch needs a number (paged_kv's is optional)
   bool workload_pass = false; // changes the workload before building (batch, kv_cache)
+  bool parallel_pass = false; // changes the parallel layout (dp, tp, pp, cp, ep, sp, zero, interleave)
 };
 
 // Every known optimization, for `perfsim list optimizations` and "did you mean".
@@ -46,6 +47,14 @@ void validate(const PassSpec& p);
 
 // Applies a workload pass (batch, kv_cache); returns false when p is a graph pass.
 bool apply_workload_pass(const PassSpec& p, Workload& w);
+// Applies a parallel-layout pass (dp, tp, pp, cp, ep, sp, zero, interleave) to `p`; returns
+// false for any other pass.
+bool apply_parallel_pass(const PassSpec& pass, ParallelSpec& p);
+// The layout of step `upto` of `stack`: `base` (the scenario's parallel table) with the
+// parallel passes of steps 0..upto applied in order.
+[[nodiscard]] ParallelSpec step_parallel(const ParallelSpec& base, const std::vector<StackStep>& stack,
+                                         std::size_t upto);
+
 // Applies a graph pass in place (precision, flash_attention, paged_kv, fusion, cuda_graphs,
 // fused_optimizer, recompute, pinned_memory, prefetch); no-op for workload passes.
 void apply_graph_pass(const PassSpec& p, Graph& g);

@@ -66,6 +66,25 @@ std::string unsupported_note(const Prediction& p) {
                      priced.empty() ? std::string("a wider precision") : join(priced, "/"));
 }
 
+LayoutFigures layout_figures(const LayoutPrediction& lp) {
+  LayoutFigures f;
+  f.layout = describe(lp.layout);
+  f.gpus = lp.gpus;
+  f.micro_batches = lp.micro_batches;
+  f.tokens_per_s_per_gpu = lp.tokens_per_second_per_gpu;
+  f.mfu = lp.mfu;
+  f.hfu = lp.hfu;
+  f.bubble_fraction = lp.bubble_fraction;
+  f.communication = lp.communication_time;
+  f.exposed_communication = lp.exposed_communication;
+  for (const auto& [kind, c] : lp.communication) f.exposed_by_kind[std::string(name_of(kind))] = c.exposed;
+  f.worst_rank = lp.worst_rank;
+  f.memory_worst = lp.memory_peak;
+  f.memory_least = lp.memory_min;
+  f.does_not_fit = lp.does_not_fit;
+  return f;
+}
+
 std::vector<StepFigures> step_figures(const RunResult& r) {
   std::vector<StepFigures> out;
   out.reserve(r.steps.size());
@@ -73,7 +92,8 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
   for (const StepResult& s : r.steps) {
     StepFigures f;
     f.step = s.step;
-    f.tokens_per_step = s.graph.workload.tokens_per_step();
+    f.tokens_per_step = s.layout ? s.layout->tokens_per_step : s.graph.workload.tokens_per_step();
+    if (s.layout) f.layout = layout_figures(*s.layout);
     const Prediction& p = s.predicted;
     f.predicted_time = p.step_time;
     f.predicted_peak_executed = p.memory_executed.peak;
@@ -83,7 +103,7 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
     f.host_bytes = p.memory.host_bytes;
     f.host_pinned_bytes = p.memory.host_pinned_bytes;
     f.fits = p.fits;
-    f.predicted_tokens_per_s = p.tokens_per_second(s.graph);
+    f.predicted_tokens_per_s = p.step_time > 0 ? f.tokens_per_step / p.step_time : 0.0;
     if (s.measured) {
       const Measurement& m = *s.measured;
       f.measured_time = m.step_time;
@@ -109,6 +129,7 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
       notes.push_back("not executed: " + (s.not_executed.empty() ? std::string("no measurement")
                                                                   : s.not_executed));
     if (!p.unsupported.empty()) notes.push_back(unsupported_note(p));
+    if (f.layout && !f.layout->does_not_fit.empty()) notes.push_back("does not fit: " + f.layout->does_not_fit);
     if (s.measured && s.measured->attempts > 1)
       notes.push_back("measured twice: the first run timed some ops at zero");
     f.note = join(notes, "; ");
@@ -129,19 +150,22 @@ std::vector<WhatIfFigures> what_if_figures(const RunResult& r) {
     bool have_base = false;
     double base_time = 0, base_tokens = 0;  // the first step on this hardware
     for (const StepResult& s : r.steps) {
-      for (const Prediction& p : s.what_if) {
+      for (std::size_t i = 0; i < s.what_if.size(); ++i) {
+        const Prediction& p = s.what_if[i];
         if (p.hardware != hw) continue;
         WhatIfFigures w;
         w.hardware = hw;
         w.step = s.step;
         w.step_time = p.step_time;
-        w.tokens_per_s = p.tokens_per_second(s.graph);
+        const LayoutPrediction* lp = i < s.what_if_layout.size() ? &s.what_if_layout[i] : nullptr;
+        const double tokens = lp != nullptr ? lp->tokens_per_step : s.graph.workload.tokens_per_step();
+        if (lp != nullptr) w.layout = layout_figures(*lp);
+        w.tokens_per_s = p.step_time > 0 ? tokens / p.step_time : 0.0;
         w.peak_model = p.memory.peak;
         w.fits = p.fits;
         w.mfu = p.mfu;
         w.unsupported = p.unsupported;
         w.note = unsupported_note(p);
-        const double tokens = s.graph.workload.tokens_per_step();
         if (have_base) {
           w.speedup = speedup(base_time, base_tokens, w.step_time, tokens);
         } else {

@@ -23,6 +23,22 @@ enum class ReportFormat { table, markdown, json, csv };
 [[nodiscard]] std::optional<ReportFormat> report_format_for_path(std::string_view path);
 [[nodiscard]] std::string_view name_of(ReportFormat f);
 
+// What a parallel layout adds to a step's figures (LayoutPrediction, summed up).
+struct LayoutFigures {
+  std::string layout;                     // describe(ParallelSpec): "tp=8 pp=4 dp=16 sp zero=1 1f1b"
+  int gpus = 1;
+  int micro_batches = 1;
+  double tokens_per_s_per_gpu = 0;
+  double mfu = 0, hfu = 0;                // over every GPU
+  double bubble_fraction = 0;             // of the step (pipeline)
+  double communication = 0;               // seconds of collectives on the most communicating rank
+  double exposed_communication = 0;       // the part of them the step waits for
+  std::map<std::string, double> exposed_by_kind;  // collective name -> seconds the step would lose without it
+  int worst_rank = 0;                     // pipeline stage with the highest memory peak
+  double memory_worst = 0, memory_least = 0;  // bytes per rank: highest and lowest peak
+  std::string does_not_fit;               // "stage 2 needs 91.3 GiB of 80.0 GiB"
+};
+
 // The figures of one stack step, derived once for every format. Measured values are empty
 // when the step was not executed; errors are empty when either side is missing.
 struct StepFigures {
@@ -45,6 +61,7 @@ struct StepFigures {
   double predicted_tokens_per_s = 0;
   std::optional<double> measured_tokens_per_s;
   std::string note;                            // "not executed: ..." / unsupported dtypes
+  std::optional<LayoutFigures> layout;         // a parallel layout's figures (predicted)
 };
 
 // What-if figures of one step on one other hardware of the scenario.
@@ -59,11 +76,13 @@ struct WhatIfFigures {
   double mfu = 0;
   std::vector<std::string> unsupported;
   std::string note;            // unsupported dtypes and what they were priced at
+  std::optional<LayoutFigures> layout;
 };
 
 // "A100-80GB has no fp8: priced at bf16", or "" when the hardware has every dtype.
 [[nodiscard]] std::string unsupported_note(const Prediction& p);
 
+[[nodiscard]] LayoutFigures layout_figures(const LayoutPrediction& lp);
 [[nodiscard]] std::vector<StepFigures> step_figures(const RunResult& r);
 // Ordered by hardware (in scenario order), then by step.
 [[nodiscard]] std::vector<WhatIfFigures> what_if_figures(const RunResult& r);

@@ -88,6 +88,59 @@ ReportSection step_time_section(const RunResult& r, const std::vector<StepFigure
   return s;
 }
 
+// "all_reduce 12.0 ms, send_recv 3.10 ms": the kinds the step waits for, most first.
+std::string exposed_kinds(const LayoutFigures& l) {
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto& [name, seconds] : l.exposed_by_kind)
+    if (seconds > 0) kinds.emplace_back(seconds, name);
+  std::sort(kinds.rbegin(), kinds.rend());
+  std::vector<std::string> parts;
+  for (const auto& [seconds, name] : kinds) parts.push_back(name + " " + format_duration(seconds));
+  return parts.empty() ? std::string(dash) : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+ReportSection layout_section(const RunResult& r, const std::vector<StepFigures>& figs) {
+  ReportSection s;
+  s.title = fmt::format("Parallel layout — predicted on {}", primary_hardware(r));
+  TextTable& t = s.table;
+  t.add_column("step", Align::left);
+  t.add_column("layout", Align::left);
+  t.add_column("GPUs");
+  t.add_column("tok/s/GPU");
+  t.add_column("MFU");
+  t.add_column("bubble");
+  t.add_column("comm");
+  t.add_column("exposed");
+  t.add_column("exposed by kind", Align::left);
+  t.add_column("mem/rank max");
+  t.add_column("min");
+  bool any_hfu = false;
+  for (const auto& f : figs) {
+    if (!f.layout) {
+      t.add_row({f.step, "single GPU", "1", format_rate(f.predicted_tokens_per_s), dash, dash, dash, dash, dash,
+                 format_bytes(f.predicted_peak_model), format_bytes(f.predicted_peak_model)});
+      continue;
+    }
+    const LayoutFigures& l = *f.layout;
+    std::string mfu = fmt::format("{:.1f}%", l.mfu * 100);
+    if (std::abs(l.hfu - l.mfu) > 1e-3) {
+      mfu += fmt::format(" ({:.1f}%)", l.hfu * 100);
+      any_hfu = true;
+    }
+    t.add_row({f.step, l.layout, fmt::format("{}", l.gpus), format_rate(l.tokens_per_s_per_gpu), mfu,
+               l.bubble_fraction > 0 ? fmt::format("{:.1f}%", l.bubble_fraction * 100) : std::string(dash),
+               format_duration(l.communication), format_duration(l.exposed_communication), exposed_kinds(l),
+               format_bytes(l.memory_worst), format_bytes(l.memory_least)});
+  }
+  s.notes.push_back("tok/s/GPU: every replica's tokens per second over every GPU of the layout");
+  if (any_hfu) s.notes.push_back("MFU (HFU): HFU also counts the FLOPs recomputation repeats");
+  s.notes.push_back("bubble: the share of the step the busiest pipeline stage waits (simulated schedule)");
+  s.notes.push_back("comm: collectives of the rank that communicates most; exposed: what the step waits for");
+  s.notes.push_back("exposed by kind: how much shorter the step would be were that kind free");
+  s.notes.push_back("mem/rank: peak per GPU on the most and least loaded pipeline stage");
+  return s;
+}
+
 ReportSection memory_section(const RunResult& r, const std::vector<StepFigures>& figs) {
   const bool exec = is_executing(r);
   ReportSection s;
@@ -236,6 +289,8 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
   if (r.steps.empty()) return d;
   const auto figs = step_figures(r);
   d.sections.push_back(step_time_section(r, figs));
+  if (std::any_of(figs.begin(), figs.end(), [](const StepFigures& f) { return f.layout.has_value(); }))
+    d.sections.push_back(layout_section(r, figs));
   d.sections.push_back(memory_section(r, figs));
   d.sections.push_back(class_section(r));
   const auto wi = what_if_figures(r);

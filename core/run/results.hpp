@@ -9,6 +9,7 @@
 
 #include "core/cost/cost_model.hpp"
 #include "core/graph/graph.hpp"
+#include "core/parallel/layout_prediction.hpp"
 
 namespace perfsim {
 
@@ -53,6 +54,11 @@ struct StepResult {
   std::optional<Measurement> measured;
   std::string not_executed;             // why there is no measurement, when there is none
   std::vector<Prediction> what_if;      // other hardware of the scenario
+  // A parallel layout: its per-rank predictions, for the executing device (or first hardware)
+  // and each what-if hardware (same order as what_if). `graph` is then rank 0's graph and
+  // `predicted` the step as step_prediction() sums it up.
+  std::optional<LayoutPrediction> layout;
+  std::vector<LayoutPrediction> what_if_layout;
 };
 
 struct RunResult {

@@ -6,6 +6,7 @@
 
 #include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"
+#include "core/parallel/plan.hpp"
 
 namespace perfsim {
 
@@ -93,17 +94,36 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
       hooks.progress(fmt::format("[{}/{}] {}", i + 1, stack.size(), stack[i].name));
     StepResult r;
     r.step = stack[i].name;
+    const ParallelSpec layout = step_parallel(s.parallel, stack, i);
+    std::vector<RankGraph> ranks;
     try {
-      r.graph = build_stack_graph(s.model, s.workload, stack, i, BuildOptions{s.execute.layers});
+      if (layout.parallel())
+        ranks = build_rank_graphs(s.model, s.workload, stack, i, layout, s.execute.layers);
+      else
+        r.graph = build_stack_graph(s.model, s.workload, stack, i, BuildOptions{s.execute.layers});
     } catch (const ConfigError& e) {
       // Earlier steps built already, so the pass that refused is one of this step's.
       throw ConfigError(fmt::format("{}step '{}': {}", stack[i].where, stack[i].name, e.what()));
     }
-    r.predicted = predict(r.graph, primary);
-    for (const Hardware& hw : s.hardware)
-      if (hw.name != primary.name) r.what_if.push_back(predict(r.graph, hw));
+    if (layout.parallel()) {
+      r.layout = predict_layout(ranks, layout, primary);
+      r.predicted = step_prediction(*r.layout);
+      for (const Hardware& hw : s.hardware)
+        if (hw.name != primary.name) {
+          r.what_if_layout.push_back(predict_layout(ranks, layout, hw));
+          r.what_if.push_back(step_prediction(r.what_if_layout.back()));
+        }
+      r.graph = std::move(ranks.front().graph);
+    } else {
+      r.predicted = predict(r.graph, primary);
+      for (const Hardware& hw : s.hardware)
+        if (hw.name != primary.name) r.what_if.push_back(predict(r.graph, hw));
+    }
 
-    if (executing)
+    if (executing && layout.parallel())
+      r.not_executed = fmt::format("predicted only: a layout of {} GPUs ({}) is not executed yet", layout.gpus(),
+                                   describe(layout));
+    else if (executing)
       execute_step(r, *backend, device, run_options);
     else
       r.not_executed = backend == nullptr ? "predicted only (no backend)"

@@ -72,6 +72,16 @@ void validate(const Scenario& s) {
           fmt::format("stack step {} has no name; name it like \"+flash_attention\"", i + 1));
     for (const PassSpec& p : step.passes) validate(p);
   }
+  // The layout of every step: the scenario's, changed by the steps' parallel passes. A layout
+  // a step's pass makes invalid is that step's error.
+  validate(s.parallel, s.model, s.workload);
+  for (std::size_t i = 0; i < s.stacks.size(); ++i) {
+    try {
+      validate(step_parallel(s.parallel, s.stacks, i), s.model, s.workload);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}step '{}': {}", s.stacks[i].where, s.stacks[i].name, e.what()));
+    }
+  }
 }
 
 }  // namespace perfsim

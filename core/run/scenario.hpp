@@ -7,6 +7,7 @@
 #include "core/cost/hardware.hpp"
 #include "core/passes/passes.hpp"
 #include "core/spec/model.hpp"
+#include "core/spec/parallel.hpp"
 #include "core/spec/workload.hpp"
 
 namespace perfsim {
@@ -32,6 +33,9 @@ struct Scenario {
   ModelConfig model;
   std::vector<Hardware> hardware;    // first = prediction target when not executing
   Workload workload;
+  // How the step is spread over GPUs (a single GPU by default); stack steps may change it with
+  // parallel passes ({tp = 8}, {zero = 3}).
+  ParallelSpec parallel;
   std::vector<StackStep> stacks;     // cumulative; empty = a single "baseline" step
   ExecuteOptions execute;
   std::vector<SweepAxis> sweep;

@@ -155,6 +155,15 @@ std::string describe(const ParallelSpec& p) {
   return out;
 }
 
+void set_gpus(ParallelSpec& p, int gpus, const char* field) {
+  const int per_replica = p.tp * p.pp * p.cp;
+  if (gpus < 1 || per_replica < 1 || gpus % per_replica != 0)
+    throw ConfigError(fmt::format(
+        "{} = {} is not a multiple of tp · pp · cp = {} · {} · {} = {}; use a multiple of {} GPUs", field,
+        gpus, p.tp, p.pp, p.cp, per_replica, per_replica));
+  p.dp = gpus / per_replica;
+}
+
 void validate(const ParallelSpec& p, const ModelConfig& m, const Workload& w, int gpus) {
   check_degree("dp", p.dp);
   check_degree("tp", p.tp);

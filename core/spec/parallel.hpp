@@ -57,6 +57,10 @@ struct ParallelSpec {
 [[nodiscard]] std::vector<std::string> schedule_names();
 [[nodiscard]] std::vector<std::string> fsdp_names();
 
+// Sets dp so the layout spans `gpus` GPUs with its other degrees: dp = gpus / (tp · pp · cp).
+// Throws ConfigError naming `field` when gpus is not a multiple of tp · pp · cp.
+void set_gpus(ParallelSpec& p, int gpus, const char* field = "parallel.gpus");
+
 // "tp=8 pp=4 dp=16 sp zero=1 interleaved×2" (degrees of 1 and defaults left out); "single GPU"
 // when nothing is parallel.
 [[nodiscard]] std::string describe(const ParallelSpec& p);

@@ -96,30 +96,11 @@ TEST_CASE("dsl: inconsistent workloads and scenarios say what to change") {
                  "return scenario { model = 'llama-3-8b', hardware = 'H100',\n"
                  "  workload = decode { prompt = 8000, new_tokens = 500 } }\n",
                  1, "prompt + new_tokens = 8500 exceeds llama-3-8b's max_seq 8192; lower prompt or new_tokens");
-  // gpt-3-175b without stacks runs the fp32 baseline: 174,604,259,328 parameters x 4 bytes =
-  // 698.4 GB, more than 80 GB.
-  check_error_at("err_weights.lua",
-                 "local s = scenario { model = 'gpt-3-175b', hardware = {'H100', 'A100'}, workload = decode {} }\n",
-                 1,
-                 "model 'gpt-3-175b' needs 698.4 GB for its weights alone (1.75e+11 parameters x 4 bytes "
-                 "in the stack's most compact precision), more than the memory of every listed hardware "
-                 "(H100-SXM 80 GB, A100-80GB 80 GB); choose hardware with more memory or a smaller model");
-  // With a bf16 step the stack reaches 2 bytes: 349.2 GB, still more than 80 GB.
-  check_error_at("err_weights_bf16.lua",
-                 "local s = scenario { model = 'gpt-3-175b', hardware = 'H100', workload = decode {},\n"
-                 "  stacks = { step('bf16', 'bf16') } }\n",
-                 1, "model 'gpt-3-175b' needs 349.2 GB for its weights alone (1.75e+11 parameters x 2 bytes");
-  // One device large enough is enough: llama-3-70b's 141.1 GB of bf16 weights fit a B200.
-  const std::string ok = write_script("ok_weights.lua",
-                                      "return scenario { model = 'llama-3-70b', hardware = {'H100', 'B200'}, "
-                                      "workload = decode {}, stacks = { step('bf16', 'bf16') } }\n");
-  CHECK_NOTHROW((void)run_script(ok));
-  // An fp8 inference step stores weights in 1 byte: gpt-3-175b's 174.6 GB fit a 192 GB B200.
-  const std::string fp8 = write_script(
-      "ok_weights_fp8.lua",
-      "return scenario { model = 'gpt-3-175b', hardware = 'B200', workload = decode {},\n"
-      "  stacks = { step('bf16', 'bf16'), step('+fp8', 'fp8') } }\n");
-  CHECK_NOTHROW((void)run_script(fp8));
+  // A model too big for every listed device is no error: the report says it does not fit.
+  const std::string big = write_script(
+      "big_weights.lua",
+      "return scenario { model = 'gpt-3-175b', hardware = {'H100', 'A100'}, workload = decode {} }\n");
+  CHECK_NOTHROW((void)run_script(big));
   check_error_at("err_no_hw.lua", "return scenario { model = 'tiny-gpt', workload = prefill {} }\n", 1,
                  "scenario needs hardware = \"H100-SXM\"");
   check_error_at("err_no_workload.lua", "return scenario { model = 'tiny-gpt', hardware = 'L4' }\n", 1,

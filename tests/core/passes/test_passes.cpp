@@ -80,7 +80,8 @@ TEST_CASE("passes: registry names and validation") {
   }
   CHECK(names == std::set<std::string>{"fp32", "tf32", "bf16", "fp16", "fp8", "flash_attention",
                                        "paged_kv", "fusion", "cuda_graphs", "fused_optimizer", "recompute",
-                                       "pinned_memory", "prefetch", "kv_cache", "batch"});
+                                       "pinned_memory", "prefetch", "kv_cache", "batch", "dp", "tp", "pp",
+                                       "cp", "ep", "sp", "zero", "interleave"});
   CHECK(config_error({"flash_atention", {}}) ==
         "unknown optimization 'flash_atention' (did you mean 'flash_attention'?)");
   CHECK(config_error({"batch", {}}).find("needs a value") != std::string::npos);
@@ -96,6 +97,32 @@ TEST_CASE("passes: registry names and validation") {
     CAPTURE(bad);
     CHECK(config_error({"paged_kv", bad}).find("rows per page, a whole number from 1 to 4096") != std::string::npos);
   }
+}
+
+TEST_CASE("passes: parallel passes change the step's layout, step by step") {
+  CHECK(config_error({"tp", {}}) == "optimization 'tp' needs a value (e.g. {tp = 2})");
+  CHECK(config_error({"zero", 4.0}) == "optimization 'zero' takes a whole number from 0 to 3 (got 4)");
+  CHECK(config_error({"tp", 1.5}) == "optimization 'tp' takes a whole number from 1 to 1048576 (got 1.5)");
+  CHECK(config_error({"sp", 1.0}).empty());
+  ParallelSpec base;
+  base.dp = 8;
+  const std::vector<StackStep> stack = {{"bf16", {{"bf16", {}}}},
+                                        {"+zero1", {{"zero", 1.0}}},
+                                        {"+tp", {{"tp", 2.0}, {"sp", 1.0}}},
+                                        {"+chunks", {{"pp", 2.0}, {"interleave", 2.0}}}};
+  CHECK(step_parallel(base, stack, 0).zero == 0);
+  CHECK(step_parallel(base, stack, 1).zero == 1);
+  const ParallelSpec tp = step_parallel(base, stack, 2);
+  CHECK(tp.tp == 2);
+  CHECK(tp.sp);
+  CHECK(tp.zero == 1);
+  CHECK(tp.dp == 8);
+  const ParallelSpec chunks = step_parallel(base, stack, 3);
+  CHECK(chunks.schedule == PipelineSchedule::interleaved);
+  CHECK(chunks.gpus() == 32);
+  // A parallel pass is no graph pass: the rank graph of one GPU is unchanged.
+  CHECK(build_stack_graph(tiny_llama(), decode_w(), {{"x", {{"tp", 2.0}}}}, 0).ops.size() ==
+        build_graph(tiny_llama(), decode_w()).ops.size());
 }
 
 TEST_CASE("passes: workload passes change the workload before building") {

@@ -1,0 +1,55 @@
+// One rank's share of the model under tensor, sequence and pipeline parallelism (rank.hpp).
+#include "core/build/rank.hpp"
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+#include "core/spec/parallel.hpp"
+
+namespace perfsim::build {
+
+int64_t RankShape::rows(int64_t tokens) const {
+  if (!sp) return tokens;
+  if (tokens % tp != 0)
+    throw ConfigError(fmt::format(
+        "parallel.sp splits the {} tokens of a pass over tp = {} ranks; make batch · sequence a "
+        "multiple of {} or turn sp off",
+        tokens, tp, tp));
+  return tokens / tp;
+}
+
+RankShape rank_shape(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
+  const ParallelSpec& p = o.parallel;
+  RankShape r;
+  r.layers = m.layers;
+  r.heads = m.heads;
+  r.kv_heads = m.kv_heads_or_heads();
+  r.q_dim = m.hidden;
+  r.kv_dim = m.kv_dim();
+  r.ffn = m.ffn_hidden;
+  r.vocab = m.vocab;
+  if (p.tp == 1 && p.pp == 1 && !p.sp && o.stage == 0) return r;  // a single GPU
+
+  validate(p, m, w);
+  if (o.stage < 0 || o.stage >= p.pp)
+    throw ConfigError(fmt::format("pipeline stage {} is outside 0 .. {} (parallel.pp = {})", o.stage,
+                                  p.pp - 1, p.pp));
+  r.tp = p.tp;
+  r.sp = p.sp && p.tp > 1;  // one rank holds the whole sequence anyway
+  r.tp_stride = p.tp_stride();
+  r.pp = p.pp;
+  r.stage = o.stage;
+  r.pp_stride = p.pp_stride();
+  r.first_layer = stage_first_layer(m.layers, p.pp, o.stage);
+  r.layers = stage_layers(m.layers, p.pp, o.stage);
+  // head_dim stays the full model's: each rank holds whole heads.
+  r.heads = m.heads / p.tp;
+  r.kv_heads = m.kv_heads_or_heads() / p.tp;
+  r.q_dim = r.heads * m.head_dim();
+  r.kv_dim = r.kv_heads * m.head_dim();
+  r.ffn = m.ffn_hidden / p.tp;
+  r.vocab = (m.vocab + p.tp - 1) / p.tp;
+  return r;
+}
+
+}  // namespace perfsim::build

@@ -1,0 +1,39 @@
+// One rank's share of the model under BuildOptions::parallel: the local head counts and widths
+// tensor parallelism leaves it, whether sequence parallelism splits the tokens, and which layers
+// (and whether the embedding and the head) its pipeline stage holds.
+#pragma once
+#include <cstdint>
+
+#include "core/build/builders.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/workload.hpp"
+
+namespace perfsim::build {
+
+struct RankShape {
+  int tp = 1;
+  bool sp = false;  // sequence parallelism (only with tp > 1)
+  int tp_stride = 1;
+  int pp = 1;
+  int stage = 0;
+  int pp_stride = 1;
+  int64_t first_layer = 0;  // the model's index of the stage's first layer
+  int64_t layers = 0;       // layers of the stage
+  // Per rank: attention heads, KV heads, the query and KV projection widths, the MLP width and
+  // the vocabulary rows (padded up to a multiple of tp, as Megatron pads it).
+  int64_t heads = 0, kv_heads = 0, q_dim = 0, kv_dim = 0, ffn = 0, vocab = 0;
+
+  [[nodiscard]] bool first_stage() const { return stage == 0; }
+  [[nodiscard]] bool last_stage() const { return stage == pp - 1; }
+  [[nodiscard]] bool tensor_parallel() const { return tp > 1; }
+  // Rows of the regions outside the tensor-parallel GEMMs (norms, residuals, stage edges) for a
+  // pass over `tokens` tokens: tokens/tp with sequence parallelism, else all of them. Throws
+  // ConfigError when sequence parallelism cannot split them evenly.
+  [[nodiscard]] int64_t rows(int64_t tokens) const;
+};
+
+// The rank's shape for `o`; throws ConfigError when the layout cannot run `m` on `w` (see
+// validate(ParallelSpec, ...)) or the stage is outside 0 .. pp - 1.
+[[nodiscard]] RankShape rank_shape(const ModelConfig& m, const Workload& w, const BuildOptions& o);
+
+}  // namespace perfsim::build
