@@ -12,6 +12,7 @@
 #include "core/cost/cost_model.hpp"
 #include "core/errors.hpp"
 #include "core/passes/passes.hpp"
+#include "core/parallel/plan.hpp"
 #include "core/report/report.hpp"
 #include "core/report/sections.hpp"
 #include "core/text.hpp"
@@ -77,7 +78,21 @@ int cmd_explain(const ExplainArgs& a) {
   const std::size_t step = find_step(stack, a.step, a.scenario);
   const Hardware hw = choose_hardware(a, s);
 
-  const Graph g = build_stack_graph(s.model, s.workload, stack, step, BuildOptions{1});
+  // A parallel layout shows one rank: the stage asked for, priced on its own timeline.
+  const ParallelSpec layout = step_parallel(s.parallel, stack, step);
+  if (a.stage < 0 || a.stage >= layout.pp)
+    throw UsageError(fmt::format("--stage {} is outside the layout's pipeline stages 0..{}", a.stage, layout.pp - 1));
+  std::string rank_note;
+  Graph g;
+  if (layout.parallel()) {
+    std::vector<RankGraph> ranks = build_rank_graphs(s.model, s.workload, stack, step, layout, 1);
+    g = std::move(ranks[static_cast<std::size_t>(a.stage)].graph);
+    rank_note = fmt::format("{}one of {} GPUs ({}); its own timeline, without the pipeline's waits",
+                            layout.pp > 1 ? fmt::format("stage {} of {}: ", a.stage, layout.pp) : "",
+                            layout.gpus(), describe(layout));
+  } else {
+    g = build_stack_graph(s.model, s.workload, stack, step, BuildOptions{1});
+  }
   const Prediction p = predict(g, hw);
   ExplainInput in;
   in.scenario = s.name;
@@ -85,6 +100,7 @@ int cmd_explain(const ExplainArgs& a) {
   in.graph = &g;
   in.prediction = &p;
   in.sweep_note = sweep_note;
+  in.rank_note = rank_note;
   const std::string text = format_explain(in);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;

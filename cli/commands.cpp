@@ -137,6 +137,10 @@ int run_cli(int argc, char** argv) {
                           "Catalog hardware to price on (default: the backend's device, else the "
                           "scenario's first hardware)")
       ->type_name("NAME");
+  explain_cmd->add_option("--stage", explain.stage,
+                          "Pipeline stage whose rank to show, with its collectives (parallel layouts; "
+                          "default 0)")
+      ->type_name("N");
   add_script_options(explain_cmd, explain,
                      "With a backend, price on its device's profile (nothing is executed)");
   explain_cmd->footer(

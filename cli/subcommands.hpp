@@ -37,6 +37,7 @@ struct ListArgs {
 struct ExplainArgs : ScriptArgs {
   std::string step;                 // empty: the last stack step
   std::string hardware;             // empty: the backend's device, else the scenario's first
+  int stage = 0;                    // pipeline stage whose rank is shown (parallel layouts)
 };
 
 [[nodiscard]] int cmd_run(const RunArgs& a);

@@ -54,8 +54,8 @@ ParallelSpec read_parallel(lua_State* L, int index) {
     if (!(*b > 0)) throw ConfigError(fmt::format("parallel.bucket_mb must be > 0 MiB (got {})", format_number(*b)));
     p.bucket_bytes = *b * mib;
   }
-  // interleave > 1 names the schedule it needs.
-  if (p.interleave > 1 && !r.has("schedule")) p.schedule = PipelineSchedule::interleaved;
+  // Several chunks per stage make 1F1B the interleaved 1F1B (Megatron's name for it).
+  if (p.interleave > 1 && p.schedule == PipelineSchedule::one_f_one_b) p.schedule = PipelineSchedule::interleaved;
   if (const auto g = r.integer("gpus")) {
     if (r.has("dp")) {
       if (p.gpus() != *g)

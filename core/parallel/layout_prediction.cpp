@@ -92,7 +92,7 @@ PipelineStep schedule_step(const ParallelSpec& layout, int m, std::vector<RankPr
     t.backward[static_cast<std::size_t>(s)].assign(static_cast<std::size_t>(v), r.backward / v);
   }
   t.send_forward = t.send_backward = send;
-  const PipelineRun run = simulate_pipeline(layout.schedule, p, m, v, t, true);
+  const PipelineRun run = simulate_pipeline(layout.pipeline_schedule(), p, m, v, t, true);
   std::vector<double> finish(static_cast<std::size_t>(p), 0.0);
   for (const PipelineEvent& e : run.events)
     finish[static_cast<std::size_t>(e.stage)] = std::max(finish[static_cast<std::size_t>(e.stage)], e.end);

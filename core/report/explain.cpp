@@ -37,6 +37,7 @@ std::string format_explain(const ExplainInput& in) {
   std::vector<std::pair<std::string, std::string>> header;
   header.emplace_back("explain", fmt::format("{}, step {}", in.scenario, in.step));
   if (!in.sweep_note.empty()) header.emplace_back("sweep", in.sweep_note);
+  if (!in.rank_note.empty()) header.emplace_back("rank", in.rank_note);
   header.emplace_back("profile", fmt::format("{} ({})", p.hardware,
                                              p.profile));
   header.emplace_back("workload", describe(g.workload));

@@ -45,14 +45,16 @@ void check_pipeline(const ParallelSpec& p, const ModelConfig& m, const Workload&
   if (p.pp > m.layers)
     throw ConfigError(fmt::format("parallel.pp = {} is more than {}'s {} layers; use pp <= {}", p.pp,
                                   model_name(m), m.layers, m.layers));
-  if (p.interleave > 1 && p.schedule != PipelineSchedule::interleaved)
-    throw ConfigError(fmt::format("parallel.interleave = {} needs schedule = \"interleaved\" (got \"{}\")",
-                                  p.interleave, name_of(p.schedule)));
+  if (p.interleave > 1 && p.schedule == PipelineSchedule::gpipe)
+    throw ConfigError(fmt::format(
+        "parallel.interleave = {} needs schedule = \"interleaved\" (interleaved 1F1B; GPipe runs one chunk "
+        "per stage)",
+        p.interleave));
   if (static_cast<int64_t>(p.pp) * p.interleave > m.layers)
     throw ConfigError(fmt::format(
         "parallel: pp · interleave = {} · {} model chunks is more than {}'s {} layers; lower interleave",
         p.pp, p.interleave, model_name(m), m.layers));
-  if (p.schedule == PipelineSchedule::interleaved && p.pp > 1 && w.phase == Phase::train &&
+  if (p.pipeline_schedule() == PipelineSchedule::interleaved && p.pp > 1 && w.phase == Phase::train &&
       w.grad_accum % p.pp != 0)
     throw ConfigError(fmt::format(
         "parallel.schedule = \"interleaved\" needs the micro-batches (grad_accum = {}) to be a multiple "
@@ -149,7 +151,7 @@ std::string describe(const ParallelSpec& p) {
   if (p.fsdp != FsdpStrategy::none) add(fmt::format("fsdp={}", name_of(p.fsdp)));
   else if (p.zero > 0) add(fmt::format("zero={}", p.zero));
   if (p.pp > 1) {
-    add(name_of(p.schedule));
+    add(name_of(p.pipeline_schedule()));
     if (p.interleave > 1) out += fmt::format("×{}", p.interleave);
   }
   return out;

@@ -41,6 +41,10 @@ struct ParallelSpec {
   [[nodiscard]] int pp_stride() const { return tp * cp * dp; }
   // Whether any degree is above 1 or any sharding is on: a single-GPU step otherwise.
   [[nodiscard]] bool parallel() const;
+  // The schedule that runs: 1F1B over several chunks a stage is interleaved 1F1B.
+  [[nodiscard]] PipelineSchedule pipeline_schedule() const {
+    return interleave > 1 && schedule == PipelineSchedule::one_f_one_b ? PipelineSchedule::interleaved : schedule;
+  }
   // The ZeRO stage the settings amount to: fsdp's strategy when it has one, else `zero`.
   [[nodiscard]] int sharding_stage() const;
 };

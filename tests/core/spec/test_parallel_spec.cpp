@@ -85,8 +85,12 @@ TEST_CASE("parallel spec: each bad layout names its field and what to change") {
   p.pp = 40;
   CHECK(error_of(p, m, train()) == "parallel.pp = 40 is more than llama-3-8b's 32 layers; use pp <= 32");
   p.pp = 8, p.interleave = 2;
+  CHECK(error_of(p, m, train()).empty());  // 1F1B over two chunks a stage is interleaved 1F1B
+  CHECK(p.pipeline_schedule() == PipelineSchedule::interleaved);
+  p.schedule = PipelineSchedule::gpipe;
   CHECK(error_of(p, m, train()) ==
-        "parallel.interleave = 2 needs schedule = \"interleaved\" (got \"1f1b\")");
+        "parallel.interleave = 2 needs schedule = \"interleaved\" (interleaved 1F1B; GPipe runs one chunk per "
+        "stage)");
   p.schedule = PipelineSchedule::interleaved, p.interleave = 8;
   CHECK(error_of(p, m, train()) ==
         "parallel: pp · interleave = 8 · 8 model chunks is more than llama-3-8b's 32 layers; lower interleave");
