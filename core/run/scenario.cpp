@@ -79,7 +79,7 @@ void validate(const Scenario& s) {
     try {
       validate(step_parallel(s.parallel, s.stacks, i), s.model, s.workload);
     } catch (const ConfigError& e) {
-      throw ConfigError(fmt::format("{}step '{}': {}", s.stacks[i].where, s.stacks[i].name, e.what()));
+      throw ConfigError(fmt::format("step '{}': {}", s.stacks[i].name, e.what()));
     }
   }
 }

@@ -1,0 +1,153 @@
+// Pricing a parallel layout: a one-stage layout is its rank's timeline; a pipeline joins its
+// stages through the simulated schedule (bubble, in-flight activations); tokens and utilisation
+// count every GPU; a rank that does not fit says which stage and by how much.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "approx.hpp"
+#include "core/cost/formulas.hpp"
+#include "core/parallel/layout_prediction.hpp"
+#include "core/parallel/plan.hpp"
+#include "graph_test_models.hpp"
+
+using namespace perfsim;
+using perfsim::test::approx;
+using namespace perfsim::test_models;
+
+namespace {
+
+Hardware h100_like() {
+  Hardware hw;
+  hw.name = "test-h100";
+  hw.peak_flops[static_cast<int>(DType::bf16)] = 989e12;
+  hw.peak_flops[static_cast<int>(DType::fp32)] = 67e12;
+  hw.memory_bytes = 80e9;
+  hw.memory_bandwidth = 3.35e12;
+  hw.nvlink = {450e9, 3e-6};
+  hw.infiniband = {50e9, 5e-6};
+  hw.gpus_per_node = 8;
+  hw.sm_count = 132;
+  hw.collective_sms = 16;
+  return hw;
+}
+
+Workload train(int64_t grad_accum, int64_t seq = 1024) {
+  Workload w;
+  w.phase = Phase::train;
+  w.batch = 1;
+  w.seq = seq;
+  w.grad_accum = grad_accum;
+  return w;
+}
+
+const std::vector<StackStep> bf16_flash = {
+    {"bf16", {{"bf16", {}}, {"flash_attention", {}}}, ""}};
+
+// Llama-3-8B's layers with a vocabulary of 256: the embedding and head cost next to nothing,
+// so every pipeline stage does the same work.
+ModelConfig uniform_llama() { return llama("uniform-llama", 32, 4096, 32, 8, 14336, 256, 8192); }
+
+LayoutPrediction price(const ModelConfig& m, const Workload& w, const ParallelSpec& p, const Hardware& hw) {
+  return predict_layout(build_rank_graphs(m, w, bf16_flash, 0, p, 2), p, hw);
+}
+
+}  // namespace
+
+TEST_CASE("layout prediction: without a pipeline the rank's own timeline is the step") {
+  ParallelSpec p;
+  p.dp = 8;
+  const Hardware hw = h100_like();
+  const std::vector<RankGraph> ranks = build_rank_graphs(llama3_8b(), train(2), bf16_flash, 0, p, 2);
+  REQUIRE(ranks.size() == 1);
+  const Prediction rank = predict(ranks.front().graph, hw);
+  const LayoutPrediction lp = predict_layout(ranks, p, hw);
+  CHECK(lp.gpus == 8);
+  CHECK(lp.step_time == approx(rank.step_time));
+  CHECK(lp.bubble_fraction == 0);
+  // Every replica's tokens: 1 sequence × 1,024 tokens × 2 micro-batches × 8 replicas.
+  CHECK(lp.tokens_per_step == approx(1024.0 * 2 * 8));
+  CHECK(lp.tokens_per_second == approx(lp.tokens_per_step / lp.step_time));
+  CHECK(lp.tokens_per_second_per_gpu == approx(lp.tokens_per_second / 8));
+  // Every GPU does what rank 0 does: the layout's MFU is the rank's.
+  CHECK(lp.mfu == approx(rank.mfu));
+  // DDP's gradient all-reduce is the only collective, partly hidden behind backward.
+  REQUIRE(lp.communication.count(Collective::all_reduce) == 1);
+  CHECK(lp.communication.at(Collective::all_reduce).total == approx(rank.communication_time));
+  CHECK(lp.communication.at(Collective::all_reduce).exposed < rank.communication_time);
+  const Prediction step = step_prediction(lp);
+  CHECK(step.step_time == approx(lp.step_time));
+  CHECK(step.memory.peak == approx(lp.memory_peak));
+}
+
+TEST_CASE("layout prediction: uniform pipeline stages give 1F1B's bubble, (p−1)/(m+p−1)") {
+  const Hardware hw = h100_like();
+  for (int m : {4, 8, 32}) {
+    CAPTURE(m);
+    ParallelSpec p;
+    p.pp = 4;
+    const LayoutPrediction lp = price(uniform_llama(), train(m), p, hw);
+    REQUIRE(lp.ranks.size() == 4);
+    // Stages are alike to within their embedding and head; the transfers between them take
+    // microseconds against passes of milliseconds: the closed form holds to a few percent.
+    CHECK(lp.bubble_fraction == approx(formulas::pipeline_bubble_fraction(4, m)).epsilon(0.02));
+    // The step is no shorter than any stage's own work.
+    for (const RankPrediction& r : lp.ranks) CHECK(lp.step_time >= r.prediction.step_time);
+    // 1F1B: stage s holds p − s micro-batches' activations at most (Narayanan et al. 2021 §2.2.1).
+    for (int s = 0; s < 4; ++s) {
+      const RankPrediction& r = lp.ranks[static_cast<std::size_t>(s)];
+      CHECK(r.in_flight == std::min(4 - s, m));
+      CHECK(r.memory_peak == approx(r.prediction.memory.peak + (r.in_flight - 1) * r.saved_per_micro_batch));
+    }
+    CHECK(lp.worst_rank == 0);
+  }
+}
+
+TEST_CASE("layout prediction: interleaving two chunks a stage shrinks the bubble") {
+  const Hardware hw = h100_like();
+  ParallelSpec p;
+  p.pp = 4;
+  const LayoutPrediction plain = price(uniform_llama(), train(8), p, hw);
+  p.interleave = 2;
+  p.schedule = PipelineSchedule::interleaved;
+  const LayoutPrediction chunks = price(uniform_llama(), train(8), p, hw);
+  CHECK(chunks.bubble_fraction < plain.bubble_fraction);
+  CHECK(chunks.step_time < plain.step_time);
+  // Bubble over ideal time: (p − 1)/(v·m) = 3/16 (Narayanan et al. 2021 §2.2.2).
+  const double ratio = chunks.bubble_fraction / (1 - chunks.bubble_fraction);
+  CHECK(ratio == approx(formulas::interleaved_bubble_ratio(4, 8, 2)).epsilon(0.03));
+}
+
+TEST_CASE("layout prediction: a rank that does not fit names its stage and its bytes") {
+  Hardware hw = h100_like();
+  hw.memory_bytes = 8e9;
+  ParallelSpec p;
+  p.pp = 2;
+  const LayoutPrediction lp = price(llama3_8b(), train(4), p, hw);
+  CHECK_FALSE(lp.fits);
+  CHECK(lp.does_not_fit.rfind(fmt::format("stage {} needs ", lp.worst_rank), 0) == 0);
+  CHECK(lp.does_not_fit.find("of 7.45 GiB") != std::string::npos);
+  CHECK(lp.memory_min <= lp.memory_peak);
+  CHECK_FALSE(step_prediction(lp).fits);
+}
+
+TEST_CASE("layout prediction: tensor-parallel decode counts each sequence once") {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 8;
+  w.prompt = 512;
+  w.new_tokens = 64;
+  ParallelSpec p;
+  p.tp = 8;
+  const Hardware hw = h100_like();
+  const LayoutPrediction lp = price(llama3_8b(), w, p, hw);
+  CHECK(lp.gpus == 8);
+  CHECK(lp.tokens_per_step == approx(8));  // one new token per sequence; the 8 ranks share them
+  // Two all-reduces a layer on the critical path: all of it exposed.
+  REQUIRE(lp.communication.count(Collective::all_reduce) == 1);
+  CHECK(lp.communication.at(Collective::all_reduce).exposed ==
+        approx(lp.communication.at(Collective::all_reduce).total).epsilon(0.05));
+  // A stage of one GPU's work spread over eight is faster than one GPU.
+  ParallelSpec one;
+  const LayoutPrediction single = predict_layout(build_rank_graphs(llama3_8b(), w, bf16_flash, 0, one, 2), one, hw);
+  CHECK(lp.step_time < single.step_time);
+}
