@@ -33,12 +33,13 @@ void add_unique(std::vector<T>& v, const T& x) {
 
 std::string format_csv(const std::vector<RunResult>& points) {
   std::vector<std::string> keys, hardware;
-  bool exec = false, host = false, ws = false;
+  bool exec = false, host = false, ws = false, parallel = false;
   for (const RunResult& r : points) {
     for (const StepResult& s : r.steps) host = host || s.predicted.memory.host_bytes > 0;
     for (const StepFigures& f : step_figures(r))
       ws = ws || f.predicted_workspace > 0 || f.measured_workspace.value_or(0) > 0;
     for (const auto& [k, v] : r.sweep_point) add_unique(keys, k);
+    for (const auto& s : r.steps) parallel = parallel || s.layout.has_value();
     for (const auto& w : what_if_figures(r)) add_unique(hardware, w.hardware);
     exec = exec || std::any_of(r.steps.begin(), r.steps.end(),
                                [](const StepResult& s) { return s.measured.has_value(); });
@@ -59,6 +60,11 @@ std::string format_csv(const std::vector<RunResult>& points) {
   if (host) header.insert(header.end(), {"predicted_host_bytes", "predicted_host_pinned_bytes"});
   // Workspace columns only when some executed peak holds kernel or library workspace.
   if (ws) header.insert(header.end(), {"predicted_workspace_bytes", "measured_workspace_bytes"});
+  // Layout columns only when some step runs on several GPUs.
+  if (parallel)
+    header.insert(header.end(), {"layout", "gpus", "predicted_tokens_per_s_per_gpu", "predicted_hfu",
+                                 "bubble_fraction", "communication_s", "exposed_communication_s",
+                                 "worst_rank", "memory_worst_rank_bytes", "memory_least_rank_bytes"});
   for (OpClass c : all_op_classes) header.push_back(fmt::format("predicted_{}_s", name_of(c)));
   if (exec)
     for (OpClass c : all_op_classes) header.push_back(fmt::format("measured_{}_s", name_of(c)));
@@ -99,6 +105,17 @@ std::string format_csv(const std::vector<RunResult>& points) {
                   std::to_string(s.graph.layers_total)});
       if (host) row.insert(row.end(), {num(f.host_bytes), num(f.host_pinned_bytes)});
       if (ws) row.insert(row.end(), {num(f.predicted_workspace), num(f.measured_workspace)});
+      if (parallel) {
+        if (f.layout) {
+          const LayoutFigures& l = *f.layout;
+          row.insert(row.end(), {l.layout, std::to_string(l.gpus), num(l.tokens_per_s_per_gpu), num(l.hfu),
+                                 num(l.bubble_fraction), num(l.communication), num(l.exposed_communication),
+                                 std::to_string(l.worst_rank), num(l.memory_worst), num(l.memory_least)});
+        } else {
+          row.insert(row.end(), {"single GPU", "1", num(f.predicted_tokens_per_s), num(s.predicted.hfu), "0", "0",
+                                 "0", "0", num(f.predicted_peak_model), num(f.predicted_peak_model)});
+        }
+      }
       for (OpClass c : all_op_classes) row.push_back(num(class_time(s.predicted.time_by_class, c)));
       if (exec)
         for (OpClass c : all_op_classes)

@@ -74,6 +74,58 @@ json op_rows(const StepResult& s) {
   return ops;
 }
 
+// A parallel layout: the step's figures over every GPU, and each distinct rank (pipeline stage).
+json layout_object(const LayoutPrediction& lp, const LayoutFigures& f) {
+  json j;
+  j["layout"] = f.layout;
+  j["dp"] = lp.layout.dp;
+  j["tp"] = lp.layout.tp;
+  j["pp"] = lp.layout.pp;
+  j["cp"] = lp.layout.cp;
+  j["ep"] = lp.layout.ep;
+  j["sp"] = lp.layout.sp;
+  j["zero"] = lp.layout.sharding_stage();
+  j["schedule"] = name_of(lp.layout.pipeline_schedule());
+  j["interleave"] = lp.layout.interleave;
+  j["gpus"] = f.gpus;
+  j["micro_batches"] = f.micro_batches;
+  j["tokens_per_s"] = lp.tokens_per_second;
+  j["tokens_per_s_per_gpu"] = f.tokens_per_s_per_gpu;
+  j["mfu"] = f.mfu;
+  j["hfu"] = f.hfu;
+  j["bubble_fraction"] = f.bubble_fraction;
+  j["communication_s"] = f.communication;
+  j["exposed_communication_s"] = f.exposed_communication;
+  json kinds = json::object();
+  for (const auto& [kind, c] : lp.communication)
+    kinds[std::string(name_of(kind))] = {{"total_s", c.total}, {"exposed_s", c.exposed}};
+  j["communication_by_kind"] = std::move(kinds);
+  j["worst_rank"] = f.worst_rank;
+  j["memory_worst_bytes"] = f.memory_worst;
+  j["memory_least_bytes"] = f.memory_least;
+  j["fits"] = lp.fits;
+  j["does_not_fit"] = f.does_not_fit;
+  json ranks = json::array();
+  for (const RankPrediction& r : lp.ranks) {
+    json rj;
+    rj["stage"] = r.stage;
+    rj["own_step_time_s"] = r.prediction.step_time;
+    rj["forward_s"] = r.forward;
+    rj["backward_s"] = r.backward;
+    rj["pipeline_finish_s"] = r.finish;
+    rj["after_pipeline_s"] = r.after_pipeline;
+    rj["in_flight_micro_batches"] = r.in_flight;
+    rj["memory_peak_bytes"] = r.memory_peak;
+    rj["bytes_by_role_at_peak"] = role_bytes(r.prediction.memory.by_role);
+    rj["communication_s"] = r.prediction.communication_time;
+    rj["exposed_communication_s"] = r.prediction.exposed_communication;
+    rj["fits"] = r.fits;
+    ranks.push_back(std::move(rj));
+  }
+  j["ranks"] = std::move(ranks);
+  return j;
+}
+
 json step_object(const StepResult& s, const StepFigures& f) {
   json j;
   j["step"] = s.step;
@@ -94,6 +146,7 @@ json step_object(const StepResult& s, const StepFigures& f) {
   pj["speedup"] = f.predicted_speedup;
   pj["flops"] = p.flops;
   pj["mfu"] = p.mfu;
+  if (s.layout && f.layout) pj["parallel"] = layout_object(*s.layout, *f.layout);
   pj["peak_bytes_executed"] = p.memory_executed.peak;
   pj["peak_bytes_model"] = p.memory.peak;
   pj["peak_at"] = p.memory.peak_at;
@@ -144,6 +197,13 @@ json what_if_array(const RunResult& r) {
     j["tokens_per_s"] = w.tokens_per_s;
     j["speedup"] = w.speedup;
     j["mfu"] = w.mfu;
+    if (w.layout) {
+      j["gpus"] = w.layout->gpus;
+      j["tokens_per_s_per_gpu"] = w.layout->tokens_per_s_per_gpu;
+      j["bubble_fraction"] = w.layout->bubble_fraction;
+      j["exposed_communication_s"] = w.layout->exposed_communication;
+      j["memory_worst_bytes"] = w.layout->memory_worst;
+    }
     j["peak_bytes_model"] = w.peak_model;
     j["fits"] = w.fits;
     j["unsupported"] = w.unsupported;
