@@ -10,6 +10,7 @@
 #include "dsl/lua_api.hpp"
 #include "dsl/lua_catalog.hpp"
 #include "dsl/lua_fields.hpp"
+#include "dsl/lua_parallel.hpp"
 #include "dsl/lua_scenario.hpp"
 #include "dsl/lua_state.hpp"
 #include "dsl/sweep.hpp"
@@ -42,19 +43,38 @@ void push_sweep_values(lua_State* L, const std::map<std::string, std::string>& v
 void push_row(lua_State* L, const StepResult& r, const StepResult& base,
               const std::map<std::string, std::string>& sweep) {
   const Prediction& p = r.predicted;
-  const double tokens = r.graph.workload.tokens_per_step();
+  const double tokens = step_tokens(r);
   lua_createtable(L, 0, 20);
   set_string(L, "step", r.step);
   set_string(L, "hardware", p.hardware);
   set_number(L, "time", p.step_time);
-  set_number(L, "tokens_per_s", p.tokens_per_second(r.graph));
-  set_number(L, "speedup", speedup(base.predicted.step_time, base.graph.workload.tokens_per_step(),
-                                   p.step_time, tokens));
+  set_number(L, "tokens_per_s", p.step_time > 0 ? tokens / p.step_time : 0.0);
+  set_number(L, "speedup", speedup(base.predicted.step_time, step_tokens(base), p.step_time, tokens));
   set_number(L, "memory", p.memory.peak);
   set_number(L, "memory_executed", p.memory_executed.peak);
   set_bool(L, "fits", p.fits);
   set_number(L, "flops", p.flops);
   set_number(L, "mfu", p.mfu);
+  // The layout: a single GPU unless the step runs on several.
+  push_parallel(L, r.layout ? r.layout->layout : ParallelSpec{});
+  lua_setfield(L, -2, "parallel");
+  set_number(L, "gpus", r.layout ? r.layout->gpus : 1);
+  if (r.layout) {
+    const LayoutPrediction& lp = *r.layout;
+    set_number(L, "tokens_per_s_per_gpu", lp.tokens_per_second_per_gpu);
+    set_number(L, "hfu", lp.hfu);
+    set_number(L, "bubble", lp.bubble_fraction);
+    set_number(L, "communication", lp.communication_time);
+    set_number(L, "exposed_communication", lp.exposed_communication);
+    set_number(L, "memory_least_rank", lp.memory_min);
+  } else {
+    set_number(L, "tokens_per_s_per_gpu", p.step_time > 0 ? tokens / p.step_time : 0.0);
+    set_number(L, "hfu", p.hfu);
+    set_number(L, "bubble", 0);
+    set_number(L, "communication", p.communication_time);
+    set_number(L, "exposed_communication", p.exposed_communication);
+    set_number(L, "memory_least_rank", p.memory.peak);
+  }
   push_by_class(L, p.time_by_class);
   lua_setfield(L, -2, "by_class");
   if (r.measured) {
@@ -74,7 +94,7 @@ void push_row(lua_State* L, const StepResult& r, const StepResult& base,
     lua_createtable(L, 0, 6);
     set_string(L, "hardware", w.hardware);
     set_number(L, "time", w.step_time);
-    set_number(L, "tokens_per_s", w.tokens_per_second(r.graph));
+    set_number(L, "tokens_per_s", w.step_time > 0 ? tokens / w.step_time : 0.0);
     set_number(L, "memory", w.memory.peak);
     set_bool(L, "fits", w.fits);
     set_number(L, "mfu", w.mfu);

@@ -130,6 +130,16 @@ class DataParallel {
     }
     if (m_params.empty())
       throw ConfigError("data parallelism needs a training step: the graph has no optimizer");
+    // A parameter belongs to the layer of the first op that reads it: the fused optimizer
+    // updates every layer in one op, so its own layer says nothing.
+    std::vector<int> reader_layer(m_g.tensors.size(), -2);
+    for (const Op& op : m_g.ops) {
+      if (op.kind == OpKind::adamw) continue;
+      for (int id : op.inputs)
+        if (reader_layer[static_cast<std::size_t>(id)] == -2) reader_layer[static_cast<std::size_t>(id)] = op.layer;
+    }
+    for (Param& p : m_params)
+      if (const int l = reader_layer[static_cast<std::size_t>(p.weight)]; l != -2) p.layer = l;
     m_last_writer.assign(m_g.tensors.size(), -1);
     m_first_writer.assign(m_g.tensors.size(), -1);
     for (std::size_t i = 0; i < m_g.ops.size(); ++i) {

@@ -5,6 +5,10 @@
 
 namespace perfsim {
 
+double step_tokens(const StepResult& s) {
+  return s.layout ? s.layout->tokens_per_step : s.graph.workload.tokens_per_step();
+}
+
 double relative_error(double predicted, double measured) {
   // Signed: positive when the model over-predicts. Undefined without a measurement.
   if (measured == 0) return std::numeric_limits<double>::quiet_NaN();

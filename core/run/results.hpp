@@ -73,6 +73,9 @@ struct RunResult {
   std::vector<StepResult> steps;
 };
 
+// Tokens one step processes: every data-parallel replica's for a parallel layout.
+[[nodiscard]] double step_tokens(const StepResult& s);
+
 // "batch=8, prompt=512" (keys in map order); "" without a sweep.
 [[nodiscard]] std::string sweep_label(const std::map<std::string, std::string>& values);
 // Relative error of a prediction: (predicted − measured) / measured.

@@ -210,3 +210,29 @@ TEST_CASE("data parallel: an inference graph has no gradients to average") {
   CHECK_THROWS_WITH_AS(apply_data_parallel(g, dp(8, 0)),
                        "data parallelism needs a training step: the graph has no optimizer", ConfigError);
 }
+
+TEST_CASE("data parallel: the fused optimizer's single op leaves each parameter in its layer") {
+  Workload w;
+  w.phase = Phase::train;
+  w.batch = 2;
+  w.seq = 128;
+  const StackStep bf16{"bf16", {PassSpec{"bf16", {}}}, ""};
+  const StackStep fused{"+fused", {PassSpec{"fused_optimizer", {}}}, ""};
+  BuildOptions o;
+  o.layers = 2;  // sampled: per-layer collectives stand for two layers each
+  Graph plain = build_stack_graph(tiny_llama(), w, {bf16}, 0, o);
+  Graph one_op = build_stack_graph(tiny_llama(), w, {bf16, fused}, 1, o);
+  for (int stage : {0, 3}) {
+    CAPTURE(stage);
+    Graph a = plain, b = one_op;
+    apply_data_parallel(a, dp(8, stage));
+    apply_data_parallel(b, dp(8, stage));
+    for (Collective c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter}) {
+      double bytes_a = 0, bytes_b = 0;
+      for (const Op* op : collectives(a, c)) bytes_a += op->attrs.payload_bytes * op->count;
+      for (const Op* op : collectives(b, c)) bytes_b += op->attrs.payload_bytes * op->count;
+      CHECK(collectives(a, c).size() == collectives(b, c).size());
+      CHECK(bytes_b == approx(bytes_a));
+    }
+  }
+}
