@@ -87,9 +87,10 @@ int cmd_explain(const ExplainArgs& a) {
   if (layout.parallel()) {
     std::vector<RankGraph> ranks = build_rank_graphs(s.model, s.workload, stack, step, layout, 1);
     g = std::move(ranks[static_cast<std::size_t>(a.stage)].graph);
-    rank_note = fmt::format("{}one of {} GPUs ({}); its own timeline, without the pipeline's waits",
-                            layout.pp > 1 ? fmt::format("stage {} of {}: ", a.stage, layout.pp) : "",
-                            layout.gpus(), describe(layout));
+    rank_note = fmt::format("one of {} GPUs ({})", layout.gpus(), describe(layout));
+    if (layout.pp > 1)
+      rank_note = fmt::format("stage {} of {}: {}; its own timeline, without the pipeline's waits", a.stage,
+                              layout.pp, rank_note);
   } else {
     g = build_stack_graph(s.model, s.workload, stack, step, BuildOptions{1});
   }
