@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include "core/errors.hpp"
@@ -287,7 +288,20 @@ std::optional<CollectivePrice> price_collective(Collective c, int group, double 
   if (eff <= 0)
     throw ConfigError(fmt::format("hardware '{}': communication efficiency must be > 0", hw.name));
   // Alpha-beta model (Hockney 1994): latency per message plus bytes over link bandwidth.
-  return CollectivePrice{messages * link->latency + wire / (link->bandwidth * eff), false};
+  const double ring = messages * link->latency + wire / (link->bandwidth * eff);
+  if (c != Collective::all_reduce || one_node) return CollectivePrice{ring, false};
+  // Across nodes NCCL also runs all-reduce as a tree (double binary trees between nodes, a chain
+  // inside each: Sanders, Speck & Träff 2009; NCCL 2.4) and takes the faster. The payload goes
+  // up the tree reduced and down it broadcast, through the g NICs of a node's ranks: 2·payload
+  // per node over g NICs; the latency grows with the trees' depth, log2 of the nodes, plus the
+  // chain's g − 1 hops each way inside a node.
+  const int local = group_ranks_per_node(group, stride, hw);
+  const double nodes = std::ceil(n / local);
+  const Link* intra = hw.nvlink.bandwidth > 0 ? &hw.nvlink : hw.pcie.bandwidth > 0 ? &hw.pcie : nullptr;
+  const double intra_latency = intra != nullptr ? intra->latency : 0.0;
+  const double tree = 2 * (std::ceil(std::log2(nodes)) * hw.infiniband.latency + (local - 1) * intra_latency) +
+                      2 * payload / (local * hw.infiniband.bandwidth * eff);
+  return CollectivePrice{std::min(ring, tree), false};
 }
 
 }  // namespace perfsim

@@ -229,6 +229,24 @@ TEST_CASE("collectives: a strided group crosses nodes over the NICs of its own r
   CHECK(*collective_time(Collective::all_reduce, 2, 1e9, hw, 8) == approx(2 * 10e-6 + 1e9 / 50e9));
 }
 
+TEST_CASE("collectives: across many nodes a small all-reduce takes the tree") {
+  Hardware hw = h100_like();
+  hw.nvlink = {450e9, 5e-6};
+  hw.infiniband = {50e9, 10e-6};
+  hw.gpus_per_node = 8;
+  // 1,024 ranks on 128 nodes, 1 MB. The ring pays 2·1023 latencies of 10 us; the tree
+  // 2·(log2 128 = 7 IB hops + 7 NVLink hops of 5 us) and 2 MB over a node's 8 NICs.
+  const double ring = 2046 * 10e-6 + 2.0 * 1023 / 1024 * 1e6 / 400e9;
+  const double tree = 2 * (7 * 10e-6 + 7 * 5e-6) + 2e6 / 400e9;
+  CHECK(tree < ring);
+  CHECK(*collective_time(Collective::all_reduce, 1024, 1e6, hw) == approx(tree));
+  // A large buffer over two nodes stays on the ring (its bytes cost the same; fewer hops).
+  CHECK(*collective_time(Collective::all_reduce, 16, 1e9, hw) == approx(30 * 10e-6 + 1.875e9 / 400e9));
+  // All-gather has no tree: its ring pays every hop.
+  CHECK(*collective_time(Collective::all_gather, 1024, 1e6, hw) ==
+        approx(1023 * 10e-6 + 1023.0 / 1024 * 1e6 / 400e9));
+}
+
 TEST_CASE("timeline: dependencies and counts serialize; kernels on two streams share the SMs") {
   Graph g;
   const int w = g.add_tensor({-1, "w", {4}, DType::fp32, TensorRole::weight, 1});
