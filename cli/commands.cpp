@@ -1,4 +1,4 @@
-// The perfsim command line: CLI11 setup for run, list, explain, calibrate and validate,
+// The perfsim command line: CLI11 setup for run, list, explain, search, calibrate and validate,
 // dispatch, and the single place where exceptions become "perfsim: error: ..." and an exit
 // code (1 failure, 2 usage).
 #include "cli/commands.hpp"
@@ -184,18 +184,86 @@ int run_cli(int argc, char** argv) {
   ValidateArgs validate;
   CLI::App* validate_cmd = add_validate_command(app, validate);
 
+  SearchArgs search;
+  search.backend = "none";
+  CLI::App* search_cmd = app.add_subcommand(
+      "search",
+      "Rank every parallel layout of a scenario over N GPUs by predicted tokens/s within memory.");
+  search_cmd->add_option("scenario", search.scenario, "Lua scenario (its last stack step is searched)")
+      ->required()
+      ->type_name("SCENARIO");
+  search_cmd->add_option("--gpus", search.gpus,
+                         "GPUs every layout spans, dp · tp · pp · cp (default: the scenario's layout)")
+      ->type_name("N");
+  search_cmd->add_option("--top", search.top, "Layouts shown in the table (JSON and CSV carry every one)")
+      ->type_name("N")
+      ->capture_default_str();
+  search_cmd->add_option("--hardware", search.hardware,
+                         "Catalog hardware to price on (default: the scenario's first hardware)")
+      ->type_name("NAME");
+  search_cmd->add_option("--profile", search.profile,
+                         "Price on a profile instead: a name in 'perfsim list profiles' or a file written by "
+                         "'perfsim calibrate'")
+      ->type_name("NAME|FILE");
+  search_cmd->add_option("--global-batch", search.global_batch,
+                         "Sequences per optimizer step, kept for every layout (default: the scenario's batch · "
+                         "grad_accum · dp)")
+      ->type_name("N");
+  search_cmd->add_option("--micro-batch", search.micro_batch,
+                         "Micro-batch sizes to try (default: 1,2,4,8 and the scenario's batch)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  search_cmd->add_option("--tp", search.tp,
+                         "Tensor-parallel degrees to try (default: powers of two up to the GPUs of a node)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  search_cmd->add_option("--pp", search.pp, "Pipeline degrees to try (default: divisors of --gpus up to the layers)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  search_cmd->add_option("--zero", search.zero, "ZeRO stages to try (default: 0,1,2,3; 3 is FSDP's full_shard)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  search_cmd->add_option("--interleave", search.interleave,
+                         "Model chunks per pipeline stage to try (default: 1,2,4)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  search_cmd->add_flag("--recompute", search.recompute,
+                       "Also try every layout with full activation recompute (the stack's own recompute is "
+                       "searched, not assumed)");
+  search_cmd->add_flag("--cp", search.cp,
+                       "Also try context parallelism (powers of two up to 16 that split the sequence in 2·cp)");
+  search_cmd->add_flag("--uneven-pp", search.uneven_pp,
+                       "Keep pipelines whose stages hold unequal layer counts (pruned by default)");
+  search_cmd->add_option("--format", search.format, "Output format (default: from -o's extension, else table)")
+      ->check(CLI::IsMember({"table", "json", "csv"}));
+  search_cmd->add_option("-o,--output", search.output,
+                         "Write the result to FILE (whole or not at all); JSON and CSV list every priced layout")
+      ->type_name("FILE");
+  search_cmd->add_option("--threads", search.threads, "Worker threads (default: the machine's cores)")
+      ->type_name("N");
+  search_cmd->add_option("--set", search.sets, "Override a script option: --set NAME=VALUE (repeatable)")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false)
+      ->check(CLI::Validator(check_set, "", "set"));
+  search_cmd->add_option("--module-path", search.module_path,
+                         "Directory searched first by require() (before $PERFSIM_PATH and the stdlib)")
+      ->type_name("DIR");
+  search_cmd->footer(
+      "Prediction only: each layout's ranks are built with one transformer layer and priced; docs/CLI.md "
+      "(perfsim search) states the space, the pruning and the limiter.");
+
   // CLI11 reports a missing or misspelt command as "A subcommand is required"; say which.
-  const std::vector<std::string> commands = {"run", "list", "explain", "calibrate", "validate"};
+  const std::vector<std::string> commands = {"run", "list", "explain", "search", "calibrate", "validate"};
   const std::string usage_hint = "Run 'perfsim --help' (or 'perfsim COMMAND --help') for usage.\n";
   if (argc < 2) {
-    print_error("no command given; choose run, list, explain, calibrate or validate");
+    print_error("no command given; choose run, list, explain, search, calibrate or validate");
     std::fputs(usage_hint.c_str(), stderr);
     return exit_usage;
   }
   if (const std::string first = argv[1]; !first.empty() && first.front() != '-' &&
                                          std::find(commands.begin(), commands.end(), first) ==
                                              commands.end()) {
-    print_error(fmt::format("unknown command '{}'{}; choose run, list, explain, calibrate or validate", first,
+    print_error(fmt::format("unknown command '{}'{}; choose run, list, explain, search, calibrate or validate", first,
                             did_you_mean(first, commands)));
     std::fputs(usage_hint.c_str(), stderr);
     return exit_usage;
@@ -243,7 +311,8 @@ int run_cli(int argc, char** argv) {
     const CLI::App* cmd = run_cmd->parsed() ? run_cmd : explain_cmd->parsed() ? explain_cmd
                         : list_cmd->parsed() ? list_cmd
                         : calibrate_cmd->parsed() ? calibrate_cmd
-                        : validate_cmd->parsed() ? validate_cmd : nullptr;
+                        : validate_cmd->parsed() ? validate_cmd
+                        : search_cmd->parsed() ? search_cmd : nullptr;
     const std::string unknown = cmd != nullptr ? unknown_option(*cmd, argc, argv) : "";
     if (unknown.empty())
       print_error(e.what());
@@ -262,6 +331,7 @@ int run_cli(int argc, char** argv) {
     if (run_cmd->parsed()) return cmd_run(run);
     if (list_cmd->parsed()) return cmd_list(list);
     if (explain_cmd->parsed()) return cmd_explain(explain);
+    if (search_cmd->parsed()) return cmd_search(search);
     if (calibrate_cmd->parsed()) return cmd_calibrate(calibrate);
     if (validate_cmd->parsed()) return cmd_validate(validate);
     print_error("no command given");

@@ -1,6 +1,7 @@
-// The subcommands behind `perfsim run | list | explain`: parsed arguments in, exit code out.
+// The subcommands behind `perfsim run | list | explain | search`: parsed arguments in, exit code out.
 // commands.cpp owns argument parsing and turns exceptions into "perfsim: error: ..." lines.
 #pragma once
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,9 +41,26 @@ struct ExplainArgs : ScriptArgs {
   int stage = 0;                    // pipeline stage whose rank is shown (parallel layouts)
 };
 
+// `perfsim search`: the layout space of core/parallel/search.hpp, from the command line.
+struct SearchArgs : ScriptArgs {
+  int gpus = 0;                     // --gpus; 0: the scenario's layout's GPUs
+  int top = 10;
+  std::string hardware;             // --hardware NAME; empty: --profile, else the scenario's first
+  std::string format;               // table | json | csv; empty: from -o's extension, else table
+  std::string output;
+  bool recompute = false;           // also try full recompute (and without it)
+  bool cp = false;                  // also try context parallelism
+  bool uneven_pp = false;           // keep pipelines with unequal stages
+  int64_t global_batch = 0;         // sequences; 0: the scenario's batch · grad_accum · dp
+  std::vector<int> tp, pp, zero, interleave;
+  std::vector<int64_t> micro_batch;
+  int threads = 0;
+};
+
 [[nodiscard]] int cmd_run(const RunArgs& a);
 [[nodiscard]] int cmd_list(const ListArgs& a);
 [[nodiscard]] int cmd_explain(const ExplainArgs& a);
+[[nodiscard]] int cmd_search(const SearchArgs& a);
 
 // DslSettings from --set/--module-path/--backend; throws UsageError for a --set without '='.
 [[nodiscard]] DslSettings make_dsl_settings(const ScriptArgs& a, bool options_only = false);

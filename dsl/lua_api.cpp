@@ -205,6 +205,7 @@ void install_api(lua_State* L) {
   lua_newtable(L);
   set_function(L, "predict", guarded<api_predict>);
   set_function(L, "measure", guarded<api_measure>);
+  set_function(L, "search", guarded<api_search>);
   set_function(L, "optimizations", guarded<api_optimizations>);
   set_function(L, "hardware_names", guarded<api_hardware_names>);
   set_function(L, "model_names", guarded<api_model_names>);

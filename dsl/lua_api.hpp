@@ -15,5 +15,7 @@ int api_options(lua_State* L);
 // perfsim.predict{...} and perfsim.measure{...} (lua_run.cpp)
 int api_predict(lua_State* L);
 int api_measure(lua_State* L);
+// perfsim.search{...} (lua_search.cpp)
+int api_search(lua_State* L);
 
 }  // namespace perfsim::dsl
