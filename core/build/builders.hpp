@@ -16,8 +16,10 @@ struct BuildOptions {
   // sp) splits every layer's weights, heads and MLP width and adds its collectives; pipeline
   // parallelism (pp) keeps the layers of pipeline stage `stage` only (the embedding on the
   // first stage, the final norm, head and loss on the last), with send/recv of activations and
-  // their gradients at the stage's edges. Data parallelism and ZeRO are applied after the
-  // passes (core/parallel/data_parallel.hpp); context and expert parallelism are not built yet.
+  // their gradients at the stage's edges; context parallelism (cp) keeps seq/cp tokens of every
+  // sequence (train and prefill) with ring attention over the cp ranks (context_parallel.cpp).
+  // Data parallelism and ZeRO are applied after the passes (core/parallel/data_parallel.hpp);
+  // expert parallelism is not built yet.
   ParallelSpec parallel;
   int stage = 0;  // pipeline stage, 0 .. parallel.pp - 1
 };

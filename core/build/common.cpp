@@ -1,6 +1,6 @@
 // Shared builder pieces: tensors and ops with layer-sampling counts, the rank's weights and
 // one transformer layer's forward pass (norm, attention, MLP, residuals) with its
-// tensor-parallel collectives.
+// tensor-parallel collectives (ring attention under context parallelism: context_parallel.cpp).
 #include "core/build/common.hpp"
 
 #include <fmt/format.h>
@@ -280,17 +280,21 @@ LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& l
     op(OpKind::kv_append, n("attn.v_append"), {a.v, cache.v}, {cache.v}, ap, l, Stage::forward);
     if (cache.attend) a.k_src = cache.k, a.v_src = cache.v;
   }
-  const OpAttrs aa = attention_attrs(s);
-  const std::vector<int64_t> score_shape{s.batch, r.heads, s.seq_q, s.seq_kv};
-  a.scores = tensor(n("attn.scores.out"), score_shape, TensorRole::activation);
-  op(OpKind::attn_scores, n("attn.scores"), {a.q_att, a.k_src}, {a.scores}, aa, l,
-     Stage::forward);
-  a.probs = tensor(n("attn.softmax.out"), score_shape, TensorRole::activation);
-  op(OpKind::attn_softmax, n("attn.softmax"), {a.scores}, {a.probs}, softmax_attrs(s), l,
-     Stage::forward);
-  a.context = tensor(n("attn.context.out"), {t, q}, TensorRole::activation);
-  op(OpKind::attn_context, n("attn.context"), {a.probs, a.v_src}, {a.context}, aa, l,
-     Stage::forward);
+  if (r.context_parallel()) {
+    ring_attention(l, a, s);
+  } else {
+    const OpAttrs aa = attention_attrs(s);
+    const std::vector<int64_t> score_shape{s.batch, r.heads, s.seq_q, s.seq_kv};
+    a.scores = tensor(n("attn.scores.out"), score_shape, TensorRole::activation);
+    op(OpKind::attn_scores, n("attn.scores"), {a.q_att, a.k_src}, {a.scores}, aa, l,
+       Stage::forward);
+    a.probs = tensor(n("attn.softmax.out"), score_shape, TensorRole::activation);
+    op(OpKind::attn_softmax, n("attn.softmax"), {a.scores}, {a.probs}, softmax_attrs(s), l,
+       Stage::forward);
+    a.context = tensor(n("attn.context.out"), {t, q}, TensorRole::activation);
+    op(OpKind::attn_context, n("attn.context"), {a.probs, a.v_src}, {a.context}, aa, l,
+       Stage::forward);
+  }
   const int o_partial = linear(n("attn.o_proj"), a.context, lw.o, t, h, q, l);
   a.attn_out = leave_tp(n("attn.o_proj"), o_partial, t, l, Stage::forward);
   OpAttrs ra;

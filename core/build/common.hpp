@@ -1,11 +1,12 @@
 // Shared pieces of the graph builders: a helper that adds named tensors and ops with the
 // right counts, the model's weights, and one transformer layer's forward pass, all for one
-// rank's share of the model (rank.hpp), with the collectives tensor and pipeline parallelism
-// add (tensor_parallel.cpp, pipeline.cpp). The inference and training builders
+// rank's share of the model (rank.hpp), with the collectives tensor, pipeline and context
+// parallelism add (tensor_parallel.cpp, pipeline.cpp, context_parallel.cpp). The inference and training builders
 // (inference.cpp, train.cpp) assemble these.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/build/builders.hpp"
@@ -74,6 +75,13 @@ struct LayerActivations {
   int act = -1;                // [T, F]: silu(gate)·up or gelu(fc1)
   int mlp_out = -1;            // [R, h]
   int out = -1;                // x1 + mlp [R, h]
+  // Context parallelism: the ring attention's blocks, one per K/V block (block 0 the rank's
+  // own K/V, block j the one received after j steps); scores and probs stay -1 then.
+  struct RingBlock {
+    int k = -1, v = -1;           // the K/V block it read
+    int scores = -1, probs = -1;  // [B, H, seq_q, seq_q], the local queries against the block
+  };
+  std::vector<RingBlock> ring;
 };
 
 class GraphBuilder {
@@ -142,6 +150,18 @@ class GraphBuilder {
   // The receive writes a new [rows, h] activation; the send reads x and writes nothing.
   int pipeline_recv(const std::string& name, int64_t rows, Stage stage);
   void pipeline_send(const std::string& name, int x, Stage stage);
+  // Context parallelism (context_parallel.cpp): ring attention over the cp ranks, the local
+  // queries against each rank's K/V block in turn while the blocks pass around the ring on the
+  // context stream. Forward: writes a.context and a.ring from a.q_att, a.k_src and a.v_src.
+  void ring_attention(int layer, LayerActivations& a, const AttentionShape& s);
+  // Backward from the context's gradient: the K/V blocks passed around again, and the partial
+  // dK/dV of the other ranks' blocks sent back around the ring. Returns dQ, dK, dV of the
+  // rank's own (rotated) Q and K and V.
+  struct RingGrads {
+    int dq = -1, dk = -1, dv = -1;
+  };
+  [[nodiscard]] RingGrads ring_attention_bwd(int layer, const LayerActivations& a, int dcontext,
+                                             const AttentionShape& s);
   [[nodiscard]] LayerActivations forward_layer(int layer, int x, const LayerWeights& lw,
                                                const AttentionShape& a, const LayerCache& cache);
   [[nodiscard]] LayerCache add_cache(int layer, int64_t batch, int64_t capacity, bool attend);
@@ -154,6 +174,11 @@ class GraphBuilder {
 
  private:
   NormWeights add_norm_weights(const std::string& prefix, int layer);
+  // One step of the context-parallel ring: sends x and y to the next rank and receives blocks of
+  // the same shapes, named `xname` and `yname`, from the previous one.
+  std::pair<int, int> ring_step(const std::string& name, int x, int y, const std::string& xname,
+                                const std::string& yname, int layer, Stage stage);
+  int add_blocks(const std::string& name, int a, int b, int layer, Stage stage);
   int param(std::string name, std::vector<int64_t> shape, int layer);
 
   const ModelConfig& m_model;

@@ -1,7 +1,8 @@
 // Inference graphs: prefill over the prompt (filling the KV cache) and one decode step
 // (with the KV cache, or recomputing the whole context when the cache is off), for one rank:
 // a pipeline stage receives its input from the previous stage and sends its output on, and
-// only the last stage runs the head.
+// only the last stage runs the head; a context-parallel prefill rank runs its share of every
+// prompt, with ring attention.
 #include <fmt/format.h>
 
 #include "core/build/builders.hpp"
@@ -69,6 +70,13 @@ Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& 
                    int64_t cache_capacity) {
   GraphBuilder b(m, w, o);
   const ModelWeights mw = b.add_weights();
+  // Context parallelism: the rank holds seq/cp tokens of every sequence and caches their K/V,
+  // its share of the cache (the new tokens spread over the ranks as the prompt is).
+  const build::RankShape& r = b.rank();
+  if (r.context_parallel()) {
+    seq = r.local_seq(seq);
+    if (cache_capacity > 0) cache_capacity = (cache_capacity + r.cp - 1) / r.cp;
+  }
   const int64_t batch = w.batch, t = batch * seq;
   int x = stage_input(b, mw, batch, seq, 0);
   AttentionShape s;
@@ -83,6 +91,8 @@ Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& 
     x = b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, cache).out;
   }
   x = stage_output(b, x, t);
+  // With context parallelism the graph is rank 0's, which holds the last chunk of every
+  // sequence (rank.hpp) and so its last token: it runs the head.
   if (x >= 0) add_head(b, slice_last(b, x, batch, seq), mw, batch);
   return b.take();
 }

@@ -1,4 +1,5 @@
-// One rank's share of the model under tensor, sequence and pipeline parallelism (rank.hpp).
+// One rank's share of the model under tensor, sequence, context and pipeline parallelism
+// (rank.hpp), and the load-balanced chunks of context parallelism.
 #include "core/build/rank.hpp"
 
 #include <fmt/format.h>
@@ -18,6 +19,25 @@ int64_t RankShape::rows(int64_t tokens) const {
   return tokens / tp;
 }
 
+ContextChunks context_chunks(int cp, int rank) {
+  if (cp < 1 || rank < 0 || rank >= cp)
+    throw ConfigError(fmt::format("context-parallel rank {} is outside 0 .. {} (parallel.cp = {})", rank,
+                                  cp - 1, cp));
+  return {rank, 2 * cp - 1 - rank};
+}
+
+int64_t context_causal_pairs(int64_t seq, int cp, int rank) {
+  const ContextChunks c = context_chunks(cp, rank);
+  if (cp == 1) return seq * (seq + 1) / 2;  // the whole sequence, of any length
+  const int64_t len = seq / (2 * static_cast<int64_t>(cp));
+  // Queries at positions p = chunk·len .. chunk·len + len − 1 each see p + 1 keys.
+  auto pairs = [&](int chunk) {
+    const int64_t first = static_cast<int64_t>(chunk) * len;
+    return len * (first + 1) + len * (len - 1) / 2;
+  };
+  return pairs(c.first) + pairs(c.second);
+}
+
 RankShape rank_shape(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
   const ParallelSpec& p = o.parallel;
   RankShape r;
@@ -28,7 +48,7 @@ RankShape rank_shape(const ModelConfig& m, const Workload& w, const BuildOptions
   r.kv_dim = m.kv_dim();
   r.ffn = m.ffn_hidden;
   r.vocab = m.vocab;
-  if (p.tp == 1 && p.pp == 1 && !p.sp && o.stage == 0) return r;  // a single GPU
+  if (p.tp == 1 && p.pp == 1 && p.cp == 1 && !p.sp && o.stage == 0) return r;  // a single GPU
 
   validate(p, m, w);
   if (o.stage < 0 || o.stage >= p.pp)
@@ -37,6 +57,8 @@ RankShape rank_shape(const ModelConfig& m, const Workload& w, const BuildOptions
   r.tp = p.tp;
   r.sp = p.sp && p.tp > 1;  // one rank holds the whole sequence anyway
   r.tp_stride = p.tp_stride();
+  r.cp = p.cp;
+  r.cp_stride = p.cp_stride();
   r.pp = p.pp;
   r.stage = o.stage;
   r.pp_stride = p.pp_stride();

@@ -1,6 +1,7 @@
 // One rank's share of the model under BuildOptions::parallel: the local head counts and widths
-// tensor parallelism leaves it, whether sequence parallelism splits the tokens, and which layers
-// (and whether the embedding and the head) its pipeline stage holds.
+// tensor parallelism leaves it, whether sequence parallelism splits the tokens, the share of
+// every sequence context parallelism leaves it (and which chunks, causal load balance), and
+// which layers (and whether the embedding and the head) its pipeline stage holds.
 #pragma once
 #include <cstdint>
 
@@ -14,6 +15,8 @@ struct RankShape {
   int tp = 1;
   bool sp = false;  // sequence parallelism (only with tp > 1)
   int tp_stride = 1;
+  int cp = 1;  // context-parallel ranks: each holds seq/cp tokens of every sequence
+  int cp_stride = 1;
   int pp = 1;
   int stage = 0;
   int pp_stride = 1;
@@ -26,11 +29,27 @@ struct RankShape {
   [[nodiscard]] bool first_stage() const { return stage == 0; }
   [[nodiscard]] bool last_stage() const { return stage == pp - 1; }
   [[nodiscard]] bool tensor_parallel() const { return tp > 1; }
+  [[nodiscard]] bool context_parallel() const { return cp > 1; }
+  // Tokens of one sequence this rank holds: seq/cp (validate has checked that 2·cp divides it).
+  [[nodiscard]] int64_t local_seq(int64_t seq) const { return seq / cp; }
   // Rows of the regions outside the tensor-parallel GEMMs (norms, residuals, stage edges) for a
   // pass over `tokens` tokens: tokens/tp with sequence parallelism, else all of them. Throws
   // ConfigError when sequence parallelism cannot split them evenly.
   [[nodiscard]] int64_t rows(int64_t tokens) const;
 };
+
+// Causal load balance for context parallelism (Megatron-LM / Transformer Engine): a sequence is
+// cut into 2·cp equal chunks and context-parallel rank `rank` holds chunks `rank` and
+// 2·cp − 1 − `rank`, an early and a late one, so every rank's queries see the same number of
+// keys under the causal mask. Throws ConfigError for cp < 1 or a rank outside 0 .. cp − 1.
+struct ContextChunks {
+  int first = 0, second = 0;
+};
+[[nodiscard]] ContextChunks context_chunks(int cp, int rank);
+// The (query, key) pairs the causal mask keeps for rank `rank`'s queries of one sequence of
+// `seq` tokens (query at position p sees keys 0 .. p): the attention work the rank does. The
+// same for every rank; cp = 1 gives seq·(seq + 1)/2.
+[[nodiscard]] int64_t context_causal_pairs(int64_t seq, int cp, int rank);
 
 // The rank's shape for `o`; throws ConfigError when the layout cannot run `m` on `w` (see
 // validate(ParallelSpec, ...)) or the stage is outside 0 .. pp - 1.

@@ -1,8 +1,9 @@
 // The training graph: forward over the micro-batch, cross-entropy, backward in reverse layer
 // order (dgrad + wgrad per linear layer), then the unfused AdamW baseline (one multi-pass op
 // per parameter tensor). Under tensor parallelism each layer's backward mirrors the forward's
-// collectives; a pipeline stage receives its input and its output's gradient and sends the
-// others on.
+// collectives; under context parallelism the rank's share of the tokens runs through it, with
+// ring attention's backward; a pipeline stage receives its input and its output's gradient and
+// sends the others on.
 #include <map>
 
 #include "core/build/builders.hpp"
@@ -131,18 +132,25 @@ class BackwardBuilder {
     // Attention block.
     const int dx1_in = m_b.enter_tp(n("attn.o_proj.bwd"), dx1, t, l, Stage::backward);
     const int dctx = linear(n("attn.o_proj"), dx1_in, a.context, lw.o, t, h, q, l);
-    const OpAttrs aa = m_b.attention_attrs(m_shape);
-    const int dprobs = m_b.activation_like(n("attn.context.bwd.dprobs"), a.probs);
-    const int dv = m_b.activation_like(n("attn.context.bwd.dv"), a.v);
-    m_b.op(OpKind::attn_context_bwd, n("attn.context.bwd"), {dctx, a.probs, a.v_src},
-           {dprobs, dv}, aa, l, Stage::backward);
-    const int dscores = m_b.activation_like(n("attn.softmax.bwd.out"), a.scores);
-    m_b.op(OpKind::attn_softmax_bwd, n("attn.softmax.bwd"), {a.probs, dprobs}, {dscores},
-           m_b.softmax_attrs(m_shape), l, Stage::backward);
-    int dq = m_b.activation_like(n("attn.scores.bwd.dq"), a.q_att);
-    int dk = m_b.activation_like(n("attn.scores.bwd.dk"), a.k_att);
-    m_b.op(OpKind::attn_scores_bwd, n("attn.scores.bwd"), {dscores, a.q_att, a.k_src}, {dq, dk},
-           aa, l, Stage::backward);
+    int dq = -1, dk = -1, dv = -1;
+    if (m_r.context_parallel()) {
+      // Ring attention's backward (context_parallel.cpp).
+      const GraphBuilder::RingGrads rg = m_b.ring_attention_bwd(l, a, dctx, m_shape);
+      dq = rg.dq, dk = rg.dk, dv = rg.dv;
+    } else {
+      const OpAttrs aa = m_b.attention_attrs(m_shape);
+      const int dprobs = m_b.activation_like(n("attn.context.bwd.dprobs"), a.probs);
+      dv = m_b.activation_like(n("attn.context.bwd.dv"), a.v);
+      m_b.op(OpKind::attn_context_bwd, n("attn.context.bwd"), {dctx, a.probs, a.v_src},
+             {dprobs, dv}, aa, l, Stage::backward);
+      const int dscores = m_b.activation_like(n("attn.softmax.bwd.out"), a.scores);
+      m_b.op(OpKind::attn_softmax_bwd, n("attn.softmax.bwd"), {a.probs, dprobs}, {dscores},
+             m_b.softmax_attrs(m_shape), l, Stage::backward);
+      dq = m_b.activation_like(n("attn.scores.bwd.dq"), a.q_att);
+      dk = m_b.activation_like(n("attn.scores.bwd.dk"), a.k_att);
+      m_b.op(OpKind::attn_scores_bwd, n("attn.scores.bwd"), {dscores, a.q_att, a.k_src},
+             {dq, dk}, aa, l, Stage::backward);
+    }
     if (m_m.rope) {
       const int dq_in = m_b.activation_like(n("attn.rope_q.bwd.out"), a.q);
       m_b.op(OpKind::rope_bwd, n("attn.rope_q.bwd"), {dq}, {dq_in},
@@ -196,22 +204,25 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
   const RankShape& r = b.rank();
   b.set_pass_multiplier(static_cast<double>(w.grad_accum));
   const ModelWeights mw = b.add_weights();
-  const int64_t t = w.batch * w.seq, rows = r.rows(t), h = m.hidden, vocab = r.vocab;
+  // Under context parallelism the rank holds seq/cp tokens of every sequence: every token-wise
+  // op (embedding, GEMMs, norms, MLP, loss) runs on those.
+  const int64_t seq = r.local_seq(w.seq);
+  const int64_t t = w.batch * seq, rows = r.rows(t), h = m.hidden, vocab = r.vocab;
   const int tokens = r.first_stage() ? b.input("tokens", t) : -1;
   const int targets = r.last_stage() ? b.input("targets", t) : -1;
 
   // Forward: the embedding on the first stage, the previous stage's output on the others.
   AttentionShape s;
   s.batch = w.batch;
-  s.seq_q = w.seq;
-  s.seq_kv = w.seq;
-  s.kv_capacity = w.seq;
+  s.seq_q = seq;
+  s.seq_kv = seq;  // one K/V block: the whole sequence, or one rank's share of it (ring attention)
+  s.kv_capacity = seq;
   std::vector<LayerActivations> acts;
   int x = -1;
   if (r.first_stage()) {
     b.upload(tokens);
     // Vocab-parallel: each rank looks up its rows, the partial embeddings are summed.
-    x = b.leave_tp("embedding", b.embed(tokens, mw, w.batch, w.seq, 0), t, -1, Stage::forward);
+    x = b.leave_tp("embedding", b.embed(tokens, mw, w.batch, seq, 0), t, -1, Stage::forward);
   } else {
     x = b.pipeline_recv("pipeline.recv", rows, Stage::forward);
   }
@@ -279,7 +290,7 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
     ea.cols = h;
     ea.elements = t * h;
     ea.batch = w.batch;
-    ea.seq_q = w.seq;
+    ea.seq_q = seq;
     ea.accumulate = (m.tied_embeddings && r.last_stage()) || w.grad_accum > 1;
     std::vector<int> eout{bw.grad_of(mw.embedding, -1)};
     if (mw.positions >= 0) eout.push_back(bw.grad_of(mw.positions, -1));

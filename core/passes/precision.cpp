@@ -47,6 +47,18 @@ void drop_master_weights(Op& op) {
 
 void set_precision(Graph& g, DType t) {
   const bool training = is_training_graph(g);
+  // A collective's stated payload is the bytes of the tensors it moves (ring attention's K and
+  // V blocks together): it follows their precision. The bytes it touches, before the change.
+  auto touched_bytes = [&g](const Op& op) {
+    double b = 0;
+    for (int id : op.inputs) b += g.tensor(id).bytes();
+    for (int id : op.outputs) b += g.tensor(id).bytes();
+    return b;
+  };
+  std::vector<double> touched(g.ops.size(), 0);
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].kind == OpKind::collective && g.ops[i].attrs.payload_bytes > 0)
+      touched[i] = touched_bytes(g.ops[i]);
   for (Op& op : g.ops) op.dtype = op.kind == OpKind::adamw ? DType::fp32 : t;
   for (Tensor& x : g.tensors) {
     switch (x.role) {
@@ -64,6 +76,8 @@ void set_precision(Graph& g, DType t) {
     if (op.kind == OpKind::cross_entropy) g.tensor(op.outputs.at(0)).dtype = DType::fp32;
     if (op.kind == OpKind::flash_attention) g.tensor(op.outputs.at(1)).dtype = DType::fp32;
   }
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (touched[i] > 0) g.ops[i].attrs.payload_bytes *= touched_bytes(g.ops[i]) / touched[i];
   if (!training) return;
   const bool mixed = t != DType::fp32;
   bool dropped = false;
