@@ -104,6 +104,7 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
     f.host_pinned_bytes = p.memory.host_pinned_bytes;
     f.fits = p.fits;
     f.predicted_tokens_per_s = p.step_time > 0 ? f.tokens_per_step / p.step_time : 0.0;
+    f.predicted_mfu = p.mfu;
     if (s.measured) {
       const Measurement& m = *s.measured;
       f.measured_time = m.step_time;

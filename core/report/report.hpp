@@ -60,6 +60,7 @@ struct StepFigures {
   std::optional<double> measured_speedup;      // needs the first step measured too
   double predicted_tokens_per_s = 0;
   std::optional<double> measured_tokens_per_s;
+  double predicted_mfu = 0;                    // over every GPU of a layout
   std::string note;                            // "not executed: ..." / unsupported dtypes
   std::optional<LayoutFigures> layout;         // a parallel layout's figures (predicted)
 };
@@ -105,5 +106,22 @@ struct ExplainInput {
   std::string rank_note;       // parallel layouts: which rank the graph is ("stage 1 of 4 of tp=8 pp=4 dp=16")
 };
 [[nodiscard]] std::string format_explain(const ExplainInput& in);
+
+// `perfsim search`: the layouts search_layouts ranked (core/parallel/search.hpp), printed by
+// core/report/search.cpp. The table shows the `top` best and the pruned counts; JSON and CSV
+// carry every priced layout.
+struct SearchResult;
+struct SearchReportInput {
+  std::string scenario;        // name
+  std::string file;            // script
+  const SearchResult* result = nullptr;
+  int top = 10;
+  std::string note;            // e.g. "first point (batch=1) of 3 of the sweep" ("" when none)
+};
+[[nodiscard]] std::string format_search_table(const SearchReportInput& in);
+[[nodiscard]] std::string format_search_json(const SearchReportInput& in);
+[[nodiscard]] std::string format_search_csv(const SearchReportInput& in);
+// "no layout of 7 GPUs fits memory on H100-SXM: ..." when none of `r`'s layouts fits; "" otherwise.
+[[nodiscard]] std::string search_failure(const SearchResult& r);
 
 }  // namespace perfsim

@@ -318,6 +318,33 @@ std::optional<ReportSection> build_sweep_summary(const std::vector<RunResult>& p
   if (exec) t.add_column("meas tok/s");
   t.add_column("pred model peak");
   t.add_column("fits", Align::left);
+  // Layouts over several GPUs add their per-GPU figures; a gpus axis adds the scaling
+  // efficiency: tokens/s per GPU against the smallest GPU count that fits, for the same step
+  // and the same values of the other axes.
+  bool parallel = false;
+  for (const auto& r : points)
+    for (const auto& st : r.steps) parallel = parallel || st.layout.has_value();
+  const bool scaling = parallel && std::find(keys.begin(), keys.end(), "gpus") != keys.end();
+  if (parallel) t.add_column("tok/s/GPU"), t.add_column("MFU");
+  if (scaling) t.add_column("scaling eff");
+  auto others = [&](const RunResult& r) {
+    std::map<std::string, std::string> v = r.sweep_point;
+    v.erase("gpus");
+    return v;
+  };
+  auto per_gpu = [](const StepFigures& f) {
+    return f.layout ? f.layout->tokens_per_s_per_gpu : f.predicted_tokens_per_s;
+  };
+  auto gpus_of = [](const StepFigures& f) { return f.layout ? f.layout->gpus : 1; };
+  // (other axes, step) -> tokens/s per GPU at the fewest GPUs that fit.
+  std::map<std::pair<std::map<std::string, std::string>, std::string>, std::pair<int, double>> base;
+  if (scaling)
+    for (const auto& r : points)
+      for (const auto& f : step_figures(r)) {
+        if (!f.fits) continue;
+        auto& b = base[{others(r), f.step}];
+        if (b.first == 0 || gpus_of(f) < b.first) b = {gpus_of(f), per_gpu(f)};
+      }
   for (const auto& r : points) {
     for (const auto& f : step_figures(r)) {
       std::vector<std::string> row;
@@ -332,9 +359,21 @@ std::optional<ReportSection> build_sweep_summary(const std::vector<RunResult>& p
       if (exec) row.push_back(opt_rate(f.measured_tokens_per_s));
       row.push_back(format_bytes(f.predicted_peak_model));
       row.push_back(f.fits ? "yes" : "does not fit");
+      if (parallel) {
+        row.push_back(format_rate(per_gpu(f)));
+        row.push_back(fmt::format("{:.1f}%", f.predicted_mfu * 100));
+      }
+      if (scaling) {
+        const auto it = base.find({others(r), f.step});
+        row.push_back(it == base.end() || !f.fits || it->second.second <= 0
+                          ? std::string(dash)
+                          : fmt::format("{:.1f}%", 100 * per_gpu(f) / it->second.second));
+      }
       t.add_row(std::move(row));
     }
   }
+  if (scaling)
+    s.notes.push_back("scaling eff: tokens/s per GPU against the fewest GPUs that fit, same step and other axes");
   return s;
 }
 
