@@ -51,6 +51,29 @@ bool is_block_table(const Graph& g, int id) {
   return false;
 }
 
+// The op reading an int32 tensor as a mixture-of-experts routing input (experts or slots),
+// and which of the two; nullptr when none does.
+const Op* moe_reader(const Graph& g, int id, bool& is_slots) {
+  for (const Op& op : g.ops) {
+    int experts_at = -1, slots_at = -1;  // input positions (core/graph/op_kind.hpp)
+    switch (op.kind) {
+      case OpKind::moe_route_bwd: experts_at = 1; break;
+      case OpKind::moe_dispatch:
+      case OpKind::moe_dispatch_bwd:
+      case OpKind::moe_combine: experts_at = 1, slots_at = 2; break;
+      case OpKind::moe_combine_bwd: experts_at = 2, slots_at = 3; break;
+      default: continue;
+    }
+    for (int at : {experts_at, slots_at}) {
+      if (at < 0 || static_cast<std::size_t>(at) >= op.inputs.size() || op.inputs[static_cast<std::size_t>(at)] != id)
+        continue;
+      is_slots = at == slots_at;
+      return &op;
+    }
+  }
+  return nullptr;
+}
+
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
 // Approximately normal values at one generator call per element: the sum of four 16-bit
@@ -79,6 +102,15 @@ void fill_constant(T* data, int64_t n, float v) {
   std::fill(data, data + n, from_f32<T>(v));
 }
 
+// Round-robin routing (InitKind::expert_ids / expert_slots).
+void fill_routing(int32_t* data, int64_t n, const InitSpec& spec) {
+  const int64_t e = std::max<int64_t>(1, spec.experts);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = spec.kind == InitKind::expert_ids ? i % e : (i / e < spec.capacity ? i / e : -1);
+    data[i] = static_cast<int32_t>(v);
+  }
+}
+
 void fill_ids(int32_t* data, int64_t n, int64_t vocab, uint64_t seed) {
   SplitMix rng{seed};
   for (int64_t i = 0; i < n; ++i) data[i] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(vocab));
@@ -99,7 +131,9 @@ void fill_float(T* data, int64_t n, const InitSpec& spec, uint64_t seed) {
     case InitKind::ones: fill_constant(data, n, 1.0f); return;
     case InitKind::zeros:
     case InitKind::token_ids:
-    case InitKind::block_table: fill_constant(data, n, 0.0f); return;
+    case InitKind::block_table:
+    case InitKind::expert_ids:
+    case InitKind::expert_slots: fill_constant(data, n, 0.0f); return;
   }
 }
 
@@ -123,6 +157,13 @@ InitSpec init_spec(const Graph& g, const Tensor& t) {
   InitSpec s;
   if (t.dtype == DType::int32 && is_block_table(g, t.id)) {
     s.kind = InitKind::block_table;
+    return s;
+  }
+  bool is_slots = false;
+  if (const Op* moe = t.dtype == DType::int32 ? moe_reader(g, t.id, is_slots) : nullptr) {
+    s.kind = is_slots ? InitKind::expert_slots : InitKind::expert_ids;
+    s.experts = moe->attrs.experts;
+    s.capacity = moe->attrs.capacity;
     return s;
   }
   if (t.dtype == DType::int32) {
@@ -166,6 +207,8 @@ void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t
       case Storage::f16: fill_float(static_cast<half*>(p), n, spec, tseed); break;
       case Storage::i32:
         if (spec.kind == InitKind::block_table) fill_permutation(static_cast<int32_t*>(p), n, tseed);
+        else if (spec.kind == InitKind::expert_ids || spec.kind == InitKind::expert_slots)
+          fill_routing(static_cast<int32_t*>(p), n, spec);
         else fill_ids(static_cast<int32_t*>(p), n, spec.vocab, tseed);
         break;
       case Storage::unsupported: break;

@@ -1,6 +1,7 @@
 // Values the CPU backend puts into persistent tensors before running a graph: random but
 // sane (weights ~ N(0, 0.02), norm gains 1, token ids within the vocabulary, block tables
-// naming each page once, optimizer moments 0), so softmax, norms and AdamW stay finite however many times the graph runs.
+// naming each page once, expert routings filling each buffer row at most once, optimizer
+// moments 0), so softmax, norms and AdamW stay finite however many times the graph runs.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,12 +13,16 @@ namespace perfsim::cpu {
 
 // block_table: a shuffled permutation of the page ids 0 .. n − 1 (a paged cache's block
 // table: every sequence's pages scattered through the pool, none shared).
-enum class InitKind { normal, ones, zeros, token_ids, block_table };
+// expert_ids / expert_slots: the routing of a mixture-of-experts op that reads them rather
+// than a router's output, round robin: choice i (= t·top_k + j) goes to expert i mod experts
+// at slot i div experts (−1 from capacity on), a balanced routing the two tensors agree on.
+enum class InitKind { normal, ones, zeros, token_ids, block_table, expert_ids, expert_slots };
 
 struct InitSpec {
   InitKind kind = InitKind::normal;
   float stddev = 0.02f;  // normal
   int64_t vocab = 1;     // token_ids: uniform in [0, vocab)
+  int64_t experts = 1, capacity = 0;  // expert_ids, expert_slots
 };
 
 // The name a tensor's values are derived from: its own, except that a host tensor

@@ -145,6 +145,40 @@ template <class T> void embedding_bwd(const int32_t* ids, const T* dx, T* dtable
 template <class T> void cross_entropy(const T* logits, const int32_t* targets, float* loss,
                                       std::type_identity_t<T>* dlogits, int64_t rows, int64_t cols);
 
+// ---- cpu_moe.cpp ---------------------------------------------------------------------
+// Mixture of experts (core/graph/op_kind.hpp): `tokens` rows routed to `top_k` of `experts`,
+// each expert's buffer holding `capacity` rows of `hidden` features. logits, dlogits
+// [tokens, experts]; weights, dweights, experts, slots [tokens, top_k] (choice (t, j) at
+// t·top_k + j); x, dx, y, dy [tokens, hidden]; xe, dxe, ye, dye [experts, capacity, hidden].
+// A choice with slot −1 was dropped and contributes nothing. The kernels taking experts and
+// slots throw std::out_of_range on an expert outside [0, experts) or a slot outside
+// [−1, capacity), and std::invalid_argument when two kept choices name one buffer row.
+struct MoeShape {
+  int64_t tokens = 0, experts = 0, top_k = 0, capacity = 0, hidden = 0;
+};
+// Each token's top_k largest logits (ties: the lower expert) in descending order, weights =
+// their softmax; slots assigned in choice order, −1 once the expert holds `capacity` rows.
+template <class T> void moe_route(const T* logits, float* weights, int32_t* experts, int32_t* slots,
+                                  const MoeShape& s);
+// dlogits[t, e_j] = w_j·(dw_j − Σ_i w_i·dw_i) with w recomputed from the chosen logits; 0
+// off the chosen experts.
+template <class T> void moe_route_bwd(const T* logits, const int32_t* experts, const float* dweights,
+                                      float* dlogits, const MoeShape& s);
+// xe[e_j, s_j] = x[t]; rows no choice fills are 0.
+template <class T> void moe_dispatch(const T* x, const int32_t* experts, const int32_t* slots, T* xe,
+                                     const MoeShape& s);
+// dx[t] = Σ_j dxe[e_j, s_j] over the kept choices.
+template <class T> void moe_dispatch_bwd(const T* dxe, const int32_t* experts, const int32_t* slots,
+                                         T* dx, const MoeShape& s);
+// y[t] = Σ_j weights[t, j]·ye[e_j, s_j] over the kept choices.
+template <class T> void moe_combine(const T* ye, const int32_t* experts, const int32_t* slots,
+                                    const float* weights, T* y, const MoeShape& s);
+// dye[e_j, s_j] = weights[t, j]·dy[t] (rows no choice fills are 0); dweights[t, j] =
+// dy[t]·ye[e_j, s_j] (0 for a dropped choice).
+template <class T> void moe_combine_bwd(const T* dy, const T* ye, const int32_t* experts,
+                                        const int32_t* slots, const float* weights, T* dye,
+                                        float* dweights, const MoeShape& s);
+
 // ---- cpu_adamw.cpp -------------------------------------------------------------------
 // One parameter tensor of an AdamW step; every pointer holds n elements of its storage.
 struct AdamWGroup {

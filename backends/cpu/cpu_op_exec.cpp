@@ -96,6 +96,10 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
   auto I = [&](std::size_t i) { return static_cast<const T*>(in.at(i)); };
   auto O = [&](std::size_t i) { return static_cast<T*>(out.at(i)); };
   auto ids = [&](std::size_t i) { return static_cast<const int32_t*>(in.at(i)); };
+  // Operands fixed to fp32 or int32 whatever T is (fixed_operand_dtype).
+  auto f32 = [&](std::size_t i) { return static_cast<const float*>(in.at(i)); };
+  auto f32_out = [&](std::size_t i) { return static_cast<float*>(out.at(i)); };
+  auto ids_out = [&](std::size_t i) { return static_cast<int32_t*>(out.at(i)); };
   const auto eps = static_cast<float>(op.attrs.eps);
   switch (op.kind) {
     case OpKind::attn_scores: attn_scores(I(0), I(1), O(0), attn_shape(op, g)); return;
@@ -175,6 +179,16 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       slice_last_token(I(0), O(0), s.batch, s.seq, s.cols);
       return;
     }
+    case OpKind::moe_route:
+      moe_route(I(0), f32_out(0), ids_out(1), ids_out(2), moe_shape(op, g));
+      return;
+    case OpKind::moe_route_bwd: moe_route_bwd(I(0), ids(1), f32(2), f32_out(0), moe_shape(op, g)); return;
+    case OpKind::moe_dispatch: moe_dispatch(I(0), ids(1), ids(2), O(0), moe_shape(op, g)); return;
+    case OpKind::moe_dispatch_bwd: moe_dispatch_bwd(I(0), ids(1), ids(2), O(0), moe_shape(op, g)); return;
+    case OpKind::moe_combine: moe_combine(I(0), ids(1), ids(2), f32(3), O(0), moe_shape(op, g)); return;
+    case OpKind::moe_combine_bwd:
+      moe_combine_bwd(I(0), I(1), ids(2), ids(3), f32(4), O(0), f32_out(1), moe_shape(op, g));
+      return;
     default: fail(op, "has no CPU kernel");
   }
 }

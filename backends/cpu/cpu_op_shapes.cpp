@@ -93,6 +93,12 @@ Arity arity_of(OpKind k) {
     case OpKind::add_layernorm: return {4, 4, 2, 2};
     case OpKind::kv_append: return {2, 3, 1, 1};  // + block table when paged
     case OpKind::slice_last_token: return {1, 1, 1, 1};
+    case OpKind::moe_route: return {1, 1, 3, 3};
+    case OpKind::moe_route_bwd: return {3, 3, 1, 1};
+    case OpKind::moe_dispatch: return {3, 3, 1, 1};
+    case OpKind::moe_dispatch_bwd: return {3, 3, 1, 1};
+    case OpKind::moe_combine: return {4, 4, 1, 1};
+    case OpKind::moe_combine_bwd: return {5, 5, 2, 2};
     case OpKind::copy: return {1, 1, 1, 1};
     case OpKind::collective:
     case OpKind::host: return {0, 1 << 30, 0, 1 << 30};
@@ -363,6 +369,71 @@ SliceShape slice_shape(const Op& op, const Graph& g) {
   return s;
 }
 
+// What each operand of a mixture-of-experts op is, in the order of core/graph/op_kind.hpp:
+// 'l' logits [T, E], 'r' a routing tensor [T, k], 't' token rows [T, h], 'b' an expert buffer
+// [E, C, h]. Which of the 'r' tensors are int32 the op-kind table says.
+struct MoeLayout {
+  const char* in;
+  const char* out;
+};
+
+MoeLayout moe_layout(OpKind k) {
+  switch (k) {
+    case OpKind::moe_route: return {"l", "rrr"};
+    case OpKind::moe_route_bwd: return {"lrr", "l"};
+    case OpKind::moe_dispatch: return {"trr", "b"};
+    case OpKind::moe_dispatch_bwd: return {"brr", "t"};
+    case OpKind::moe_combine: return {"brrr", "t"};
+    case OpKind::moe_combine_bwd: return {"tbrrr", "br"};
+    default: return {"", ""};
+  }
+}
+
+MoeShape moe_shape(const Op& op, const Graph& g) {
+  const OpAttrs& at = op.attrs;
+  const MoeLayout layout = moe_layout(op.kind);
+  MoeShape s;
+  s.experts = at.experts, s.top_k = at.top_k, s.capacity = at.capacity;
+  expect_positive(op, s.experts, "experts");
+  expect_positive(op, s.top_k, "top_k");
+  if (s.top_k > s.experts) fail(op, fmt::format("top_k ({}) exceeds experts ({})", s.top_k, s.experts));
+  const bool routes = op.kind == OpKind::moe_route || op.kind == OpKind::moe_route_bwd;
+  // moe_route_bwd never reads the buffers: its capacity does not matter.
+  if (op.kind != OpKind::moe_route_bwd) expect_positive(op, s.capacity, "capacity");
+  // Tokens: the attribute, else the routing tensor (input 1, or moe_route's first output).
+  const Tensor& routing = op.kind == OpKind::moe_route         ? output(op, g, 0)
+                          : op.kind == OpKind::moe_combine_bwd ? input(op, g, 2)
+                                                               : input(op, g, 1);
+  s.tokens = at.rows > 0 ? at.rows : routing.elements() / s.top_k;
+  expect_positive(op, s.tokens, "rows (tokens)");
+  if (routes) {
+    if (at.cols > 0 && at.cols != s.experts)
+      fail(op, fmt::format("attribute cols = {} but a router's rows hold the {} experts' logits", at.cols, s.experts));
+  } else {
+    // Hidden size: the attribute, else the token-order tensor.
+    const Tensor& rows = op.kind == OpKind::moe_dispatch || op.kind == OpKind::moe_combine_bwd ? input(op, g, 0)
+                                                                                              : output(op, g, 0);
+    s.hidden = at.cols > 0 ? at.cols : rows.elements() / s.tokens;
+    expect_positive(op, s.hidden, "cols (hidden)");
+  }
+  auto check = [&](const Tensor& t, char what, bool is_output, std::size_t i) {
+    switch (what) {
+      case 'l': expect_elements(op, t, s.tokens * s.experts, "[tokens, experts]"); break;
+      case 'r': expect_elements(op, t, s.tokens * s.top_k, "[tokens, top_k]"); break;
+      case 't': expect_elements(op, t, s.tokens * s.hidden, "[tokens, hidden]"); break;
+      case 'b': expect_elements(op, t, s.experts * s.capacity * s.hidden, "[experts, capacity, hidden]"); break;
+      default: break;
+    }
+    if (fixed_operand_dtype(op.kind, is_output, i) == DType::int32 && t.dtype != DType::int32)
+      fail(op, fmt::format("expert ids and slots '{}' must be int32", t.name));
+  };
+  for (std::size_t i = 0; i < op.inputs.size() && layout.in[i] != 0; ++i)
+    check(input(op, g, i), layout.in[i], false, i);
+  for (std::size_t i = 0; i < op.outputs.size() && layout.out[i] != 0; ++i)
+    check(output(op, g, i), layout.out[i], true, i);
+  return s;
+}
+
 std::vector<AdamWGroupIds> adamw_groups(const Op& op, const Graph& g) {
   std::vector<AdamWGroupIds> groups;
   std::size_t i = 0, o = 0;
@@ -414,6 +485,10 @@ void check_op(const Op& op, const Graph& g) {
     case OpKind::adamw: (void)adamw_groups(op, g); break;
     case OpKind::kv_append: (void)kv_append_shape(op, g); break;
     case OpKind::slice_last_token: (void)slice_shape(op, g); break;
+    case OpKind::moe_route: case OpKind::moe_route_bwd: case OpKind::moe_dispatch:
+    case OpKind::moe_dispatch_bwd: case OpKind::moe_combine: case OpKind::moe_combine_bwd:
+      (void)moe_shape(op, g);
+      break;
     case OpKind::collective: case OpKind::host: break;
   }
 }

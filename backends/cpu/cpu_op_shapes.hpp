@@ -41,6 +41,9 @@ void check_arity(const Op& op);
 // columns and pages, checked against the pages tensor (input 1) and the table (last input).
 [[nodiscard]] PagedLayout paged_layout(const Op& op, const Graph& g, int64_t batch);
 [[nodiscard]] SliceShape slice_shape(const Op& op, const Graph& g);
+// Mixture-of-experts ops: E, k, C and T from the attributes (T, when rows is 0, from the
+// [T, k] routing tensors), h from cols (dispatch, combine) or the token rows.
+[[nodiscard]] MoeShape moe_shape(const Op& op, const Graph& g);
 [[nodiscard]] std::vector<AdamWGroupIds> adamw_groups(const Op& op, const Graph& g);
 [[nodiscard]] AdamWParams adamw_params(const Op& op);
 

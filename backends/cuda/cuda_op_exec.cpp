@@ -26,6 +26,7 @@
 #include "backends/cuda/kernels/adamw.cuh"
 #include "backends/cuda/kernels/attention_materialized.cuh"
 #include "backends/cuda/kernels/memory_ops.cuh"
+#include "backends/cuda/kernels/moe.cuh"
 
 namespace perfsim::cuda {
 
@@ -84,6 +85,11 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
       !(op.attrs.head_dim == 32 || op.attrs.head_dim == 64 || op.attrs.head_dim == 128 || op.attrs.head_dim == 256))
     return fmt::format("cuda backend: paged attention '{}' needs head_dim 32, 64, 128 or 256 (has {})", op.name,
                        op.attrs.head_dim);
+  if ((op.kind == OpKind::moe_route &&
+       (op.attrs.experts > moe_route_max_experts || op.attrs.top_k > moe_route_max_top_k)) ||
+      (op.kind == OpKind::moe_route_bwd && op.attrs.top_k > moe_route_max_top_k))
+    return fmt::format("cuda backend: router '{}' takes at most {} experts and top_k {} (has {} and {})", op.name,
+                       moe_route_max_experts, moe_route_max_top_k, op.attrs.experts, op.attrs.top_k);
   if (touches_fp8(op, g)) {
     if (op.kind != OpKind::gemm)
       return fmt::format("cuda backend has no fp8 {} kernel (fp8 is a GEMM precision)", name_of(op.kind));

@@ -56,6 +56,9 @@ struct Tensor {
   // the full-size weights a sharded rank gathers before use, the full gradients it scatters
   // after (parallel plans). Its bytes are still reported under its role.
   bool transient = false;
+  // Belongs to the routed experts of a mixture-of-experts layer (weights, their gradients and
+  // optimizer state): under expert parallelism only the ranks holding the same experts share it.
+  bool expert = false;
 
   [[nodiscard]] int64_t elements() const;
   [[nodiscard]] bool on_host() const { return residence != Residence::device; }
@@ -89,6 +92,12 @@ struct OpAttrs {
   // adamw
   double lr = 1e-4, beta1 = 0.9, beta2 = 0.95, weight_decay = 0.1;
   int passes = 1;                  // memory passes an (unfused) op makes over its data
+  // moe_*: E experts (`experts`), each token routed to `top_k`, `capacity` rows per expert
+  // buffer; rows = tokens T, cols = hidden h (dispatch, combine) or E (route)
+  int64_t experts = 0, top_k = 0, capacity = 0;
+  // The share of the op's FLOPs that are the model's (MFU counts only those): an expert GEMM
+  // over capacity-padded buffers does tokens·top_k / (experts·capacity) useful work.
+  double model_share = 1;
   // collective
   Collective collective = Collective::all_reduce;
   int group = 1;

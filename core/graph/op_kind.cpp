@@ -13,6 +13,11 @@ OpClass class_of(OpKind k) {
     case OpKind::gelu: case OpKind::gelu_bwd: case OpKind::silu_mul: case OpKind::silu_mul_bwd:
     case OpKind::rope: case OpKind::rope_bwd: case OpKind::residual_add:
       return OpClass::pointwise;
+    // Routing is a row-wise top-k and softmax over E logits, pointwise-like in cost; the
+    // rest only move rows between token and expert order (combine also scales them).
+    case OpKind::moe_route: case OpKind::moe_route_bwd: return OpClass::pointwise;
+    case OpKind::moe_dispatch: case OpKind::moe_dispatch_bwd: case OpKind::moe_combine:
+    case OpKind::moe_combine_bwd: return OpClass::memory;
     case OpKind::add_rmsnorm: case OpKind::add_layernorm: return OpClass::norm;
     case OpKind::embedding: case OpKind::embedding_bwd: return OpClass::embedding;
     case OpKind::cross_entropy: return OpClass::loss;
@@ -54,6 +59,12 @@ std::string_view name_of(OpKind k) {
     case OpKind::add_rmsnorm: return "add_rmsnorm";
     case OpKind::add_layernorm: return "add_layernorm";
     case OpKind::slice_last_token: return "slice_last_token";
+    case OpKind::moe_route: return "moe_route";
+    case OpKind::moe_route_bwd: return "moe_route_bwd";
+    case OpKind::moe_dispatch: return "moe_dispatch";
+    case OpKind::moe_dispatch_bwd: return "moe_dispatch_bwd";
+    case OpKind::moe_combine: return "moe_combine";
+    case OpKind::moe_combine_bwd: return "moe_combine_bwd";
     case OpKind::kv_append: return "kv_append";
     case OpKind::copy: return "copy";
     case OpKind::collective: return "collective";
@@ -127,6 +138,28 @@ std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i
       break;
     case OpKind::flash_attention_bwd:
       if (!is_output && i == 5) return DType::fp32;   // LSE
+      break;
+    // Routing: weights and their gradients fp32, expert ids and buffer slots int32.
+    case OpKind::moe_route:
+      if (is_output) return i == 0 ? DType::fp32 : DType::int32;  // weights; experts, slots
+      break;
+    case OpKind::moe_route_bwd:
+      if (is_output) return DType::fp32;              // dlogits
+      if (i == 1) return DType::int32;                // experts
+      if (i == 2) return DType::fp32;                 // dweights
+      break;
+    case OpKind::moe_dispatch:
+    case OpKind::moe_dispatch_bwd:
+      if (!is_output && (i == 1 || i == 2)) return DType::int32;  // experts, slots
+      break;
+    case OpKind::moe_combine:
+      if (!is_output && (i == 1 || i == 2)) return DType::int32;  // experts, slots
+      if (!is_output && i == 3) return DType::fp32;                // weights
+      break;
+    case OpKind::moe_combine_bwd:
+      if (!is_output && (i == 2 || i == 3)) return DType::int32;  // experts, slots
+      if (!is_output && i == 4) return DType::fp32;                // weights
+      if (is_output && i == 1) return DType::fp32;                 // dweights
       break;
     default: break;
   }

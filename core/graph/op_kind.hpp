@@ -48,6 +48,20 @@ enum class OpKind {
                       // writes rows at attrs.position; paged (attrs.kv_block):
                       // {k_new, pages, block table} -> {pages}
   slice_last_token,   // {x[b*seq_q, cols]} -> {y[b, cols]}: each sequence's last row
+  // Mixture of experts (E experts, top-k routing, capacity C rows per expert). T = tokens.
+  moe_route,          // {logits[T,E]} -> {weights[T,k] fp32, experts[T,k] int32, slots[T,k] int32}:
+                      // each token's k largest logits (ties: lower expert), weights = softmax over
+                      // those k (= softmax over E renormalised on the top k); slot = the token's
+                      // row in its expert's buffer, filled in token order (t, then j), -1 once
+                      // the expert holds attrs.capacity rows (the token is dropped there)
+  moe_route_bwd,      // {logits, experts, dweights} -> {dlogits[T,E] fp32}: through the softmax
+                      // over the top k; 0 off the top k
+  moe_dispatch,       // {x[T,h], experts, slots} -> {xe[E,C,h]}: xe[e,s] = x[t]; unused rows 0
+  moe_dispatch_bwd,   // {dxe[E,C,h], experts, slots} -> {dx[T,h]}: dx[t] = Σ_j dxe[e_j, s_j]
+  moe_combine,        // {ye[E,C,h], experts, slots, weights} -> {y[T,h]}:
+                      // y[t] = Σ_j weights[t,j]·ye[e_j, s_j] over the kept slots
+  moe_combine_bwd,    // {dy[T,h], ye, experts, slots, weights} -> {dye[E,C,h], dweights[T,k] fp32}:
+                      // dye[e_j,s_j] = weights[t,j]·dy[t] (unused rows 0); dweights = dy[t]·ye[e_j,s_j]
   copy,               // {x} -> {y}: same bytes; the residences say the direction: upload
                       // (host x), download (host y) or device to device
   collective,         // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv

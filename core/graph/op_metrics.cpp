@@ -19,6 +19,12 @@ double score_elements(const OpAttrs& a) {
 
 double row_elements(const OpAttrs& a) { return d(a.rows) * d(a.cols); }
 
+// Routing choices T·k of a mixture-of-experts op, and how many of them can hold a slot: at
+// most the E·C rows of the expert buffers (fewer choices than rows: all of them, the ideal
+// balanced routing; metrics cannot know which tokens a router drops).
+double moe_choices(const OpAttrs& a) { return d(a.rows) * d(a.top_k); }
+double moe_kept(const OpAttrs& a) { return std::min(moe_choices(a), d(a.experts) * d(a.capacity)); }
+
 // Bytes an attention op reads from a K/V tensor: a KV cache holds kv_capacity rows per
 // sequence (or pages covering them) but only the first seq_kv are valid and read. A paged
 // op's block table is read whole (max_blocks entries per sequence, all of them in use).
@@ -83,6 +89,18 @@ double op_flops(const Op& op, const Graph& g) {
     // AdamW per parameter (Loshchilov & Hutter 2019, Algorithm 2): m and v updates (3 + 4),
     // bias-corrected step (4), decay (1).
     case OpKind::adamw: return 12.0 * d(a.elements);
+    // Router per token: k selection sweeps over E logits (a comparison each), then the softmax
+    // over the k picked (subtract-and-exp, sum, divide).
+    case OpKind::moe_route: return moe_choices(a) * (d(a.experts) + 3.0);
+    // Softmax over the k recomputed (3), Σ w·dw (2), w·(dw − Σ) (2) per choice.
+    case OpKind::moe_route_bwd: return 7.0 * moe_choices(a);
+    // dx[t] sums its kept rows: an add per gathered element.
+    case OpKind::moe_dispatch_bwd: return moe_kept(a) * d(a.cols);
+    // y[t] = Σ w·ye: a multiply-add per gathered element.
+    case OpKind::moe_combine: return 2.0 * moe_kept(a) * d(a.cols);
+    // dye = w·dy (a multiply) and dweights = dy·ye (a multiply-add) per kept element.
+    case OpKind::moe_combine_bwd: return 3.0 * moe_kept(a) * d(a.cols);
+    case OpKind::moe_dispatch:  // a row copy
     case OpKind::kv_append:
     case OpKind::slice_last_token:
     case OpKind::copy:
@@ -132,6 +150,30 @@ double op_bytes(const Op& op, const Graph& g) {
       return b;
     }
     case OpKind::slice_last_token: return 2.0 * sum(op.outputs);  // copies one row per sequence
+    // Mixture of experts: the [T, k] routing tensors are read whole; expert buffers [E, C, h]
+    // are written whole (unused rows zeroed) but read only at their kept rows (moe_kept).
+    // moe_route (logits, then weights, experts, slots) and moe_dispatch (x, experts, slots,
+    // then xe) touch every operand once: the default below.
+    case OpKind::moe_route_bwd: {
+      // Of the logits only the k chosen per token (the weights are recomputed from them);
+      // experts and dweights whole; dlogits [T, E] whole (zeros off the top k).
+      const double logits = moe_choices(a) * bytes_of(g.tensor(op.inputs.at(0)).dtype);
+      return logits + g.tensor(op.inputs.at(1)).bytes() + g.tensor(op.inputs.at(2)).bytes() + sum(op.outputs);
+    }
+    case OpKind::moe_dispatch_bwd:
+    case OpKind::moe_combine: {
+      // The kept rows of the expert buffer (input 0), the routing tensors, the [T, h] output.
+      double b = moe_kept(a) * d(a.cols) * bytes_of(g.tensor(op.inputs.at(0)).dtype) + sum(op.outputs);
+      for (std::size_t i = 1; i < op.inputs.size(); ++i) b += g.tensor(op.inputs[i]).bytes();
+      return b;
+    }
+    case OpKind::moe_combine_bwd: {
+      // dy whole, the kept rows of ye, the routing tensors; dye and dweights written whole.
+      double b = g.tensor(op.inputs.at(0)).bytes() + sum(op.outputs);
+      b += moe_kept(a) * d(a.cols) * bytes_of(g.tensor(op.inputs.at(1)).dtype);
+      for (std::size_t i = 2; i < op.inputs.size(); ++i) b += g.tensor(op.inputs[i]).bytes();
+      return b;
+    }
     case OpKind::adamw: {
       // Each group reads param, grad, m, v and writes param, m, v. Under mixed precision the
       // param is the fp32 master and the group's fifth tensor, the 16-bit weight, is only
@@ -217,6 +259,10 @@ int kernel_launches(const Op& op) {
       return 2;
     case OpKind::flash_attention_bwd:  // row dot products, the main kernel, dQ from fp32
       return 3;
+    case OpKind::moe_route:         // top-k and softmax per token, then the slot scan per expert
+    case OpKind::moe_dispatch:      // zero the expert buffers, then scatter the token rows
+    case OpKind::moe_combine_bwd:   // zero dye, then scatter scaled rows and reduce dweights
+      return 2;
     case OpKind::embedding_bwd: {
       // Zero the gradient, scatter-add the rows; a 16-bit table accumulates in fp32 and
       // converts after. Learned positions (a second output) zero or convert their own table.

@@ -31,7 +31,9 @@ enum class CopyDirection { device_to_device, upload, download, host_to_host };
 // group) or, when fewer, per query head, and the backward kinds make two products; an fp8 GEMM
 // first quantizes its activation; an unfused AdamW sweeps once per pass; norm backwards sum
 // their weight gradients in a second kernel; the flash backward has three kernels; the
-// embedding backward zeroes, scatters and (16-bit tables) converts.
+// embedding backward zeroes, scatters and (16-bit tables) converts; the MoE router picks the
+// top k then scans the slots, and the dispatch and the combine's backward zero their expert
+// buffers before the scatter.
 [[nodiscard]] int kernel_launches(const Op& op);
 
 }  // namespace perfsim

@@ -1,5 +1,6 @@
 // Precision passes: fp32 / bf16 / fp16 (whole-graph formats, with fp32 master weights for
 // mixed-precision training), tf32 (GEMM compute mode) and fp8 (linear-layer GEMMs).
+#include <optional>
 #include <vector>
 
 #include "core/graph/rewrite.hpp"
@@ -71,11 +72,12 @@ void set_precision(Graph& g, DType t) {
   // A copy moves its data in the data's own type (token ids stay int32).
   for (Op& op : g.ops)
     if (op.kind == OpKind::copy) op.dtype = g.tensor(op.inputs.at(0)).dtype;
-  // Loss values and the softmax log-sum-exp stay fp32 for accuracy.
-  for (const Op& op : g.ops) {
-    if (op.kind == OpKind::cross_entropy) g.tensor(op.outputs.at(0)).dtype = DType::fp32;
-    if (op.kind == OpKind::flash_attention) g.tensor(op.outputs.at(1)).dtype = DType::fp32;
-  }
+  // Outputs whose type the op fixes keep it (op_kind.hpp, fixed_operand_dtype): losses and
+  // log-sum-exps stay fp32 for accuracy, routing weights fp32, expert ids and slots int32.
+  for (const Op& op : g.ops)
+    for (std::size_t i = 0; i < op.outputs.size(); ++i)
+      if (const std::optional<DType> fixed = fixed_operand_dtype(op.kind, true, i))
+        g.tensor(op.outputs[i]).dtype = *fixed;
   for (std::size_t i = 0; i < g.ops.size(); ++i)
     if (touched[i] > 0) g.ops[i].attrs.payload_bytes *= touched_bytes(g.ops[i]) / touched[i];
   if (!training) return;

@@ -164,3 +164,57 @@ TEST_CASE("op metrics: mixed-precision AdamW writes the 16-bit weight without re
   both.attrs.elements = 20;
   CHECK(op_bytes(both, g) == 280 + (4 + 3) * 40);
 }
+
+TEST_CASE("op metrics: mixture-of-experts routing and row moves, by hand") {
+  // T = 4 tokens, E = 8 experts, k = 2, capacity C = 3, h = 5, bf16 rows: 8 choices, all of
+  // which fit the 24 buffer rows. Routing tensors [4, 2]: 32 bytes each (fp32 / int32).
+  Graph g;
+  const int logits = add(g, "logits", {4, 8}, DType::bf16), x = add(g, "x", {4, 5}, DType::bf16);
+  const int w = add(g, "w", {4, 2}), ex = add(g, "experts", {4, 2}, DType::int32);
+  const int sl = add(g, "slots", {4, 2}, DType::int32), dl = add(g, "dlogits", {4, 8});
+  const int xe = add(g, "xe", {8, 3, 5}, DType::bf16), y = add(g, "y", {4, 5}, DType::bf16);
+  auto moe = [&](OpKind k, std::vector<int> in, std::vector<int> out, int64_t cols) {
+    Op op = make(k, std::move(in), std::move(out));
+    op.attrs.experts = 8, op.attrs.top_k = 2, op.attrs.capacity = 3, op.attrs.rows = 4, op.attrs.cols = cols;
+    return op;
+  };
+  // Route: logits 4·8·2 = 64, weights/experts/slots 3·32 = 96; 8 choices × (8 comparisons + 3).
+  const Op route = moe(OpKind::moe_route, {logits}, {w, ex, sl}, 8);
+  CHECK(op_bytes(route, g) == 64 + 96);
+  CHECK(op_flops(route, g) == 88);
+  // Route backward: the 8 chosen logits (16 bytes), experts and dweights (64), dlogits 4·8·4
+  // = 128; 7 per choice.
+  const Op route_bwd = moe(OpKind::moe_route_bwd, {logits, ex, w}, {dl}, 8);
+  CHECK(op_bytes(route_bwd, g) == 16 + 64 + 128);
+  CHECK(op_flops(route_bwd, g) == 56);
+  // Dispatch: x 4·5·2 = 40, experts and slots 64, every buffer row written 8·3·5·2 = 240.
+  const Op dispatch = moe(OpKind::moe_dispatch, {x, ex, sl}, {xe}, 5);
+  CHECK(op_bytes(dispatch, g) == 40 + 64 + 240);
+  CHECK(op_flops(dispatch, g) == 0);
+  // Dispatch backward: the 8 kept rows of dxe (8·5·2 = 80), experts and slots, dx 40; an add
+  // per gathered element.
+  const Op dispatch_bwd = moe(OpKind::moe_dispatch_bwd, {xe, ex, sl}, {x}, 5);
+  CHECK(op_bytes(dispatch_bwd, g) == 80 + 64 + 40);
+  CHECK(op_flops(dispatch_bwd, g) == 40);
+  // Combine: 8 kept rows of ye (80), experts, slots, weights (96), y 40; a multiply-add each.
+  const Op combine = moe(OpKind::moe_combine, {xe, ex, sl, w}, {y}, 5);
+  CHECK(op_bytes(combine, g) == 80 + 96 + 40);
+  CHECK(op_flops(combine, g) == 80);
+  // Combine backward: dy 40, kept ye rows 80, routing 96; dye written whole (240), dweights 32.
+  const Op combine_bwd = moe(OpKind::moe_combine_bwd, {y, xe, ex, sl, w}, {xe, w}, 5);
+  CHECK(op_bytes(combine_bwd, g) == 40 + 80 + 96 + 240 + 32);
+  CHECK(op_flops(combine_bwd, g) == 120);
+  CHECK(kernel_launches(route) == 2);
+  CHECK(kernel_launches(dispatch) == 2);
+  CHECK(kernel_launches(combine) == 1);
+
+  // Capacity 1: at most E·C = 8 rows are kept, whatever the 16 choices of 8 tokens at k = 2
+  // ask (8 rows of 5 bf16 elements: 80 bytes read).
+  const int ye1 = add(g, "ye1", {8, 1, 5}, DType::bf16), y8 = add(g, "y8", {8, 5}, DType::bf16);
+  const int w8 = add(g, "w8", {8, 2}), ex8 = add(g, "experts8", {8, 2}, DType::int32);
+  const int sl8 = add(g, "slots8", {8, 2}, DType::int32);
+  Op c1 = moe(OpKind::moe_combine, {ye1, ex8, sl8, w8}, {y8}, 5);
+  c1.attrs.capacity = 1, c1.attrs.rows = 8;
+  CHECK(op_bytes(c1, g) == 80 + 3 * 64 + 80);
+  CHECK(op_flops(c1, g) == 80);
+}
