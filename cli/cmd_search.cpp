@@ -59,6 +59,7 @@ int cmd_search(const SearchArgs& a) {
   space.pp = a.pp;
   space.zero = a.zero;
   space.interleave = a.interleave;
+  space.ep = a.ep;
   space.micro_batches = a.micro_batch;
   space.global_batch = a.global_batch;
   space.search_cp = a.cp;

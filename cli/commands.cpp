@@ -227,6 +227,11 @@ int run_cli(int argc, char** argv) {
                          "Model chunks per pipeline stage to try (default: 1,2,4)")
       ->type_name("LIST")
       ->delimiter(',');
+  search_cmd->add_option("--ep", search.ep,
+                         "Expert-parallel degrees to try, each dividing dp (default: a mixture-of-experts model's "
+                         "powers of two up to its experts; 1 otherwise)")
+      ->type_name("LIST")
+      ->delimiter(',');
   search_cmd->add_flag("--recompute", search.recompute,
                        "Also try every layout with full activation recompute (the stack's own recompute is "
                        "searched, not assumed)");

@@ -52,7 +52,7 @@ struct SearchArgs : ScriptArgs {
   bool cp = false;                  // also try context parallelism
   bool uneven_pp = false;           // keep pipelines with unequal stages
   int64_t global_batch = 0;         // sequences; 0: the scenario's batch · grad_accum · dp
-  std::vector<int> tp, pp, zero, interleave;
+  std::vector<int> tp, pp, zero, interleave, ep;
   std::vector<int64_t> micro_batch;
   int threads = 0;
 };

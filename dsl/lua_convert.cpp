@@ -42,7 +42,10 @@ const ScalarFields<ModelConfig>& model_scalars() {
       {"kv_heads", &ModelConfig::kv_heads}, {"ffn_hidden", &ModelConfig::ffn_hidden},
       {"vocab", &ModelConfig::vocab},       {"max_seq", &ModelConfig::max_seq},
       {"rope", &ModelConfig::rope},         {"tied_embeddings", &ModelConfig::tied_embeddings},
-      {"bias", &ModelConfig::bias}};
+      {"bias", &ModelConfig::bias},         {"experts", &ModelConfig::experts},
+      {"top_k", &ModelConfig::top_k},       {"expert_ffn_hidden", &ModelConfig::expert_ffn_hidden},
+      {"shared_experts", &ModelConfig::shared_experts},
+      {"capacity_factor", &ModelConfig::capacity_factor}};
   return f;
 }
 
@@ -102,7 +105,7 @@ ModelConfig to_model(lua_State* L, int index, const std::string& what) {
 }
 
 void push_model(lua_State* L, const ModelConfig& m) {
-  lua_createtable(L, 0, 13);
+  lua_createtable(L, 0, 19);
   model_scalars().push(L, m);
   set_number(L, "kv_heads", static_cast<double>(m.kv_heads_or_heads()));  // 0 reads as "= heads"
   set_string(L, "activation", m.activation == Activation::gelu ? "gelu" : "swiglu");

@@ -106,7 +106,7 @@ int api_search(lua_State* L) {
                                   describe_value(L, 1)));
   const FieldReader f(L, 1, search_what,
                       {"scenario", "gpus", "top", "hardware", "global_batch", "micro_batch", "tp", "pp", "zero",
-                       "interleave", "recompute", "cp", "uneven_pp", "threads"});
+                       "interleave", "ep", "recompute", "cp", "uneven_pp", "threads"});
   const Scenario s = read_scenario(L, f);
 
   std::vector<StackStep> stack = s.stacks;
@@ -128,6 +128,7 @@ int api_search(lua_State* L) {
   space.pp = read_list<int>(L, f, "pp");
   space.zero = read_list<int>(L, f, "zero");
   space.interleave = read_list<int>(L, f, "interleave");
+  space.ep = read_list<int>(L, f, "ep");
   space.search_recompute = f.boolean("recompute").value_or(false);
   space.search_cp = f.boolean("cp").value_or(false);
   space.uneven_pp = f.boolean("uneven_pp").value_or(false);

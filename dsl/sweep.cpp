@@ -30,6 +30,7 @@ void apply(Scenario& s, const std::string& key, const std::string& value, const 
     else if (key == "tp") s.parallel.tp = static_cast<int>(v);
     else if (key == "pp") s.parallel.pp = static_cast<int>(v);
     else if (key == "cp") s.parallel.cp = static_cast<int>(v);
+    else if (key == "ep") s.parallel.ep = static_cast<int>(v);
     else if (key == "zero") s.parallel.zero = static_cast<int>(v);
     else throw ConfigError(fmt::format("unknown sweep key '{}'", key));
   }
@@ -41,14 +42,14 @@ const std::vector<std::string>& sweep_keys() {
   // Layout degrees come before gpus, so gpus = N derives dp from the degrees of its point.
   static const std::vector<std::string> keys = {"model",      "hardware", "batch", "prompt", "new_tokens",
                                                 "seq",        "grad_accum", "kv_cache", "tp", "pp",
-                                                "cp",         "zero",     "dp",    "gpus"};
+                                                "cp",         "ep",       "zero",  "dp",     "gpus"};
   return keys;
 }
 
 bool is_integer_sweep_key(const std::string& key) {
   return key == "batch" || key == "prompt" || key == "new_tokens" || key == "seq" ||
          key == "grad_accum" || key == "gpus" || key == "dp" || key == "tp" || key == "pp" ||
-         key == "cp" || key == "zero";
+         key == "cp" || key == "ep" || key == "zero";
 }
 
 std::string sweep_key_problem(const std::string& key, Phase p) {
@@ -62,7 +63,7 @@ std::string sweep_key_problem(const std::string& key, Phase p) {
                      : p == Phase::decode ? "batch, prompt, new_tokens, kv_cache"
                                           : "batch, prompt, new_tokens";
   return fmt::format("sweep key '{}' does not apply to a {} workload (its keys: {}; and model, "
-                     "hardware, gpus, dp, tp, pp, cp)",
+                     "hardware, gpus, dp, tp, pp, cp, ep)",
                      key, name_of(p), fits);
 }
 

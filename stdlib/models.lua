@@ -21,6 +21,12 @@ local function llama(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, m
   }
 end
 
+-- A mixture-of-experts variant of `m`: the MoE fields of model{} (docs/DSL.md) added.
+local function moe(m, fields)
+  for k, v in pairs(fields) do m[k] = v end
+  return m
+end
+
 return {
   -- GPT-2: Radford et al. 2019; https://huggingface.co/openai-community/gpt2/blob/main/config.json
   gpt("gpt2", 12, 768, 12, 3072, {aliases = {"gpt2-small", "gpt-2"}}),
@@ -38,7 +44,16 @@ return {
   llama("llama-3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, {"llama3-70b", "meta-llama-3-70b"}),
   -- Llama 3.1 405B: Llama Team 2024, arXiv:2407.21783, Table 3 (128K context)
   llama("llama-3-405b", 126, 16384, 128, 8, 53248, 128256, 131072, {"llama3-405b", "llama-3.1-405b"}),
+  -- Mixtral 8x7B: Jiang et al. 2024, arXiv:2401.04088, Table 1;
+  -- https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json (46.7B, 12.9B active)
+  moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768, {"mixtral"}), {experts = 8, top_k = 2}),
+  -- Qwen1.5-MoE-A2.7B, a fine-grained MoE: 60 experts of 1408, top 4, and a shared expert of
+  -- 5632 (= 4 experts' width); https://huggingface.co/Qwen/Qwen1.5-MoE-A2.7B/blob/main/config.json
+  -- (14.3B, 2.7B active). Its shared expert's sigmoid gate (2,048 weights a layer) is left out.
+  moe(llama("qwen1.5-moe-a2.7b", 24, 2048, 16, 16, 5632, 151936, 8192, {"qwen-moe", "qwen1.5-moe"}),
+      {experts = 60, top_k = 4, expert_ffn_hidden = 1408, shared_experts = 4}),
   -- Test models: small enough to execute every layer in unit tests.
   llama("tiny-llama", 2, 64, 4, 2, 128, 256, 256),
+  moe(llama("tiny-moe", 2, 64, 4, 2, 128, 256, 256), {experts = 8, top_k = 2, expert_ffn_hidden = 64}),
   gpt("tiny-gpt", 2, 64, 4, 256, {vocab = 256, max_seq = 256}),
 }

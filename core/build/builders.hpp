@@ -18,10 +18,18 @@ struct BuildOptions {
   // first stage, the final norm, head and loss on the last), with send/recv of activations and
   // their gradients at the stage's edges; context parallelism (cp) keeps seq/cp tokens of every
   // sequence (train and prefill) with ring attention over the cp ranks (context_parallel.cpp).
-  // Data parallelism and ZeRO are applied after the passes (core/parallel/data_parallel.hpp);
-  // expert parallelism is not built yet.
+  // Expert parallelism (ep) keeps experts/ep of a mixture-of-experts model's experts, with the
+  // all-to-alls of the tokens routed to the others (moe.cpp). Data parallelism and ZeRO are
+  // applied after the passes (core/parallel/data_parallel.hpp).
   ParallelSpec parallel;
   int stage = 0;  // pipeline stage, 0 .. parallel.pp - 1
+
+  // A single GPU's graph with `layers` materialized.
+  [[nodiscard]] static BuildOptions sampled(int64_t layers) {
+    BuildOptions o;
+    o.layers = layers;
+    return o;
+  }
 };
 
 // Dispatches on w.phase (and w.kv_cache for decode).

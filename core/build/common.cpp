@@ -89,10 +89,24 @@ int GraphBuilder::op(OpKind kind, std::string name, std::vector<int> inputs,
   return m_graph.add_op(std::move(o));
 }
 
-int GraphBuilder::param(std::string name, std::vector<int64_t> shape, int layer) {
+int GraphBuilder::param(std::string name, std::vector<int64_t> shape, int layer, bool expert) {
   const int id = tensor(std::move(name), std::move(shape), TensorRole::weight, layer);
+  m_graph.tensor(id).expert = expert;
   m_params.push_back({id, layer});
   return id;
+}
+
+void GraphBuilder::add_mlp_weights(int l, LayerWeights& lw, int64_t f, const std::string& prefix) {
+  const int64_t h = m_model.hidden;
+  auto n = [&](const char* what) { return lname(l, prefix + what); };
+  if (m_model.activation == Activation::swiglu) {
+    lw.gate = param(n(".gate_proj.weight"), {h, f}, l);
+    lw.up = param(n(".up_proj.weight"), {h, f}, l);
+    lw.down = param(n(".down_proj.weight"), {f, h}, l);
+  } else {
+    lw.gate = param(n(".fc1.weight"), {h, f}, l);
+    lw.down = param(n(".fc2.weight"), {f, h}, l);
+  }
 }
 
 NormWeights GraphBuilder::add_norm_weights(const std::string& prefix, int layer) {
@@ -122,13 +136,11 @@ ModelWeights GraphBuilder::add_weights() {
     lw.v = param(lname(l, "attn.v_proj.weight"), {h, kv}, l);
     lw.o = param(lname(l, "attn.o_proj.weight"), {q, h}, l);
     lw.mlp_norm = add_norm_weights("mlp_norm", l);
-    if (m.activation == Activation::swiglu) {
-      lw.gate = param(lname(l, "mlp.gate_proj.weight"), {h, f}, l);
-      lw.up = param(lname(l, "mlp.up_proj.weight"), {h, f}, l);
-      lw.down = param(lname(l, "mlp.down_proj.weight"), {f, h}, l);
+    if (!r.moe()) {
+      add_mlp_weights(l, lw, f);
     } else {
-      lw.gate = param(lname(l, "mlp.fc1.weight"), {h, f}, l);
-      lw.down = param(lname(l, "mlp.fc2.weight"), {f, h}, l);
+      add_expert_weights(l, lw);
+      if (r.shared_ffn > 0) add_mlp_weights(l, lw, r.shared_ffn, "mlp.shared");
     }
     mw.layers.push_back(lw);
   }
@@ -305,26 +317,39 @@ LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& l
   // MLP block.
   a.xn2 = norm(n("mlp_norm"), a.x1, lw.mlp_norm, rows, l);
   a.mlp_in = enter_tp(n("mlp_norm"), a.xn2, t, l, Stage::forward);
-  OpAttrs pa;
-  pa.elements = t * f;
-  int down_partial = -1;
   const bool swiglu = m.activation == Activation::swiglu;
-  if (swiglu) {
-    a.gate = linear(n("mlp.gate_proj"), a.mlp_in, lw.gate, t, f, h, l);
-    a.up = linear(n("mlp.up_proj"), a.mlp_in, lw.up, t, f, h, l);
-    a.act = tensor(n("mlp.silu_mul.out"), {t, f}, TensorRole::activation);
-    op(OpKind::silu_mul, n("mlp.silu_mul"), {a.gate, a.up}, {a.act}, pa, l, Stage::forward);
-    down_partial = linear(n("mlp.down_proj"), a.act, lw.down, t, h, f, l);
+  int down_partial = -1;
+  if (r.moe()) {
+    down_partial = moe_forward(l, a, lw, t);
   } else {
-    a.gate = linear(n("mlp.fc1"), a.mlp_in, lw.gate, t, f, h, l);
-    a.act = tensor(n("mlp.gelu.out"), {t, f}, TensorRole::activation);
-    op(OpKind::gelu, n("mlp.gelu"), {a.gate}, {a.act}, pa, l, Stage::forward);
-    down_partial = linear(n("mlp.fc2"), a.act, lw.down, t, h, f, l);
+    down_partial = dense_mlp(l, a, lw, a.mlp_in, t, f);
   }
   a.mlp_out = leave_tp(n(swiglu ? "mlp.down_proj" : "mlp.fc2"), down_partial, t, l, Stage::forward);
   a.out = tensor(n("mlp.residual.out"), {rows, h}, TensorRole::activation);
   op(OpKind::residual_add, n("mlp.residual"), {a.x1, a.mlp_out}, {a.out}, ra, l, Stage::forward);
   return a;
+}
+
+int GraphBuilder::dense_mlp(int l, LayerActivations& a, const LayerWeights& lw, int x, int64_t t, int64_t f,
+                            const std::string& prefix) {
+  const int64_t h = m_model.hidden;
+  auto n = [&](const char* what) { return lname(l, prefix + (what + 3)); };  // what: "mlp.…
+  OpAttrs pa;
+  pa.elements = t * f;
+  int down_partial = -1;
+  if (m_model.activation == Activation::swiglu) {
+    a.gate = linear(n("mlp.gate_proj"), x, lw.gate, t, f, h, l);
+    a.up = linear(n("mlp.up_proj"), x, lw.up, t, f, h, l);
+    a.act = tensor(n("mlp.silu_mul.out"), {t, f}, TensorRole::activation);
+    op(OpKind::silu_mul, n("mlp.silu_mul"), {a.gate, a.up}, {a.act}, pa, l, Stage::forward);
+    down_partial = linear(n("mlp.down_proj"), a.act, lw.down, t, h, f, l);
+  } else {
+    a.gate = linear(n("mlp.fc1"), x, lw.gate, t, f, h, l);
+    a.act = tensor(n("mlp.gelu.out"), {t, f}, TensorRole::activation);
+    op(OpKind::gelu, n("mlp.gelu"), {a.gate}, {a.act}, pa, l, Stage::forward);
+    down_partial = linear(n("mlp.fc2"), a.act, lw.down, t, h, f, l);
+  }
+  return down_partial;
 }
 
 }  // namespace perfsim::build

@@ -30,6 +30,12 @@ struct LayerWeights {
   int gate = -1;  // swiglu gate_proj [h, F] or gelu fc1 [h, F]
   int up = -1;    // swiglu up_proj [h, F]; -1 for gelu
   int down = -1;  // swiglu down_proj [F, h] or gelu fc2 [F, h]
+  // Mixture of experts (RankShape: E experts of the model, El on this rank, Fe each expert's
+  // width on it): the router [h, E] and the rank's experts stacked, gate/fc1 [El, h, Fe], up
+  // [El, h, Fe] (swiglu), down/fc2 [El, Fe, h]. gate/up/down above are then the shared experts
+  // as one MLP of their combined width (-1 without shared experts).
+  int router = -1;
+  int expert_gate = -1, expert_up = -1, expert_down = -1;
 };
 
 struct ModelWeights {
@@ -73,6 +79,20 @@ struct LayerActivations {
   int mlp_in = -1;             // what the MLP's first GEMMs read [T, h]: xn2, gathered with sp
   int gate = -1, up = -1;      // [T, F]: swiglu gate/up or gelu fc1 output (gate)
   int act = -1;                // [T, F]: silu(gate)·up or gelu(fc1)
+  // Mixture of experts: the router's logits [T, E], the routing (weights fp32, experts and
+  // slots int32, [T, k]), the dispatched buffers [E, C, h] and, under expert parallelism, the
+  // rank's experts' buffers after the all-to-all [El, ep·C, h]; the experts' gate/up/act
+  // [El, ep·C, Fe] and outputs [El, ep·C, h], those sent back [E, C, h], the combined [T, h].
+  // gate/up/act above are the shared experts' then.
+  struct Experts {
+    int logits = -1, weights = -1, choice = -1, slots = -1;
+    int dispatched = -1, input = -1;
+    int gate = -1, up = -1, act = -1;
+    int output = -1, returned = -1, combined = -1;
+    int64_t capacity = 0;  // C
+    double useful = 1;     // the share of buffer rows real tokens fill: T·k / (E·C), at most 1
+  };
+  Experts moe;
   int mlp_out = -1;            // [R, h]
   int out = -1;                // x1 + mlp [R, h]
   // Context parallelism: the ring attention's blocks, one per K/V block (block 0 the rank's
@@ -162,6 +182,23 @@ class GraphBuilder {
   };
   [[nodiscard]] RingGrads ring_attention_bwd(int layer, const LayerActivations& a, int dcontext,
                                              const AttentionShape& s);
+  // Mixture of experts (moe.cpp): the MoE MLP of layer `l` over `t` tokens read from
+  // a.mlp_in; fills a.moe (and the shared experts' a.gate/up/act) and returns the partial
+  // output [T, h] that leave_tp sums over the tensor-parallel ranks.
+  int moe_forward(int l, LayerActivations& a, const LayerWeights& lw, int64_t t);
+  // An expert-parallel all-to-all on the main stream: each rank's [E, C, h] buffers out to the
+  // ranks holding those experts, [El, ep·C, h] in (or back, `out_shape` saying which).
+  int ep_all_to_all(const std::string& name, int x, std::vector<int64_t> out_shape, int layer, Stage stage);
+  // The experts' batched linear: Y[El, rows, n] = X[El, rows, k] · W[El, k, n].
+  // `useful`: Experts::useful, the share of its FLOPs MFU counts.
+  int expert_linear(const std::string& name, int x, int w, int64_t rows, int64_t n, int64_t k, int layer,
+                    double useful);
+  // The dense MLP of width f over x [t, h] (gate/up/act into a); returns the down
+  // projection's partial output [t, h].
+  // `prefix`: "mlp", or "mlp.shared" for an MoE layer's shared experts.
+  int dense_mlp(int l, LayerActivations& a, const LayerWeights& lw, int x, int64_t t, int64_t f,
+                const std::string& prefix = "mlp");
+  [[nodiscard]] OpAttrs moe_attrs(int64_t tokens, int64_t cols, int64_t capacity) const;
   [[nodiscard]] LayerActivations forward_layer(int layer, int x, const LayerWeights& lw,
                                                const AttentionShape& a, const LayerCache& cache);
   [[nodiscard]] LayerCache add_cache(int layer, int64_t batch, int64_t capacity, bool attend);
@@ -179,7 +216,9 @@ class GraphBuilder {
   std::pair<int, int> ring_step(const std::string& name, int x, int y, const std::string& xname,
                                 const std::string& yname, int layer, Stage stage);
   int add_blocks(const std::string& name, int a, int b, int layer, Stage stage);
-  int param(std::string name, std::vector<int64_t> shape, int layer);
+  int param(std::string name, std::vector<int64_t> shape, int layer, bool expert = false);
+  void add_mlp_weights(int l, LayerWeights& lw, int64_t width, const std::string& prefix = "mlp");
+  void add_expert_weights(int l, LayerWeights& lw);
 
   const ModelConfig& m_model;
   RankShape m_rank;

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/errors.hpp"
 #include "core/spec/parallel.hpp"
 
@@ -17,6 +20,11 @@ int64_t RankShape::rows(int64_t tokens) const {
         "multiple of {} or turn sp off",
         tokens, tp, tp));
   return tokens / tp;
+}
+
+int64_t RankShape::expert_capacity(int64_t tokens) const {
+  const double even = static_cast<double>(tokens * top_k) / static_cast<double>(experts);
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(capacity_factor * even - 1e-9)));
 }
 
 ContextChunks context_chunks(int cp, int rank) {
@@ -48,7 +56,14 @@ RankShape rank_shape(const ModelConfig& m, const Workload& w, const BuildOptions
   r.kv_dim = m.kv_dim();
   r.ffn = m.ffn_hidden;
   r.vocab = m.vocab;
-  if (p.tp == 1 && p.pp == 1 && p.cp == 1 && !p.sp && o.stage == 0) return r;  // a single GPU
+  if (m.moe()) {
+    r.experts = r.local_experts = m.experts;
+    r.expert_ffn = m.expert_width();
+    r.shared_ffn = m.shared_experts * m.expert_width();
+    r.top_k = m.top_k;
+    r.capacity_factor = m.capacity_factor;
+  }
+  if (p.tp == 1 && p.pp == 1 && p.cp == 1 && p.ep == 1 && !p.sp && o.stage == 0) return r;  // a single GPU
 
   validate(p, m, w);
   if (o.stage < 0 || o.stage >= p.pp)
@@ -71,6 +86,15 @@ RankShape rank_shape(const ModelConfig& m, const Workload& w, const BuildOptions
   r.kv_dim = r.kv_heads * m.head_dim();
   r.ffn = m.ffn_hidden / p.tp;
   r.vocab = (m.vocab + p.tp - 1) / p.tp;
+  if (m.moe()) {
+    // Experts split over the expert-parallel ranks, each expert's MLP over the tensor-parallel
+    // ones (Megatron-Core with expert tensor parallelism equal to tp).
+    r.ep = p.ep;
+    r.ep_stride = p.tp;  // consecutive in the cp · dp order (ParallelSpec's rank numbering)
+    r.local_experts = m.experts / p.ep;
+    r.expert_ffn = m.expert_width() / p.tp;
+    r.shared_ffn = m.shared_experts * m.expert_width() / p.tp;
+  }
   return r;
 }
 

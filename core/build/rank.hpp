@@ -25,11 +25,23 @@ struct RankShape {
   // Per rank: attention heads, KV heads, the query and KV projection widths, the MLP width and
   // the vocabulary rows (padded up to a multiple of tp, as Megatron pads it).
   int64_t heads = 0, kv_heads = 0, q_dim = 0, kv_dim = 0, ffn = 0, vocab = 0;
+  // Mixture of experts: the model's routed experts, those this rank holds (experts / ep), each
+  // one's MLP width on this rank and the shared experts' combined width on it (both / tp).
+  int ep = 1;
+  int ep_stride = 1;  // expert-parallel ranks are consecutive data-parallel (or context) ranks
+  int64_t experts = 0, local_experts = 0, expert_ffn = 0, shared_ffn = 0;
+  int64_t top_k = 0;
+  double capacity_factor = 1;
 
   [[nodiscard]] bool first_stage() const { return stage == 0; }
   [[nodiscard]] bool last_stage() const { return stage == pp - 1; }
   [[nodiscard]] bool tensor_parallel() const { return tp > 1; }
   [[nodiscard]] bool context_parallel() const { return cp > 1; }
+  [[nodiscard]] bool moe() const { return experts > 0; }
+  [[nodiscard]] bool expert_parallel() const { return ep > 1; }
+  // Rows of each expert's buffer when `tokens` tokens are routed: capacity_factor times an even
+  // share, ceil(capacity_factor · tokens · top_k / experts), at least 1.
+  [[nodiscard]] int64_t expert_capacity(int64_t tokens) const;
   // Tokens of one sequence this rank holds: seq/cp (validate has checked that 2·cp divides it).
   [[nodiscard]] int64_t local_seq(int64_t seq) const { return seq / cp; }
   // Rows of the regions outside the tensor-parallel GEMMs (norms, residuals, stage edges) for a

@@ -93,6 +93,117 @@ class BackwardBuilder {
     return y;
   }
 
+  // A dense MLP's backward (of width f, `prefix` "mlp" or "mlp.shared") from the gradient of
+  // its output dy [T, h], x_in the [T, h] its first GEMMs read; returns the partial dX [T, h].
+  int mlp(int l, int gate, int up, int act, const LayerWeights& lw, int dy, int x_in, int64_t f,
+          const std::string& prefix) {
+    const int64_t t = m_tokens, h = m_m.hidden;
+    auto n = [&](const char* what) { return m_b.lname(l, prefix + what); };
+    OpAttrs pa;
+    pa.elements = t * f;
+    if (m_m.activation == Activation::swiglu) {
+      const int dact = linear(n(".down_proj"), dy, act, lw.down, t, h, f, l);
+      const int dgate = m_b.activation_like(n(".silu_mul.bwd.gate"), gate);
+      const int dup = m_b.activation_like(n(".silu_mul.bwd.up"), up);
+      m_b.op(OpKind::silu_mul_bwd, n(".silu_mul.bwd"), {gate, up, dact}, {dgate, dup}, pa, l, Stage::backward);
+      const int du = linear(n(".up_proj"), dup, x_in, lw.up, t, f, h, l);
+      const int dg = linear(n(".gate_proj"), dgate, x_in, lw.gate, t, f, h, l);
+      return add(n(".grad_sum"), dg, du, l);
+    }
+    const int dact = linear(n(".fc2"), dy, act, lw.down, t, h, f, l);
+    const int dfc1 = m_b.activation_like(n(".gelu.bwd.out"), gate);
+    m_b.op(OpKind::gelu_bwd, n(".gelu.bwd"), {gate, dact}, {dfc1}, pa, l, Stage::backward);
+    return linear(n(".fc1"), dfc1, x_in, lw.gate, t, f, h, l);
+  }
+
+  // The experts' batched linear backward: Y[El, rows, n] = X[El, rows, k] · W[El, k, n].
+  // dX = dY · W^T per expert, dW (+)= X^T · dY. Returns dX.
+  int expert_linear(const std::string& name, int dy, int x, int w, int64_t rows, int64_t n, int64_t k, int layer,
+                    double useful) {
+    const int64_t e = m_r.local_experts;
+    const int dx = m_b.tensor(name + ".dgrad.out", {e, rows, k}, TensorRole::activation);
+    OpAttrs d;
+    d.batch = e;
+    d.m = rows, d.n = k, d.k = n;
+    d.trans_b = true;
+    d.model_share = useful;
+    m_b.op(OpKind::gemm, name + ".dgrad", {dy, w}, {dx}, d, layer, Stage::backward);
+    const int gw = grad_of(w, layer);
+    OpAttrs g;
+    g.batch = e;
+    g.model_share = useful;
+    g.m = k, g.n = n, g.k = rows;
+    g.trans_a = true;
+    g.accumulate = m_accumulate;
+    std::vector<int> in{x, dy};
+    if (m_accumulate) in.push_back(gw);
+    m_b.op(OpKind::gemm, name + ".wgrad", std::move(in), {gw}, g, layer, Stage::backward);
+    return dx;
+  }
+
+  // An MoE MLP's backward from dy [T, h] (moe.cpp builds its forward): the combine, the
+  // experts (their gradients sent back over the all-to-all under expert parallelism), the
+  // dispatch, the routing and the router, and the shared experts beside them. Returns the
+  // partial dX [T, h] that leave_tp sums. Under tensor parallelism each rank's expert outputs
+  // are partial sums, so the routing weights' gradient is all-reduced over the tensor-parallel
+  // ranks first; the router's own input gradient is then the same on each of them.
+  int moe(int l, const LayerActivations& a, const LayerWeights& lw, int dy) {
+    const int64_t t = m_tokens, h = m_m.hidden, e = m_r.experts, k = m_r.top_k, el = m_r.local_experts,
+                  f = m_r.expert_ffn;
+    const LayerActivations::Experts& x = a.moe;
+    const int64_t rows = m_r.ep * x.capacity;
+    auto n = [&](const char* what) { return m_b.lname(l, what); };
+    const bool swiglu = m_m.activation == Activation::swiglu;
+
+    const int dreturned = m_b.activation_like(n("mlp.combine.bwd.dexperts"), x.returned);
+    int dweights = m_b.tensor(n("mlp.combine.bwd.dweights"), {t, k}, TensorRole::activation, -1, DType::fp32);
+    m_b.op(OpKind::moe_combine_bwd, n("mlp.combine.bwd"), {dy, x.returned, x.choice, x.slots, x.weights},
+           {dreturned, dweights}, m_b.moe_attrs(t, h, x.capacity), l, Stage::backward);
+    if (m_r.tensor_parallel())
+      dweights = m_b.tp_collective(n("mlp.combine.bwd.dweights"), Collective::all_reduce, dweights, {t, k}, l,
+                                   Stage::backward);
+    const char* down = swiglu ? "mlp.experts.down_proj" : "mlp.experts.fc2";
+    const int doutput = m_r.expert_parallel()
+                            ? m_b.ep_all_to_all(n("mlp.combine.bwd"), dreturned, {el, rows, h}, l, Stage::backward)
+                            : dreturned;
+    const int dact = expert_linear(n(down), doutput, x.act, lw.expert_down, rows, h, f, l, x.useful);
+    OpAttrs pa;
+    pa.elements = el * rows * f;
+    pa.model_share = x.useful;
+    int dinput = -1;
+    if (swiglu) {
+      const int dgate = m_b.activation_like(n("mlp.experts.silu_mul.bwd.gate"), x.gate);
+      const int dup = m_b.activation_like(n("mlp.experts.silu_mul.bwd.up"), x.up);
+      m_b.op(OpKind::silu_mul_bwd, n("mlp.experts.silu_mul.bwd"), {x.gate, x.up, dact}, {dgate, dup}, pa, l,
+             Stage::backward);
+      const int du = expert_linear(n("mlp.experts.up_proj"), dup, x.input, lw.expert_up, rows, f, h, l, x.useful);
+      const int dg = expert_linear(n("mlp.experts.gate_proj"), dgate, x.input, lw.expert_gate, rows, f, h, l, x.useful);
+      dinput = add(n("mlp.experts.grad_sum"), dg, du, l);
+    } else {
+      const int dfc1 = m_b.activation_like(n("mlp.experts.gelu.bwd.out"), x.gate);
+      m_b.op(OpKind::gelu_bwd, n("mlp.experts.gelu.bwd"), {x.gate, dact}, {dfc1}, pa, l, Stage::backward);
+      dinput = expert_linear(n("mlp.experts.fc1"), dfc1, x.input, lw.expert_gate, rows, f, h, l, x.useful);
+    }
+    const int ddispatched =
+        m_r.expert_parallel()
+            ? m_b.ep_all_to_all(n("mlp.dispatch.bwd"), dinput, {e, x.capacity, h}, l, Stage::backward)
+            : dinput;
+    const int dx_experts = m_b.activation_like(n("mlp.dispatch.bwd.out"), a.mlp_in);
+    m_b.op(OpKind::moe_dispatch_bwd, n("mlp.dispatch.bwd"), {ddispatched, x.choice, x.slots}, {dx_experts},
+           m_b.moe_attrs(t, h, x.capacity), l, Stage::backward);
+    const int dlogits = m_b.activation_like(n("mlp.route.bwd.out"), x.logits);
+    m_b.op(OpKind::moe_route_bwd, n("mlp.route.bwd"), {x.logits, x.choice, dweights}, {dlogits},
+           m_b.moe_attrs(t, e, x.capacity), l, Stage::backward);
+    const int x_in = m_b.regather(n("mlp_norm"), a.xn2, t, l);
+    const int dx_router = linear(n("mlp.router"), dlogits, x_in, lw.router, t, e, h, l);
+    int dx = add(n("mlp.router.grad_sum"), dx_experts, dx_router, l);
+    if (m_r.shared_ffn > 0) {
+      const int dx_shared = mlp(l, a.gate, a.up, a.act, lw, dy, x_in, m_r.shared_ffn, "mlp.shared");
+      dx = add(n("mlp.shared.grad_sum"), dx, dx_shared, l);
+    }
+    return dx;
+  }
+
   // Backward of one layer; dy is the gradient of its output, returns that of its input.
   // Tensor parallelism: the row-parallel GEMMs' backward reads the whole output gradient
   // (all-gathered with sp), the column-parallel dgrads' partial sums are all-reduced
@@ -101,29 +212,16 @@ class BackwardBuilder {
     const int64_t t = m_tokens, rows = m_r.rows(t), h = m_m.hidden, q = m_r.q_dim, kv = m_r.kv_dim,
                   f = m_r.ffn;
     auto n = [&](const char* what) { return m_b.lname(l, what); };
-    OpAttrs pa;
-    pa.elements = t * f;
 
     // MLP block.
+    const bool swiglu = m_m.activation == Activation::swiglu;
+    const int dy_in = m_b.enter_tp(n(swiglu ? "mlp.down_proj.bwd" : "mlp.fc2.bwd"), dy, t, l, Stage::backward);
     int dxn2 = -1;
-    if (m_m.activation == Activation::swiglu) {
-      const int dy_in = m_b.enter_tp(n("mlp.down_proj.bwd"), dy, t, l, Stage::backward);
-      const int dact = linear(n("mlp.down_proj"), dy_in, a.act, lw.down, t, h, f, l);
-      const int dgate = m_b.activation_like(n("mlp.silu_mul.bwd.gate"), a.gate);
-      const int dup = m_b.activation_like(n("mlp.silu_mul.bwd.up"), a.up);
-      m_b.op(OpKind::silu_mul_bwd, n("mlp.silu_mul.bwd"), {a.gate, a.up, dact}, {dgate, dup}, pa,
-             l, Stage::backward);
-      const int x_in = m_b.regather(n("mlp_norm"), a.xn2, t, l);
-      const int du = linear(n("mlp.up_proj"), dup, x_in, lw.up, t, f, h, l);
-      const int dg = linear(n("mlp.gate_proj"), dgate, x_in, lw.gate, t, f, h, l);
-      dxn2 = add(n("mlp.grad_sum"), dg, du, l);
+    if (m_r.moe()) {
+      dxn2 = moe(l, a, lw, dy_in);
     } else {
-      const int dy_in = m_b.enter_tp(n("mlp.fc2.bwd"), dy, t, l, Stage::backward);
-      const int dact = linear(n("mlp.fc2"), dy_in, a.act, lw.down, t, h, f, l);
-      const int dfc1 = m_b.activation_like(n("mlp.gelu.bwd.out"), a.gate);
-      m_b.op(OpKind::gelu_bwd, n("mlp.gelu.bwd"), {a.gate, dact}, {dfc1}, pa, l, Stage::backward);
       const int x_in = m_b.regather(n("mlp_norm"), a.xn2, t, l);
-      dxn2 = linear(n("mlp.fc1"), dfc1, x_in, lw.gate, t, f, h, l);
+      dxn2 = mlp(l, a.gate, a.up, a.act, lw, dy_in, x_in, f, "mlp");
     }
     dxn2 = m_b.leave_tp(n("mlp.dgrad"), dxn2, t, l, Stage::backward);
     const int dx1_norm = norm(n("mlp_norm"), a.x1, lw.mlp_norm, dxn2, rows, l);

@@ -127,9 +127,10 @@ Prediction predict(const Graph& g, const Hardware& hw) {
     const auto dt = static_cast<std::size_t>(op.dtype);
     p.flops += c.flops * op.count;
     if (!op.recomputed) {
-      model_flops[dt] += c.flops * op.count;
-      if (op.kind == OpKind::gemm) gemm_flops[dt] += c.flops * op.count;
-      model_total += c.flops * op.count;
+      const double useful = c.flops * op.count * op.attrs.model_share;
+      model_flops[dt] += useful;
+      if (op.kind == OpKind::gemm) gemm_flops[dt] += useful;
+      model_total += useful;
     }
     if (!c.supported) lacking[dt] = true;
     p.ops.push_back(c);

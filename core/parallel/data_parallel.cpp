@@ -23,11 +23,30 @@ struct Param {
   int m = -1, v = -1;
   int adamw = -1;    // the op that updates it
   int layer = -1;
+  bool expert = false;  // a routed expert's: shared by fewer ranks under expert parallelism
 };
+
+// The ranks one kind of parameter is replicated over: `shard` consecutive ones (at `stride`)
+// hold one sharded copy of its training state, `replicas` such copies (hybrid_shard: one per
+// node) at stride · shard.
+struct Group {
+  int shard = 1;
+  int replicas = 1;
+  int stride = 1;
+  [[nodiscard]] int ranks() const { return shard * replicas; }
+};
+
+// The largest divisor of n that is at most limit (and at least 1).
+int divisor_at_most(int n, int limit) {
+  int d = std::max(1, std::min(n, limit));
+  while (n % d != 0) --d;
+  return d;
+}
 
 // Gradients of one layer that go out in one collective.
 struct Bucket {
   int layer = -1;
+  bool expert = false;
   double bytes = 0;
   std::vector<std::size_t> params;  // indices into the parameter list
   int after = -1;                   // the op that writes its last gradient
@@ -59,12 +78,21 @@ class Insertions {
 class DataParallel {
  public:
   DataParallel(Graph& g, const ParallelSpec& p)
-      : m_g(g), m_dp(p.dp), m_stride(p.dp_stride()), m_stage(p.sharding_stage()), m_bucket_bytes(p.bucket_bytes),
+      : m_g(g), m_stage(p.sharding_stage()), m_bucket_bytes(p.bucket_bytes),
         m_micro_batches(static_cast<double>(std::max<int64_t>(1, g.workload.grad_accum))),
-        m_insert(g.ops.size()) {}
+        m_insert(g.ops.size()) {
+    // Dense parameters: every data-parallel and context-parallel rank (consecutive at stride tp).
+    const int all = p.gradient_ranks();
+    m_dense = Group{p.shard_ranks(), all / p.shard_ranks(), p.tp};
+    // Routed experts: the ranks holding the same experts, one in every ep consecutive ones.
+    const int expert_all = all / p.ep;
+    const int expert_shard = p.shard_ranks() == all ? expert_all : divisor_at_most(expert_all, p.shard_ranks() / p.ep);
+    m_expert = Group{expert_shard, expert_all / expert_shard, p.tp * p.ep};
+  }
 
   void run() {
     find_params();
+    if (m_params.empty()) return;  // one rank holds every parameter: nothing to share
     const std::vector<Bucket> buckets = bucket_gradients();
     if (m_stage >= 1) shard_optimizer();
     if (m_stage >= 2) free_gradients_after_use();
@@ -89,8 +117,10 @@ class DataParallel {
     return m_g.add_tensor(std::move(t));
   }
 
+  const Group& group_of(const Param& p) const { return p.expert ? m_expert : m_dense; }
+
   Op collective(const std::string& name, Collective c, std::vector<int> in, std::vector<int> out, double payload,
-                double count, int layer, Stage stage, int stream, DType dtype) const {
+                double count, int layer, Stage stage, int stream, DType dtype, int ranks, int stride) const {
     Op o;
     o.name = name;
     o.kind = OpKind::collective;
@@ -98,8 +128,8 @@ class DataParallel {
     o.inputs = std::move(in);
     o.outputs = std::move(out);
     o.attrs.collective = c;
-    o.attrs.group = m_dp;
-    o.attrs.group_stride = m_stride;
+    o.attrs.group = ranks;
+    o.attrs.group_stride = stride;
     o.attrs.payload_bytes = payload;
     o.stage = stage;
     o.layer = layer;
@@ -111,9 +141,11 @@ class DataParallel {
   // The parameters, from the AdamW groups: {param, grad, m, v} or, with a master copy,
   // {master, grad, m, v, weight} (core/graph/op_kind.hpp).
   void find_params() {
+    bool has_optimizer = false;
     for (std::size_t i = 0; i < m_g.ops.size(); ++i) {
       const Op& op = m_g.ops[i];
       if (op.kind != OpKind::adamw) continue;
+      has_optimizer = true;
       for (std::size_t k = 0; k + 3 < op.inputs.size();) {
         Param p;
         const bool master = tensor(op.inputs[k]).role == TensorRole::master_weight;
@@ -124,11 +156,13 @@ class DataParallel {
         p.v = op.inputs[k + 3];
         p.adamw = static_cast<int>(i);
         p.layer = op.layer;
-        m_params.push_back(p);
+        p.expert = tensor(p.weight).expert;
+        // A parameter no other rank holds needs no communication and stays whole.
+        if (group_of(p).ranks() > 1) m_params.push_back(p);
         k += master ? 5 : 4;
       }
     }
-    if (m_params.empty())
+    if (!has_optimizer)
       throw ConfigError("data parallelism needs a training step: the graph has no optimizer");
     // A parameter belongs to the layer of the first op that reads it: the fused optimizer
     // updates every layer in one op, so its own layer says nothing.
@@ -168,7 +202,8 @@ class DataParallel {
       // The bucket being filled closes at its cap: 1 MiB for the first, bucket_bytes after.
       const double cap = buckets.size() == 1 ? first_bucket_bytes : m_bucket_bytes;
       const bool full = !buckets.empty() && buckets.back().bytes >= cap;
-      if (buckets.empty() || buckets.back().layer != p.layer || full) buckets.push_back(Bucket{p.layer, 0, {}, -1});
+      if (buckets.empty() || buckets.back().layer != p.layer || buckets.back().expert != p.expert || full)
+        buckets.push_back(Bucket{p.layer, p.expert, 0, {}, -1});
       Bucket& b = buckets.back();
       b.bytes += tensor(p.grad).bytes();
       b.params.push_back(k);
@@ -182,20 +217,23 @@ class DataParallel {
   void shard_optimizer() {
     std::map<int, int> replace;  // tensor id -> the shard AdamW uses instead
     for (Param& p : m_params) {
+      const int n = group_of(p).shard;
+      const int64_t elements = tensor(p.grad).elements();
+      m_adamw_saved[p.adamw] += elements - shard_of(elements, n);
       for (int id : {p.m, p.v, p.master})
-        if (id >= 0) tensor(id).shape = {shard_of(tensor(id).elements(), m_dp)};
+        if (id >= 0) tensor(id).shape = {shard_of(tensor(id).elements(), n)};
       const Tensor grad = tensor(p.grad);
       const DType grad_dtype = p.master >= 0 ? DType::fp32 : grad.dtype;
-      const int shard = add_tensor(grad, grad.name + ".shard", {shard_of(grad.elements(), m_dp)}, grad_dtype, false);
+      const int shard = add_tensor(grad, grad.name + ".shard", {shard_of(grad.elements(), n)}, grad_dtype, false);
       m_grad_shard[p.grad] = shard;
       replace[p.grad] = shard;
       if (m_stage <= 2) {
         const Tensor w = tensor(p.weight);
-        const int ws = add_tensor(w, w.name + ".shard", {shard_of(w.elements(), m_dp)}, w.dtype, false);
+        const int ws = add_tensor(w, w.name + ".shard", {shard_of(w.elements(), n)}, w.dtype, false);
         m_weight_shard[p.weight] = ws;
         replace[p.weight] = ws;
       } else {
-        tensor(p.weight).shape = {shard_of(tensor(p.weight).elements(), m_dp)};
+        tensor(p.weight).shape = {shard_of(tensor(p.weight).elements(), n)};
       }
     }
     for (Op& op : m_g.ops) {
@@ -204,7 +242,9 @@ class DataParallel {
         if (const auto it = replace.find(id); it != replace.end()) id = it->second;
       for (int& id : op.outputs)
         if (const auto it = replace.find(id); it != replace.end()) id = it->second;
-      op.attrs.elements = shard_of(op.attrs.elements, m_dp);
+      // Each parameter it updates now a shard (a fused AdamW: of groups sharded differently).
+      if (const auto it = m_adamw_saved.find(static_cast<int>(&op - m_g.ops.data())); it != m_adamw_saved.end())
+        op.attrs.elements -= it->second;
     }
   }
 
@@ -246,6 +286,7 @@ class DataParallel {
       count = layer_count(p);
     }
     const Tensor first = tensor(grads.front());
+    const Group& g = group_of(m_params[b.params.front()]);
     if (m_stage == 0) {
       // DDP copies the gradients into a bucket buffer, all-reduces it and copies back.
       const int buffer = add_tensor(first, bucket_name(b.layer, "ddp") + ".buffer",
@@ -254,7 +295,8 @@ class DataParallel {
       std::vector<int> io = grads;
       io.push_back(buffer);
       m_insert.after(b.after, collective(bucket_name(b.layer, "ddp.all_reduce"), Collective::all_reduce, io, io,
-                                         b.bytes, count, b.layer, Stage::backward, gradient_stream, first.dtype));
+                                         b.bytes, count, b.layer, Stage::backward, gradient_stream, first.dtype,
+                                         g.ranks(), g.stride));
       return;
     }
     std::vector<int> shards;
@@ -262,18 +304,25 @@ class DataParallel {
     const double per_step = m_stage >= 2 ? count * m_micro_batches : count;
     m_insert.after(b.after, collective(bucket_name(b.layer, "zero.reduce_scatter"), Collective::reduce_scatter,
                                        grads, shards, b.bytes, per_step, b.layer, Stage::backward,
-                                       gradient_stream, first.dtype));
+                                       gradient_stream, first.dtype, g.shard, g.stride));
+    // hybrid_shard: the shards then averaged over the copies on other nodes.
+    if (g.replicas > 1)
+      m_insert.after(b.after, collective(bucket_name(b.layer, "hsdp.all_reduce"), Collective::all_reduce, shards,
+                                         shards, b.bytes / g.shard, per_step, b.layer, Stage::backward,
+                                         gradient_stream, first.dtype, g.replicas, g.stride * g.shard));
   }
 
   // ZeRO-1/2: after the step every rank all-gathers the others' updated weight shards.
   void gather_updated_weights() {
     int last_adamw = -1;
-    std::map<int, std::vector<const Param*>> by_layer;
+    std::map<std::pair<int, bool>, std::vector<const Param*>> by_layer;
     for (const Param& p : m_params) {
       last_adamw = std::max(last_adamw, p.adamw);
-      by_layer[p.layer].push_back(&p);
+      by_layer[{p.layer, p.expert}].push_back(&p);
     }
-    for (const auto& [layer, params] : by_layer) {
+    for (const auto& [key, params] : by_layer) {
+      const int layer = key.first;
+      const Group& g = group_of(*params.front());
       std::vector<int> shards, weights;
       double bytes = 0;
       for (const Param* p : params) {
@@ -281,18 +330,19 @@ class DataParallel {
         weights.push_back(p->weight);
         bytes += tensor(p->weight).bytes();
       }
-      const std::string name = layer >= 0 ? fmt::format("layer{}.zero.all_gather", layer) : "zero.all_gather";
+      const std::string what = key.second ? "zero.all_gather.experts" : "zero.all_gather";
+      const std::string name = layer >= 0 ? fmt::format("layer{}.{}", layer, what) : what;
       m_insert.after(last_adamw, collective(name, Collective::all_gather, shards, weights, bytes,
                                             layer_count(*params.front()), layer, Stage::optimizer, 0,
-                                            tensor(weights.front()).dtype));
+                                            tensor(weights.front()).dtype, g.shard, g.stride));
     }
   }
 
   // ZeRO-3: each layer's weights gathered before its forward and again before its backward,
   // one layer ahead; the rest of the model's weights once, before the first op.
   void gather_before_use() {
-    std::map<int, std::vector<const Param*>> by_layer;
-    for (const Param& p : m_params) by_layer[p.layer].push_back(&p);
+    std::map<std::pair<int, bool>, std::vector<const Param*>> by_layer;
+    for (const Param& p : m_params) by_layer[{p.layer, p.expert}].push_back(&p);
     std::map<int, int> first_fwd, first_bwd;  // layer -> first op of that pass
     int first_op_fwd = -1, first_op_bwd = -1;
     for (std::size_t i = 0; i < m_g.ops.size(); ++i) {
@@ -307,7 +357,8 @@ class DataParallel {
       }
     }
     const double micro = m_micro_batches;
-    for (const auto& [layer, params] : by_layer) {
+    for (const auto& [key, params] : by_layer) {
+      const int layer = key.first;
       if (layer < 0) {
         // Outside the layers: gathered once, kept for forward and backward.
         gather(params, "", -1, [](const Op& op) { return op.stage != Stage::optimizer; }, 0, micro);
@@ -352,16 +403,16 @@ class DataParallel {
     }
     if (!read) return;  // no op of that pass reads these weights
     const double count = layer >= 0 ? m_g.tensor(params.front()->weight).count * micro : 1.0;
-    const std::string name =
-        fmt::format("{}zero.all_gather{}", layer >= 0 ? fmt::format("layer{}.", layer) : "", suffix);
+    const Group& g = group_of(*params.front());
+    const std::string name = fmt::format("{}zero.all_gather{}{}", layer >= 0 ? fmt::format("layer{}.", layer) : "",
+                                         params.front()->expert ? ".experts" : "", suffix);
     m_insert.before(at, collective(name, Collective::all_gather, shards, full, bytes, count, layer,
                                    m_g.ops[static_cast<std::size_t>(at)].stage, gather_stream,
-                                   tensor(full.front()).dtype));
+                                   tensor(full.front()).dtype, g.shard, g.stride));
   }
 
   Graph& m_g;
-  int m_dp;
-  int m_stride;  // rank distance between data-parallel peers (ParallelSpec::dp_stride)
+  Group m_dense, m_expert;
   int m_stage;
   double m_bucket_bytes;
   double m_micro_batches;
@@ -370,12 +421,13 @@ class DataParallel {
   std::vector<int> m_last_writer, m_first_writer;  // per tensor, in backward
   std::map<int, int> m_grad_shard, m_weight_shard;
   std::map<int, int> m_bucket_index;
+  std::map<int, int64_t> m_adamw_saved;  // AdamW op -> the elements sharding takes off it
 };
 
 }  // namespace
 
 void apply_data_parallel(Graph& g, const ParallelSpec& p) {
-  if (p.dp == 1 && p.sharding_stage() == 0) return;
+  if (p.gradient_ranks() == 1) return;  // no rank shares this one's parameters
   DataParallel(g, p).run();
   g.check();
 }

@@ -26,6 +26,7 @@ const char* describe(PruneReason r) {
     case PruneReason::uneven_stages: return "layers not a multiple of pp × interleave (--uneven-pp keeps them)";
     case PruneReason::interleave_batches: return "interleaved with micro-batches not a multiple of pp";
     case PruneReason::cp_split: return "sequence not a multiple of 2 × cp";
+    case PruneReason::ep_split: return "ep does not divide dp";
     case PruneReason::invalid_other: return "other invalid layout";
     case PruneReason::does_not_fit: return "does not fit memory";
   }
@@ -40,6 +41,7 @@ const char* name_of(PruneReason r) {
     case PruneReason::uneven_stages: return "uneven_stages";
     case PruneReason::interleave_batches: return "interleave_batches";
     case PruneReason::cp_split: return "cp_split";
+    case PruneReason::ep_split: return "ep_split";
     case PruneReason::invalid_other: return "invalid_other";
     case PruneReason::does_not_fit: return "does_not_fit";
   }
@@ -122,13 +124,16 @@ std::optional<PruneReason> prune(const ParallelSpec& p, const ModelConfig& m, co
                                  std::string& message) {
   const bool train = w.phase == Phase::train;
   const int64_t kv = m.kv_heads_or_heads();
-  if (m.heads % p.tp != 0 || kv % p.tp != 0 || m.ffn_hidden % p.tp != 0) return PruneReason::tp_split;
+  const int64_t expert = m.moe() ? m.expert_width() : m.ffn_hidden;
+  if (m.heads % p.tp != 0 || kv % p.tp != 0 || m.ffn_hidden % p.tp != 0 || expert % p.tp != 0)
+    return PruneReason::tp_split;
   const int64_t chunks = static_cast<int64_t>(p.pp) * p.interleave;
   if (chunks > m.layers) return PruneReason::too_many_chunks;
   if (!uneven && m.layers % chunks != 0) return PruneReason::uneven_stages;
   if (train && p.interleave > 1 && w.grad_accum % p.pp != 0) return PruneReason::interleave_batches;
   const int64_t tokens = train ? w.seq : w.prompt;
   if (p.cp > 1 && tokens % (2 * p.cp) != 0) return PruneReason::cp_split;
+  if (p.dp % p.ep != 0) return PruneReason::ep_split;
   try {
     validate(p, m, w, p.gpus());
   } catch (const ConfigError& e) {
@@ -215,16 +220,21 @@ SearchResult search_layouts(const ModelConfig& m, const Workload& w, const std::
   mbs = sorted_unique(mbs);
   const std::vector<int> vs = sorted_unique(space.interleave.empty() ? std::vector<int>{1, 2, 4} : space.interleave);
   const std::vector<int> zeros = sorted_unique(space.zero.empty() ? std::vector<int>{0, 1, 2, 3} : space.zero);
+  std::vector<int> eps = space.ep;
+  if (eps.empty()) eps = m.moe() ? powers_of_two_dividing(static_cast<int>(m.experts), static_cast<int>(m.experts))
+                                 : std::vector<int>{1};
+  eps = sorted_unique(eps);
   check_candidates(tps, "tp", 1);
   check_candidates(pps, "pp", 1);
   check_candidates(cps, "cp", 1);
   check_candidates<int64_t>(mbs, "micro-batch", 1);
   check_candidates(vs, "interleave", 1);
   check_candidates(zeros, "zero", 0);
+  check_candidates(eps, "ep", 1);
   for (int z : zeros)
     if (z > 3) throw ConfigError(fmt::format("search: zero candidates must be 0-3 (got {})", z));
 
-  // Enumerate in a fixed order: tp, cp, pp, micro-batch, interleave, zero, sp, recompute.
+  // Enumerate in a fixed order: tp, cp, pp, micro-batch, interleave, zero, ep, sp, recompute.
   std::vector<Job> jobs;
   auto count_pruned = [&out](PruneReason r) { ++out.pruned[static_cast<int>(r)]; };
   for (int tp : tps)
@@ -243,6 +253,7 @@ SearchResult search_layouts(const ModelConfig& m, const Workload& w, const std::
         for (int64_t mb : batches)
           for (int v : chunk_options)
             for (int zero : zero_options)
+              for (int ep : eps)
               for (bool sp : sp_options)
                 for (bool recompute : recompute_options) {
                   ++out.enumerated;
@@ -261,11 +272,12 @@ SearchResult search_layouts(const ModelConfig& m, const Workload& w, const std::
                   p.tp = tp;
                   p.pp = pp;
                   p.cp = cp;
-                  p.ep = 1;
+                  p.ep = ep;
                   p.sp = sp;
                   p.zero = zero;
                   p.fsdp = FsdpStrategy::none;
                   p.interleave = v;
+                  p.node_gpus = hw.gpus_per_node;  // the nodes it is priced on
                   if (v > 1)
                     p.schedule = PipelineSchedule::interleaved;
                   else if (p.schedule == PipelineSchedule::interleaved)

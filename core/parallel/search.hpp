@@ -26,6 +26,8 @@ struct SearchSpace {
                                      // counts; pruned by default
   std::vector<int> cp;               // default 1; search_cp: powers of two up to 16 dividing
   bool search_cp = false;            // gpus with seq % (2 · cp) == 0
+  std::vector<int> ep;               // default: a mixture-of-experts model's powers of two dividing
+                                     // its experts (1 for a dense model); pruned unless ep | dp
   std::vector<int64_t> micro_batches;  // default: 1, 2, 4, 8 and the scenario's batch
   int64_t global_batch = 0;          // sequences per optimizer step (inference: per step);
                                      // 0: the scenario's batch · grad_accum · dp
@@ -45,10 +47,11 @@ enum class PruneReason {
   uneven_stages,        // layers not a multiple of pp · interleave (without uneven_pp)
   interleave_batches,   // interleaved schedule with micro-batches not a multiple of pp
   cp_split,             // the sequence does not split into 2 · cp equal chunks
+  ep_split,             // ep does not divide dp (expert-parallel ranks are data-parallel ones)
   invalid_other,        // validate(ParallelSpec) refused it for another reason
   does_not_fit,         // priced, but a rank needs more memory than the GPU has
 };
-inline constexpr int prune_reason_count = 8;
+inline constexpr int prune_reason_count = 9;
 // "global batch not a multiple of micro-batch × dp", ...
 [[nodiscard]] const char* describe(PruneReason r);
 // "batch_split", ... (JSON keys)

@@ -65,6 +65,7 @@ struct RunResult {
   std::string scenario, file, description;
   std::string model;
   int64_t model_params = 0;             // parameters of the whole model (report header)
+  int64_t model_active_params = 0;      // those one token uses (mixture of experts: top_k experts)
   std::string workload;                 // describe(Workload) of the base workload
   std::string backend;                  // "none" when only predicting
   std::string device;

@@ -22,15 +22,30 @@ struct ModelConfig {
   bool rope = false;             // rotary embeddings (else learned positions)
   bool tied_embeddings = false;  // lm_head shares the embedding matrix
   bool bias = false;             // linear layers carry biases (GPT-2); counted in params only
+  // Mixture of experts: each MoE layer's MLP is `experts` routed experts, each token sent to
+  // `top_k` of them by a linear router, plus `shared_experts` every token goes through.
+  int64_t experts = 0;            // routed experts per MoE layer; 0: a dense model
+  int64_t top_k = 0;              // experts per token
+  int64_t expert_ffn_hidden = 0;  // each expert's MLP inner size (0: ffn_hidden)
+  int64_t shared_experts = 0;     // always-on experts, each expert_ffn_hidden wide
+  // Rows each expert's buffer holds: capacity_factor · tokens · top_k / experts (tokens past it
+  // are dropped at that expert). 1.25 is GShard's and Switch Transformer's training default.
+  double capacity_factor = 1.25;
 
   [[nodiscard]] int64_t head_dim() const { return hidden / heads; }
   [[nodiscard]] int64_t kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   [[nodiscard]] int64_t kv_dim() const { return kv_heads_or_heads() * head_dim(); }
-  // Parameters of one transformer layer (attention + MLP + norms).
+  [[nodiscard]] bool moe() const { return experts > 0; }
+  [[nodiscard]] int64_t expert_width() const { return expert_ffn_hidden > 0 ? expert_ffn_hidden : ffn_hidden; }
+  // Parameters of one transformer layer (attention + MLP + norms); an MoE layer (every layer
+  // of an MoE model) counts every expert and the router.
   [[nodiscard]] int64_t layer_params() const;
+  // Parameters one token's forward uses in a layer: top_k routed experts, not all of them.
+  [[nodiscard]] int64_t active_layer_params() const;
   // Embedding (+ learned positions) + lm_head when not tied + final norm.
   [[nodiscard]] int64_t non_layer_params() const;
   [[nodiscard]] int64_t params() const { return layers * layer_params() + non_layer_params(); }
+  [[nodiscard]] int64_t active_params() const { return layers * active_layer_params() + non_layer_params(); }
 };
 
 // Throws ConfigError naming the field when the configuration is inconsistent

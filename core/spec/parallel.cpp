@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/errors.hpp"
 
 namespace perfsim {
@@ -31,14 +33,28 @@ void check_degree(const char* field, int v) {
 
 void check_tensor_parallel(const ParallelSpec& p, const ModelConfig& m) {
   const int64_t t = p.tp, kv = m.kv_heads_or_heads();
-  auto fits = [&](int64_t d) { return m.heads % d == 0 && kv % d == 0 && m.ffn_hidden % d == 0; };
+  // Experts split their MLPs over the tensor-parallel ranks as the dense MLP does.
+  const int64_t expert = m.moe() ? m.expert_width() : m.ffn_hidden;
+  auto fits = [&](int64_t d) {
+    return m.heads % d == 0 && kv % d == 0 && m.ffn_hidden % d == 0 && expert % d == 0;
+  };
   if (fits(t)) return;
   std::string what;
   if (m.heads % t != 0) what = fmt::format("{}'s {} attention heads", model_name(m), m.heads);
   else if (kv % t != 0) what = fmt::format("{}'s {} KV heads", model_name(m), kv);
-  else what = fmt::format("{}'s MLP width {}", model_name(m), m.ffn_hidden);
+  else if (m.ffn_hidden % t != 0) what = fmt::format("{}'s MLP width {}", model_name(m), m.ffn_hidden);
+  else what = fmt::format("{}'s expert width {}", model_name(m), expert);
   throw ConfigError(fmt::format("parallel.tp = {} does not divide {}; use tp = {}", t, what,
                                 degrees_that(kv, fits)));
+}
+
+// Sequence parallelism splits what tensor parallelism leaves whole on every rank (the norms,
+// dropout and residuals) over the tensor-parallel ranks: without them there is nothing to split.
+void check_sequence_parallel(const ParallelSpec& p) {
+  if (p.sp && p.tp == 1)
+    throw ConfigError(
+        "parallel.sp = true with tp = 1: sequence parallelism splits the norms and dropout of the "
+        "tensor-parallel ranks, and there are none; set tp > 1 or drop sp");
 }
 
 void check_pipeline(const ParallelSpec& p, const ModelConfig& m, const Workload& w) {
@@ -77,6 +93,22 @@ void check_context_parallel(const ParallelSpec& p, const Workload& w) {
         p.cp, field, seq, 2 * p.cp, field));
 }
 
+void check_expert_parallel(const ParallelSpec& p, const ModelConfig& m) {
+  if (p.ep == 1) return;
+  if (!m.moe())
+    throw ConfigError(fmt::format("parallel.ep = {} needs a mixture-of-experts model; {} has no experts",
+                                  p.ep, model_name(m)));
+  if (m.experts % p.ep != 0)
+    throw ConfigError(fmt::format("parallel.ep = {} does not divide {}'s {} experts; use ep = {}", p.ep,
+                                  model_name(m), m.experts,
+                                  degrees_that(m.experts, [&](int64_t d) { return m.experts % d == 0; })));
+  if (p.dp % p.ep != 0)
+    throw ConfigError(fmt::format(
+        "parallel.ep = {} must divide dp = {}: expert-parallel ranks are data-parallel ranks that split "
+        "the experts; raise dp or use ep = {}",
+        p.ep, p.dp, degrees_that(p.dp, [&](int64_t d) { return p.dp % d == 0 && m.experts % d == 0; })));
+}
+
 void check_sharding(const ParallelSpec& p, const Workload& w) {
   if (p.zero < 0 || p.zero > 3)
     throw ConfigError(fmt::format("parallel.zero must be a ZeRO stage from 0 to 3 (got {})", p.zero));
@@ -108,6 +140,16 @@ int ParallelSpec::sharding_stage() const {
   return zero;
 }
 
+int ParallelSpec::shard_ranks() const {
+  const int all = gradient_ranks();
+  if (fsdp != FsdpStrategy::hybrid_shard || node_gpus <= 0) return all;
+  // The data-parallel ranks one node holds, at most: a divisor of all.
+  const int per_node = std::max(1, node_gpus / (tp * cp));
+  int s = std::min(all, per_node);
+  while (all % s != 0) --s;
+  return s;
+}
+
 int64_t stage_layers(int64_t layers, int pp, int stage) {
   return layers / pp + (stage < layers % pp ? 1 : 0);
 }
@@ -116,6 +158,16 @@ int64_t stage_first_layer(int64_t layers, int pp, int stage) {
   int64_t first = 0;
   for (int s = 0; s < stage; ++s) first += stage_layers(layers, pp, s);
   return first;
+}
+
+std::string describe_stages(int64_t layers, int pp) {
+  if (pp <= 1 || layers % pp == 0) return {};
+  const int64_t longer = layers % pp;  // stages 0..longer-1 hold one layer more
+  auto range = [](int64_t first, int64_t last) {
+    return first == last ? fmt::format("stage {}", first) : fmt::format("stages {}-{}", first, last);
+  };
+  return fmt::format("{} layers on {}, {} on {} (uneven)", layers / pp + 1, range(0, longer - 1), layers / pp,
+                     range(longer, pp - 1));
 }
 
 const char* name_of(PipelineSchedule s) {
@@ -175,12 +227,11 @@ void validate(const ParallelSpec& p, const ModelConfig& m, const Workload& w, in
   check_degree("interleave", p.interleave);
   if (!(p.bucket_bytes > 0))
     throw ConfigError(fmt::format("parallel.bucket must be a positive size in bytes (got {})", p.bucket_bytes));
+  check_sequence_parallel(p);
   check_tensor_parallel(p, m);
   check_pipeline(p, m, w);
   check_context_parallel(p, w);
-  if (p.ep > 1)
-    throw ConfigError(fmt::format("parallel.ep = {} needs a mixture-of-experts model; {} has no experts",
-                                  p.ep, model_name(m)));
+  check_expert_parallel(p, m);
   check_sharding(p, w);
   if (gpus > 0 && p.gpus() != gpus)
     throw ConfigError(fmt::format(

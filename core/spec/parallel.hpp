@@ -30,6 +30,9 @@ struct ParallelSpec {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int interleave = 1;              // model chunks per pipeline stage (interleaved 1F1B)
   double bucket_bytes = 25.0 * 1024 * 1024;  // DDP gradient buckets (PyTorch's 25 MiB)
+  // GPUs of one node on the hardware it runs on: hybrid_shard shards within a node. 0: unknown
+  // (hybrid_shard then shards over every data-parallel rank). set_node_gpus fills it.
+  int node_gpus = 0;
 
   // GPUs the layout spans: dp · tp · pp · cp (expert parallelism reuses data-parallel ranks).
   [[nodiscard]] int gpus() const { return dp * tp * pp * cp; }
@@ -47,13 +50,22 @@ struct ParallelSpec {
   }
   // The ZeRO stage the settings amount to: fsdp's strategy when it has one, else `zero`.
   [[nodiscard]] int sharding_stage() const;
+  // Data-parallel ranks gradients are averaged over: dp · cp (context-parallel ranks hold the
+  // same weights, each a part of the sequence), consecutive at stride tp.
+  [[nodiscard]] int gradient_ranks() const { return dp * cp; }
+  // Ranks one copy of the sharded training state spans: every gradient rank, or with
+  // hybrid_shard those on one node (a divisor of gradient_ranks()); replicas of it across nodes.
+  [[nodiscard]] int shard_ranks() const;
 };
 
 // The layers pipeline stage `stage` of `pp` holds out of `layers`: an equal share, the first
-// layers % pp stages one more (uneven stages; describe_stages says so).
+// layers % pp stages one more (uneven stages, allowed; describe_stages says how they split).
 [[nodiscard]] int64_t stage_layers(int64_t layers, int pp, int stage);
 // The index of the first layer of `stage`.
 [[nodiscard]] int64_t stage_first_layer(int64_t layers, int pp, int stage);
+// "21 layers on stages 0-1, 20 on stages 2-3 (uneven)" when `pp` stages split `layers`
+// unevenly; "" when every stage holds the same number.
+[[nodiscard]] std::string describe_stages(int64_t layers, int pp);
 
 [[nodiscard]] const char* name_of(PipelineSchedule s);
 [[nodiscard]] const char* name_of(FsdpStrategy s);
@@ -70,8 +82,8 @@ void set_gpus(ParallelSpec& p, int gpus, const char* field = "parallel.gpus");
 [[nodiscard]] std::string describe(const ParallelSpec& p);
 
 // Throws ConfigError, one line naming the field of `parallel` and what to change, when the
-// layout cannot run `m` on `w`: a degree below 1; tp not dividing the heads, the KV heads or
-// the MLP width; pp above the layers (or pp · interleave above them); ep without a
+// layout cannot run `m` on `w`: a degree below 1; sp without tensor parallelism (tp = 1); tp
+// not dividing the heads, the KV heads or the MLP width; pp above the layers (or pp · interleave above them); ep without a
 // mixture-of-experts model or not dividing dp; cp that cannot split the sequence into 2·cp
 // equal chunks (causal load balance) or on a decode step; ZeRO or FSDP on an inference
 // workload, a stage outside 0-3, or zero and fsdp contradicting each other; an interleaved

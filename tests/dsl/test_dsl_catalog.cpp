@@ -128,7 +128,7 @@ TEST_CASE("dsl: hardware lookup ignores case and knows aliases") {
 
 TEST_CASE("dsl: the model zoo has the published dimensions") {
   const std::vector<ModelConfig> zoo = model_zoo();
-  CHECK(zoo.size() == 13);
+  CHECK(zoo.size() == 16);
   for (const ModelConfig& m : zoo) {
     CAPTURE(m.name);
     CHECK_NOTHROW(validate(m));
@@ -165,6 +165,20 @@ TEST_CASE("dsl: the model zoo has the published dimensions") {
   CHECK(tiny.ffn_hidden == 128);
   CHECK(tiny.vocab == 256);
   CHECK(tiny.max_seq == 256);
+  // Mixtral 8x7B (46.7B, 12.9B active): a layer is attention 41,943,040 + norms 8,192 + router
+  // 4096·8 = 32,768 + 8 experts of 3·4096·14336 = 176,160,768; embedding and head 2·32000·4096.
+  const ModelConfig mx = find_model("mixtral");
+  CHECK(mx.experts == 8);
+  CHECK(mx.top_k == 2);
+  CHECK(mx.params() == 32 * (41943040LL + 8192 + 32768 + 8 * 176160768LL) + 262144000 + 4096);
+  CHECK(mx.params() == 46702792704LL);
+  CHECK(mx.active_params() == 12879925248LL);  // 2 of the 8 experts
+  // Qwen1.5-MoE-A2.7B (14.3B, 2.7B active): 60 experts of 3·2048·1408 = 8,650,752, top 4, and
+  // shared experts of 4 experts' width.
+  const ModelConfig qw = find_model("qwen-moe");
+  CHECK(qw.params() == 24 * (16777216LL + 4096 + 2048 * 60 + 64 * 8650752LL) + 2 * 151936LL * 2048 + 2048);
+  CHECK(qw.params() == 14315587584LL);
+  CHECK(qw.active_params() == 2688976896LL);
   const ModelConfig tg = find_model("tiny-gpt");
   CHECK(tg.ffn_hidden == 256);
   CHECK(tg.norm == NormKind::layernorm);

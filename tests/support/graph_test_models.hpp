@@ -40,4 +40,22 @@ inline ModelConfig gpt2_medium() { return gpt("gpt2-medium", 24, 1024, 16, 50257
 inline ModelConfig tiny_llama() { return llama("tiny-llama", 4, 64, 4, 2, 128, 100, 256); }
 inline ModelConfig tiny_gpt() { return gpt("tiny-gpt", 4, 64, 4, 100, 256); }
 
+// Mixture of experts: tiny_llama's attention with 8 experts of width 64, top 2, and optionally
+// shared experts (their combined width `shared` · 64).
+inline ModelConfig tiny_moe(int64_t shared = 0) {
+  ModelConfig m = llama("tiny-moe", 4, 64, 4, 2, 128, 100, 256);
+  m.experts = 8;
+  m.top_k = 2;
+  m.expert_ffn_hidden = 64;
+  m.shared_experts = shared;
+  return m;
+}
+// Jiang et al. 2024 (Mixtral 8x7B): Mistral 7B's attention, 8 experts of 14336, top 2.
+inline ModelConfig mixtral_8x7b() {
+  ModelConfig m = llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768);
+  m.experts = 8;
+  m.top_k = 2;
+  return m;
+}
+
 }  // namespace perfsim::test_models

@@ -236,3 +236,62 @@ TEST_CASE("data parallel: the fused optimizer's single op leaves each parameter 
     }
   }
 }
+
+TEST_CASE("data parallel: context-parallel ranks average gradients with the data-parallel ones") {
+  // dp 2 · cp 2 ranks hold the same weights; tp 2 puts them 2 apart.
+  Workload w;
+  w.phase = Phase::train;
+  w.batch = 2;
+  w.seq = 128;
+  BuildOptions o;
+  o.parallel.dp = 2;
+  o.parallel.cp = 2;
+  o.parallel.tp = 2;
+  Graph g = build_stack_graph(tiny_llama(), w, {StackStep{"bf16", {PassSpec{"bf16", {}}}, ""}}, 0, o);
+  apply_data_parallel(g, o.parallel);
+  int buckets = 0;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::collective && op.attrs.collective == Collective::all_reduce && op.stream == gradient_stream) {
+      ++buckets;
+      CHECK(op.attrs.group == 4);
+      CHECK(op.attrs.group_stride == 2);
+    }
+  CHECK(buckets > 0);
+}
+
+TEST_CASE("data parallel: hybrid_shard shards within a node and all-reduces the shards across nodes") {
+  // 16 data-parallel ranks on nodes of 8: ZeRO-3 over each node's 8, replicated on 2 nodes.
+  Graph g = bf16_train();
+  ParallelSpec p = dp(16, 0);
+  p.fsdp = FsdpStrategy::hybrid_shard;
+  p.node_gpus = 8;
+  CHECK(p.shard_ranks() == 8);
+  const double full_weights = [&] {
+    double n = 0;
+    for (const Tensor& t : g.tensors)
+      if (t.role == TensorRole::weight) n += static_cast<double>(t.elements()) * t.count;
+    return n;
+  }();
+  apply_data_parallel(g, p);
+  CHECK_NOTHROW(g.check());
+  int scatters = 0, across = 0;
+  for (const Op& op : g.ops) {
+    if (op.kind != OpKind::collective) continue;
+    if (op.attrs.collective == Collective::reduce_scatter || op.attrs.collective == Collective::all_gather) {
+      CHECK(op.attrs.group == 8);
+      CHECK(op.attrs.group_stride == 1);
+      scatters += op.attrs.collective == Collective::reduce_scatter;
+    }
+    if (op.attrs.collective == Collective::all_reduce) {
+      ++across;
+      CHECK(op.attrs.group == 2);
+      CHECK(op.attrs.group_stride == 8);
+    }
+  }
+  CHECK(scatters > 0);
+  CHECK(across == scatters);  // every reduce-scattered bucket's shard goes across the nodes
+  double sharded = 0;
+  for (const Tensor& t : g.tensors)
+    if (t.role == TensorRole::weight && !t.transient) sharded += static_cast<double>(t.elements()) * t.count;
+  CHECK(sharded == approx(full_weights / 8).epsilon(0.01));  // 1/8 of the weights per rank, not 1/16
+}

@@ -215,3 +215,45 @@ TEST_CASE("search: an unusable space is one clear error") {
   CHECK_THROWS_WITH_AS(search_layouts(two_layer_llama(), train8(), bf16, 0, ParallelSpec{}, gpu(), space),
                        "search: zero candidates must be 0-3 (got 4)", ConfigError);
 }
+
+TEST_CASE("search: every layout is priced on the hardware's nodes") {
+  // hybrid_shard shards within a node (ParallelSpec::shard_ranks): the layouts carry the node
+  // size of the hardware they are priced on, whatever the base layout said.
+  Hardware hw = gpu();
+  hw.gpus_per_node = 4;
+  const SearchResult r = search8(hw);
+  REQUIRE_FALSE(r.layouts.empty());
+  for (const SearchCandidate& c : r.layouts) CHECK(c.layout.node_gpus == 4);
+}
+
+TEST_CASE("search: a mixture-of-experts model also tries ep, only where it divides dp") {
+  // 8 experts: ep ∈ {1, 2, 4, 8}. On 8 GPUs with tp and pp fixed at 1 (dp = 8), micro-batch 1 and
+  // ZeRO-1: every ep divides dp = 8, so 4 layouts priced. With tp = 2 (dp = 4), ep = 8 is pruned.
+  ModelConfig m = llama("search-moe", 2, 64, 4, 2, 128, 256, 256);
+  m.experts = 8;
+  m.top_k = 2;
+  m.expert_ffn_hidden = 64;
+  SearchSpace space;
+  space.gpus = 8;
+  space.threads = 1;
+  space.tp = {1};
+  space.pp = {1};
+  space.micro_batches = {1};
+  space.zero = {1};
+  SearchResult r = search_layouts(m, train8(), bf16, 0, ParallelSpec{}, gpu(), space);
+  CHECK(r.enumerated == 4);
+  CHECK(r.evaluated == 4);
+  CHECK(pruned(r, PruneReason::ep_split) == 0);
+  std::vector<int> eps;
+  for (const SearchCandidate& c : r.layouts) eps.push_back(c.layout.ep);
+  std::sort(eps.begin(), eps.end());
+  CHECK(eps == std::vector<int>{1, 2, 4, 8});
+  space.tp = {2};
+  r = search_layouts(m, train8(), bf16, 0, ParallelSpec{}, gpu(), space);
+  CHECK(r.enumerated == 8);  // sp off and on
+  CHECK(pruned(r, PruneReason::ep_split) == 2);
+  CHECK(r.evaluated == 6);
+  // A dense model is searched at ep = 1 only.
+  r = search_layouts(two_layer_llama(), train8(), bf16, 0, ParallelSpec{}, gpu(), space);
+  CHECK(r.enumerated == 2);
+}
