@@ -33,6 +33,7 @@ test-gpu:
 
 bench: build
 	./$(BUILD)/bench/perfsim_bench
+	./$(BUILD)/bench/perfsim_bench_search
 
 clean:
 	rm -rf $(BUILD)

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   base.tp = 8;
   base.pp = 2;
   base.dp = 64;
+  base.node_gpus = h100.gpus_per_node;
 
   fmt::print("machine: {}, {} hardware threads; search threads: {}\n", cpu_model(),
              std::thread::hardware_concurrency(), threads);
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
   one.dp = 16;
   one.sp = true;
   one.zero = 1;
+  one.node_gpus = h100.gpus_per_node;
   Workload w1 = w;
   w1.grad_accum = 32;
   std::vector<double> single;

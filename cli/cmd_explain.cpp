@@ -79,7 +79,8 @@ int cmd_explain(const ExplainArgs& a) {
   const Hardware hw = choose_hardware(a, s);
 
   // A parallel layout shows one rank: the stage asked for, priced on its own timeline.
-  const ParallelSpec layout = step_parallel(s.parallel, stack, step);
+  ParallelSpec layout = step_parallel(s.parallel, stack, step);
+  layout.node_gpus = hw.gpus_per_node;  // hybrid_shard shards within the node it is priced on
   if (a.stage < 0 || a.stage >= layout.pp)
     throw UsageError(fmt::format("--stage {} is outside the layout's pipeline stages 0..{}", a.stage, layout.pp - 1));
   std::string rank_note;
@@ -92,7 +93,7 @@ int cmd_explain(const ExplainArgs& a) {
       rank_note = fmt::format("stage {} of {}: {}; its own timeline, without the pipeline's waits", a.stage,
                               layout.pp, rank_note);
   } else {
-    g = build_stack_graph(s.model, s.workload, stack, step, BuildOptions{1});
+    g = build_stack_graph(s.model, s.workload, stack, step, BuildOptions::sampled(1));
   }
   const Prediction p = predict(g, hw);
   ExplainInput in;

@@ -74,6 +74,14 @@ std::string list_hardware(const std::string& module_path) {
                        columns, hardware_catalog(module_path));
 }
 
+// "8 top-2", "60 top-4 +4 shared" for a mixture of experts; "—" for a dense model.
+std::string experts(const ModelConfig& m) {
+  if (!m.moe()) return "—";
+  std::string out = fmt::format("{} top-{}", m.experts, m.top_k);
+  if (m.shared_experts > 0) out += fmt::format(" +{} shared", m.shared_experts);
+  return out;
+}
+
 std::string list_models(const std::string& module_path) {
   const auto number = [](int64_t ModelConfig::*field) {
     return [field](const ModelConfig& m) { return std::to_string(m.*field); };
@@ -89,9 +97,12 @@ std::string list_models(const std::string& module_path) {
       {"ffn", right, number(&ModelConfig::ffn_hidden)},
       {"vocab", right, number(&ModelConfig::vocab)},
       {"max seq", right, number(&ModelConfig::max_seq)},
+      {"experts", left, experts},
       {"params", right, [](const ModelConfig& m) { return params(static_cast<double>(m.params())); }},
+      {"active", right, [](const ModelConfig& m) { return params(static_cast<double>(m.active_params())); }},
   };
-  return catalog_table("Model zoo (llama: rmsnorm, SwiGLU, rotary; gpt: layernorm, GELU, learned positions)",
+  return catalog_table("Model zoo (llama: rmsnorm, SwiGLU, rotary; gpt: layernorm, GELU, learned positions; "
+                       "active: parameters one token uses)",
                        columns, model_zoo(module_path));
 }
 

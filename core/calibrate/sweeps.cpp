@@ -278,7 +278,7 @@ void sweep_kernels(const SweepContext& ctx, double launch_graph, CurveFitter& fi
   std::string why_skipped;
   for (const KernelCase& c : p.kernels) {
     try {
-      Graph g = build_stack_graph(c.model, c.workload, c.stack, c.stack.size() - 1, BuildOptions{1});
+      Graph g = build_stack_graph(c.model, c.workload, c.stack, c.stack.size() - 1, BuildOptions::sampled(1));
       g.graphed = p.graph_mode;
       if (const std::string why = graph_unsupported_reason(ctx.backend, g); !why.empty())
         throw NotExecutable(why);

@@ -6,14 +6,23 @@
 
 #include <algorithm>
 
+#include "core/build/streams.hpp"
 #include "core/units.hpp"
 
 namespace perfsim {
 
 namespace {
 
+// A send/recv at a stage's edge. Ring attention (context parallelism) sends too, on its own
+// stream: those are the rank's own communication, not the pipeline's.
 bool is_pipeline_transfer(const Op& op) {
-  return op.kind == OpKind::collective && op.attrs.collective == Collective::send_recv;
+  return op.kind == OpKind::collective && op.attrs.collective == Collective::send_recv &&
+         op.stream == pipeline_stream;
+}
+
+// A send/recv that is no pipeline transfer: ring attention's.
+bool is_other_send_recv(const Op& op) {
+  return op.kind == OpKind::collective && op.attrs.collective == Collective::send_recv && !is_pipeline_transfer(op);
 }
 
 // Bytes of the forward activations backward reads: what each micro-batch in flight holds.
@@ -53,23 +62,35 @@ double transfer_seconds(const Graph& g, const Prediction& p) {
   return 0;
 }
 
+double rank_makespan(const Graph& g, const std::vector<OpCost>& ops, const Hardware& hw) {
+  return timeline_makespan(g, ops, hw.kind == "gpu", hw.collective_sm_share());
+}
+
+// What the rank's timeline (of `makespan`) loses to the ops `free` selects: its makespan less
+// the makespan with their times and launches set to 0.
+template <class Free>
+double exposed_seconds(const Graph& g, const Prediction& p, const Hardware& hw, double makespan, Free free) {
+  std::vector<OpCost> without = p.ops;
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (free(g.ops[i])) {
+      without[i].time = 0;
+      without[i].launch_time = 0;
+    }
+  return makespan - rank_makespan(g, without, hw);
+}
+
 // Per collective kind on one rank: its seconds and what the rank's timeline loses to it.
 std::map<Collective, CommunicationFigures> communication_by_kind(const Graph& g, const Prediction& p,
                                                                  const Hardware& hw) {
   std::map<Collective, CommunicationFigures> out;
   for (std::size_t i = 0; i < g.ops.size(); ++i)
     if (g.ops[i].kind == OpKind::collective) out[g.ops[i].attrs.collective].total += p.ops[i].time * g.ops[i].count;
-  const bool copy_engines = hw.kind == "gpu";
-  const double makespan = timeline_makespan(g, p.ops, copy_engines, hw.collective_sm_share());
-  for (auto& [kind, figures] : out) {
-    std::vector<OpCost> without = p.ops;
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.ops[i].kind == OpKind::collective && g.ops[i].attrs.collective == kind) {
-        without[i].time = 0;
-        without[i].launch_time = 0;
-      }
-    figures.exposed = makespan - timeline_makespan(g, without, copy_engines, hw.collective_sm_share());
-  }
+  if (out.empty()) return out;
+  const double makespan = rank_makespan(g, p.ops, hw);
+  for (auto& [kind, figures] : out)
+    figures.exposed = exposed_seconds(g, p, hw, makespan, [kind = kind](const Op& op) {
+      return op.kind == OpKind::collective && op.attrs.collective == kind;
+    });
   return out;
 }
 
@@ -140,6 +161,7 @@ LayoutPrediction predict_layout(const std::vector<RankGraph>& graphs, const Para
   for (const RankGraph& rg : graphs) {
     RankPrediction r;
     r.stage = rg.stage;
+    r.layers = rg.graph.layers_total;  // a stage's graph is a model of its own layers
     r.prediction = predict(rg.graph, hw);
     pass_times(rg.graph, r.prediction, m, r);
     r.after_pipeline = std::max(0.0, r.prediction.step_time - m * (r.forward + r.backward));
@@ -153,20 +175,27 @@ LayoutPrediction predict_layout(const std::vector<RankGraph>& graphs, const Para
     out.step_time = out.ranks.front().prediction.step_time;
   } else {
     send = transfer_seconds(graphs.front().graph, out.ranks.front().prediction);
+    out.transfer_time = send;
     if (train) {
       const PipelineStep step = schedule_step(layout, m, out.ranks, send, true);
       out.step_time = step.step;
       out.bubble_fraction = step.bubble_fraction;
     } else {
       // Inference sends one batch through the stages in turn.
+      double busiest = 0;
       for (RankPrediction& r : out.ranks) {
         r.finish = out.step_time + r.forward;
         out.step_time = r.finish + send;
+        busiest = std::max(busiest, r.forward);
       }
       out.step_time -= send;
       double extra = 0;
       for (const RankPrediction& r : out.ranks) extra = std::max(extra, r.after_pipeline);
       out.step_time += extra;
+      // No micro-batches overlap the stages: while the batch is on the others a stage idles.
+      // The bubble is the busiest stage's idle share, (step − its forward) / step: (p − 1)/p
+      // for p equal stages and free sends.
+      if (out.step_time > 0) out.bubble_fraction = (out.step_time - busiest) / out.step_time;
     }
   }
 
@@ -180,9 +209,14 @@ LayoutPrediction predict_layout(const std::vector<RankGraph>& graphs, const Para
   out.exposed_communication = loudest->prediction.exposed_communication;
   if (layout.pp > 1 && train && send > 0) {
     // Transfers delay the receiving stage only: what they cost is the schedule's difference.
+    // Other send/recvs (ring attention) stay what the rank's own timeline loses to them.
     std::vector<RankPrediction> copy = out.ranks;
     const double free_step = schedule_step(layout, m, copy, 0.0, false).step;
-    out.communication[Collective::send_recv].exposed = std::max(0.0, out.step_time - free_step);
+    double ring = 0;
+    if (std::any_of(lg.ops.begin(), lg.ops.end(), is_other_send_recv))
+      ring = exposed_seconds(lg, loudest->prediction, hw, rank_makespan(lg, loudest->prediction.ops, hw),
+                             is_other_send_recv);
+    out.communication[Collective::send_recv].exposed = ring + std::max(0.0, out.step_time - free_step);
   }
 
   // Memory per rank: its peak with one micro-batch, plus the others in flight.

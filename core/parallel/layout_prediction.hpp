@@ -18,6 +18,7 @@ namespace perfsim {
 // flight) and what the pipeline adds.
 struct RankPrediction {
   int stage = 0;
+  int64_t layers = 0;                // transformer layers of its stage (stage_layers)
   Prediction prediction;
   double forward = 0, backward = 0;  // seconds of one micro-batch's forward, backward (stream 0)
   double finish = 0;                 // when its last pipeline pass ends (0 without a pipeline)
@@ -36,13 +37,25 @@ struct CommunicationFigures {
   double exposed = 0;
 };
 
+// A layout of the same GPU count that fits the hardware, as a search found it (search.hpp):
+// its micro-batch and micro-batches per step keep the step's global batch.
+struct FittingLayout {
+  ParallelSpec layout;
+  int64_t micro_batch = 1;
+  int64_t grad_accum = 1;
+  double tokens_per_second_per_gpu = 0;
+};
+
 struct LayoutPrediction {
   ParallelSpec layout;
   int gpus = 1;
   int micro_batches = 1;
   std::vector<RankPrediction> ranks;  // one per pipeline stage
   double step_time = 0;               // seconds
-  double bubble_fraction = 0;         // of the step, on the busiest stage (pipeline_schedule.hpp)
+  // Of the step, on the busiest stage: training, the simulated schedule's (pipeline_schedule.hpp);
+  // inference, the share of the step that stage waits while the batch is on the others.
+  double bubble_fraction = 0;
+  double transfer_time = 0;           // seconds of one send/recv between neighbouring stages
   double tokens_per_step = 0;         // every replica's tokens
   double tokens_per_second = 0;
   double tokens_per_second_per_gpu = 0;
@@ -55,6 +68,11 @@ struct LayoutPrediction {
   bool fits = true;                   // every rank fits the hardware's memory
   // "stage 2 needs 91.3 GiB of 80.0 GiB" when a rank does not fit; "" otherwise.
   std::string does_not_fit;
+  // When it does not fit and a search ran (fit_searched; run_scenario does it): up to three
+  // layouts of the same GPUs, workload and stack step that fit, best predicted tokens/s first.
+  // Searched and empty: no layout of these GPUs fits.
+  bool fit_searched = false;
+  std::vector<FittingLayout> layouts_that_fit;
 };
 
 // The step as one Prediction, for reports written for one graph: rank 0's ops and timeline

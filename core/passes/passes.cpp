@@ -142,7 +142,9 @@ bool apply_parallel_pass(const PassSpec& pass, ParallelSpec& p) {
   else if (n == "zero") p.zero = v;
   else if (n == "interleave") {
     p.interleave = v;
-    if (v > 1) p.schedule = PipelineSchedule::interleaved;
+    // Several chunks make 1F1B interleaved, as pipeline_schedule() and the parallel table read
+    // them; an explicit GPipe stays GPipe, which validate then refuses with interleave > 1.
+    if (v > 1 && p.schedule == PipelineSchedule::one_f_one_b) p.schedule = PipelineSchedule::interleaved;
   }
   return true;
 }

@@ -70,6 +70,7 @@ LayoutFigures layout_figures(const LayoutPrediction& lp) {
   LayoutFigures f;
   f.layout = describe(lp.layout);
   f.gpus = lp.gpus;
+  f.pp = lp.layout.pp;
   f.micro_batches = lp.micro_batches;
   f.tokens_per_s_per_gpu = lp.tokens_per_second_per_gpu;
   f.mfu = lp.mfu;
@@ -82,7 +83,26 @@ LayoutFigures layout_figures(const LayoutPrediction& lp) {
   f.memory_worst = lp.memory_peak;
   f.memory_least = lp.memory_min;
   f.does_not_fit = lp.does_not_fit;
+  int64_t layers = 0;
+  for (const RankPrediction& r : lp.ranks) layers += r.layers;
+  f.stages = describe_stages(layers, lp.layout.pp);
+  f.fit_searched = lp.fit_searched;
+  f.layouts_that_fit = lp.layouts_that_fit;
   return f;
+}
+
+std::string fitting_layouts_text(const LayoutFigures& l, const Workload& step_workload) {
+  if (!l.fit_searched) return {};
+  if (l.layouts_that_fit.empty()) return fmt::format("no layout of {} GPUs fits", l.gpus);
+  std::vector<std::string> parts;
+  for (const FittingLayout& f : l.layouts_that_fit) {
+    std::string part = describe(f.layout);
+    // Inference splits the step's batch over the replicas: its batch follows from dp.
+    if (step_workload.phase == Phase::train && f.micro_batch != step_workload.batch)
+      part += fmt::format(" mb={}", f.micro_batch);
+    parts.push_back(fmt::format("{} ({} tok/s/GPU)", part, format_rate(f.tokens_per_second_per_gpu)));
+  }
+  return "fits: " + join(parts, ", ");
 }
 
 std::vector<StepFigures> step_figures(const RunResult& r) {
@@ -130,7 +150,11 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
       notes.push_back("not executed: " + (s.not_executed.empty() ? std::string("no measurement")
                                                                   : s.not_executed));
     if (!p.unsupported.empty()) notes.push_back(unsupported_note(p));
-    if (f.layout && !f.layout->does_not_fit.empty()) notes.push_back("does not fit: " + f.layout->does_not_fit);
+    if (f.layout && !f.layout->does_not_fit.empty()) {
+      // Beside what does not fit, what would: layouts of the same GPUs.
+      const std::string fits = fitting_layouts_text(*f.layout, s.graph.workload);
+      notes.push_back("does not fit: " + f.layout->does_not_fit + (fits.empty() ? "" : "; " + fits));
+    }
     if (s.measured && s.measured->attempts > 1)
       notes.push_back("measured twice: the first run timed some ops at zero");
     f.note = join(notes, "; ");

@@ -105,10 +105,25 @@ json layout_object(const LayoutPrediction& lp, const LayoutFigures& f) {
   j["memory_least_bytes"] = f.memory_least;
   j["fits"] = lp.fits;
   j["does_not_fit"] = f.does_not_fit;
+  // Searched when it does not fit: the layouts of the same GPUs that do, best first ([] when
+  // none does); null when nothing was searched.
+  if (f.fit_searched) {
+    json fits = json::array();
+    for (const FittingLayout& fl : f.layouts_that_fit)
+      fits.push_back({{"layout", describe(fl.layout)},
+                      {"micro_batch", fl.micro_batch},
+                      {"grad_accum", fl.grad_accum},
+                      {"tokens_per_s_per_gpu", fl.tokens_per_second_per_gpu}});
+    j["layouts_that_fit"] = std::move(fits);
+  } else {
+    j["layouts_that_fit"] = nullptr;
+  }
+  j["stages"] = f.stages;  // "" unless the stages hold unequal layer counts
   json ranks = json::array();
   for (const RankPrediction& r : lp.ranks) {
     json rj;
     rj["stage"] = r.stage;
+    rj["layers"] = r.layers;
     rj["own_step_time_s"] = r.prediction.step_time;
     rj["forward_s"] = r.forward;
     rj["backward_s"] = r.backward;
@@ -226,6 +241,7 @@ std::string format_json(const std::vector<RunResult>& points) {
     for (const auto& [k, v] : r.sweep_point) j["sweep"][k] = v;
     j["model"] = r.model;
     j["model_params"] = r.model_params;
+    j["model_active_params"] = r.model_active_params;
     j["workload"] = r.workload;
     j["backend"] = r.backend;
     j["device"] = r.device;

@@ -27,6 +27,7 @@ enum class ReportFormat { table, markdown, json, csv };
 struct LayoutFigures {
   std::string layout;                     // describe(ParallelSpec): "tp=8 pp=4 dp=16 sp zero=1 1f1b"
   int gpus = 1;
+  int pp = 1;                             // pipeline stages
   int micro_batches = 1;
   double tokens_per_s_per_gpu = 0;
   double mfu = 0, hfu = 0;                // over every GPU
@@ -37,7 +38,18 @@ struct LayoutFigures {
   int worst_rank = 0;                     // pipeline stage with the highest memory peak
   double memory_worst = 0, memory_least = 0;  // bytes per rank: highest and lowest peak
   std::string does_not_fit;               // "stage 2 needs 91.3 GiB of 80.0 GiB"
+  // Uneven pipeline stages: "21 layers on stages 0-1, 20 on stages 2-3 (uneven)"; "" when even.
+  std::string stages;
+  // When it does not fit: the layouts of the same GPUs that do, best first (LayoutPrediction);
+  // fit_searched false when none were searched for.
+  bool fit_searched = false;
+  std::vector<FittingLayout> layouts_that_fit;
 };
+
+// "fits: tp=8 pp=2 dp=4 zero=1 1f1b (1,234 tok/s/GPU), ..." or "no layout of 16 GPUs fits" for a
+// layout that does not fit (a training layout's micro-batch shown, "mb=2", where it differs from
+// the step's); "" when nothing was searched.
+[[nodiscard]] std::string fitting_layouts_text(const LayoutFigures& l, const Workload& step_workload);
 
 // The figures of one stack step, derived once for every format. Measured values are empty
 // when the step was not executed; errors are empty when either side is missing.

@@ -134,10 +134,33 @@ ReportSection layout_section(const RunResult& r, const std::vector<StepFigures>&
   }
   s.notes.push_back("tok/s/GPU: every replica's tokens per second over every GPU of the layout");
   if (any_hfu) s.notes.push_back("MFU (HFU): HFU also counts the FLOPs recomputation repeats");
-  s.notes.push_back("bubble: the share of the step the busiest pipeline stage waits (simulated schedule)");
+  // An inference pipeline's bubble is no simulated schedule: one batch passes the stages in turn.
+  const bool inference_pipeline = std::any_of(r.steps.begin(), r.steps.end(), [](const StepResult& st) {
+    return st.layout && st.layout->layout.pp > 1 && st.graph.workload.phase != Phase::train;
+  });
+  s.notes.push_back(inference_pipeline
+                        ? "bubble: the share of the step the busiest pipeline stage waits (training: simulated "
+                          "schedule; inference: the batch passes the stages in turn)"
+                        : "bubble: the share of the step the busiest pipeline stage waits (simulated schedule)");
   s.notes.push_back("comm: collectives of the rank that communicates most; exposed: what the step waits for");
   s.notes.push_back("exposed by kind: how much shorter the step would be were that kind free");
   s.notes.push_back("mem/rank: peak per GPU on the most and least loaded pipeline stage");
+  // Uneven stages (the first layers % pp take one more layer), one line per split; the steps are
+  // named when the pipelined steps do not all split alike.
+  std::vector<std::pair<std::string, std::vector<std::string>>> splits;
+  std::size_t pipelined = 0;
+  for (const auto& f : figs) {
+    if (!f.layout || f.layout->pp == 1) continue;
+    ++pipelined;
+    if (f.layout->stages.empty()) continue;
+    auto it = std::find_if(splits.begin(), splits.end(), [&](const auto& x) { return x.first == f.layout->stages; });
+    if (it == splits.end()) it = splits.insert(splits.end(), {f.layout->stages, {}});
+    it->second.push_back(f.step);
+  }
+  for (const auto& [text, steps] : splits)
+    s.notes.push_back(splits.size() == 1 && steps.size() == pipelined
+                          ? "stages: " + text
+                          : fmt::format("stages of {}: {}", fmt::join(steps, ", "), text));
   return s;
 }
 
@@ -270,10 +293,10 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
   if (count > 1 || !r.sweep_point.empty())
     d.header.emplace_back("sweep", fmt::format("{} (point {} of {})", sweep_label(r.sweep_point),
                                                index + 1, count));
-  d.header.emplace_back("model", r.model_params > 0
-                                     ? fmt::format("{} ({})", r.model,
-                                                   format_params(static_cast<double>(r.model_params)))
-                                     : r.model);
+  std::string params = r.model_params > 0 ? format_params(static_cast<double>(r.model_params)) : "";
+  if (r.model_active_params > 0 && r.model_active_params < r.model_params)
+    params += ", " + format_params(static_cast<double>(r.model_active_params)) + " active";
+  d.header.emplace_back("model", params.empty() ? r.model : fmt::format("{} ({})", r.model, params));
   d.header.emplace_back("workload", r.workload);
   d.header.emplace_back("backend", is_executing(r)
                                        ? (r.device.empty() ? r.backend : r.backend + " — " + r.device)

@@ -4,9 +4,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"
 #include "core/parallel/plan.hpp"
+#include "core/parallel/search.hpp"
 
 namespace perfsim {
 
@@ -61,6 +65,40 @@ void execute_step(StepResult& r, Backend& backend, const DeviceInfo& device, con
   }
 }
 
+// Layouts the step's layout names beside "does not fit": at most this many, each a different
+// layout (its best micro-batch).
+constexpr std::size_t fitting_layouts_shown = 3;
+
+// When step `i`'s layout does not fit `hw`: the layouts of the same GPU count that fit, found by
+// the layout search over that step alone (its passes, the search's default space, recompute as
+// the stack has it; cp as the step has it), best predicted tokens/s first.
+void find_layouts_that_fit(LayoutPrediction& lp, const Scenario& s, const std::vector<StackStep>& stack,
+                           std::size_t i, const Hardware& hw) {
+  SearchSpace space;
+  space.gpus = lp.layout.gpus();
+  if (lp.layout.cp > 1) space.cp = {1, lp.layout.cp};
+  // As many layers a stage as the step's own graphs (execute.layers, 2 by default), so a layout
+  // named here prices as it would in a row of its own; at most 2 (0, all, is 1 here), to keep
+  // the search cheap. A few threads: the search is small.
+  space.layers = std::clamp<int64_t>(s.execute.layers, 1, 2);
+  space.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1U, 4U));
+  SearchResult found;
+  try {
+    found = search_layouts(s.model, s.workload, stack, i, lp.layout, hw, space);
+  } catch (const ConfigError&) {
+    return;  // no usable space (no micro-batch divides the global batch): nothing to name
+  }
+  lp.fit_searched = true;
+  for (const SearchCandidate& c : found.layouts) {
+    if (!c.fits || lp.layouts_that_fit.size() >= fitting_layouts_shown) break;
+    const std::string name = describe(c.layout);
+    if (std::any_of(lp.layouts_that_fit.begin(), lp.layouts_that_fit.end(),
+                    [&](const FittingLayout& f) { return describe(f.layout) == name; }))
+      continue;
+    lp.layouts_that_fit.push_back({c.layout, c.micro_batch, c.grad_accum, c.tokens_per_second_per_gpu});
+  }
+}
+
 }  // namespace
 
 RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* device_hw,
@@ -80,6 +118,7 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
   out.description = s.description;
   out.model = s.model.name;
   out.model_params = s.model.params();
+  out.model_active_params = s.model.active_params();
   out.workload = describe(s.workload);
   out.backend = backend != nullptr ? backend->name() : "none";
   out.device = backend != nullptr ? device.name : primary.name;
@@ -94,23 +133,33 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
       hooks.progress(fmt::format("[{}/{}] {}", i + 1, stack.size(), stack[i].name));
     StepResult r;
     r.step = stack[i].name;
-    const ParallelSpec layout = step_parallel(s.parallel, stack, i);
+    ParallelSpec layout = step_parallel(s.parallel, stack, i);
+    layout.node_gpus = primary.gpus_per_node;
     std::vector<RankGraph> ranks;
     try {
       if (layout.parallel())
         ranks = build_rank_graphs(s.model, s.workload, stack, i, layout, s.execute.layers);
       else
-        r.graph = build_stack_graph(s.model, s.workload, stack, i, BuildOptions{s.execute.layers});
+        r.graph = build_stack_graph(s.model, s.workload, stack, i, BuildOptions::sampled(s.execute.layers));
     } catch (const ConfigError& e) {
       // Earlier steps built already, so the pass that refused is one of this step's.
       throw ConfigError(fmt::format("{}step '{}': {}", stack[i].where, stack[i].name, e.what()));
     }
     if (layout.parallel()) {
       r.layout = predict_layout(ranks, layout, primary);
+      if (!r.layout->fits && hooks.find_layouts_that_fit) find_layouts_that_fit(*r.layout, s, stack, i, primary);
       r.predicted = step_prediction(*r.layout);
       for (const Hardware& hw : s.hardware)
         if (hw.name != primary.name) {
-          r.what_if_layout.push_back(predict_layout(ranks, layout, hw));
+          if (hw.gpus_per_node == layout.node_gpus) {
+            r.what_if_layout.push_back(predict_layout(ranks, layout, hw));
+          } else {
+            // Nodes of another size shard hybrid_shard differently: that hardware's own ranks.
+            ParallelSpec other = layout;
+            other.node_gpus = hw.gpus_per_node;
+            r.what_if_layout.push_back(predict_layout(
+                build_rank_graphs(s.model, s.workload, stack, i, other, s.execute.layers), other, hw));
+          }
           r.what_if.push_back(step_prediction(r.what_if_layout.back()));
         }
       r.graph = std::move(ranks.front().graph);

@@ -14,6 +14,9 @@ namespace perfsim {
 struct RunnerHooks {
   // Called before each step executes ("step 2/5 +flash_attention"), for progress on stderr.
   std::function<void(const std::string&)> progress;
+  // A parallel step that does not fit searches its GPU count for layouts that do (the report
+  // names them). Scripts pricing many points turn it off: each search costs up to a second.
+  bool find_layouts_that_fit = true;
 };
 
 // backend == nullptr: predict only. The prediction paired with a measurement is made for the

@@ -67,6 +67,9 @@ TEST_CASE("dsl parallel: a layout that cannot run is one line naming the field")
         std::string::npos);
   CHECK(error_of("par_bucket.lua", "{ dp = 2, bucket_mb = 0 }").find("parallel.bucket_mb must be > 0 MiB") !=
         std::string::npos);
+  CHECK(error_of("par_sp.lua", "{ dp = 8, sp = true }").find(
+            "parallel.sp = true with tp = 1: sequence parallelism splits the norms and dropout of the "
+            "tensor-parallel ranks, and there are none; set tp > 1 or drop sp") != std::string::npos);
 }
 
 TEST_CASE("dsl parallel: stack steps change the layout and say which step broke it") {
@@ -83,6 +86,24 @@ TEST_CASE("dsl parallel: stack steps change the layout and say which step broke 
       "  stacks = { step('bf16', 'bf16'), step('+tp', {tp = 5}) } }\n");
   const std::string e = script_error(file);
   CHECK(e.find("step '+tp': parallel.tp = 5 does not divide") != std::string::npos);
+  // A step that turns sequence parallelism on without tensor parallelism.
+  const std::string sp = write_script(
+      "par_sp_step.lua",
+      "return scenario { model = 'llama-3-8b', hardware = 'H100', workload = train {},\n"
+      "  parallel = { dp = 8 }, stacks = { step('bf16', 'bf16'), step('+sp', {sp = 1}) } }\n");
+  CHECK(script_error(sp).find("step '+sp': parallel.sp = true with tp = 1") != std::string::npos);
+  // interleave in a step makes 1F1B interleaved; under an explicit GPipe it is the error the
+  // table gives, not a silent change of schedule.
+  const Scenario chunks = scenario_of("par_chunks_step.lua", "{ pp = 4 }",
+                                      ",\n  stacks = { step('bf16', 'bf16'), step('+chunks', {interleave = 2}) }");
+  CHECK(step_parallel(chunks.parallel, chunks.stacks, 1).pipeline_schedule() == PipelineSchedule::interleaved);
+  const std::string gpipe = write_script(
+      "par_gpipe_step.lua",
+      "return scenario { model = 'llama-3-8b', hardware = 'H100', workload = train { grad_accum = 8 },\n"
+      "  parallel = { pp = 4, schedule = 'gpipe' },\n"
+      "  stacks = { step('bf16', 'bf16'), step('+chunks', {interleave = 2}) } }\n");
+  CHECK(script_error(gpipe).find("step '+chunks': parallel.interleave = 2 needs schedule = \"interleaved\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("dsl parallel: gpus and the degrees are sweep axes") {

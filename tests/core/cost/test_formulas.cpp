@@ -43,6 +43,20 @@ TEST_CASE("formulas: Megatron training FLOPs on hand-sized numbers") {
   CHECK(formulas::megatron_train_flops(m, 1, 12, true) == approx(12672));
 }
 
+TEST_CASE("formulas: Megatron's full-recompute FLOPs per iteration of GPT-3 175B") {
+  // Narayanan et al. 2021, §5.1, eq. 3, on GPT-3 175B at the paper's batch: B = 1536, s = 2048,
+  // l = 96, h = 12288, V = 51200.
+  //   96·B·s·l·h² = 96 · 1536 · 2048 · 96 · 12288² = 4,377,498,837,804,122,112
+  //   s/(6h) = 2048/73728 = 1/36;  V/(16·l·h) = 51200/18,874,368 = 25/9216
+  //   1 + 1/36 + 25/9216 = (9216 + 256 + 25)/9216 = 9497/9216
+  //   F = 4,377,498,837,804,122,112 · 9497/9216 = 4,510,970,753,323,106,304 ≈ 4.51e18
+  ModelConfig m = gpt("gpt-3-175b", 96, 12288, 96, 51200, 2048);
+  CHECK(formulas::megatron_train_flops(m, 1536, 2048, true) == approx(4510970753323106304.0).epsilon(1e-12));
+  // Without recompute, 72·B·s·l·h²·(1 + 1/36 + 51200/(12·96·12288)): 3/4 of the base, and the
+  // vocabulary term 4/3 as large: 3,283,124,128,353,091,584 · (9216 + 256 + 100/3)/9216.
+  CHECK(formulas::megatron_train_flops(m, 1536, 2048, false) == approx(3.386196746387325e18).epsilon(1e-12));
+}
+
 TEST_CASE("formulas: decode FLOPs per token of Llama-2-7B") {
   // Layer: 4·4096² + 3·4096·11008 + 2·4096 = 202,383,360; ×32 = 6,476,267,520;
   // + lm_head 32000·4096 + final norm 4096 = 6,607,343,616 matmul parameters.

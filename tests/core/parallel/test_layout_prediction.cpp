@@ -4,7 +4,10 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "approx.hpp"
+#include "core/build/streams.hpp"
 #include "core/cost/formulas.hpp"
 #include "core/parallel/layout_prediction.hpp"
 #include "core/parallel/plan.hpp"
@@ -150,4 +153,77 @@ TEST_CASE("layout prediction: tensor-parallel decode counts each sequence once")
   ParallelSpec one;
   const LayoutPrediction single = predict_layout(build_rank_graphs(llama3_8b(), w, bf16_flash, 0, one, 2), one, hw);
   CHECK(lp.step_time < single.step_time);
+}
+
+TEST_CASE("layout prediction: an inference pipeline idles each stage while the others run") {
+  // Links of no latency and no limit: the sends between stages are free.
+  Hardware hw = h100_like();
+  hw.nvlink = {1e30, 0};
+  hw.infiniband = {1e30, 0};
+  Workload w;
+  w.phase = Phase::prefill;
+  w.batch = 1;
+  w.prompt = 2048;
+  ParallelSpec p;
+  p.pp = 4;
+  const LayoutPrediction lp = price(uniform_llama(), w, p, hw);
+  REQUIRE(lp.ranks.size() == 4);
+  CHECK(lp.transfer_time < 1e-15);
+  // One batch through four equal stages in turn: each works a quarter of the step.
+  double busiest = 0, forwards = 0, after = 0;
+  for (const RankPrediction& r : lp.ranks) {
+    busiest = std::max(busiest, r.forward);
+    forwards += r.forward;
+    after = std::max(after, r.after_pipeline);
+  }
+  CHECK(lp.step_time == approx(forwards + after));
+  CHECK(lp.bubble_fraction == approx((lp.step_time - busiest) / lp.step_time));
+  CHECK(lp.bubble_fraction == approx(0.75).epsilon(0.02));
+  // Without a pipeline nothing waits.
+  ParallelSpec tp;
+  tp.tp = 4;
+  CHECK(price(uniform_llama(), w, tp, hw).bubble_fraction == 0);
+}
+
+TEST_CASE("layout prediction: the pipeline's transfer is its send, not ring attention's") {
+  // Context parallelism adds send/recvs of its own (the K/V ring, context stream): the stages'
+  // transfer is the send on the pipeline stream.
+  const Hardware hw = h100_like();
+  ParallelSpec p;
+  p.cp = 2;
+  p.pp = 2;
+  const std::vector<RankGraph> ranks = build_rank_graphs(uniform_llama(), train(4), bf16_flash, 0, p, 2);
+  const LayoutPrediction lp = predict_layout(ranks, p, hw);
+  const Graph& g = ranks.front().graph;
+  const Prediction& priced = lp.ranks.front().prediction;
+  double pipeline = -1, ring = -1;
+  int first_send_stream = -1;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    if (op.kind != OpKind::collective || op.attrs.collective != Collective::send_recv) continue;
+    if (first_send_stream < 0) first_send_stream = op.stream;
+    if (op.stream == pipeline_stream && pipeline < 0) pipeline = priced.ops[i].time;
+    if (op.stream == context_stream && ring < 0) ring = priced.ops[i].time;
+  }
+  // Stage 0 meets the ring's sends first (layer 0's attention), its pipeline send last.
+  CHECK(first_send_stream == context_stream);
+  REQUIRE(pipeline > 0);
+  REQUIRE(ring > 0);
+  CHECK(ring != approx(pipeline));
+  CHECK(lp.transfer_time == approx(pipeline));
+  // The schedule's transfers cost what the pipeline sends add; the ring's sends are the
+  // rank's own communication, counted among the send/recvs.
+  REQUIRE(lp.communication.count(Collective::send_recv) == 1);
+  CHECK(lp.communication.at(Collective::send_recv).total > 0);
+  CHECK(lp.communication.at(Collective::send_recv).exposed >= 0);
+}
+
+TEST_CASE("layout prediction: each stage's layers, the first ones more when uneven") {
+  ParallelSpec p;
+  p.pp = 3;
+  const LayoutPrediction lp = price(uniform_llama(), train(3), p, h100_like());  // 32 layers: 11 11 10
+  REQUIRE(lp.ranks.size() == 3);
+  CHECK(lp.ranks[0].layers == 11);
+  CHECK(lp.ranks[1].layers == 11);
+  CHECK(lp.ranks[2].layers == 10);
 }

@@ -119,7 +119,24 @@ TEST_CASE("passes: parallel passes change the step's layout, step by step") {
   CHECK(tp.dp == 8);
   const ParallelSpec chunks = step_parallel(base, stack, 3);
   CHECK(chunks.schedule == PipelineSchedule::interleaved);
+  CHECK(chunks.pipeline_schedule() == PipelineSchedule::interleaved);
   CHECK(chunks.gpus() == 32);
+  // Chunks turn only 1F1B into interleaved: an explicit GPipe stays GPipe, which validate refuses
+  // with interleave > 1, as it refuses the same table.
+  ParallelSpec gpipe = base;
+  gpipe.schedule = PipelineSchedule::gpipe;
+  const ParallelSpec still = step_parallel(gpipe, stack, 3);
+  CHECK(still.schedule == PipelineSchedule::gpipe);
+  CHECK(still.pipeline_schedule() == PipelineSchedule::gpipe);
+  CHECK(still.interleave == 2);
+  Workload w = train_w();
+  w.grad_accum = 4;
+  try {
+    validate(still, tiny_llama(), w);
+    FAIL("GPipe with two chunks a stage was accepted");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).rfind("parallel.interleave = 2 needs schedule = \"interleaved\"", 0) == 0);
+  }
   // A parallel pass is no graph pass: the rank graph of one GPU is unchanged.
   CHECK(build_stack_graph(tiny_llama(), decode_w(), {{"x", {{"tp", 2.0}}}}, 0).ops.size() ==
         build_graph(tiny_llama(), decode_w()).ops.size());
@@ -393,6 +410,21 @@ TEST_CASE("passes: recompute FLOPs agree with Megatron's full-recompute formula"
   const Graph g = with(m, train_w(4, 1024), {"recompute"});
   CHECK(graph_flops(g) ==
         approx(formulas::megatron_train_flops(m, 4, 1024, true)).epsilon(0.02));
+}
+
+TEST_CASE("passes: GPT-3 175B with full recompute: GEMM and attention FLOPs against Megatron's eq. 3") {
+  // Narayanan et al. 2021, §5.1, eq. 3 counts the GEMMs and the attention matmuls of GPT layers
+  // (ffn = 4h, no GQA) and the head: forward once, recomputed once, backward twice. The graph is
+  // built with one layer, the others scaled by count; only those two op classes are summed.
+  const ModelConfig m = gpt("gpt-3-175b", 96, 12288, 96, 51200, 2048);
+  const Graph g = with(m, train_w(2, 2048), {"bf16", "recompute"}, 1);
+  double matmuls = 0;
+  for (const Op& op : g.ops) {
+    const OpClass c = class_of(op.kind);
+    if (c == OpClass::gemm || c == OpClass::attention) matmuls += op_flops(op, g) * op.count;
+  }
+  const double formula = formulas::megatron_train_flops(m, 2, 2048, true);
+  CHECK(matmuls == approx(formula).epsilon(0.005));
 }
 
 TEST_CASE("passes: structural passes compose in either order") {

@@ -350,3 +350,92 @@ TEST_CASE("report explain lists ops with their bound and share of the step") {
   CHECK(contains(e, "75.0"));
   CHECK(contains(e, "25.0"));          // the norm: 1/8 × 2
 }
+
+namespace {
+
+// A four-stage inference pipeline over 82 layers (21 21 20 20) that does not fit, with the
+// layouts of its GPUs that do.
+LayoutPrediction uneven_pipeline(const Prediction& p) {
+  LayoutPrediction lp;
+  lp.layout.pp = 4;
+  lp.layout.tp = 2;
+  lp.gpus = 8;
+  lp.step_time = p.step_time;
+  lp.bubble_fraction = 0.75;
+  for (int s = 0; s < 4; ++s) {
+    RankPrediction r;
+    r.stage = s;
+    r.layers = s < 2 ? 21 : 20;
+    r.prediction = p;
+    lp.ranks.push_back(r);
+  }
+  lp.fits = false;
+  lp.does_not_fit = "stage 0 needs 91.3 GiB of 80.0 GiB";
+  lp.fit_searched = true;
+  FittingLayout a;
+  a.layout.tp = 8;
+  a.tokens_per_second_per_gpu = 1234.4;
+  FittingLayout b;
+  b.layout.tp = 4;
+  b.layout.pp = 2;
+  b.micro_batch = 2;  // inference: the batch follows from dp, not shown
+  b.tokens_per_second_per_gpu = 987;
+  lp.layouts_that_fit = {a, b};
+  return lp;
+}
+
+}  // namespace
+
+TEST_CASE("report parallel layout: uneven stages, the inference bubble, the layouts that fit") {
+  RunResult r = hand_result();
+  r.backend = "none";
+  for (auto& s : r.steps) s.measured.reset();
+  r.steps[2].layout = uneven_pipeline(r.steps[2].predicted);
+  const std::string t = format_table({r});
+  CHECK(contains(t, "Parallel layout"));
+  CHECK(contains(t, "· stages: 21 layers on stages 0-1, 20 on stages 2-3 (uneven)\n"));
+  CHECK(contains(t, "75.0%"));
+  CHECK(contains(t, "inference: the batch passes the stages in turn"));
+  CHECK(contains(t, "does not fit: stage 0 needs 91.3 GiB of 80.0 GiB; fits: tp=8 (1,234 tok/s/GPU), "
+                    "tp=4 pp=2 1f1b (987 tok/s/GPU)"));
+  // Even stages say nothing.
+  RunResult even = r;
+  for (RankPrediction& rank : even.steps[2].layout->ranks) rank.layers = 20;
+  CHECK_FALSE(contains(format_table({even}), "stages:"));
+  // Searched, and none fit.
+  RunResult none = r;
+  none.steps[2].layout->layouts_that_fit.clear();
+  CHECK(contains(format_table({none}), "does not fit: stage 0 needs 91.3 GiB of 80.0 GiB; no layout of 8 GPUs fits"));
+
+  const auto doc = nlohmann::json::parse(format_json({r}));
+  const auto& par = doc.at("results").at(0).at("steps").at(2).at("predicted").at("parallel");
+  CHECK(par.at("stages") == "21 layers on stages 0-1, 20 on stages 2-3 (uneven)");
+  CHECK(par.at("ranks").at(3).at("layers") == 20);
+  CHECK(par.at("bubble_fraction").get<double>() == approx(0.75));
+  REQUIRE(par.at("layouts_that_fit").size() == 2);
+  CHECK(par.at("layouts_that_fit")[1].at("layout") == "tp=4 pp=2 1f1b");
+  CHECK(par.at("layouts_that_fit")[1].at("micro_batch") == 2);
+  CHECK(par.at("layouts_that_fit")[0].at("tokens_per_s_per_gpu").get<double>() == approx(1234.4));
+}
+
+TEST_CASE("report: a training layout that fits names its micro-batch where it differs") {
+  LayoutFigures l;
+  l.gpus = 8;
+  CHECK(fitting_layouts_text(l, Workload{}).empty());  // nothing searched
+  l.fit_searched = true;
+  CHECK(fitting_layouts_text(l, Workload{}) == "no layout of 8 GPUs fits");
+  Workload w;
+  w.phase = Phase::train;
+  w.batch = 4;
+  FittingLayout same, smaller;
+  same.layout.dp = 8;
+  same.layout.zero = 1;
+  same.micro_batch = 4;
+  same.tokens_per_second_per_gpu = 11704;
+  smaller.layout.dp = 8;
+  smaller.layout.zero = 3;
+  smaller.micro_batch = 1;
+  smaller.tokens_per_second_per_gpu = 9000;
+  l.layouts_that_fit = {same, smaller};
+  CHECK(fitting_layouts_text(l, w) == "fits: dp=8 zero=1 (11,704 tok/s/GPU), dp=8 zero=3 mb=1 (9,000 tok/s/GPU)");
+}

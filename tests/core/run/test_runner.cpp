@@ -2,6 +2,8 @@
 // measured), predict-only runs, scenario validation, and the derived comparisons.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "core/errors.hpp"
 #include "core/report/report.hpp"
 #include "core/run/runner.hpp"
+#include "graph_test_models.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;
@@ -252,4 +255,100 @@ TEST_CASE("relative error and throughput speedup") {
   CHECK(speedup(2e-3, 1, 1e-3, 1) == approx(2));
   CHECK(speedup(1e-3, 1, 2e-3, 8) == approx(4));
   CHECK(std::isnan(speedup(0, 1, 1e-3, 1)));
+}
+
+namespace {
+
+Hardware h100_like(double memory_bytes) {
+  Hardware hw;
+  hw.name = "test-h100";
+  hw.peak_flops[static_cast<int>(DType::bf16)] = 989e12;
+  hw.peak_flops[static_cast<int>(DType::fp32)] = 67e12;
+  hw.memory_bytes = memory_bytes;
+  hw.memory_bandwidth = 3.35e12;
+  hw.nvlink = {450e9, 3e-6};
+  hw.infiniband = {50e9, 5e-6};
+  hw.gpus_per_node = 8;
+  hw.sm_count = 132;
+  hw.collective_sms = 16;
+  return hw;
+}
+
+// Llama-3-8B training over 8 GPUs with DDP: 16 bytes of training state a parameter, 128 GB a
+// GPU, more than the GPU holds; sharded or split it fits.
+Scenario ddp_scenario(double memory_bytes) {
+  Scenario s;
+  s.name = "ddp-does-not-fit";
+  s.model = test_models::llama3_8b();
+  s.workload.phase = Phase::train;
+  s.workload.batch = 1;
+  s.workload.seq = 1024;
+  s.workload.grad_accum = 4;
+  s.hardware = {h100_like(memory_bytes)};
+  s.parallel.dp = 8;
+  s.stacks = {StackStep{"bf16", {PassSpec{"bf16", {}}, PassSpec{"flash_attention", {}}}, ""}};
+  s.execute.layers = 1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("runner: a layout that does not fit names layouts of its GPUs that do") {
+  const Scenario s = ddp_scenario(80e9);
+  const RunResult r = run_scenario(s, nullptr, nullptr);
+  REQUIRE(r.steps.size() == 1);
+  REQUIRE(r.steps[0].layout.has_value());
+  const LayoutPrediction& lp = *r.steps[0].layout;
+  CHECK_FALSE(lp.fits);
+  CHECK(lp.layout.node_gpus == 8);  // the hardware's nodes
+  CHECK(lp.fit_searched);
+  REQUIRE_FALSE(lp.layouts_that_fit.empty());
+  CHECK(lp.layouts_that_fit.size() <= 3);
+  for (std::size_t i = 0; i < lp.layouts_that_fit.size(); ++i) {
+    const FittingLayout& f = lp.layouts_that_fit[i];
+    CAPTURE(describe(f.layout));
+    CHECK(f.layout.gpus() == 8);
+    // The step's global batch: 1 sequence × 4 micro-batches × 8 replicas.
+    CHECK(f.micro_batch * f.grad_accum * f.layout.dp == 32);
+    if (i > 0) {
+      CHECK(f.tokens_per_second_per_gpu <= lp.layouts_that_fit[i - 1].tokens_per_second_per_gpu);
+      CHECK(describe(f.layout) != describe(lp.layouts_that_fit[i - 1].layout));
+    }
+    // Priced as the step is, each fits.
+    Workload w = s.workload;
+    w.batch = f.micro_batch;
+    w.grad_accum = f.grad_accum;
+    CHECK(predict_layout(build_rank_graphs(s.model, w, s.stacks, 0, f.layout, 1), f.layout, s.hardware[0]).fits);
+  }
+  // The report puts them beside "does not fit", the JSON under predicted.parallel.
+  const std::vector<StepFigures> figs = step_figures(r);
+  const std::string first = describe(lp.layouts_that_fit.front().layout);
+  CHECK(figs[0].note.rfind("does not fit: needs ", 0) == 0);
+  CHECK(figs[0].note.find("; fits: " + first) != std::string::npos);
+  CHECK(figs[0].note.find(" tok/s/GPU)") != std::string::npos);
+  const auto j = nlohmann::json::parse(format_json({r}));
+  const auto& fits = j["results"][0]["steps"][0]["predicted"]["parallel"]["layouts_that_fit"];
+  REQUIRE(fits.size() == lp.layouts_that_fit.size());
+  CHECK(fits[0]["layout"] == first);
+  CHECK(fits[0]["tokens_per_s_per_gpu"].get<double>() ==
+        approx(lp.layouts_that_fit.front().tokens_per_second_per_gpu));
+
+  // A layout that fits searches nothing.
+  const RunResult roomy = run_scenario(ddp_scenario(1e15), nullptr, nullptr);
+  CHECK(roomy.steps[0].layout->fits);
+  CHECK_FALSE(roomy.steps[0].layout->fit_searched);
+  CHECK(nlohmann::json::parse(format_json({roomy}))["results"][0]["steps"][0]["predicted"]["parallel"]
+            ["layouts_that_fit"]
+                .is_null());
+}
+
+TEST_CASE("runner: when no layout of the GPUs fits, the report says so") {
+  const RunResult r = run_scenario(ddp_scenario(4e9), nullptr, nullptr);
+  const LayoutPrediction& lp = *r.steps[0].layout;
+  CHECK_FALSE(lp.fits);
+  CHECK(lp.fit_searched);
+  CHECK(lp.layouts_that_fit.empty());
+  CHECK(step_figures(r)[0].note.find("; no layout of 8 GPUs fits") != std::string::npos);
+  CHECK(nlohmann::json::parse(format_json({r}))["results"][0]["steps"][0]["predicted"]["parallel"]
+            ["layouts_that_fit"] == nlohmann::json::array());
 }

@@ -99,6 +99,17 @@ TEST_CASE("parallel spec: each bad layout names its field and what to change") {
         "parallel.schedule = \"interleaved\" needs the micro-batches (grad_accum = 12) to be a multiple of pp = 8");
   CHECK(error_of(p, m, train(8192, 16)).empty());
 
+  // Sequence parallelism splits what the tensor-parallel ranks hold whole: none without them.
+  p = {};
+  p.sp = true;
+  CHECK(error_of(p, m, train()) ==
+        "parallel.sp = true with tp = 1: sequence parallelism splits the norms and dropout of the "
+        "tensor-parallel ranks, and there are none; set tp > 1 or drop sp");
+  p.dp = 8;  // other degrees do not stand in for tp
+  CHECK(error_of(p, m, train()).rfind("parallel.sp = true with tp = 1", 0) == 0);
+  p.tp = 2;
+  CHECK(error_of(p, m, train()).empty());
+
   p = {};
   p.ep = 8;
   CHECK(error_of(p, m, train()) == "parallel.ep = 8 needs a mixture-of-experts model; llama-3-8b has no experts");
@@ -150,6 +161,13 @@ TEST_CASE("parallel spec: pipeline stages share the layers, the first stages one
   CHECK(stage_layers(10, 4, 2) == 2);
   CHECK(stage_first_layer(10, 4, 2) == 6);
   CHECK(stage_first_layer(10, 4, 3) == 8);
+  // The report says how uneven stages split, and nothing when they are even.
+  CHECK(describe_stages(82, 4) == "21 layers on stages 0-1, 20 on stages 2-3 (uneven)");
+  CHECK(describe_stages(10, 4) == "3 layers on stages 0-1, 2 on stages 2-3 (uneven)");
+  CHECK(describe_stages(9, 4) == "3 layers on stage 0, 2 on stages 1-3 (uneven)");
+  CHECK(describe_stages(11, 4) == "3 layers on stages 0-2, 2 on stage 3 (uneven)");
+  CHECK(describe_stages(80, 4).empty());
+  CHECK(describe_stages(7, 1).empty());
   ParallelSpec p;
   p.tp = 8;
   p.cp = 2;
