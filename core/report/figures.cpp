@@ -91,18 +91,33 @@ LayoutFigures layout_figures(const LayoutPrediction& lp) {
   return f;
 }
 
-std::string fitting_layouts_text(const LayoutFigures& l, const Workload& step_workload) {
-  if (!l.fit_searched) return {};
-  if (l.layouts_that_fit.empty()) return fmt::format("no layout of {} GPUs fits", l.gpus);
+namespace {
+
+// "tp=2 dp=4 zero=1 mb=2 (1,234 tok/s/GPU), …"
+std::string fitting_list(const std::vector<FittingLayout>& layouts, const Workload& step_workload) {
   std::vector<std::string> parts;
-  for (const FittingLayout& f : l.layouts_that_fit) {
+  for (const FittingLayout& f : layouts) {
     std::string part = describe(f.layout);
     // Inference splits the step's batch over the replicas: its batch follows from dp.
     if (step_workload.phase == Phase::train && f.micro_batch != step_workload.batch)
       part += fmt::format(" mb={}", f.micro_batch);
     parts.push_back(fmt::format("{} ({} tok/s/GPU)", part, format_rate(f.tokens_per_second_per_gpu)));
   }
-  return "fits: " + join(parts, ", ");
+  return join(parts, ", ");
+}
+
+}  // namespace
+
+std::string fitting_layouts_text(const LayoutFigures& l, const Workload& step_workload) {
+  if (!l.fit_searched) return {};
+  if (l.layouts_that_fit.empty()) return fmt::format("no layout of {} GPUs fits", l.gpus);
+  return "fits: " + fitting_list(l.layouts_that_fit, step_workload);
+}
+
+std::string fitting_gpus_text(const StepResult& s) {
+  if (!s.fit_searched) return {};
+  if (s.fit_gpus == 0) return "no layout of up to 1,024 GPUs fits";
+  return fmt::format("fits on {} GPUs: {}", s.fit_gpus, fitting_list(s.layouts_that_fit, s.graph.workload));
 }
 
 std::vector<StepFigures> step_figures(const RunResult& r) {
@@ -152,9 +167,12 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
     if (!p.unsupported.empty()) notes.push_back(unsupported_note(p));
     if (f.layout && !f.layout->does_not_fit.empty()) {
       // Beside what does not fit, what would: layouts of the same GPUs.
-      const std::string fits = fitting_layouts_text(*f.layout, s.graph.workload);
+      const std::string fits = s.fit_searched ? fitting_gpus_text(s) : fitting_layouts_text(*f.layout, s.graph.workload);
       notes.push_back("does not fit: " + f.layout->does_not_fit + (fits.empty() ? "" : "; " + fits));
     }
+    if (!s.layout && s.fit_searched)
+      notes.push_back(fmt::format("does not fit: needs {} on one GPU; {}", format_bytes(p.memory.peak),
+                                  fitting_gpus_text(s)));
     if (s.measured && s.measured->attempts > 1)
       notes.push_back("measured twice: the first run timed some ops at zero");
     f.note = join(notes, "; ");

@@ -172,6 +172,17 @@ json step_object(const StepResult& s, const StepFigures& f) {
     pj["host_pinned_bytes"] = p.memory.host_pinned_bytes;
   }
   pj["fits"] = p.fits;
+  // A single-GPU step that does not fit: the fewest GPUs a layout of which fits (null: none up to
+  // 1,024) and those layouts; absent when nothing was searched.
+  if (s.fit_searched) {
+    json layouts = json::array();
+    for (const FittingLayout& fl : s.layouts_that_fit)
+      layouts.push_back({{"layout", describe(fl.layout)},
+                         {"micro_batch", fl.micro_batch},
+                         {"grad_accum", fl.grad_accum},
+                         {"tokens_per_s_per_gpu", fl.tokens_per_second_per_gpu}});
+    pj["fits_on"] = {{"gpus", s.fit_gpus > 0 ? json(s.fit_gpus) : json(nullptr)}, {"layouts", std::move(layouts)}};
+  }
   pj["unsupported"] = p.unsupported;
   pj["time_by_class_s"] = class_times(p.time_by_class);
   j["predicted"] = std::move(pj);

@@ -50,6 +50,9 @@ struct LayoutFigures {
 // layout that does not fit (a training layout's micro-batch shown, "mb=2", where it differs from
 // the step's); "" when nothing was searched.
 [[nodiscard]] std::string fitting_layouts_text(const LayoutFigures& l, const Workload& step_workload);
+// For a single-GPU step that does not fit: "fits on 4 GPUs: tp=4 (…), …", "no layout of up to
+// 1,024 GPUs fits", or "" when nothing was searched.
+[[nodiscard]] std::string fitting_gpus_text(const StepResult& s);
 
 // The figures of one stack step, derived once for every format. Measured values are empty
 // when the step was not executed; errors are empty when either side is missing.

@@ -59,6 +59,12 @@ struct StepResult {
   // `predicted` the step as step_prediction() sums it up.
   std::optional<LayoutPrediction> layout;
   std::vector<LayoutPrediction> what_if_layout;
+  // A single-GPU step that does not fit: the fewest GPUs (of 2, 4, 8, … 1,024) some layout of
+  // which fits, and up to three such layouts, best first (fit_gpus 0: none up to 1,024). Only
+  // when searched (fit_searched; run_scenario does it).
+  bool fit_searched = false;
+  int fit_gpus = 0;
+  std::vector<FittingLayout> layouts_that_fit;
 };
 
 struct RunResult {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "core/cost/memory_model.hpp"
@@ -72,11 +73,11 @@ constexpr std::size_t fitting_layouts_shown = 3;
 // When step `i`'s layout does not fit `hw`: the layouts of the same GPU count that fit, found by
 // the layout search over that step alone (its passes, the search's default space, recompute as
 // the stack has it; cp as the step has it), best predicted tokens/s first.
-void find_layouts_that_fit(LayoutPrediction& lp, const Scenario& s, const std::vector<StackStep>& stack,
-                           std::size_t i, const Hardware& hw) {
-  SearchSpace space;
-  space.gpus = lp.layout.gpus();
-  if (lp.layout.cp > 1) space.cp = {1, lp.layout.cp};
+// The fitting layouts of `space`'s GPU count (at most fitting_layouts_shown, distinct), best
+// first; nullopt when the space has no usable layout (no micro-batch divides the global batch).
+std::optional<std::vector<FittingLayout>> fitting_layouts(const Scenario& s, const std::vector<StackStep>& stack,
+                                                          std::size_t i, const ParallelSpec& base,
+                                                          const Hardware& hw, SearchSpace space) {
   // As many layers a stage as the step's own graphs (execute.layers, 2 by default), so a layout
   // named here prices as it would in a row of its own; at most 2 (0, all, is 1 here), to keep
   // the search cheap. A few threads: the search is small.
@@ -84,18 +85,58 @@ void find_layouts_that_fit(LayoutPrediction& lp, const Scenario& s, const std::v
   space.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1U, 4U));
   SearchResult found;
   try {
-    found = search_layouts(s.model, s.workload, stack, i, lp.layout, hw, space);
+    found = search_layouts(s.model, s.workload, stack, i, base, hw, space);
   } catch (const ConfigError&) {
-    return;  // no usable space (no micro-batch divides the global batch): nothing to name
+    return std::nullopt;
   }
-  lp.fit_searched = true;
+  std::vector<FittingLayout> out;
   for (const SearchCandidate& c : found.layouts) {
-    if (!c.fits || lp.layouts_that_fit.size() >= fitting_layouts_shown) break;
+    if (!c.fits || out.size() >= fitting_layouts_shown) break;
     const std::string name = describe(c.layout);
-    if (std::any_of(lp.layouts_that_fit.begin(), lp.layouts_that_fit.end(),
-                    [&](const FittingLayout& f) { return describe(f.layout) == name; }))
+    if (std::any_of(out.begin(), out.end(), [&](const FittingLayout& f) { return describe(f.layout) == name; }))
       continue;
-    lp.layouts_that_fit.push_back({c.layout, c.micro_batch, c.grad_accum, c.tokens_per_second_per_gpu});
+    out.push_back({c.layout, c.micro_batch, c.grad_accum, c.tokens_per_second_per_gpu});
+  }
+  return out;
+}
+
+// When step `i`'s layout does not fit `hw`: the layouts of the same GPU count that fit, found by
+// the layout search over that step alone (its passes, the search's default space, recompute as
+// the stack has it; cp as the step has it), best predicted tokens/s first.
+void find_layouts_that_fit(LayoutPrediction& lp, const Scenario& s, const std::vector<StackStep>& stack,
+                           std::size_t i, const Hardware& hw) {
+  SearchSpace space;
+  space.gpus = lp.layout.gpus();
+  if (lp.layout.cp > 1) space.cp = {1, lp.layout.cp};
+  if (auto found = fitting_layouts(s, stack, i, lp.layout, hw, space)) {
+    lp.fit_searched = true;
+    lp.layouts_that_fit = std::move(*found);
+  }
+}
+
+// When single-GPU step `i` does not fit `hw`: the fewest GPUs, doubling from 2 up to 1,024,
+// some layout of which fits. Each GPU keeps the step's micro-batch (training: the global batch
+// grows with the GPUs, as adding data-parallel replicas does); inference splits the step's
+// batch. The layouts searched are the search's defaults at that micro-batch, one chunk a stage.
+void find_gpus_that_fit(StepResult& r, const Scenario& s, const std::vector<StackStep>& stack, std::size_t i,
+                        const Hardware& hw) {
+  constexpr int most_gpus = 1024;
+  const Workload& w = s.workload;
+  r.fit_searched = true;
+  for (int gpus = 2; gpus <= most_gpus; gpus *= 2) {
+    SearchSpace space;
+    space.gpus = gpus;
+    space.interleave = {1};
+    if (w.phase == Phase::train) {
+      space.micro_batches = {r.graph.workload.batch};
+      space.global_batch = r.graph.workload.batch * r.graph.workload.grad_accum * gpus;
+    }
+    const std::optional<std::vector<FittingLayout>> found = fitting_layouts(s, stack, i, ParallelSpec{}, hw, space);
+    if (found && !found->empty()) {
+      r.fit_gpus = gpus;
+      r.layouts_that_fit = *found;
+      return;
+    }
   }
 }
 
@@ -147,7 +188,8 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
     }
     if (layout.parallel()) {
       r.layout = predict_layout(ranks, layout, primary);
-      if (!r.layout->fits && hooks.find_layouts_that_fit) find_layouts_that_fit(*r.layout, s, stack, i, primary);
+      if (!r.layout->fits && hooks.find_layouts_that_fit && layout.gpus() > 1)
+        find_layouts_that_fit(*r.layout, s, stack, i, primary);
       r.predicted = step_prediction(*r.layout);
       for (const Hardware& hw : s.hardware)
         if (hw.name != primary.name) {
@@ -163,8 +205,12 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
           r.what_if.push_back(step_prediction(r.what_if_layout.back()));
         }
       r.graph = std::move(ranks.front().graph);
+      // One GPU with ZeRO on: what fits is a question of more GPUs, as without a layout.
+      if (!r.layout->fits && hooks.find_layouts_that_fit && layout.gpus() == 1)
+        find_gpus_that_fit(r, s, stack, i, primary);
     } else {
       r.predicted = predict(r.graph, primary);
+      if (!r.predicted.fits && hooks.find_layouts_that_fit) find_gpus_that_fit(r, s, stack, i, primary);
       for (const Hardware& hw : s.hardware)
         if (hw.name != primary.name) r.what_if.push_back(predict(r.graph, hw));
     }

@@ -2,6 +2,7 @@
 // measured), predict-only runs, scenario validation, and the derived comparisons.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -351,4 +352,41 @@ TEST_CASE("runner: when no layout of the GPUs fits, the report says so") {
   CHECK(step_figures(r)[0].note.find("; no layout of 8 GPUs fits") != std::string::npos);
   CHECK(nlohmann::json::parse(format_json({r}))["results"][0]["steps"][0]["predicted"]["parallel"]
             ["layouts_that_fit"] == nlohmann::json::array());
+}
+
+TEST_CASE("runner: a single-GPU step that does not fit names the fewest GPUs that hold it") {
+  // Llama-3-8B, bf16 training: 16 bytes a parameter of model states (128 GB) alone exceed 80 GB.
+  Scenario s = ddp_scenario(80e9);
+  s.parallel = ParallelSpec{};
+  const RunResult r = run_scenario(s, nullptr, nullptr);
+  const StepResult& st = r.steps[0];
+  CHECK_FALSE(st.layout.has_value());
+  CHECK_FALSE(st.predicted.fits);
+  CHECK(st.fit_searched);
+  REQUIRE(st.fit_gpus >= 2);
+  REQUIRE_FALSE(st.layouts_that_fit.empty());
+  for (const FittingLayout& f : st.layouts_that_fit) {
+    CAPTURE(describe(f.layout));
+    CHECK(f.layout.gpus() == st.fit_gpus);
+    CHECK(f.micro_batch == 1);  // each GPU keeps the step's micro-batch
+    Workload w = s.workload;
+    w.batch = f.micro_batch;
+    w.grad_accum = f.grad_accum;
+    CHECK(predict_layout(build_rank_graphs(s.model, w, s.stacks, 0, f.layout, 1), f.layout, s.hardware[0]).fits);
+  }
+  const std::vector<StepFigures> figs = step_figures(r);
+  CHECK(figs[0].note.find(fmt::format("fits on {} GPUs: {}", st.fit_gpus, describe(st.layouts_that_fit[0].layout))) !=
+        std::string::npos);
+  const auto j = nlohmann::json::parse(format_json({r}));
+  const auto& fits_on = j["results"][0]["steps"][0]["predicted"]["fits_on"];
+  CHECK(fits_on["gpus"] == st.fit_gpus);
+  CHECK(fits_on["layouts"].size() == st.layouts_that_fit.size());
+  // Where even 1,024 GPUs hold nothing (100 MB a GPU: 128 GB of model states need 125 MB a GPU
+  // over 1,024), it says so.
+  Scenario tiny_gpu = s;
+  tiny_gpu.hardware = {h100_like(1e8)};
+  const RunResult none = run_scenario(tiny_gpu, nullptr, nullptr);
+  CHECK(none.steps[0].fit_searched);
+  CHECK(none.steps[0].fit_gpus == 0);
+  CHECK(step_figures(none)[0].note.find("no layout of up to 1,024 GPUs fits") != std::string::npos);
 }
