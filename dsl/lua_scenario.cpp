@@ -149,12 +149,6 @@ std::string default_name(const std::string& file) {
   return std::filesystem::path(file).stem().string();
 }
 
-std::string point_label(const std::map<std::string, std::string>& values) {
-  std::vector<std::string> parts;
-  for (const auto& [k, v] : values) parts.push_back(k + "=" + v);
-  return fmt::format("{}", fmt::join(parts, " "));
-}
-
 }  // namespace
 
 const std::vector<std::string>& scenario_fields() {
@@ -209,7 +203,7 @@ BuiltScenario build_scenario(lua_State* L, int index, const std::string& what,
       validate(p.scenario);
     } catch (const ConfigError& e) {
       if (p.values.empty()) throw;
-      throw ConfigError(fmt::format("sweep point {}: {}", point_label(p.values), e.what()));
+      throw ConfigError(fmt::format("sweep point {}: {}", sweep_point_label(p.values), e.what()));
     }
   }
   return b;

@@ -2,6 +2,7 @@
 #include "dsl/sweep.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -67,6 +68,12 @@ std::string sweep_key_problem(const std::string& key, Phase p) {
                      key, name_of(p), fits);
 }
 
+std::string sweep_point_label(const std::map<std::string, std::string>& values) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : values) parts.push_back(k + "=" + v);
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
 std::vector<ScenarioPoint> expand_sweep(const Scenario& base, const SweepCatalog& named) {
   Scenario plain = base;
   plain.sweep.clear();
@@ -83,7 +90,12 @@ std::vector<ScenarioPoint> expand_sweep(const Scenario& base, const SweepCatalog
       for (const std::string& v : axis->values) {
         ScenarioPoint q = p;
         q.values[axis->key] = v;
-        apply(q.scenario, axis->key, v, named);
+        try {
+          apply(q.scenario, axis->key, v, named);
+        } catch (const ConfigError& e) {
+          // The point's values so far say which combination failed (gpus with its degrees).
+          throw ConfigError(fmt::format("sweep point {}: {}", sweep_point_label(q.values), e.what()));
+        }
         next.push_back(std::move(q));
       }
     points = std::move(next);

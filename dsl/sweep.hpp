@@ -25,5 +25,7 @@ struct SweepCatalog {
 // One point per combination (the last axis varies fastest); a single point with empty values
 // when there is no sweep. Points carry no sweep of their own.
 [[nodiscard]] std::vector<ScenarioPoint> expand_sweep(const Scenario& base, const SweepCatalog& named);
+// "gpus=12 tp=8": a point's values, in key order, for its errors.
+[[nodiscard]] std::string sweep_point_label(const std::map<std::string, std::string>& values);
 
 }  // namespace perfsim::dsl

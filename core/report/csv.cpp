@@ -45,10 +45,11 @@ std::string format_csv(const std::vector<RunResult>& points) {
                                [](const StepResult& s) { return s.measured.has_value(); });
   }
 
-  // Sweep keys lead; "model" and "hardware" would repeat a later column's name, so those two
-  // are written sweep_model / sweep_hardware.
+  // Sweep keys lead; "model", "hardware" and "gpus" would repeat a later column's name, so those
+  // are written sweep_model, sweep_hardware, sweep_gpus.
   std::vector<std::string> header;
-  for (const auto& k : keys) header.push_back(k == "model" || k == "hardware" ? "sweep_" + k : k);
+  for (const auto& k : keys)
+    header.push_back(k == "model" || k == "hardware" || k == "gpus" ? "sweep_" + k : k);
   for (const char* h : {"scenario", "step", "model", "workload", "backend", "device", "hardware",
                         "calibrated", "tokens_per_step", "predicted_step_s", "measured_step_s",
                         "time_error", "predicted_peak_executed_bytes", "measured_peak_bytes",
