@@ -144,9 +144,7 @@ class BackwardBuilder {
   // An MoE MLP's backward from dy [T, h] (moe.cpp builds its forward): the combine, the
   // experts (their gradients sent back over the all-to-all under expert parallelism), the
   // dispatch, the routing and the router, and the shared experts beside them. Returns the
-  // partial dX [T, h] that leave_tp sums. Under tensor parallelism each rank's expert outputs
-  // are partial sums, so the routing weights' gradient is all-reduced over the tensor-parallel
-  // ranks first; the router's own input gradient is then the same on each of them.
+  // partial dX [T, h] that leave_tp sums.
   int moe(int l, const LayerActivations& a, const LayerWeights& lw, int dy) {
     const int64_t t = m_tokens, h = m_m.hidden, e = m_r.experts, k = m_r.top_k, el = m_r.local_experts,
                   f = m_r.expert_ffn;
@@ -156,12 +154,9 @@ class BackwardBuilder {
     const bool swiglu = m_m.activation == Activation::swiglu;
 
     const int dreturned = m_b.activation_like(n("mlp.combine.bwd.dexperts"), x.returned);
-    int dweights = m_b.tensor(n("mlp.combine.bwd.dweights"), {t, k}, TensorRole::activation, -1, DType::fp32);
+    const int dweights = m_b.tensor(n("mlp.combine.bwd.dweights"), {t, k}, TensorRole::activation, -1, DType::fp32);
     m_b.op(OpKind::moe_combine_bwd, n("mlp.combine.bwd"), {dy, x.returned, x.choice, x.slots, x.weights},
            {dreturned, dweights}, m_b.moe_attrs(t, h, x.capacity), l, Stage::backward);
-    if (m_r.tensor_parallel())
-      dweights = m_b.tp_collective(n("mlp.combine.bwd.dweights"), Collective::all_reduce, dweights, {t, k}, l,
-                                   Stage::backward);
     const char* down = swiglu ? "mlp.experts.down_proj" : "mlp.experts.fc2";
     const int doutput = m_r.expert_parallel()
                             ? m_b.ep_all_to_all(n("mlp.combine.bwd"), dreturned, {el, rows, h}, l, Stage::backward)
@@ -195,7 +190,19 @@ class BackwardBuilder {
     m_b.op(OpKind::moe_route_bwd, n("mlp.route.bwd"), {x.logits, x.choice, dweights}, {dlogits},
            m_b.moe_attrs(t, e, x.capacity), l, Stage::backward);
     const int x_in = m_b.regather(n("mlp_norm"), a.xn2, t, l);
-    const int dx_router = linear(n("mlp.router"), dlogits, x_in, lw.router, t, e, h, l);
+    // Under tensor parallelism dweights, and so dlogits, are this rank's partial sums (its share
+    // of each expert's width): the router's input gradient stays partial, summed by leave_tp
+    // with the experts', while its weight gradient needs the whole dlogits, all-reduced.
+    const int dx_router = m_b.tensor(n("mlp.router.dgrad.out"), {t, h}, TensorRole::activation);
+    OpAttrs d;
+    d.m = t, d.n = h, d.k = e;
+    d.trans_b = true;
+    m_b.op(OpKind::gemm, n("mlp.router.dgrad"), {dlogits, lw.router}, {dx_router}, d, l, Stage::backward);
+    const int dlogits_whole =
+        m_r.tensor_parallel()
+            ? m_b.tp_collective(n("mlp.route.bwd"), Collective::all_reduce, dlogits, {t, e}, l, Stage::backward)
+            : dlogits;
+    wgrad(n("mlp.router"), x_in, dlogits_whole, lw.router, h, e, t, /*trans_a=*/true, l);
     int dx = add(n("mlp.router.grad_sum"), dx_experts, dx_router, l);
     if (m_r.shared_ffn > 0) {
       const int dx_shared = mlp(l, a.gate, a.up, a.act, lw, dy, x_in, m_r.shared_ffn, "mlp.shared");

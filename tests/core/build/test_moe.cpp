@@ -175,3 +175,29 @@ TEST_CASE("moe: parallel.ep is checked against the model and dp") {
                        ConfigError);
   CHECK_NOTHROW(validate(p, tiny_moe(), w));
 }
+
+TEST_CASE("moe: under tensor parallelism the router's gradients add up to the single rank's") {
+  // Each tp rank holds half of every expert's width, so its dweights and dlogits are partial
+  // sums: the router's input gradient stays partial (leave_tp sums it with the experts'), its
+  // weight gradient reads dlogits all-reduced over the two ranks.
+  const ModelConfig m = tiny_moe();
+  BuildOptions o;
+  o.parallel.tp = 2;
+  const Graph g = build_train(m, train(2, 32), o);
+  CHECK_NOTHROW(g.check());
+  const Op* dgrad = find_op(g, "layer0.mlp.router.dgrad");
+  const Op* wgrad = find_op(g, "layer0.mlp.router.wgrad");
+  const Op* reduce = find_op(g, "layer0.mlp.route.bwd.all_reduce");
+  const Op* route_bwd = find_op(g, "layer0.mlp.route.bwd");
+  REQUIRE(dgrad != nullptr);
+  REQUIRE(wgrad != nullptr);
+  REQUIRE(reduce != nullptr);
+  REQUIRE(route_bwd != nullptr);
+  CHECK(dgrad->inputs[0] == route_bwd->outputs[0]);  // partial dlogits
+  CHECK(reduce->inputs[0] == route_bwd->outputs[0]);
+  CHECK(reduce->attrs.group == 2);
+  CHECK(wgrad->inputs[1] == reduce->outputs[0]);     // whole dlogits
+  CHECK(find_op(g, "layer0.mlp.combine.bwd.dweights.all_reduce") == nullptr);
+  // Each rank: half of every expert's width (8 experts · 3 · 64 · 32 a layer).
+  CHECK(weight_elements(g, true) == approx(4.0 * 8 * 3 * 64 * 32));
+}
