@@ -19,12 +19,16 @@ namespace {
 
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 
-std::string sampling_text(const Graph& g, bool executing) {
+// `g` is the first step's graph (a pipeline's: stage 0's, whose layers are its own).
+std::string sampling_text(const Graph& g, bool executing, int pipeline_stages) {
   const char* verb = executing ? "executed" : "built";
   if (g.layers_built <= 0 || g.layers_built >= g.layers_total)
     return fmt::format("all layers {}", verb);
-  return fmt::format("{} {} of {} transformer layers; per-layer times and memory scaled by {:g}",
-                     verb, g.layers_built, g.layers_total, g.layer_scale());
+  const std::string of_what = pipeline_stages > 1
+                                  ? fmt::format("transformer layers of stage 0 ({} stages)", pipeline_stages)
+                                  : std::string("transformer layers");
+  return fmt::format("{} {} of {} {}; per-layer times and memory scaled by {:g}", verb, g.layers_built,
+                     g.layers_total, of_what, g.layer_scale());
 }
 
 // Executes one step's graph, or says why it was not executed.
@@ -223,7 +227,7 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
     else
       r.not_executed = backend == nullptr ? "predicted only (no backend)"
                                           : "execution disabled (execute.enabled = false)";
-    if (i == 0) out.sampling = sampling_text(r.graph, executing);
+    if (i == 0) out.sampling = sampling_text(r.graph, executing, layout.pp);
     out.steps.push_back(std::move(r));
   }
   return out;
