@@ -112,6 +112,22 @@ CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a) {
       ->type_name("PCT")
       ->check(CLI::Validator(max_error_check, "", "op-error"));
   cmd->add_flag("-q,--quiet", a.quiet, "No progress or status lines on stderr");
+  cmd->add_option("--timeout", a.timeout, "Stop a scenario script still running after SECONDS (0: no limit)")
+      ->type_name("SECONDS")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            try {
+              std::size_t used = 0;
+              const double v = std::stod(text, &used);
+              if (used == text.size() && v >= 0 && v <= 1e9) return {};
+            } catch (const std::exception&) {
+            }
+            return "expects seconds >= 0 (0: no limit), got '" + text + "'";
+          },
+          "", "timeout"))
+      ->capture_default_str();
+  cmd->add_flag("--unsafe", a.unsafe,
+                "Run the scenarios without the sandbox: they may read and write any file (trusted scripts only)");
   cmd->footer("Exit status: 0 when every checked figure is within --max-error (or none is given), "
               "1 otherwise or on an error, 2 on a usage error. docs/VALIDATION.md defines every "
               "figure.");
@@ -163,6 +179,9 @@ DslSettings suite_settings(const ValidateArgs& a, bool quick) {
   DslSettings settings;
   settings.module_path = a.module_path;
   settings.default_backend = a.backend;
+  settings.unsafe = a.unsafe;
+  settings.timeout_s = a.timeout;
+  settings.readable_paths.push_back(a.suite);
   if (quick) settings.overrides.emplace_back("quick", "true");
   return settings;
 }

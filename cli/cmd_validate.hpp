@@ -22,6 +22,8 @@ struct ValidateArgs {
   std::vector<std::string> measurements;       // --measurements FILE...: re-price saved JSON reports
   std::string op_error;                        // --op-error PCT as given (several measurements)
   bool quiet = false;
+  bool unsafe = false;                         // --unsafe: no file sandbox for the scenarios
+  double timeout = 60;                         // --timeout SECONDS per scenario script; 0 = none
 };
 
 // Registers the subcommand and its options on `app`, filling `a` when parsed.

@@ -39,6 +39,30 @@ std::string check_set(const std::string& kv) {
   return {};
 }
 
+// --timeout SECONDS: a number >= 0.
+std::string check_timeout(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && v >= 0 && v <= 1e9) return {};
+  } catch (const std::exception&) {
+  }
+  return "expects seconds >= 0 (0: no limit), got '" + text + "'";
+}
+
+// --unsafe, --timeout and --output-dir: the sandbox and limits of the script (docs/DSL.md).
+void add_sandbox_options(CLI::App* cmd, ScriptArgs& a) {
+  cmd->add_option("--output-dir", a.output_dir,
+                  "Directory where the script's perfsim.write(name, text) puts its files")
+      ->type_name("DIR");
+  cmd->add_option("--timeout", a.timeout, "Stop a script still running after SECONDS (0: no limit)")
+      ->type_name("SECONDS")
+      ->check(CLI::Validator(check_timeout, "", "timeout"))
+      ->capture_default_str();
+  cmd->add_flag("--unsafe", a.unsafe,
+                "Run the script without the sandbox: it may read and write any file (trusted scripts only)");
+}
+
 void add_script_options(CLI::App* cmd, ScriptArgs& a, const std::string& backend_help) {
   cmd->add_option("--set", a.sets, "Override a script option: --set NAME=VALUE (repeatable)")
       ->type_name("NAME=VALUE")
@@ -56,6 +80,7 @@ void add_script_options(CLI::App* cmd, ScriptArgs& a, const std::string& backend
                   "profiles'), a file written by 'perfsim calibrate', or 'datasheet' (default: "
                   "a calibrated profile of this device, else its catalog entry)")
       ->type_name("NAME|FILE");
+  add_sandbox_options(cmd, a);
 }
 
 // "--backend", "-o", ... of one command.
@@ -253,6 +278,7 @@ int run_cli(int argc, char** argv) {
   search_cmd->add_option("--module-path", search.module_path,
                          "Directory searched first by require() (before $PERFSIM_PATH and the stdlib)")
       ->type_name("DIR");
+  add_sandbox_options(search_cmd, search);
   search_cmd->footer(
       "Prediction only: each layout's ranks are built with one transformer layer and priced; docs/CLI.md "
       "(perfsim search) states the space, the pruning and the limiter.");
@@ -332,6 +358,12 @@ int run_cli(int argc, char** argv) {
     return exit_usage;
   }
 
+  const bool unsafe = (run_cmd->parsed() && run.unsafe) || (explain_cmd->parsed() && explain.unsafe) ||
+                      (search_cmd->parsed() && search.unsafe) || (validate_cmd->parsed() && validate.unsafe);
+  if (unsafe) {
+    fmt::print(stderr, "perfsim: warning: unsafe: scripts run without the sandbox (--unsafe)\n");
+    std::fflush(stderr);
+  }
   try {
     if (run_cmd->parsed()) return cmd_run(run);
     if (list_cmd->parsed()) return cmd_list(list);

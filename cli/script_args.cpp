@@ -2,6 +2,8 @@
 // listing a script's declared options for `perfsim run SCRIPT --help`.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "cli/subcommands.hpp"
 #include "core/report/text_table.hpp"
 
@@ -20,6 +22,16 @@ DslSettings make_dsl_settings(const ScriptArgs& a, bool options_only) {
   // perfsim.measure{} inside a script measures on the backend the command line chose; with
   // --backend none there is none to choose, so scripts fall back to their own default.
   s.default_backend = a.backend == "none" ? "auto" : a.backend;
+  s.unsafe = a.unsafe;
+  s.timeout_s = a.timeout;
+  s.output_dir = a.output_dir;
+  // Scripts may read what the command line names: the script, a profile file, --set values
+  // that are existing paths.
+  std::error_code ec;
+  s.readable_paths.push_back(a.scenario);
+  if (!a.profile.empty() && std::filesystem::exists(a.profile, ec)) s.readable_paths.push_back(a.profile);
+  for (const auto& [name, value] : s.overrides)
+    if (!value.empty() && std::filesystem::exists(value, ec)) s.readable_paths.push_back(value);
   return s;
 }
 

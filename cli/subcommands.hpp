@@ -22,6 +22,9 @@ struct ScriptArgs {
   std::string module_path;          // --module-path
   std::string backend = "auto";     // auto | cpu | cuda | none
   std::string profile;              // --profile NAME|FILE|datasheet; empty: resolve_device_profile's search
+  bool unsafe = false;              // --unsafe: no file sandbox for the script
+  double timeout = 60;              // --timeout SECONDS the script may run; 0 = no limit
+  std::string output_dir;           // --output-dir DIR for perfsim.write
 };
 
 struct RunArgs : ScriptArgs {

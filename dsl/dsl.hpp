@@ -1,5 +1,6 @@
 // Loading Lua scenario scripts. This is the only interface to Lua the rest of perfsim sees.
 #pragma once
+#include <cstddef>
 #include <map>
 #include <stdexcept>
 #include <optional>
@@ -38,6 +39,14 @@ struct DslSettings {
   std::string module_path;        // extra directory searched before the embedded stdlib
   bool options_only = false;      // load the script's options and stop (for --help)
   std::string default_backend = "auto";  // what perfsim.measure{} uses without `backend =`
+  // Sandbox and limits (docs/DSL.md, "Sandbox and limits").
+  bool unsafe = false;            // --unsafe: scripts may write and read any file
+  double timeout_s = 60;          // --timeout: seconds a script may run; 0 = no limit
+  std::size_t memory_limit = std::size_t{2} << 30;  // bytes of Lua memory; 0 = no limit
+  std::string output_dir;         // --output-dir: where perfsim.write puts files ("" = refused)
+  // Files and directories named on the command line, readable besides the script's directory
+  // and the module path.
+  std::vector<std::string> readable_paths;
 };
 
 // Runs `file`. Lua errors throw ScriptError with "file:line: message" and a traceback.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/errors.hpp"
 #include "core/text.hpp"
@@ -121,6 +122,16 @@ std::optional<int64_t> FieldReader::integer(const char* key) const {
   if (!std::isfinite(v) || v != std::floor(v) || std::fabs(v) > 9.0e15) type_error(key, "a whole number");
   lua_pop(m_L, 1);
   return static_cast<int64_t>(v);
+}
+
+template <>
+void FieldReader::read<int>(const char* key, int& out) const {
+  const std::optional<int64_t> v = integer(key);
+  if (!v) return;
+  if (*v > std::numeric_limits<int>::max() || *v < std::numeric_limits<int>::min())
+    throw ConfigError(fmt::format("{}: field '{}' = {} is beyond {}; give a smaller whole number", m_what, key, *v,
+                                  std::numeric_limits<int>::max()));
+  out = static_cast<int>(*v);
 }
 
 std::optional<bool> FieldReader::boolean(const char* key) const {

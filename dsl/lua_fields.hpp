@@ -54,10 +54,9 @@ template <>
 inline void FieldReader::read<int64_t>(const char* key, int64_t& out) const {
   if (auto v = integer(key)) out = *v;
 }
+// An int field (GPU counts, SMs, degrees) refuses a whole number that would wrap (lua_fields.cpp).
 template <>
-inline void FieldReader::read<int>(const char* key, int& out) const {
-  if (auto v = integer(key)) out = static_cast<int>(*v);
-}
+void FieldReader::read<int>(const char* key, int& out) const;
 template <>
 inline void FieldReader::read<double>(const char* key, double& out) const {
   if (auto v = number(key)) out = *v;

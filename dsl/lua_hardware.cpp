@@ -174,6 +174,7 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
   if (hw.memory_bytes < 0 || hw.memory_bandwidth < 0 || hw.l2_bytes < 0 ||
       hw.host_copy_bandwidth < 0)
     throw ConfigError(fmt::format("{}: memory sizes and bandwidths must be >= 0", what));
+  validate_numbers(hw, what);  // no NaN, infinity or negative figure
 }
 
 Hardware to_hardware(lua_State* L, int index, const std::string& what) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "core/text.hpp"
 #include "dsl/lua_api.hpp"
+#include "dsl/lua_sandbox.hpp"
 #include "dsl/stdlib_files.hpp"
 
 namespace perfsim::dsl {
@@ -69,7 +71,13 @@ std::string restore_long_path(const std::string& msg, const std::string& file) {
 }
 
 // Line hook: remembers the last line of the script that ran, for errors after a tail call.
+// Count hook (every count_hook_instructions): stops a script past --timeout or the memory cap.
+constexpr int count_hook_instructions = 10000;
 void line_hook(lua_State* L, lua_Debug* ar) {
+  if (ar->event == LUA_HOOKCOUNT) {
+    check_limits(L, [](lua_State* S) { lua_sethook(S, line_hook, LUA_MASKLINE | LUA_MASKCOUNT, 1); });
+    return;
+  }
   if (lua_getinfo(L, "S", ar) == 0 || ar->source == nullptr || ar->source[0] != '@') return;
   ScriptContext& ctx = context(L);
   if (ctx.file == ar->source + 1) ctx.last_line = ar->currentline;
@@ -202,10 +210,15 @@ void set_field_nil(lua_State* L, const char* table, const char* field) {
   lua_pop(L, 1);
 }
 
-// Scripts describe workloads; they have no business running programs or deleting files.
-void sandbox(lua_State* L) {
-  for (const char* f : {"execute", "remove", "rename", "exit"}) set_field_nil(L, "os", f);
-  set_field_nil(L, "io", "popen");
+// Scripts describe workloads; they have no business running programs or writing files, and
+// read only files near them (lua_sandbox.cpp). --unsafe keeps os and io whole.
+void sandbox(lua_State* L, bool unsafe) {
+  if (!unsafe) {
+    for (const char* f : {"execute", "remove", "rename"}) set_field_nil(L, "os", f);
+    set_field_nil(L, "io", "popen");
+    install_file_sandbox(L);
+  }
+  set_field_nil(L, "os", "exit");
   set_field_nil(L, "package", "loadlib");
   lua_pushnil(L);
   lua_setglobal(L, "ffi");
@@ -308,11 +321,22 @@ LuaState::LuaState(ScriptContext& ctx) : m_ctx(ctx) {
     lua_pushlightuserdata(m_L, &m_ctx);
     lua_setfield(m_L, LUA_REGISTRYINDEX, context_key);
     luaL_openlibs(m_L);
-    sandbox(m_L);
+    // Compiled traces skip the count hook (an empty `while true do end` would never reach
+    // --timeout); scripts are short descriptions, so the interpreter is fast enough.
+    luaJIT_setmode(m_L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    sandbox(m_L, m_ctx.settings.unsafe);
     install_api(m_L);
+    lua_getglobal(m_L, "perfsim");
+    lua_pushcfunction(m_L, guarded<api_write>);
+    lua_setfield(m_L, -2, "write");
+    lua_pop(m_L, 1);
+    if (m_ctx.settings.timeout_s > 0)
+      m_ctx.deadline = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(std::min(m_ctx.settings.timeout_s, 1e9)));
     require("prelude");
     lua_pop(m_L, 1);
-    lua_sethook(m_L, line_hook, LUA_MASKLINE, 0);
+    lua_sethook(m_L, line_hook, LUA_MASKLINE | LUA_MASKCOUNT, count_hook_instructions);
   } catch (...) {
     lua_close(m_L);
     throw;

@@ -137,7 +137,11 @@ Hardware load_profile(const std::string& name_or_path, const std::string& module
     lua_pushcfunction(L, dsl::guarded<dsl::api_profile>);
     lua_pushlstring(L, name_or_path.data(), name_or_path.size());
     dsl::pcall_or_throw(L, 1, 1);
-    return dsl::to_hardware(L, -1, "profile '" + name_or_path + "'");
+    const std::string where = "profile '" + name_or_path + "'";
+    Hardware hw = dsl::to_hardware(L, -1, where);
+    // NaN, inf or a negative figure in a profile file would price every op as nonsense.
+    validate_numbers(hw, where);
+    return hw;
   });
 }
 

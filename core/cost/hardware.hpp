@@ -81,4 +81,9 @@ struct Hardware {
   [[nodiscard]] double ridge_point(DType t) const { return peak(t) / memory_bandwidth; }
 };
 
+// Throws ConfigError naming `where` (the profile or its file) and the field when a number is
+// NaN or infinite, negative, or zero where it must be positive (memory_bandwidth, efficiencies,
+// calibration tables).
+void validate_numbers(const Hardware& hw, const std::string& where);
+
 }  // namespace perfsim

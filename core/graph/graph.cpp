@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <stdexcept>
+#include <string>
+
+#include "core/errors.hpp"
 
 namespace perfsim {
 
@@ -44,11 +47,19 @@ const char* name_of(Stage s) {
 
 int64_t Tensor::elements() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) {
+      std::string dims;
+      for (int64_t e : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(e);
+      throw ConfigError(fmt::format("tensor '{}' of shape [{}] has more elements than int64 holds; "
+                                    "lower the sizes behind it (batch, sequence lengths, model sizes)",
+                                    name, dims));
+    }
   return n;
 }
 
 int Graph::add_tensor(Tensor t) {
+  (void)t.elements();  // a shape whose element count overflows is refused where it is made
   t.id = static_cast<int>(tensors.size());
   tensors.push_back(std::move(t));
   return tensors.back().id;
@@ -73,6 +84,7 @@ void Graph::check() const {
     if (is_persistent(t)) written[static_cast<std::size_t>(t.id)] = true;
     for (int64_t d : t.shape)
       if (d <= 0) throw std::logic_error(fmt::format("graph: tensor '{}' has a dimension <= 0", t.name));
+    (void)t.elements();  // ConfigError when a pass made the shape overflow
   }
   for (const auto& op : ops) {
     for (int id : op.inputs) {

@@ -60,6 +60,7 @@ struct Tensor {
   // optimizer state): under expert parallelism only the ranks holding the same experts share it.
   bool expert = false;
 
+  // Throws ConfigError naming the tensor when the count overflows int64.
   [[nodiscard]] int64_t elements() const;
   [[nodiscard]] bool on_host() const { return residence != Residence::device; }
   [[nodiscard]] double bytes() const { return static_cast<double>(elements()) * bytes_of(dtype); }
@@ -150,7 +151,7 @@ struct Graph {
   bool graphed = false;              // launches replayed from a captured CUDA graph
   std::vector<std::string> applied;  // optimization steps applied, in order
 
-  int add_tensor(Tensor t);          // assigns and returns the id
+  int add_tensor(Tensor t);          // assigns and returns the id; throws ConfigError on an overflowing shape
   int add_op(Op op);                 // assigns and returns the id
   [[nodiscard]] const Tensor& tensor(int id) const { return tensors.at(static_cast<std::size_t>(id)); }
   [[nodiscard]] Tensor& tensor(int id) { return tensors.at(static_cast<std::size_t>(id)); }

@@ -48,8 +48,20 @@ struct ModelConfig {
   [[nodiscard]] int64_t active_params() const { return layers * active_layer_params() + non_layer_params(); }
 };
 
+// Bounds no real model approaches, chosen so params() and every tensor a graph builds from the
+// model stay far from int64 overflow.
+inline constexpr int64_t max_layers = int64_t{1} << 16;
+inline constexpr int64_t max_hidden = int64_t{1} << 20;
+inline constexpr int64_t max_ffn_hidden = int64_t{1} << 22;  // ffn_hidden and expert_ffn_hidden
+inline constexpr int64_t max_vocab = int64_t{1} << 24;
+inline constexpr int64_t max_model_seq = int64_t{1} << 24;   // max_seq
+inline constexpr int64_t max_experts = int64_t{1} << 16;     // experts and shared_experts
+inline constexpr int64_t max_params = int64_t{1} << 50;      // params(), computed without overflow
+inline constexpr double max_capacity_factor = 65536;
+
 // Throws ConfigError naming the field when the configuration is inconsistent
-// (heads not dividing hidden, kv_heads not dividing heads, non-positive sizes).
+// (heads not dividing hidden, kv_heads not dividing heads, non-positive sizes, sizes beyond
+// the bounds above, a non-finite capacity_factor).
 void validate(const ModelConfig& m);
 
 }  // namespace perfsim

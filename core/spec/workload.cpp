@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "core/spec/size_text.hpp"
 
 namespace perfsim {
 
@@ -48,18 +49,47 @@ std::string describe(const Workload& w) {
 }
 
 void validate(const Workload& w) {
+  const char* phase = name_of(w.phase);
   auto positive = [&](int64_t v, const char* field) {
     if (v <= 0)
-      throw ConfigError(fmt::format("{}: {} must be > 0 (got {})", name_of(w.phase), field, v));
+      throw ConfigError(fmt::format("{}: {} must be > 0 (got {})", phase, field, v));
+  };
+  auto at_most = [&](int64_t v, const char* field, int64_t bound, const char* unit) {
+    if (v > bound)
+      throw ConfigError(fmt::format("{} {} = {} is beyond {} {}; lower {}", phase, field,
+                                    size_text(static_cast<double>(v)), grouped(bound), unit, field));
   };
   positive(w.batch, "batch");
+  at_most(w.batch, "batch", max_batch, w.phase == Phase::train ? "sequences per micro-batch" : "sequences");
+  // Tokens of one step: every activation and the KV cache scale with it.
+  __int128 tokens = 0;
+  const char* product = "";
   if (w.phase == Phase::train) {
     positive(w.seq, "seq");
     positive(w.grad_accum, "grad_accum");
+    at_most(w.seq, "seq", max_sequence, "tokens");
+    at_most(w.grad_accum, "grad_accum", max_grad_accum, "micro-batches");
+    tokens = static_cast<__int128>(w.batch) * w.seq * w.grad_accum;
+    product = "batch·seq·grad_accum";
   } else {
     positive(w.prompt, "prompt");
-    if (w.phase == Phase::decode) positive(w.new_tokens, "new_tokens");
+    at_most(w.prompt, "prompt", max_sequence, "tokens");
+    int64_t sequence = w.prompt;
+    if (w.phase == Phase::decode) {
+      positive(w.new_tokens, "new_tokens");
+      at_most(w.new_tokens, "new_tokens", max_sequence, "tokens");
+      sequence += w.new_tokens;
+      if (sequence > max_sequence)
+        throw ConfigError(fmt::format("{} prompt + new_tokens = {} is beyond {} tokens; lower prompt or "
+                                      "new_tokens", phase, size_text(static_cast<double>(sequence)), grouped(max_sequence)));
+    }
+    tokens = static_cast<__int128>(w.batch) * sequence;
+    product = w.phase == Phase::decode ? "batch·(prompt+new_tokens)" : "batch·prompt";
   }
+  if (tokens > max_step_tokens)
+    throw ConfigError(fmt::format("{} {} = {} tokens is beyond {} tokens per step; lower one of them",
+                                  phase, product, size_text(static_cast<double>(tokens)),
+                                  grouped(max_step_tokens)));
 }
 
 }  // namespace perfsim

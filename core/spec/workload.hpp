@@ -28,7 +28,14 @@ struct Workload {
 [[nodiscard]] std::string describe(const Workload& w);
 [[nodiscard]] const char* name_of(Phase p);
 
-// Throws ConfigError when sizes are non-positive.
+// Bounds no real run approaches, chosen so every size derived from a workload (tokens per step,
+// activations, the KV cache) stays far from int64 overflow.
+inline constexpr int64_t max_batch = int64_t{1} << 24;        // sequences (micro-batch in training)
+inline constexpr int64_t max_sequence = int64_t{1} << 24;     // tokens of one sequence
+inline constexpr int64_t max_grad_accum = int64_t{1} << 20;   // micro-batches per optimizer step
+inline constexpr int64_t max_step_tokens = int64_t{1} << 40;  // batch·(prompt+new_tokens), batch·seq·grad_accum
+
+// Throws ConfigError when sizes are non-positive or beyond the bounds above, naming the field.
 void validate(const Workload& w);
 
 }  // namespace perfsim

@@ -158,3 +158,10 @@ TEST_CASE("dsl: unreadable or malformed scripts") {
   CHECK(script_error(returned) ==
         returned + ": the script returned number 42; return scenario{...} or nothing");
 }
+
+TEST_CASE("dsl: a whole number too large for an int field, or a non-finite hardware figure, is refused") {
+  check_error_at("err_int_wrap.lua", "local h = hardware('H100-SXM', { gpus_per_node = 2^40 })\n", 1,
+                 "hardware() overrides: field 'gpus_per_node' = 1099511627776 is beyond 2147483647");
+  check_error_at("err_hw_nan.lua", "local h = hardware('H100-SXM', { l2_bytes = 0/0 })\n", 1,
+                 "hardware() overrides: l2_bytes must be a finite number >= 0 (got nan)");
+}

@@ -1,0 +1,3 @@
+-- Never ends: perfsim run --timeout stops it.
+local n = 0
+while true do end
