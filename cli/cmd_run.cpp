@@ -94,6 +94,7 @@ int cmd_run(const RunArgs& a) {
     if (r.sweep_point.empty()) r.sweep_point = point.values;
     if (r.model_params == 0) r.model_params = point.scenario.model.params();
     if (r.file.empty()) r.file = point.scenario.file;
+    r.unsafe = a.unsafe;
     results.push_back(std::move(r));
   }
 

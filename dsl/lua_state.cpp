@@ -201,10 +201,32 @@ int module_loader(lua_State* L) {
   return 1;
 }
 
-void set_field_nil(lua_State* L, const char* table, const char* field) {
+// What a script gets in place of a function it may not call: an error at its line naming the
+// function (upvalue 1) and why (upvalue 2).
+// The error names the script line that asked, past any C function between (require's loader).
+int refused_function(lua_State* L) {
+  lua_Debug ar;
+  bool located = false;
+  for (int level = 1; !located && lua_getstack(L, level, &ar) != 0; ++level) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline > 0) {
+      lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+      located = true;
+    }
+  }
+  if (!located) lua_pushliteral(L, "");
+  lua_pushfstring(L, "%s is not available to scripts (%s)", lua_tostring(L, lua_upvalueindex(1)),
+                  lua_tostring(L, lua_upvalueindex(2)));
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+void refuse_field(lua_State* L, const char* table, const char* field, const char* why) {
   lua_getglobal(L, table);
   if (lua_istable(L, -1)) {
-    lua_pushnil(L);
+    lua_pushfstring(L, "%s.%s", table, field);
+    lua_pushstring(L, why);
+    lua_pushcclosure(L, refused_function, 2);
     lua_setfield(L, -2, field);
   }
   lua_pop(L, 1);
@@ -214,25 +236,33 @@ void set_field_nil(lua_State* L, const char* table, const char* field) {
 // read only files near them (lua_sandbox.cpp). --unsafe keeps os and io whole.
 void sandbox(lua_State* L, bool unsafe) {
   if (!unsafe) {
-    for (const char* f : {"execute", "remove", "rename"}) set_field_nil(L, "os", f);
-    set_field_nil(L, "io", "popen");
+    const char* why = "scripts cannot start programs or change files; run with --unsafe to allow it";
+    for (const char* f : {"execute", "remove", "rename"}) refuse_field(L, "os", f, why);
+    refuse_field(L, "io", "popen", why);
     install_file_sandbox(L);
   }
-  set_field_nil(L, "os", "exit");
-  set_field_nil(L, "package", "loadlib");
+  refuse_field(L, "os", "exit", "perfsim ends the run; return from the script or call error()");
+  refuse_field(L, "package", "loadlib", "native code is never loaded");
   lua_pushnil(L);
   lua_setglobal(L, "ffi");
   lua_getglobal(L, "package");
   lua_pushstring(L, "");
   lua_setfield(L, -2, "cpath");
-  for (const char* t : {"preload", "loaded"}) {
-    lua_getfield(L, -1, t);
-    if (lua_istable(L, -1)) {
-      lua_pushnil(L);
-      lua_setfield(L, -2, "ffi");
-    }
-    lua_pop(L, 1);
+  lua_getfield(L, -1, "loaded");
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    lua_setfield(L, -2, "ffi");
   }
+  lua_pop(L, 1);
+  // require "ffi" finds a loader that says why instead of a search that finds nothing.
+  lua_getfield(L, -1, "preload");
+  if (lua_istable(L, -1)) {
+    lua_pushstring(L, "module 'ffi'");
+    lua_pushstring(L, "native code is never loaded, even with --unsafe");
+    lua_pushcclosure(L, refused_function, 2);
+    lua_setfield(L, -2, "ffi");
+  }
+  lua_pop(L, 1);
   // Keep the preload searcher, replace the file and C-library searchers by ours.
   lua_getfield(L, -1, "loaders");
   lua_newtable(L);

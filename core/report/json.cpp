@@ -255,6 +255,7 @@ std::string format_json(const std::vector<RunResult>& points) {
     j["model_active_params"] = r.model_active_params;
     j["workload"] = r.workload;
     j["backend"] = r.backend;
+    j["unsafe"] = r.unsafe;
     j["device"] = r.device;
     j["sampling"] = r.sampling;
     const auto figs = step_figures(r);

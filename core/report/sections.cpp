@@ -307,6 +307,7 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
                                                  p.profile));
   }
   if (!r.sampling.empty()) d.header.emplace_back("sampling", r.sampling);
+  if (r.unsafe) d.header.emplace_back("unsafe", "scripts ran without the sandbox (--unsafe)");
   if (const std::string t = timing_text(r); !t.empty()) d.header.emplace_back("timing", t);
 
   if (r.steps.empty()) return d;

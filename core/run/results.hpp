@@ -77,6 +77,7 @@ struct RunResult {
   std::string device;
   std::string sampling;                 // e.g. "executed 2 of 32 layers; times scaled by 16"
   std::map<std::string, std::string> sweep_point;  // sweep key -> value for this row
+  bool unsafe = false;                  // the script ran without the sandbox (--unsafe)
   std::vector<StepResult> steps;
 };
 

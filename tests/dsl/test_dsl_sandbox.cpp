@@ -61,9 +61,9 @@ TEST_CASE("dsl sandbox: writing files is refused with the script's line and what
   }
   // Removing, renaming and running programs stay out of reach.
   const std::string rm = write_script("remove.lua", "os.remove('" + target + "')\n");
-  CHECK(starts_with(script_error(rm), rm + ":1: attempt to call field 'remove' (a nil value)"));
+  CHECK(starts_with(script_error(rm), rm + ":1: os.remove is not available to scripts"));
   const std::string popen = write_script("popen.lua", "io.popen('true')\n");
-  CHECK(starts_with(script_error(popen), popen + ":1: attempt to call field 'popen' (a nil value)"));
+  CHECK(starts_with(script_error(popen), popen + ":1: io.popen is not available to scripts"));
   // The timeout's hook cannot be removed.
   const std::string hook = write_script("hook.lua", "debug.sethook()\n");
   CHECK(starts_with(script_error(hook), hook + ":1: debug.sethook: "));

@@ -1,0 +1,4 @@
+return profile {
+  name = "bad", base = "H100-SXM",
+  memory_bandwidth = 0/0,
+}
