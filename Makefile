@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 SCENARIO ?= scenarios/llm_decode.lua
 
-.PHONY: all deps configure build run test test-gpu bench clean
+.PHONY: all deps configure build run test test-sanitize test-gpu bench clean
 
 all: build
 
@@ -24,6 +24,17 @@ run: build
 # Builds and runs every test: doctest units and CLI golden tests (GPU tests skip without a GPU).
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The unit and CLI tests under AddressSanitizer and UndefinedBehaviorSanitizer (CPU only, in
+# build-sanitize; any finding fails the run).
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+test-sanitize: deps
+	@test -f build-sanitize/CMakeCache.txt || cmake -S . -B build-sanitize $(GENERATOR) \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERFSIM_CUDA=OFF -DPERFSIM_BENCH=OFF \
+	  "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
+	@cmake --build build-sanitize -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir build-sanitize --output-on-failure -j $(JOBS) -LE gpu
 
 # On a GPU machine: build, ctest (unit + cli + gpu), compute-sanitizer memcheck of the GPU
 # tests and the GPU benchmarks, with a summary table (scripts/gpu_check.sh; logs in
