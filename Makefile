@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 SCENARIO ?= scenarios/llm_decode.lua
 
-.PHONY: all deps configure build run test test-sanitize test-gpu bench clean
+.PHONY: all deps configure build run test test-sanitize fuzz test-gpu bench clean
 
 all: build
 
@@ -25,16 +25,22 @@ run: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-# The unit and CLI tests under AddressSanitizer and UndefinedBehaviorSanitizer (CPU only, in
-# build-sanitize; any finding fails the run).
-SANITIZE_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# The unit and CLI tests under AddressSanitizer and UndefinedBehaviorSanitizer (CPU only, clang,
+# in build-sanitize; any finding fails the run), with the libFuzzer targets built and their
+# seeds replayed. `make fuzz` then fuzzes each input reader for FUZZ_SECONDS.
+SANITIZE_FLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+FUZZ_SECONDS ?= 60
 test-sanitize: deps
 	@test -f build-sanitize/CMakeCache.txt || cmake -S . -B build-sanitize $(GENERATOR) \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERFSIM_CUDA=OFF -DPERFSIM_BENCH=OFF \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERFSIM_CUDA=OFF -DPERFSIM_BENCH=OFF -DPERFSIM_FUZZ=ON \
 	  "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
 	@cmake --build build-sanitize -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-sanitize --output-on-failure -j $(JOBS) -LE gpu
+
+fuzz: test-sanitize
+	bash scripts/fuzz.sh build-sanitize $(FUZZ_SECONDS)
 
 # On a GPU machine: build, ctest (unit + cli + gpu), compute-sanitizer memcheck of the GPU
 # tests and the GPU benchmarks, with a summary table (scripts/gpu_check.sh; logs in

@@ -11,6 +11,7 @@
 #include "backends/registry.hpp"
 #include "cli/device_profile.hpp"
 #include "cli/output_file.hpp"
+#include "cli/ranks.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/report/report.hpp"
@@ -62,7 +63,10 @@ int cmd_run(const RunArgs& a) {
   }
 
   ExecutionTarget target;
-  const bool progress = !a.quiet && ::isatty(::fileno(stderr));
+  // One rank of several (mpirun, srun, --gpus): rank 0 alone shows progress and the report.
+  Communicator* ranks = launched_ranks();
+  const bool root = ranks == nullptr || ranks->rank() == 0;
+  const bool progress = root && !a.quiet && ::isatty(::fileno(stderr));
   std::vector<RunResult> results;
   results.reserve(points.size());
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -72,6 +76,7 @@ int cmd_run(const RunArgs& a) {
     if (a.backend != "none" && point.scenario.execute.enabled) {
       if (!target.backend) {
         target.backend = make_backend(a.backend);
+        target.backend->join_ranks(ranks);
         target.hardware = device_hardware(target.backend->device(), a, point.scenario);
       }
       backend = target.backend.get();
@@ -81,6 +86,7 @@ int cmd_run(const RunArgs& a) {
                                      load_profile(a.profile, a.module_path));
     }
     RunnerHooks hooks;
+    hooks.ranks = ranks;
     if (progress) {
       std::string prefix;
       if (points.size() > 1)
@@ -98,6 +104,7 @@ int cmd_run(const RunArgs& a) {
     results.push_back(std::move(r));
   }
 
+  if (!root) return 0;
   const std::string text = format_report(results, format);
   if (a.output.empty()) {
     write_stdout(text);

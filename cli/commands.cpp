@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 
 #include "cli/cmd_calibrate.hpp"
+#include "backends/mpi/mpi_world.hpp"
 #include "cli/cmd_validate.hpp"
+#include "cli/ranks.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/text.hpp"
@@ -136,6 +138,11 @@ int run_cli(int argc, char** argv) {
   run_cmd->add_option("-o,--output", run.output, "Write the report to FILE (whole or not at all)")
       ->type_name("FILE");
   run_cmd->add_flag("-q,--quiet", run.quiet, "No progress or status lines on stderr");
+  run_cmd->add_option("--gpus", run.gpus,
+                      "Run as N ranks on this node (mpirun -np N): a parallel layout of N GPUs executes "
+                      "across them, rank 0 reports (CPU ranks with --backend cpu)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1024));
   run_cmd->footer("'perfsim run SCENARIO --help' also lists the options the script declares.");
 
   ListArgs list;
@@ -365,6 +372,19 @@ int run_cli(int argc, char** argv) {
     std::fflush(stderr);
   }
   try {
+    if (run_cmd->parsed() && run.gpus > 1 && launcher_world_size() == 1)
+      return relaunch_on_ranks(run.gpus, argc, argv);
+    if (Communicator* ranks = launched_ranks(); ranks != nullptr) {
+      if (!run_cmd->parsed())
+        throw UsageError("only `perfsim run` runs as several ranks (mpirun, srun, --gpus)");
+      if (run.gpus > 1 && run.gpus != ranks->size())
+        throw UsageError(fmt::format("--gpus {} under a launcher of {} ranks: drop --gpus", run.gpus, ranks->size()));
+      try {
+        return cmd_run(run);
+      } catch (const std::exception& e) {
+        abort_ranks(*ranks, e.what(), exit_failure);
+      }
+    }
     if (run_cmd->parsed()) return cmd_run(run);
     if (list_cmd->parsed()) return cmd_list(list);
     if (explain_cmd->parsed()) return cmd_explain(explain);

@@ -31,6 +31,7 @@ struct RunArgs : ScriptArgs {
   std::string format;               // empty: from the -o extension, else table
   std::string output;               // -o FILE; empty = stdout
   bool quiet = false;
+  int gpus = 0;                     // --gpus N: run as N ranks under mpirun (0, 1: this process)
 };
 
 struct ListArgs {

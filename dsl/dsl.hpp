@@ -39,6 +39,9 @@ struct DslSettings {
   std::string module_path;        // extra directory searched before the embedded stdlib
   bool options_only = false;      // load the script's options and stop (for --help)
   std::string default_backend = "auto";  // what perfsim.measure{} uses without `backend =`
+  // false: perfsim.measure{} and perfsim.search{} are refused (the fuzz targets: a load must
+  // stay fast, and run nothing)
+  bool measure_and_search_allowed = true;
   // Sandbox and limits (docs/DSL.md, "Sandbox and limits").
   bool unsafe = false;            // --unsafe: scripts may write and read any file
   double timeout_s = 60;          // --timeout: seconds a script may run; 0 = no limit

@@ -15,6 +15,8 @@ template <typename Error, typename F>
 auto in_fresh_state(const std::string& module_path, F&& f) {
   ScriptContext ctx;
   ctx.settings.module_path = module_path;
+  // Profiles and catalogs are data: a loop in one is a broken file, not a long computation.
+  ctx.settings.timeout_s = 10;
   LuaState state(ctx);
   try {
     return f(state.get());

@@ -133,6 +133,8 @@ int api_predict(lua_State* L) {
 int api_measure(lua_State* L) {
   const ScriptContext& ctx = context(L);
   if (ctx.settings.options_only) throw StopScript{};
+  if (!ctx.settings.measure_and_search_allowed)
+    throw ConfigError("perfsim.measure{}: measuring is turned off for this load (predict instead)");
   const BuiltScenario b = build_scenario(L, 1, "perfsim.measure{}", {"backend"});
   std::string backend_name = ctx.settings.default_backend;
   lua_getfield(L, 1, "backend");

@@ -194,9 +194,14 @@ void check_limits(lua_State* L, void (*before_error)(lua_State*)) {
   const ScriptContext& ctx = context(L);
   std::string message;
   if (ctx.deadline && std::chrono::steady_clock::now() > *ctx.deadline) {
+    // Without a script file this is a profile or catalog being read (dsl/fresh_state.hpp).
     message = script_where(L) +
-              fmt::format("script ran longer than --timeout {} s (raise --timeout or fix the loop)",
-                          ctx.settings.timeout_s);
+              (ctx.file.empty()
+                   ? fmt::format("a profile or catalog file ran longer than {} s (a loop in it?)",
+                                 ctx.settings.timeout_s)
+                   : fmt::format("script ran longer than --timeout {} s (raise --timeout or fix "
+                                 "the loop)",
+                                 ctx.settings.timeout_s));
   } else if (ctx.settings.memory_limit > 0) {
     const std::size_t used = static_cast<std::size_t>(lua_gc(L, LUA_GCCOUNT, 0)) * 1024;
     if (used > ctx.settings.memory_limit) {

@@ -101,6 +101,8 @@ void push_counts(lua_State* L, const SearchResult& r) {
 
 int api_search(lua_State* L) {
   if (context(L).settings.options_only) throw StopScript{};
+  if (!context(L).settings.measure_and_search_allowed)
+    throw ConfigError("perfsim.search{}: searching is turned off for this load");
   if (!lua_istable(L, 1))
     throw ConfigError(fmt::format("{} expects a table {{scenario = s, gpus = 512, top = 10}} (got {})", search_what,
                                   describe_value(L, 1)));

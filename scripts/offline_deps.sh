@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 debs=.deps/debs
 packages=(libluajit-5.1-dev libluajit-5.1-2 libluajit-5.1-common libfmt-dev libfmt9 libcli11-dev
           doctest-dev nlohmann-json3-dev libopenblas-dev libopenblas0 libopenblas0-pthread
-          libopenblas-pthread-dev libgfortran5)
+          libopenblas-pthread-dev libgfortran5
+          openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libevent-core-2.1-7
+          libevent-pthreads-2.1-7 libhwloc15 libmunge2 libpmix2 libnuma1)
 
 env_for() {
   local p=$1 lib=$1/usr/lib/x86_64-linux-gnu
@@ -18,7 +20,12 @@ env_for() {
   echo "export CMAKE_PREFIX_PATH=$p/usr"
   echo "export PKG_CONFIG_PATH=$lib/pkgconfig:$p/usr/share/pkgconfig"
   echo "export PKG_CONFIG_SYSROOT_DIR=$p"
-  echo "export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:${LD_LIBRARY_PATH:-}"
+  echo "export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:$lib/openmpi/lib:${LD_LIBRARY_PATH:-}"
+  # OpenMPI unpacked away from /usr: OPAL_PREFIX relocates it (and its mpicc wrapper, which
+  # CMake's FindMPI asks), PMIx likewise; mpirun and orted come from PATH.
+  echo "export OPAL_PREFIX=$p/usr"
+  echo "export PMIX_INSTALL_PREFIX=$p/usr"
+  echo "export PATH=$p/usr/bin:$PATH"
 }
 
 case "${1:-}" in
@@ -37,6 +44,10 @@ case "${1:-}" in
     [ -e "$lib/pkgconfig/openblas.pc" ] || ln -sf "$lib/openblas-pthread/pkgconfig/openblas-pthread.pc" "$lib/pkgconfig/openblas.pc" 2>/dev/null || true
     [ -e "$lib/libopenblas.so" ] || ln -sf "$lib/openblas-pthread/libopenblas.so" "$lib/libopenblas.so" 2>/dev/null || true
     [ -e "$lib/libluajit-5.1.so" ] || ln -sf libluajit-5.1.so.2 "$lib/libluajit-5.1.so"
+    # OpenMPI's commands are Debian alternatives (made by its install scripts): link them.
+    for c in mpirun mpiexec mpicc mpicxx; do
+      [ -e "$prefix/usr/bin/$c.openmpi" ] && ln -sf "$c.openmpi" "$prefix/usr/bin/$c"
+    done
     env_for "$prefix"
     ;;
   build)

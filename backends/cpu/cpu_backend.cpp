@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "backends/cpu/cpu_collectives.hpp"
 #include "backends/cpu/cpu_graph_runner.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/measurement.hpp"
@@ -60,7 +61,9 @@ DeviceInfo CpuBackend::device() const {
 }
 
 std::string CpuBackend::unsupported_reason(const Op& op, const Graph& g) const {
-  if (op.kind == OpKind::collective) return "cpu backend runs one device: no collectives";
+  if (op.kind == OpKind::collective)
+    return m_ranks == nullptr ? "cpu backend runs one device here: collectives need ranks (mpirun, --gpus)"
+                              : collective_unsupported_reason(op);
   if (op.kind == OpKind::host)
     return fmt::format("cpu backend does not run host ops ('{}'): they have no kernel to time", op.name);
   for (DType t : {DType::fp8, DType::int8}) {
@@ -73,7 +76,7 @@ std::string CpuBackend::unsupported_reason(const Op& op, const Graph& g) const {
 
 Measurement CpuBackend::run(const Graph& g, const RunOptions& o) {
   if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
-  GraphRunner runner(g, o.seed);
+  GraphRunner runner(g, o.seed, m_ranks);
 
   const int warmup = std::max(0, o.warmup);
   for (int r = 0; r < warmup; ++r) runner.run_once();
@@ -100,7 +103,7 @@ Measurement CpuBackend::run(const Graph& g, const RunOptions& o) {
 std::vector<std::vector<float>> CpuBackend::evaluate(const Graph& g, uint64_t seed,
                                                      const std::vector<int>& ids) {
   if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
-  GraphRunner runner(g, seed);
+  GraphRunner runner(g, seed, m_ranks);
   std::vector<char> keep(g.tensors.size(), 0);
   for (int id : ids) keep.at(static_cast<std::size_t>(id)) = 1;
   runner.run_once(nullptr, &keep);

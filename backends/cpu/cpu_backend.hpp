@@ -26,6 +26,13 @@ class CpuBackend final : public Backend {
   // reference other backends and graph passes are checked against.
   [[nodiscard]] std::vector<std::vector<float>> evaluate(const Graph& g, uint64_t seed,
                                                          const std::vector<int>& ids);
+
+  // One rank of a parallel run: collectives go between the ranks (cpu_collectives.hpp) and
+  // shards start from their part of the whole's values (cpu_init.hpp).
+  void join_ranks(Communicator* ranks) override { m_ranks = ranks; }
+
+ private:
+  Communicator* m_ranks = nullptr;
 };
 
 }  // namespace perfsim::cpu

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "backends/cpu/cpu_collectives.hpp"
 #include "backends/cpu/cpu_init.hpp"
 #include "backends/cpu/cpu_op_exec.hpp"
 #include "backends/cpu/cpu_op_shapes.hpp"
@@ -22,7 +23,7 @@ std::size_t bytes_of_tensor(const Tensor& t) {
 
 }  // namespace
 
-GraphRunner::GraphRunner(const Graph& g, uint64_t seed) : m_graph(g) {
+GraphRunner::GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks) : m_graph(g), m_ranks(ranks) {
   g.check();
   for (const Tensor& t : g.tensors)
     if (storage_of(t.dtype) == Storage::unsupported)
@@ -46,7 +47,7 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed) : m_graph(g) {
       p = m_alloc.allocate(bytes_of_tensor(t), t.role);
     }
   }
-  fill_persistent(g, m_buffers, seed);
+  fill_persistent(g, m_buffers, seed, ranks != nullptr ? ranks->rank() : 0);
 }
 
 void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep) {
@@ -62,7 +63,10 @@ void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const s
     }
     const auto t0 = clock::now();
     try {
-      execute_op(op, g, m_buffers, m_alloc);
+      if (op.kind == OpKind::collective && m_ranks != nullptr)
+        execute_collective(op, g, m_buffers, *m_ranks);
+      else
+        execute_op(op, g, m_buffers, m_alloc);
     } catch (const NotExecutable&) {
       throw;
     } catch (const std::exception& e) {
@@ -76,6 +80,15 @@ void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const s
       m_alloc.release(m_buffers[static_cast<std::size_t>(id)]);
       m_buffers[static_cast<std::size_t>(id)] = nullptr;
     }
+  }
+  // Tensors a side stream read last are kept until the end of the step (last_use -1), as the
+  // memory model keeps them: released here, so the next pass starts from the persistent ones.
+  for (const Tensor& t : g.tensors) {
+    void*& p = m_buffers[static_cast<std::size_t>(t.id)];
+    if (p == nullptr || is_persistent(t) || t.on_host()) continue;
+    if (keep != nullptr && (*keep)[static_cast<std::size_t>(t.id)]) continue;
+    m_alloc.release(p);
+    p = nullptr;
   }
 }
 

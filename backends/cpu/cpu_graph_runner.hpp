@@ -12,6 +12,7 @@
 
 #include "backends/cpu/buffer.hpp"
 #include "core/graph/graph.hpp"
+#include "core/run/communicator.hpp"
 
 namespace perfsim::cpu {
 
@@ -19,7 +20,9 @@ class GraphRunner {
  public:
   // Checks the graph and every op's shapes, allocates persistent tensors and fills them
   // (cpu_init.hpp). Throws NotExecutable for ops the CPU kernels cannot run.
-  GraphRunner(const Graph& g, uint64_t seed);
+  // With `ranks`, the graph is one rank's of a parallel run: shards start from the rank's part
+  // of their whole and collective ops go between the ranks.
+  GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks = nullptr);
 
   // One pass over the ops. When op_seconds is given, op i's kernel time is appended to
   // (*op_seconds)[i]. Tensors with keep[id] set survive their last use (for reading back).
@@ -33,6 +36,7 @@ class GraphRunner {
 
  private:
   const Graph& m_graph;
+  Communicator* m_ranks = nullptr;
   TrackingAllocator m_alloc;
   std::vector<void*> m_buffers;          // by tensor id; nullptr when not live
   std::vector<std::unique_ptr<std::byte[]>> m_host;  // host tensors' buffers (untracked)

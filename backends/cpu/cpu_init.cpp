@@ -4,6 +4,7 @@
 #include "backends/cpu/cpu_init.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string_view>
 #include <utility>
 
@@ -76,30 +77,38 @@ const Op* moe_reader(const Graph& g, int id, bool& is_slots) {
 
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
+// The k-th output (from 0) of SplitMix seeded with `state`: SplitMix is counter-based, so any
+// element's value is computed without the ones before it (a shard fills only its own part).
+uint64_t splitmix_at(uint64_t state, int64_t k) {
+  return SplitMix{state + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ull}.next();
+}
+
 // Approximately normal values at one generator call per element: the sum of four 16-bit
 // uniforms (Irwin-Hall, n = 4) has mean 2 and variance 1/3; centred and scaled it has unit
 // variance and is bounded by ±3.46σ, which is all timing runs need (finite, weight-like values)
 // and several times cheaper than Box-Muller, which dominated start-up on large models.
-template <class T>
-void fill_typed(T* data, int64_t n, const InitSpec& spec, uint64_t seed) {
-  const float scale = spec.stddev * 1.7320508f / 65536.0f;  // sqrt(3) / 2^16
-  parallel_for((n + chunk - 1) / chunk, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      SplitMix rng{seed ^ (static_cast<uint64_t>(c) * 0xd1b54a32d192ed03ull)};
-      const int64_t b = c * chunk, e = std::min(n, b + chunk);
-      for (int64_t i = b; i < e; ++i) {
-        const uint64_t r = rng.next();
-        const int64_t sum = static_cast<int64_t>(r & 0xffff) + static_cast<int64_t>((r >> 16) & 0xffff) +
-                            static_cast<int64_t>((r >> 32) & 0xffff) + static_cast<int64_t>(r >> 48);
-        data[i] = from_f32<T>(scale * static_cast<float>(sum - 131070));  // mean 4 · 32767.5
-      }
-    }
-  });
+// Element i of the whole tensor comes from chunk i / chunk's own generator.
+float normal_at(uint64_t seed, int64_t i, float stddev) {
+  const int64_t c = i / chunk;
+  const uint64_t r = splitmix_at(seed ^ (static_cast<uint64_t>(c) * 0xd1b54a32d192ed03ull), i - c * chunk);
+  const int64_t sum = static_cast<int64_t>(r & 0xffff) + static_cast<int64_t>((r >> 16) & 0xffff) +
+                      static_cast<int64_t>((r >> 32) & 0xffff) + static_cast<int64_t>(r >> 48);
+  return stddev * 1.7320508f / 65536.0f * static_cast<float>(sum - 131070);  // mean 4 · 32767.5
 }
 
+// Elements [local, local + n) of `data` get the whole tensor's elements [whole, whole + n).
 template <class T>
-void fill_constant(T* data, int64_t n, float v) {
-  std::fill(data, data + n, from_f32<T>(v));
+void fill_run(T* data, int64_t local, int64_t whole, int64_t n, const InitSpec& spec, uint64_t seed) {
+  switch (spec.kind) {
+    case InitKind::normal:
+      parallel_for((n + chunk - 1) / chunk, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t i = c0 * chunk; i < std::min(n, c1 * chunk); ++i)
+          data[local + i] = from_f32<T>(normal_at(seed, whole + i, spec.stddev));
+      });
+      return;
+    case InitKind::ones: std::fill(data + local, data + local + n, from_f32<T>(1.0f)); return;
+    default: std::fill(data + local, data + local + n, from_f32<T>(0.0f)); return;
+  }
 }
 
 // Round-robin routing (InitKind::expert_ids / expert_slots).
@@ -111,9 +120,9 @@ void fill_routing(int32_t* data, int64_t n, const InitSpec& spec) {
   }
 }
 
-void fill_ids(int32_t* data, int64_t n, int64_t vocab, uint64_t seed) {
-  SplitMix rng{seed};
-  for (int64_t i = 0; i < n; ++i) data[i] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(vocab));
+void fill_ids(int32_t* data, int64_t local, int64_t whole, int64_t n, int64_t vocab, uint64_t seed) {
+  for (int64_t i = 0; i < n; ++i)
+    data[local + i] = static_cast<int32_t>(splitmix_at(seed, whole + i) % static_cast<uint64_t>(vocab));
 }
 
 // Fisher-Yates shuffle of 0 .. n − 1.
@@ -122,19 +131,6 @@ void fill_permutation(int32_t* data, int64_t n, uint64_t seed) {
   for (int64_t i = 0; i < n; ++i) data[i] = static_cast<int32_t>(i);
   for (int64_t i = n - 1; i > 0; --i)
     std::swap(data[i], data[rng.next() % static_cast<uint64_t>(i + 1)]);
-}
-
-template <class T>
-void fill_float(T* data, int64_t n, const InitSpec& spec, uint64_t seed) {
-  switch (spec.kind) {
-    case InitKind::normal: fill_typed(data, n, spec, seed); return;
-    case InitKind::ones: fill_constant(data, n, 1.0f); return;
-    case InitKind::zeros:
-    case InitKind::token_ids:
-    case InitKind::block_table:
-    case InitKind::expert_ids:
-    case InitKind::expert_slots: fill_constant(data, n, 0.0f); return;
-  }
 }
 
 }  // namespace
@@ -175,10 +171,10 @@ InitSpec init_spec(const Graph& g, const Tensor& t) {
     case TensorRole::weight:
     case TensorRole::master_weight:
       // 1-D parameters are norm gains (1) and biases (0); matrices N(0, 0.02) as GPT-2 does.
-      if (t.shape.size() == 1)
+      if ((t.shard.empty() ? t.shape : t.shard.front().whole).size() == 1)
         s.kind = contains(t.name, "bias") || contains(t.name, "beta") ? InitKind::zeros : InitKind::ones;
       return s;
-    case TensorRole::gradient: return s;  // small, like real gradients
+    case TensorRole::gradient:  // a step starts from zeroed gradients (zero_grad)
     case TensorRole::optimizer_state: s.kind = InitKind::zeros; return s;
     case TensorRole::kv_cache:
     case TensorRole::input:
@@ -190,29 +186,41 @@ InitSpec init_spec(const Graph& g, const Tensor& t) {
   return s;
 }
 
-void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed) {
+void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed, int rank) {
   for (const Tensor& t : g.tensors) {
     if (!is_persistent(t)) continue;
     void* p = buffers.at(static_cast<std::size_t>(t.id));
     if (p == nullptr) continue;
     const InitSpec spec = init_spec(g, t);
-    // Seeded by name, not id: a pass that renumbers tensors keeps every tensor's values.
+    const Shard* shard = t.shard.empty() ? nullptr : &t.shard.front();
+    // Seeded by name, not id: a pass that renumbers tensors keeps every tensor's values. A
+    // shard takes its whole's values.
     uint64_t name_hash = 0xcbf29ce484222325ull;  // FNV-1a
-    for (char ch : data_name(t)) name_hash = (name_hash ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+    for (char ch : shard != nullptr ? shard->of : data_name(t))
+      name_hash = (name_hash ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
     const uint64_t tseed = SplitMix{seed ^ name_hash}.next();
     const int64_t n = t.elements();
-    switch (storage_of(t.dtype)) {
-      case Storage::f32: fill_float(static_cast<float*>(p), n, spec, tseed); break;
-      case Storage::bf16: fill_float(static_cast<bf16*>(p), n, spec, tseed); break;
-      case Storage::f16: fill_float(static_cast<half*>(p), n, spec, tseed); break;
-      case Storage::i32:
-        if (spec.kind == InitKind::block_table) fill_permutation(static_cast<int32_t*>(p), n, tseed);
-        else if (spec.kind == InitKind::expert_ids || spec.kind == InitKind::expert_slots)
-          fill_routing(static_cast<int32_t*>(p), n, spec);
-        else fill_ids(static_cast<int32_t*>(p), n, spec.vocab, tseed);
-        break;
-      case Storage::unsupported: break;
+    const Storage storage = storage_of(t.dtype);
+    if (storage == Storage::i32 && spec.kind != InitKind::token_ids) {
+      auto* data = static_cast<int32_t*>(p);
+      if (spec.kind == InitKind::block_table) fill_permutation(data, n, tseed);
+      else fill_routing(data, n, spec);
+      continue;
     }
+    if (storage == Storage::unsupported) continue;
+    // A padded shard's tail is not in the whole: zeros.
+    const int64_t bytes = n * static_cast<int64_t>(bytes_of(t.dtype));
+    if (shard != nullptr) std::memset(p, 0, static_cast<std::size_t>(bytes));
+    const int place = shard != nullptr ? (rank / shard->stride) % shard->parts : 0;
+    for_each_whole_run(t.shape, shard, place, [&](int64_t local, int64_t whole, int64_t count) {
+      switch (storage) {
+        case Storage::f32: fill_run(static_cast<float*>(p), local, whole, count, spec, tseed); break;
+        case Storage::bf16: fill_run(static_cast<bf16*>(p), local, whole, count, spec, tseed); break;
+        case Storage::f16: fill_run(static_cast<half*>(p), local, whole, count, spec, tseed); break;
+        case Storage::i32: fill_ids(static_cast<int32_t*>(p), local, whole, count, spec.vocab, tseed); break;
+        case Storage::unsupported: break;
+      }
+    });
   }
 }
 

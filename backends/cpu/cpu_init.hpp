@@ -1,7 +1,7 @@
 // Values the CPU backend puts into persistent tensors before running a graph: random but
 // sane (weights ~ N(0, 0.02), norm gains 1, token ids within the vocabulary, block tables
 // naming each page once, expert routings filling each buffer row at most once, optimizer
-// moments 0), so softmax, norms and AdamW stay finite however many times the graph runs.
+// moments 0, gradients 0 as after zero_grad()), so softmax, norms and AdamW stay finite however many times the graph runs.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,6 +35,8 @@ struct InitSpec {
 
 // Fills buffers[id] of every persistent tensor per init_spec (host tensors included);
 // deterministic for a seed and data_name (independent of the thread count and of tensor ids).
-void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed);
+// A shard (Tensor::shard) gets its part of its whole's values, the part global rank `rank`
+// holds, so every layout of a parallel step starts from the unsharded step's values.
+void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed, int rank = 0);
 
 }  // namespace perfsim::cpu

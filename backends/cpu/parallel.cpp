@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -98,8 +99,19 @@ class Pool {
   bool m_stop = false;
 };
 
+// Ranks of a parallel run started on this node share its cores (the launchers' local rank
+// counts: OpenMPI, MPICH/PMI, Slurm).
+unsigned ranks_on_this_node() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+    if (const char* v = std::getenv(var)) {
+      const int n = std::atoi(v);
+      if (n > 0) return static_cast<unsigned>(n);
+    }
+  return 1;
+}
+
 Pool& pool() {
-  static Pool p(std::max(1u, std::thread::hardware_concurrency()));
+  static Pool p(std::max(1u, std::thread::hardware_concurrency() / ranks_on_this_node()));
   return p;
 }
 

@@ -41,7 +41,15 @@ DeviceInfo CudaBackend::device() const {
   return d;
 }
 
-std::string CudaBackend::unsupported_reason(const Op& op, const Graph& g) const { return op_unsupported_reason(op, g); }
+std::string CudaBackend::unsupported_reason(const Op& op, const Graph& g) const {
+  if (op.kind == OpKind::collective && m_ranks != nullptr) return NcclRanks::unsupported_reason(op, g);
+  return op_unsupported_reason(op, g);
+}
+
+void CudaBackend::join_ranks(Communicator* ranks) {
+  m_ranks.reset();
+  if (ranks != nullptr) m_ranks = std::make_unique<NcclRanks>(*ranks);
+}
 
 namespace {
 
@@ -108,7 +116,7 @@ void remove_probe_cost(std::vector<std::vector<double>>& samples, double untimed
 Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
   if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
   m_alloc->reset_peak();
-  GraphRunner runner(g, o.seed, *m_alloc, *m_gemm, m_stream);
+  GraphRunner runner(g, o.seed, *m_alloc, *m_gemm, m_stream, m_ranks.get());
 
   Measurement m = g.graphed ? run_replayed(runner, g, o) : run_eager(runner, g, o);
   const CachingAllocator& alloc = runner.allocator();
@@ -216,7 +224,7 @@ std::optional<Measurement> CudaBackend::run_traced(GraphRunner& runner, const Gr
 
 std::vector<std::vector<float>> CudaBackend::evaluate(const Graph& g, uint64_t seed, const std::vector<int>& ids) {
   if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
-  GraphRunner runner(g, seed, *m_alloc, *m_gemm, m_stream);
+  GraphRunner runner(g, seed, *m_alloc, *m_gemm, m_stream, m_ranks.get());
   std::vector<char> keep(g.tensors.size(), 0);
   for (int id : ids) keep.at(static_cast<std::size_t>(id)) = 1;
   if (g.graphed) {

@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cuda_allocator.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
+#include "backends/cuda/nccl_ranks.hpp"
 #include "core/run/backend.hpp"
 
 namespace perfsim::cuda {
@@ -52,6 +53,10 @@ class CudaBackend final : public Backend {
 
   [[nodiscard]] const CachingAllocator& allocator() const { return *m_alloc; }
 
+  // One rank of a parallel run: collectives go through NCCL between the GPU ranks
+  // (nccl_ranks.hpp); each process sees one GPU (cli/ranks.cpp picks it by local rank).
+  void join_ranks(Communicator* ranks) override;
+
  private:
   [[nodiscard]] Measurement run_eager(GraphRunner& runner, const Graph& g, const RunOptions& o);
   [[nodiscard]] Measurement run_replayed(GraphRunner& runner, const Graph& g, const RunOptions& o);
@@ -61,6 +66,7 @@ class CudaBackend final : public Backend {
   cudaStream_t m_stream = nullptr;
   std::unique_ptr<CachingAllocator> m_alloc;
   std::unique_ptr<GemmEngine> m_gemm;
+  std::unique_ptr<NcclRanks> m_ranks;
 };
 
 // For the registry (backends/registry.cpp).

@@ -34,8 +34,9 @@ std::size_t bytes_of_tensor(const Tensor& t) {
 
 }  // namespace
 
-GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
-    : m_graph(g), m_seed(seed), m_alloc(alloc), m_stream(stream),
+GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
+                         NcclRanks* ranks)
+    : m_graph(g), m_ranks(ranks), m_seed(seed), m_alloc(alloc), m_stream(stream),
       m_trace(KernelTrace::requested() ? KernelTrace::get() : nullptr) {
   g.check();
   for (const Tensor& t : g.tensors) {
@@ -45,7 +46,10 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
       throw NotExecutable(fmt::format("cuda backend keeps no fp8 tensor in host memory ('{}')", t.name));
   }
   for (const Op& op : g.ops) {
-    if (const std::string why = op_unsupported_reason(op, g); !why.empty()) throw NotExecutable(why);
+    const bool between_ranks = op.kind == OpKind::collective && m_ranks != nullptr;
+    if (const std::string why = between_ranks ? NcclRanks::unsupported_reason(op, g) : op_unsupported_reason(op, g);
+        !why.empty())
+      throw NotExecutable(why);
     cpu::check_op(op, g);
   }
   m_plan = plan_streams(g);
@@ -182,7 +186,7 @@ void GraphRunner::fill_persistent_tensors() {
         continue;
       }
       host_ptrs[id] = m_buffers[id];
-      cpu::fill_persistent(g, host_ptrs, m_seed);
+      cpu::fill_persistent(g, host_ptrs, m_seed, m_ranks != nullptr ? m_ranks->rank() : 0);
       host_ptrs[id] = nullptr;
       continue;
     }
@@ -190,7 +194,7 @@ void GraphRunner::fill_persistent_tensors() {
     const bool fp8 = elem_of(t.dtype) == Elem::e4m3;
     host.assign(fp8 ? static_cast<std::size_t>(t.elements()) * sizeof(float) : bytes_of_tensor(t), 0);
     host_ptrs[id] = host.data();
-    cpu::fill_persistent(fp8 ? as_fp32 : g, host_ptrs, m_seed);
+    cpu::fill_persistent(fp8 ? as_fp32 : g, host_ptrs, m_seed, m_ranks != nullptr ? m_ranks->rank() : 0);
     host_ptrs[id] = nullptr;
     if (fp8) {
       const auto* x = reinterpret_cast<const float*>(host.data());
@@ -285,7 +289,10 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
     // Timing events after the waits: an op's time excludes waiting for other streams.
     if (timed) record_op_event(m_events[2 * i], st, capturing);
     try {
-      m_exec->run(op, m_buffers, m_scales, capturing, st, lane != 0);
+      if (op.kind == OpKind::collective && m_ranks != nullptr)
+        m_ranks->run(op, g, m_buffers, st, m_alloc);
+      else
+        m_exec->run(op, m_buffers, m_scales, capturing, st, lane != 0);
     } catch (const NotExecutable&) {
       nvtxRangePop();
       throw;

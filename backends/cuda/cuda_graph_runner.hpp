@@ -28,6 +28,7 @@
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "backends/cuda/cuda_stream_plan.hpp"
 #include "backends/cuda/kernel_trace.hpp"
+#include "backends/cuda/nccl_ranks.hpp"
 #include "backends/cuda/stream_hold.hpp"
 #include "core/graph/graph.hpp"
 
@@ -37,7 +38,10 @@ class GraphRunner {
  public:
   // Checks the graph and every op, allocates and fills the persistent tensors. Throws
   // NotExecutable for ops this backend cannot run and for graphs that do not fit.
-  GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream);
+  // With `ranks`, the graph is one rank's of a parallel run: shards start from the rank's part
+  // of their whole (cpu::fill_persistent) and collective ops go through NCCL.
+  GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
+              NcclRanks* ranks = nullptr);
   GraphRunner(const GraphRunner&) = delete;
   GraphRunner& operator=(const GraphRunner&) = delete;
   ~GraphRunner();
@@ -111,6 +115,7 @@ class GraphRunner {
   void sync_all();
 
   const Graph& m_graph;
+  NcclRanks* m_ranks = nullptr;
   uint64_t m_seed;
   CachingAllocator& m_alloc;
   cudaStream_t m_stream;                  // stream 0 (the backend's)

@@ -3,6 +3,7 @@
 // measurements always describe the same operators.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,26 @@ enum class Residence { device, host_pageable, host_pinned };
 // Persistent tensors live for the whole step; activations live from producer to last reader.
 [[nodiscard]] bool is_persistent(TensorRole r);
 
+// One rank's part of a tensor the ranks of a group each hold a part of (parallel plans): part
+// `place` of `parts` of the whole tensor named `of`, whose shape is `whole`, cut along dimension
+// `dim` (which `parts` divides), or with dim = −1 cut from the whole flattened into parts of
+// ceil(elements / parts), the last one padded. `place` is the rank's place in its group of
+// `parts` ranks `stride` apart (RankGroup in core/run/communicator.hpp): executors use it to give
+// each rank its part of the whole's data, so a sharded step computes what the unsharded one does.
+struct Shard {
+  std::string of;
+  std::vector<int64_t> whole;
+  int dim = -1;
+  int parts = 1;
+  int stride = 1;
+};
+
+// Runs of a shard's elements in its whole: fn(local offset, whole offset, count) for each
+// contiguous run, in order, covering the part's elements that lie inside the whole (a padded
+// tail is left out). An unsharded tensor is one run of all its elements.
+void for_each_whole_run(const std::vector<int64_t>& shape, const Shard* shard, int place,
+                        const std::function<void(int64_t local, int64_t whole, int64_t count)>& fn);
+
 struct Tensor {
   int id = -1;
   std::string name;            // "layer0.attn.q", "lm_head.weight"
@@ -59,6 +80,8 @@ struct Tensor {
   // Belongs to the routed experts of a mixture-of-experts layer (weights, their gradients and
   // optimizer state): under expert parallelism only the ranks holding the same experts share it.
   bool expert = false;
+  // Set when the tensor is one rank's part of a larger one (see Shard); empty otherwise.
+  std::vector<Shard> shard;  // at most one
 
   // Throws ConfigError naming the tensor when the count overflows int64.
   [[nodiscard]] int64_t elements() const;
@@ -107,6 +130,9 @@ struct OpAttrs {
   // node it says how many of the group share a node, so whether the collective crosses nodes
   // and over how many NICs (core/cost/roofline.cpp).
   int group_stride = 1;
+  // all_reduce, reduce_scatter: the sum divided by the group's size (gradients averaged over
+  // data-parallel ranks); otherwise the sum (tensor-parallel partial results).
+  bool average = false;
   // Bytes of the whole buffer the collective reduces or gathers (nccl-tests' size): a bucket
   // of several tensors, the full tensor behind the shards it reads or writes. 0: the largest
   // tensor it reads or writes.

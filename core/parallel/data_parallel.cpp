@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -113,11 +114,25 @@ class DataParallel {
     t.shape = std::move(shape);
     t.dtype = dtype;
     t.transient = transient;
+    t.shard.clear();
     if (transient) t.count = 1;  // one layer's buffer at a time
     return m_g.add_tensor(std::move(t));
   }
 
   const Group& group_of(const Param& p) const { return p.expert ? m_expert : m_dense; }
+
+  // Marks tensor `id` as this rank's flat part of `whole` (named `of`) over p's shard group.
+  void mark_shard(int id, const std::string& of, const std::vector<int64_t>& whole, const Param& p) {
+    const Group& g = group_of(p);
+    tensor(id).shard = {Shard{of, whole, -1, g.shard, g.stride}};
+  }
+
+  // Gradients are averaged over the data-parallel ranks (each rank's loss is the mean of its
+  // own micro-batch), so the step equals one rank's step over the whole batch.
+  static Op averaged(Op o) {
+    o.attrs.average = true;
+    return o;
+  }
 
   Op collective(const std::string& name, Collective c, std::vector<int> in, std::vector<int> out, double payload,
                 double count, int layer, Stage stage, int stream, DType dtype, int ranks, int stride) const {
@@ -221,18 +236,24 @@ class DataParallel {
       const int64_t elements = tensor(p.grad).elements();
       m_adamw_saved[p.adamw] += elements - shard_of(elements, n);
       for (int id : {p.m, p.v, p.master})
-        if (id >= 0) tensor(id).shape = {shard_of(tensor(id).elements(), n)};
+        if (id >= 0) {
+          mark_shard(id, tensor(id).name, tensor(id).shape, p);
+          tensor(id).shape = {shard_of(tensor(id).elements(), n)};
+        }
       const Tensor grad = tensor(p.grad);
       const DType grad_dtype = p.master >= 0 ? DType::fp32 : grad.dtype;
       const int shard = add_tensor(grad, grad.name + ".shard", {shard_of(grad.elements(), n)}, grad_dtype, false);
+      mark_shard(shard, grad.name, grad.shape, p);
       m_grad_shard[p.grad] = shard;
       replace[p.grad] = shard;
       if (m_stage <= 2) {
         const Tensor w = tensor(p.weight);
         const int ws = add_tensor(w, w.name + ".shard", {shard_of(w.elements(), n)}, w.dtype, false);
+        mark_shard(ws, w.name, w.shape, p);
         m_weight_shard[p.weight] = ws;
         replace[p.weight] = ws;
       } else {
+        mark_shard(p.weight, tensor(p.weight).name, tensor(p.weight).shape, p);
         tensor(p.weight).shape = {shard_of(tensor(p.weight).elements(), n)};
       }
     }
@@ -252,9 +273,13 @@ class DataParallel {
   // every micro-batch, so its first writer no longer accumulates into it.
   void free_gradients_after_use() {
     for (const Param& p : m_params) {
+      const int first = m_first_writer[static_cast<std::size_t>(p.grad)];
+      // An op that writes this gradient first and adds into another (a tied embedding's
+      // backward: the position gradient first, the table's after lm_head's) keeps accumulating
+      // into both, so this gradient stays a persistent, zeroed buffer.
+      if (first >= 0 && accumulates_into_other(m_g.ops[static_cast<std::size_t>(first)], p.grad, first)) continue;
       tensor(p.grad).transient = true;
       tensor(p.grad).count = 1;
-      const int first = m_first_writer[static_cast<std::size_t>(p.grad)];
       if (first < 0) continue;
       Op& op = m_g.ops[static_cast<std::size_t>(first)];
       const auto self = std::find(op.inputs.begin(), op.inputs.end(), p.grad);
@@ -263,6 +288,13 @@ class DataParallel {
         op.attrs.accumulate = false;
       }
     }
+  }
+
+  bool accumulates_into_other(const Op& op, int grad, int index) const {
+    if (!op.attrs.accumulate) return false;
+    for (int out : op.outputs)
+      if (out != grad && m_first_writer[static_cast<std::size_t>(out)] != index) return true;
+    return false;
   }
 
   double layer_count(const Param& p) const {
@@ -294,22 +326,24 @@ class DataParallel {
       tensor(buffer).count = count;
       std::vector<int> io = grads;
       io.push_back(buffer);
-      m_insert.after(b.after, collective(bucket_name(b.layer, "ddp.all_reduce"), Collective::all_reduce, io, io,
-                                         b.bytes, count, b.layer, Stage::backward, gradient_stream, first.dtype,
-                                         g.ranks(), g.stride));
+      m_insert.after(b.after, averaged(collective(bucket_name(b.layer, "ddp.all_reduce"), Collective::all_reduce,
+                                                  io, io, b.bytes, count, b.layer, Stage::backward,
+                                                  gradient_stream, first.dtype, g.ranks(), g.stride)));
       return;
     }
     std::vector<int> shards;
     for (int g : grads) shards.push_back(m_grad_shard.at(g));
     const double per_step = m_stage >= 2 ? count * m_micro_batches : count;
-    m_insert.after(b.after, collective(bucket_name(b.layer, "zero.reduce_scatter"), Collective::reduce_scatter,
-                                       grads, shards, b.bytes, per_step, b.layer, Stage::backward,
-                                       gradient_stream, first.dtype, g.shard, g.stride));
+    m_insert.after(b.after, averaged(collective(bucket_name(b.layer, "zero.reduce_scatter"),
+                                                Collective::reduce_scatter, grads, shards, b.bytes, per_step,
+                                                b.layer, Stage::backward, gradient_stream, first.dtype, g.shard,
+                                                g.stride)));
     // hybrid_shard: the shards then averaged over the copies on other nodes.
     if (g.replicas > 1)
-      m_insert.after(b.after, collective(bucket_name(b.layer, "hsdp.all_reduce"), Collective::all_reduce, shards,
-                                         shards, b.bytes / g.shard, per_step, b.layer, Stage::backward,
-                                         gradient_stream, first.dtype, g.replicas, g.stride * g.shard));
+      m_insert.after(b.after, averaged(collective(bucket_name(b.layer, "hsdp.all_reduce"), Collective::all_reduce,
+                                                  shards, shards, b.bytes / g.shard, per_step, b.layer,
+                                                  Stage::backward, gradient_stream, first.dtype, g.replicas,
+                                                  g.stride * g.shard)));
   }
 
   // ZeRO-1/2: after the step every rank all-gathers the others' updated weight shards.
@@ -426,7 +460,25 @@ class DataParallel {
 
 }  // namespace
 
+// Each data-parallel rank reads its own micro-batch: its part, along the batch, of the batch all
+// dp ranks read (the ranks dp apart in the global order, tp·cp between them). Context
+// parallelism cuts the sequence as well, which one Shard cannot say: left unmarked.
+void mark_input_shards(Graph& g, const ParallelSpec& p) {
+  if (p.dp <= 1 || p.cp > 1) return;
+  for (Tensor& t : g.tensors) {
+    if (t.role != TensorRole::input || t.shape.empty()) continue;
+    std::vector<int64_t> whole = t.shape;
+    whole[0] *= p.dp;
+    constexpr std::string_view host = ".host";
+    std::string of = t.name;
+    if (t.on_host() && of.size() > host.size() && of.compare(of.size() - host.size(), host.size(), host) == 0)
+      of.resize(of.size() - host.size());
+    t.shard = {Shard{of, whole, 0, p.dp, p.tp * p.cp}};
+  }
+}
+
 void apply_data_parallel(Graph& g, const ParallelSpec& p) {
+  mark_input_shards(g, p);
   if (p.gradient_ranks() == 1) return;  // no rank shares this one's parameters
   DataParallel(g, p).run();
   g.check();

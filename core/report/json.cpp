@@ -201,6 +201,18 @@ json step_object(const StepResult& s, const StepFigures& f) {
     mj["time_by_class_s"] = class_times(m.time_by_class);
     mj["warmup"] = m.warmup;
     mj["repeats"] = m.repeats;
+    if (!s.rank_measured.empty()) {
+      // Executed on several ranks: step_time_s above is the slowest rank's.
+      json ranks = json::array();
+      for (const RankMeasurement& rm : s.rank_measured)
+        ranks.push_back({{"rank", rm.rank},
+                         {"stage", rm.stage},
+                         {"host", rm.host},
+                         {"step_time_s", rm.step_time},
+                         {"executed_wall_s", rm.executed_wall},
+                         {"peak_bytes", rm.peak_bytes}});
+      mj["ranks"] = std::move(ranks);
+    }
     j["measured"] = std::move(mj);
   } else {
     j["measured"] = nullptr;

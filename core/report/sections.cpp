@@ -315,6 +315,7 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
   d.sections.push_back(step_time_section(r, figs));
   if (std::any_of(figs.begin(), figs.end(), [](const StepFigures& f) { return f.layout.has_value(); }))
     d.sections.push_back(layout_section(r, figs));
+  if (auto ranks = ranks_section(r)) d.sections.push_back(std::move(*ranks));
   d.sections.push_back(memory_section(r, figs));
   d.sections.push_back(class_section(r));
   const auto wi = what_if_figures(r);

@@ -29,6 +29,10 @@ struct ReportDocument {
 // One row per sweep point × step; empty when there is a single point.
 [[nodiscard]] std::optional<ReportSection> build_sweep_summary(const std::vector<RunResult>& points);
 
+// A layout executed on several ranks: per step and rank, the measured step time, wall and
+// peak memory beside the prediction for the rank's stage; nullopt when no step ran on ranks.
+[[nodiscard]] std::optional<ReportSection> ranks_section(const RunResult& r);
+
 // "8.03 B params", "355 M params", "102,400 params".
 [[nodiscard]] std::string format_params(double params);
 

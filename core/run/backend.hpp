@@ -10,6 +10,7 @@
 
 #include "core/errors.hpp"
 #include "core/graph/graph.hpp"
+#include "core/run/communicator.hpp"
 #include "core/run/results.hpp"
 
 namespace perfsim {
@@ -48,6 +49,12 @@ class Backend {
   // Executes every op of the graph in order with real buffers: warm-up runs, then timed runs.
   // Throws NotExecutable when something cannot run (check unsupported_reason first).
   [[nodiscard]] virtual Measurement run(const Graph& g, const RunOptions& o) = 0;
+
+  // Runs as one rank of a parallel run from now on: the graphs' collective ops go through
+  // `ranks` (nullptr: one device again). Throws NotExecutable when the backend cannot.
+  virtual void join_ranks(Communicator* ranks) {
+    if (ranks != nullptr) throw NotExecutable(name() + " backend does not run as one of several ranks yet");
+  }
 
   // GPUs of this process a collective can span (1: collectives cannot be timed).
   [[nodiscard]] virtual int gpu_count() const { return 1; }

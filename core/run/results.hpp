@@ -47,6 +47,16 @@ struct Measurement {
   int attempts = 1;
 };
 
+// One rank's figures of a parallel step executed on several ranks (rank_execution.hpp).
+struct RankMeasurement {
+  int rank = 0;
+  int stage = 0;            // its pipeline stage
+  std::string host;
+  double step_time = 0;     // its Measurement::step_time
+  double executed_wall = 0; // its median wall time of one run
+  double peak_bytes = 0;    // its allocator's high-water mark
+};
+
 struct StepResult {
   std::string step;                     // stack step name
   Graph graph;
@@ -59,6 +69,9 @@ struct StepResult {
   // `predicted` the step as step_prediction() sums it up.
   std::optional<LayoutPrediction> layout;
   std::vector<LayoutPrediction> what_if_layout;
+  // A layout executed on several ranks: every rank's figures, in rank order (rank 0's copy of
+  // the result only). `measured` is then rank 0's ops with the slowest rank's step time and wall.
+  std::vector<RankMeasurement> rank_measured;
   // A single-GPU step that does not fit: the fewest GPUs (of 2, 4, 8, … 1,024) some layout of
   // which fits, and up to three such layouts, best first (fit_gpus 0: none up to 1,024). Only
   // when searched (fit_searched; run_scenario does it).

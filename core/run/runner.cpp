@@ -12,6 +12,7 @@
 #include "core/errors.hpp"
 #include "core/parallel/plan.hpp"
 #include "core/parallel/search.hpp"
+#include "core/run/rank_execution.hpp"
 
 namespace perfsim {
 
@@ -208,6 +209,8 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
           }
           r.what_if.push_back(step_prediction(r.what_if_layout.back()));
         }
+      if (executing && hooks.ranks != nullptr)
+        execute_on_ranks(r, ranks, layout, *backend, *hooks.ranks, device, run_options);
       r.graph = std::move(ranks.front().graph);
       // One GPU with ZeRO on: what fits is a question of more GPUs, as without a layout.
       if (!r.layout->fits && hooks.find_layouts_that_fit && layout.gpus() == 1)
@@ -219,9 +222,16 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
         if (hw.name != primary.name) r.what_if.push_back(predict(r.graph, hw));
     }
 
-    if (executing && layout.parallel())
-      r.not_executed = fmt::format("predicted only: a layout of {} GPUs ({}) is not executed yet", layout.gpus(),
-                                   describe(layout));
+    if (executing && layout.parallel() && hooks.ranks == nullptr)
+      r.not_executed = layout.gpus() == 1
+                           ? fmt::format("predicted only: a one-GPU layout ({}) is not executed", describe(layout))
+                           : fmt::format("predicted only: a layout of {} GPUs ({}) executes on as many ranks "
+                                         "(mpirun -np {}, or perfsim run --gpus {})",
+                                         layout.gpus(), describe(layout), layout.gpus(), layout.gpus());
+    else if (executing && layout.parallel())
+      ;  // executed on the ranks above
+    else if (executing && hooks.ranks != nullptr && hooks.ranks->rank() != 0)
+      r.not_executed = "a single-GPU step runs on rank 0";
     else if (executing)
       execute_step(r, *backend, device, run_options);
     else

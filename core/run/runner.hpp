@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/run/backend.hpp"
+#include "core/run/communicator.hpp"
 #include "core/run/results.hpp"
 #include "core/run/scenario.hpp"
 
@@ -17,6 +18,9 @@ struct RunnerHooks {
   // A parallel step that does not fit searches its GPU count for layouts that do (the report
   // names them). Scripts pricing many points turn it off: each search costs up to a second.
   bool find_layouts_that_fit = true;
+  // This process is one rank of a parallel run (mpirun, srun, --gpus): a layout of as many GPUs
+  // executes across the ranks (rank_execution.hpp); a single-GPU step runs on rank 0 alone.
+  Communicator* ranks = nullptr;
 };
 
 // backend == nullptr: predict only. The prediction paired with a measurement is made for the

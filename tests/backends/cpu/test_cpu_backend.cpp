@@ -239,7 +239,8 @@ TEST_CASE("cpu backend: unsupported ops are reported before running") {
   Op coll;
   coll.kind = OpKind::collective;
   coll.name = "all_reduce";
-  CHECK(be.unsupported_reason(coll, s.g) == "cpu backend runs one device: no collectives");
+  CHECK(be.unsupported_reason(coll, s.g) ==
+        "cpu backend runs one device here: collectives need ranks (mpirun, --gpus)");
   Op host;
   host.kind = OpKind::host;
   host.name = "sampling";

@@ -81,7 +81,8 @@ constexpr double fd_tol = 2e-3;  // central differences in fp32 with h = 5e-3
 }  // namespace
 
 TEST_CASE("cpu norms: layernorm and rmsnorm match the reference") {
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{3, 7}, {5, 64}, {2, 129}}) {
+  for (const auto& shape : {std::pair<int64_t, int64_t>{3, 7}, {5, 64}, {2, 129}}) {
+    const int64_t rows = shape.first, cols = shape.second;
     CAPTURE(cols);
     const auto n = static_cast<std::size_t>(rows * cols);
     const auto x = random_vec(n, 1, 2.0f), g = random_vec(static_cast<std::size_t>(cols), 2), b = random_vec(static_cast<std::size_t>(cols), 3);

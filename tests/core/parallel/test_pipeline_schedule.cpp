@@ -98,7 +98,8 @@ TEST_CASE("pipeline schedule: uniform GPipe and 1F1B take (m + p − 1)(f + b), 
   // Narayanan et al. 2021, §2.2.1: each stage idles p − 1 forward-and-backward slots of m + p − 1.
   const double f = 1, b = 2;
   for (auto s : {gpipe, one_f_one_b})
-    for (auto [p, m] : std::vector<std::pair<int, int>>{{4, 8}, {2, 2}, {8, 32}, {4, 1}, {1, 5}, {16, 64}}) {
+    for (const auto& pm : std::vector<std::pair<int, int>>{{4, 8}, {2, 2}, {8, 32}, {4, 1}, {1, 5}, {16, 64}}) {
+      const int p = pm.first, m = pm.second;  // plain names: doctest's CAPTURE cannot take bindings
       CAPTURE(name_of(s));
       CAPTURE(p);
       CAPTURE(m);
@@ -117,7 +118,8 @@ TEST_CASE("pipeline schedule: interleaved bubble time over ideal time is (p − 
   // Narayanan et al. 2021, §2.2.2: v chunks of f/v and b/v shrink the bubble v times, so the step
   // takes m(f + b) + (p − 1)(f + b)/v.
   const double f = 1.0, b = 2.0;
-  for (auto [p, m, v] : std::vector<std::tuple<int, int, int>>{{4, 8, 2}, {4, 8, 4}, {2, 4, 2}, {8, 16, 2}, {4, 16, 3}}) {
+  for (const auto& pmv : std::vector<std::tuple<int, int, int>>{{4, 8, 2}, {4, 8, 4}, {2, 4, 2}, {8, 16, 2}, {4, 16, 3}}) {
+    const int p = std::get<0>(pmv), m = std::get<1>(pmv), v = std::get<2>(pmv);
     CAPTURE(p);
     CAPTURE(m);
     CAPTURE(v);

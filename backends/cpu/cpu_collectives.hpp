@@ -1,0 +1,28 @@
+// Collective ops of a rank graph between CPU ranks, through the run's
+// Communicator (MPI's own collectives): the data a GPU rank would move with
+// NCCL, moved for real, so a sharded step on CPU ranks computes what the
+// unsharded step does.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/graph/graph.hpp"
+#include "core/run/communicator.hpp"
+
+namespace perfsim::cpu {
+
+// Empty when the CPU ranks can run collective `op`; otherwise why not.
+[[nodiscard]] std::string collective_unsupported_reason(const Op& op);
+
+// Runs collective `op` of `g` for global rank ranks.rank(); buffers[id] holds
+// each operand.
+//   all_reduce: the tensors it reads, end to end, summed (averaged with
+//   attrs.average) over the
+//     group into the tensors it writes (the same ones for a DDP bucket);
+//   reduce_scatter: whole tensor i it reads → the rank's flat part of it,
+//   tensor i it writes
+//     (Shard, dim −1), summed or averaged;
+//   all_gather: the rank's flat part i it reads → whole tensor i it writes.
+void execute_collective(const Op& op, const Graph& g, const std::vector<void*>& buffers, Communicator& ranks);
+
+}  // namespace perfsim::cpu

@@ -1,0 +1,49 @@
+// ranks_section: a parallel step executed on several ranks, rank by rank, beside the prediction
+// for each rank's pipeline stage.
+#include <fmt/format.h>
+
+#include "core/report/sections.hpp"
+#include "core/units.hpp"
+
+namespace perfsim {
+
+std::optional<ReportSection> ranks_section(const RunResult& r) {
+  bool any = false;
+  for (const StepResult& s : r.steps) any = any || !s.rank_measured.empty();
+  if (!any) return std::nullopt;
+  ReportSection sec;
+  sec.title = fmt::format("Ranks — measured on {}, predicted on {}", r.backend,
+                          r.steps.front().predicted.hardware);
+  TextTable& t = sec.table;
+  t.add_column("step", Align::left);
+  t.add_column("rank");
+  t.add_column("host", Align::left);
+  t.add_column("stage");
+  t.add_column("pred time");
+  t.add_column("meas time");
+  t.add_column("meas wall");
+  t.add_column("pred exec peak");
+  t.add_column("meas exec peak");
+  t.add_column("mem err");
+  for (const StepResult& s : r.steps) {
+    for (const RankMeasurement& rm : s.rank_measured) {
+      const RankPrediction* pred = nullptr;
+      if (s.layout)
+        for (const RankPrediction& rp : s.layout->ranks)
+          if (rp.stage == rm.stage) pred = &rp;
+      const double peak = pred != nullptr ? pred->prediction.memory_executed.peak : 0;
+      t.add_row({s.step, fmt::format("{}", rm.rank), rm.host, fmt::format("{}", rm.stage),
+                 pred != nullptr ? format_duration(pred->prediction.step_time) : "—", format_duration(rm.step_time),
+                 format_duration(rm.executed_wall), pred != nullptr ? format_bytes(peak) : "—",
+                 format_bytes(rm.peak_bytes),
+                 rm.peak_bytes > 0 && pred != nullptr ? format_signed_percent(relative_error(peak, rm.peak_bytes))
+                                                      : "—"});
+    }
+  }
+  sec.notes.push_back("pred time: the rank's own graph on its stage (no wait for the other ranks); meas time: the "
+                      "stream timeline of its measured ops, collectives included");
+  sec.notes.push_back("the step's measured time above is the slowest rank's");
+  return sec;
+}
+
+}  // namespace perfsim

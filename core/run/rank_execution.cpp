@@ -1,0 +1,97 @@
+// execute_on_ranks: one rank's share of a parallel step, and rank 0's view of
+// all of them.
+#include "core/run/rank_execution.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/errors.hpp"
+
+namespace perfsim {
+
+std::string layout_unexecutable_reason(const ParallelSpec& layout, const Communicator& ranks) {
+  if (ranks.size() != layout.gpus())
+    return fmt::format(
+        "the layout has {} GPUs ({}) and this run {} ranks: "
+        "start it with {} ranks "
+        "(mpirun -np {}, or --gpus {})",
+        layout.gpus(), describe(layout), ranks.size(), layout.gpus(), layout.gpus(), layout.gpus());
+  std::vector<std::string> missing;
+  if (layout.tp > 1) missing.push_back("tensor");
+  if (layout.pp > 1) missing.push_back("pipeline");
+  if (layout.cp > 1) missing.push_back("context");
+  if (layout.ep > 1) missing.push_back("expert");
+  if (missing.empty()) return {};
+  std::string what;
+  for (std::size_t i = 0; i < missing.size(); ++i)
+    what += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
+  return fmt::format(
+      "predicted only: {} parallelism is not executed on ranks "
+      "yet (data parallelism, "
+      "ZeRO and FSDP are)",
+      what);
+}
+
+int stage_of_rank(const ParallelSpec& layout, int rank) { return rank / layout.pp_stride(); }
+
+namespace {
+
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+// What each rank sends rank 0: its figures as one line of text.
+std::string summary_line(const Measurement& m, const Communicator& ranks, int stage) {
+  return fmt::format("{} {} {:.17g} {:.17g} {:.17g}", ranks.rank(), stage, m.step_time, m.executed_wall, m.peak_bytes) +
+         " " + ranks.host();
+}
+
+RankMeasurement parse_summary(const std::string& line) {
+  std::istringstream in(line);
+  RankMeasurement rm;
+  in >> rm.rank >> rm.stage >> rm.step_time >> rm.executed_wall >> rm.peak_bytes >> rm.host;
+  if (!in && !in.eof()) throw std::logic_error("malformed rank summary: " + line);
+  return rm;
+}
+
+}  // namespace
+
+void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const ParallelSpec& layout, Backend& backend,
+                      Communicator& ranks, const DeviceInfo& device, RunOptions o) {
+  if (const std::string why = layout_unexecutable_reason(layout, ranks); !why.empty()) {
+    r.not_executed = why;
+    return;
+  }
+  const int stage = stage_of_rank(layout, ranks.rank());
+  const auto it = std::find_if(stages.begin(), stages.end(), [&](const RankGraph& s) { return s.stage == stage; });
+  if (it == stages.end()) throw std::logic_error(fmt::format("no graph for pipeline stage {}", stage));
+  const Graph& g = it->graph;
+  if (const std::string why = graph_unsupported_reason(backend, g); !why.empty()) {
+    r.not_executed = why;
+    return;
+  }
+  // The graph as built (layers sampled, unscaled) is what the backend
+  // allocates.
+  const double needs =
+      r.layout ? r.layout->ranks.at(static_cast<std::size_t>(stage)).prediction.memory_executed.peak : 0;
+  if (device.memory_bytes > 0 && needs > device.memory_bytes) {
+    r.not_executed = fmt::format("does not fit: stage {} needs {:.2f} GiB, the device has {:.2f} GiB", stage,
+                                 needs / gib, device.memory_bytes / gib);
+    return;
+  }
+  // Every rank runs the step the same number of times: the collectives pair up
+  // run by run.
+  o.min_time = 0;
+  Measurement m = backend.run(g, o);
+  const std::vector<std::string> lines = ranks.gather_to_root(summary_line(m, ranks, stage));
+  if (ranks.rank() == 0) {
+    for (const std::string& line : lines) r.rank_measured.push_back(parse_summary(line));
+    for (const RankMeasurement& rm : r.rank_measured) {
+      m.step_time = std::max(m.step_time, rm.step_time);
+      m.executed_wall = std::max(m.executed_wall, rm.executed_wall);
+    }
+  }
+  r.measured = std::move(m);
+}
+
+}  // namespace perfsim

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Fuzzes perfsim's input readers with libFuzzer (the targets of tests/fuzz, built by
+# `make test-sanitize`: clang, ASan + UBSan).
+#   scripts/fuzz.sh BUILD_DIR [SECONDS]       each target fuzzed for SECONDS (default 60)
+#   scripts/fuzz.sh --replay BINARY TARGET    run the seeds and regressions once (a ctest case)
+# Seeds: scenarios/, examples/, tests/ scripts for `scenario` (less the two that run for seconds
+# by design: 10,000 predictions, a layout search); stdlib/profiles and the test
+# profiles for `profile`. A crash leaves its input in BUILD_DIR/fuzz/<target>/crashes and fails
+# the run; copy it to tests/fuzz/regressions/<target>/ once fixed, so it replays in every ctest.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+seeds() {  # $1 = target: the seed files, one per line
+  case "$1" in
+    scenario) find "$root/scenarios" "$root/examples" "$root/tests/dsl" "$root/tests/cli" \
+                -name '*.lua' ! -name '*profile*' ! -name 'sweep_10k.lua' ! -name 'layout_search.lua' | sort ;;
+    profile) find "$root/stdlib/profiles" "$root/tests/cli" -name '*.lua' ! -name 'loop_*' \
+                \( -path '*/profiles/*' -o -name '*profile*' \) | sort ;;
+    *) echo "fuzz.sh: unknown target '$1' (scenario, profile)" >&2; exit 2 ;;
+  esac
+}
+
+# libFuzzer options shared by both modes: inputs up to 64 KiB, 30 s per input at most (the
+# scenario target stops a script after 0.5 s itself), 4 GiB of RSS, no leak check of Lua states
+# the fuzzer interrupts.
+common=(-max_len=65536 -timeout=30 -rss_limit_mb=4096)
+
+if [ "${1:-}" = "--replay" ]; then
+  binary="$2" target="$3"
+  files=()
+  while IFS= read -r f; do files+=("$f"); done < <(seeds "$target")
+  if [ -d "$root/tests/fuzz/regressions/$target" ]; then
+    while IFS= read -r f; do files+=("$f"); done < <(find "$root/tests/fuzz/regressions/$target" -type f | sort)
+  fi
+  echo "replaying ${#files[@]} inputs through $(basename "$binary")"
+  log="$(mktemp)"
+  trap 'rm -f "$log"' EXIT
+  if ! "$binary" "${common[@]}" "${files[@]}" >"$log" 2>&1; then
+    tail -n 40 "$log"
+    exit 1
+  fi
+  grep -c '^Running:' "$log" | sed 's/$/ inputs ran clean/'
+  exit 0
+fi
+
+build="${1:?usage: scripts/fuzz.sh BUILD_DIR [SECONDS] | --replay BINARY TARGET}"
+seconds="${2:-60}"
+status=0
+for target in scenario profile; do
+  binary="$build/tests/fuzz/fuzz_$target"
+  [ -x "$binary" ] || { echo "fuzz.sh: $binary missing: run make test-sanitize first" >&2; exit 2; }
+  work="$build/fuzz/$target"
+  rm -rf "$work/corpus"  # the seeds of this tree, not an earlier run's
+  mkdir -p "$work/corpus" "$work/crashes"
+  while IFS= read -r f; do cp -f "$f" "$work/corpus/seed_$(basename "$f")"; done < <(seeds "$target")
+  echo "fuzzing $target for $seconds s (corpus $work/corpus)"
+  if "$binary" "${common[@]}" -max_total_time="$seconds" -print_final_stats=1 \
+       -close_fd_mask=1 -artifact_prefix="$work/crashes/" "$work/corpus" >"$work/log.txt" 2>&1; then
+    echo "  $target: $(grep -E '^stat::number_of_executed_units' "$work/log.txt" | awk '{print $2}') runs, no crash"
+  else
+    status=1
+    echo "  $target: FOUND A CRASH; input in $work/crashes, log $work/log.txt:" >&2
+    grep -E 'ERROR|finding|Deadly|Test unit written' "$work/log.txt" | head -n 10 >&2
+  fi
+done
+exit $status
