@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_collectives.hpp"
 #include "backends/cpu/cpu_init.hpp"
+#include "backends/cpu/cpu_vocab_parallel.hpp"
 #include "backends/cpu/cpu_op_exec.hpp"
 #include "backends/cpu/cpu_op_shapes.hpp"
 #include "backends/cpu/scalar.hpp"
@@ -65,6 +66,8 @@ void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const s
     try {
       if (op.kind == OpKind::collective && m_ranks != nullptr)
         execute_collective(op, g, m_buffers, *m_ranks);
+      else if (m_ranks != nullptr && on_vocab_shard(op, g))
+        execute_on_vocab_shard(op, g, m_buffers, *m_ranks);
       else
         execute_op(op, g, m_buffers, m_alloc);
     } catch (const NotExecutable&) {

@@ -35,12 +35,16 @@ struct SplitMix {
 int64_t vocab_of(const Graph& g, int id) {
   for (const Op& op : g.ops) {
     if (op.inputs.empty()) continue;
+    // A vocabulary split among ranks: the whole one's (ids are global).
+    auto whole = [](const Tensor& t) -> const std::vector<int64_t>& {
+      return t.shard.empty() ? t.shape : t.shard.front().whole;
+    };
     if (op.kind == OpKind::embedding && op.inputs[0] == id && op.inputs.size() > 1)
-      return g.tensor(op.inputs[1]).shape.front();
+      return whole(g.tensor(op.inputs[1])).front();
     if (op.kind == OpKind::embedding_bwd && op.inputs[0] == id && !op.outputs.empty())
-      return g.tensor(op.outputs[0]).shape.front();
+      return whole(g.tensor(op.outputs[0])).front();
     if (op.kind == OpKind::cross_entropy && op.inputs.size() > 1 && op.inputs[1] == id)
-      return g.tensor(op.inputs[0]).shape.back();
+      return whole(g.tensor(op.inputs[0])).back();
   }
   return 1;
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "backends/cpu/cpu_vocab_parallel.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
@@ -43,6 +44,9 @@ DeviceInfo CudaBackend::device() const {
 
 std::string CudaBackend::unsupported_reason(const Op& op, const Graph& g) const {
   if (op.kind == OpKind::collective && m_ranks != nullptr) return NcclRanks::unsupported_reason(op, g);
+  if (cpu::on_vocab_shard(op, g))
+    return fmt::format("GPU ranks do not run the vocabulary-parallel '{}' yet (tensor parallelism runs on CPU ranks)",
+                       op.name);
   return op_unsupported_reason(op, g);
 }
 

@@ -96,16 +96,27 @@ int GraphBuilder::param(std::string name, std::vector<int64_t> shape, int layer,
   return id;
 }
 
+int GraphBuilder::tp_param(std::string name, std::vector<int64_t> shape, int dim, int layer) {
+  const int id = param(name, shape, layer);
+  if (m_rank.tensor_parallel()) {
+    std::vector<int64_t> whole = shape;
+    whole[static_cast<std::size_t>(dim)] *= m_rank.tp;
+    m_graph.tensor(id).shard = {Shard{std::move(name), std::move(whole), dim, m_rank.tp, m_rank.tp_stride}};
+  }
+  return id;
+}
+
 void GraphBuilder::add_mlp_weights(int l, LayerWeights& lw, int64_t f, const std::string& prefix) {
   const int64_t h = m_model.hidden;
   auto n = [&](const char* what) { return lname(l, prefix + what); };
+  // Column-parallel gate/up/fc1 split their outputs (dim 1), row-parallel down/fc2 their inputs.
   if (m_model.activation == Activation::swiglu) {
-    lw.gate = param(n(".gate_proj.weight"), {h, f}, l);
-    lw.up = param(n(".up_proj.weight"), {h, f}, l);
-    lw.down = param(n(".down_proj.weight"), {f, h}, l);
+    lw.gate = tp_param(n(".gate_proj.weight"), {h, f}, 1, l);
+    lw.up = tp_param(n(".up_proj.weight"), {h, f}, 1, l);
+    lw.down = tp_param(n(".down_proj.weight"), {f, h}, 0, l);
   } else {
-    lw.gate = param(n(".fc1.weight"), {h, f}, l);
-    lw.down = param(n(".fc2.weight"), {f, h}, l);
+    lw.gate = tp_param(n(".fc1.weight"), {h, f}, 1, l);
+    lw.down = tp_param(n(".fc2.weight"), {f, h}, 0, l);
   }
 }
 
@@ -126,15 +137,15 @@ ModelWeights GraphBuilder::add_weights() {
   ModelWeights mw;
   // A last stage with tied embeddings keeps its own copy of the table for the head (Megatron).
   if (r.first_stage() || (r.last_stage() && m.tied_embeddings))
-    mw.embedding = param("embedding.weight", {vocab, h}, -1);
+    mw.embedding = tp_param("embedding.weight", {vocab, h}, 0, -1);
   if (!m.rope && r.first_stage()) mw.positions = param("position_embedding.weight", {m.max_seq, h}, -1);
   for (int l = 0; l < static_cast<int>(layers_built()); ++l) {
     LayerWeights lw;
     lw.attn_norm = add_norm_weights("attn_norm", l);
-    lw.q = param(lname(l, "attn.q_proj.weight"), {h, q}, l);
-    lw.k = param(lname(l, "attn.k_proj.weight"), {h, kv}, l);
-    lw.v = param(lname(l, "attn.v_proj.weight"), {h, kv}, l);
-    lw.o = param(lname(l, "attn.o_proj.weight"), {q, h}, l);
+    lw.q = tp_param(lname(l, "attn.q_proj.weight"), {h, q}, 1, l);
+    lw.k = tp_param(lname(l, "attn.k_proj.weight"), {h, kv}, 1, l);
+    lw.v = tp_param(lname(l, "attn.v_proj.weight"), {h, kv}, 1, l);
+    lw.o = tp_param(lname(l, "attn.o_proj.weight"), {q, h}, 0, l);
     lw.mlp_norm = add_norm_weights("mlp_norm", l);
     if (!r.moe()) {
       add_mlp_weights(l, lw, f);
@@ -146,7 +157,7 @@ ModelWeights GraphBuilder::add_weights() {
   }
   if (r.last_stage()) {
     mw.final_norm = add_norm_weights("final_norm", -1);
-    if (!m.tied_embeddings) mw.lm_head = param("lm_head.weight", {h, vocab}, -1);
+    if (!m.tied_embeddings) mw.lm_head = tp_param("lm_head.weight", {h, vocab}, 1, -1);
   }
   return mw;
 }

@@ -217,6 +217,9 @@ class GraphBuilder {
                                 const std::string& yname, int layer, Stage stage);
   int add_blocks(const std::string& name, int a, int b, int layer, Stage stage);
   int param(std::string name, std::vector<int64_t> shape, int layer, bool expert = false);
+  // A tensor-parallel parameter: marks it as this rank's part along `dim` of the whole the tp
+  // ranks split (Tensor::shard), so an executor gives each rank its slice of the whole's values.
+  int tp_param(std::string name, std::vector<int64_t> shape, int dim, int layer);
   void add_mlp_weights(int l, LayerWeights& lw, int64_t width, const std::string& prefix = "mlp");
   void add_expert_weights(int l, LayerWeights& lw);
 

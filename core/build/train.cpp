@@ -36,7 +36,11 @@ class BackwardBuilder {
     const Tensor& w = m_b.graph().tensor(weight);
     const std::string name = w.name + ".grad";
     const std::vector<int64_t> shape = w.shape;
-    const int g = m_b.tensor(name, shape, TensorRole::gradient, layer);
+    // A tensor-parallel weight's gradient is the same part of the whole's gradient.
+    std::vector<Shard> shard = w.shard;
+    for (Shard& s : shard) s.of = name;
+    const int g = m_b.tensor(name, shape, TensorRole::gradient, layer);  // may move `w`
+    m_b.graph().tensor(g).shard = std::move(shard);
     m_grads.emplace(weight, g);
     return g;
   }
@@ -345,6 +349,9 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
     // Loss: forward and gradient in one op.
     const int loss = b.tensor("cross_entropy.loss", {t}, TensorRole::activation);
     const int dlogits = b.tensor("cross_entropy.dlogits", {t, vocab}, TensorRole::activation);
+    if (r.tensor_parallel())  // each rank holds its vocabulary columns of the whole logits
+      for (int id : {logits, dlogits})
+        b.graph().tensor(id).shard = {Shard{b.graph().tensor(id).name, {t, vocab * r.tp}, 1, r.tp, r.tp_stride}};
     OpAttrs ce;
     ce.rows = t;
     ce.cols = vocab;
@@ -416,6 +423,32 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
     ar.group_stride = r.pp_stride * (r.pp - 1);
     const int g = bw.grad_of(mw.embedding, -1);
     b.op(OpKind::collective, "embedding.grad.all_reduce", {g}, {g}, ar, -1, Stage::optimizer);
+  }
+  if (r.sp && r.tensor_parallel()) {
+    // Under sequence parallelism each tensor-parallel rank normalizes its own rows, so the
+    // norms' weight gradients are partial sums: all-reduced over the tp ranks before the step
+    // (Megatron's layernorm-gradient all-reduce), once per step.
+    std::vector<int> grads;
+    double bytes = 0;
+    auto add = [&](const NormWeights& nw, int layer) {
+      for (int w : {nw.gamma, nw.beta})
+        if (w >= 0) {
+          const int gw = bw.grad_of(w, layer);
+          grads.push_back(gw);
+          bytes += b.graph().tensor(gw).bytes() * b.graph().tensor(gw).count;
+        }
+    };
+    for (int l = 0; l < static_cast<int>(b.layers_built()); ++l) {
+      add(mw.layers[static_cast<std::size_t>(l)].attn_norm, l);
+      add(mw.layers[static_cast<std::size_t>(l)].mlp_norm, l);
+    }
+    if (r.last_stage()) add(mw.final_norm, -1);
+    OpAttrs ar;
+    ar.collective = Collective::all_reduce;
+    ar.group = r.tp;
+    ar.group_stride = r.tp_stride;
+    ar.payload_bytes = bytes;
+    b.op(OpKind::collective, "sp.norm_grads.all_reduce", grads, grads, ar, -1, Stage::optimizer);
   }
   add_optimizer(b, bw);
   Graph g = b.take();

@@ -22,6 +22,7 @@ void add_master_weights(Graph& g, Op& op) {
     const int p = op.inputs[i], grad = op.inputs[i + 1], m = op.inputs[i + 2], v = op.inputs[i + 3];
     Tensor master = g.tensor(p);
     master.name += ".master";
+    for (Shard& s : master.shard) s.of = master.name;  // a tensor-parallel part of the master copy
     master.role = TensorRole::master_weight;
     master.dtype = DType::fp32;
     const int mid = g.add_tensor(std::move(master));

@@ -14,12 +14,11 @@ namespace perfsim {
 std::string layout_unexecutable_reason(const ParallelSpec& layout, const Communicator& ranks) {
   if (ranks.size() != layout.gpus())
     return fmt::format(
-        "the layout has {} GPUs ({}) and this run {} ranks: "
-        "start it with {} ranks "
-        "(mpirun -np {}, or --gpus {})",
+        "the layout has {} GPUs ({}) and this run {} ranks: start it with {} ranks (mpirun -np {}, or --gpus {})",
         layout.gpus(), describe(layout), ranks.size(), layout.gpus(), layout.gpus(), layout.gpus());
+  if (layout.tp > 1 && layout.sharding_stage() > 0)
+    return "predicted only: ZeRO and FSDP over tensor-parallel ranks are not executed on ranks yet";
   std::vector<std::string> missing;
-  if (layout.tp > 1) missing.push_back("tensor");
   if (layout.pp > 1) missing.push_back("pipeline");
   if (layout.cp > 1) missing.push_back("context");
   if (layout.ep > 1) missing.push_back("expert");
@@ -28,9 +27,7 @@ std::string layout_unexecutable_reason(const ParallelSpec& layout, const Communi
   for (std::size_t i = 0; i < missing.size(); ++i)
     what += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
   return fmt::format(
-      "predicted only: {} parallelism is not executed on ranks "
-      "yet (data parallelism, "
-      "ZeRO and FSDP are)",
+      "predicted only: {} parallelism is not executed on ranks yet (data and tensor parallelism, ZeRO and FSDP are)",
       what);
 }
 
