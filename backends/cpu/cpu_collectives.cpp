@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/scalar.hpp"
+#include "core/build/streams.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim::cpu {
@@ -126,6 +127,21 @@ void all_gather(const Op& op, const Graph& g, const std::vector<void*>& buf, Com
   }
 }
 
+// A pipeline edge: the activation goes to the next stage in forward and its gradient to the
+// previous one in backward; a receive takes them from the other side. Stages are
+// attrs.group_stride (pp_stride) ranks apart.
+void send_recv(const Op& op, const Graph& g, const std::vector<void*>& buf, Communicator& ranks) {
+  const bool backward = op.stage == Stage::backward;
+  const int stride = op.attrs.group_stride;
+  if (!op.inputs.empty()) {
+    const int to = ranks.rank() + (backward ? -stride : stride);
+    ranks.send(buf[at(op.inputs[0])], stored_bytes(g.tensor(op.inputs[0])), to);
+  } else if (!op.outputs.empty()) {
+    const int from = ranks.rank() + (backward ? stride : -stride);
+    ranks.recv(buf[at(op.outputs[0])], stored_bytes(g.tensor(op.outputs[0])), from);
+  }
+}
+
 }  // namespace
 
 std::string collective_unsupported_reason(const Op& op) {
@@ -134,8 +150,12 @@ std::string collective_unsupported_reason(const Op& op) {
     case Collective::reduce_scatter:
     case Collective::all_gather:
       return {};
-    case Collective::all_to_all:
     case Collective::send_recv:
+      // Ring attention's K/V passes (context stream) are priced, not computed: its blocks merge
+      // by a plain add in the graph, not the online-softmax correction.
+      if (op.stream == pipeline_stream) return {};
+      break;
+    case Collective::all_to_all:
       break;
   }
   return fmt::format("cpu ranks do not run {} yet ('{}')", name_of(op.attrs.collective), op.name);
@@ -153,6 +173,9 @@ void execute_collective(const Op& op, const Graph& g, const std::vector<void*>& 
       return;
     case Collective::all_gather:
       all_gather(op, g, buffers, ranks);
+      return;
+    case Collective::send_recv:
+      send_recv(op, g, buffers, ranks);
       return;
     default:
       return;

@@ -22,7 +22,9 @@ namespace perfsim::cpu {
 //   reduce_scatter: whole tensor i it reads → the rank's flat part of it,
 //   tensor i it writes
 //     (Shard, dim −1), summed or averaged;
-//   all_gather: the rank's flat part i it reads → whole tensor i it writes.
+//   all_gather: the rank's flat part i it reads → whole tensor i it writes;
+//   send_recv: a pipeline edge, the tensor it reads sent to the next stage in forward (the
+//     previous in backward), the tensor it writes received from the other side.
 void execute_collective(const Op& op, const Graph& g, const std::vector<void*>& buffers, Communicator& ranks);
 
 }  // namespace perfsim::cpu

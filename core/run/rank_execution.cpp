@@ -19,7 +19,6 @@ std::string layout_unexecutable_reason(const ParallelSpec& layout, const Communi
   if (layout.tp > 1 && layout.sharding_stage() > 0)
     return "predicted only: ZeRO and FSDP over tensor-parallel ranks are not executed on ranks yet";
   std::vector<std::string> missing;
-  if (layout.pp > 1) missing.push_back("pipeline");
   if (layout.cp > 1) missing.push_back("context");
   if (layout.ep > 1) missing.push_back("expert");
   if (missing.empty()) return {};
@@ -27,7 +26,7 @@ std::string layout_unexecutable_reason(const ParallelSpec& layout, const Communi
   for (std::size_t i = 0; i < missing.size(); ++i)
     what += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
   return fmt::format(
-      "predicted only: {} parallelism is not executed on ranks yet (data and tensor parallelism, ZeRO and FSDP are)",
+      "predicted only: {} parallelism is not executed on ranks yet (data, tensor and one-micro-batch pipeline parallelism, ZeRO and FSDP are)",
       what);
 }
 
@@ -63,6 +62,14 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
   const auto it = std::find_if(stages.begin(), stages.end(), [&](const RankGraph& s) { return s.stage == stage; });
   if (it == stages.end()) throw std::logic_error(fmt::format("no graph for pipeline stage {}", stage));
   const Graph& g = it->graph;
+  // A stage's graph holds one micro-batch: a schedule of several is not executed yet.
+  if (layout.pp > 1 && (g.workload.grad_accum > 1 || layout.interleave > 1)) {
+    r.not_executed = fmt::format(
+        "predicted only: a pipeline runs one micro-batch on ranks so far (grad_accum = 1, interleave = 1; this step "
+        "has {} and {})",
+        g.workload.grad_accum, layout.interleave);
+    return;
+  }
   if (const std::string why = graph_unsupported_reason(backend, g); !why.empty()) {
     r.not_executed = why;
     return;
