@@ -87,6 +87,7 @@ int cmd_run(const RunArgs& a) {
     }
     RunnerHooks hooks;
     hooks.ranks = ranks;
+    hooks.rank_timeout_s = a.rank_timeout;
     if (progress) {
       std::string prefix;
       if (points.size() > 1)

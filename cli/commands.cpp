@@ -143,6 +143,12 @@ int run_cli(int argc, char** argv) {
                       "across them, rank 0 reports (CPU ranks with --backend cpu)")
       ->type_name("N")
       ->check(CLI::Range(1, 1024));
+  run_cmd->add_option("--rank-timeout", run.rank_timeout,
+                      "Seconds a rank may spend executing one step before it ends every rank (a lost peer "
+                      "must not hang the run; 0: no limit)")
+      ->type_name("SECONDS")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   run_cmd->footer("'perfsim run SCENARIO --help' also lists the options the script declares.");
 
   ListArgs list;

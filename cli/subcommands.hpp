@@ -32,6 +32,7 @@ struct RunArgs : ScriptArgs {
   std::string output;               // -o FILE; empty = stdout
   bool quiet = false;
   int gpus = 0;                     // --gpus N: run as N ranks under mpirun (0, 1: this process)
+  double rank_timeout = 900;        // --rank-timeout SECONDS a rank may spend on one step
 };
 
 struct ListArgs {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for a GPU machine: unpack the offline dependencies when the system lacks them,
 # configure and build (Release), run ctest (unit, cli and gpu tests), run the GPU tests
-# under compute-sanitizer memcheck, then the GPU benchmarks when they were built.
+# under compute-sanitizer memcheck, racecheck and synccheck, then the GPU benchmarks when they
+# were built.
 # Logs go to ${OUT:-build-gpu-logs}; a summary table is printed last. Exit status: non-zero
 # when any step failed or when no GPU is visible (the GPU tests would only be skipped).
 #   scripts/gpu_check.sh            (BUILD=build-gpu JOBS=$(nproc) MEMCHECK_TIMEOUT=0
@@ -31,6 +32,12 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
   # purpose, and every API call is checked by the code itself (PERFSIM_CUDA_CHECK).
   step memcheck memcheck.log timeout "${MEMCHECK_TIMEOUT:-0}" compute-sanitizer --tool memcheck \
     --report-api-errors no --error-exitcode 3 "$BUILD/tests/gpu/perfsim_gpu_tests" || status=1
+  # Shared-memory races between a block's threads (racecheck) and barriers that not every
+  # thread reaches (synccheck), over the same tests.
+  for tool in racecheck synccheck; do
+    step "$tool" "$tool.log" timeout "${MEMCHECK_TIMEOUT:-0}" compute-sanitizer --tool "$tool" \
+      --report-api-errors no --error-exitcode 3 "$BUILD/tests/gpu/perfsim_gpu_tests" || status=1
+  done
 else
   record memcheck "SKIPPED: compute-sanitizer not on PATH (it ships in the CUDA toolkit's bin/)"
 fi

@@ -2,7 +2,8 @@
 # One command for a machine of 2 or more GPUs: build perfsim (Release) with MPI and NCCL, run
 # the tests (unit, cli, gpu, and the MPI checks on CPU ranks), then execute the data-parallel
 # example on every visible GPU as ranks (docs/RANKS.md) and alone on one GPU (no
-# communication), and print predicted vs measured per step with the overlap ratio.
+# communication), check the sharded steps against one GPU's on GPU ranks, run the two-stage
+# pipeline example, and print predicted vs measured per step with the overlap ratio.
 # Reports land in ${OUT:-build-gpu-logs}: ranks_<n>.json and .txt, single.json and .txt.
 #   scripts/gpu_ranks.sh     (BUILD=build-gpu  JOBS=$(nproc)  TESTS=0 to skip ctest
 #                             MODEL=gpt2-medium  BATCH=8  SEQ=1024)
@@ -42,6 +43,13 @@ for f in "ranks_$gpus" single; do
   sed -n '/^Step time/,/speedup:/p' "$LOGS/$f.txt"
   sed -n '/^Ranks/,/slowest/p' "$LOGS/$f.txt"
 done
+# The sharded steps against one GPU's unsharded step, on GPU ranks (loss, gradients, weights).
+step "check on GPU ranks" check_gpu.log mpirun -np 2 --bind-to none "$BUILD/tests/mpi/mpi_step_check" --backend cuda \
+  tests/mpi/dp_steps_2.lua tests/mpi/pp_steps_2.lua
+tail -3 "$LOGS/check_gpu.log"
+step "pipeline x2" pipeline_2.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --gpus 2 --quiet "${sets[@]}"
+step "pipeline one GPU" pipeline_1.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --quiet --set stages=1 "${sets[@]}"
+for f in pipeline_2 pipeline_1; do echo "== $f"; sed -n '/^Step time/,/speedup:/p' "$LOGS/$f.txt"; sed -n '/^Ranks/,/slowest/p' "$LOGS/$f.txt"; done
 # Overlap: each step's measured time on the ranks over the same step alone on one GPU.
 python3 - "$LOGS/ranks_$gpus.json" "$LOGS/single.json" <<'PY' || true
 import json, sys

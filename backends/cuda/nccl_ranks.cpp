@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
+#include "core/build/streams.hpp"
 #include "core/errors.hpp"
 
 #ifdef PERFSIM_HAVE_NCCL
@@ -43,8 +44,10 @@ std::string collective_shape_reason(const Op& op, const Graph& g) {
       }
       return {};
     }
-    case Collective::all_to_all:
-    case Collective::send_recv: break;
+    case Collective::send_recv:
+      if (op.stream == pipeline_stream) return {};  // ring attention's passes are priced only
+      break;
+    case Collective::all_to_all: break;
   }
   return fmt::format("GPU ranks do not run {} yet ('{}')", name_of(op.attrs.collective), op.name);
 }
@@ -53,6 +56,7 @@ std::string collective_shape_reason(const Op& op, const Graph& g) {
 
 #ifndef PERFSIM_HAVE_NCCL
 
+NcclRanks::NcclRanks(Communicator& ranks) : m_ranks(ranks) {}
 NcclRanks::~NcclRanks() = default;
 std::string NcclRanks::unsupported_reason(const Op&, const Graph&) {
   return "perfsim was built without NCCL: GPU ranks cannot run collectives";
@@ -88,6 +92,10 @@ std::size_t bytes_of_tensor(const Graph& g, int id) {
 
 }  // namespace
 
+NcclRanks::NcclRanks(Communicator& ranks) : m_ranks(ranks) {
+  if (ranks.size() > 1) (void)comm(RankGroup{ranks.size(), 1});
+}
+
 NcclRanks::~NcclRanks() {
   for (auto& [key, c] : m_comms) (void)ncclCommDestroy(static_cast<ncclComm_t>(c));
 }
@@ -115,7 +123,7 @@ void NcclRanks::run(const Op& op, const Graph& g, const std::vector<void*>& buf,
   if (const std::string why = collective_shape_reason(op, g); !why.empty()) throw NotExecutable(why);
   const RankGroup group{op.attrs.group, op.attrs.group_stride};
   if (group.size <= 1) return;
-  auto* c = static_cast<ncclComm_t>(comm(group));
+  auto* c = op.attrs.collective == Collective::send_recv ? nullptr : static_cast<ncclComm_t>(comm(group));
   const ncclRedOp_t red = op.attrs.average ? ncclAvg : ncclSum;
   switch (op.attrs.collective) {
     case Collective::all_reduce: {
@@ -183,6 +191,22 @@ void NcclRanks::run(const Op& op, const Graph& g, const std::vector<void*>& buf,
                    "ncclAllGather");
       }
       nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+      return;
+    }
+    case Collective::send_recv: {
+      // A pipeline edge over the world communicator: forward to the next stage, gradients back.
+      auto* world = static_cast<ncclComm_t>(comm(RankGroup{m_ranks.size(), 1}));
+      const bool backward = op.stage == Stage::backward;
+      const int stride = op.attrs.group_stride;
+      if (!op.inputs.empty()) {
+        const int to = m_ranks.rank() + (backward ? -stride : stride);
+        nccl_check(ncclSend(buf[at(op.inputs[0])], bytes_of_tensor(g, op.inputs[0]), ncclInt8, to, world, stream),
+                   "ncclSend");
+      } else if (!op.outputs.empty()) {
+        const int from = m_ranks.rank() + (backward ? stride : -stride);
+        nccl_check(ncclRecv(buf[at(op.outputs[0])], bytes_of_tensor(g, op.outputs[0]), ncclInt8, from, world, stream),
+                   "ncclRecv");
+      }
       return;
     }
     default: throw NotExecutable(collective_shape_reason(op, g));

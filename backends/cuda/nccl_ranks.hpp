@@ -5,7 +5,8 @@
 //     sized for all of them): the gradients copied into the buffer, reduced, copied back;
 //   reduce_scatter: each whole tensor it reads into the rank's flat part it writes (through a
 //     scratch part when the two are stored differently: bf16 gradients, fp32 shards);
-//   all_gather: each part it reads into the whole tensor it writes.
+//   all_gather: each part it reads into the whole tensor it writes;
+//   send_recv: a pipeline edge (ncclSend / ncclRecv over the world communicator).
 // ZeRO's parts are ceil(elements / group) long; NCCL's blocks are exact, so a tensor whose
 // elements the group does not divide is refused (NotExecutable, before anything runs).
 #pragma once
@@ -24,7 +25,9 @@ namespace perfsim::cuda {
 
 class NcclRanks {
  public:
-  explicit NcclRanks(Communicator& ranks) : m_ranks(ranks) {}
+  // Makes the world's communicator at once (every rank joins here, in step), for the pipeline
+  // edges' point-to-point transfers.
+  explicit NcclRanks(Communicator& ranks);
   NcclRanks(const NcclRanks&) = delete;
   NcclRanks& operator=(const NcclRanks&) = delete;
   ~NcclRanks();

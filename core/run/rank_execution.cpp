@@ -5,7 +5,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <sstream>
+#include <thread>
+#include <utility>
 
 #include "core/errors.hpp"
 
@@ -36,6 +43,41 @@ namespace {
 
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 
+// Ends the process with `message` unless destroyed within `seconds` (0: never). Collectives
+// block without a deadline of their own (MPI's, NCCL's), so a lost peer would hang every rank;
+// a rank that exits makes the launcher end the others.
+class Watchdog {
+ public:
+  Watchdog(double seconds, std::string message) : m_message(std::move(message)) {
+    if (seconds <= 0) return;
+    m_thread = std::thread([this, seconds] {
+      std::unique_lock lock(m_mutex);
+      if (m_done.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return m_finished; })) return;
+      std::fprintf(stderr, "perfsim: error: %s\n", m_message.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    });
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog() {
+    if (!m_thread.joinable()) return;
+    {
+      std::lock_guard lock(m_mutex);
+      m_finished = true;
+    }
+    m_done.notify_one();
+    m_thread.join();
+  }
+
+ private:
+  std::string m_message;
+  std::mutex m_mutex;
+  std::condition_variable m_done;
+  bool m_finished = false;
+  std::thread m_thread;
+};
+
 // What each rank sends rank 0: its figures as one line of text.
 std::string summary_line(const Measurement& m, const Communicator& ranks, int stage) {
   return fmt::format("{} {} {:.17g} {:.17g} {:.17g}", ranks.rank(), stage, m.step_time, m.executed_wall, m.peak_bytes) +
@@ -53,7 +95,7 @@ RankMeasurement parse_summary(const std::string& line) {
 }  // namespace
 
 void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const ParallelSpec& layout, Backend& backend,
-                      Communicator& ranks, const DeviceInfo& device, RunOptions o) {
+                      Communicator& ranks, const DeviceInfo& device, RunOptions o, double timeout_s) {
   if (const std::string why = layout_unexecutable_reason(layout, ranks); !why.empty()) {
     r.not_executed = why;
     return;
@@ -86,7 +128,12 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
   // Every rank runs the step the same number of times: the collectives pair up
   // run by run.
   o.min_time = 0;
-  Measurement m = backend.run(g, o);
+  Measurement m;
+  {
+    const Watchdog watchdog(timeout_s, fmt::format("rank {} of {} on {}: step '{}' still running after {:g} s (a rank lost, or stuck in a collective?); ending every rank",
+                                                   ranks.rank(), ranks.size(), ranks.host(), r.step, timeout_s));
+    m = backend.run(g, o);
+  }
   const std::vector<std::string> lines = ranks.gather_to_root(summary_line(m, ranks, stage));
   if (ranks.rank() == 0) {
     for (const std::string& line : lines) r.rank_measured.push_back(parse_summary(line));

@@ -27,6 +27,6 @@ namespace perfsim {
 // r.not_executed on every rank alike; a failure while running throws, and the
 // caller must end every rank (Communicator::abort).
 void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const ParallelSpec& layout, Backend& backend,
-                      Communicator& ranks, const DeviceInfo& device, RunOptions o);
+                      Communicator& ranks, const DeviceInfo& device, RunOptions o, double timeout_s = 0);
 
 }  // namespace perfsim

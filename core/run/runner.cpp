@@ -210,7 +210,7 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
           r.what_if.push_back(step_prediction(r.what_if_layout.back()));
         }
       if (executing && hooks.ranks != nullptr)
-        execute_on_ranks(r, ranks, layout, *backend, *hooks.ranks, device, run_options);
+        execute_on_ranks(r, ranks, layout, *backend, *hooks.ranks, device, run_options, hooks.rank_timeout_s);
       r.graph = std::move(ranks.front().graph);
       // One GPU with ZeRO on: what fits is a question of more GPUs, as without a layout.
       if (!r.layout->fits && hooks.find_layouts_that_fit && layout.gpus() == 1)

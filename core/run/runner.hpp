@@ -21,6 +21,9 @@ struct RunnerHooks {
   // This process is one rank of a parallel run (mpirun, srun, --gpus): a layout of as many GPUs
   // executes across the ranks (rank_execution.hpp); a single-GPU step runs on rank 0 alone.
   Communicator* ranks = nullptr;
+  // Seconds a rank may spend executing one step before it ends every rank (a peer lost or
+  // stuck in a collective must not hang the run); 0: no limit.
+  double rank_timeout_s = 900;
 };
 
 // backend == nullptr: predict only. The prediction paired with a measurement is made for the

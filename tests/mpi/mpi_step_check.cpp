@@ -13,11 +13,15 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/mpi/mpi_world.hpp"
+#ifdef PERFSIM_HAVE_CUDA
+#include "backends/cuda/cuda_backend.hpp"
+#endif
 #include "core/errors.hpp"
 #include "core/parallel/plan.hpp"
 #include "core/run/rank_execution.hpp"
@@ -76,10 +80,31 @@ struct Values {
   std::map<std::string, std::vector<float>> by_name;
 };
 
-Values evaluate(cpu::CpuBackend& cpu, const Graph& g, const std::vector<const Tensor*>& tensors) {
+// The backend the steps run on: the CPU (every op, MPI collectives) or, with --backend cuda, the
+// GPUs (one a rank, NCCL); the reference runs on the same backend alone.
+struct StepBackend {
+  cpu::CpuBackend cpu;
+#ifdef PERFSIM_HAVE_CUDA
+  std::unique_ptr<cuda::CudaBackend> gpu;
+#endif
+  void join(Communicator* ranks) {
+#ifdef PERFSIM_HAVE_CUDA
+    if (gpu) return gpu->join_ranks(ranks);
+#endif
+    cpu.join_ranks(ranks);
+  }
+  std::vector<std::vector<float>> evaluate(const Graph& g, const std::vector<int>& ids) {
+#ifdef PERFSIM_HAVE_CUDA
+    if (gpu) return gpu->evaluate(g, 42, ids);
+#endif
+    return cpu.evaluate(g, 42, ids);
+  }
+};
+
+Values evaluate(StepBackend& backend, const Graph& g, const std::vector<const Tensor*>& tensors) {
   std::vector<int> ids;
   for (const Tensor* t : tensors) ids.push_back(t->id);
-  const std::vector<std::vector<float>> got = cpu.evaluate(g, 42, ids);
+  const std::vector<std::vector<float>> got = backend.evaluate(g, ids);
   Values v;
   for (std::size_t i = 0; i < tensors.size(); ++i) v.by_name[tensors[i]->name] = got[i];
   return v;
@@ -103,24 +128,33 @@ void compare(Check& c, const Tensor& t, const std::vector<float>& mine, const st
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --break-averaging: gradients summed over the ranks instead of averaged, a
-  // fault the check must catch (the mpi_check_detects test).
-  bool break_averaging = false;
+  // --break-averaging: gradients summed over the ranks instead of averaged, a fault the check
+  // must catch (the mpi_check_detects test). --backend cuda: the steps on GPU ranks.
+  bool break_averaging = false, use_gpu = false;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--break-averaging")
+    const std::string a = argv[i];
+    if (a == "--break-averaging")
       break_averaging = true;
+    else if (a == "--backend" && i + 1 < argc)
+      use_gpu = std::string(argv[++i]) == "cuda";
     else
-      files.emplace_back(argv[i]);
+      files.push_back(a);
   }
   if (files.empty()) {
-    std::fprintf(stderr,
-                 "usage: mpirun -np N mpi_step_check "
-                 "[--break-averaging] SCENARIO.lua...\n");
+    std::fprintf(stderr, "usage: mpirun -np N mpi_step_check [--break-averaging] [--backend cuda] SCENARIO.lua...\n");
     return 2;
   }
   MpiWorld world;
   try {
+    StepBackend backend;
+    if (use_gpu) {
+#ifdef PERFSIM_HAVE_CUDA
+      backend.gpu = std::make_unique<cuda::CudaBackend>();
+#else
+      throw NotExecutable("--backend cuda: this build has no CUDA backend");
+#endif
+    }
     int failed = 0;
     for (const std::string& file : files) {
       const ScriptOutcome out = run_script(file);
@@ -161,11 +195,10 @@ int main(int argc, char** argv) {
           my_tensors.push_back(&t);
           ref_tensors.push_back(r);
         }
-        cpu::CpuBackend cpu;
-        const Values want = evaluate(cpu, ref, ref_tensors);
-        cpu.join_ranks(&world);
-        const Values got = evaluate(cpu, mine, my_tensors);
-        cpu.join_ranks(nullptr);
+        const Values want = evaluate(backend, ref, ref_tensors);
+        backend.join(&world);
+        const Values got = evaluate(backend, mine, my_tensors);
+        backend.join(nullptr);
 
         Check loss, grads, weights;
         loss.what = "loss", grads.what = "gradients", weights.what = "weights";
