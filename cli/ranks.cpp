@@ -20,34 +20,6 @@
 
 namespace perfsim {
 
-namespace {
-
-// One GPU per rank: the rank's local index picks it among the GPUs the node shows this process
-// (CUDA_VISIBLE_DEVICES when set, else all), before anything touches CUDA.
-void use_local_gpu() {
-  const int local = launcher_local_rank();
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  std::string pick = std::to_string(local);
-  if (visible != nullptr && *visible != '\0') {
-    std::vector<std::string> ids;
-    std::string id;
-    for (const char* c = visible;; ++c) {
-      if (*c == ',' || *c == '\0') {
-        if (!id.empty()) ids.push_back(id);
-        id.clear();
-        if (*c == '\0') break;
-      } else {
-        id += *c;
-      }
-    }
-    if (ids.size() == 1) return;                                // the launcher gave this rank its GPU
-    if (static_cast<std::size_t>(local) >= ids.size()) return;  // more ranks than GPUs: leave it
-    pick = ids[static_cast<std::size_t>(local)];
-  }
-  ::setenv("CUDA_VISIBLE_DEVICES", pick.c_str(), 1);
-}
-
-}  // namespace
 
 Communicator* launched_ranks() {
   static std::unique_ptr<MpiWorld> world;
@@ -62,7 +34,7 @@ Communicator* launched_ranks() {
                         "built without MPI: "
                         "install OpenMPI (scripts/install_deps.sh) and rebuild",
                         size));
-      use_local_gpu();
+      use_local_gpu();  // before anything touches CUDA
       world = std::make_unique<MpiWorld>();
       if (world->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
         throw NotExecutable("cannot silence the standard output of a rank other than 0");

@@ -32,12 +32,20 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
   # purpose, and every API call is checked by the code itself (PERFSIM_CUDA_CHECK).
   step memcheck memcheck.log timeout "${MEMCHECK_TIMEOUT:-0}" compute-sanitizer --tool memcheck \
     --report-api-errors no --error-exitcode 3 "$BUILD/tests/gpu/perfsim_gpu_tests" || status=1
-  # Shared-memory races between a block's threads (racecheck) and barriers that not every
-  # thread reaches (synccheck), over the same tests.
-  for tool in racecheck synccheck; do
-    step "$tool" "$tool.log" timeout "${MEMCHECK_TIMEOUT:-0}" compute-sanitizer --tool "$tool" \
-      --report-api-errors no --error-exitcode 3 "$BUILD/tests/gpu/perfsim_gpu_tests" || status=1
-  done
+  # Barriers that not every thread reaches (synccheck) and shared-memory races between a
+  # block's threads (racecheck), over the tests of perfsim's own shared-memory kernels (the
+  # whole suite runs for hours under racecheck). racecheck also flags cuBLAS's split-K kernels
+  # (nvjet_*: asynchronous shared-memory copies it does not follow, 24 reports on an H100 on
+  # 2026-11-27): only races in other kernels fail the step.
+  kernels='*flash attention*,cuda kernels*,*mixture-of-experts*'
+  step synccheck synccheck.log timeout "${MEMCHECK_TIMEOUT:-0}" compute-sanitizer --tool synccheck \
+    --report-api-errors no --error-exitcode 3 "$BUILD/tests/gpu/perfsim_gpu_tests" -tc="$kernels" || status=1
+  ours_only() {
+    timeout "${MEMCHECK_TIMEOUT:-0}" compute-sanitizer --tool racecheck --report-api-errors no \
+      "$BUILD/tests/gpu/perfsim_gpu_tests" -tc="$kernels" || return 1
+    ! grep "Race reported" -A1 "$LOGS/racecheck.log" 2>/dev/null | grep -v "nvjet_" | grep -q "access at"
+  }
+  step racecheck racecheck.log ours_only || status=1
 else
   record memcheck "SKIPPED: compute-sanitizer not on PATH (it ships in the CUDA toolkit's bin/)"
 fi

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,32 @@ int launcher_local_rank() {
     if (const char* v = std::getenv(var)) return std::max(0, std::atoi(v));
   return 0;
 }
+
+// One GPU per rank (mpi_world.hpp): the rank's local index picks it among the GPUs the node shows this process
+// (CUDA_VISIBLE_DEVICES when set, else all), before anything touches CUDA.
+void use_local_gpu() {
+  const int local = launcher_local_rank();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::string pick = std::to_string(local);
+  if (visible != nullptr && *visible != '\0') {
+    std::vector<std::string> ids;
+    std::string id;
+    for (const char* c = visible;; ++c) {
+      if (*c == ',' || *c == '\0') {
+        if (!id.empty()) ids.push_back(id);
+        id.clear();
+        if (*c == '\0') break;
+      } else {
+        id += *c;
+      }
+    }
+    if (ids.size() == 1) return;                                // the launcher gave this rank its GPU
+    if (static_cast<std::size_t>(local) >= ids.size()) return;  // more ranks than GPUs: leave it
+    pick = ids[static_cast<std::size_t>(local)];
+  }
+  ::setenv("CUDA_VISIBLE_DEVICES", pick.c_str(), 1);
+}
+
 
 #ifndef PERFSIM_HAVE_MPI
 

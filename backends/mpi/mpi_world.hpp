@@ -17,6 +17,10 @@ namespace perfsim {
 // This process's place among the ranks of its node as the launcher set it (OpenMPI's
 // OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, Slurm's SLURM_LOCALID); 0 when none did.
 [[nodiscard]] int launcher_local_rank();
+// One GPU per rank: narrows CUDA_VISIBLE_DEVICES to the GPU of this rank's local index among
+// those the node shows it (all, or the list already set); leaves a single-GPU list, or fewer
+// GPUs than ranks, alone. Call before anything touches CUDA.
+void use_local_gpu();
 // Whether perfsim was built with MPI.
 [[nodiscard]] bool mpi_available();
 

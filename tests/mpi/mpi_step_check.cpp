@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: mpirun -np N mpi_step_check [--break-averaging] [--backend cuda] SCENARIO.lua...\n");
     return 2;
   }
+  if (use_gpu) use_local_gpu();
   MpiWorld world;
   try {
     StepBackend backend;
