@@ -210,7 +210,8 @@ json step_object(const StepResult& s, const StepFigures& f) {
                          {"host", rm.host},
                          {"step_time_s", rm.step_time},
                          {"executed_wall_s", rm.executed_wall},
-                         {"peak_bytes", rm.peak_bytes}});
+                         {"peak_bytes", rm.peak_bytes},
+                         {"exposed_communication_s", rm.exposed_communication}});
       mj["ranks"] = std::move(ranks);
     }
     j["measured"] = std::move(mj);

@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/cost/cost_model.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim {
@@ -78,16 +79,29 @@ class Watchdog {
   std::thread m_thread;
 };
 
+// How much of the measured step the collectives add: the timeline of the measured medians less
+// the same timeline with the collectives at zero (what the step would take were they free).
+double exposed_communication(const Graph& g, const Measurement& m, bool copy_engines) {
+  std::vector<double> all, without;
+  for (std::size_t i = 0; i < g.ops.size() && i < m.ops.size(); ++i) {
+    all.push_back(m.ops[i].median);
+    without.push_back(g.ops[i].kind == OpKind::collective ? 0.0 : m.ops[i].median);
+  }
+  return std::max(0.0, timeline_makespan(g, all, copy_engines) - timeline_makespan(g, without, copy_engines));
+}
+
 // What each rank sends rank 0: its figures as one line of text.
-std::string summary_line(const Measurement& m, const Communicator& ranks, int stage) {
-  return fmt::format("{} {} {:.17g} {:.17g} {:.17g}", ranks.rank(), stage, m.step_time, m.executed_wall, m.peak_bytes) +
+std::string summary_line(const Measurement& m, const Communicator& ranks, int stage, double exposed) {
+  return fmt::format("{} {} {:.17g} {:.17g} {:.17g} {:.17g}", ranks.rank(), stage, m.step_time, m.executed_wall,
+                     m.peak_bytes, exposed) +
          " " + ranks.host();
 }
 
 RankMeasurement parse_summary(const std::string& line) {
   std::istringstream in(line);
   RankMeasurement rm;
-  in >> rm.rank >> rm.stage >> rm.step_time >> rm.executed_wall >> rm.peak_bytes >> rm.host;
+  in >> rm.rank >> rm.stage >> rm.step_time >> rm.executed_wall >> rm.peak_bytes >> rm.exposed_communication >>
+      rm.host;
   if (!in && !in.eof()) throw std::logic_error("malformed rank summary: " + line);
   return rm;
 }
@@ -134,7 +148,9 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
                                                    ranks.rank(), ranks.size(), ranks.host(), r.step, timeout_s));
     m = backend.run(g, o);
   }
-  const std::vector<std::string> lines = ranks.gather_to_root(summary_line(m, ranks, stage));
+  // A GPU copies host data beside its kernels (as the backend's own step time has it); a CPU not.
+  const double exposed = exposed_communication(g, m, device.backend != "cpu");
+  const std::vector<std::string> lines = ranks.gather_to_root(summary_line(m, ranks, stage, exposed));
   if (ranks.rank() == 0) {
     for (const std::string& line : lines) r.rank_measured.push_back(parse_summary(line));
     for (const RankMeasurement& rm : r.rank_measured) {

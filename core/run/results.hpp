@@ -55,6 +55,9 @@ struct RankMeasurement {
   double step_time = 0;     // its Measurement::step_time
   double executed_wall = 0; // its median wall time of one run
   double peak_bytes = 0;    // its allocator's high-water mark
+  // The part of its step the collectives add: the stream timeline of its measured op times
+  // less the same timeline with every collective taking no time (rank_execution.cpp).
+  double exposed_communication = 0;
 };
 
 struct StepResult {
