@@ -40,28 +40,42 @@ void check_pairs(const Op& op, const Graph& g, bool shards_written) {
   }
 }
 
+// The tensors `ids`, end to end, widened to fp32 (a reduction's operands).
+std::vector<float> gather_floats(const Graph& g, const std::vector<int>& ids, const std::vector<void*>& buf) {
+  int64_t total = 0;
+  for (int id : ids) total += g.tensor(id).elements();
+  std::vector<float> data(static_cast<std::size_t>(total));
+  int64_t off = 0;
+  for (int id : ids) {
+    const Tensor& t = g.tensor(id);
+    convert(buf[at(id)], storage_of(t.dtype), data.data() + off, Storage::f32, t.elements());
+    off += t.elements();
+  }
+  return data;
+}
+
+// fp32 values, divided by the group when the op averages, back into the tensors `ids` in their storage.
+void scatter_floats(const Op& op, const Graph& g, const std::vector<int>& ids, std::vector<float>& data,
+                    const std::vector<void*>& buf) {
+  if (op.attrs.average)
+    for (float& x : data) x /= static_cast<float>(op.attrs.group);
+  int64_t off = 0;
+  for (int id : ids) {
+    const Tensor& t = g.tensor(id);
+    convert(data.data() + off, Storage::f32, buf[at(id)], storage_of(t.dtype), t.elements());
+    off += t.elements();
+  }
+}
+
 void all_reduce(const Op& op, const Graph& g, const std::vector<void*>& buf, Communicator& ranks) {
   int64_t total = 0, written = 0;
   for (int id : op.inputs) total += g.tensor(id).elements();
   for (int id : op.outputs) written += g.tensor(id).elements();
   if (total != written)
     throw NotExecutable(fmt::format("all_reduce '{}': reads {} elements, writes {}", op.name, total, written));
-  std::vector<float> data(static_cast<std::size_t>(total));
-  int64_t off = 0;
-  for (int id : op.inputs) {
-    const Tensor& t = g.tensor(id);
-    convert(buf[at(id)], storage_of(t.dtype), data.data() + off, Storage::f32, t.elements());
-    off += t.elements();
-  }
+  std::vector<float> data = gather_floats(g, op.inputs, buf);
   ranks.all_reduce_sum(data.data(), total, group_of(op));
-  if (op.attrs.average)
-    for (float& x : data) x /= static_cast<float>(op.attrs.group);
-  off = 0;
-  for (int id : op.outputs) {
-    const Tensor& t = g.tensor(id);
-    convert(data.data() + off, Storage::f32, buf[at(id)], storage_of(t.dtype), t.elements());
-    off += t.elements();
-  }
+  scatter_floats(op, g, op.outputs, data, buf);
 }
 
 void reduce_scatter(const Op& op, const Graph& g, const std::vector<void*>& buf, Communicator& ranks) {
@@ -75,8 +89,7 @@ void reduce_scatter(const Op& op, const Graph& g, const std::vector<void*>& buf,
   int64_t off = 0;
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     const Tensor& whole = g.tensor(op.inputs[i]);
-    std::vector<float> w(static_cast<std::size_t>(whole.elements()));
-    convert(buf[at(op.inputs[i])], storage_of(whole.dtype), w.data(), Storage::f32, whole.elements());
+    const std::vector<float> w = gather_floats(g, {op.inputs[i]}, buf);
     const int64_t len = part_of(whole.elements(), parts);
     for (int p = 0; p < parts; ++p) {
       const int64_t begin = p * len, n = std::min(len, whole.elements() - begin);
@@ -86,14 +99,7 @@ void reduce_scatter(const Op& op, const Graph& g, const std::vector<void*>& buf,
     off += len;
   }
   ranks.reduce_scatter_sum(send.data(), mine.data(), block, group_of(op));
-  if (op.attrs.average)
-    for (float& x : mine) x /= static_cast<float>(parts);
-  off = 0;
-  for (int id : op.outputs) {
-    const Tensor& t = g.tensor(id);
-    convert(mine.data() + off, Storage::f32, buf[at(id)], storage_of(t.dtype), t.elements());
-    off += t.elements();
-  }
+  scatter_floats(op, g, op.outputs, mine, buf);
 }
 
 void all_gather(const Op& op, const Graph& g, const std::vector<void*>& buf, Communicator& ranks) {
