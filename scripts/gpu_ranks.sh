@@ -2,8 +2,9 @@
 # One command for a machine of 2 or more GPUs: build perfsim (Release) with MPI and NCCL, run
 # the tests (unit, cli, gpu, and the MPI checks on CPU ranks), then execute the data-parallel
 # example on every visible GPU as ranks (docs/RANKS.md) and alone on one GPU (no
-# communication), check the sharded steps against one GPU's on GPU ranks, run the two-stage
-# pipeline example, and print predicted vs measured per step with the overlap ratio.
+# communication), check the sharded steps (data, pipeline, tensor parallelism) against one GPU's
+# on GPU ranks, run the two-stage pipeline example, and print predicted vs measured per step
+# with the overlap ratio.
 # Reports land in ${OUT:-build-gpu-logs}: ranks_<n>.json and .txt, single.json and .txt.
 #   scripts/gpu_ranks.sh     (BUILD=build-gpu  JOBS=$(nproc)  TESTS=0 to skip ctest
 #                             MODEL=gpt2-medium  BATCH=8  SEQ=1024)
@@ -43,10 +44,19 @@ for f in "ranks_$gpus" single; do
   sed -n '/^Step time/,/speedup:/p' "$LOGS/$f.txt"
   sed -n '/^Ranks/,/slowest/p' "$LOGS/$f.txt"
 done
-# The sharded steps against one GPU's unsharded step, on GPU ranks (loss, gradients, weights).
+# The sharded steps against one GPU's unsharded step, on GPU ranks (loss, gradients, weights):
+# data, pipeline and tensor parallelism (with and without sequence parallelism) on 2 GPUs, and
+# tensor × data parallelism on 4 when the machine has them.
 step "check on GPU ranks" check_gpu.log mpirun -np 2 --bind-to none "$BUILD/tests/mpi/mpi_step_check" --backend cuda \
-  tests/mpi/dp_steps_2.lua tests/mpi/pp_steps_2.lua
+  tests/mpi/dp_steps_2.lua tests/mpi/pp_steps_2.lua tests/mpi/pp_schedules_2.lua tests/mpi/pp_gpipe_2.lua \
+  tests/mpi/tp_steps_2.lua tests/mpi/tp_llama_2.lua
 tail -3 "$LOGS/check_gpu.log"
+if [ "$gpus" -ge 4 ]; then
+  step "check on 4 GPU ranks" check_gpu_4.log mpirun -np 4 --bind-to none "$BUILD/tests/mpi/mpi_step_check" \
+    --backend cuda tests/mpi/dp_steps_4.lua tests/mpi/hybrid_shard_4.lua tests/mpi/tp_dp_4.lua tests/mpi/pp_dp_4.lua \
+    tests/mpi/pp_dp_micro_4.lua
+  tail -3 "$LOGS/check_gpu_4.log"
+fi
 step "pipeline x2" pipeline_2.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --gpus 2 --quiet "${sets[@]}"
 step "pipeline one GPU" pipeline_1.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --quiet --set stages=1 "${sets[@]}"
 for f in pipeline_2 pipeline_1; do echo "== $f"; sed -n '/^Step time/,/speedup:/p' "$LOGS/$f.txt"; sed -n '/^Ranks/,/slowest/p' "$LOGS/$f.txt"; done

@@ -159,7 +159,7 @@ std::string collective_unsupported_reason(const Op& op) {
     case Collective::send_recv:
       // Ring attention's K/V passes (context stream) are priced, not computed: its blocks merge
       // by a plain add in the graph, not the online-softmax correction.
-      if (op.stream == pipeline_stream) return {};
+      if (is_pipeline_stream(op.stream)) return {};
       break;
     case Collective::all_to_all:
       break;

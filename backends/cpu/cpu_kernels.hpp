@@ -140,10 +140,11 @@ template <class T> void embedding_bwd(const int32_t* ids, const T* dx, T* dtable
 
 // ---- cpu_loss.cpp --------------------------------------------------------------------
 // logits [rows, cols]; targets [rows] int32; loss [rows] fp32 = −log softmax(logits)[target];
-// dlogits [rows, cols] (optional) = (softmax − onehot(target)) / rows: the gradient of the
-// mean loss over the rows.
+// dlogits [rows, cols] (optional) = (softmax − onehot(target)) / mean_rows: the gradient of the
+// mean loss over mean_rows rows (0: rows; more when micro-batches share the mean).
 template <class T> void cross_entropy(const T* logits, const int32_t* targets, float* loss,
-                                      std::type_identity_t<T>* dlogits, int64_t rows, int64_t cols);
+                                      std::type_identity_t<T>* dlogits, int64_t rows, int64_t cols,
+                                      int64_t mean_rows = 0);
 
 // ---- cpu_moe.cpp ---------------------------------------------------------------------
 // Mixture of experts (core/graph/op_kind.hpp): `tokens` rows routed to `top_k` of `experts`,

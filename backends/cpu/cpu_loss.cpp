@@ -16,12 +16,12 @@ namespace perfsim::cpu {
 template <class T>
 void cross_entropy(const T* logits, const int32_t* targets, float* loss,
                    std::type_identity_t<T>* dlogits, int64_t rows,
-                   int64_t cols) {
+                   int64_t cols, int64_t mean_rows) {
   for (int64_t r = 0; r < rows; ++r)
     if (targets[r] < 0 || targets[r] >= cols)
       throw std::out_of_range(fmt::format("cross_entropy: row {} has target {} outside [0, {})", r,
                                           targets[r], cols));
-  const float inv_rows = 1.0f / static_cast<float>(rows);
+  const float inv_rows = 1.0f / static_cast<float>(mean_rows > 0 ? mean_rows : rows);
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(cols, 1)),
                [&](int64_t r0, int64_t r1) {
     float* xb = detail::thread_scratch(0, static_cast<std::size_t>(cols));
@@ -45,7 +45,7 @@ void cross_entropy(const T* logits, const int32_t* targets, float* loss,
 }
 
 #define PERFSIM_INSTANTIATE_LOSS(T) \
-  template void cross_entropy<T>(const T*, const int32_t*, float*, T*, int64_t, int64_t);
+  template void cross_entropy<T>(const T*, const int32_t*, float*, T*, int64_t, int64_t, int64_t);
 PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_LOSS)
 
 }  // namespace perfsim::cpu

@@ -152,7 +152,7 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::cross_entropy: {
       const RowsCols rc = row_shape(op, g);
       cross_entropy(I(0), ids(1), static_cast<float*>(out.at(0)), out.size() > 1 ? O(1) : nullptr,
-                    rc.rows, rc.cols);
+                    rc.rows, rc.cols, op.attrs.loss_rows);
       return;
     }
     case OpKind::gelu: gelu(I(0), O(0), elementwise_count(op, g)); return;

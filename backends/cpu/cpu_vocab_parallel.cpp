@@ -114,7 +114,7 @@ void cross_entropy(const Op& op, const Graph& g, const std::vector<void*>& buf, 
   auto* loss = static_cast<float*>(buf[at(op.outputs[0])]);
   const bool grads = op.outputs.size() > 1;
   std::vector<float> dlogits(grads ? at(rows * cols) : 0);
-  const float inv_rows = 1.0f / static_cast<float>(rows);
+  const float inv_rows = 1.0f / static_cast<float>(op.attrs.loss_rows > 0 ? op.attrs.loss_rows : rows);
   for (int64_t r = 0; r < rows; ++r) {
     const float lse = mx[at(r)] + std::log(sum[at(r)]);
     const int64_t target = targets[r] - offset;

@@ -8,11 +8,11 @@
 #include <chrono>
 #include <cstdio>
 
-#include "backends/cpu/cpu_vocab_parallel.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
+#include "backends/cuda/cuda_vocab_parallel.hpp"
 #include "backends/cuda/kernel_trace.hpp"
 #include "backends/measurement.hpp"
 #include "backends/timed_runs.hpp"
@@ -43,16 +43,14 @@ DeviceInfo CudaBackend::device() const {
 }
 
 std::string CudaBackend::unsupported_reason(const Op& op, const Graph& g) const {
-  if (op.kind == OpKind::collective && m_ranks != nullptr) return NcclRanks::unsupported_reason(op, g);
-  if (cpu::on_vocab_shard(op, g))
-    return fmt::format("GPU ranks do not run the vocabulary-parallel '{}' yet (tensor parallelism runs on CPU ranks)",
-                       op.name);
-  return op_unsupported_reason(op, g);
+  return m_ranks != nullptr ? rank_op_unsupported_reason(op, g) : op_unsupported_reason(op, g);
 }
 
 void CudaBackend::join_ranks(Communicator* ranks) {
+  m_gemm->watch(nullptr);
   m_ranks.reset();
   if (ranks != nullptr) m_ranks = std::make_unique<NcclRanks>(*ranks);
+  m_gemm->watch(m_ranks.get());
 }
 
 namespace {

@@ -54,8 +54,11 @@ void throw_cublas_status(int status, const char* call, const char* file, int lin
 
 void throw_nccl_status(int result, const char* call, const char* file, int line) {
 #ifdef PERFSIM_HAVE_NCCL
+  // NCCL's own account of the failure, when it kept one (the error string is only its class).
+  const char* last = ncclGetLastError(nullptr);
   throw_cuda_error("NCCL", call,
-                   fmt::format("{} ({})", ncclGetErrorString(static_cast<ncclResult_t>(result)), result),
+                   fmt::format("{} ({}){}", ncclGetErrorString(static_cast<ncclResult_t>(result)), result,
+                               last != nullptr && *last != 0 ? fmt::format(": {}", last) : ""),
                    file, line);
 #else
   throw_cuda_error("NCCL", call, fmt::format("error {}", result), file, line);

@@ -9,6 +9,7 @@
 #include <array>
 
 #include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/stream_wait.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim::cuda {
@@ -222,7 +223,7 @@ void GemmEngine::tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem 
       ok = launch(algo) == CUBLAS_STATUS_SUCCESS;
       PERFSIM_CUDA_CHECK(cudaEventRecord(r.events[2 * static_cast<std::size_t>(i) + 1], stream));
     }
-    PERFSIM_CUDA_CHECK(cudaEventSynchronize(r.events.back()));
+    wait_event(r.events.back(), m_ranks);
     if (!ok) continue;
     std::array<float, autotune_timed> ms{};
     for (std::size_t i = 0; i < ms.size(); ++i)

@@ -38,6 +38,8 @@
 
 namespace perfsim::cuda {
 
+class NcclRanks;
+
 struct GemmOperand {
   const void* data = nullptr;
   Elem type = Elem::f32;
@@ -71,6 +73,9 @@ class GemmEngine {
   [[nodiscard]] bool autotune() const { return m_autotune; }
   // Plans whose algorithm was chosen by timing (for tests and benchmarks).
   [[nodiscard]] std::size_t tuned_plans() const;
+  // A rank of a parallel run (null: none): tuning waits for its stream by polling, watching the
+  // NCCL communicators (stream_wait.hpp), since collectives may be queued ahead of it.
+  void watch(NcclRanks* ranks) { m_ranks = ranks; }
 
   static constexpr int autotune_candidates = 8;  // heuristic algorithms requested and timed
   static constexpr int autotune_warmup = 2;      // untimed launches per candidate
@@ -102,6 +107,7 @@ class GemmEngine {
   bool m_flush_tried = false;
   std::map<Key, Plan> m_plans;
   bool m_autotune = true;
+  NcclRanks* m_ranks = nullptr;
 };
 
 }  // namespace perfsim::cuda

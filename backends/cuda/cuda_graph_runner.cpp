@@ -19,6 +19,8 @@
 #include "backends/cpu/scalar.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
+#include "backends/cuda/cuda_vocab_parallel.hpp"
+#include "backends/cuda/stream_wait.hpp"
 #include "backends/op_spans.hpp"
 #include "core/cost/memory_model.hpp"
 #include "core/cost/workspace.hpp"
@@ -45,15 +47,17 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
     if (t.on_host() && elem_of(t.dtype) == Elem::e4m3)
       throw NotExecutable(fmt::format("cuda backend keeps no fp8 tensor in host memory ('{}')", t.name));
   }
-  for (const Op& op : g.ops) {
-    const bool between_ranks = op.kind == OpKind::collective && m_ranks != nullptr;
-    if (const std::string why = between_ranks ? NcclRanks::unsupported_reason(op, g) : op_unsupported_reason(op, g);
+  m_bucket.assign(g.ops.size(), 0);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    if (const std::string why = m_ranks != nullptr ? rank_op_unsupported_reason(op, g) : op_unsupported_reason(op, g);
         !why.empty())
       throw NotExecutable(why);
     cpu::check_op(op, g);
+    if (m_ranks != nullptr) m_bucket[i] = NcclRanks::is_bucket(op, g) ? 1 : 0;
   }
   m_plan = plan_streams(g);
-  m_exec = std::make_unique<OpExecutor>(g, alloc, gemm, stream);
+  m_exec = std::make_unique<OpExecutor>(g, alloc, gemm, stream, ranks);
   m_waits_elsewhere.assign(g.ops.size(), 0);
   bool joined = false;  // stream 0 has joined a side stream since its last op
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
@@ -121,9 +125,10 @@ void GraphRunner::create_streams() {
 }
 
 void GraphRunner::sync_all() {
+  // Bounded on ranks (drain_stream): this runs while an error unwinds too.
   for (cudaStream_t s : m_streams)
-    if (s != nullptr) (void)cudaStreamSynchronize(s);
-  if (m_streams.empty()) (void)cudaStreamSynchronize(m_stream);
+    if (s != nullptr) (void)drain_stream(s, m_ranks);
+  if (m_streams.empty()) (void)drain_stream(m_stream, m_ranks);
 }
 
 void GraphRunner::release_all() {
@@ -240,7 +245,7 @@ void GraphRunner::fill_persistent_tensors() {
 }
 
 void GraphRunner::reset_persistent() {
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
+  wait_stream(m_stream, m_ranks);  // side streams are joined into it
   fill_persistent_tensors();
 }
 
@@ -290,10 +295,13 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
     if (timed) record_op_event(m_events[2 * i], st, capturing);
     try {
       if (op.kind == OpKind::collective && m_ranks != nullptr)
-        m_ranks->run(op, g, m_buffers, st, m_alloc);
+        m_ranks->run(op, g, m_buffers, st, m_alloc, m_bucket[i] != 0);
       else
         m_exec->run(op, m_buffers, m_scales, capturing, st, lane != 0);
     } catch (const NotExecutable&) {
+      nvtxRangePop();
+      throw;
+    } catch (const NcclError&) {  // names the op and the group already; the ranks must end
       nvtxRangePop();
       throw;
     } catch (const std::exception& e) {
@@ -332,7 +340,7 @@ void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep
 double GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep) {
   const bool timed = op_seconds != nullptr && !m_graph.ops.empty();
   walk(timed, false, keep);
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
+  wait_stream(m_stream, m_ranks);  // side streams are joined into it
   if (!timed) return 0;
   append_op_times(*op_seconds);
   float total_ms = 0;
@@ -345,7 +353,7 @@ double GraphRunner::run_walled(std::vector<std::vector<double>>* host_seconds) {
   PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
   walk(false, false, nullptr, host_seconds);  // ends with stream 0 joined to every side stream
   PERFSIM_CUDA_CHECK(cudaEventRecord(m_step_end, m_stream));
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  wait_stream(m_stream, m_ranks);
   float total_ms = 0;
   PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&total_ms, m_step_start, m_step_end));
   return total_ms * 1e-3;
@@ -368,7 +376,7 @@ std::optional<double> GraphRunner::run_held(std::vector<std::vector<double>>* op
     throw;
   }
   m_hold->release();
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
+  wait_stream(m_stream, m_ranks);  // side streams are joined into it
   if (!m_hold->released()) return std::nullopt;
   if (timed) append_op_times(*op_seconds);
   float total_ms = 0;
@@ -380,7 +388,7 @@ void GraphRunner::capture(const std::vector<char>* keep) {
   if (m_graph_exec != nullptr) return;
   m_node_op.clear();
   m_op_nodes.assign(m_graph.ops.size(), 0);
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  wait_stream(m_stream, m_ranks);
   // Relaxed: a cudaMalloc by the caching allocator (a block size not yet cached) is allowed
   // while capturing; the block then belongs to the captured graph's buffers.
   PERFSIM_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeRelaxed));
@@ -462,7 +470,7 @@ std::string GraphRunner::capture_timed() {
   if (m_timed_exec != nullptr) return "";
   if (m_graph_exec == nullptr) throw std::logic_error("cuda graph runner: capture_timed() before capture()");
   if (m_graph.ops.empty()) return "the graph has no ops";
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  wait_stream(m_stream, m_ranks);
   PERFSIM_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeRelaxed));
   try {
     walk(true, true, nullptr);
@@ -501,7 +509,7 @@ std::vector<double> GraphRunner::launch(cudaGraphExec_t exec, int times, F&& aft
       PERFSIM_CUDA_CHECK(cudaEventRecord(start, m_stream));
       PERFSIM_CUDA_CHECK(cudaGraphLaunch(exec, m_stream));
       PERFSIM_CUDA_CHECK(cudaEventRecord(stop, m_stream));
-      PERFSIM_CUDA_CHECK(cudaEventSynchronize(stop));  // every side branch joined before it
+      wait_event(stop, m_ranks);  // every side branch joined before it
       float ms = 0;
       PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
       out.push_back(ms * 1e-3);
@@ -533,7 +541,7 @@ std::vector<float> GraphRunner::read(int id) const {
   const Tensor& t = m_graph.tensor(id);
   const void* p = m_buffers.at(static_cast<std::size_t>(id));
   if (p == nullptr) throw std::logic_error(fmt::format("cuda backend: tensor '{}' is not live", t.name));
-  PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // side streams are joined into it
+  wait_stream(m_stream, m_ranks);  // side streams are joined into it
   const auto n = static_cast<std::size_t>(t.elements());
   std::vector<unsigned char> host(bytes_of_tensor(t));
   if (t.on_host()) std::memcpy(host.data(), p, host.size());

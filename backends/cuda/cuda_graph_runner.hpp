@@ -39,7 +39,10 @@ class GraphRunner {
   // Checks the graph and every op, allocates and fills the persistent tensors. Throws
   // NotExecutable for ops this backend cannot run and for graphs that do not fit.
   // With `ranks`, the graph is one rank's of a parallel run: shards start from the rank's part
-  // of their whole (cpu::fill_persistent) and collective ops go through NCCL.
+  // of their whole (cpu::fill_persistent), collective ops go through NCCL, vocabulary-parallel
+  // ops exchange their row statistics through it (cuda_vocab_parallel.hpp), and every wait for
+  // the device polls the NCCL communicators for errors (stream_wait.hpp: an error aborts them
+  // and throws NcclError rather than waiting for ever).
   GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
               NcclRanks* ranks = nullptr);
   GraphRunner(const GraphRunner&) = delete;
@@ -141,6 +144,7 @@ class GraphRunner {
   std::unordered_map<uint64_t, int> m_node_op;  // captured node id -> index of the op that made it
   std::vector<int> m_op_nodes;            // by op: nodes it made in the capture
   std::vector<char> m_waits_elsewhere;    // by op: its start waits on another stream
+  std::vector<char> m_bucket;             // by op: a DDP bucket's all-reduce (NcclRanks::is_bucket)
 };
 
 }  // namespace perfsim::cuda

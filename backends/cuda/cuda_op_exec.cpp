@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_fp8_activation.hpp"
+#include "backends/cuda/stream_wait.hpp"
 #include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_metrics.hpp"
@@ -114,9 +115,10 @@ std::unique_ptr<BlasHandle> OpExecutor::make_attention_blas(const Graph& g) {
   return nullptr;
 }
 
-OpExecutor::OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
+OpExecutor::OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
+                       NcclRanks* ranks)
     : m_graph(g), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_fp8_storage(fp8_storage(g)),
-      m_blas(make_attention_blas(g)) {
+      m_ranks(ranks), m_blas(make_attention_blas(g)) {
   int dev = 0;
   PERFSIM_CUDA_CHECK(cudaGetDevice(&dev));
   const std::vector<double> planned = workspace_per_op(g, device_profile(dev));
@@ -142,6 +144,7 @@ OpExecutor::OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm
 OpExecutor::~OpExecutor() {
   for (auto& [id, d] : m_adamw_desc) m_alloc.release(d.device);
   if (m_ws_block != nullptr) m_alloc.release(m_ws_block);
+  for (void* p : m_extra) m_alloc.release(p);
   for (void* p : m_held_scratch) m_alloc.release(p);
   if (m_blas != nullptr) m_alloc.uncount_external(BlasHandle::workspace_bytes, TensorRole::workspace);
 }
@@ -160,6 +163,11 @@ void OpExecutor::end_workspace(const Op& op, bool hold) {
     if (hold) m_held_scratch.push_back(m_ws_block);
     else m_alloc.release(m_ws_block);
   }
+  for (void* p : m_extra) {
+    if (hold) m_held_scratch.push_back(p);
+    else m_alloc.release(p);
+  }
+  m_extra.clear();
   m_ws_block = nullptr;
   m_ws_size = m_ws_used = 0;
 }
@@ -175,6 +183,16 @@ void* OpExecutor::scratch(std::size_t bytes) {
         m_ws_used + take - m_ws_size, m_ws_size));
   void* p = static_cast<char*>(m_ws_block) + m_ws_used;
   m_ws_used += take;
+  return p;
+}
+
+void* OpExecutor::scratch_or_extra(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const auto align = static_cast<std::size_t>(workspace_alignment);
+  if (m_ws_used + (bytes + align - 1) / align * align <= m_ws_size) return scratch(bytes);
+  m_extra.reserve(m_extra.size() + 1);  // no allocation between taking the block and noting it
+  void* p = m_alloc.allocate(bytes, TensorRole::workspace);
+  m_extra.push_back(p);
   return p;
 }
 
@@ -318,7 +336,7 @@ void OpExecutor::run_adamw(const Op& op, const std::vector<void*>& buf, bool cap
     // The buffer was sized for these groups when the executor was made (persistent workspace).
     if (up.device == nullptr || (!up.host.empty() && up.host.size() != bytes))
       throw std::logic_error(fmt::format("cuda backend: AdamW '{}' has no descriptor buffer of {} bytes", op.name, bytes));
-    PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // a previous launch may still read them
+    wait_stream(m_stream, m_ranks);  // a previous launch may still read them
     PERFSIM_CUDA_CHECK(cudaMemcpy(up.device, raw, bytes, cudaMemcpyHostToDevice));
     up.host.assign(raw, raw + bytes);
   }

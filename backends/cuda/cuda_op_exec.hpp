@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_allocator.hpp"
 #include "backends/cuda/cuda_blas.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
+#include "backends/cuda/nccl_ranks.hpp"
 #include "core/cost/hardware.hpp"
 #include "core/graph/graph.hpp"
 
@@ -53,7 +54,11 @@ class OpExecutor {
  public:
   // Plans every op's workspace for the current device and allocates what the executor holds
   // all step (fused AdamW descriptors; the cuBLAS workspace is counted under workspace).
-  OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream);
+  // With `ranks`, g is one rank's graph: its vocabulary-parallel ops (cpu::on_vocab_shard) run
+  // with their NCCL exchanges (cuda_vocab_parallel.hpp), and the executor's waits for a stream
+  // watch the communicators (stream_wait.hpp).
+  OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
+             NcclRanks* ranks = nullptr);
   OpExecutor(const OpExecutor&) = delete;
   OpExecutor& operator=(const OpExecutor&) = delete;
   ~OpExecutor();
@@ -85,6 +90,10 @@ class OpExecutor {
   void copy_if_distinct(const std::vector<void*>& buf, int from, int to);
   // The next `bytes` (rounded to workspace_alignment) of the op's workspace block.
   void* scratch(std::size_t bytes);
+  // Scratch the plan may not hold (core/cost/workspace.cpp has no entry for the
+  // vocabulary-parallel loss's row statistics): from the block when it has the room left, else
+  // allocated beside it and released (or held) with it.
+  void* scratch_or_extra(std::size_t bytes);
   void begin_workspace(const Op& op);
   void end_workspace(const Op& op, bool hold);
   // A cuBLAS handle when g has materialized attention products (created here, before any
@@ -106,7 +115,9 @@ class OpExecutor {
   void* m_ws_block = nullptr;                        // the current op's workspace
   std::size_t m_ws_size = 0, m_ws_used = 0;          // its planned and carved bytes
   std::vector<std::string> m_ws_mismatches;
+  std::vector<void*> m_extra;                        // the current op's scratch_or_extra allocations
   std::vector<void*> m_held_scratch;                 // side-stream ops' workspaces, until the join
+  NcclRanks* m_ranks = nullptr;                      // a rank's graph: vocabulary ops, polled waits
   std::map<int, UploadedDescriptors> m_adamw_desc;   // op id -> fused AdamW descriptors
   std::unique_ptr<BlasHandle> m_blas;                // materialized attention's batched GEMMs
 };

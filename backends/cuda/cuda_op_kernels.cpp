@@ -1,6 +1,8 @@
 // The generic ops on the GPU: OpExecutor::run_generic stages operands stored in another
 // float type than the op computes in, then run_typed calls the kernel of the op's kind with
-// one storage type T for all float operands (norms, pointwise, embedding, loss, attention).
+// one storage type T for all float operands (norms, pointwise, embedding, loss, attention);
+// on a rank whose graph splits the vocabulary, the embedding and loss ops over it go to
+// run_vocab_parallel (cuda_vocab_parallel.hpp) instead.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <fmt/format.h>
@@ -12,9 +14,11 @@
 #include <vector>
 
 #include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/cpu/cpu_vocab_parallel.hpp"
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "backends/cuda/cuda_op_util.hpp"
+#include "backends/cuda/cuda_vocab_parallel.hpp"
 #include "backends/cuda/kernels/attention_materialized.cuh"
 #include "backends/cuda/kernels/cross_entropy.cuh"
 #include "backends/cuda/kernels/decode_attention.cuh"
@@ -130,7 +134,7 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::cross_entropy: {
       const cpu::RowsCols rc = cpu::row_shape(op, g);
       cross_entropy(I(0), ids(1), static_cast<float*>(out.at(0)), out.size() > 1 ? O(1) : nullptr, rc.rows, rc.cols,
-                    st);
+                    st, op.attrs.loss_rows);
       return;
     }
     case OpKind::gelu: gelu(I(0), O(0), cpu::elementwise_count(op, g), st); return;
@@ -225,11 +229,24 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
     out.push_back(operand(op.outputs[i], fixed_elem(op.kind, true, i).value_or(*kernel), true));
 
   const std::function<void*(std::size_t)> scratch_fn = [this](std::size_t bytes) { return scratch(bytes); };
-  switch (*kernel) {
-    case Elem::f32: run_typed<float>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
-    case Elem::bf16: run_typed<__nv_bfloat16>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
-    case Elem::f16: run_typed<__half>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
-    default: break;
+  if (m_ranks != nullptr && cpu::on_vocab_shard(op, g)) {
+    // A vocabulary split among ranks: the same staged operands, the rank's part of the op.
+    const std::function<void*(std::size_t)> extra_fn = [this](std::size_t bytes) { return scratch_or_extra(bytes); };
+    switch (*kernel) {
+      case Elem::f32: run_vocab_parallel<float>(op, g, in, out, *m_ranks, scratch_fn, extra_fn, m_stream); break;
+      case Elem::bf16:
+        run_vocab_parallel<__nv_bfloat16>(op, g, in, out, *m_ranks, scratch_fn, extra_fn, m_stream);
+        break;
+      case Elem::f16: run_vocab_parallel<__half>(op, g, in, out, *m_ranks, scratch_fn, extra_fn, m_stream); break;
+      default: break;
+    }
+  } else {
+    switch (*kernel) {
+      case Elem::f32: run_typed<float>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
+      case Elem::bf16: run_typed<__nv_bfloat16>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
+      case Elem::f16: run_typed<__half>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
+      default: break;
+    }
   }
   for (const auto& [id, data, type] : write_back)
     convert(data, type, buf[static_cast<std::size_t>(id)], elem(g, id), g.tensor(id).elements(), m_stream);

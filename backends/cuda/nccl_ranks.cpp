@@ -1,11 +1,10 @@
-// NcclRanks (see nccl_ranks.hpp).
+// NcclRanks' collective ops (see nccl_ranks.hpp); its communicators and their errors are in
+// nccl_ranks_comms.cpp.
 #include "backends/cuda/nccl_ranks.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
@@ -20,12 +19,39 @@ namespace perfsim::cuda {
 
 namespace {
 
-std::size_t at(int id) { return static_cast<std::size_t>(id); }
+[[maybe_unused]] std::size_t at(int id) { return static_cast<std::size_t>(id); }
 
-std::string collective_shape_reason(const Op& op, const Graph& g) {
+bool movable(DType t) {
+  const Elem e = elem_of(t);
+  return e == Elem::f32 || e == Elem::bf16 || e == Elem::f16 || e == Elem::i32;
+}
+
+// The checks that need no scan of the graph (is_bucket's result comes in).
+[[maybe_unused]] std::string collective_shape_reason(const Op& op, const Graph& g, bool bucket) {
   const int n = std::max(1, op.attrs.group);
+  const bool typed = op.attrs.collective == Collective::all_reduce ||
+                     op.attrs.collective == Collective::reduce_scatter ||
+                     op.attrs.collective == Collective::all_gather;  // send_recv moves bytes
+  for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+    for (int id : *ids)
+      if (typed && !movable(g.tensor(id).dtype))
+        return fmt::format("GPU ranks do not move {} tensors through NCCL ('{}' of '{}')",
+                           name_of(g.tensor(id).dtype), g.tensor(id).name, op.name);
   switch (op.attrs.collective) {
-    case Collective::all_reduce: return {};
+    case Collective::all_reduce: {
+      if (bucket) return {};
+      // Tensor i it reads into tensor i it writes (the same one in place).
+      bool pairs = op.inputs.size() == op.outputs.size() && !op.inputs.empty();
+      for (std::size_t i = 0; pairs && i < op.inputs.size(); ++i) {
+        const Tensor& x = g.tensor(op.inputs[i]);
+        const Tensor& y = g.tensor(op.outputs[i]);
+        pairs = x.elements() == y.elements() && elem_of(x.dtype) == elem_of(y.dtype);
+      }
+      if (pairs) return {};
+      return fmt::format("GPU ranks all-reduce a DDP bucket or each tensor into its own output; '{}' reads {} "
+                         "tensors and writes {} of other sizes or types",
+                         op.name, op.inputs.size(), op.outputs.size());
+    }
     case Collective::reduce_scatter:
     case Collective::all_gather: {
       if (op.inputs.size() != op.outputs.size())
@@ -38,14 +64,14 @@ std::string collective_shape_reason(const Op& op, const Graph& g) {
         if (whole.elements() % n != 0 || part.elements() * n != whole.elements())
           return fmt::format("GPU ranks split '{}' ({} elements) into {} equal parts only when {} divides it",
                              whole.name, whole.elements(), n, n);
-        if (!scatter && part.dtype != whole.dtype)
+        if (!scatter && elem_of(part.dtype) != elem_of(whole.dtype))
           return fmt::format("all_gather '{}': '{}' and '{}' are stored differently", op.name, part.name,
                              whole.name);
       }
       return {};
     }
     case Collective::send_recv:
-      if (op.stream == pipeline_stream) return {};  // ring attention's passes are priced only
+      if (is_pipeline_stream(op.stream)) return {};  // ring attention's passes are priced only
       break;
     case Collective::all_to_all: break;
   }
@@ -54,33 +80,56 @@ std::string collective_shape_reason(const Op& op, const Graph& g) {
 
 }  // namespace
 
+bool NcclRanks::is_bucket(const Op& op, const Graph& g) {
+  if (op.kind != OpKind::collective || op.attrs.collective != Collective::all_reduce || op.inputs.size() < 2 ||
+      op.inputs != op.outputs)
+    return false;
+  const int buffer = op.inputs.back();
+  const Tensor& b = g.tensor(buffer);
+  int64_t held = 0;
+  for (std::size_t i = 0; i + 1 < op.inputs.size(); ++i) {
+    const Tensor& t = g.tensor(op.inputs[i]);
+    if (elem_of(t.dtype) != elem_of(b.dtype) || t.id == buffer) return false;
+    held += t.elements();
+  }
+  if (held != b.elements()) return false;
+  // Norm gradients or shards can add up to the last one's size too; a bucket buffer is the one
+  // tensor nothing else touches.
+  for (const Op& o : g.ops) {
+    if (o.id == op.id) continue;
+    if (std::find(o.inputs.begin(), o.inputs.end(), buffer) != o.inputs.end() ||
+        std::find(o.outputs.begin(), o.outputs.end(), buffer) != o.outputs.end())
+      return false;
+  }
+  return true;
+}
+
+std::string NcclRanks::unsupported_reason(const Op& op, const Graph& g) {
+#ifndef PERFSIM_HAVE_NCCL
+  (void)op, (void)g;
+  return "perfsim was built without NCCL: GPU ranks cannot run collectives";
+#else
+  return collective_shape_reason(op, g, is_bucket(op, g));
+#endif
+}
+
 #ifndef PERFSIM_HAVE_NCCL
 
-NcclRanks::NcclRanks(Communicator& ranks) : m_ranks(ranks) {}
-NcclRanks::~NcclRanks() = default;
-std::string NcclRanks::unsupported_reason(const Op&, const Graph&) {
-  return "perfsim was built without NCCL: GPU ranks cannot run collectives";
-}
-void NcclRanks::run(const Op& op, const Graph&, const std::vector<void*>&, cudaStream_t, CachingAllocator&) {
+void NcclRanks::run(const Op& op, const Graph&, const std::vector<void*>&, cudaStream_t, CachingAllocator&, bool) {
   throw NotExecutable(fmt::format("collective '{}': perfsim was built without NCCL", op.name));
 }
-void* NcclRanks::comm(RankGroup) { return nullptr; }
 
 #else
 
 namespace {
 
-void nccl_check(ncclResult_t r, const char* call) {
-  if (r == ncclSuccess || r == ncclInProgress) return;
-  throw NotExecutable(fmt::format("{} failed: {} ({})", call, ncclGetErrorString(r), ncclGetLastError(nullptr)));
-}
-
 ncclDataType_t nccl_type(const Tensor& t) {
-  switch (t.dtype) {
-    case DType::fp32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::fp16: return ncclFloat16;
-    default: throw NotExecutable(fmt::format("NCCL cannot reduce {} tensor '{}'", name_of(t.dtype), t.name));
+  switch (elem_of(t.dtype)) {
+    case Elem::f32: return ncclFloat32;
+    case Elem::bf16: return ncclBfloat16;
+    case Elem::f16: return ncclFloat16;
+    case Elem::i32: return ncclInt32;
+    default: throw NotExecutable(fmt::format("NCCL cannot move {} tensor '{}'", name_of(t.dtype), t.name));
   }
 }
 
@@ -92,63 +141,44 @@ std::size_t bytes_of_tensor(const Graph& g, int id) {
 
 }  // namespace
 
-NcclRanks::NcclRanks(Communicator& ranks) : m_ranks(ranks) {
-  if (ranks.size() > 1) (void)comm(RankGroup{ranks.size(), 1});
-}
-
-NcclRanks::~NcclRanks() {
-  for (auto& [key, c] : m_comms) (void)ncclCommDestroy(static_cast<ncclComm_t>(c));
-}
-
-std::string NcclRanks::unsupported_reason(const Op& op, const Graph& g) { return collective_shape_reason(op, g); }
-
-void* NcclRanks::comm(RankGroup g) {
-  const auto key = std::make_pair(g.size, g.stride);
-  if (auto it = m_comms.find(key); it != m_comms.end()) return it->second;
-  ncclUniqueId mine{};
-  const int place = g.place(m_ranks.rank());
-  if (place == 0) nccl_check(ncclGetUniqueId(&mine), "ncclGetUniqueId");
-  std::vector<ncclUniqueId> all(static_cast<std::size_t>(g.size));
-  m_ranks.all_gather(&mine, all.data(), sizeof(ncclUniqueId), g);
-  // NVLink SHARP (multicast) off unless the environment asks for it, as calibrate has it.
-  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
-  ncclComm_t c = nullptr;
-  nccl_check(ncclCommInitRank(&c, g.size, all[0], place), "ncclCommInitRank");
-  m_comms[key] = c;
-  return c;
-}
-
 void NcclRanks::run(const Op& op, const Graph& g, const std::vector<void*>& buf, cudaStream_t stream,
-                    CachingAllocator& alloc) {
-  if (const std::string why = collective_shape_reason(op, g); !why.empty()) throw NotExecutable(why);
+                    CachingAllocator& alloc, bool bucket) {
+  if (const std::string why = collective_shape_reason(op, g, bucket); !why.empty()) throw NotExecutable(why);
   const RankGroup group{op.attrs.group, op.attrs.group_stride};
   if (group.size <= 1) return;
-  auto* c = op.attrs.collective == Collective::send_recv ? nullptr : static_cast<ncclComm_t>(comm(group));
+  // Pipeline edges go over the world's communicator; the others over their group's.
+  const bool edge = op.attrs.collective == Collective::send_recv;
+  Comm& c = comm(edge ? RankGroup{m_ranks.size(), 1} : group, op.name, edge && op.stream == pipeline_grad_stream ? 1 : 0);
+  auto* nc = static_cast<ncclComm_t>(c.comm);
+  auto ok = [&](ncclResult_t r, const char* call) { check_result(r, call, &c, c.group, op.name); };
   const ncclRedOp_t red = op.attrs.average ? ncclAvg : ncclSum;
   switch (op.attrs.collective) {
     case Collective::all_reduce: {
-      if (op.inputs.size() == 1) {
-        const Tensor& t = g.tensor(op.inputs[0]);
-        nccl_check(ncclAllReduce(buf[at(op.inputs[0])], buf[at(op.outputs[0])], static_cast<std::size_t>(t.elements()),
-                                 nccl_type(t), red, c, stream),
-                   "ncclAllReduce");
+      if (!bucket) {
+        // Each tensor into its own output (in place when they are one), in one NCCL group.
+        const bool grouped = op.inputs.size() > 1;
+        if (grouped) ok(ncclGroupStart(), "ncclGroupStart");
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+          const Tensor& t = g.tensor(op.inputs[i]);
+          ok(ncclAllReduce(buf[at(op.inputs[i])], buf[at(op.outputs[i])], static_cast<std::size_t>(t.elements()),
+                           nccl_type(t), red, nc, stream),
+             "ncclAllReduce");
+        }
+        if (grouped) ok(ncclGroupEnd(), "ncclGroupEnd");
         return;
       }
       // A DDP bucket: the gradients, then the bucket buffer that holds them end to end.
-      const int bucket = op.inputs.back();
+      const int bucket_id = op.inputs.back();
       std::size_t off = 0;
-      auto* b = static_cast<char*>(buf[at(bucket)]);
+      auto* b = static_cast<char*>(buf[at(bucket_id)]);
       for (std::size_t i = 0; i + 1 < op.inputs.size(); ++i) {
         const std::size_t n = bytes_of_tensor(g, op.inputs[i]);
         PERFSIM_CUDA_CHECK(cudaMemcpyAsync(b + off, buf[at(op.inputs[i])], n, cudaMemcpyDeviceToDevice, stream));
         off += n;
       }
-      if (off != bytes_of_tensor(g, bucket))
-        throw NotExecutable(fmt::format("all_reduce '{}': its bucket buffer holds {} bytes, its tensors {}", op.name,
-                                        bytes_of_tensor(g, bucket), off));
-      const Tensor& bt = g.tensor(bucket);
-      nccl_check(ncclAllReduce(b, b, static_cast<std::size_t>(bt.elements()), nccl_type(bt), red, c, stream),
-                 "ncclAllReduce");
+      const Tensor& bt = g.tensor(bucket_id);
+      ok(ncclAllReduce(b, b, static_cast<std::size_t>(bt.elements()), nccl_type(bt), red, nc, stream),
+         "ncclAllReduce");
       off = 0;
       for (std::size_t i = 0; i + 1 < op.inputs.size(); ++i) {
         const std::size_t n = bytes_of_tensor(g, op.inputs[i]);
@@ -158,58 +188,65 @@ void NcclRanks::run(const Op& op, const Graph& g, const std::vector<void*>& buf,
       return;
     }
     case Collective::reduce_scatter: {
-      std::vector<std::pair<void*, std::size_t>> scratch;  // (part in the whole's type, index)
-      nccl_check(ncclGroupStart(), "ncclGroupStart");
+      // Scratch parts in the whole's type first: nothing may throw between the group's ends.
+      std::vector<void*> out(op.inputs.size(), nullptr);
+      std::vector<std::size_t> converted;  // indices written through a scratch part
+      try {
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+          const Tensor& whole = g.tensor(op.inputs[i]);
+          const Tensor& part = g.tensor(op.outputs[i]);
+          out[i] = buf[at(op.outputs[i])];
+          if (elem_of(whole.dtype) == elem_of(part.dtype)) continue;
+          out[i] = alloc.allocate(static_cast<std::size_t>(part.elements()) *
+                                      static_cast<std::size_t>(bytes_of(elem(g, whole.id))),
+                                  TensorRole::gradient);
+          converted.push_back(i);
+        }
+      } catch (...) {
+        for (std::size_t i : converted) alloc.release(out[i]);
+        throw;
+      }
+      ok(ncclGroupStart(), "ncclGroupStart");
       for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         const Tensor& whole = g.tensor(op.inputs[i]);
-        const Tensor& part = g.tensor(op.outputs[i]);
-        void* out = buf[at(op.outputs[i])];
-        if (whole.dtype != part.dtype) {
-          out = alloc.allocate(static_cast<std::size_t>(part.elements()) *
-                                   static_cast<std::size_t>(bytes_of(elem(g, whole.id))),
-                               TensorRole::gradient);
-          scratch.emplace_back(out, i);
-        }
-        nccl_check(ncclReduceScatter(buf[at(op.inputs[i])], out, static_cast<std::size_t>(part.elements()),
-                                     nccl_type(whole), red, c, stream),
-                   "ncclReduceScatter");
+        ok(ncclReduceScatter(buf[at(op.inputs[i])], out[i], static_cast<std::size_t>(g.tensor(op.outputs[i]).elements()),
+                             nccl_type(whole), red, nc, stream),
+           "ncclReduceScatter");
       }
-      nccl_check(ncclGroupEnd(), "ncclGroupEnd");
-      for (auto [p, i] : scratch) {
+      ok(ncclGroupEnd(), "ncclGroupEnd");
+      for (std::size_t i : converted) {
         const int w = op.inputs[i], s = op.outputs[i];
-        convert(p, elem(g, w), buf[at(s)], elem(g, s), g.tensor(s).elements(), stream);
-        alloc.release(p);
+        convert(out[i], elem(g, w), buf[at(s)], elem(g, s), g.tensor(s).elements(), stream);
+        alloc.release(out[i]);
       }
       return;
     }
     case Collective::all_gather: {
-      nccl_check(ncclGroupStart(), "ncclGroupStart");
+      ok(ncclGroupStart(), "ncclGroupStart");
       for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         const Tensor& part = g.tensor(op.inputs[i]);
-        nccl_check(ncclAllGather(buf[at(op.inputs[i])], buf[at(op.outputs[i])],
-                                 static_cast<std::size_t>(part.elements()), nccl_type(part), c, stream),
-                   "ncclAllGather");
+        ok(ncclAllGather(buf[at(op.inputs[i])], buf[at(op.outputs[i])], static_cast<std::size_t>(part.elements()),
+                         nccl_type(part), nc, stream),
+           "ncclAllGather");
       }
-      nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+      ok(ncclGroupEnd(), "ncclGroupEnd");
       return;
     }
     case Collective::send_recv: {
       // A pipeline edge over the world communicator: forward to the next stage, gradients back.
-      auto* world = static_cast<ncclComm_t>(comm(RankGroup{m_ranks.size(), 1}));
       const bool backward = op.stage == Stage::backward;
       const int stride = op.attrs.group_stride;
       if (!op.inputs.empty()) {
         const int to = m_ranks.rank() + (backward ? -stride : stride);
-        nccl_check(ncclSend(buf[at(op.inputs[0])], bytes_of_tensor(g, op.inputs[0]), ncclInt8, to, world, stream),
-                   "ncclSend");
+        ok(ncclSend(buf[at(op.inputs[0])], bytes_of_tensor(g, op.inputs[0]), ncclInt8, to, nc, stream), "ncclSend");
       } else if (!op.outputs.empty()) {
         const int from = m_ranks.rank() + (backward ? stride : -stride);
-        nccl_check(ncclRecv(buf[at(op.outputs[0])], bytes_of_tensor(g, op.outputs[0]), ncclInt8, from, world, stream),
-                   "ncclRecv");
+        ok(ncclRecv(buf[at(op.outputs[0])], bytes_of_tensor(g, op.outputs[0]), ncclInt8, from, nc, stream),
+           "ncclRecv");
       }
       return;
     }
-    default: throw NotExecutable(collective_shape_reason(op, g));
+    default: throw NotExecutable(collective_shape_reason(op, g, bucket));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <list>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -114,7 +115,27 @@ bool mpi_available() { return true; }
 struct MpiWorld::Groups {
   std::map<std::pair<int, int>, MPI_Comm> comms;
   MPI_Comm of(MpiWorld& w, RankGroup g);
+  // Sends in flight: each one's copy of the data and its requests.
+  struct Send {
+    std::vector<char> data;
+    std::vector<MPI_Request> requests;
+  };
+  std::list<Send> sends;
+  // Forgets the sends that have completed; with `all`, waits for every one first.
+  void reap(bool all);
 };
+
+void MpiWorld::Groups::reap(bool all) {
+  for (auto it = sends.begin(); it != sends.end();) {
+    int done = 0;
+    if (all)
+      check(MPI_Waitall(static_cast<int>(it->requests.size()), it->requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    else
+      check(MPI_Testall(static_cast<int>(it->requests.size()), it->requests.data(), &done, MPI_STATUSES_IGNORE),
+            "MPI_Testall");
+    it = all || done != 0 ? sends.erase(it) : std::next(it);
+  }
+}
 
 MpiWorld::MpiWorld() : m_groups(std::make_unique<Groups>()) {
   int ready = 0;
@@ -133,6 +154,11 @@ MpiWorld::MpiWorld() : m_groups(std::make_unique<Groups>()) {
 }
 
 MpiWorld::~MpiWorld() {
+  try {
+    m_groups->reap(true);
+  } catch (const std::exception&) {
+    // A peer is gone; finalizing is all that is left.
+  }
   for (auto& [key, comm] : m_groups->comms) {
     if (comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF) MPI_Comm_free(&comm);
   }
@@ -211,9 +237,18 @@ void MpiWorld::all_to_all(const void* in, void* out, int64_t bytes, RankGroup g)
 }
 
 void MpiWorld::send(const void* data, int64_t bytes, int to) {
-  const auto* p = static_cast<const char*>(data);
-  for (int64_t at = 0; at < bytes; at += piece)
-    check(MPI_Send(p + at, static_cast<int>(std::min(piece, bytes - at)), MPI_BYTE, to, 0, MPI_COMM_WORLD), "MPI_Send");
+  m_groups->reap(false);
+  // A copy the sender may not overwrite until MPI is done with it; the caller's buffer is free at
+  // once.
+  Groups::Send& s = m_groups->sends.emplace_back();
+  s.data.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+  for (int64_t at = 0; at < bytes; at += piece) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Isend(s.data.data() + at, static_cast<int>(std::min(piece, bytes - at)), MPI_BYTE, to, 0,
+                    MPI_COMM_WORLD, &r),
+          "MPI_Isend");
+    s.requests.push_back(r);
+  }
 }
 
 void MpiWorld::recv(void* data, int64_t bytes, int from) {
@@ -224,7 +259,10 @@ void MpiWorld::recv(void* data, int64_t bytes, int from) {
           "MPI_Recv");
 }
 
-void MpiWorld::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void MpiWorld::barrier() {
+  m_groups->reap(true);
+  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
 
 std::vector<std::string> MpiWorld::gather_to_root(const std::string& text) {
   const int len = static_cast<int>(text.size());

@@ -20,13 +20,13 @@ OpAttrs send_recv_attrs(const RankShape& r) {
 int GraphBuilder::pipeline_recv(const std::string& name, int64_t rows, Stage stage) {
   const int y = tensor(name + ".out", {rows, m_model.hidden}, TensorRole::activation);
   const int id = op(OpKind::collective, name, {}, {y}, send_recv_attrs(m_rank), -1, stage);
-  m_graph.ops[static_cast<std::size_t>(id)].stream = pipeline_stream;
+  m_graph.ops[static_cast<std::size_t>(id)].stream = stage == Stage::backward ? pipeline_grad_stream : pipeline_stream;
   return y;
 }
 
 void GraphBuilder::pipeline_send(const std::string& name, int x, Stage stage) {
   const int id = op(OpKind::collective, name, {x}, {}, send_recv_attrs(m_rank), -1, stage);
-  m_graph.ops[static_cast<std::size_t>(id)].stream = pipeline_stream;
+  m_graph.ops[static_cast<std::size_t>(id)].stream = stage == Stage::backward ? pipeline_grad_stream : pipeline_stream;
 }
 
 }  // namespace perfsim::build

@@ -77,15 +77,21 @@ class BackwardBuilder {
     a.rows = rows;
     a.cols = m_m.hidden;
     a.elements = rows * m_m.hidden;
-    std::vector<int> out{dx, grad_of(nw.gamma, layer)};
-    if (m_m.norm == NormKind::layernorm) {
-      out.push_back(grad_of(nw.beta, layer));
-      m_b.op(OpKind::layernorm_bwd, name + ".bwd", {x, nw.gamma, dy}, out, a, layer,
-             Stage::backward);
-    } else {
-      m_b.op(OpKind::rmsnorm_bwd, name + ".bwd", {x, nw.gamma, dy}, out, a, layer,
-             Stage::backward);
-    }
+    std::vector<int> grads{grad_of(nw.gamma, layer)};
+    if (m_m.norm == NormKind::layernorm) grads.push_back(grad_of(nw.beta, layer));
+    // The norm kernels write their weights' gradients: over several micro-batches each one's
+    // goes to a buffer of its own and is added to the accumulated gradient.
+    std::vector<int> out{dx};
+    for (int gw : grads) out.push_back(m_accumulate ? m_b.activation_like(m_b.graph().tensor(gw).name + ".part", gw) : gw);
+    m_b.op(m_m.norm == NormKind::layernorm ? OpKind::layernorm_bwd : OpKind::rmsnorm_bwd, name + ".bwd",
+           {x, nw.gamma, dy}, out, a, layer, Stage::backward);
+    if (m_accumulate)
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        OpAttrs add;
+        add.elements = m_b.graph().tensor(grads[i]).elements();
+        m_b.op(OpKind::residual_add, m_b.graph().tensor(grads[i]).name + ".accumulate", {grads[i], out[i + 1]},
+               {grads[i]}, add, layer, Stage::backward);
+      }
     return dx;
   }
 

@@ -50,27 +50,30 @@ void for_each_whole_run(const std::vector<int64_t>& shape, const Shard* shard, i
                         const std::function<void(int64_t, int64_t, int64_t)>& fn) {
   int64_t local = 1;
   for (int64_t d : shape) local *= d;
-  if (shard == nullptr || shard->parts <= 1) {
+  if (shard == nullptr || shard->parts * shard->micros <= 1) {
     if (local > 0) fn(0, 0, local);
     return;
   }
+  // A micro-batch's part: the rank's part cut once more.
+  const int parts = shard->parts * shard->micros;
+  place = place * shard->micros + shard->micro;
   int64_t whole = 1;
   for (int64_t d : shard->whole) whole *= d;
   if (shard->dim < 0) {
-    const int64_t part = (whole + shard->parts - 1) / shard->parts;
+    const int64_t part = (whole + parts - 1) / parts;
     const int64_t begin = static_cast<int64_t>(place) * part;
     const int64_t n = std::min(part, whole - begin);
     if (n > 0) fn(0, begin, n);
     return;
   }
   const auto dim = static_cast<std::size_t>(shard->dim);
-  if (dim >= shard->whole.size() || shard->whole[dim] % shard->parts != 0)
+  if (dim >= shard->whole.size() || shard->whole[dim] % parts != 0)
     throw std::logic_error(fmt::format("shard of '{}': dimension {} does not split into {} parts", shard->of,
-                                       shard->dim, shard->parts));
+                                       shard->dim, parts));
   int64_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < dim; ++i) outer *= shard->whole[i];
   for (std::size_t i = dim + 1; i < shard->whole.size(); ++i) inner *= shard->whole[i];
-  const int64_t part = shard->whole[dim] / shard->parts;
+  const int64_t part = shard->whole[dim] / parts;
   for (int64_t o = 0; o < outer; ++o)
     fn(o * part * inner, (o * shard->whole[dim] + static_cast<int64_t>(place) * part) * inner, part * inner);
 }

@@ -49,12 +49,16 @@ enum class Residence { device, host_pageable, host_pinned };
 // ceil(elements / parts), the last one padded. `place` is the rank's place in its group of
 // `parts` ranks `stride` apart (RankGroup in core/run/communicator.hpp): executors use it to give
 // each rank its part of the whole's data, so a sharded step computes what the unsharded one does.
+// A pipeline's micro-batches cut the rank's part once more: micro-batch `micro` of `micros` is
+// part place · micros + micro of parts · micros.
 struct Shard {
   std::string of;
   std::vector<int64_t> whole;
   int dim = -1;
   int parts = 1;
   int stride = 1;
+  int micro = 0;
+  int micros = 1;
 };
 
 // Runs of a shard's elements in its whole: fn(local offset, whole offset, count) for each
@@ -116,6 +120,9 @@ struct OpAttrs {
   // adamw
   double lr = 1e-4, beta1 = 0.9, beta2 = 0.95, weight_decay = 0.1;
   int passes = 1;                  // memory passes an (unfused) op makes over its data
+  // cross_entropy: its gradient is that of the mean over this many rows (0: `rows`); the
+  // micro-batches of one optimizer step share one mean, rows × micro-batches.
+  int64_t loss_rows = 0;
   // moe_*: E experts (`experts`), each token routed to `top_k`, `capacity` rows per expert
   // buffer; rows = tokens T, cols = hidden h (dispatch, combine) or E (route)
   int64_t experts = 0, top_k = 0, capacity = 0;

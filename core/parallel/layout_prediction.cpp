@@ -17,7 +17,7 @@ namespace {
 // stream: those are the rank's own communication, not the pipeline's.
 bool is_pipeline_transfer(const Op& op) {
   return op.kind == OpKind::collective && op.attrs.collective == Collective::send_recv &&
-         op.stream == pipeline_stream;
+         is_pipeline_stream(op.stream);
 }
 
 // A send/recv that is no pipeline transfer: ring attention's.
@@ -25,8 +25,9 @@ bool is_other_send_recv(const Op& op) {
   return op.kind == OpKind::collective && op.attrs.collective == Collective::send_recv && !is_pipeline_transfer(op);
 }
 
-// Bytes of the forward activations backward reads: what each micro-batch in flight holds.
-double saved_activation_bytes(const Graph& g) {
+// Bytes of the forward activations backward reads: what each micro-batch in flight holds, for
+// every layer of the stage (Tensor::count) or, `as_built`, for the layers its graph holds.
+double saved_activation_bytes(const Graph& g, bool as_built) {
   std::vector<Stage> writer(g.tensors.size(), Stage::other);
   std::vector<bool> read_in_backward(g.tensors.size(), false);
   for (const Op& op : g.ops) {
@@ -38,7 +39,7 @@ double saved_activation_bytes(const Graph& g) {
   for (const Tensor& t : g.tensors) {
     const auto k = static_cast<std::size_t>(t.id);
     if (t.role == TensorRole::activation && !t.on_host() && writer[k] == Stage::forward && read_in_backward[k])
-      bytes += t.bytes() * t.count;
+      bytes += t.bytes() * (as_built ? 1.0 : t.count);
   }
   return bytes;
 }
@@ -144,6 +145,8 @@ Prediction step_prediction(const LayoutPrediction& lp) {
   p.memory.by_role[TensorRole::activation] += lp.memory_peak - p.memory.peak;
   p.memory.peak = lp.memory_peak;
   p.memory_executed = worst.prediction.memory_executed;
+  p.memory_executed.by_role[TensorRole::activation] += worst.memory_executed_peak - p.memory_executed.peak;
+  p.memory_executed.peak = worst.memory_executed_peak;
   p.fits = lp.fits;
   return p;
 }
@@ -165,7 +168,9 @@ LayoutPrediction predict_layout(const std::vector<RankGraph>& graphs, const Para
     r.prediction = predict(rg.graph, hw);
     pass_times(rg.graph, r.prediction, m, r);
     r.after_pipeline = std::max(0.0, r.prediction.step_time - m * (r.forward + r.backward));
-    r.saved_per_micro_batch = train ? saved_activation_bytes(rg.graph) / m : 0.0;
+    // The graph holds one micro-batch's activations whatever grad_accum says.
+    r.saved_per_micro_batch = train ? saved_activation_bytes(rg.graph, false) : 0.0;
+    r.saved_executed_per_micro_batch = train ? saved_activation_bytes(rg.graph, true) : 0.0;
     out.ranks.push_back(std::move(r));
   }
 
@@ -222,6 +227,8 @@ LayoutPrediction predict_layout(const std::vector<RankGraph>& graphs, const Para
   // Memory per rank: its peak with one micro-batch, plus the others in flight.
   for (RankPrediction& r : out.ranks) {
     r.memory_peak = r.prediction.memory.peak + (r.in_flight - 1) * r.saved_per_micro_batch;
+    r.memory_executed_peak =
+        r.prediction.memory_executed.peak + (r.in_flight - 1) * r.saved_executed_per_micro_batch;
     r.fits = hw.memory_bytes <= 0 || r.memory_peak <= hw.memory_bytes;
   }
   out.memory_min = out.ranks.front().memory_peak;

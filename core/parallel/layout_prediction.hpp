@@ -25,8 +25,12 @@ struct RankPrediction {
   double after_pipeline = 0;         // its step less its passes: optimizer, exposed gradient
                                      // communication, host overhead
   int in_flight = 1;                 // micro-batches whose activations it holds at once
-  double saved_per_micro_batch = 0;  // bytes of forward activations backward reads
+  double saved_per_micro_batch = 0;  // bytes of one micro-batch's forward activations backward reads
   double memory_peak = 0;            // bytes: its prediction's peak with `in_flight` micro-batches
+  // The same for the graph as built (sampled layers), as the backend allocates it when it runs
+  // the micro-batches (micro_batches.hpp).
+  double saved_executed_per_micro_batch = 0;
+  double memory_executed_peak = 0;
   bool fits = true;
 };
 

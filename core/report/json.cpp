@@ -131,6 +131,7 @@ json layout_object(const LayoutPrediction& lp, const LayoutFigures& f) {
     rj["after_pipeline_s"] = r.after_pipeline;
     rj["in_flight_micro_batches"] = r.in_flight;
     rj["memory_peak_bytes"] = r.memory_peak;
+    rj["memory_executed_peak_bytes"] = r.memory_executed_peak;
     rj["bytes_by_role_at_peak"] = role_bytes(r.prediction.memory.by_role);
     rj["communication_s"] = r.prediction.communication_time;
     rj["exposed_communication_s"] = r.prediction.exposed_communication;

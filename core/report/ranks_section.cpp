@@ -43,7 +43,7 @@ std::optional<ReportSection> ranks_section(const RunResult& r) {
       if (s.layout)
         for (const RankPrediction& rp : s.layout->ranks)
           if (rp.stage == rm.stage) pred = &rp;
-      const double peak = pred != nullptr ? pred->prediction.memory_executed.peak : 0;
+      const double peak = pred != nullptr ? pred->memory_executed_peak : 0;
       t.add_row({s.step, fmt::format("{}", rm.rank), rm.host, fmt::format("{}", rm.stage),
                  pred != nullptr ? format_duration(pred->prediction.step_time) : "—", format_duration(rm.step_time),
                  format_duration(rm.executed_wall),

@@ -42,7 +42,10 @@ class Communicator {
   // in: size blocks of `bytes`, block i for member i; out: size blocks, block i
   // from member i.
   virtual void all_to_all(const void* in, void* out, int64_t bytes, RankGroup g) = 0;
-  // Point to point, between two ranks of the world.
+  // Point to point, between two ranks of the world. `send` returns once the data is copied, not
+  // once it is received: a pipeline stage sends a micro-batch's activation and goes on with the
+  // next while its neighbour, busy with a backward, receives it later. Each side's messages
+  // arrive in the order sent.
   virtual void send(const void* data, int64_t bytes, int to) = 0;
   virtual void recv(void* data, int64_t bytes, int from) = 0;
   // Every rank of the world.

@@ -16,6 +16,7 @@
 
 #include "core/cost/cost_model.hpp"
 #include "core/errors.hpp"
+#include "core/parallel/micro_batches.hpp"
 
 namespace perfsim {
 
@@ -34,7 +35,7 @@ std::string layout_unexecutable_reason(const ParallelSpec& layout, const Communi
   for (std::size_t i = 0; i < missing.size(); ++i)
     what += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
   return fmt::format(
-      "predicted only: {} parallelism is not executed on ranks yet (data, tensor and one-micro-batch pipeline parallelism, ZeRO and FSDP are)",
+      "predicted only: {} parallelism is not executed on ranks yet (data, tensor and pipeline parallelism, ZeRO and FSDP are)",
       what);
 }
 
@@ -90,6 +91,38 @@ double exposed_communication(const Graph& g, const Measurement& m, bool copy_eng
   return std::max(0.0, timeline_makespan(g, all, copy_engines) - timeline_makespan(g, without, copy_engines));
 }
 
+// The run of a stage's micro-batches as a measurement of the stage graph the report shows: each
+// op's median the mean of its copies' (the stage graph counts it once per micro-batch), its
+// minimum the least; the step time, wall time and memory the run's, bubble included.
+Measurement fold_micro_batches(const Measurement& run, const MicroBatchGraph& steps, const Graph& stage) {
+  Measurement m = run;
+  m.ops.assign(stage.ops.size(), OpMeasurement{});
+  std::vector<int> copies(stage.ops.size(), 0);
+  for (std::size_t i = 0; i < run.ops.size() && i < steps.origin.size(); ++i) {
+    const auto o = static_cast<std::size_t>(steps.origin[i]);
+    OpMeasurement& f = m.ops[o];
+    const OpMeasurement& c = run.ops[i];
+    f.min = copies[o] == 0 ? c.min : std::min(f.min, c.min);
+    f.median += c.median;
+    f.host += c.host;
+    f.device += c.device;
+    f.executed = f.executed || c.executed;
+    ++copies[o];
+  }
+  m.time_by_class.clear();
+  for (std::size_t o = 0; o < stage.ops.size(); ++o) {
+    OpMeasurement& f = m.ops[o];
+    f.op = stage.ops[o].id;
+    if (copies[o] > 0) {
+      f.median /= copies[o];
+      f.host /= copies[o];
+      f.device /= copies[o];
+    }
+    m.time_by_class[class_of(stage.ops[o].kind)] += f.median * stage.ops[o].count;
+  }
+  return m;
+}
+
 // What each rank sends rank 0: its figures as one line of text.
 std::string summary_line(const Measurement& m, const Communicator& ranks, int stage, double exposed) {
   return fmt::format("{} {} {:.17g} {:.17g} {:.17g} {:.17g}", ranks.rank(), stage, m.step_time, m.executed_wall,
@@ -118,13 +151,13 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
   const auto it = std::find_if(stages.begin(), stages.end(), [&](const RankGraph& s) { return s.stage == stage; });
   if (it == stages.end()) throw std::logic_error(fmt::format("no graph for pipeline stage {}", stage));
   const Graph& g = it->graph;
-  // A stage's graph holds one micro-batch: a schedule of several is not executed yet.
-  if (layout.pp > 1 && (g.workload.grad_accum > 1 || layout.interleave > 1)) {
-    r.not_executed = fmt::format(
-        "predicted only: a pipeline runs one micro-batch on ranks so far (grad_accum = 1, interleave = 1; this step "
-        "has {} and {})",
-        g.workload.grad_accum, layout.interleave);
-    return;
+  // A pipeline of several micro-batches runs each one's passes in its schedule's order.
+  const bool scheduled = layout.pp > 1 && (g.workload.grad_accum > 1 || layout.interleave > 1);
+  if (scheduled) {
+    if (std::string why = micro_batch_unsupported_reason(g, layout); !why.empty()) {
+      r.not_executed = std::move(why);
+      return;
+    }
   }
   if (const std::string why = graph_unsupported_reason(backend, g); !why.empty()) {
     r.not_executed = why;
@@ -143,13 +176,20 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
   // run by run.
   o.min_time = 0;
   Measurement m;
+  double exposed = 0;
   {
     const Watchdog watchdog(timeout_s, fmt::format("rank {} of {} on {}: step '{}' still running after {:g} s (a rank lost, or stuck in a collective?); ending every rank",
                                                    ranks.rank(), ranks.size(), ranks.host(), r.step, timeout_s));
-    m = backend.run(g, o);
+    if (scheduled) {
+      const MicroBatchGraph steps = unroll_micro_batches(g, layout, stage);
+      m = backend.run(steps.graph, o);
+      exposed = exposed_communication(steps.graph, m, device.backend != "cpu");
+      m = fold_micro_batches(m, steps, g);
+    } else {
+      m = backend.run(g, o);
+      exposed = exposed_communication(g, m, device.backend != "cpu");
+    }
   }
-  // A GPU copies host data beside its kernels (as the backend's own step time has it); a CPU not.
-  const double exposed = exposed_communication(g, m, device.backend != "cpu");
   const std::vector<std::string> lines = ranks.gather_to_root(summary_line(m, ranks, stage, exposed));
   if (ranks.rank() == 0) {
     for (const std::string& line : lines) r.rank_measured.push_back(parse_summary(line));

@@ -23,6 +23,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #endif
 #include "core/errors.hpp"
+#include "core/parallel/micro_batches.hpp"
 #include "core/parallel/plan.hpp"
 #include "core/run/rank_execution.hpp"
 #include "dsl/dsl.hpp"
@@ -73,8 +74,14 @@ const Tensor* find(const Graph& g, const std::string& name) {
 }
 
 // The whole tensor a rank tensor stands for, in the reference: its shard's
-// whole, or itself.
-std::string whole_name(const Tensor& t) { return t.shard.empty() ? t.name : t.shard.front().of; }
+// whole, or itself (a micro-batch's loss: the loss of every token).
+std::string whole_name(const Tensor& t) {
+  std::string base;
+  if (micro_batch_of(t.name, &base) >= 0) return base;
+  return t.shard.empty() ? t.name : t.shard.front().of;
+}
+
+bool is_loss(const Tensor& t) { return whole_name(t) == "cross_entropy.loss"; }
 
 struct Values {
   std::map<std::string, std::vector<float>> by_name;
@@ -169,13 +176,22 @@ int main(int argc, char** argv) {
         if (layout.gpus() != world.size())
           throw ConfigError(
               fmt::format("step '{}' has {} GPUs, the run {} ranks", s.stacks[i].name, layout.gpus(), world.size()));
-        // The reference: one rank, every data-parallel rank's micro-batch in
+        // The reference: one rank, every data-parallel rank's micro-batches in
         // one batch.
+        const int micro = static_cast<int>(s.workload.grad_accum);
+        if (micro > 1 && layout.pp == 1)
+          throw ConfigError(fmt::format("step '{}': grad_accum > 1 is compared for pipelines only (a rank of "
+                                        "another layout runs one micro-batch)",
+                                        s.stacks[i].name));
         Workload whole = s.workload;
-        whole.batch *= layout.dp;
+        whole.batch *= layout.dp * micro;
+        whole.grad_accum = 1;
         const Graph ref = build_stack_graph(s.model, whole, s.stacks, i, BuildOptions{});
         std::vector<RankGraph> stages = build_rank_graphs(s.model, s.workload, s.stacks, i, layout, 0);
-      Graph mine = std::move(stages.at(static_cast<std::size_t>(stage_of_rank(layout, world.rank()))).graph);
+        const int stage = stage_of_rank(layout, world.rank());
+        Graph mine = std::move(stages.at(static_cast<std::size_t>(stage)).graph);
+        // A pipeline of several micro-batches runs them in its schedule's order.
+        if (micro > 1) mine = unroll_micro_batches(mine, layout, stage).graph;
         if (break_averaging)
           for (Op& op : mine.ops) op.attrs.average = false;
 
@@ -184,7 +200,7 @@ int main(int argc, char** argv) {
         std::vector<const Tensor*> my_tensors, ref_tensors;
         std::map<std::string, TensorRole> kind;
         for (const Tensor& t : mine.tensors) {
-          const bool loss = t.name == "cross_entropy.loss";
+          const bool loss = is_loss(t);
           // Under ZeRO the full-size gradient holds the rank's own sum; its
           // shard is the average.
           const bool averaged_gradient =
@@ -207,11 +223,12 @@ int main(int argc, char** argv) {
           const std::string of = whole_name(*t);
           const std::vector<float>& ref_values = want.by_name.at(of);
           const std::vector<float>& my_values = got.by_name.at(t->name);
-          if (t->name == "cross_entropy.loss") {
+          if (is_loss(*t)) {
             // One loss per token: the rank's are its micro-batch's, its part of
             // the whole batch's.
             Tensor part = *t;
-            part.shard = {Shard{t->name, {t->shape[0] * layout.dp}, 0, layout.dp, layout.dp_stride()}};
+            part.shard = {Shard{of, {t->shape[0] * layout.dp * micro}, 0, layout.dp, layout.dp_stride(),
+                                std::max(0, micro_batch_of(t->name)), micro}};
             compare(loss, part, my_values, ref_values, world.rank(), loss_tol);
           } else if (t->role == TensorRole::gradient) {
             compare(grads, *t, my_values, ref_values, world.rank(), widened(grad_tol, *t));

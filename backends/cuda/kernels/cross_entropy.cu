@@ -1,7 +1,7 @@
 // Fused softmax cross-entropy (as llm.c's fused classifier): one block per row of logits
 // [rows, cols], never a probability tensor. Rows up to 4096 packs are held in registers
 // (row_regs.cuh) and read from DRAM once: max, Σexp → log-sum-exp, then the mean-loss
-// gradient (softmax − onehot)/rows. Wider rows up to 110 KiB are copied whole into shared
+// gradient (softmax − onehot)/mean_rows. Wider rows up to 110 KiB are copied whole into shared
 // memory by cp.async (all of a thread's 16-byte packs in flight at once), and the max, the
 // Σexp and the gradient sweeps read them from there: the row leaves DRAM once. Wider rows
 // stream twice: the first sweep keeps an online (max, Σexp) pair per thread (Milakov &
@@ -57,7 +57,7 @@ __device__ __forceinline__ void write_loss(float* loss, float lse, float x_targe
 template <class T, int V>
 __global__ void cross_entropy_kernel(const T* __restrict__ logits, const int32_t* __restrict__ targets,
                                      float* __restrict__ loss, T* __restrict__ dlogits,
-                                     int64_t rows, int64_t cols) {
+                                     int64_t mean_rows, int64_t cols) {
   const int64_t off = static_cast<int64_t>(blockIdx.x) * cols;
   const T* x = logits + off;
   const int64_t step = static_cast<int64_t>(blockDim.x) * V;
@@ -81,7 +81,7 @@ __global__ void cross_entropy_kernel(const T* __restrict__ logits, const int32_t
   const bool valid = target >= 0 && target < cols;
   write_loss(loss, lse, valid && threadIdx.x == 0 ? detail::to_f32(x[target]) : 0.0f, valid);
   if (dlogits == nullptr) return;
-  const float inv_rows = 1.0f / static_cast<float>(rows), lse2 = lse * k_log2e;
+  const float inv_rows = 1.0f / static_cast<float>(mean_rows), lse2 = lse * k_log2e;
   for (int64_t c = threadIdx.x * V; c < cols; c += step) {
     float v[V], g[V];
     detail::load_f32<T, V>(x + c, v);
@@ -96,7 +96,7 @@ __global__ void cross_entropy_kernel(const T* __restrict__ logits, const int32_t
 template <class T, int V>
 __global__ void __launch_bounds__(1024) cross_entropy_smem_kernel(
     const T* __restrict__ logits, const int32_t* __restrict__ targets, float* __restrict__ loss,
-    T* __restrict__ dlogits, int64_t rows, int64_t cols) {
+    T* __restrict__ dlogits, int64_t mean_rows, int64_t cols) {
   using Pk = detail::Pack<T, V>;
   extern __shared__ __align__(16) unsigned char row_cache[];
   Pk* cache = reinterpret_cast<Pk*>(row_cache);  // [cols / V]
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(1024) cross_entropy_smem_kernel(
   }
   const float lse = block_lse(m, s);
   write_loss(loss, lse, x_target, valid);
-  const float inv_rows = 1.0f / static_cast<float>(rows), lse2 = lse * k_log2e;
+  const float inv_rows = 1.0f / static_cast<float>(mean_rows), lse2 = lse * k_log2e;
   for (int u = tid; u < units; u += nt) {
     const Pk pk = cache[u];
     float v[V], g[V];
@@ -149,7 +149,7 @@ constexpr int k_cache_bytes = static_cast<int>(cross_entropy_row_cache_bytes);  
 template <class T, int V, int N>
 __global__ void __launch_bounds__(k_reg_threads) cross_entropy_reg_kernel(
     const T* __restrict__ logits, const int32_t* __restrict__ targets, float* __restrict__ loss,
-    T* __restrict__ dlogits, int64_t rows, int64_t cols) {
+    T* __restrict__ dlogits, int64_t mean_rows, int64_t cols) {
   using Slice = detail::RowSlice<T, V, N>;
   const int64_t off = static_cast<int64_t>(blockIdx.x) * cols;
   const int tid = threadIdx.x, nt = blockDim.x;
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(k_reg_threads) cross_entropy_reg_kernel(
   const float lse = block_lse(m, s);
   write_loss(loss, lse, x_target, valid);
   if (dlogits == nullptr) return;
-  const float inv_rows = 1.0f / static_cast<float>(rows), lse2 = lse * k_log2e;
+  const float inv_rows = 1.0f / static_cast<float>(mean_rows), lse2 = lse * k_log2e;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     if (!Slice::in_row(tid, nt, k, cols)) continue;
@@ -190,13 +190,13 @@ __global__ void __launch_bounds__(k_reg_threads) cross_entropy_reg_kernel(
 
 template <class T, int V>
 void launch_cross_entropy(const T* logits, const int32_t* targets, float* loss, T* dlogits,
-                          int64_t rows, int64_t cols, cudaStream_t stream) {
+                          int64_t rows, int64_t cols, int64_t mean_rows, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>(rows);
   const int threads = detail::row_threads_ilp(cols / V);
   const int64_t bytes = cols * static_cast<int64_t>(sizeof(T));
   if (const int t = detail::reg_row_threads(cols / V, k_packs, k_reg_threads); t > 0) {
     cross_entropy_reg_kernel<T, V, k_packs><<<blocks, t, 0, stream>>>(logits, targets, loss,
-                                                                      dlogits, rows, cols);
+                                                                      dlogits, mean_rows, cols);
   } else if (dlogits != nullptr && bytes <= k_cache_bytes) {
     static const bool opted_in = [] {  // once per instantiation: a host attribute, capturable
       PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(cross_entropy_smem_kernel<T, V>,
@@ -206,10 +206,10 @@ void launch_cross_entropy(const T* logits, const int32_t* targets, float* loss, 
     }();
     (void)opted_in;
     cross_entropy_smem_kernel<T, V><<<blocks, threads, static_cast<size_t>(bytes), stream>>>(
-        logits, targets, loss, dlogits, rows, cols);
+        logits, targets, loss, dlogits, mean_rows, cols);
   } else {
     cross_entropy_kernel<T, V><<<blocks, threads, 0, stream>>>(logits, targets, loss, dlogits,
-                                                              rows, cols);
+                                                              mean_rows, cols);
   }
 }
 
@@ -218,21 +218,22 @@ void launch_cross_entropy(const T* logits, const int32_t* targets, float* loss, 
 template <class T>
 void cross_entropy(const T* logits, const int32_t* targets, float* loss,
                    std::type_identity_t<T>* dlogits, int64_t rows, int64_t cols,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, int64_t mean_rows) {
   if (rows <= 0 || cols <= 0) return;
+  if (mean_rows <= 0) mean_rows = rows;
   constexpr int vec = detail::vec_of<T>;
   if (cols % vec == 0 && detail::aligned(16, logits, dlogits))
-    launch_cross_entropy<T, vec>(logits, targets, loss, dlogits, rows, cols, stream);
+    launch_cross_entropy<T, vec>(logits, targets, loss, dlogits, rows, cols, mean_rows, stream);
   else
-    launch_cross_entropy<T, 1>(logits, targets, loss, dlogits, rows, cols, stream);
+    launch_cross_entropy<T, 1>(logits, targets, loss, dlogits, rows, cols, mean_rows, stream);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
 template void cross_entropy<float>(const float*, const int32_t*, float*, float*, int64_t, int64_t,
-                                   cudaStream_t);
+                                   cudaStream_t, int64_t);
 template void cross_entropy<__nv_bfloat16>(const __nv_bfloat16*, const int32_t*, float*,
-                                           __nv_bfloat16*, int64_t, int64_t, cudaStream_t);
+                                           __nv_bfloat16*, int64_t, int64_t, cudaStream_t, int64_t);
 template void cross_entropy<__half>(const __half*, const int32_t*, float*, __half*, int64_t,
-                                    int64_t, cudaStream_t);
+                                    int64_t, cudaStream_t, int64_t);
 
 }  // namespace perfsim::cuda

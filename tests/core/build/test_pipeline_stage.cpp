@@ -155,7 +155,7 @@ TEST_CASE("pipeline: send/recv at the stage edges") {
       for (const Op* op : *list) {
         CHECK(op->attrs.group == 2);
         CHECK(op->attrs.group_stride == 1);  // tp = cp = dp = 1
-        CHECK(op->stream == pipeline_stream);
+        CHECK(op->stream == (list == &fwd ? pipeline_stream : pipeline_grad_stream));
         CHECK(op->layer == -1);
         CHECK(op->count == 4);  // once per micro-batch
         const int moved = op->inputs.empty() ? op->outputs.at(0) : op->inputs.at(0);

@@ -9,7 +9,9 @@
 #include "approx.hpp"
 #include "core/build/streams.hpp"
 #include "core/cost/formulas.hpp"
+#include "core/cost/cost_model.hpp"
 #include "core/parallel/layout_prediction.hpp"
+#include "core/parallel/micro_batches.hpp"
 #include "core/parallel/plan.hpp"
 #include "graph_test_models.hpp"
 
@@ -226,4 +228,25 @@ TEST_CASE("layout prediction: each stage's layers, the first ones more when unev
   CHECK(lp.ranks[0].layers == 11);
   CHECK(lp.ranks[1].layers == 11);
   CHECK(lp.ranks[2].layers == 10);
+}
+
+TEST_CASE("layout prediction: the micro-batches in flight, against the step unrolled over them") {
+  // The saved activations of one micro-batch do not depend on how many a step has; stage s of
+  // a 1F1B pipeline holds p − s of them at once, and the memory model run over the step with
+  // every micro-batch's passes copied out (what the ranks execute) agrees with the formula.
+  const Hardware hw = h100_like();
+  ParallelSpec p;
+  p.pp = 2;
+  const std::vector<RankGraph> one = build_rank_graphs(uniform_llama(), train(1), bf16_flash, 0, p, 2);
+  const std::vector<RankGraph> four = build_rank_graphs(uniform_llama(), train(4), bf16_flash, 0, p, 2);
+  const LayoutPrediction lp1 = predict_layout(one, p, hw), lp4 = predict_layout(four, p, hw);
+  for (int s = 0; s < 2; ++s) {
+    CAPTURE(s);
+    const RankPrediction& r = lp4.ranks[static_cast<std::size_t>(s)];
+    CHECK(r.saved_per_micro_batch == approx(lp1.ranks[static_cast<std::size_t>(s)].saved_per_micro_batch));
+    CHECK(r.saved_executed_per_micro_batch > 0);
+    CHECK(r.in_flight == 2 - s);
+    const Graph unrolled = unroll_micro_batches(four[static_cast<std::size_t>(s)].graph, p, s).graph;
+    CHECK(r.memory_executed_peak == approx(predict(unrolled, hw).memory_executed.peak).epsilon(0.02));
+  }
 }
