@@ -16,6 +16,7 @@
 #include "backends/registry.hpp"
 #include "cli/device_profile.hpp"
 #include "cli/output_file.hpp"
+#include "cli/ranks.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/report/validation.hpp"
@@ -126,6 +127,18 @@ CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a) {
           },
           "", "timeout"))
       ->capture_default_str();
+  cmd->add_option("--gpus", a.gpus,
+                  "Run as N ranks on this node (mpirun -np N) and validate the multi-GPU suite (" +
+                      std::string(ranks_suite) +
+                      " unless --suite is given): each scenario's layout over N GPUs, errors per step, per op and per "
+                      "collective (CPU ranks with --backend cpu)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--rank-timeout", a.rank_timeout,
+                  "Seconds a rank may spend executing one step before it ends every rank (0: no limit)")
+      ->type_name("SECONDS")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--unsafe", a.unsafe,
                 "Run the scenarios without the sandbox: they may read and write any file (trusted scripts only)");
   cmd->footer("Exit status: 0 when every checked figure is within --max-error (or none is given), "
@@ -188,8 +201,10 @@ DslSettings suite_settings(const ValidateArgs& a, bool quick) {
 
 // Every scenario of the suite through run_scenario on `backend`, priced with `hw`; a replay
 // backend serves each scenario's saved steps.
+// `ranks`: this process is one rank of several, each scenario's layout executes across them.
 std::vector<RunResult> run_suite(const std::vector<std::string>& files, const DslSettings& settings, Backend& backend,
-                                 ReplayBackend* replay, const Hardware& hw, const Status& status, bool quiet) {
+                                 ReplayBackend* replay, const Hardware& hw, const Status& status, bool quiet,
+                                 Communicator* ranks = nullptr, double rank_timeout = 0) {
   std::vector<RunResult> results;
   for (std::size_t i = 0; i < files.size(); ++i) {
     const std::string& file = files[i];
@@ -209,6 +224,8 @@ std::vector<RunResult> run_suite(const std::vector<std::string>& files, const Ds
                                                 : " (" + sweep_label(point.values) + ")");
       status(label);
       RunnerHooks hooks;
+      hooks.ranks = ranks;
+      hooks.rank_timeout_s = rank_timeout;
       if (!quiet) hooks.progress = [&status, label](const std::string& msg) { status(label + " " + msg); };
       if (replay != nullptr)
         replay->select(point.values.empty() ? point.scenario.name
@@ -285,7 +302,17 @@ int validate_runs(const ValidateArgs& a, ReportFormat format, const std::vector<
 
 }  // namespace
 
-int cmd_validate(const ValidateArgs& a) {
+int cmd_validate(const ValidateArgs& given) {
+  // One rank of several (mpirun, srun, --gpus): the multi-GPU suite unless --suite says
+  // otherwise, its layouts sized to the ranks; rank 0 alone prints.
+  Communicator* ranks = launched_ranks();
+  ValidateArgs a = given;
+  if (ranks != nullptr) {
+    if (!a.measurements.empty())
+      throw UsageError("--measurements prices saved runs in one process: drop --gpus (or the launcher)");
+    if (a.suite == ValidateArgs{}.suite) a.suite = ranks_suite;
+    if (ranks->rank() != 0) a.quiet = true;
+  }
   const ReportFormat format = resolve_report_format(a.format, a.output);
   if (!a.op_error.empty() && a.measurements.size() < 2)
     throw UsageError("--op-error counts ops across runs: give two or more --measurements files");
@@ -307,6 +334,7 @@ int cmd_validate(const ValidateArgs& a) {
     backend = std::move(saved);
   } else {
     backend = make_backend(a.backend);
+    backend->join_ranks(ranks);
   }
   const DeviceInfo device = backend->device();
   const DeviceProfile profile = resolve_device_profile(device, a.profile, a.module_path);
@@ -316,12 +344,20 @@ int cmd_validate(const ValidateArgs& a) {
     status("the suite's full sizes are meant for a GPU and take long on a CPU; --quick runs "
            "CPU-sized models");
 
-  const std::vector<RunResult> results =
-      run_suite(files, suite_settings(a, quick), *backend, replay, profile.hardware, status, a.quiet);
+  DslSettings settings = suite_settings(a, quick);
+  if (ranks != nullptr) settings.overrides.emplace_back("gpus", std::to_string(ranks->size()));
+  const std::vector<RunResult> results = run_suite(files, settings, *backend, replay, profile.hardware, status,
+                                                   a.quiet, ranks, a.rank_timeout);
+  if (ranks != nullptr && ranks->rank() != 0) return 0;
   ValidationSummary summary = summarize_validation(results);
-  const CollectiveMeasurements collectives =
-      replay != nullptr ? replay->collectives() : measure_collectives(*backend, status);
-  add_collective_errors(summary, collectives, profile.hardware);
+  if (ranks != nullptr) {
+    // Each rank's GPU is one of the group: the collectives are those the steps ran.
+    add_step_collective_errors(summary, results);
+  } else {
+    const CollectiveMeasurements collectives =
+        replay != nullptr ? replay->collectives() : measure_collectives(*backend, status);
+    add_collective_errors(summary, collectives, profile.hardware);
+  }
   ValidationContext context = context_of(a, device, backend->name(), profile, files, quick);
   if (!a.measurements.empty()) context.measurements = a.measurements.front();
   context.max_error = max_error;

@@ -24,7 +24,13 @@ struct ValidateArgs {
   bool quiet = false;
   bool unsafe = false;                         // --unsafe: no file sandbox for the scenarios
   double timeout = 60;                         // --timeout SECONDS per scenario script; 0 = none
+  int gpus = 0;                                // --gpus N: run as N ranks (the multi-GPU suite)
+  double rank_timeout = 900;                   // --rank-timeout SECONDS a rank may spend on one step
 };
+
+// The suite a run of several ranks validates when --suite is not given: parallel layouts whose
+// ranks each take one GPU (the scenarios' `gpus` option is set to the rank count).
+inline constexpr const char* ranks_suite = "scenarios/validation_ranks";
 
 // Registers the subcommand and its options on `app`, filling `a` when parsed.
 CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a);

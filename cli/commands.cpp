@@ -378,15 +378,15 @@ int run_cli(int argc, char** argv) {
     std::fflush(stderr);
   }
   try {
-    if (run_cmd->parsed() && run.gpus > 1 && launcher_world_size() == 1)
-      return relaunch_on_ranks(run.gpus, argc, argv);
+    const int gpus = run_cmd->parsed() ? run.gpus : validate_cmd->parsed() ? validate.gpus : 0;
+    if (gpus > 1 && launcher_world_size() == 1) return relaunch_on_ranks(gpus, argc, argv);
     if (Communicator* ranks = launched_ranks(); ranks != nullptr) {
-      if (!run_cmd->parsed())
-        throw UsageError("only `perfsim run` runs as several ranks (mpirun, srun, --gpus)");
-      if (run.gpus > 1 && run.gpus != ranks->size())
-        throw UsageError(fmt::format("--gpus {} under a launcher of {} ranks: drop --gpus", run.gpus, ranks->size()));
+      if (!run_cmd->parsed() && !validate_cmd->parsed())
+        throw UsageError("only `perfsim run` and `perfsim validate` run as several ranks (mpirun, srun, --gpus)");
+      if (gpus > 1 && gpus != ranks->size())
+        throw UsageError(fmt::format("--gpus {} under a launcher of {} ranks: drop --gpus", gpus, ranks->size()));
       try {
-        return cmd_run(run);
+        return run_cmd->parsed() ? cmd_run(run) : cmd_validate(validate);
       } catch (const std::exception& e) {
         abort_ranks(*ranks, e.what(), exit_failure);
       }

@@ -48,6 +48,7 @@ json op_json(const OpError& e) {
 json collective_json(const CollectiveError& e) {
   json j;
   j["collective"] = std::string(name_of(e.collective));
+  if (!e.op.empty()) j["op"] = e.op;
   j["gpus"] = e.group;
   j["bytes"] = num(e.payload);
   j["predicted_s"] = num(e.predicted);
@@ -180,6 +181,7 @@ std::string format_validation_json(const ValidationSummary& s, const ValidationC
 
   json& coll = root["collectives"];
   coll["skipped"] = s.collectives_skipped.empty() ? json(nullptr) : json(s.collectives_skipped);
+  coll["source"] = s.collectives_in_steps ? "steps" : "timed";
   json per = json::array();
   for (const CollectiveValidation& cv : s.collectives)
     per.push_back({{"collective", std::string(name_of(cv.collective))}, {"stats", stats_json(cv.stats)}});

@@ -29,8 +29,8 @@ std::string op_where(const OpError& e) {
 }
 
 std::string collective_where(const CollectiveError& e) {
-  return fmt::format("{} over {} GPUs, {} {}", name_of(e.collective), e.group, format_bytes(e.payload),
-                     format_signed_percent(e.error));
+  return fmt::format("{}{} over {} GPUs, {} {}", e.op.empty() ? "" : e.op + ": ", name_of(e.collective), e.group,
+                     format_bytes(e.payload), format_signed_percent(e.error));
 }
 
 // One row of the overall table from a family's statistics and the worst figure's label.
@@ -196,22 +196,32 @@ ReportSection speedup_section(const ValidationSummary& s) {
 std::optional<ReportSection> collective_section(const ValidationSummary& s) {
   if (s.collective_errors.empty()) return std::nullopt;
   ReportSection sec;
-  sec.title = "Collective time (NCCL, between the calibration's buffer sizes)";
+  const bool in_steps = s.collectives_in_steps;
+  sec.title = in_steps ? "Collective time (the steps' own, on ranks)"
+                       : "Collective time (NCCL, between the calibration's buffer sizes)";
   TextTable& t = sec.table;
+  if (in_steps) t.add_column("op", Align::left);
   t.add_column("collective", Align::left);
   t.add_column("GPUs");
   t.add_column("size");
   t.add_column("pred time");
   t.add_column("meas time");
   t.add_column("time err");
-  for (const CollectiveError& e : s.collective_errors)
-    t.add_row({std::string(name_of(e.collective)), std::to_string(e.group), format_bytes(e.payload),
-               format_duration(e.predicted), format_duration(e.measured), format_signed_percent(e.error)});
+  for (const CollectiveError& e : s.collective_errors) {
+    std::vector<std::string> row{std::string(name_of(e.collective)), std::to_string(e.group), format_bytes(e.payload),
+                                 format_duration(e.predicted), format_duration(e.measured),
+                                 format_signed_percent(e.error)};
+    if (in_steps) row.insert(row.begin(), e.op);
+    t.add_row(std::move(row));
+  }
   std::vector<std::string> medians;
   for (const CollectiveValidation& c : s.collectives)
     medians.push_back(fmt::format("{} {}", name_of(c.collective), format_percent(c.stats.median)));
-  sec.notes.push_back("size: the buffer as nccl-tests counts it; measured: median of back-to-back calls, slowest "
-                      "rank (as calibrate times them); predicted: the profile's collective time");
+  sec.notes.push_back(in_steps ? "size: the buffer as nccl-tests counts it; measured: the op's median in its step on rank "
+                                 "0 (a wait for a slower rank included); predicted: the op's time in the step's "
+                                 "prediction; pipeline transfers are in the step time (their wait is the bubble)"
+                               : "size: the buffer as nccl-tests counts it; measured: median of back-to-back calls, "
+                                 "slowest rank (as calibrate times them); predicted: the profile's collective time");
   sec.notes.push_back(fmt::format("median |error|: {}", fmt::join(medians, ", ")));
   return sec;
 }

@@ -12,6 +12,7 @@
 namespace perfsim {
 
 class Backend;
+struct RunResult;
 struct ValidationSummary;
 
 // One timed collective: the median seconds of back-to-back calls over `group` GPUs of a
@@ -42,5 +43,11 @@ struct CollectiveMeasurements {
 // Prices `m` with `hw` and adds the errors to `s` (collective_errors, collectives,
 // all_collectives, collectives_skipped).
 void add_collective_errors(ValidationSummary& s, const CollectiveMeasurements& m, const Hardware& hw);
+
+// The collectives the steps of `runs` executed on ranks, each op's predicted time against its
+// measured median (rank 0's), added to `s` as add_collective_errors adds timed ones. Pipeline
+// transfers are left out: a receive waits for the other stage, so its time is the bubble, which
+// the step time compares.
+void add_step_collective_errors(ValidationSummary& s, const std::vector<RunResult>& runs);
 
 }  // namespace perfsim

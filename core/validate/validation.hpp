@@ -115,6 +115,9 @@ struct CollectiveError {
   double predicted = 0;   // seconds
   double measured = 0;    // seconds
   double error = 0;       // (predicted − measured) / measured
+  // A collective a step ran on ranks (add_step_collective_errors): "scenario/step op"; empty for
+  // one timed back to back.
+  std::string op;
 };
 
 struct CollectiveValidation {
@@ -139,6 +142,7 @@ struct ValidationSummary {
   std::vector<CollectiveValidation> collectives;   // in all_collectives order, timed ones only
   ErrorStats all_collectives;
   std::string collectives_skipped;
+  bool collectives_in_steps = false;  // the collectives are the steps' own, run on ranks
 };
 
 // Scenario label of a run: its name, and "[batch=8]" when it is a sweep point.
