@@ -57,8 +57,10 @@ if [ "$gpus" -ge 4 ]; then
     tests/mpi/pp_dp_micro_4.lua
   tail -3 "$LOGS/check_gpu_4.log"
 fi
-step "pipeline x2" pipeline_2.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --gpus 2 --quiet "${sets[@]}"
-step "pipeline one GPU" pipeline_1.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --quiet --set stages=1 "${sets[@]}"
+# The pipeline example keeps its own batch (micro-batches of 2 sequences, 4 of them).
+psets=(--set "model=${MODEL:-gpt2-medium}" --set "seq=${SEQ:-1024}")
+step "pipeline x2" pipeline_2.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --gpus 2 --quiet "${psets[@]}"
+step "pipeline one GPU" pipeline_1.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --quiet --set stages=1 "${psets[@]}"
 for f in pipeline_2 pipeline_1; do echo "== $f"; sed -n '/^Step time/,/speedup:/p' "$LOGS/$f.txt"; sed -n '/^Ranks/,/slowest/p' "$LOGS/$f.txt"; done
 # Overlap: each step's measured time on the ranks over the same step alone on one GPU.
 python3 - "$LOGS/ranks_$gpus.json" "$LOGS/single.json" <<'PY' || true
@@ -72,4 +74,8 @@ for r, s in zip(ranks, single):
     f = lambda x: f"{x * 1e3:.2f} ms" if x else "-"
     print(f"| {r['step']} | {f(rm)} | {f(sm)} | {ratio} | {f(r['predicted']['step_time_s'])} | {f(s['predicted']['step_time_s'])} |")
 PY
+# The multi-GPU validation suite on every GPU as ranks: per step, per op and per collective.
+step "validate x$gpus" validate_ranks.log "$perfsim" validate --gpus "$gpus" --backend cuda -q \
+  -o "$LOGS/validate_ranks.txt"
+sed -n '/^Overall/,/^$/p;/^Step time/,/^$/p' "$LOGS/validate_ranks.txt"
 summary
