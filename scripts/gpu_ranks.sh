@@ -75,7 +75,7 @@ for r, s in zip(ranks, single):
     print(f"| {r['step']} | {f(rm)} | {f(sm)} | {ratio} | {f(r['predicted']['step_time_s'])} | {f(s['predicted']['step_time_s'])} |")
 PY
 # The multi-GPU validation suite on every GPU as ranks: per step, per op and per collective.
-step "validate x$gpus" validate_ranks.log "$perfsim" validate --gpus "$gpus" --backend cuda -q \
+step "validate x$gpus" validate_ranks.log "$perfsim" validate --gpus "$gpus" --backend cuda -q --rank-timeout 240 \
   -o "$LOGS/validate_ranks.txt"
 sed -n '/^Overall/,/^$/p;/^Step time/,/^$/p' "$LOGS/validate_ranks.txt"
 summary

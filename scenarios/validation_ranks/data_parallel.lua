@@ -1,6 +1,7 @@
 -- Multi-GPU validation: data parallelism over every rank of the run — DDP (gradient buckets
 -- all-reduced during backward), ZeRO-1 and FSDP (ZeRO-3: weights gathered a layer ahead,
--- gradients reduce-scattered). GPT-2 medium, bf16 with flash attention. quick=true: a small
+-- gradients reduce-scattered), then FSDP's step captured as one CUDA graph, its collectives
+-- inside. GPT-2 medium, bf16 with flash attention. quick=true: a small
 -- GPT-style model for CPU ranks. perfsim validate --gpus N sets gpus.
 local opt = options {
   gpus  = {"ranks of the run (perfsim validate --gpus N sets it)", 2},
@@ -21,6 +22,7 @@ return scenario {
     step("DDP", "bf16", "flash_attention"),
     step("ZeRO-1", {zero = 1}),
     step("FSDP", {zero = 3}),
+    step("+CUDA graphs", "cuda_graphs"),
   },
   execute = { layers = 0, warmup = 2, repeats = opt.quick and 3 or 10 },
 }
