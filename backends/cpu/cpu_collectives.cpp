@@ -11,6 +11,7 @@
 #include "backends/cpu/scalar.hpp"
 #include "core/build/streams.hpp"
 #include "core/errors.hpp"
+#include "core/graph/all_to_all.hpp"
 
 namespace perfsim::cpu {
 
@@ -133,6 +134,27 @@ void all_gather(const Op& op, const Graph& g, const std::vector<void*>& buf, Com
   }
 }
 
+// An all-to-all (core/graph/all_to_all.hpp says which blocks): each block gathered from its runs
+// in the tensor read into one buffer, member by member, the buffers exchanged, and each block
+// received scattered into its runs in the tensor written. Bytes move as stored.
+void all_to_all(const Op& op, const Graph& g, const std::vector<void*>& buf, Communicator& ranks) {
+  const AllToAllBlocks b = all_to_all_blocks(op, g);
+  const auto size = static_cast<int64_t>(bytes_of(storage_of(g.tensor(op.inputs[0]).dtype)));
+  const int64_t block = b.elements * size;
+  std::vector<char> send(static_cast<std::size_t>(block * b.parts)), recv(send.size());
+  const auto* x = static_cast<const char*>(buf[at(op.inputs[0])]);
+  auto* y = static_cast<char*>(buf[at(op.outputs[0])]);
+  for (int p = 0; p < b.parts; ++p)
+    for (int64_t r = 0; r < b.send.runs; ++r)
+      std::memcpy(send.data() + p * block + r * b.send.run * size, x + (p * b.send.run + r * b.send.pitch) * size,
+                  static_cast<std::size_t>(b.send.run * size));
+  ranks.all_to_all(send.data(), recv.data(), block, group_of(op));
+  for (int p = 0; p < b.parts; ++p)
+    for (int64_t r = 0; r < b.recv.runs; ++r)
+      std::memcpy(y + (p * b.recv.run + r * b.recv.pitch) * size, recv.data() + p * block + r * b.recv.run * size,
+                  static_cast<std::size_t>(b.recv.run * size));
+}
+
 // A pipeline edge: the activation goes to the next stage in forward and its gradient to the
 // previous one in backward; a receive takes them from the other side. Stages are
 // attrs.group_stride (pp_stride) ranks apart.
@@ -148,6 +170,35 @@ void send_recv(const Op& op, const Graph& g, const std::vector<void*>& buf, Comm
   }
 }
 
+// A step of ring attention (the context stream): the tensors it reads, end to end as stored, go
+// to the next rank of the context-parallel group, and as many bytes from the previous one fill
+// the tensors it writes, in order. Every rank sends before it receives: a send returns once
+// its data is copied, so the ring cannot deadlock.
+void ring_send_recv(const Op& op, const Graph& g, const std::vector<void*>& buf, Communicator& ranks) {
+  const RankGroup ring = group_of(op);
+  const int me = ranks.rank(), place = ring.place(me);
+  int64_t sent_bytes = 0, received_bytes = 0;
+  for (int id : op.inputs) sent_bytes += stored_bytes(g.tensor(id));
+  for (int id : op.outputs) received_bytes += stored_bytes(g.tensor(id));
+  if (sent_bytes != received_bytes)
+    throw NotExecutable(fmt::format("ring step '{}': sends {} bytes, receives {}", op.name, sent_bytes, received_bytes));
+  std::vector<char> data(static_cast<std::size_t>(sent_bytes));
+  int64_t off = 0;
+  for (int id : op.inputs) {
+    const int64_t n = stored_bytes(g.tensor(id));
+    std::memcpy(data.data() + off, buf[at(id)], static_cast<std::size_t>(n));
+    off += n;
+  }
+  ranks.send(data.data(), sent_bytes, ring.member(me, (place + 1) % ring.size));
+  ranks.recv(data.data(), received_bytes, ring.member(me, (place + ring.size - 1) % ring.size));
+  off = 0;
+  for (int id : op.outputs) {
+    const int64_t n = stored_bytes(g.tensor(id));
+    std::memcpy(buf[at(id)], data.data() + off, static_cast<std::size_t>(n));
+    off += n;
+  }
+}
+
 }  // namespace
 
 std::string collective_unsupported_reason(const Op& op) {
@@ -155,13 +206,11 @@ std::string collective_unsupported_reason(const Op& op) {
     case Collective::all_reduce:
     case Collective::reduce_scatter:
     case Collective::all_gather:
+    case Collective::all_to_all:
       return {};
     case Collective::send_recv:
-      // Ring attention's K/V passes (context stream) are priced, not computed: its blocks merge
-      // by a plain add in the graph, not the online-softmax correction.
-      if (is_pipeline_stream(op.stream)) return {};
-      break;
-    case Collective::all_to_all:
+      // Pipeline edges and ring attention's steps; no other stream sends.
+      if (is_pipeline_stream(op.stream) || op.stream == context_stream) return {};
       break;
   }
   return fmt::format("cpu ranks do not run {} yet ('{}')", name_of(op.attrs.collective), op.name);
@@ -180,8 +229,12 @@ void execute_collective(const Op& op, const Graph& g, const std::vector<void*>& 
     case Collective::all_gather:
       all_gather(op, g, buffers, ranks);
       return;
+    case Collective::all_to_all:
+      all_to_all(op, g, buffers, ranks);
+      return;
     case Collective::send_recv:
-      send_recv(op, g, buffers, ranks);
+      if (op.stream == context_stream) ring_send_recv(op, g, buffers, ranks);
+      else send_recv(op, g, buffers, ranks);
       return;
     default:
       return;

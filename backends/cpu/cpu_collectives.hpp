@@ -23,8 +23,12 @@ namespace perfsim::cpu {
 //   tensor i it writes
 //     (Shard, dim −1), summed or averaged;
 //   all_gather: the rank's flat part i it reads → whole tensor i it writes;
+//   all_to_all: the blocks of the tensor it reads to the members, theirs into the tensor it
+//     writes (core/graph/all_to_all.hpp: expert parallelism's dispatch and return);
 //   send_recv: a pipeline edge, the tensor it reads sent to the next stage in forward (the
-//     previous in backward), the tensor it writes received from the other side.
+//     previous in backward), the tensor it writes received from the other side; on the context
+//     stream a step of ring attention, the tensors it reads sent to the next rank of the group
+//     and those it writes received from the previous one.
 void execute_collective(const Op& op, const Graph& g, const std::vector<void*>& buffers, Communicator& ranks);
 
 }  // namespace perfsim::cpu

@@ -22,7 +22,7 @@ int64_t checked_id(const int32_t* ids, int64_t t, int64_t vocab) {
 }
 
 int64_t position_of(const EmbeddingShape& e, int64_t t) {
-  const int64_t pos = e.position + t % e.seq;
+  const int64_t pos = e.position_of(t);
   if (pos >= e.max_positions)
     throw std::out_of_range(fmt::format("embedding: position {} exceeds the {} learned positions",
                                         pos, e.max_positions));

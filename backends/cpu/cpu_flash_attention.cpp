@@ -74,12 +74,24 @@ void score_tile(const float* qf, const float* kf, int64_t br, int64_t bc, int64_
   }
 }
 
+// The query rows before a.q_first take no part: O rows 0, LSE −inf (and dQ rows 0 in backward).
+template <class T>
+void clear_skipped_rows(T* rows, float* lse, const AttnShape& a) {
+  for (int64_t b = 0; b < a.batch; ++b) {
+    std::fill(rows + q_offset(a, b, 0, 0), rows + q_offset(a, b, a.q_first, 0), from_f32<T>(0.0f));
+    if (lse != nullptr)
+      for (int64_t h = 0; h < a.heads; ++h)
+        std::fill(lse + lse_offset(a, b, h, 0), lse + lse_offset(a, b, h, a.q_first), neg_inf);
+  }
+}
+
 template <class T, class Rows>
 void flash_forward(const T* q, const T* k, const T* v, const Rows& rows, T* o, float* lse, const AttnShape& a,
                    int64_t tile) {
   const int64_t d = a.head_dim;
-  const int64_t q_tiles = (a.seq_q + tile - 1) / tile;
+  const int64_t q_tiles = (a.seq_q - a.q_first + tile - 1) / tile;
   const float scale = a.scale();
+  clear_skipped_rows(o, lse, a);
   parallel_for(a.batch * a.heads * q_tiles, 1, [&](int64_t t0, int64_t t1) {
     const auto tt = static_cast<std::size_t>(tile);
     const auto td = static_cast<std::size_t>(tile * d);
@@ -93,7 +105,7 @@ void flash_forward(const T* q, const T* k, const T* v, const Rows& rows, T* o, f
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (a.heads * q_tiles);
       const int64_t h = (t / q_tiles) % a.heads;
-      const int64_t i0 = (t % q_tiles) * tile;
+      const int64_t i0 = a.q_first + (t % q_tiles) * tile;
       const int64_t br = std::min(tile, a.seq_q - i0);
       const int64_t kh = h / a.group();
       load_tile(q + q_offset(a, b, i0, h), a.heads * d, br, d, qf);
@@ -233,8 +245,9 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
   const int64_t d = a.head_dim;
   const int64_t g = a.group();
   const float scale = a.scale();
-  const int64_t q_tiles = (a.seq_q + tile - 1) / tile;
+  const int64_t q_tiles = (a.seq_q - a.q_first + tile - 1) / tile;
   const int64_t kv_tiles = (a.grad_capacity + tile - 1) / tile;
+  clear_skipped_rows(dq, static_cast<float*>(nullptr), a);
 
   // Sweep 1: each (batch, kv head, kv tile) owns its dK and dV rows, summing every query
   // tile of every head in its group. Rows seq_kv .. grad_capacity are written as zeros.
@@ -253,7 +266,7 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
       if (bc > 0) {
         w.load_kv(k, v, a, b, kh, j0, bc);
         for (int64_t h = kh * g; h < (kh + 1) * g; ++h)
-          for (int64_t i0 = 0; i0 < a.seq_q; i0 += tile) {
+          for (int64_t i0 = a.q_first; i0 < a.seq_q; i0 += tile) {
             const int64_t br = std::min(tile, a.seq_q - i0);
             if (a.visible(i0 + br - 1) <= j0) continue;  // the whole tile is masked
             w.load_query(q, o, d_o, lse, a, b, h, i0, br);
@@ -279,7 +292,7 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (a.heads * q_tiles);
       const int64_t h = (t / q_tiles) % a.heads;
-      const int64_t i0 = (t % q_tiles) * tile;
+      const int64_t i0 = a.q_first + (t % q_tiles) * tile;
       const int64_t br = std::min(tile, a.seq_q - i0);
       w.load_query(q, o, d_o, lse, a, b, h, i0, br);
       std::fill(dq_acc, dq_acc + br * d, 0.0f);

@@ -69,7 +69,7 @@ void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const s
       else if (m_ranks != nullptr && on_vocab_shard(op, g))
         execute_on_vocab_shard(op, g, m_buffers, *m_ranks);
       else
-        execute_op(op, g, m_buffers, m_alloc);
+        execute_op(op, g, m_buffers, m_alloc, m_ranks != nullptr ? m_ranks->rank() : 0);
     } catch (const NotExecutable&) {
       throw;
     } catch (const std::exception& e) {

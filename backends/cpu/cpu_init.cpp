@@ -215,8 +215,7 @@ void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t
     // A padded shard's tail is not in the whole: zeros.
     const int64_t bytes = n * static_cast<int64_t>(bytes_of(t.dtype));
     if (shard != nullptr) std::memset(p, 0, static_cast<std::size_t>(bytes));
-    const int place = shard != nullptr ? (rank / shard->stride) % shard->parts : 0;
-    for_each_whole_run(t.shape, shard, place, [&](int64_t local, int64_t whole, int64_t count) {
+    for_each_whole_run(t, rank, [&](int64_t local, int64_t whole, int64_t count) {
       switch (storage) {
         case Storage::f32: fill_run(static_cast<float*>(p), local, whole, count, spec, tseed); break;
         case Storage::bf16: fill_run(static_cast<bf16*>(p), local, whole, count, spec, tseed); break;

@@ -54,6 +54,9 @@ struct AttnShape {
   int64_t batch = 1, seq_q = 0, seq_kv = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int64_t kv_capacity = 0;    // rows allocated in K and V
   int64_t grad_capacity = 0;  // rows allocated in dK and dV
+  // Flash attention: query rows 0 .. q_first − 1 of each sequence take no part (a ring-attention
+  // block whose keys all lie after them): their O and dQ rows are written 0, their LSE −inf.
+  int64_t q_first = 0;
   PagedLayout paged;          // flash_attention over a paged cache; block 0: contiguous K, V
   bool causal = false;
   [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
@@ -87,6 +90,11 @@ template <class T> void flash_attention(const T* q, const T* k, const T* v, T* o
 template <class T> void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o,
                                             const T* d_o, const float* lse, T* dq, T* dk, T* dv,
                                             const AttnShape& a, int64_t tile = 64);
+// Two attention outputs over disjoint keys joined (cpu_attention_merge.cpp): per query row and
+// head, lse = log(e^lse_a + e^lse_b) and o = e^(lse_a − lse)·o_a + e^(lse_b − lse)·o_b; a row
+// neither block saw (both −inf) stays empty (o 0, lse −inf). O like Q, LSE [b, h, seq_q].
+template <class T> void attn_merge(const T* o_a, const float* lse_a, const T* o_b, const float* lse_b, T* o,
+                                   float* lse, const AttnShape& a);
 
 // ---- cpu_norms.cpp: x, y, dx, sum [rows, cols]; gamma, beta, dgamma, dbeta [cols] -----
 template <class T> void layernorm(const T* x, const T* gamma, const T* beta, T* y,
@@ -113,10 +121,20 @@ template <class T> void silu_mul(const T* gate, const T* up, T* y, int64_t n);
 template <class T> void silu_mul_bwd(const T* gate, const T* up, const T* dy, T* dgate, T* dup,
                                      int64_t n);
 template <class T> void residual_add(const T* a, const T* b, T* out, int64_t n);
-// x, y [tokens, heads, head_dim]; token t sits at position + t % seq. Pairs (i, i + d/2)
+// Where row i = t % seq of a sequence sits: position + i, or under context parallelism
+// (chunk > 0) the rank's two chunks of `chunk` rows, the second from position `second`.
+// constexpr: the GPU kernels call it too.
+[[nodiscard]] constexpr int64_t sequence_position(int64_t t, int64_t seq, int64_t position, int64_t chunk,
+                                               int64_t second) {
+  const int64_t i = t % seq;
+  return chunk > 0 && i >= chunk ? second + i - chunk : position + i;
+}
+// x, y [tokens, heads, head_dim]; token t sits at sequence_position(t, ...). Pairs (i, i + d/2)
 // rotate by angle pos · 10000^(−2i/d).
 struct RopeShape {
   int64_t tokens = 0, heads = 0, head_dim = 0, seq = 1, position = 0;
+  int64_t chunk = 0, second = 0;  // context parallelism (sequence_position)
+  [[nodiscard]] constexpr int64_t position_of(int64_t t) const { return sequence_position(t, seq, position, chunk, second); }
 };
 template <class T> void rope(const T* x, T* y, const RopeShape& r);
 // The inverse rotation (the transpose of rope's Jacobian).
@@ -124,10 +142,12 @@ template <class T> void rope_bwd(const T* dy, T* dx, const RopeShape& r);
 
 // ---- cpu_embedding.cpp ---------------------------------------------------------------
 // ids [tokens] int32 in [0, vocab); table [vocab, hidden]; positions [max_positions, hidden]
-// (optional, learned); x [tokens, hidden]. Token t sits at position + t % seq.
+// (optional, learned); x [tokens, hidden]. Token t sits at sequence_position(t, ...).
 struct EmbeddingShape {
   int64_t tokens = 0, vocab = 0, hidden = 0, seq = 1, position = 0, max_positions = 0;
+  int64_t chunk = 0, second = 0;  // context parallelism (sequence_position)
   bool accumulate = false;  // embedding_bwd adds into dtable/dpositions instead of overwriting
+  [[nodiscard]] constexpr int64_t position_of(int64_t t) const { return sequence_position(t, seq, position, chunk, second); }
 };
 template <class T> void embedding(const int32_t* ids, const T* table,
                                   const std::type_identity_t<T>* positions, T* x,
@@ -156,6 +176,9 @@ template <class T> void cross_entropy(const T* logits, const int32_t* targets, f
 // [−1, capacity), and std::invalid_argument when two kept choices name one buffer row.
 struct MoeShape {
   int64_t tokens = 0, experts = 0, top_k = 0, capacity = 0, hidden = 0;
+  // moe_combine_bwd's dye is scaled by it, moe_dispatch_bwd's dx divided by it
+  // (OpAttrs::expert_grad_scale: 1/ep under expert parallelism).
+  float expert_grad_scale = 1;
 };
 // Each token's top_k largest logits (ties: the lower expert) in descending order, weights =
 // their softmax; slots assigned in choice order, −1 once the expert holds `capacity` rows.
@@ -168,13 +191,13 @@ template <class T> void moe_route_bwd(const T* logits, const int32_t* experts, c
 // xe[e_j, s_j] = x[t]; rows no choice fills are 0.
 template <class T> void moe_dispatch(const T* x, const int32_t* experts, const int32_t* slots, T* xe,
                                      const MoeShape& s);
-// dx[t] = Σ_j dxe[e_j, s_j] over the kept choices.
+// dx[t] = Σ_j dxe[e_j, s_j] / expert_grad_scale over the kept choices.
 template <class T> void moe_dispatch_bwd(const T* dxe, const int32_t* experts, const int32_t* slots,
                                          T* dx, const MoeShape& s);
 // y[t] = Σ_j weights[t, j]·ye[e_j, s_j] over the kept choices.
 template <class T> void moe_combine(const T* ye, const int32_t* experts, const int32_t* slots,
                                     const float* weights, T* y, const MoeShape& s);
-// dye[e_j, s_j] = weights[t, j]·dy[t] (rows no choice fills are 0); dweights[t, j] =
+// dye[e_j, s_j] = expert_grad_scale·weights[t, j]·dy[t] (rows no choice fills are 0); dweights[t, j] =
 // dy[t]·ye[e_j, s_j] (0 for a dropped choice).
 template <class T> void moe_combine_bwd(const T* dy, const T* ye, const int32_t* experts,
                                         const int32_t* slots, const float* weights, T* dye,

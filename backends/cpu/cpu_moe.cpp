@@ -143,6 +143,7 @@ template <class T>
 void moe_dispatch_bwd(const T* dxe, const int32_t* experts, const int32_t* slots, T* dx, const MoeShape& s) {
   (void)filled_by(experts, slots, s);
   const int64_t h = s.hidden;
+  const float unscale = 1.0f / s.expert_grad_scale;
   parallel_for(s.tokens, token_grain(h * s.top_k), [&](int64_t t0, int64_t t1) {
     float* acc = detail::thread_scratch(0, static_cast<std::size_t>(h));
     for (int64_t t = t0; t < t1; ++t) {
@@ -153,6 +154,8 @@ void moe_dispatch_bwd(const T* dxe, const int32_t* experts, const int32_t* slots
         const T* g = dxe + row * h;
         for (int64_t c = 0; c < h; ++c) acc[c] += to_f32(g[c]);
       }
+      if (unscale != 1.0f)
+        for (int64_t c = 0; c < h; ++c) acc[c] *= unscale;
       detail::store_rows(acc, 1, h, dx + t * h, h);
     }
   });
@@ -192,7 +195,8 @@ void moe_combine_bwd(const T* dy, const T* ye, const int32_t* experts, const int
         continue;
       }
       const T* g = dy + (src / s.top_k) * h;
-      for (int64_t c = 0; c < h; ++c) out[c] = from_f32<T>(weights[src] * to_f32(g[c]));
+      const float w = s.expert_grad_scale * weights[src];
+      for (int64_t c = 0; c < h; ++c) out[c] = from_f32<T>(w * to_f32(g[c]));
     }
   });
   parallel_for(s.tokens, token_grain(h * s.top_k), [&](int64_t t0, int64_t t1) {

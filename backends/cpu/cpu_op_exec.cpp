@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "backends/cpu/cpu_context_parallel.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/cpu_op_shapes.hpp"
 #include "core/errors.hpp"
@@ -91,8 +92,9 @@ void run_adamw(const Op& op, const Graph& g, const std::vector<void*>& buf) {
 }
 
 // The kernel call for every op kind whose operands share one float storage T.
+// `rank`: the executing global rank, whose place says a context-parallel op's rows.
 template <class T>
-void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const std::vector<void*>& out) {
+void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const std::vector<void*>& out, int rank) {
   auto I = [&](std::size_t i) { return static_cast<const T*>(in.at(i)); };
   auto O = [&](std::size_t i) { return static_cast<T*>(out.at(i)); };
   auto ids = [&](std::size_t i) { return static_cast<const int32_t*>(in.at(i)); };
@@ -109,7 +111,7 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), attn_shape(op, g)); return;
     case OpKind::attn_scores_bwd: attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), attn_shape(op, g)); return;
     case OpKind::flash_attention: {
-      const AttnShape a = attn_shape(op, g);
+      const AttnShape a = on_context_rank(attn_shape(op, g), op, rank);
       auto* lse = static_cast<float*>(out.at(1));
       if (op.attrs.kv_block > 0) paged_flash_attention(I(0), I(1), I(2), ids(3), a.paged, O(0), lse, a);
       else flash_attention(I(0), I(1), I(2), O(0), lse, a);
@@ -117,7 +119,10 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     }
     case OpKind::flash_attention_bwd:
       flash_attention_bwd(I(0), I(1), I(2), I(3), I(4), static_cast<const float*>(in.at(5)), O(0), O(1),
-                          O(2), attn_shape(op, g));
+                          O(2), on_context_rank(attn_shape(op, g), op, rank));
+      return;
+    case OpKind::attn_merge:
+      attn_merge(I(0), f32(1), I(2), f32(3), O(0), f32_out(1), attn_shape(op, g));
       return;
     case OpKind::layernorm: {
       const RowsCols rc = row_shape(op, g);
@@ -160,13 +165,14 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), elementwise_count(op, g)); return;
     case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), elementwise_count(op, g)); return;
     case OpKind::residual_add: residual_add(I(0), I(1), O(0), elementwise_count(op, g)); return;
-    case OpKind::rope: rope(I(0), O(0), rope_shape(op, g)); return;
-    case OpKind::rope_bwd: rope_bwd(I(0), O(0), rope_shape(op, g)); return;
+    case OpKind::rope: rope(I(0), O(0), on_context_rank(rope_shape(op, g), op, rank)); return;
+    case OpKind::rope_bwd: rope_bwd(I(0), O(0), on_context_rank(rope_shape(op, g), op, rank)); return;
     case OpKind::embedding:
-      embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0), embedding_shape(op, g));
+      embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0), on_context_rank(embedding_shape(op, g), op, rank));
       return;
     case OpKind::embedding_bwd:
-      embedding_bwd(ids(0), I(1), O(0), out.size() > 1 ? O(1) : nullptr, embedding_shape(op, g));
+      embedding_bwd(ids(0), I(1), O(0), out.size() > 1 ? O(1) : nullptr,
+                    on_context_rank(embedding_shape(op, g), op, rank));
       return;
     case OpKind::kv_append: {
       const KvAppendShape s = kv_append_shape(op, g);
@@ -204,7 +210,7 @@ void prepare_in_place(const Op& op, const Graph& g, const std::vector<void*>& bu
 
 }  // namespace
 
-void execute_op(const Op& op, const Graph& g, const std::vector<void*>& buf, TrackingAllocator& alloc) {
+void execute_op(const Op& op, const Graph& g, const std::vector<void*>& buf, TrackingAllocator& alloc, int rank) {
   check_arity(op);
   Scratch scratch(alloc);
   switch (op.kind) {
@@ -269,9 +275,9 @@ void execute_op(const Op& op, const Graph& g, const std::vector<void*>& buf, Tra
     out.push_back(operand(op.outputs[i], fixed_storage(op.kind, true, i).value_or(*kernel), true));
 
   switch (*kernel) {
-    case Storage::f32: run_typed<float>(op, g, in, out); break;
-    case Storage::bf16: run_typed<bf16>(op, g, in, out); break;
-    case Storage::f16: run_typed<half>(op, g, in, out); break;
+    case Storage::f32: run_typed<float>(op, g, in, out, rank); break;
+    case Storage::bf16: run_typed<bf16>(op, g, in, out, rank); break;
+    case Storage::f16: run_typed<half>(op, g, in, out, rank); break;
     default: break;
   }
   for (const WriteBack& w : write_back)

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/errors.hpp"
 
 namespace perfsim::cpu {
@@ -55,6 +57,7 @@ AttnOperands attn_operands(OpKind k) {
     case OpKind::flash_attention: return {{A::q, A::kv, A::kv}, {A::q, A::lse}};
     case OpKind::flash_attention_bwd:
       return {{A::q, A::kv, A::kv, A::q, A::q, A::lse}, {A::q, A::grad_kv, A::grad_kv}};
+    case OpKind::attn_merge: return {{A::q, A::lse, A::q, A::lse}, {A::q, A::lse}};
     default: return {};
   }
 }
@@ -74,6 +77,7 @@ Arity arity_of(OpKind k) {
     case OpKind::attn_scores_bwd: return {3, 3, 2, 2};
     case OpKind::flash_attention: return {3, 4, 2, 2};  // + block table when paged
     case OpKind::flash_attention_bwd: return {6, 6, 3, 3};
+    case OpKind::attn_merge: return {4, 4, 2, 2};
     case OpKind::layernorm: return {3, 3, 1, 1};
     case OpKind::layernorm_bwd: return {3, 3, 3, 3};
     case OpKind::rmsnorm: return {2, 2, 1, 1};
@@ -394,6 +398,9 @@ MoeShape moe_shape(const Op& op, const Graph& g) {
   const MoeLayout layout = moe_layout(op.kind);
   MoeShape s;
   s.experts = at.experts, s.top_k = at.top_k, s.capacity = at.capacity;
+  s.expert_grad_scale = static_cast<float>(at.expert_grad_scale);
+  if (!(s.expert_grad_scale > 0) || !std::isfinite(s.expert_grad_scale))
+    fail(op, fmt::format("expert_grad_scale = {} must be a positive number", at.expert_grad_scale));
   expect_positive(op, s.experts, "experts");
   expect_positive(op, s.top_k, "top_k");
   if (s.top_k > s.experts) fail(op, fmt::format("top_k ({}) exceeds experts ({})", s.top_k, s.experts));
@@ -474,7 +481,9 @@ void check_op(const Op& op, const Graph& g) {
     case OpKind::gemm: (void)gemm_shape(op, g); break;
     case OpKind::attn_scores: case OpKind::attn_softmax: case OpKind::attn_context:
     case OpKind::attn_context_bwd: case OpKind::attn_softmax_bwd: case OpKind::attn_scores_bwd:
-    case OpKind::flash_attention: case OpKind::flash_attention_bwd: (void)attn_shape(op, g); break;
+    case OpKind::flash_attention: case OpKind::flash_attention_bwd: case OpKind::attn_merge:
+      (void)attn_shape(op, g);
+      break;
     case OpKind::layernorm: case OpKind::layernorm_bwd: case OpKind::rmsnorm:
     case OpKind::rmsnorm_bwd: case OpKind::add_rmsnorm: case OpKind::add_layernorm:
     case OpKind::cross_entropy: (void)row_shape(op, g); break;

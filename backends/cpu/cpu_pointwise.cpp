@@ -91,7 +91,7 @@ void rotate(const T* x, T* y, const RopeShape& r, float sign) {
                [&](int64_t t0, int64_t t1) {
     float* cs = detail::thread_scratch(0, static_cast<std::size_t>(2 * half_d));
     for (int64_t t = t0; t < t1; ++t) {
-      const auto pos = static_cast<double>(r.position + t % r.seq);
+      const auto pos = static_cast<double>(r.position_of(t));
       for (int64_t i = 0; i < half_d; ++i) {
         const double ang = pos * inv_freq[static_cast<std::size_t>(i)];
         cs[i] = static_cast<float>(std::cos(ang));

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/cpu_context_parallel.hpp"
 #include "backends/cpu/cpu_op_shapes.hpp"
 #include "backends/cpu/scalar.hpp"
 #include "core/errors.hpp"
@@ -45,8 +46,8 @@ void store(const Graph& g, int id, const std::vector<float>& v, const std::vecto
   convert(v.data(), Storage::f32, buf[at(id)], storage_of(t.dtype), t.elements());
 }
 
-void embedding(const Op& op, const Graph& g, const std::vector<void*>& buf, int place) {
-  const EmbeddingShape e = embedding_shape(op, g);
+void embedding(const Op& op, const Graph& g, const std::vector<void*>& buf, int place, int rank) {
+  const EmbeddingShape e = on_context_rank(embedding_shape(op, g), op, rank);
   const int64_t offset = place * e.vocab, h = e.hidden;
   const auto* ids = static_cast<const int32_t*>(buf[at(op.inputs[0])]);
   const std::vector<float> table = as_floats(g, op.inputs[1], buf);
@@ -58,15 +59,15 @@ void embedding(const Op& op, const Graph& g, const std::vector<void*>& buf, int 
     if (local >= 0 && local < e.vocab)
       std::copy_n(table.begin() + local * h, h, x.begin() + t * h);
     if (positions) {
-      const int64_t p = e.position + t % e.seq;
+      const int64_t p = e.position_of(t);
       for (int64_t c = 0; c < h; ++c) x[at(t * h + c)] += pos[at(p * h + c)];
     }
   }
   store(g, op.outputs[0], x, buf);
 }
 
-void embedding_bwd(const Op& op, const Graph& g, const std::vector<void*>& buf, int place) {
-  const EmbeddingShape e = embedding_shape(op, g);
+void embedding_bwd(const Op& op, const Graph& g, const std::vector<void*>& buf, int place, int rank) {
+  const EmbeddingShape e = on_context_rank(embedding_shape(op, g), op, rank);
   const int64_t offset = place * e.vocab, h = e.hidden;
   const auto* ids = static_cast<const int32_t*>(buf[at(op.inputs[0])]);
   const std::vector<float> dx = as_floats(g, op.inputs[1], buf);
@@ -82,7 +83,7 @@ void embedding_bwd(const Op& op, const Graph& g, const std::vector<void*>& buf, 
     if (local >= 0 && local < e.vocab)
       for (int64_t c = 0; c < h; ++c) dtable[at(local * h + c)] += dx[at(t * h + c)];
     if (positions) {
-      const int64_t p = e.position + t % e.seq;
+      const int64_t p = e.position_of(t);
       for (int64_t c = 0; c < h; ++c) dpos[at(p * h + c)] += dx[at(t * h + c)];
     }
   }
@@ -138,8 +139,8 @@ void execute_on_vocab_shard(const Op& op, const Graph& g, const std::vector<void
   const Shard& s = *vocab_shard(*sharded_operand(op, g));
   const int place = RankGroup{s.parts, s.stride}.place(ranks.rank());
   switch (op.kind) {
-    case OpKind::embedding: embedding(op, g, buffers, place); return;
-    case OpKind::embedding_bwd: embedding_bwd(op, g, buffers, place); return;
+    case OpKind::embedding: embedding(op, g, buffers, place, ranks.rank()); return;
+    case OpKind::embedding_bwd: embedding_bwd(op, g, buffers, place, ranks.rank()); return;
     case OpKind::cross_entropy: cross_entropy(op, g, buffers, s, ranks); return;
     default: throw std::logic_error(fmt::format("'{}' is no vocabulary op", op.name));
   }

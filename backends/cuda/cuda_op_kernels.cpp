@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/cpu/cpu_context_parallel.hpp"
 #include "backends/cpu/cpu_op_shapes.hpp"
 #include "backends/cpu/cpu_vocab_parallel.hpp"
 #include "backends/cuda/cuda_convert.hpp"
@@ -43,10 +44,12 @@ namespace {
 // Seq_q up to this runs flash attention's forward with the split-KV decode kernel.
 constexpr int64_t decode_max_seq_q = decode_kernel_max_seq_q;
 
-// Kernel calls for ops whose float operands share one storage T.
+// Kernel calls for ops whose float operands share one storage T. `rank`: the executing global
+// rank, whose place says a context-parallel op's rows (cpu_context_parallel.hpp).
 template <class T>
 void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const std::vector<void*>& out,
-               const std::function<void*(std::size_t)>& scratch, const BlasHandle* blas_handle, cudaStream_t st) {
+               const std::function<void*(std::size_t)>& scratch, const BlasHandle* blas_handle, cudaStream_t st,
+               int rank) {
   auto I = [&](std::size_t i) { return static_cast<const T*>(in.at(i)); };
   auto O = [&](std::size_t i) { return static_cast<T*>(out.at(i)); };
   [[maybe_unused]] auto ids = [&](std::size_t i) { return static_cast<const int32_t*>(in.at(i)); };
@@ -76,7 +79,7 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       return;
     }
     case OpKind::flash_attention: {
-      const cpu::AttnShape a = cpu::attn_shape(op, g);
+      const cpu::AttnShape a = cpu::on_context_rank(cpu::attn_shape(op, g), op, rank);
       auto* lse = static_cast<float*>(out.at(1));
       if (op.attrs.kv_block > 0) {
         void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
@@ -84,7 +87,8 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
                                ws, st);
         return;
       }
-      if (a.seq_q <= decode_max_seq_q) {
+      // Ring attention's blocks after the first run the flash kernel on every rank (workspace.cpp).
+      if (a.seq_q <= decode_max_seq_q && op.attrs.ring_step == 0) {
         void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
         decode_attention(I(0), I(1), I(2), O(0), lse, a, ws, st);
         return;
@@ -93,12 +97,15 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       return;
     }
     case OpKind::flash_attention_bwd: {
-      const cpu::AttnShape a = cpu::attn_shape(op, g);
+      const cpu::AttnShape a = cpu::on_context_rank(cpu::attn_shape(op, g), op, rank);
       void* ws = scratch(static_cast<std::size_t>(flash_attention_bwd_workspace_bytes(a, int(sizeof(T)))));
       flash_attention_bwd(I(0), I(1), I(2), I(3), I(4), static_cast<const float*>(in.at(5)), O(0), O(1), O(2), a,
                           ws, st);
       return;
     }
+    case OpKind::attn_merge:
+      attn_merge(I(0), f32(1), I(2), f32(3), O(0), f32_out(1), cpu::attn_shape(op, g), st);
+      return;
     case OpKind::layernorm: {
       const cpu::RowsCols rc = cpu::row_shape(op, g);
       layernorm(I(0), I(1), I(2), O(0), rc.rows, rc.cols, eps, st);
@@ -142,13 +149,14 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
     case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), cpu::elementwise_count(op, g), st); return;
     case OpKind::residual_add: residual_add(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
-    case OpKind::rope: rope(I(0), O(0), cpu::rope_shape(op, g), st); return;
-    case OpKind::rope_bwd: rope_bwd(I(0), O(0), cpu::rope_shape(op, g), st); return;
+    case OpKind::rope: rope(I(0), O(0), cpu::on_context_rank(cpu::rope_shape(op, g), op, rank), st); return;
+    case OpKind::rope_bwd: rope_bwd(I(0), O(0), cpu::on_context_rank(cpu::rope_shape(op, g), op, rank), st); return;
     case OpKind::embedding:
-      embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0), cpu::embedding_shape(op, g), st);
+      embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0),
+                cpu::on_context_rank(cpu::embedding_shape(op, g), op, rank), st);
       return;
     case OpKind::embedding_bwd: {
-      const cpu::EmbeddingShape e = cpu::embedding_shape(op, g);
+      const cpu::EmbeddingShape e = cpu::on_context_rank(cpu::embedding_shape(op, g), op, rank);
       const bool with_pos = out.size() > 1;
       auto* ws = static_cast<float*>(
           scratch(static_cast<std::size_t>(embedding_bwd_workspace_floats<T>(e, with_pos)) * sizeof(float)));
@@ -229,6 +237,7 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
     out.push_back(operand(op.outputs[i], fixed_elem(op.kind, true, i).value_or(*kernel), true));
 
   const std::function<void*(std::size_t)> scratch_fn = [this](std::size_t bytes) { return scratch(bytes); };
+  const int rank = m_ranks != nullptr ? m_ranks->rank() : 0;
   if (m_ranks != nullptr && cpu::on_vocab_shard(op, g)) {
     // A vocabulary split among ranks: the same staged operands, the rank's part of the op.
     const std::function<void*(std::size_t)> extra_fn = [this](std::size_t bytes) { return scratch_or_extra(bytes); };
@@ -242,9 +251,9 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
     }
   } else {
     switch (*kernel) {
-      case Elem::f32: run_typed<float>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
-      case Elem::bf16: run_typed<__nv_bfloat16>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
-      case Elem::f16: run_typed<__half>(op, g, in, out, scratch_fn, m_blas.get(), m_stream); break;
+      case Elem::f32: run_typed<float>(op, g, in, out, scratch_fn, m_blas.get(), m_stream, rank); break;
+      case Elem::bf16: run_typed<__nv_bfloat16>(op, g, in, out, scratch_fn, m_blas.get(), m_stream, rank); break;
+      case Elem::f16: run_typed<__half>(op, g, in, out, scratch_fn, m_blas.get(), m_stream, rank); break;
       default: break;
     }
   }

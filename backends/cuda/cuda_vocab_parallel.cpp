@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 
+#include "backends/cpu/cpu_context_parallel.hpp"
 #include "backends/cpu/cpu_op_shapes.hpp"
 #include "backends/cpu/cpu_vocab_parallel.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
@@ -61,13 +62,14 @@ void run_vocab_parallel(const Op& op, const Graph& g, const std::vector<void*>& 
   auto ids = [&](std::size_t i) { return static_cast<const int32_t*>(in.at(i)); };
   switch (op.kind) {
     case OpKind::embedding: {
-      const cpu::EmbeddingShape e = cpu::embedding_shape(op, g);  // e.vocab: this rank's rows
+      // e.vocab: this rank's rows; positions: its chunks of each sequence under context parallelism
+      const cpu::EmbeddingShape e = cpu::on_context_rank(cpu::embedding_shape(op, g), op, ranks.rank());
       const T* positions = in.size() > 2 && place == 0 ? I(2) : nullptr;
       vocab_embedding<T>(ids(0), I(1), positions, O(0), e, place * e.vocab, stream);
       return;
     }
     case OpKind::embedding_bwd: {
-      const cpu::EmbeddingShape e = cpu::embedding_shape(op, g);
+      const cpu::EmbeddingShape e = cpu::on_context_rank(cpu::embedding_shape(op, g), op, ranks.rank());
       const bool with_pos = out.size() > 1;
       auto* ws = static_cast<float*>(
           scratch(static_cast<std::size_t>(embedding_bwd_workspace_floats<T>(e, with_pos)) * sizeof(float)));

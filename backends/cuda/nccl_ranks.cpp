@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_convert.hpp"
 #include "core/build/streams.hpp"
 #include "core/errors.hpp"
+#include "core/graph/all_to_all.hpp"
 
 #ifdef PERFSIM_HAVE_NCCL
 #include <nccl.h>
@@ -71,9 +72,17 @@ bool movable(DType t) {
       return {};
     }
     case Collective::send_recv:
-      if (is_pipeline_stream(op.stream)) return {};  // ring attention's passes are priced only
+      if (is_pipeline_stream(op.stream)) return {};
+      if (op.stream == context_stream) {  // a step of ring attention: block i out, block i in
+        bool pairs = op.inputs.size() == op.outputs.size() && !op.inputs.empty();
+        for (std::size_t i = 0; pairs && i < op.inputs.size(); ++i)
+          pairs = g.tensor(op.inputs[i]).elements() == g.tensor(op.outputs[i]).elements() &&
+                  elem_of(g.tensor(op.inputs[i]).dtype) == elem_of(g.tensor(op.outputs[i]).dtype);
+        if (pairs) return {};
+        return fmt::format("ring step '{}': the blocks it receives are not those it sends", op.name);
+      }
       break;
-    case Collective::all_to_all: break;
+    case Collective::all_to_all: return all_to_all_unfit_reason(op, g);
   }
   return fmt::format("GPU ranks do not run {} yet ('{}')", name_of(op.attrs.collective), op.name);
 }
@@ -146,9 +155,13 @@ void NcclRanks::run(const Op& op, const Graph& g, const std::vector<void*>& buf,
   if (const std::string why = collective_shape_reason(op, g, bucket); !why.empty()) throw NotExecutable(why);
   const RankGroup group{op.attrs.group, op.attrs.group_stride};
   if (group.size <= 1) return;
-  // Pipeline edges go over the world's communicator; the others over their group's.
-  const bool edge = op.attrs.collective == Collective::send_recv;
-  Comm& c = comm(edge ? RankGroup{m_ranks.size(), 1} : group, op.name, edge && op.stream == pipeline_grad_stream ? 1 : 0);
+  // Pipeline edges go over the world's communicator; the others over their group's, ring
+  // attention's steps over a lane of their own (with dp = 1 the gradient average has the same
+  // group, on another stream).
+  const bool ring = op.attrs.collective == Collective::send_recv && op.stream == context_stream;
+  const bool edge = op.attrs.collective == Collective::send_recv && !ring;
+  const int lane = ring ? ring_lane : edge && op.stream == pipeline_grad_stream ? 1 : 0;
+  Comm& c = comm(edge ? RankGroup{m_ranks.size(), 1} : group, op.name, lane);
   auto* nc = static_cast<ncclComm_t>(c.comm);
   auto ok = [&](ncclResult_t r, const char* call) { check_result(r, call, &c, c.group, op.name); };
   const ncclRedOp_t red = op.attrs.average ? ncclAvg : ncclSum;
@@ -232,7 +245,70 @@ void NcclRanks::run(const Op& op, const Graph& g, const std::vector<void*>& buf,
       ok(ncclGroupEnd(), "ncclGroupEnd");
       return;
     }
+    case Collective::all_to_all: {
+      // The blocks of core/graph/all_to_all.hpp: those lying in runs of the tensor (not one
+      // contiguous span) packed into scratch with one 2-D copy a member, one ncclSend and one
+      // ncclRecv a member (its place is its rank in the group's communicator) in one NCCL group,
+      // and the blocks received unpacked the same way into the tensor written.
+      const AllToAllBlocks b = all_to_all_blocks(op, g);
+      const auto size = static_cast<std::size_t>(bytes_of(elem(g, op.inputs[0])));
+      const std::size_t block = static_cast<std::size_t>(b.elements) * size;
+      const std::size_t all = block * static_cast<std::size_t>(b.parts);
+      const auto* x = static_cast<const char*>(buf[at(op.inputs[0])]);
+      auto* y = static_cast<char*>(buf[at(op.outputs[0])]);
+      const bool pack = b.send.runs > 1, unpack = b.recv.runs > 1;
+      // Scratch first: nothing may throw between the group's ends.
+      char* sent = nullptr;
+      char* received = nullptr;
+      try {
+        if (pack) sent = static_cast<char*>(alloc.allocate(all, TensorRole::activation));
+        if (unpack) received = static_cast<char*>(alloc.allocate(all, TensorRole::activation));
+      } catch (...) {
+        alloc.release(sent);
+        throw;
+      }
+      // Block p's run r at p·run + r·pitch elements of its tensor; packed, the runs end to end.
+      auto copy_2d = [&](char* dst, std::size_t dpitch, const char* src, std::size_t spitch, const BlockRuns& r) {
+        PERFSIM_CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, static_cast<std::size_t>(r.run) * size,
+                                             static_cast<std::size_t>(r.runs), cudaMemcpyDeviceToDevice, stream));
+      };
+      const std::size_t send_run = static_cast<std::size_t>(b.send.run) * size;
+      const std::size_t recv_run = static_cast<std::size_t>(b.recv.run) * size;
+      if (pack)
+        for (int p = 0; p < b.parts; ++p)
+          copy_2d(sent + p * block, send_run, x + p * send_run, static_cast<std::size_t>(b.send.pitch) * size, b.send);
+      ok(ncclGroupStart(), "ncclGroupStart");
+      for (int p = 0; p < b.parts; ++p) {
+        // A block in one run lies at p·run of its tensor: sent or received in place.
+        const char* from = pack ? sent + p * block : x + p * send_run;
+        char* to = unpack ? received + p * block : y + p * recv_run;
+        ok(ncclSend(from, block, ncclInt8, p, nc, stream), "ncclSend");
+        ok(ncclRecv(to, block, ncclInt8, p, nc, stream), "ncclRecv");
+      }
+      ok(ncclGroupEnd(), "ncclGroupEnd");
+      if (unpack)
+        for (int p = 0; p < b.parts; ++p)
+          copy_2d(y + p * recv_run, static_cast<std::size_t>(b.recv.pitch) * size, received + p * block, recv_run,
+                  b.recv);
+      alloc.release(sent);
+      alloc.release(received);
+      return;
+    }
     case Collective::send_recv: {
+      if (ring) {
+        // Each block to the next member of the context-parallel group, each from the previous
+        // one (places are ranks in the group's communicator), in one NCCL group.
+        const int place = group.place(m_ranks.rank());
+        const int next = (place + 1) % group.size, prev = (place + group.size - 1) % group.size;
+        ok(ncclGroupStart(), "ncclGroupStart");
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+          ok(ncclSend(buf[at(op.inputs[i])], bytes_of_tensor(g, op.inputs[i]), ncclInt8, next, nc, stream), "ncclSend");
+          ok(ncclRecv(buf[at(op.outputs[i])], bytes_of_tensor(g, op.outputs[i]), ncclInt8, prev, nc, stream),
+             "ncclRecv");
+        }
+        ok(ncclGroupEnd(), "ncclGroupEnd");
+        return;
+      }
       // A pipeline edge over the world communicator: forward to the next stage, gradients back.
       const bool backward = op.stage == Stage::backward;
       const int stride = op.attrs.group_stride;

@@ -9,7 +9,12 @@
 //   reduce_scatter: each whole tensor it reads into the rank's flat part it writes (through a
 //     scratch part when the two are stored differently: bf16 gradients, fp32 shards);
 //   all_gather: each part it reads into the whole tensor it writes;
-//   send_recv: a pipeline edge (ncclSend / ncclRecv over the world communicator).
+//   all_to_all: block j of the tensor it reads to member j, member i's block into the tensor it
+//     writes (core/graph/all_to_all.hpp), one ncclSend and ncclRecv a member in one NCCL group;
+//     strided blocks (expert parallelism's) go through scratch, packed and unpacked by 2-D copies;
+//   send_recv: a pipeline edge (ncclSend / ncclRecv over the world communicator), or on the
+//     context stream a step of ring attention (each block it reads to the next member of the
+//     context-parallel group, each it writes from the previous one, in one NCCL group).
 // ZeRO's parts are ceil(elements / group) long; NCCL's blocks are exact, so a tensor whose
 // elements the group does not divide is refused (NotExecutable, before anything runs).
 //
@@ -91,6 +96,7 @@ class NcclRanks {
   // stream of its own, never wait on one another (1F1B sends one micro-batch forward while the
   // neighbour sends another's gradient back).
   Comm& comm(RankGroup g, const std::string& what, int lane = 0);
+  static constexpr int ring_lane = 2;  // ring attention's steps: a communicator of their own
   // An NCCL result that is not success: aborts every communicator and throws NcclError naming
   // the call (null: an asynchronous error), the error and the group (c may be null before the
   // communicator exists).

@@ -196,6 +196,8 @@ int GraphBuilder::embed(int tokens, const ModelWeights& mw, int64_t batch, int64
   a.batch = batch;
   a.seq_q = seq_q;
   a.position = position;  // row t sits at position + t % seq_q (learned positions)
+  a.cp = m_rank.cp;       // or in the rank's chunks of the sequence (context parallelism)
+  a.cp_stride = m_rank.cp_stride;
   std::vector<int> in{tokens, mw.embedding};
   if (mw.positions >= 0) in.push_back(mw.positions);
   op(OpKind::embedding, "embedding", std::move(in), {x}, a, -1, Stage::forward);
@@ -245,6 +247,8 @@ OpAttrs GraphBuilder::rope_attrs(const AttentionShape& s, int64_t heads) const {
   a.position = s.position;
   a.rows = s.batch * s.seq_q;
   a.elements = a.rows * heads * a.head_dim;
+  a.cp = m_rank.cp;  // the rows are the rank's chunks of each sequence (context parallelism)
+  a.cp_stride = m_rank.cp_stride;
   return a;
 }
 

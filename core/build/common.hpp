@@ -95,13 +95,14 @@ struct LayerActivations {
   Experts moe;
   int mlp_out = -1;            // [R, h]
   int out = -1;                // x1 + mlp [R, h]
-  // Context parallelism: the ring attention's blocks, one per K/V block (block 0 the rank's
-  // own K/V, block j the one received after j steps); scores and probs stay -1 then.
+  // Context parallelism: the K/V block each step of the ring attention read (block 0 the rank's
+  // own, block j the one received after j steps), and the log-sum-exp [B, H, seq_q] fp32 of the
+  // merged output (a.context), which every block's backward reads; scores and probs stay -1.
   struct RingBlock {
-    int k = -1, v = -1;           // the K/V block it read
-    int scores = -1, probs = -1;  // [B, H, seq_q, seq_q], the local queries against the block
+    int k = -1, v = -1;
   };
   std::vector<RingBlock> ring;
+  int ring_lse = -1;
 };
 
 class GraphBuilder {
@@ -172,11 +173,13 @@ class GraphBuilder {
   void pipeline_send(const std::string& name, int x, Stage stage);
   // Context parallelism (context_parallel.cpp): ring attention over the cp ranks, the local
   // queries against each rank's K/V block in turn while the blocks pass around the ring on the
-  // context stream. Forward: writes a.context and a.ring from a.q_att, a.k_src and a.v_src.
+  // context stream, each block a flash attention whose output is merged into the running one.
+  // Forward: writes a.context, a.ring_lse and a.ring from a.q_att, a.k_src and a.v_src.
   void ring_attention(int layer, LayerActivations& a, const AttentionShape& s);
-  // Backward from the context's gradient: the K/V blocks passed around again, and the partial
-  // dK/dV of the other ranks' blocks sent back around the ring. Returns dQ, dK, dV of the
-  // rank's own (rotated) Q and K and V.
+  // Backward from the context's gradient: the K/V blocks pass around again, each block's
+  // backward reading the merged output and LSE; the dK/dV of a received block travel on around
+  // the ring with it, each rank adding its own, and arrive back at the block's rank. Returns dQ,
+  // dK, dV of the rank's own (rotated) Q and K and V.
   struct RingGrads {
     int dq = -1, dk = -1, dv = -1;
   };
@@ -187,7 +190,8 @@ class GraphBuilder {
   // output [T, h] that leave_tp sums over the tensor-parallel ranks.
   int moe_forward(int l, LayerActivations& a, const LayerWeights& lw, int64_t t);
   // An expert-parallel all-to-all on the main stream: each rank's [E, C, h] buffers out to the
-  // ranks holding those experts, [El, ep·C, h] in (or back, `out_shape` saying which).
+  // ranks holding those experts, [El, ep·C, h] in (or back, `out_shape` saying which): the
+  // blocks core/graph/all_to_all.hpp lays out.
   int ep_all_to_all(const std::string& name, int x, std::vector<int64_t> out_shape, int layer, Stage stage);
   // The experts' batched linear: Y[El, rows, n] = X[El, rows, k] · W[El, k, n].
   // `useful`: Experts::useful, the share of its FLOPs MFU counts.
@@ -216,12 +220,17 @@ class GraphBuilder {
   std::pair<int, int> ring_step(const std::string& name, int x, int y, const std::string& xname,
                                 const std::string& yname, int layer, Stage stage);
   int add_blocks(const std::string& name, int a, int b, int layer, Stage stage);
+  // The flash attention of ring step `step` (0: the rank's own block): {O, LSE}.
+  std::pair<int, int> ring_block(int layer, int step, int q, int k, int v, const AttentionShape& s);
   int param(std::string name, std::vector<int64_t> shape, int layer, bool expert = false);
   // A tensor-parallel parameter: marks it as this rank's part along `dim` of the whole the tp
   // ranks split (Tensor::shard), so an executor gives each rank its slice of the whole's values.
   int tp_param(std::string name, std::vector<int64_t> shape, int dim, int layer);
   void add_mlp_weights(int l, LayerWeights& lw, int64_t width, const std::string& prefix = "mlp");
   void add_expert_weights(int l, LayerWeights& lw);
+  // A routed expert's weight [El, ...]: marks it as this rank's experts (dim 0, over the ep
+  // ranks) and its part of each one's width (`width_dim`, over the tp ranks) of the whole.
+  int expert_param(std::string name, std::vector<int64_t> shape, int width_dim, int layer);
 
   const ModelConfig& m_model;
   RankShape m_rank;

@@ -25,19 +25,37 @@ OpAttrs GraphBuilder::moe_attrs(int64_t tokens, int64_t cols, int64_t capacity) 
   return a;
 }
 
+int GraphBuilder::expert_param(std::string name, std::vector<int64_t> shape, int width_dim, int layer) {
+  const RankShape& r = m_rank;
+  const int id = param(name, shape, layer, true);
+  // Outermost first: the ep ranks split the experts, then the tp ranks each expert's width.
+  std::vector<Shard> parts;
+  std::vector<int64_t> experts_part = shape;
+  experts_part[static_cast<std::size_t>(width_dim)] *= r.tp;
+  if (r.expert_parallel()) {
+    std::vector<int64_t> whole = experts_part;
+    whole[0] *= r.ep;
+    parts.push_back(Shard{name, std::move(whole), 0, r.ep, r.ep_stride});
+  }
+  if (r.tensor_parallel()) parts.push_back(Shard{name, std::move(experts_part), width_dim, r.tp, r.tp_stride});
+  m_graph.tensor(id).shard = std::move(parts);
+  return id;
+}
+
 void GraphBuilder::add_expert_weights(int l, LayerWeights& lw) {
   const RankShape& r = m_rank;
   const int64_t h = m_model.hidden, e = r.local_experts, f = r.expert_ffn;
   // The router is whole on every rank: each routes all the tokens it dispatches.
   lw.router = param(lname(l, "mlp.router.weight"), {h, r.experts}, l);
   auto n = [&](const char* what) { return lname(l, what); };
+  // Column-parallel gate/up/fc1 split their outputs (dim 2), row-parallel down/fc2 their inputs.
   if (m_model.activation == Activation::swiglu) {
-    lw.expert_gate = param(n("mlp.experts.gate_proj.weight"), {e, h, f}, l, true);
-    lw.expert_up = param(n("mlp.experts.up_proj.weight"), {e, h, f}, l, true);
-    lw.expert_down = param(n("mlp.experts.down_proj.weight"), {e, f, h}, l, true);
+    lw.expert_gate = expert_param(n("mlp.experts.gate_proj.weight"), {e, h, f}, 2, l);
+    lw.expert_up = expert_param(n("mlp.experts.up_proj.weight"), {e, h, f}, 2, l);
+    lw.expert_down = expert_param(n("mlp.experts.down_proj.weight"), {e, f, h}, 1, l);
   } else {
-    lw.expert_gate = param(n("mlp.experts.fc1.weight"), {e, h, f}, l, true);
-    lw.expert_down = param(n("mlp.experts.fc2.weight"), {e, f, h}, l, true);
+    lw.expert_gate = expert_param(n("mlp.experts.fc1.weight"), {e, h, f}, 2, l);
+    lw.expert_down = expert_param(n("mlp.experts.fc2.weight"), {e, f, h}, 1, l);
   }
 }
 

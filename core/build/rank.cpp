@@ -34,6 +34,31 @@ ContextChunks context_chunks(int cp, int rank) {
   return {rank, 2 * cp - 1 - rank};
 }
 
+ContextRows context_rows(int cp, int rank, int64_t local_seq) {
+  const ContextChunks c = context_chunks(cp, rank);
+  ContextRows r;
+  r.chunk = local_seq / 2;
+  r.first = c.first * r.chunk;
+  r.second = c.second * r.chunk;
+  return r;
+}
+
+RingBlockRows ring_block_rows(int cp, int rank, int step, int64_t local_seq) {
+  (void)context_chunks(cp, rank);
+  if (step < 0 || step >= cp)
+    throw ConfigError(fmt::format("ring attention step {} is outside 0 .. {} (parallel.cp = {})", step, cp - 1, cp));
+  RingBlockRows b;
+  b.kv_rows = local_seq;
+  if (step == 0) {
+    b.causal = true;
+    return b;
+  }
+  const int owner = ((rank - step) % cp + cp) % cp;
+  if (owner < rank) b.kv_rows = local_seq / 2;
+  else b.q_first = local_seq / 2;
+  return b;
+}
+
 int64_t context_causal_pairs(int64_t seq, int cp, int rank) {
   const ContextChunks c = context_chunks(cp, rank);
   if (cp == 1) return seq * (seq + 1) / 2;  // the whole sequence, of any length

@@ -58,6 +58,27 @@ struct ContextChunks {
   int first = 0, second = 0;
 };
 [[nodiscard]] ContextChunks context_chunks(int cp, int rank);
+// Where a context-parallel rank's rows of one sequence sit in it: its local_seq = seq/cp rows are
+// `chunk` rows of chunk `rank` from position `first`, then `chunk` rows of chunk 2·cp − 1 − `rank`
+// from position `second` (cp = 1: one run, first 0 and second = chunk).
+struct ContextRows {
+  int64_t chunk = 0, first = 0, second = 0;
+  [[nodiscard]] int64_t position(int64_t row) const { return row < chunk ? first + row : second + row - chunk; }
+};
+[[nodiscard]] ContextRows context_rows(int cp, int rank, int64_t local_seq);
+// The part of ring attention's block `step` that rank `rank` computes (context_parallel.cpp): its
+// local queries against the K/V of rank j = (rank − step) mod cp, both local_seq rows a sequence.
+//   step 0 (j = rank): every query against the rank's own keys, causal (the local order follows
+//     the positions);
+//   j < rank: every query against chunk j, the block's first half (its second lies after them all);
+//   j > rank: the queries of the second chunk against the whole block (the first precedes it).
+// Either way half of the block's query × key rectangle, as many pairs as the causal block keeps.
+struct RingBlockRows {
+  bool causal = false;
+  int64_t q_first = 0;  // the queries of each sequence before this row take no part
+  int64_t kv_rows = 0;  // the keys of each sequence used, from the first
+};
+[[nodiscard]] RingBlockRows ring_block_rows(int cp, int rank, int step, int64_t local_seq);
 // The (query, key) pairs the causal mask keeps for rank `rank`'s queries of one sequence of
 // `seq` tokens (query at position p sees keys 0 .. p): the attention work the rank does. The
 // same for every rank; cp = 1 gives seq·(seq + 1)/2.

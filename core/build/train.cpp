@@ -163,10 +163,14 @@ class BackwardBuilder {
     auto n = [&](const char* what) { return m_b.lname(l, what); };
     const bool swiglu = m_m.activation == Activation::swiglu;
 
+    // Each expert's weight gradient sums the tokens of the ep ranks: the gradient goes into the
+    // experts scaled by 1/ep and comes out of them scaled back (OpAttrs::expert_grad_scale).
+    OpAttrs buffers_bwd = m_b.moe_attrs(t, h, x.capacity);
+    buffers_bwd.expert_grad_scale = 1.0 / static_cast<double>(m_r.ep);
     const int dreturned = m_b.activation_like(n("mlp.combine.bwd.dexperts"), x.returned);
     const int dweights = m_b.tensor(n("mlp.combine.bwd.dweights"), {t, k}, TensorRole::activation, -1, DType::fp32);
     m_b.op(OpKind::moe_combine_bwd, n("mlp.combine.bwd"), {dy, x.returned, x.choice, x.slots, x.weights},
-           {dreturned, dweights}, m_b.moe_attrs(t, h, x.capacity), l, Stage::backward);
+           {dreturned, dweights}, buffers_bwd, l, Stage::backward);
     const char* down = swiglu ? "mlp.experts.down_proj" : "mlp.experts.fc2";
     const int doutput = m_r.expert_parallel()
                             ? m_b.ep_all_to_all(n("mlp.combine.bwd"), dreturned, {el, rows, h}, l, Stage::backward)
@@ -195,7 +199,7 @@ class BackwardBuilder {
             : dinput;
     const int dx_experts = m_b.activation_like(n("mlp.dispatch.bwd.out"), a.mlp_in);
     m_b.op(OpKind::moe_dispatch_bwd, n("mlp.dispatch.bwd"), {ddispatched, x.choice, x.slots}, {dx_experts},
-           m_b.moe_attrs(t, h, x.capacity), l, Stage::backward);
+           buffers_bwd, l, Stage::backward);
     const int dlogits = m_b.activation_like(n("mlp.route.bwd.out"), x.logits);
     m_b.op(OpKind::moe_route_bwd, n("mlp.route.bwd"), {x.logits, x.choice, dweights}, {dlogits},
            m_b.moe_attrs(t, e, x.capacity), l, Stage::backward);
@@ -409,6 +413,8 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
     ea.elements = t * h;
     ea.batch = w.batch;
     ea.seq_q = seq;
+    ea.cp = r.cp;  // the rows' positions: the rank's chunks of each sequence
+    ea.cp_stride = r.cp_stride;
     ea.accumulate = (m.tied_embeddings && r.last_stage()) || w.grad_accum > 1;
     std::vector<int> eout{bw.grad_of(mw.embedding, -1)};
     if (mw.positions >= 0) eout.push_back(bw.grad_of(mw.positions, -1));

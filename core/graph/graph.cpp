@@ -67,15 +67,74 @@ void for_each_whole_run(const std::vector<int64_t>& shape, const Shard* shard, i
     return;
   }
   const auto dim = static_cast<std::size_t>(shard->dim);
-  if (dim >= shard->whole.size() || shard->whole[dim] % parts != 0)
-    throw std::logic_error(fmt::format("shard of '{}': dimension {} does not split into {} parts", shard->of,
-                                       shard->dim, parts));
+  // Load-balanced chunks: 2·parts of them, two a part; micro-batches cut another level.
+  const int pieces = shard->balanced ? 2 * parts : parts;
+  if (dim >= shard->whole.size() || shard->whole[dim] % pieces != 0 || (shard->balanced && shard->micros > 1))
+    throw std::logic_error(fmt::format("shard of '{}': dimension {} does not split into {} {}", shard->of,
+                                       shard->dim, pieces, shard->balanced ? "balanced chunks" : "parts"));
   int64_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < dim; ++i) outer *= shard->whole[i];
   for (std::size_t i = dim + 1; i < shard->whole.size(); ++i) inner *= shard->whole[i];
-  const int64_t part = shard->whole[dim] / parts;
-  for (int64_t o = 0; o < outer; ++o)
-    fn(o * part * inner, (o * shard->whole[dim] + static_cast<int64_t>(place) * part) * inner, part * inner);
+  const int64_t piece = shard->whole[dim] / pieces;
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t base = o * shard->whole[dim];
+    if (!shard->balanced) {
+      fn(o * piece * inner, (base + static_cast<int64_t>(place) * piece) * inner, piece * inner);
+      continue;
+    }
+    fn(2 * o * piece * inner, (base + static_cast<int64_t>(place) * piece) * inner, piece * inner);
+    fn((2 * o + 1) * piece * inner, (base + static_cast<int64_t>(pieces - 1 - place) * piece) * inner,
+       piece * inner);
+  }
+}
+
+int place_of(const Shard& s, int rank) { return s.parts > 0 && s.stride > 0 ? (rank / s.stride) % s.parts : 0; }
+
+namespace {
+
+struct Run {
+  int64_t local, whole, count;
+};
+
+std::vector<Run> runs_of(const std::vector<int64_t>& shape, const Shard* shard, int place) {
+  std::vector<Run> runs;
+  for_each_whole_run(shape, shard, place,
+                     [&](int64_t local, int64_t whole, int64_t count) { runs.push_back({local, whole, count}); });
+  return runs;
+}
+
+}  // namespace
+
+void for_each_whole_run(const Tensor& t, int rank, const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+  if (t.shard.size() <= 1) {
+    const Shard* s = t.shard.empty() ? nullptr : &t.shard.front();
+    for_each_whole_run(t.shape, s, s != nullptr ? place_of(*s, rank) : 0, fn);
+    return;
+  }
+  // The innermost level's runs lie in the part the level before leaves (that level's local
+  // offsets); each level outwards maps them into its own whole, splitting a run where the
+  // outer level's runs break.
+  const std::size_t levels = t.shard.size();
+  std::vector<Run> runs = runs_of(t.shape, &t.shard[levels - 1], place_of(t.shard[levels - 1], rank));
+  for (std::size_t l = levels - 1; l-- > 0;) {
+    const Shard& outer = t.shard[l];
+    const std::vector<Run> map = runs_of(t.shard[l + 1].whole, &outer, place_of(outer, rank));
+    std::vector<Run> mapped;
+    for (const Run& r : runs) {
+      // The outer runs are in order of their local offsets: the first that ends past r's start.
+      auto it = std::upper_bound(map.begin(), map.end(), r.whole,
+                                 [](int64_t at, const Run& m) { return at < m.local + m.count; });
+      for (int64_t done = 0; done < r.count && it != map.end(); ++it) {
+        const int64_t from = r.whole + done;
+        if (from < it->local) break;  // a gap: past the outer part (padding)
+        const int64_t n = std::min(r.count - done, it->local + it->count - from);
+        mapped.push_back({r.local + done, it->whole + (from - it->local), n});
+        done += n;
+      }
+    }
+    runs = std::move(mapped);
+  }
+  for (const Run& r : runs) fn(r.local, r.whole, r.count);
 }
 
 int64_t Tensor::elements() const {

@@ -50,7 +50,11 @@ enum class Residence { device, host_pageable, host_pinned };
 // `parts` ranks `stride` apart (RankGroup in core/run/communicator.hpp): executors use it to give
 // each rank its part of the whole's data, so a sharded step computes what the unsharded one does.
 // A pipeline's micro-batches cut the rank's part once more: micro-batch `micro` of `micros` is
-// part place · micros + micro of parts · micros.
+// part place · micros + micro of parts · micros. A tensor may be cut by several groups in turn
+// (Tensor::shard): a routed expert's weight is its rank's experts of the whole, then its part
+// of each expert's width; a ZeRO shard of it a flat part of that. Context parallelism cuts
+// each sequence into 2·parts chunks for causal load balance (`balanced`): the part of place p is
+// chunks p and 2·parts − 1 − p along `dim`, in that order (core/build/rank.hpp, context_chunks).
 struct Shard {
   std::string of;
   std::vector<int64_t> whole;
@@ -59,6 +63,7 @@ struct Shard {
   int stride = 1;
   int micro = 0;
   int micros = 1;
+  bool balanced = false;
 };
 
 // Runs of a shard's elements in its whole: fn(local offset, whole offset, count) for each
@@ -84,8 +89,10 @@ struct Tensor {
   // Belongs to the routed experts of a mixture-of-experts layer (weights, their gradients and
   // optimizer state): under expert parallelism only the ranks holding the same experts share it.
   bool expert = false;
-  // Set when the tensor is one rank's part of a larger one (see Shard); empty otherwise.
-  std::vector<Shard> shard;  // at most one
+  // Set when the tensor is one rank's part of a larger one (see Shard); empty otherwise. Several
+  // when parts are cut from parts: outermost first, each one's `whole` the part the one before
+  // leaves (its `of` names the outermost whole's tensor too).
+  std::vector<Shard> shard;
 
   // Throws ConfigError naming the tensor when the count overflows int64.
   [[nodiscard]] int64_t elements() const;
@@ -95,6 +102,14 @@ struct Tensor {
 
 // Whether a tensor lives for the whole step: its role's rule, unless it is transient.
 [[nodiscard]] bool is_persistent(const Tensor& t);
+
+// Global rank `rank`'s place in the group that cuts shard `s`: (rank / stride) mod parts.
+[[nodiscard]] int place_of(const Shard& s, int rank);
+// Runs of tensor t's elements in the outermost whole of its shards (t.shard, every level cutting
+// the part the one before leaves) as global rank `rank` holds them: fn(local offset, whole
+// offset, count), in order of the local offset; a padded tail is left out.
+void for_each_whole_run(const Tensor& t, int rank,
+                        const std::function<void(int64_t local, int64_t whole, int64_t count)>& fn);
 
 // Shape attributes. Which fields matter depends on the op kind (see op_kind.hpp).
 struct OpAttrs {
@@ -117,6 +132,13 @@ struct OpAttrs {
   int64_t elements = 0;
   double eps = 1e-5;
   int64_t position = 0;            // rope / kv_append: position of the first row
+  // Context parallelism: rope, embedding and ring attention's flash_attention(_bwd) ops of a
+  // rank of `cp` ranks `cp_stride` apart, whose place c in that group the executor reads from
+  // its rank. Each sequence's seq_q rows are two chunks, chunks c and 2·cp − 1 − c of the whole
+  // sequence's 2·cp (core/build/rank.hpp, context_positions). `ring_step` k > 0 makes a flash op
+  // the ring's block k: the local queries against the K/V of place (c − k) mod cp, of which only
+  // half meets them (ring_block_rows); k = 0 is the rank's own block, causal.
+  int cp = 1, cp_stride = 1, ring_step = 0;
   // adamw
   double lr = 1e-4, beta1 = 0.9, beta2 = 0.95, weight_decay = 0.1;
   int passes = 1;                  // memory passes an (unfused) op makes over its data
@@ -126,6 +148,12 @@ struct OpAttrs {
   // moe_*: E experts (`experts`), each token routed to `top_k`, `capacity` rows per expert
   // buffer; rows = tokens T, cols = hidden h (dispatch, combine) or E (route)
   int64_t experts = 0, top_k = 0, capacity = 0;
+  // moe_combine_bwd scales the gradient it writes into the experts' buffers by this, and
+  // moe_dispatch_bwd divides the one it reads out of them by it. Under expert parallelism it is
+  // 1/ep: an expert's weight gradient sums the tokens of ep ranks, each rank's loss the mean of
+  // its own tokens, so unscaled it would be ep times a data-parallel rank's share (Megatron-Core
+  // scales expert gradients alike); the tokens' own gradients come back unscaled.
+  double expert_grad_scale = 1;
   // The share of the op's FLOPs that are the model's (MFU counts only those): an expert GEMM
   // over capacity-padded buffers does tokens·top_k / (experts·capacity) useful work.
   double model_share = 1;

@@ -13,6 +13,8 @@ OpClass class_of(OpKind k) {
     case OpKind::gelu: case OpKind::gelu_bwd: case OpKind::silu_mul: case OpKind::silu_mul_bwd:
     case OpKind::rope: case OpKind::rope_bwd: case OpKind::residual_add:
       return OpClass::pointwise;
+    // Joining two attention blocks' outputs is element-wise, memory-bound like an add.
+    case OpKind::attn_merge: return OpClass::pointwise;
     // Routing is a row-wise top-k and softmax over E logits, pointwise-like in cost; the
     // rest only move rows between token and expert order (combine also scales them).
     case OpKind::moe_route: case OpKind::moe_route_bwd: return OpClass::pointwise;
@@ -41,6 +43,7 @@ std::string_view name_of(OpKind k) {
     case OpKind::attn_context_bwd: return "attn_context_bwd";
     case OpKind::flash_attention: return "flash_attention";
     case OpKind::flash_attention_bwd: return "flash_attention_bwd";
+    case OpKind::attn_merge: return "attn_merge";
     case OpKind::layernorm: return "layernorm";
     case OpKind::layernorm_bwd: return "layernorm_bwd";
     case OpKind::rmsnorm: return "rmsnorm";
@@ -138,6 +141,9 @@ std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i
       break;
     case OpKind::flash_attention_bwd:
       if (!is_output && i == 5) return DType::fp32;   // LSE
+      break;
+    case OpKind::attn_merge:
+      if (i % 2 == 1) return DType::fp32;             // the LSEs
       break;
     // Routing: weights and their gradients fp32, expert ids and buffer slots int32.
     case OpKind::moe_route:

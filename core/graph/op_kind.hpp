@@ -22,6 +22,9 @@ enum class OpKind {
   flash_attention,    // {Q, K, V} -> {O, LSE[b,h,q] fp32}: no S or P in memory (decode too);
                       // paged (attrs.kv_block): {Q, K pages, V pages, block table}
   flash_attention_bwd,// {Q, K, V, O, dO, LSE} -> {dQ, dK, dV}, recomputing S tile by tile
+  attn_merge,         // {O_a, LSE_a, O_b, LSE_b} -> {O, LSE}: two attention blocks over disjoint
+                      // keys joined (ring attention): LSE = log(e^LSE_a + e^LSE_b),
+                      // O = e^(LSE_a − LSE)·O_a + e^(LSE_b − LSE)·O_b; LSEs fp32 [b,h,q]
   layernorm,          // {x, gamma, beta} -> {y}            x: [rows, cols]
   layernorm_bwd,      // {x, gamma, dy} -> {dx, dgamma, dbeta} (statistics recomputed from x)
   rmsnorm,            // {x, gamma} -> {y}

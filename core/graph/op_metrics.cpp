@@ -12,7 +12,9 @@ namespace {
 double d(int64_t v) { return static_cast<double>(v); }
 
 // The score rectangle b·h·q·kv; attention FLOPs count all of it even when causal
-// (as Megatron does: Narayanan et al. 2021, §5.1).
+// (as Megatron does: Narayanan et al. 2021, §5.1). A ring-attention block after the first
+// (context parallelism, OpAttrs::ring_step) computes half of its rectangle, as many pairs as the
+// causal block keeps (core/build/rank.hpp, ring_block_rows), and is counted alike.
 double score_elements(const OpAttrs& a) {
   return d(a.batch) * d(a.heads) * d(a.seq_q) * d(a.seq_kv);
 }
@@ -57,6 +59,10 @@ double op_flops(const Op& op, const Graph& g) {
     case OpKind::flash_attention: return 4.0 * score_elements(a) * d(a.head_dim);
     // Flash backward = 2.5× forward: S recomputed plus four gemms (FlashAttention-2 §4).
     case OpKind::flash_attention_bwd: return 2.5 * 4.0 * score_elements(a) * d(a.head_dim);
+    // Per query row and head: the larger LSE, two differences, two exps, their sum, a log, the
+    // new LSE and the two weights (10); per output element a multiply and a multiply-add (3).
+    case OpKind::attn_merge:
+      return d(a.batch) * d(a.seq_q) * d(a.heads) * (3.0 * d(a.head_dim) + 10.0);
     // LayerNorm (Ba et al. 2016, §3): mean, variance (subtract, square, sum), normalize,
     // scale and shift.
     case OpKind::layernorm: return 8.0 * row_elements(a);

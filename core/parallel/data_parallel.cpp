@@ -121,10 +121,13 @@ class DataParallel {
 
   const Group& group_of(const Param& p) const { return p.expert ? m_expert : m_dense; }
 
-  // Marks tensor `id` as this rank's flat part of `whole` (named `of`) over p's shard group.
-  void mark_shard(int id, const std::string& of, const std::vector<int64_t>& whole, const Param& p) {
+  // Marks tensor `id` as this rank's flat part of tensor `of` over p's shard group; when `of` is
+  // itself a part (a routed expert's: the rank's experts), the flat part is cut from that one.
+  void mark_shard(int id, const Tensor& of, const Param& p) {
     const Group& g = group_of(p);
-    tensor(id).shard = {Shard{of, whole, -1, g.shard, g.stride}};
+    std::vector<Shard> parts = of.shard;
+    parts.push_back(Shard{parts.empty() ? of.name : parts.front().of, of.shape, -1, g.shard, g.stride});
+    tensor(id).shard = std::move(parts);
   }
 
   // Gradients are averaged over the data-parallel ranks (each rank's loss is the mean of its
@@ -237,23 +240,23 @@ class DataParallel {
       m_adamw_saved[p.adamw] += elements - shard_of(elements, n);
       for (int id : {p.m, p.v, p.master})
         if (id >= 0) {
-          mark_shard(id, tensor(id).name, tensor(id).shape, p);
+          mark_shard(id, tensor(id), p);
           tensor(id).shape = {shard_of(tensor(id).elements(), n)};
         }
       const Tensor grad = tensor(p.grad);
       const DType grad_dtype = p.master >= 0 ? DType::fp32 : grad.dtype;
       const int shard = add_tensor(grad, grad.name + ".shard", {shard_of(grad.elements(), n)}, grad_dtype, false);
-      mark_shard(shard, grad.name, grad.shape, p);
+      mark_shard(shard, grad, p);
       m_grad_shard[p.grad] = shard;
       replace[p.grad] = shard;
       if (m_stage <= 2) {
         const Tensor w = tensor(p.weight);
         const int ws = add_tensor(w, w.name + ".shard", {shard_of(w.elements(), n)}, w.dtype, false);
-        mark_shard(ws, w.name, w.shape, p);
+        mark_shard(ws, w, p);
         m_weight_shard[p.weight] = ws;
         replace[p.weight] = ws;
       } else {
-        mark_shard(p.weight, tensor(p.weight).name, tensor(p.weight).shape, p);
+        mark_shard(p.weight, tensor(p.weight), p);
         tensor(p.weight).shape = {shard_of(tensor(p.weight).elements(), n)};
       }
     }
@@ -462,18 +465,26 @@ class DataParallel {
 
 // Each data-parallel rank reads its own micro-batch: its part, along the batch, of the batch all
 // dp ranks read (the ranks dp apart in the global order, tp·cp between them). Context
-// parallelism cuts the sequence as well, which one Shard cannot say: left unmarked.
+// parallelism cuts each of its sequences once more into the rank's two load-balanced chunks
+// (core/build/rank.hpp), the tokens' order in the rank's graph.
 void mark_input_shards(Graph& g, const ParallelSpec& p) {
-  if (p.dp <= 1 || p.cp > 1) return;
+  if (p.dp <= 1 && p.cp <= 1) return;
   for (Tensor& t : g.tensors) {
     if (t.role != TensorRole::input || t.shape.empty()) continue;
-    std::vector<int64_t> whole = t.shape;
-    whole[0] *= p.dp;
     constexpr std::string_view host = ".host";
     std::string of = t.name;
     if (t.on_host() && of.size() > host.size() && of.compare(of.size() - host.size(), host.size(), host) == 0)
       of.resize(of.size() - host.size());
-    t.shard = {Shard{of, whole, 0, p.dp, p.tp * p.cp}};
+    if (p.cp <= 1) {
+      std::vector<int64_t> whole = t.shape;
+      whole[0] *= p.dp;
+      t.shard = {Shard{of, whole, 0, p.dp, p.tp * p.cp}};
+      continue;
+    }
+    const int64_t seq = g.workload.seq, batch = t.elements() * p.cp / seq;
+    Shard chunks{of, {batch, seq}, 1, p.cp, p.cp_stride()};
+    chunks.balanced = true;
+    t.shard = {Shard{of, {batch * p.dp, seq}, 0, p.dp, p.dp_stride()}, chunks};
   }
 }
 

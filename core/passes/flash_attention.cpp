@@ -23,7 +23,6 @@ std::string renamed(const std::string& name, const std::string& from, const std:
 struct Chain {
   int scores = -1, softmax = -1, context = -1;  // op indices
   int o = -1, lse = -1;                         // tensor ids
-  int o_final = -1;  // the output the backward reads: o, or the ring blocks' merged output
 };
 
 // The op index that reads `tensor` with kind `k`, or -1.
@@ -60,17 +59,6 @@ void apply_flash_attention(Graph& g) {
     const Op& cx = g.ops[static_cast<std::size_t>(c.context)];
     const OpAttrs& a = sc.attrs;
     c.o = cx.outputs.at(0);
-    // A ring-attention block's output (context parallelism, core/build/context_parallel.cpp) is
-    // folded into the next by an add, its only reader; the backward of every block reads the
-    // folded output (with its own log-sum-exp), as Transformer Engine's does.
-    c.o_final = c.o;
-    for (;;) {
-      const auto& rs = readers[static_cast<std::size_t>(c.o_final)];
-      if (rs.size() != 1) break;
-      const Op& r = g.ops[static_cast<std::size_t>(rs.front())];
-      if (r.kind != OpKind::residual_add || r.stage != Stage::forward) break;
-      c.o_final = r.outputs.at(0);
-    }
     Tensor lse;
     lse.name = renamed(sm.name, "softmax", "flash_attention") + ".lse";
     lse.shape = {a.batch, a.heads, a.seq_q};
@@ -103,7 +91,7 @@ void apply_flash_attention(Graph& g) {
     Op f = cb;
     f.name = renamed(g.ops[static_cast<std::size_t>(sb)].name, "softmax", "flash_attention");
     f.kind = OpKind::flash_attention_bwd;
-    f.inputs = {sbw.inputs.at(1), sbw.inputs.at(2), cb.inputs.at(2), it->second.o_final, cb.inputs.at(0),
+    f.inputs = {sbw.inputs.at(1), sbw.inputs.at(2), cb.inputs.at(2), it->second.o, cb.inputs.at(0),
                 it->second.lse};
     f.outputs = {sbw.outputs.at(0), sbw.outputs.at(1), cb.outputs.at(1)};
     replace[static_cast<int>(i)] = std::move(f);

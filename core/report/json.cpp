@@ -205,14 +205,18 @@ json step_object(const StepResult& s, const StepFigures& f) {
     if (!s.rank_measured.empty()) {
       // Executed on several ranks: step_time_s above is the slowest rank's.
       json ranks = json::array();
-      for (const RankMeasurement& rm : s.rank_measured)
+      for (const RankMeasurement& rm : s.rank_measured) {
+        json kinds = json::object();
+        for (const auto& [c, seconds] : rm.exposed_by_kind) kinds[name_of(c)] = seconds;
         ranks.push_back({{"rank", rm.rank},
                          {"stage", rm.stage},
                          {"host", rm.host},
                          {"step_time_s", rm.step_time},
                          {"executed_wall_s", rm.executed_wall},
                          {"peak_bytes", rm.peak_bytes},
-                         {"exposed_communication_s", rm.exposed_communication}});
+                         {"exposed_communication_s", rm.exposed_communication},
+                         {"exposed_by_kind_s", std::move(kinds)}});
+      }
       mj["ranks"] = std::move(ranks);
     }
     j["measured"] = std::move(mj);

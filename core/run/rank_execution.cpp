@@ -9,6 +9,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -27,16 +29,7 @@ std::string layout_unexecutable_reason(const ParallelSpec& layout, const Communi
         layout.gpus(), describe(layout), ranks.size(), layout.gpus(), layout.gpus(), layout.gpus());
   if (layout.tp > 1 && layout.sharding_stage() > 0)
     return "predicted only: ZeRO and FSDP over tensor-parallel ranks are not executed on ranks yet";
-  std::vector<std::string> missing;
-  if (layout.cp > 1) missing.push_back("context");
-  if (layout.ep > 1) missing.push_back("expert");
-  if (missing.empty()) return {};
-  std::string what;
-  for (std::size_t i = 0; i < missing.size(); ++i)
-    what += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
-  return fmt::format(
-      "predicted only: {} parallelism is not executed on ranks yet (data, tensor and pipeline parallelism, ZeRO and FSDP are)",
-      what);
+  return {};
 }
 
 int stage_of_rank(const ParallelSpec& layout, int rank) { return rank / layout.pp_stride(); }
@@ -81,14 +74,34 @@ class Watchdog {
 };
 
 // How much of the measured step the collectives add: the timeline of the measured medians less
-// the same timeline with the collectives at zero (what the step would take were they free).
-double exposed_communication(const Graph& g, const Measurement& m, bool copy_engines) {
-  std::vector<double> all, without;
-  for (std::size_t i = 0; i < g.ops.size() && i < m.ops.size(); ++i) {
-    all.push_back(m.ops[i].median);
-    without.push_back(g.ops[i].kind == OpKind::collective ? 0.0 : m.ops[i].median);
+// the same timeline with the collectives at zero (what the step would take were they free); in
+// total and per collective kind.
+struct Exposed {
+  double total = 0;
+  std::map<Collective, double> by_kind;
+};
+
+Exposed exposed_communication(const Graph& g, const Measurement& m, bool copy_engines) {
+  const std::size_t n = std::min(g.ops.size(), m.ops.size());
+  std::vector<double> all;
+  for (std::size_t i = 0; i < n; ++i) all.push_back(m.ops[i].median);
+  const double step = timeline_makespan(g, all, copy_engines);
+  // The step with the collectives `free` says are free.
+  auto without = [&](const std::function<bool(const Op&)>& free) {
+    std::vector<double> t = all;
+    for (std::size_t i = 0; i < n; ++i)
+      if (g.ops[i].kind == OpKind::collective && free(g.ops[i])) t[i] = 0;
+    return std::max(0.0, step - timeline_makespan(g, t, copy_engines));
+  };
+  Exposed e;
+  e.total = without([](const Op&) { return true; });
+  for (Collective c : all_collectives) {
+    const bool present = std::any_of(g.ops.begin(), g.ops.end(), [&](const Op& op) {
+      return op.kind == OpKind::collective && op.attrs.collective == c;
+    });
+    if (present) e.by_kind[c] = without([c](const Op& op) { return op.attrs.collective == c; });
   }
-  return std::max(0.0, timeline_makespan(g, all, copy_engines) - timeline_makespan(g, without, copy_engines));
+  return e;
 }
 
 // The run of a stage's micro-batches as a measurement of the stage graph the report shows: each
@@ -123,19 +136,34 @@ Measurement fold_micro_batches(const Measurement& run, const MicroBatchGraph& st
   return m;
 }
 
-// What each rank sends rank 0: its figures as one line of text.
-std::string summary_line(const Measurement& m, const Communicator& ranks, int stage, double exposed) {
-  return fmt::format("{} {} {:.17g} {:.17g} {:.17g} {:.17g}", ranks.rank(), stage, m.step_time, m.executed_wall,
-                     m.peak_bytes, exposed) +
+// What each rank sends rank 0: its figures as one line of text, the exposed time per kind as
+// "kind=seconds,..." ("-" for none), the host last (it may hold spaces).
+std::string summary_line(const Measurement& m, const Communicator& ranks, int stage, const Exposed& exposed) {
+  std::string kinds;
+  for (const auto& [c, seconds] : exposed.by_kind)
+    kinds += fmt::format("{}{}={:.17g}", kinds.empty() ? "" : ",", static_cast<int>(c), seconds);
+  return fmt::format("{} {} {:.17g} {:.17g} {:.17g} {:.17g} {}", ranks.rank(), stage, m.step_time, m.executed_wall,
+                     m.peak_bytes, exposed.total, kinds.empty() ? "-" : kinds) +
          " " + ranks.host();
 }
 
 RankMeasurement parse_summary(const std::string& line) {
   std::istringstream in(line);
   RankMeasurement rm;
+  std::string kinds;
   in >> rm.rank >> rm.stage >> rm.step_time >> rm.executed_wall >> rm.peak_bytes >> rm.exposed_communication >>
-      rm.host;
+      kinds;
+  std::getline(in >> std::ws, rm.host);
   if (!in && !in.eof()) throw std::logic_error("malformed rank summary: " + line);
+  if (kinds != "-") {
+    std::istringstream k(kinds);
+    std::string item;
+    while (std::getline(k, item, ',')) {
+      const std::size_t eq = item.find('=');
+      if (eq == std::string::npos) throw std::logic_error("malformed rank summary: " + line);
+      rm.exposed_by_kind[static_cast<Collective>(std::stoi(item.substr(0, eq)))] = std::stod(item.substr(eq + 1));
+    }
+  }
   return rm;
 }
 
@@ -176,7 +204,7 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
   // run by run.
   o.min_time = 0;
   Measurement m;
-  double exposed = 0;
+  Exposed exposed;
   {
     const Watchdog watchdog(timeout_s, fmt::format("rank {} of {} on {}: step '{}' still running after {:g} s (a rank lost, or stuck in a collective?); ending every rank",
                                                    ranks.rank(), ranks.size(), ranks.host(), r.step, timeout_s));

@@ -58,6 +58,8 @@ struct RankMeasurement {
   // The part of its step the collectives add: the stream timeline of its measured op times
   // less the same timeline with every collective taking no time (rank_execution.cpp).
   double exposed_communication = 0;
+  // The same per collective kind present: the timeline less the same with that kind free.
+  std::map<Collective, double> exposed_by_kind;
 };
 
 struct StepResult {

@@ -1,4 +1,5 @@
-// CUDA flash attention (forward, backward) and decode attention (contiguous and paged)
+// CUDA flash attention (forward, backward, ring-attention blocks and their merge) and decode
+// attention (contiguous and paged)
 // against cpu::flash_attention{,_bwd} on the same random inputs. Outputs are poisoned with
 // NaN bytes before each launch so an unwritten element fails. Tolerances (normalized max
 // error max|a−b|/max|b|): 16-bit ≤ 1e-2 (the GPU rounds P to 16 bits before P·V, the CPU
@@ -302,4 +303,47 @@ TEST_CASE("cuda flash attention backward tensor cores: GQA groups split over CTA
   CHECK_FALSE(gpu::flash_bwd_splits_group(shape(1, 8, 8, 6, 6, 64, false), 2));  // MHA
   CHECK_FALSE(gpu::flash_bwd_splits_group(shape(1, 8, 8, 6, 2, 64, false), 4));  // fp32 fallback
   CHECK_FALSE(gpu::flash_bwd_splits_group(shape(1, 8, 8, 6, 2, 96, false), 2));  // head_dim 96
+}
+
+TEST_CASE("cuda flash attention: ring-attention blocks that skip query rows or read half the keys") {
+  // q_first rows take no part (O 0, LSE −inf, dQ 0), not aligned to a tile; and a block of
+  // all queries against the first half of a K/V block (seq_kv < kv_capacity = grad_capacity).
+  for (bool tensor_cores : {true, false}) {
+    CAPTURE(tensor_cores);
+    AttnShape skip = shape(2, 96, 96, 8, 2, tensor_cores ? 128 : 96, false);
+    skip.q_first = 37;
+    AttnShape half = shape(2, 96, 48, 8, 2, tensor_cores ? 64 : 96, false, 96);
+    for (const AttnShape& a : {skip, half}) {
+      check_forward<cpu::bf16>(a, Fwd::flash);
+      check_backward<cpu::bf16>(a);
+      check_forward<float>(a, Fwd::flash);
+      check_backward<float>(a);
+    }
+  }
+  // The split-KV kernel leaves skipped rows to the flash kernel.
+  AttnShape few = shape(1, 8, 8, 4, 2, 64, false);
+  few.q_first = 4;
+  check_forward<cpu::bf16>(few, Fwd::decode);
+}
+
+TEST_CASE("cuda attn_merge matches cpu::attn_merge, empty rows included") {
+  using C = cpu::bf16;
+  using G = __nv_bfloat16;
+  const AttnShape a = shape(2, 33, 33, 4, 2, 64, false);
+  const auto oa = random_vec<C>(q_elems(a), 21), ob = random_vec<C>(q_elems(a), 22);
+  auto la = random_vec<float>(lse_elems(a), 23), lb = random_vec<float>(lse_elems(a), 24);
+  for (size_t i = 0; i < la.size(); i += 5) lb[i] = -INFINITY;                   // b saw nothing
+  for (size_t i = 0; i < la.size(); i += 7) la[i] = lb[i] = -INFINITY;         // neither did
+  std::vector<C> o_ref(q_elems(a));
+  std::vector<float> l_ref(lse_elems(a));
+  cpu::attn_merge(oa.data(), la.data(), ob.data(), lb.data(), o_ref.data(), l_ref.data(), a);
+  const auto goa = upload(oa), gob = upload(ob), gla = upload(la), glb = upload(lb);
+  DeviceBuf go(q_elems(a) * sizeof(C)), gl(lse_elems(a) * sizeof(float));
+  go.poison();
+  gl.poison();
+  gpu::attn_merge(dev<G>(goa), dev<float>(gla), dev<G>(gob), dev<float>(glb), dev<G>(go), dev<float>(gl), a,
+                  nullptr);
+  PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(norm_err(download<C>(go, q_elems(a)), o_ref) <= tolerance<C>());
+  CHECK(lse_err(download<float>(gl, lse_elems(a)), l_ref) <= 1e-5);
 }

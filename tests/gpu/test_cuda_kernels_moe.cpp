@@ -126,6 +126,13 @@ TEST_CASE_TEMPLATE("cuda kernels: mixture-of-experts routing and row moves match
   check_moe<D>(cpu::MoeShape{.tokens = 300, .experts = 8, .top_k = 2, .capacity = 80, .hidden = 64}, 43, false);
   // 64 experts (two mask words per lane), 2800 choices (several scan steps), k = 4, some drops.
   check_moe<D>(cpu::MoeShape{.tokens = 700, .experts = 64, .top_k = 4, .capacity = 48, .hidden = 128}, 44, true);
+  // Expert parallelism's gradient scale (1/ep) into the experts and back out, both paths.
+  check_moe<D>(cpu::MoeShape{.tokens = 37, .experts = 8, .top_k = 2, .capacity = 6, .hidden = 13,
+                             .expert_grad_scale = 0.5f},
+               45, false);
+  check_moe<D>(cpu::MoeShape{.tokens = 300, .experts = 8, .top_k = 2, .capacity = 80, .hidden = 64,
+                             .expert_grad_scale = 0.25f},
+               46, false);
 }
 
 namespace {

@@ -121,9 +121,7 @@ Values evaluate(StepBackend& backend, const Graph& g, const std::vector<const Te
 // (values `ref`).
 void compare(Check& c, const Tensor& t, const std::vector<float>& mine, const std::vector<float>& ref, int rank,
              Tolerance tol, const std::vector<float>* ref_grad = nullptr) {
-  const Shard* shard = t.shard.empty() ? nullptr : &t.shard.front();
-  const int place = shard != nullptr ? (rank / shard->stride) % shard->parts : 0;
-  for_each_whole_run(t.shape, shard, place, [&](int64_t local, int64_t whole, int64_t n) {
+  for_each_whole_run(t, rank, [&](int64_t local, int64_t whole, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       const auto w = static_cast<std::size_t>(whole + i);
       if (ref_grad != nullptr && std::abs((*ref_grad)[w]) < clear_gradient) continue;
@@ -136,20 +134,25 @@ void compare(Check& c, const Tensor& t, const std::vector<float>& mine, const st
 
 int main(int argc, char** argv) {
   // --break-averaging: gradients summed over the ranks instead of averaged, a fault the check
-  // must catch (the mpi_check_detects test). --backend cuda: the steps on GPU ranks.
-  bool break_averaging = false, use_gpu = false;
+  // must catch (the mpi_check_detects test); --break-expert-scaling: expert gradients left
+  // unscaled by 1/ep (mpi_check_detects_expert_scaling). --backend cuda: the steps on GPU ranks.
+  bool break_averaging = false, break_expert_scaling = false, use_gpu = false;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--break-averaging")
       break_averaging = true;
+    else if (a == "--break-expert-scaling")
+      break_expert_scaling = true;
     else if (a == "--backend" && i + 1 < argc)
       use_gpu = std::string(argv[++i]) == "cuda";
     else
       files.push_back(a);
   }
   if (files.empty()) {
-    std::fprintf(stderr, "usage: mpirun -np N mpi_step_check [--break-averaging] [--backend cuda] SCENARIO.lua...\n");
+    std::fprintf(stderr,
+                 "usage: mpirun -np N mpi_step_check [--break-averaging] [--break-expert-scaling] [--backend cuda] "
+                 "SCENARIO.lua...\n");
     return 2;
   }
   if (use_gpu) use_local_gpu();
@@ -194,6 +197,8 @@ int main(int argc, char** argv) {
         if (micro > 1) mine = unroll_micro_batches(mine, layout, stage).graph;
         if (break_averaging)
           for (Op& op : mine.ops) op.attrs.average = false;
+        if (break_expert_scaling)
+          for (Op& op : mine.ops) op.attrs.expert_grad_scale = 1;
 
         // Loss, gradients and weights (or master weights) as the rank holds
         // them.
@@ -202,9 +207,11 @@ int main(int argc, char** argv) {
         for (const Tensor& t : mine.tensors) {
           const bool loss = is_loss(t);
           // Under ZeRO the full-size gradient holds the rank's own sum; its
-          // shard is the average.
+          // shard is the average. (A routed expert's gradient is a part of the
+          // whole too: averaged unless ZeRO shards it further.)
           const bool averaged_gradient =
-              t.role == TensorRole::gradient && is_persistent(t) && (layout.sharding_stage() == 0 || !t.shard.empty());
+              t.role == TensorRole::gradient && is_persistent(t) &&
+              (layout.sharding_stage() == 0 || (!t.shard.empty() && find(mine, t.name + ".shard") == nullptr));
           const bool param = t.role == TensorRole::weight || t.role == TensorRole::master_weight || averaged_gradient;
           if (!loss && !param) continue;
           const Tensor* r = find(ref, whole_name(t));
@@ -229,6 +236,14 @@ int main(int argc, char** argv) {
             Tensor part = *t;
             part.shard = {Shard{of, {t->shape[0] * layout.dp * micro}, 0, layout.dp, layout.dp_stride(),
                                 std::max(0, micro_batch_of(t->name)), micro}};
+            if (layout.cp > 1) {
+              // Context parallelism: the tokens of the rank's two chunks of each sequence.
+              const int64_t seq = s.workload.seq, batch = t->shape[0] * layout.cp / seq;
+              Shard chunks{of, {batch, seq}, 1, layout.cp, layout.cp_stride()};
+              chunks.balanced = true;
+              part.shard.front().whole = {batch * layout.dp * micro, seq};
+              part.shard.push_back(chunks);
+            }
             compare(loss, part, my_values, ref_values, world.rank(), loss_tol);
           } else if (t->role == TensorRole::gradient) {
             compare(grads, *t, my_values, ref_values, world.rank(), widened(grad_tol, *t));

@@ -336,7 +336,8 @@ template <class T>
 void decode_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
                       void* workspace, cudaStream_t stream) {
   if (a.seq_kv > a.kv_capacity) throw ConfigError("decode_attention: seq_kv exceeds kv_capacity");
-  if (!split_kernel_head_dim(a.head_dim)) return flash_attention(q, k, v, o, lse, a, stream);
+  // Query rows skipped (a ring-attention block's) are the flash kernel's to leave empty.
+  if (!split_kernel_head_dim(a.head_dim) || a.q_first > 0) return flash_attention(q, k, v, o, lse, a, stream);
   launch_decode(q, k, v, o, lse, a, workspace, ContiguousRows{a.kv_capacity}, stream);
 }
 

@@ -24,7 +24,7 @@ __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __res
        w < e.tokens * per_row; w += stride) {
     const int64_t t = w / per_row, c = (w % per_row) * V;
     const int64_t id = ids[t];
-    const int64_t pos = e.position + t % e.seq;
+    const int64_t pos = e.position_of(t);
     float out[V];
     if (id < 0 || id >= e.vocab || (positions != nullptr && pos >= e.max_positions)) {
 #pragma unroll
@@ -56,7 +56,7 @@ __global__ void scatter_add_kernel(const int32_t* __restrict__ ids, const void* 
     else if (dx_kind == 1) g = detail::to_f32(static_cast<const __nv_bfloat16*>(dx)[w]);
     else g = detail::to_f32(static_cast<const __half*>(dx)[w]);
     atomicAdd(acc + id * e.hidden + c, g);
-    const int64_t pos = e.position + t % e.seq;
+    const int64_t pos = e.position_of(t);
     if (accp != nullptr && pos < e.max_positions) atomicAdd(accp + pos * e.hidden + c, g);
   }
 }

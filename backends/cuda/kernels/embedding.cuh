@@ -1,6 +1,6 @@
 // Token embedding on the GPU, mirroring cpu::embedding/embedding_bwd
 // (backends/cpu/cpu_kernels.hpp): ids [tokens] int32; table [vocab, hidden]; positions
-// [max_positions, hidden] (optional); x [tokens, hidden]; token t at position + t % seq.
+// [max_positions, hidden] (optional); x [tokens, hidden]; token t at e.position_of(t).
 // Ids are not range-checked on the device (a kernel cannot throw): the host fills them from
 // cpu_init; an out-of-range id or position produces a NaN row instead of an out-of-bounds read.
 // Launchers are asynchronous on `stream` and capturable.

@@ -1,7 +1,7 @@
 // Flash attention forward (FlashAttention-2, Dao 2023, Alg. 1), O and LSE from Q, K, V.
 // Q [b, seq_q, H, d]; K, V [b, kv_capacity, Hkv, d] (first seq_kv rows read); O like Q;
 // LSE [b, H, seq_q] fp32. Semantics of cpu::flash_attention (GQA, causal, -inf LSE and zero
-// O for a row that sees nothing).
+// O for a row that sees nothing, as the rows before q_first do).
 //
 // Tensor-core path (bf16/fp16, d in {64, 128}): one CTA of 4 warps per (query tile of
 // 64·WM rows, head, batch); each warp owns WM slices of 16 query rows. K/V tiles of 64 rows
@@ -44,6 +44,7 @@ struct FwdParams {
   int64_t kv_capacity;
   bool causal;
   float scale;  // 1/sqrt(d)
+  int q_first;  // rows before it see nothing: O 0, LSE −inf (a ring-attention block)
 };
 
 constexpr int k_block_n = 64;
@@ -93,9 +94,11 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
 
   // Causal: the tile's last row sees the most; rows see kv < seq_kv - seq_q + row + 1.
   const int diag = p.seq_kv - p.seq_q;  // query row i sees kv < diag + i + 1
-  const int kv_end =
-      p.causal ? max(0, min(p.seq_kv, diag + i0 + rows_valid)) : p.seq_kv;
+  const int kv_end = i0 + rows_valid <= p.q_first ? 0
+                     : p.causal ? max(0, min(p.seq_kv, diag + i0 + rows_valid))
+                                : p.seq_kv;
   const int mask_from = p.causal ? min(p.seq_kv, diag + i0 + 1) : p.seq_kv;  // tiles past need masks
+  const bool skips_rows = i0 < p.q_first;  // rows before q_first are masked whole
   const int n_tiles = (kv_end + BN - 1) / BN;
 
   load_tile<T, D, BM>(q_s, q, q_stride, rows_valid, tid);
@@ -164,14 +167,14 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
       }
     }
 
-    // Mask kv columns a row may not see (only on tiles crossing the diagonal or seq_kv).
-    if (j0 + BN > mask_from) {
+    // Mask kv columns a row may not see (only on tiles crossing the diagonal, seq_kv or q_first).
+    if (j0 + BN > mask_from || skips_rows) {
 #pragma unroll
       for (int mi = 0; mi < WM; ++mi)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int row = i0 + wrow0 + mi * 16 + g + 8 * hh;
-          const int vis = p.causal ? min(p.seq_kv, diag + row + 1) : p.seq_kv;
+          const int vis = row < p.q_first ? 0 : p.causal ? min(p.seq_kv, diag + row + 1) : p.seq_kv;
 #pragma unroll
           for (int nb = 0; nb < BN / 8; ++nb)
 #pragma unroll
@@ -281,7 +284,7 @@ __global__ void flash_fwd_simple_kernel(FwdParams p, int d) {
     qr[u] = x < d ? to_float(q[x]) : 0.f;
     acc[u] = 0.f;
   }
-  const int vis = p.causal ? max(0, min(p.seq_kv, p.seq_kv - p.seq_q + i + 1)) : p.seq_kv;
+  const int vis = i < p.q_first ? 0 : p.causal ? max(0, min(p.seq_kv, p.seq_kv - p.seq_q + i + 1)) : p.seq_kv;
   float m = -INFINITY, l = 0.f;
   for (int j = 0; j < vis; ++j) {
     float dot = 0.f;
@@ -348,7 +351,7 @@ void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const
   if (a.seq_q <= 0 || a.batch <= 0) return;
   FwdParams p{q, k, v, o, lse,
               int(a.seq_q), int(a.seq_kv), int(a.heads), int(a.kv_heads), int(a.group()),
-              a.kv_capacity, a.causal, a.scale()};
+              a.kv_capacity, a.causal, a.scale(), int(a.q_first)};
   if constexpr (!std::is_same_v<T, float>) {
     if (a.head_dim == 64) return launch_tc_d<T, 64>(p, int(a.batch), block_m, stream);
     if (a.head_dim == 128) return launch_tc_d<T, 128>(p, int(a.batch), block_m, stream);

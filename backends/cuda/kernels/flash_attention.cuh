@@ -46,4 +46,10 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
                          const float* lse, T* dq, T* dk, T* dv, const AttnShape& a,
                          void* workspace, cudaStream_t stream, int block_n = 0, bool split_group = true);
 
+// Two attention outputs over disjoint keys joined by their LSEs (attention_merge.cu), the
+// semantics of cpu::attn_merge: O like Q, LSE [b, H, seq_q] fp32; a row neither saw stays empty.
+template <class T>
+void attn_merge(const T* o_a, const float* lse_a, const T* o_b, const float* lse_b, T* o, float* lse,
+                const AttnShape& a, cudaStream_t stream);
+
 }  // namespace perfsim::cuda

@@ -44,6 +44,7 @@ constexpr int k_max_d = 256;
 constexpr int k_max_per_thread = k_bc * k_max_d / k_threads;  // dK/dV elements per thread
 
 __device__ __forceinline__ int visible(const BwdParams& p, int i) {
+  if (i < p.q_first) return 0;
   return p.causal ? max(0, min(p.seq_kv, p.seq_kv - p.seq_q + i + 1)) : p.seq_kv;
 }
 
@@ -227,7 +228,7 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
   const int64_t n_kv = split ? a.batch * a.grad_capacity * a.kv_heads * a.head_dim : 0;
   BwdParams p{q, k, v, o, d_o, lse, dq, dk, dv, dq_acc, delta, dkv_acc,
               int(a.seq_q), int(a.seq_kv), int(a.heads), int(a.kv_heads), int(a.group()),
-              int(a.head_dim), a.kv_capacity, a.grad_capacity, a.causal, a.scale()};
+              int(a.head_dim), a.kv_capacity, a.grad_capacity, a.causal, a.scale(), int(a.q_first)};
 
   const int64_t rows = a.batch * a.seq_q * a.heads;
   if (rows > 0 || n_kv > 0) {

@@ -22,6 +22,7 @@ struct BwdParams {
   int64_t kv_capacity, grad_capacity;
   bool causal;
   float scale;
+  int q_first;  // query rows before it take no part (a ring-attention block): their dQ stays 0
 };
 
 // Whether the tensor-core kernel handles T (bf16/fp16) at this head_dim (64, 128).

@@ -87,7 +87,8 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? 2 : 1) flash_bwd_tc_kernel(
   const int64_t q_stride = int64_t(p.heads) * D, kv_stride = int64_t(p.kv_heads) * D;
   const int diag = p.seq_kv - p.seq_q;  // query i sees kv j <= diag + i
   // Causal: query tiles before the first row that sees kv j0 contribute nothing.
-  const int m_first = p.causal ? max(0, j0 - diag) / BM : 0;
+  // Tiles wholly before q_first (a ring-attention block's skipped rows) too.
+  const int m_first = max(p.causal ? max(0, j0 - diag) / BM : 0, p.q_first / BM);
   const int m_tiles = (p.seq_q + BM - 1) / BM;
   const int n_m = kv_valid > 0 ? max(0, m_tiles - m_first) : 0;
   const int total = n_m * heads_walked;  // (query head, query tile) pairs
@@ -161,10 +162,10 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? 2 : 1) flash_bwd_tc_kernel(
       }
     }
 
-    // P^T and dS^T in place; masking only on tiles crossing seq_kv, seq_q or the diagonal
+    // P^T and dS^T in place; masking only on tiles crossing seq_kv, seq_q, q_first or the diagonal
     // (a row whose LSE is -inf sees nothing, so it always falls in a masked tile).
-    const bool edge =
-        j0 + BN > p.seq_kv || i0 + BM > p.seq_q || (p.causal && j0 + BN - 1 > diag + i0);
+    const bool edge = j0 + BN > p.seq_kv || i0 + BM > p.seq_q || i0 < p.q_first ||
+                      (p.causal && j0 + BN - 1 > diag + i0);
 #pragma unroll
     for (int nb = 0; nb < BM / 8; ++nb) {
       const int col = nb * 8 + 2 * t4;
@@ -178,7 +179,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? 2 : 1) flash_bwd_tc_kernel(
           float pv = exp2f(fmaf(st[nb][2 * hh + e], scale_log2, -lse_l2));
           if (edge) {
             const int j = j0 + wrow + g + 8 * hh, i = i0 + col + e;
-            if (j >= p.seq_kv || i >= p.seq_q || (p.causal && j > diag + i)) pv = 0.f;
+            if (j >= p.seq_kv || i >= p.seq_q || i < p.q_first || (p.causal && j > diag + i)) pv = 0.f;
           }
           st[nb][2 * hh + e] = pv;
           dpt[nb][2 * hh + e] = pv * (dpt[nb][2 * hh + e] - (e ? dd.y : dd.x));

@@ -37,11 +37,11 @@ __global__ void dispatch_kernel(const T* __restrict__ x, const int32_t* __restri
   }
 }
 
-// Token row chunk = Σ over kept choices of (weights ? weights[i] : 1)·buffer row chunk.
+// Token row chunk = after · Σ over kept choices of (weights ? weights[i] : 1)·buffer row chunk.
 template <class T, int V>
 __global__ void gather_kernel(const T* __restrict__ buffers, const int32_t* __restrict__ experts,
                               const int32_t* __restrict__ slots, const float* __restrict__ weights,
-                              T* __restrict__ out, cpu::MoeShape s) {
+                              T* __restrict__ out, float after, cpu::MoeShape s) {
   const int64_t per_row = s.hidden / V;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < s.tokens * per_row;
@@ -56,6 +56,10 @@ __global__ void gather_kernel(const T* __restrict__ buffers, const int32_t* __re
       const float scale = weights != nullptr ? weights[i] : 1.0f;
 #pragma unroll
       for (int u = 0; u < V; ++u) acc[u] += scale * v[u];  // × 1 is exact: a plain sum
+    }
+    if (after != 1.0f) {
+#pragma unroll
+      for (int u = 0; u < V; ++u) acc[u] *= after;
     }
     detail::store_f32<T, V>(out + t * s.hidden + c, acc);
   }
@@ -75,7 +79,7 @@ __global__ void combine_bwd_kernel(const T* __restrict__ dy, const T* __restrict
       if (threadIdx.x == 0) dweights[i] = 0.0f;
       continue;
     }
-    const float wi = weights[i];
+    const float wi = s.expert_grad_scale * weights[i];
     float dot[1] = {0.0f};
     for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < s.hidden; c += static_cast<int64_t>(blockDim.x) * V) {
       float gv[V], ev[V], out[V];
@@ -106,16 +110,16 @@ void zero_buffers(T* buffers, const cpu::MoeShape& s, cudaStream_t stream) {
 }
 
 template <class T>
-void gather(const T* buffers, const int32_t* experts, const int32_t* slots, const float* weights, T* out,
-            const cpu::MoeShape& s, cudaStream_t stream) {
+void gather(const T* buffers, const int32_t* experts, const int32_t* slots, const float* weights, float after,
+            T* out, const cpu::MoeShape& s, cudaStream_t stream) {
   if (s.tokens <= 0 || s.hidden <= 0) return;
   constexpr int threads = 256, vec = detail::vec_of<T>;
   if (vectorizable<T>(s, buffers, out))
     gather_kernel<T, vec><<<detail::grid_for(s.tokens * s.hidden / vec, threads), threads, 0, stream>>>(
-        buffers, experts, slots, weights, out, s);
+        buffers, experts, slots, weights, out, after, s);
   else
     gather_kernel<T, 1><<<detail::grid_for(s.tokens * s.hidden, threads), threads, 0, stream>>>(
-        buffers, experts, slots, weights, out, s);
+        buffers, experts, slots, weights, out, after, s);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
@@ -139,13 +143,14 @@ void moe_dispatch(const T* x, const int32_t* experts, const int32_t* slots, T* x
 template <class T>
 void moe_dispatch_bwd(const T* dxe, const int32_t* experts, const int32_t* slots, T* dx, const cpu::MoeShape& s,
                       cudaStream_t stream) {
-  gather(dxe, experts, slots, nullptr, dx, s, stream);
+  // The experts' gradient came in scaled by expert_grad_scale (moe_combine_bwd): the tokens' is not.
+  gather(dxe, experts, slots, nullptr, 1.0f / s.expert_grad_scale, dx, s, stream);
 }
 
 template <class T>
 void moe_combine(const T* ye, const int32_t* experts, const int32_t* slots, const float* weights, T* y,
                  const cpu::MoeShape& s, cudaStream_t stream) {
-  gather(ye, experts, slots, weights, y, s, stream);
+  gather(ye, experts, slots, weights, 1.0f, y, s, stream);
 }
 
 template <class T>

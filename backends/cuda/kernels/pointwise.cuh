@@ -23,7 +23,7 @@ template <class T> void silu_mul_bwd(const T* gate, const T* up, const T* dy, T*
 template <class T> void residual_add(const T* a, const T* b, T* out, int64_t n,
                                      cudaStream_t stream);
 // x, y [tokens, heads, head_dim]; pairs (i, i + d/2) rotate by pos·10000^(−2i/d), token t at
-// position + t % seq. Computed as the CPU reference does (frequency rounded to float, angle
+// r.position_of(t). Computed as the CPU reference does (frequency rounded to float, angle
 // and sin/cos in double), so the two agree to fp32 rounding even at positions in the thousands.
 template <class T> void rope(const T* x, T* y, const cpu::RopeShape& r, cudaStream_t stream);
 template <class T> void rope_bwd(const T* dy, T* dx, const cpu::RopeShape& r, cudaStream_t stream);

@@ -16,7 +16,7 @@ namespace {
 
 template <class T>
 __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t tokens,
-                            int64_t heads, int64_t d, int64_t seq, int64_t position, float sign) {
+                            int64_t heads, int64_t d, cpu::RopeShape r, float sign) {
   const int64_t half_d = d / 2;
   const int64_t pairs = half_d > 0 ? half_d : 1;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -26,7 +26,7 @@ __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
     const T* xt = x + t * heads * d;
     T* yt = y + t * heads * d;
     if (half_d > 0) {
-      const double pos = static_cast<double>(position + t % seq);
+      const double pos = static_cast<double>(r.position_of(t));
       // The frequency is rounded to float as the CPU reference stores it; the angle, its sine
       // and cosine are then formed in double.
       const double inv_freq = static_cast<float>(pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d)));
@@ -46,10 +46,10 @@ __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
 
 template <class T, int V>
 __global__ void rope_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t heads,
-                                int64_t d, int64_t seq, int64_t position, float sign) {
+                                int64_t d, cpu::RopeShape r, float sign) {
   extern __shared__ float cos_sin[];  // [half_d] cos, then [half_d] sign·sin
   const int64_t t = blockIdx.x, half_d = d / 2;
-  const double pos = static_cast<double>(position + t % seq);
+  const double pos = static_cast<double>(r.position_of(t));
   for (int64_t i = threadIdx.x; i < half_d; i += blockDim.x) {
     // The frequency is rounded to float as the CPU reference stores it.
     const double inv_freq = static_cast<float>(pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d)));
@@ -79,8 +79,9 @@ __global__ void rope_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int6
 }
 
 template <class T>
-void rotate(const T* x, T* y, const cpu::RopeShape& r, float sign, cudaStream_t stream) {
+void rotate(const T* x, T* y, cpu::RopeShape r, float sign, cudaStream_t stream) {
   if (r.tokens <= 0 || r.heads <= 0 || r.head_dim <= 0) return;
+  if (r.seq <= 0) r.seq = 1;
   constexpr int V = detail::vec_of<T>;
   const int64_t half_d = r.head_dim / 2;
   if (r.head_dim % 2 == 0 && half_d % V == 0 && detail::aligned(16, x, y)) {
@@ -88,14 +89,14 @@ void rotate(const T* x, T* y, const cpu::RopeShape& r, float sign, cudaStream_t 
     int threads = static_cast<int>(((items < 256 ? items : 256) + 31) / 32 * 32);
     rope_vec_kernel<T, V><<<static_cast<unsigned>(r.tokens), threads,
                             static_cast<size_t>(2 * half_d) * sizeof(float), stream>>>(
-        x, y, r.heads, r.head_dim, r.seq > 0 ? r.seq : 1, r.position, sign);
+        x, y, r.heads, r.head_dim, r, sign);
     PERFSIM_CUDA_CHECK_LAUNCH();
     return;
   }
   const int64_t work = r.tokens * (half_d > 0 ? half_d : 1);
   constexpr int threads = 256;
   rope_kernel<T><<<detail::grid_for(work, threads), threads, 0, stream>>>(
-      x, y, r.tokens, r.heads, r.head_dim, r.seq > 0 ? r.seq : 1, r.position, sign);
+      x, y, r.tokens, r.heads, r.head_dim, r, sign);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,7 +25,7 @@ __global__ void vocab_embedding_kernel(const int32_t* __restrict__ ids, const T*
     // A token of another rank's rows gives a zero row here (the all-reduce brings its values).
     float v = local >= 0 && local < e.vocab ? detail::to_f32(table[local * e.hidden + c]) : 0.0f;
     if (positions != nullptr) {
-      const int64_t p = e.position + t % e.seq;
+      const int64_t p = e.position_of(t);
       // As embedding.cu: a position past the table is a NaN, not an out-of-bounds read.
       v += p < e.max_positions ? detail::to_f32(positions[p * e.hidden + c])
                                : std::numeric_limits<float>::quiet_NaN();
@@ -47,7 +47,7 @@ __global__ void vocab_scatter_add_kernel(const int32_t* __restrict__ ids, const 
     const int64_t local = static_cast<int64_t>(ids[t]) - offset;
     if (local >= 0 && local < e.vocab) atomicAdd(acc + local * e.hidden + c, g);
     // Every token's, on every rank: unlike embedding.cu, a token outside the rows still counts.
-    const int64_t p = e.position + t % e.seq;
+    const int64_t p = e.position_of(t);
     if (accp != nullptr && p < e.max_positions) atomicAdd(accp + p * e.hidden + c, g);
   }
 }

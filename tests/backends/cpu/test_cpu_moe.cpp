@@ -231,6 +231,30 @@ TEST_CASE("cpu moe: backward kernels equal finite differences of route -> dispat
       if (!chosen(t, e)) CHECK(dlogits[at(t * s.experts + e)] == 0.0f);
 }
 
+TEST_CASE("cpu moe: expert_grad_scale scales the gradient into the experts and back out of them") {
+  // Under expert parallelism (1/ep): dye is scaled, dweights are not, and dispatch_bwd of the
+  // scaled dye gives the unscaled dx (exactly, for a power of two).
+  MoeShape s{.tokens = 12, .experts = 8, .top_k = 2, .capacity = 3, .hidden = 5};
+  const int64_t buffer = s.experts * s.capacity * s.hidden, choices = s.tokens * s.top_k, rows = s.tokens * s.hidden;
+  const auto logits = random_vec(at(s.tokens * s.experts), 1);
+  std::vector<float> w(at(choices));
+  std::vector<int32_t> experts(at(choices)), slots(at(choices));
+  moe_route(logits.data(), w.data(), experts.data(), slots.data(), s);
+  const auto dy = random_vec(at(rows), 2), ye = random_vec(at(buffer), 3);
+  auto backward = [&](float scale, std::vector<float>& dye, std::vector<float>& dweights, std::vector<float>& dx) {
+    s.expert_grad_scale = scale;
+    dye.assign(at(buffer), 0), dweights.assign(at(choices), 0), dx.assign(at(rows), 0);
+    moe_combine_bwd(dy.data(), ye.data(), experts.data(), slots.data(), w.data(), dye.data(), dweights.data(), s);
+    moe_dispatch_bwd(dye.data(), experts.data(), slots.data(), dx.data(), s);
+  };
+  std::vector<float> dye1, dw1, dx1, dye4, dw4, dx4;
+  backward(1.0f, dye1, dw1, dx1);
+  backward(0.25f, dye4, dw4, dx4);
+  for (std::size_t i = 0; i < dye1.size(); ++i) CHECK(dye4[i] == 0.25f * dye1[i]);
+  CHECK(dw4 == dw1);
+  CHECK(dx4 == dx1);
+}
+
 TEST_CASE("cpu moe: routings naming an expert or slot out of range, or one row twice, are refused") {
   const MoeShape s{.tokens = 2, .experts = 2, .top_k = 1, .capacity = 2, .hidden = 3};
   const std::vector<float> x(6, 1.0f);

@@ -1,8 +1,9 @@
 // Context-parallel rank graphs (ring attention, Liu et al. 2023; Megatron-LM / Transformer
-// Engine context parallelism): the load-balanced chunks, per-rank GEMM and attention FLOPs
-// against the single GPU's, the K/V and dK/dV send/recv per layer, saved activations, the
-// overlap structure (and the timeline hiding the transfers), and every phase through every pass alone and beside tensor and pipeline
-// parallelism.
+// Engine context parallelism): the load-balanced chunks and which half of a ring block a rank
+// computes, per-rank GEMM and attention FLOPs against the single GPU's, the K/V and dK/dV
+// send/recv per layer, the blocks' merges, saved activations, the overlap structure (and the
+// timeline hiding the transfers), the rank's inputs and positions, and every phase through every
+// pass alone and beside tensor and pipeline parallelism.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -15,6 +16,7 @@
 #include "core/cost/cost_model.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_metrics.hpp"
+#include "core/parallel/plan.hpp"
 #include "core/passes/passes.hpp"
 #include "graph_test_models.hpp"
 
@@ -183,22 +185,30 @@ TEST_CASE("context parallel: token-wise ops run on seq/cp tokens; GEMM FLOPs × 
 }
 
 TEST_CASE("context parallel: attention FLOPs × cp = single GPU's causal attention FLOPs") {
-  // tiny-llama: 4 heads of 16, batch 2, seq 16. Single GPU forward: QK^T and PV each
-  // 2·b·h·s²·d = 2·2·4·256·16 = 65536 FLOPs per layer. With cp = 2 each rank runs 2 blocks of
-  // 8 × 8 queries × keys: 2·(2·2·4·64·16) = 32768 for each of the two.
+  // tiny-llama: 4 heads of 16, batch 2, seq 16. Single GPU flash forward: 4·b·h·s²·d =
+  // 4·2·4·256·16 = 131072 FLOPs per layer (the whole rectangle, causal or not). With cp = 2 each
+  // rank runs 2 flash blocks of 8 × 8 queries × keys, 32768 each: the own block causal, the other
+  // half of its rectangle (ring_block_rows), priced as the rectangle like the causal one.
   const ModelConfig m = tiny_llama();
-  const Graph one = build_graph(m, train(2, 16), {});
-  CHECK(op_flops(op_named(one, "layer0.attn.scores"), one) == 65536.0);
+  const Graph one = stack(m, train(2, 16), {"flash_attention"}, {});
+  CHECK(op_flops(op_named(one, "layer0.attn.flash_attention"), one) == 131072.0);
   const Graph two = build_graph(m, train(2, 16), cp_options(2));
-  CHECK(op_flops(op_named(two, "layer0.attn.ring0.scores"), two) +
-            op_flops(op_named(two, "layer0.attn.ring1.scores"), two) == 32768.0);
-  const Op& own = op_named(two, "layer0.attn.ring0.scores");
+  const Op& own = op_named(two, "layer0.attn.ring0.flash_attention");
+  const Op& other = op_named(two, "layer0.attn.ring1.flash_attention");
+  CHECK(op_flops(own, two) == 32768.0);
+  CHECK(op_flops(other, two) == 32768.0);
   CHECK(own.attrs.seq_q == 8);
   CHECK(own.attrs.seq_kv == 8);
   CHECK(own.attrs.causal);  // the diagonal block: half masked
+  CHECK_FALSE(other.attrs.causal);
+  CHECK(own.attrs.ring_step == 0);
+  CHECK(other.attrs.ring_step == 1);
+  CHECK(other.attrs.cp == 2);
+  // Ring attention runs as flash attention blocks whatever the stack (Transformer Engine has no
+  // materialized form of it): every stack's attention is the flash single GPU's / cp.
   for (const ModelConfig& mm : {tiny_llama(), tiny_gpt()}) {
     for (const Workload& w : {train(2, 16), prefill(2, 16, 8)}) {
-      const Graph single = build_graph(mm, w, {});
+      const Graph single = stack(mm, w, {"flash_attention"}, {});
       for (int cp : {2, 4, 8}) {
         for (int tp : {1, 2}) {
           CAPTURE(mm.name);
@@ -207,13 +217,48 @@ TEST_CASE("context parallel: attention FLOPs × cp = single GPU's causal attenti
           const Graph g = build_graph(mm, w, cp_options(cp, tp));
           CHECK(attention_flops(g) * cp * tp == approx(attention_flops(single)));
         }
-        // The same through flash attention (one fused op per block).
         const Graph fs = stack(mm, w, {"bf16", "flash_attention"}, {});
         const Graph fg = stack(mm, w, {"bf16", "flash_attention"}, cp_options(cp));
         CHECK(attention_flops(fg) * cp == approx(attention_flops(fs)));
       }
     }
   }
+}
+
+TEST_CASE("context parallel: the rank's rows and which half of a ring block it computes") {
+  // seq 16, cp 2: local 8 rows, chunks of 4. Rank 0 holds positions 0-3 and 12-15, rank 1 4-11.
+  const build::ContextRows r0 = build::context_rows(2, 0, 8), r1 = build::context_rows(2, 1, 8);
+  CHECK(r0.chunk == 4);
+  CHECK(r0.position(3) == 3);
+  CHECK(r0.position(4) == 12);
+  CHECK(r1.position(0) == 4);
+  CHECK(r1.position(7) == 11);
+  // Step 0: the own block, causal over all of it.
+  const build::RingBlockRows own = build::ring_block_rows(4, 2, 0, 8);
+  CHECK(own.causal);
+  CHECK(own.q_first == 0);
+  CHECK(own.kv_rows == 8);
+  // cp 4, rank 2: step 1 brings rank 1's block (1 < 2: every query, its first chunk), step 3
+  // rank 3's (3 > 2: the second chunk's queries, all of it).
+  const build::RingBlockRows before = build::ring_block_rows(4, 2, 1, 8), after = build::ring_block_rows(4, 2, 3, 8);
+  CHECK_FALSE(before.causal);
+  CHECK(before.q_first == 0);
+  CHECK(before.kv_rows == 4);
+  CHECK_FALSE(after.causal);
+  CHECK(after.q_first == 4);
+  CHECK(after.kv_rows == 8);
+  // Every rank meets every other rank's block once, in half its rectangle.
+  for (int cp : {2, 3, 4}) {
+    for (int r = 0; r < cp; ++r) {
+      int64_t pairs = 0;
+      for (int k = 1; k < cp; ++k) {
+        const build::RingBlockRows b = build::ring_block_rows(cp, r, k, 8);
+        pairs += (8 - b.q_first) * b.kv_rows;
+      }
+      CHECK(pairs == (cp - 1) * 32);
+    }
+  }
+  CHECK_THROWS_AS((void)build::ring_block_rows(2, 0, 2, 8), ConfigError);
 }
 
 TEST_CASE("context parallel: K/V pass the ring cp − 1 times forward, K/V and dK/dV backward") {
@@ -261,34 +306,64 @@ TEST_CASE("context parallel: K/V pass the ring cp − 1 times forward, K/V and d
 
 TEST_CASE("context parallel: each block waits for its K/V block, the transfers overlap the blocks") {
   const Graph g = build_graph(tiny_llama(), train(2, 32), cp_options(4));
+  auto block = [&](int j, const std::string& what) {
+    return op_named(g, "layer0.attn.ring" + std::to_string(j) + "." + what);
+  };
   for (int j = 1; j < 4; ++j) {
     CAPTURE(j);
-    const std::string ring = "layer0.attn.ring" + std::to_string(j);
-    const Op& kv = op_named(g, ring + ".kv.send_recv");
-    const Op& scores = op_named(g, ring + ".scores");
-    const Op& context = op_named(g, ring + ".context");
-    CHECK(scores.inputs[1] == kv.outputs[0]);   // K of step j
-    CHECK(context.inputs[1] == kv.outputs[1]);  // V of step j
-    CHECK(scores.stream == 0);
+    const Op& kv = block(j, "kv.send_recv");
+    const Op& fa = block(j, "flash_attention");
+    CHECK(fa.inputs[1] == kv.outputs[0]);  // K of step j
+    CHECK(fa.inputs[2] == kv.outputs[1]);  // V of step j
+    CHECK(fa.stream == 0);
     // Step j's transfer is issued before block j − 1, so it runs under it.
-    CHECK(kv.id < op_index(g, "layer0.attn.ring" + std::to_string(j - 1) + ".scores"));
+    CHECK(kv.id < block(j - 1, "flash_attention").id);
     // It forwards what the previous step received.
-    if (j > 1) CHECK(kv.inputs[0] == op_named(g, "layer0.attn.ring" + std::to_string(j - 1) + ".kv.send_recv").outputs[0]);
-    // Backward: the partial dK/dV of block j go back around the ring after block j's backward.
-    const Op& dkv = op_named(g, ring + ".dkv.send_recv");
-    CHECK(dkv.inputs[0] == op_named(g, ring + ".scores.bwd").outputs[1]);
-    CHECK(dkv.inputs[1] == op_named(g, ring + ".context.bwd").outputs[1]);
-    CHECK(op_named(g, ring + ".scores.bwd").inputs[2] == op_named(g, ring + ".kv.bwd.send_recv").outputs[0]);
+    if (j > 1) CHECK(kv.inputs[0] == block(j - 1, "kv.send_recv").outputs[0]);
+    // Each block is merged into the output so far by its log-sum-exp.
+    const Op& merge = block(j, "merge");
+    CHECK(merge.kind == OpKind::attn_merge);
+    CHECK(merge.inputs[2] == fa.outputs[0]);
+    CHECK(merge.inputs[3] == fa.outputs[1]);
+    const Op& before = j == 1 ? block(0, "flash_attention") : block(j - 1, "merge");
+    CHECK(merge.inputs[0] == before.outputs[0]);
+    CHECK(merge.inputs[1] == before.outputs[1]);
+    // Backward: block j reads the K/V passed around again, and its dK/dV travel on with the
+    // block: block 1's as they are, later ones added to what arrived with the block.
+    const Op& bwd = block(j, "flash_attention.bwd");
+    CHECK(bwd.inputs[1] == block(j, "kv.bwd.send_recv").outputs[0]);
+    const Op& dkv = block(j, "dkv.send_recv");
+    if (j == 1) {
+      CHECK(dkv.inputs[0] == bwd.outputs[1]);
+      CHECK(dkv.inputs[1] == bwd.outputs[2]);
+    } else {
+      const Op& acc = block(j, "dk_acc");
+      CHECK(dkv.inputs[0] == acc.outputs[0]);
+      CHECK(acc.inputs[0] == block(j - 1, "dkv.send_recv").outputs[0]);
+      CHECK(acc.inputs[1] == bwd.outputs[1]);
+      CHECK(dkv.inputs[1] == block(j, "dv_acc").outputs[0]);
+    }
+    CHECK(block(j, "dq_sum").inputs[1] == bwd.outputs[0]);
   }
   // The own block reads the rank's own K and V.
-  CHECK(op_named(g, "layer0.attn.ring0.scores").inputs[1] == op_named(g, "layer0.attn.rope_k").outputs[0]);
-  // The merged context goes to o_proj.
-  CHECK(op_named(g, "layer0.attn.o_proj").inputs[0] == op_named(g, "layer0.attn.ring3.merge").outputs[0]);
-  // Flash attention: every block's backward reads the merged output, as Transformer Engine's does.
+  CHECK(block(0, "flash_attention").inputs[1] == op_named(g, "layer0.attn.rope_k").outputs[0]);
+  // The merged context goes to o_proj; every block's backward reads it and its log-sum-exp, as
+  // Transformer Engine's does.
+  const Op& merged = block(3, "merge");
+  CHECK(op_named(g, "layer0.attn.o_proj").inputs[0] == merged.outputs[0]);
+  for (int j = 0; j < 4; ++j) {
+    CHECK(block(j, "flash_attention.bwd").inputs[3] == merged.outputs[0]);
+    CHECK(block(j, "flash_attention.bwd").inputs[5] == merged.outputs[1]);
+  }
+  // After the last step the rank's own dK gathers every other rank's part.
+  const Op& dk = op_named(g, "layer0.attn.ring.dk_sum");
+  CHECK(dk.inputs[0] == block(0, "flash_attention.bwd").outputs[1]);
+  CHECK(dk.inputs[1] == block(3, "dkv.send_recv").outputs[0]);
+  CHECK(op_named(g, "layer0.attn.rope_k.bwd").inputs[0] == dk.outputs[0]);
+  // The flash attention pass leaves the blocks as they are.
   const Graph f = stack(tiny_llama(), train(2, 32), {"bf16", "flash_attention"}, cp_options(4));
-  const int merged = op_named(f, "layer0.attn.o_proj").inputs[0];
-  for (int j = 0; j < 4; ++j)
-    CHECK(op_named(f, "layer0.attn.ring" + std::to_string(j) + ".flash_attention.bwd").inputs[3] == merged);
+  CHECK(op_named(f, "layer0.attn.ring2.flash_attention").attrs.ring_step == 2);
+  CHECK(op_named(f, "layer0.attn.ring3.merge").outputs[1] == op_named(f, "layer0.attn.ring0.flash_attention.bwd").inputs[5]);
 }
 
 TEST_CASE("context parallel: on the timeline the ring's transfers hide under the blocks") {
@@ -308,24 +383,50 @@ TEST_CASE("context parallel: on the timeline the ring's transfers hide under the
 
 TEST_CASE("context parallel: saved activations per rank are the single GPU's / cp") {
   // What is compared: activations written by a layer's forward and read in backward (saved,
-  // count L/built), bf16, 2 of 4 layers built. Every saved tensor is token-wise (seq/cp rows)
-  // or a probability block (cp blocks of (s/cp)² = s²/cp): exactly 1/cp materialized. With flash
-  // attention each block keeps its own log-sum-exp ([b, h, s/cp] fp32, cp of them: the single
-  // GPU's b·h·s·4 bytes a layer), so cp ranks hold (cp − 1) of those more per layer than one GPU
-  // (tiny models make that visible: hidden 64 for 4 heads).
+  // count L/built), bf16, 2 of 4 layers built. Every saved tensor is token-wise (seq/cp rows),
+  // and of attention the merged output and its log-sum-exp ([b, h, s/cp] fp32): exactly 1/cp of
+  // the single GPU's with flash attention, which a cp rank runs whatever the stack.
   for (const ModelConfig& m : {tiny_llama(), tiny_gpt()}) {
     for (int cp : {2, 4}) {
       CAPTURE(m.name);
       CAPTURE(cp);
-      const Graph one = stack(m, train(2, 64), {"bf16"}, BuildOptions{2});
-      const Graph g = stack(m, train(2, 64), {"bf16"}, cp_options(cp, 1, 1, 0, 2));
-      CHECK(saved_activation_bytes(g) * cp == approx(saved_activation_bytes(one)));
       const Graph fone = stack(m, train(2, 64), {"bf16", "flash_attention"}, BuildOptions{2});
+      const Graph g = stack(m, train(2, 64), {"bf16"}, cp_options(cp, 1, 1, 0, 2));
       const Graph fg = stack(m, train(2, 64), {"bf16", "flash_attention"}, cp_options(cp, 1, 1, 0, 2));
-      const double lse = 2.0 * m.heads * 64 * 4;  // b · h · s fp32, one layer
-      CHECK(saved_activation_bytes(fg) * cp ==
-            approx(saved_activation_bytes(fone) + (cp - 1) * lse * m.layers));
+      CHECK(saved_activation_bytes(g) * cp == approx(saved_activation_bytes(fone)));
+      CHECK(saved_activation_bytes(fg) * cp == approx(saved_activation_bytes(fone)));
     }
+  }
+}
+
+TEST_CASE("context parallel: a rank's tokens, targets and positions are its chunks of each sequence") {
+  // cp = 2 × dp = 2: the inputs are the data-parallel rank's sequences (stride tp·cp = 2), then
+  // the context-parallel rank's chunks of each (stride tp = 1); rope and the embedding say the
+  // group whose place gives the rows' positions.
+  ParallelSpec p;
+  p.cp = 2, p.dp = 2;
+  const std::vector<StackStep> none;
+  for (const ModelConfig& m : {tiny_llama(), tiny_gpt()}) {
+    CAPTURE(m.name);
+    const Graph g = build_rank_graphs(m, train(2, 16), none, 0, p).front().graph;
+    for (const char* name : {"tokens", "targets"}) {
+      const Tensor* t = nullptr;
+      for (const Tensor& x : g.tensors)
+        if (x.name == name) t = &x;
+      REQUIRE(t != nullptr);
+      CHECK(t->elements() == 2 * 8);
+      REQUIRE(t->shard.size() == 2);
+      CHECK(t->shard[0].whole == std::vector<int64_t>{4, 16});
+      CHECK(t->shard[0].parts == 2);
+      CHECK(t->shard[0].stride == 2);
+      CHECK(t->shard[1].whole == std::vector<int64_t>{2, 16});
+      CHECK(t->shard[1].dim == 1);
+      CHECK(t->shard[1].balanced);
+      CHECK(t->shard[1].stride == 1);
+    }
+    CHECK(op_named(g, "embedding").attrs.cp == 2);
+    CHECK(op_named(g, "embedding.bwd").attrs.cp == 2);
+    if (m.rope) CHECK(op_named(g, "layer0.attn.rope_k.bwd").attrs.cp_stride == 1);
   }
 }
 

@@ -134,6 +134,86 @@ TEST_CASE("moe: expert parallelism holds experts/ep per rank and all-to-alls the
   CHECK(gate->attrs.m == 80);
 }
 
+const Tensor* find_tensor(const Graph& g, const std::string& name) {
+  for (const Tensor& t : g.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+TEST_CASE("moe: a rank's expert weights are its experts, then its part of each one's width") {
+  // tp = 2 inside dp = 4 with ep = 2: the ep ranks are 2 apart (stride tp).
+  const ModelConfig m = tiny_moe();
+  BuildOptions o;
+  o.parallel.tp = 2;
+  o.parallel.dp = 4;
+  o.parallel.ep = 2;
+  const Graph g = build_train(m, train(2, 32), o);
+  const Tensor* gate = find_tensor(g, "layer0.mlp.experts.gate_proj.weight");
+  const Tensor* down = find_tensor(g, "layer0.mlp.experts.down_proj.weight");
+  const Tensor* grad = find_tensor(g, "layer0.mlp.experts.down_proj.weight.grad");
+  REQUIRE(gate != nullptr);
+  REQUIRE(down != nullptr);
+  REQUIRE(grad != nullptr);
+  CHECK(gate->shape == std::vector<int64_t>{4, 64, 32});
+  REQUIRE(gate->shard.size() == 2);
+  CHECK(gate->shard[0].of == gate->name);
+  CHECK(gate->shard[0].whole == std::vector<int64_t>{8, 64, 64});
+  CHECK(gate->shard[0].dim == 0);
+  CHECK(gate->shard[0].parts == 2);
+  CHECK(gate->shard[0].stride == 2);
+  CHECK(gate->shard[1].whole == std::vector<int64_t>{4, 64, 64});
+  CHECK(gate->shard[1].dim == 2);  // column-parallel
+  CHECK(gate->shard[1].parts == 2);
+  CHECK(gate->shard[1].stride == 1);
+  REQUIRE(down->shard.size() == 2);
+  CHECK(down->shard[1].dim == 1);  // row-parallel
+  REQUIRE(grad->shard.size() == 2);  // the gradient is the same part of the whole's
+  CHECK(grad->shard[0].of == grad->name);
+  // The router is whole on every rank.
+  const Tensor* router = find_tensor(g, "layer0.mlp.router.weight");
+  REQUIRE(router != nullptr);
+  CHECK(router->shard.empty());
+}
+
+TEST_CASE("moe: under expert parallelism the experts' gradient is scaled by 1/ep in and back out") {
+  const ModelConfig m = tiny_moe();
+  BuildOptions o;
+  o.parallel.dp = 4;
+  o.parallel.ep = 4;
+  const Graph g = build_train(m, train(2, 32), o);
+  for (const char* name : {"layer0.mlp.combine.bwd", "layer0.mlp.dispatch.bwd"}) {
+    const Op* op = find_op(g, name);
+    REQUIRE(op != nullptr);
+    CHECK(op->attrs.expert_grad_scale == 0.25);
+  }
+  const Graph single = build_train(m, train(2, 32), BuildOptions{});
+  const Op* op = find_op(single, "layer0.mlp.combine.bwd");
+  REQUIRE(op != nullptr);
+  CHECK(op->attrs.expert_grad_scale == 1);
+}
+
+TEST_CASE("moe: ZeRO shards a rank's experts, not the whole's") {
+  // dp = 4, ep = 2: each expert on 2 ranks, its training state sharded over them, a flat part of
+  // the rank's experts.
+  const ModelConfig m = tiny_moe();
+  BuildOptions o;
+  o.parallel.dp = 4;
+  o.parallel.ep = 2;
+  o.parallel.zero = 1;
+  Graph g = build_train(m, train(2, 32), o);
+  apply_data_parallel(g, o.parallel);
+  const Tensor* shard = find_tensor(g, "layer0.mlp.experts.up_proj.weight.grad.shard");
+  REQUIRE(shard != nullptr);
+  REQUIRE(shard->shard.size() == 2);
+  CHECK(shard->shard[0].of == "layer0.mlp.experts.up_proj.weight.grad");
+  CHECK(shard->shard[0].whole == std::vector<int64_t>{8, 64, 64});
+  CHECK(shard->shard[1].whole == std::vector<int64_t>{4, 64, 64});
+  CHECK(shard->shard[1].dim == -1);
+  CHECK(shard->shard[1].parts == 2);
+  CHECK(shard->shard[1].stride == 2);  // one in every ep ranks
+  CHECK(shard->elements() == 4 * 64 * 64 / 2);
+}
+
 TEST_CASE("moe: data parallelism averages expert gradients over the ranks holding the same experts") {
   const ModelConfig m = tiny_moe();
   BuildOptions o;

@@ -287,6 +287,32 @@ TEST_CASE("timeline: dependencies and counts serialize; kernels on two streams s
   CHECK_THROWS_AS((void)timeline_makespan(g, std::vector<OpCost>(2)), std::logic_error);
 }
 
+TEST_CASE("predict: ring attention's merge is a memory-bound element-wise op") {
+  // attn_merge of two bf16 blocks O [b 1, q 4096, h 32, d 128] with fp32 LSEs [1, 32, 4096]:
+  // three O of 32 MiB and three LSE of 512 KiB move 102.2 MB, 3.06e-5 s at 3.35 TB/s; its
+  // 1.62e9 FLOPs take 1.6 µs at the bf16 peak.
+  Graph g;
+  std::vector<int> ids;
+  for (int i = 0; i < 6; ++i) {
+    const bool lse = i % 2 == 1;
+    ids.push_back(g.add_tensor({-1, "t" + std::to_string(i), lse ? std::vector<int64_t>{1, 32, 4096}
+                                                                   : std::vector<int64_t>{4096, 4096},
+                                lse ? DType::fp32 : DType::bf16, TensorRole::activation, 1}));
+  }
+  Op op = op_of(OpKind::attn_merge, DType::bf16, "merge");
+  op.inputs = {ids[0], ids[1], ids[2], ids[3]};
+  op.outputs = {ids[4], ids[5]};
+  op.attrs.batch = 1, op.attrs.seq_q = 4096, op.attrs.heads = 32, op.attrs.head_dim = 128;
+  g.add_op(op);
+  const OpCost c = predict_op(g.ops[0], g, h100_like());
+  const double bytes = 3 * 4096.0 * 4096 * 2 + 3 * 32.0 * 4096 * 4;  // 102,236,160
+  CHECK(c.flops == 4096.0 * 32 * (3 * 128 + 10));                   // 1.6148e9
+  CHECK(c.bytes == bytes);
+  CHECK_FALSE(c.compute_bound);
+  CHECK(c.memory_time == approx(bytes / 3.35e12));  // 30.5 µs
+  CHECK(c.time == approx(bytes / 3.35e12 + 4e-6));
+}
+
 TEST_CASE("predict: a two-gemm decode graph, hand-checked") {
   // x[1,4096] -> gemm1 (W 4096x4096, 4 layers sampled as count 4) -> gemm2 (W 4096x8192).
   Graph g;

@@ -63,6 +63,20 @@ TEST_CASE("op metrics: attention counts the full rectangle; flash 4·bhqkd, bwd 
   CHECK(op_flops(op, g) == 1200);
 }
 
+TEST_CASE("op metrics: attn_merge, 3 FLOPs an output element and 10 a row, every operand once") {
+  // Two ring-attention blocks joined: O [b 2, q 3, h 4, d 8] and LSE [2, 4, 3] fp32 each.
+  Graph g;
+  const int oa = add(g, "oa", {6, 32}, DType::bf16), la = add(g, "la", {2, 4, 3});
+  const int ob = add(g, "ob", {6, 32}, DType::bf16), lb = add(g, "lb", {2, 4, 3});
+  const int o = add(g, "o", {6, 32}, DType::bf16), l = add(g, "l", {2, 4, 3});
+  Op op = make(OpKind::attn_merge, {oa, la, ob, lb}, {o, l});
+  op.attrs.batch = 2, op.attrs.seq_q = 3, op.attrs.heads = 4, op.attrs.head_dim = 8;
+  CHECK(op_flops(op, g) == 2 * 3 * 4 * (3 * 8 + 10));  // 816
+  CHECK(op_bytes(op, g) == 3 * 192 * 2 + 3 * 24 * 4);  // three O in bf16, three LSE in fp32: 1440
+  CHECK(class_of(op.kind) == OpClass::pointwise);
+  CHECK(kernel_launches(op) == 1);
+}
+
 TEST_CASE("op metrics: a KV cache is read only up to seq_kv, and appended one row") {
   Graph g;
   // Cache [batch 2, capacity 10, kv_heads 1, head_dim 4], 3 rows valid.
