@@ -49,13 +49,15 @@ done
 # tensor × data parallelism on 4 when the machine has them.
 step "check on GPU ranks" check_gpu.log mpirun -np 2 --bind-to none "$BUILD/tests/mpi/mpi_step_check" --backend cuda \
   tests/mpi/dp_steps_2.lua tests/mpi/pp_steps_2.lua tests/mpi/pp_schedules_2.lua tests/mpi/pp_gpipe_2.lua \
-  tests/mpi/tp_steps_2.lua tests/mpi/tp_llama_2.lua
-tail -3 "$LOGS/check_gpu.log"
+  tests/mpi/tp_steps_2.lua tests/mpi/tp_llama_2.lua tests/mpi/cp_steps_2.lua tests/mpi/cp_gpt_2.lua \
+  tests/mpi/ep_steps_2.lua
+grep -E "^rank 0:|MISMATCH|all steps|error" "$LOGS/check_gpu.log"
 if [ "$gpus" -ge 4 ]; then
   step "check on 4 GPU ranks" check_gpu_4.log mpirun -np 4 --bind-to none "$BUILD/tests/mpi/mpi_step_check" \
     --backend cuda tests/mpi/dp_steps_4.lua tests/mpi/hybrid_shard_4.lua tests/mpi/tp_dp_4.lua tests/mpi/pp_dp_4.lua \
-    tests/mpi/pp_dp_micro_4.lua
-  tail -3 "$LOGS/check_gpu_4.log"
+    tests/mpi/pp_dp_micro_4.lua tests/mpi/cp_dp_4.lua tests/mpi/cp_tp_gpt_4.lua tests/mpi/ep_dp_4.lua \
+    tests/mpi/ep_tp_4.lua tests/mpi/ep_pp_4.lua
+  grep -E "^rank 0:|MISMATCH|all steps|error" "$LOGS/check_gpu_4.log"
 fi
 # The pipeline example keeps its own batch (micro-batches of 2 sequences, 4 of them).
 psets=(--set "model=${MODEL:-gpt2-medium}" --set "seq=${SEQ:-1024}")
