@@ -16,10 +16,12 @@ OpClass class_of(OpKind k) {
     // Joining two attention blocks' outputs is element-wise, memory-bound like an add.
     case OpKind::attn_merge: return OpClass::pointwise;
     // Routing is a row-wise top-k and softmax over E logits, pointwise-like in cost; the
-    // rest only move rows between token and expert order (combine also scales them).
+    // rest move rows between token and expert order (combine also scales them) in kernels that
+    // stream device memory as element-wise kernels do, not on the copy engines the memory class
+    // is fitted to (copies to and from the host, memsets).
     case OpKind::moe_route: case OpKind::moe_route_bwd: return OpClass::pointwise;
     case OpKind::moe_dispatch: case OpKind::moe_dispatch_bwd: case OpKind::moe_combine:
-    case OpKind::moe_combine_bwd: return OpClass::memory;
+    case OpKind::moe_combine_bwd: return OpClass::pointwise;
     case OpKind::add_rmsnorm: case OpKind::add_layernorm: return OpClass::norm;
     case OpKind::embedding: case OpKind::embedding_bwd: return OpClass::embedding;
     case OpKind::cross_entropy: return OpClass::loss;
