@@ -56,7 +56,7 @@ if [ "$gpus" -ge 4 ]; then
   step "check on 4 GPU ranks" check_gpu_4.log mpirun -np 4 --bind-to none "$BUILD/tests/mpi/mpi_step_check" \
     --backend cuda tests/mpi/dp_steps_4.lua tests/mpi/hybrid_shard_4.lua tests/mpi/tp_dp_4.lua tests/mpi/pp_dp_4.lua \
     tests/mpi/pp_dp_micro_4.lua tests/mpi/cp_dp_4.lua tests/mpi/cp_tp_gpt_4.lua tests/mpi/ep_dp_4.lua \
-    tests/mpi/ep_tp_4.lua tests/mpi/ep_pp_4.lua
+    tests/mpi/ep_tp_4.lua tests/mpi/ep_pp_4.lua tests/mpi/tp_zero_4.lua tests/mpi/pp_tied_zero_4.lua
   grep -E "^rank 0:|MISMATCH|all steps|error" "$LOGS/check_gpu_4.log"
 fi
 # The pipeline example keeps its own batch (micro-batches of 2 sequences, 4 of them).

@@ -270,6 +270,24 @@ class DataParallel {
       if (const auto it = m_adamw_saved.find(static_cast<int>(&op - m_g.ops.data())); it != m_adamw_saved.end())
         op.attrs.elements -= it->second;
     }
+    // The step's own all-reduces of gradients over other groups (the sequence-parallel norms'
+    // over tp, the tied embedding's between the pipeline's edge stages) run after the
+    // reduce-scatters: on the shards, which hold the same positions on every rank they join.
+    for (Op& op : m_g.ops) {
+      if (op.kind != OpKind::collective || op.stage != Stage::optimizer) continue;
+      bool sharded = false;
+      for (auto* ids : {&op.inputs, &op.outputs})
+        for (int& id : *ids)
+          if (const auto it = replace.find(id); it != replace.end() && tensor(id).role == TensorRole::gradient) {
+            id = it->second;
+            sharded = true;
+          }
+      if (!sharded || op.attrs.payload_bytes <= 0) continue;
+      // The payload is now the shards'.
+      double bytes = 0;
+      for (int id : op.inputs) bytes += tensor(id).bytes() * tensor(id).count;
+      op.attrs.payload_bytes = bytes;
+    }
   }
 
   // ZeRO-2 and up: a full gradient lives from its first write to its bucket's reduce-scatter,
@@ -425,6 +443,12 @@ class DataParallel {
       // The full shape is the gradient's: the weight itself now holds a shard.
       const Tensor w = tensor(p->weight);
       const int gathered = add_tensor(w, w.name + ".gathered" + suffix, m_g.tensor(p->grad).shape, w.dtype, true);
+      // The gathered copy is the rank's whole part again: a tensor-parallel slice, an expert
+      // share (every level of the weight's shards but ZeRO's own).
+      if (!w.shard.empty()) {
+        tensor(gathered).shard = w.shard;
+        tensor(gathered).shard.pop_back();
+      }
       shards.push_back(p->weight);
       full.push_back(gathered);
       bytes += tensor(gathered).bytes();

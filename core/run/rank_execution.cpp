@@ -27,8 +27,6 @@ std::string layout_unexecutable_reason(const ParallelSpec& layout, const Communi
     return fmt::format(
         "the layout has {} GPUs ({}) and this run {} ranks: start it with {} ranks (mpirun -np {}, or --gpus {})",
         layout.gpus(), describe(layout), ranks.size(), layout.gpus(), layout.gpus(), layout.gpus());
-  if (layout.tp > 1 && layout.sharding_stage() > 0)
-    return "predicted only: ZeRO and FSDP over tensor-parallel ranks are not executed on ranks yet";
   return {};
 }
 

@@ -214,6 +214,8 @@ int main(int argc, char** argv) {
               (layout.sharding_stage() == 0 || (!t.shard.empty() && find(mine, t.name + ".shard") == nullptr));
           const bool param = t.role == TensorRole::weight || t.role == TensorRole::master_weight || averaged_gradient;
           if (!loss && !param) continue;
+          // A full-size copy gathered before use (ZeRO-3) holds the weights before the update.
+          if (t.transient) continue;
           const Tensor* r = find(ref, whole_name(t));
           if (r == nullptr) continue;  // a bucket buffer, a gathered copy: no reference twin
           my_tensors.push_back(&t);
