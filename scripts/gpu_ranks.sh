@@ -31,7 +31,17 @@ perfsim="$BUILD/perfsim"
 if [ "${TESTS:-1}" = 1 ]; then
   step ctest ctest.log ctest --test-dir "$BUILD" --output-on-failure -j 4
 fi
-sets=(--set "model=${MODEL:-gpt2-medium}" --set "batch=${BATCH:-8}" --set "seq=${SEQ:-1024}")
+# A shipped profile of this GPU prices the runs; without one, a quick calibration of this machine
+# does (its collectives over the GPUs included), so no figure is priced from the datasheet alone.
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+prof=()
+if grep -qF "device = \"$gpu_name\"" stdlib/profiles/*.lua; then
+  record profile "shipped (stdlib/profiles: $gpu_name)"
+else
+  step "calibrate --quick (no profile of $gpu_name)" calibrate.log "$perfsim" calibrate --backend cuda --quick \
+    -o "$LOGS/calibrated.lua" && prof=(--profile "$LOGS/calibrated.lua")
+fi
+sets=("${prof[@]}" --set "model=${MODEL:-gpt2-medium}" --set "batch=${BATCH:-8}" --set "seq=${SEQ:-1024}")
 step "ranks x$gpus" "ranks_$gpus.txt" "$perfsim" run examples/data_parallel_ranks.lua --backend cuda --gpus "$gpus" \
   --quiet --set "gpus=$gpus" "${sets[@]}"
 "$perfsim" run examples/data_parallel_ranks.lua --backend cuda --gpus "$gpus" --quiet --set "gpus=$gpus" \
@@ -60,7 +70,7 @@ if [ "$gpus" -ge 4 ]; then
   grep -E "^rank 0:|MISMATCH|all steps|error" "$LOGS/check_gpu_4.log"
 fi
 # The pipeline example keeps its own batch (micro-batches of 2 sequences, 4 of them).
-psets=(--set "model=${MODEL:-gpt2-medium}" --set "seq=${SEQ:-1024}")
+psets=("${prof[@]}" --set "model=${MODEL:-gpt2-medium}" --set "seq=${SEQ:-1024}")
 step "pipeline x2" pipeline_2.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --gpus 2 --quiet "${psets[@]}"
 step "pipeline one GPU" pipeline_1.txt "$perfsim" run examples/pipeline_ranks.lua --backend cuda --quiet --set stages=1 "${psets[@]}"
 for f in pipeline_2 pipeline_1; do echo "== $f"; sed -n '/^Step time/,/speedup:/p' "$LOGS/$f.txt"; sed -n '/^Ranks/,/slowest/p' "$LOGS/$f.txt"; done
@@ -77,7 +87,7 @@ for r, s in zip(ranks, single):
     print(f"| {r['step']} | {f(rm)} | {f(sm)} | {ratio} | {f(r['predicted']['step_time_s'])} | {f(s['predicted']['step_time_s'])} |")
 PY
 # The multi-GPU validation suite on every GPU as ranks: per step, per op and per collective.
-step "validate x$gpus" validate_ranks.log "$perfsim" validate --gpus "$gpus" --backend cuda -q --rank-timeout 240 \
+step "validate x$gpus" validate_ranks.log "$perfsim" validate --gpus "$gpus" --backend cuda -q --rank-timeout 240 "${prof[@]}" \
   -o "$LOGS/validate_ranks.txt"
 sed -n '/^Overall/,/^$/p;/^Step time/,/^$/p' "$LOGS/validate_ranks.txt"
 summary
