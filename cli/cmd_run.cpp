@@ -16,6 +16,7 @@
 #include "core/errors.hpp"
 #include "core/report/report.hpp"
 #include "core/report/sections.hpp"
+#include "core/report/trace.hpp"
 #include "core/run/runner.hpp"
 #include "dsl/dsl.hpp"
 
@@ -49,6 +50,7 @@ void write_stdout(const std::string& text) {
 int cmd_run(const RunArgs& a) {
   const ReportFormat format = resolve_report_format(a.format, a.output);
   if (!a.output.empty()) check_writable(a.output);
+  if (!a.trace.empty()) check_writable(a.trace);
 
   const ScriptOutcome outcome = run_script(a.scenario, make_dsl_settings(a));
   std::vector<ScenarioPoint> points = outcome.points;
@@ -106,6 +108,10 @@ int cmd_run(const RunArgs& a) {
   }
 
   if (!root) return 0;
+  if (!a.trace.empty()) {
+    write_file_atomically(a.trace, format_trace(results));
+    if (!a.quiet) fmt::print(stderr, "perfsim: wrote {} (trace)\n", a.trace);
+  }
   const std::string text = format_report(results, format);
   if (a.output.empty()) {
     write_stdout(text);

@@ -19,6 +19,7 @@
 #include "cli/ranks.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
+#include "core/report/trace.hpp"
 #include "core/report/validation.hpp"
 #include "core/run/runner.hpp"
 #include "core/validate/collectives.hpp"
@@ -93,6 +94,10 @@ CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a) {
   cmd->add_option("--format", a.format, "Report format (default: from -o's extension, else table)")
       ->check(CLI::IsMember({"table", "md", "markdown", "json", "csv"}));
   cmd->add_option("-o,--output", a.output, "Write the report to FILE (whole or not at all)")
+      ->type_name("FILE");
+  cmd->add_option("--trace", a.trace,
+                  "Write every suite step's predicted and measured timelines to FILE as Chrome trace-event "
+                  "JSON (ui.perfetto.dev, chrome://tracing)")
       ->type_name("FILE");
   cmd->add_flag("--quick", a.quick,
                 "CPU-sized models: sets the option quick=true in every scenario of the suite");
@@ -319,6 +324,7 @@ int cmd_validate(const ValidateArgs& given) {
   std::optional<double> max_error;
   if (!a.max_error.empty()) max_error = parse_max_error(a.max_error);
   if (!a.output.empty()) check_writable(a.output);
+  if (!a.trace.empty()) check_writable(a.trace);
   const std::vector<std::string> files = suite_files(a.suite);
   if (a.measurements.size() > 1) return validate_runs(a, format, files);
 
@@ -349,6 +355,10 @@ int cmd_validate(const ValidateArgs& given) {
   const std::vector<RunResult> results = run_suite(files, settings, *backend, replay, profile.hardware, status,
                                                    a.quiet, ranks, a.rank_timeout);
   if (ranks != nullptr && ranks->rank() != 0) return 0;
+  if (!a.trace.empty()) {
+    write_file_atomically(a.trace, format_trace(results));
+    status(fmt::format("wrote {} (trace)", a.trace));
+  }
   ValidationSummary summary = summarize_validation(results);
   if (ranks != nullptr) {
     // Each rank's GPU is one of the group: the collectives are those the steps ran.

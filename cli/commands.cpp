@@ -137,6 +137,10 @@ int run_cli(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "md", "markdown", "json", "csv"}));
   run_cmd->add_option("-o,--output", run.output, "Write the report to FILE (whole or not at all)")
       ->type_name("FILE");
+  run_cmd->add_option("--trace", run.trace,
+                      "Write each step's predicted and measured timelines to FILE as Chrome trace-event JSON "
+                      "(open it in ui.perfetto.dev or chrome://tracing)")
+      ->type_name("FILE");
   run_cmd->add_flag("-q,--quiet", run.quiet, "No progress or status lines on stderr");
   run_cmd->add_option("--gpus", run.gpus,
                       "Run as N ranks on this node (mpirun -np N): a parallel layout of N GPUs executes "

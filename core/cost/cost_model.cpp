@@ -145,7 +145,9 @@ Prediction predict(const Graph& g, const Hardware& hw) {
       p.unsupported.emplace_back(name_of(static_cast<DType>(d)));
 
   p.host_time = hw.host_overhead;
-  const double makespan = timeline_makespan(g, p.ops, copy_engines, hw.collective_sm_share());
+  Timeline timeline = timeline_spans(g, p.ops, copy_engines, hw.collective_sm_share());
+  const double makespan = timeline.makespan;
+  p.timeline = std::move(timeline.ops);
   p.step_time = makespan + p.host_time;
   std::vector<OpCost> without = p.ops;
   for (std::size_t i = 0; i < g.ops.size(); ++i) {

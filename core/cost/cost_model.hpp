@@ -30,6 +30,12 @@ struct OpCost {
   double host_wait = 0;
 };
 
+// An op's place on a step's timeline: seconds from the step's start (an op of count n spans
+// its n copies).
+struct TimelineSpan {
+  double start = 0, end = 0;
+};
+
 struct Prediction {
   std::string hardware;
   bool calibrated = false;
@@ -38,6 +44,7 @@ struct Prediction {
   std::map<OpClass, double> time_by_class;       // Σ time × count per class (seconds)
   double host_time = 0;                          // host overhead per step
   double step_time = 0;                          // timeline makespan + host overhead
+  std::vector<TimelineSpan> timeline;            // per op: its place on the step's timeline
   // Graphs with collectives: their seconds (Σ time × count) and the part of them the step
   // waits for, the makespan less that of the same timeline with every collective free.
   double communication_time = 0;
@@ -94,5 +101,17 @@ struct HostIssue {
 // The same over predicted costs (OpCost::time, issued in OpCost::launch_time).
 [[nodiscard]] double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs,
                                        bool copy_engines = true, double collective_sm_share = 0);
+
+// The timeline itself: when each op starts and ends, and the makespan timeline_makespan
+// returns. Traces draw it.
+struct Timeline {
+  std::vector<TimelineSpan> ops;  // one per graph op, same order
+  double makespan = 0;
+};
+[[nodiscard]] Timeline timeline_spans(const Graph& g, const std::vector<double>& op_seconds,
+                                      bool copy_engines = true, const std::vector<double>& issue_seconds = {},
+                                      double collective_sm_share = 0);
+[[nodiscard]] Timeline timeline_spans(const Graph& g, const std::vector<OpCost>& costs,
+                                      bool copy_engines = true, double collective_sm_share = 0);
 
 }  // namespace perfsim

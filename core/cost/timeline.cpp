@@ -147,18 +147,27 @@ void check_sizes(const Graph& g, std::size_t seconds, std::size_t issue) {
 
 }  // namespace
 
-double timeline_makespan(const Graph& g, const std::vector<double>& op_seconds,
-                         bool copy_engines, const std::vector<double>& issue_seconds,
-                         double collective_sm_share) {
+Timeline timeline_spans(const Graph& g, const std::vector<double>& op_seconds, bool copy_engines,
+                        const std::vector<double>& issue_seconds, double collective_sm_share) {
   check_sizes(g, op_seconds.size(), issue_seconds.size());
   Placer placer(g, copy_engines, collective_sm_share);
+  Timeline t;
+  t.ops.reserve(g.ops.size());
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     // A sampled op stands for `count` identical ops run back to back.
-    placer.run(i, placer.ready(i), op_seconds[i] * op.count);
+    const double start = placer.ready(i);
+    t.ops.push_back({start, placer.run(i, start, op_seconds[i] * op.count)});
     if (op.stream > 0 && !issue_seconds.empty()) placer.delay_main_stream(issue_seconds[i] * op.count);
   }
-  return placer.makespan();
+  t.makespan = placer.makespan();
+  return t;
+}
+
+double timeline_makespan(const Graph& g, const std::vector<double>& op_seconds,
+                         bool copy_engines, const std::vector<double>& issue_seconds,
+                         double collective_sm_share) {
+  return timeline_spans(g, op_seconds, copy_engines, issue_seconds, collective_sm_share).makespan;
 }
 
 std::vector<double> host_paced_waits(const Graph& g, const std::vector<double>& device_seconds,
@@ -186,8 +195,8 @@ std::vector<double> host_paced_waits(const Graph& g, const std::vector<double>& 
   return waits;
 }
 
-double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs, bool copy_engines,
-                         double collective_sm_share) {
+Timeline timeline_spans(const Graph& g, const std::vector<OpCost>& costs, bool copy_engines,
+                        double collective_sm_share) {
   if (costs.size() != g.ops.size())
     throw std::logic_error(
         fmt::format("timeline: {} costs for {} ops", costs.size(), g.ops.size()));
@@ -199,7 +208,12 @@ double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs, bool 
     // Ops paced by a modelled host dispatch hold their issue in host_wait already.
     issue.push_back(c.dispatch_time > 0 ? 0.0 : c.launch_time);
   }
-  return timeline_makespan(g, seconds, copy_engines, issue, collective_sm_share);
+  return timeline_spans(g, seconds, copy_engines, issue, collective_sm_share);
+}
+
+double timeline_makespan(const Graph& g, const std::vector<OpCost>& costs, bool copy_engines,
+                         double collective_sm_share) {
+  return timeline_spans(g, costs, copy_engines, collective_sm_share).makespan;
 }
 
 }  // namespace perfsim

@@ -1,0 +1,175 @@
+// format_trace: a run's steps as Chrome trace events (trace.hpp).
+#include "core/report/trace.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/build/streams.hpp"
+#include "core/cost/cost_model.hpp"
+#include "core/graph/op_shape.hpp"
+#include "core/version.hpp"
+
+namespace perfsim {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr int step_track = 0;   // the step's span
+constexpr int host_track = 99;  // the host issuing the ops
+
+// A stream's track: its tid and name.
+int track_of(int stream) { return stream + 1; }
+
+std::string stream_name(int stream) {
+  switch (stream) {
+    case 0: return "main stream";
+    case copy_stream: return "copy stream";
+    case gather_stream: return "gather stream (ZeRO-3)";
+    case gradient_stream: return "gradient stream";
+    case pipeline_stream: return "pipeline (activations)";
+    case context_stream: return "context (ring attention)";
+    case pipeline_grad_stream: return "pipeline (gradients)";
+    default: return fmt::format("stream {}", stream);
+  }
+}
+
+double us(double seconds) { return seconds * 1e6; }
+
+json metadata(const char* what, int pid, int tid, const std::string& name) {
+  json e{{"ph", "M"}, {"name", what}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+  return e;
+}
+
+json span(const std::string& name, const std::string& category, int pid, int tid, double start, double end,
+          json args = json::object()) {
+  return json{{"ph", "X"}, {"name", name},          {"cat", category}, {"pid", pid},
+              {"tid", tid}, {"ts", us(start)},      {"dur", us(std::max(0.0, end - start))}, {"args", std::move(args)}};
+}
+
+// One op's arguments: what it is and both of its times.
+json op_args(const StepResult& s, std::size_t i) {
+  const Op& op = s.graph.ops[i];
+  json a;
+  a["kind"] = std::string(name_of(op.kind));
+  a["class"] = std::string(name_of(class_of(op.kind)));
+  a["dtype"] = name_of(op.dtype);
+  a["shape"] = op_shape_text(op, s.graph);
+  a["stream"] = op.stream;
+  a["count"] = op.count;
+  if (i < s.predicted.ops.size()) {
+    const OpCost& c = s.predicted.ops[i];
+    a["flops"] = c.flops;
+    a["bytes"] = c.bytes;
+    a["bound"] = c.compute_bound ? "compute" : "memory";
+    a["predicted_us"] = us(c.time);
+  }
+  if (s.measured && i < s.measured->ops.size() && s.measured->ops[i].executed) {
+    const double m = s.measured->ops[i].median;
+    a["measured_us"] = us(m);
+    if (i < s.predicted.ops.size() && m > 0) a["error"] = relative_error(s.predicted.ops[i].time, m);
+  }
+  return a;
+}
+
+class TraceWriter {
+ public:
+  void add_step(const RunResult& r, const StepResult& s) {
+    const std::string label = fmt::format("{}{} / {}", r.scenario,
+                                          r.sweep_point.empty() ? "" : " [" + sweep_label(r.sweep_point) + "]", s.step);
+    const int predicted_pid = ++m_pid;
+    add_predicted(s, predicted_pid, label);
+    if (s.measured && s.measured->ops.size() == s.graph.ops.size()) add_measured(r, s, ++m_pid, label);
+  }
+
+  [[nodiscard]] std::string text() const {
+    json root;
+    root["traceEvents"] = m_events;
+    root["displayTimeUnit"] = "ms";
+    root["otherData"] = {{"producer", fmt::format("perfsim {}", perfsim_version)},
+                         {"timelines", "predicted: the cost model's stream timeline; measured: the stream timeline "
+                                       "of the measured per-op medians"}};
+    return root.dump(1) + "\n";
+  }
+
+ private:
+  void name_process(int pid, const std::string& name, const std::set<int>& streams, bool host) {
+    m_events.push_back(metadata("process_name", pid, 0, name));
+    m_events.push_back(json{{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0},
+                            {"args", {{"sort_index", pid}}}});
+    m_events.push_back(metadata("thread_name", pid, step_track, "step"));
+    for (int stream : streams) m_events.push_back(metadata("thread_name", pid, track_of(stream), stream_name(stream)));
+    if (host) m_events.push_back(metadata("thread_name", pid, host_track, "host issue"));
+  }
+
+  void add_ops(const StepResult& s, int pid, const std::vector<TimelineSpan>& spans) {
+    for (std::size_t i = 0; i < spans.size() && i < s.graph.ops.size(); ++i) {
+      const Op& op = s.graph.ops[i];
+      m_events.push_back(span(op.name, std::string(name_of(class_of(op.kind))), pid, track_of(op.stream),
+                              spans[i].start, spans[i].end, op_args(s, i)));
+    }
+  }
+
+  // The host issues the ops one after another, in program order.
+  void add_host(const StepResult& s, int pid, const std::vector<double>& issue) {
+    double t = 0;
+    for (std::size_t i = 0; i < issue.size(); ++i) {
+      const double d = issue[i] * s.graph.ops[i].count;
+      if (d <= 0) continue;
+      m_events.push_back(span(s.graph.ops[i].name, "host", pid, host_track, t, t + d));
+      t += d;
+    }
+  }
+
+  static std::set<int> streams_of(const Graph& g) {
+    std::set<int> out;
+    for (const Op& op : g.ops) out.insert(op.stream);
+    return out;
+  }
+
+  void add_predicted(const StepResult& s, int pid, const std::string& label) {
+    const Prediction& p = s.predicted;
+    std::vector<double> issue;
+    for (const OpCost& c : p.ops) issue.push_back(s.graph.graphed ? 0.0 : (c.dispatch_time > 0 ? c.dispatch_time : c.launch_time));
+    const bool host = std::any_of(issue.begin(), issue.end(), [](double d) { return d > 0; });
+    name_process(pid, fmt::format("predicted · {} ({})", label, p.hardware), streams_of(s.graph), host);
+    const double makespan = p.step_time - p.host_time;
+    m_events.push_back(span(s.step, "step", pid, step_track, 0, p.step_time,
+                            {{"step_time_us", us(p.step_time)}, {"host_overhead_us", us(p.host_time)}}));
+    if (p.host_time > 0) m_events.push_back(span("host overhead", "step", pid, step_track, makespan, p.step_time));
+    add_ops(s, pid, p.timeline);
+    if (host) add_host(s, pid, issue);
+  }
+
+  void add_measured(const RunResult& r, const StepResult& s, int pid, const std::string& label) {
+    const Measurement& m = *s.measured;
+    std::vector<double> medians, issue;
+    for (const OpMeasurement& om : m.ops) {
+      medians.push_back(om.median);
+      issue.push_back(om.host);
+    }
+    const bool host = std::any_of(issue.begin(), issue.end(), [](double d) { return d > 0; });
+    name_process(pid, fmt::format("measured · {} ({}, {})", label, m.backend, r.device), streams_of(s.graph), host);
+    m_events.push_back(span(s.step, "step", pid, step_track, 0, m.step_time, {{"step_time_us", us(m.step_time)}}));
+    // A GPU copies host data beside its kernels, a CPU not (as the measured step time has it).
+    add_ops(s, pid, timeline_spans(s.graph, medians, m.backend != "cpu").ops);
+    if (host) add_host(s, pid, issue);
+  }
+
+  json m_events = json::array();
+  int m_pid = 0;
+};
+
+}  // namespace
+
+std::string format_trace(const std::vector<RunResult>& results) {
+  TraceWriter w;
+  for (const RunResult& r : results)
+    for (const StepResult& s : r.steps) w.add_step(r, s);
+  return w.text();
+}
+
+}  // namespace perfsim
