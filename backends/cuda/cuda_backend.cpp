@@ -2,6 +2,8 @@
 // their time-bounded warm-up.
 #include "backends/cuda/cuda_backend.hpp"
 
+#include <nvtx3/nvToolsExt.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -118,6 +120,14 @@ void remove_probe_cost(std::vector<std::vector<double>>& samples, double untimed
 Measurement CudaBackend::run(const Graph& g, const RunOptions& o) {
   if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
   m_alloc->reset_peak();
+  // A range around the step's passes (nsys shows it above the ops' own ranges).
+  if (!o.label.empty()) nvtxRangePushA(o.label.c_str());
+  struct RangeEnd {
+    bool open;
+    ~RangeEnd() {
+      if (open) nvtxRangePop();
+    }
+  } range_end{!o.label.empty()};
   GraphRunner runner(g, o.seed, *m_alloc, *m_gemm, m_stream, m_ranks.get());
 
   Measurement m = g.graphed ? run_replayed(runner, g, o) : run_eager(runner, g, o);

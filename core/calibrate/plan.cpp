@@ -111,7 +111,7 @@ void add_decode_cases(std::vector<KernelCase>& out, const ModelConfig& m, const 
 CalibrationPlan cuda_plan(bool quick) {
   CalibrationPlan p;
   p.mode = quick ? "quick" : "full";
-  p.run = RunOptions{1, 5, 42, false};
+  p.run = RunOptions{1, 5, 42, false, 0, {}};
   p.graph_mode = true;
   GemmSweepPlan& g = p.gemm;
   if (quick) {
@@ -234,7 +234,7 @@ CalibrationPlan cuda_plan(bool quick) {
 CalibrationPlan cpu_plan(bool quick) {
   CalibrationPlan p;
   p.mode = quick ? "quick" : "full";
-  p.run = RunOptions{1, 5, 42, false};
+  p.run = RunOptions{1, 5, 42, false, 0, {}};
   p.graph_mode = false;
   GemmSweepPlan& g = p.gemm;
   g.dtypes = {DType::fp32, DType::bf16};

@@ -37,6 +37,9 @@ struct RunOptions {
   // Seconds the timed runs last at least: past `repeats`, more runs until then (at most
   // max_timed_runs, backends/timed_runs.hpp). 0: exactly `repeats`.
   double min_time = 0;
+  // What the run is, for profilers: "SCENARIO / STEP" (and "· rank R" on ranks); the CUDA
+  // backend names an NVTX range after it around the step's passes. Empty: no range.
+  std::string label;
 };
 
 class Backend {

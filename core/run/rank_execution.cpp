@@ -201,6 +201,7 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
   // Every rank runs the step the same number of times: the collectives pair up
   // run by run.
   o.min_time = 0;
+  if (!o.label.empty()) o.label += fmt::format(" · rank {}", ranks.rank());
   Measurement m;
   Exposed exposed;
   {

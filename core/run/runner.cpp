@@ -177,6 +177,7 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
   for (std::size_t i = 0; i < stack.size(); ++i) {
     if (hooks.progress)
       hooks.progress(fmt::format("[{}/{}] {}", i + 1, stack.size(), stack[i].name));
+    run_options.label = fmt::format("{} / {}", s.name, stack[i].name);
     StepResult r;
     r.step = stack[i].name;
     ParallelSpec layout = step_parallel(s.parallel, stack, i);
