@@ -114,6 +114,9 @@ Prediction predict(const Graph& g, const Hardware& hw) {
   Prediction p;
   p.hardware = hw.name;
   p.calibrated = hw.calibrated;
+  p.peak_flops = hw.peak_flops;
+  p.memory_bandwidth = hw.memory_bandwidth;
+  p.memory_capacity = hw.memory_bytes;
   // A CPU has no datasheet readable from the OS: its profile is estimated (core/cost/host_cpu.cpp).
   p.ops.reserve(g.ops.size());
   const ClassEfficiencies eff = ClassEfficiencies::of(hw);

@@ -1,6 +1,7 @@
 // The analytical cost model: roofline per op with per-class efficiency, launch overhead
 // (eager or graph replay), host overhead, and a timeline over streams for the total.
 #pragma once
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ struct TimelineSpan {
 struct Prediction {
   std::string hardware;
   bool calibrated = false;
+  // The roofline the ops were priced under: the hardware's dense peaks by dtype (0 = not
+  // supported), its memory bandwidth (bytes/s) and capacity (bytes). Reports chart them.
+  std::array<double, dtype_count> peak_flops{};
+  double memory_bandwidth = 0;
+  double memory_capacity = 0;
   std::string profile;                           // "calibrated", "datasheet, uncalibrated", ...
   std::vector<OpCost> ops;                       // one per graph op, same order
   std::map<OpClass, double> time_by_class;       // Σ time × count per class (seconds)

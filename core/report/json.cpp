@@ -156,6 +156,15 @@ json step_object(const StepResult& s, const StepFigures& f) {
   pj["hardware"] = p.hardware;
   pj["calibrated"] = p.calibrated;
   pj["profile"] = p.profile;
+  // The roofline the ops were priced under (perfsim plot draws it): dense peaks of the dtypes
+  // the hardware has, memory bandwidth and capacity.
+  json peaks = json::object();
+  for (int d = 0; d < dtype_count; ++d)
+    if (p.peak_flops[static_cast<std::size_t>(d)] > 0)
+      peaks[std::string(name_of(static_cast<DType>(d)))] = p.peak_flops[static_cast<std::size_t>(d)];
+  pj["peak_flops_s"] = std::move(peaks);
+  pj["memory_bandwidth_bytes_s"] = p.memory_bandwidth;
+  pj["memory_capacity_bytes"] = p.memory_capacity;
   pj["step_time_s"] = p.step_time;
   pj["host_time_s"] = p.host_time;
   pj["tokens_per_s"] = f.predicted_tokens_per_s;
