@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
+#include "cli/charts.hpp"
 #include "cli/device_profile.hpp"
 #include "cli/output_file.hpp"
 #include "cli/ranks.hpp"
@@ -51,6 +52,11 @@ int cmd_run(const RunArgs& a) {
   const ReportFormat format = resolve_report_format(a.format, a.output);
   if (!a.output.empty()) check_writable(a.output);
   if (!a.trace.empty()) check_writable(a.trace);
+  // Only the rank that reports draws; the others need no python.
+  if (!a.plots.empty() && (launched_ranks() == nullptr || launched_ranks()->rank() == 0)) {
+    check_chart_dir(a.plots);
+    check_chart_tools();
+  }
 
   const ScriptOutcome outcome = run_script(a.scenario, make_dsl_settings(a));
   std::vector<ScenarioPoint> points = outcome.points;
@@ -59,6 +65,9 @@ int cmd_run(const RunArgs& a) {
       if (!a.output.empty() && !a.quiet)
         fmt::print(stderr, "perfsim: {} is a plain script (no scenario): nothing written to {}\n",
                    a.scenario, a.output);
+      if (!a.plots.empty() && !a.quiet)
+        fmt::print(stderr, "perfsim: {} is a plain script (no scenario): no charts drawn in {}\n", a.scenario,
+                   a.plots);
       return 0;
     }
     points.push_back(ScenarioPoint{{}, *outcome.scenario});
@@ -118,6 +127,11 @@ int cmd_run(const RunArgs& a) {
   } else {
     write_file_atomically(a.output, text);
     if (!a.quiet) fmt::print(stderr, "perfsim: wrote {} ({})\n", a.output, name_of(format));
+  }
+  if (!a.plots.empty()) {
+    ChartOptions charts;
+    charts.quiet = a.quiet;
+    if (!draw_charts_of(format_report(results, ReportFormat::json), a.plots, charts)) return 1;
   }
   return 0;
 }

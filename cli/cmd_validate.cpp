@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
+#include "cli/charts.hpp"
 #include "cli/device_profile.hpp"
 #include "cli/output_file.hpp"
 #include "cli/ranks.hpp"
@@ -99,6 +100,10 @@ CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a) {
                   "Write every suite step's predicted and measured timelines to FILE as Chrome trace-event "
                   "JSON (ui.perfetto.dev, chrome://tracing)")
       ->type_name("FILE");
+  cmd->add_option("--plots", a.plots,
+                  "Also draw the report's charts into DIR as SVG and PNG: predicted vs measured per op "
+                  "(as 'perfsim plot' does; needs python3-matplotlib)")
+      ->type_name("DIR");
   cmd->add_flag("--quick", a.quick,
                 "CPU-sized models: sets the option quick=true in every scenario of the suite");
   cmd->add_option("--suite", a.suite, "Directory of scenario files (*.lua), run in name order")
@@ -325,6 +330,14 @@ int cmd_validate(const ValidateArgs& given) {
   if (!a.max_error.empty()) max_error = parse_max_error(a.max_error);
   if (!a.output.empty()) check_writable(a.output);
   if (!a.trace.empty()) check_writable(a.trace);
+  if (!a.plots.empty()) {
+    if (a.measurements.size() > 1)
+      throw UsageError("--plots charts one run: give one --measurements file, or compare runs without it");
+    if (ranks == nullptr || ranks->rank() == 0) {
+      check_chart_dir(a.plots);
+      check_chart_tools();
+    }
+  }
   const std::vector<std::string> files = suite_files(a.suite);
   if (a.measurements.size() > 1) return validate_runs(a, format, files);
 
@@ -372,6 +385,11 @@ int cmd_validate(const ValidateArgs& given) {
   if (!a.measurements.empty()) context.measurements = a.measurements.front();
   context.max_error = max_error;
   emit(a, format_validation(summary, context, format), format, status);
+  if (!a.plots.empty()) {
+    ChartOptions charts;
+    charts.quiet = a.quiet;
+    if (!draw_charts_of(format_validation(summary, context, ReportFormat::json), a.plots, charts)) return 1;
+  }
 
   if (!max_error) return 0;
   const std::vector<CheckedFigure> over = figures_over(summary, *max_error);

@@ -17,6 +17,7 @@ struct ValidateArgs {
   std::string format;                          // empty: from the -o extension, else table
   std::string output;                          // -o FILE; empty = stdout
   std::string trace;                           // --trace FILE: the suite's timelines (trace-event JSON)
+  std::string plots;                           // --plots DIR: the report's charts (cli/charts.hpp)
   std::string suite = "scenarios/validation";  // directory of *.lua scenarios
   std::string module_path;
   bool quick = false;                          // --quick: every scenario gets quick=true

@@ -1,4 +1,4 @@
-// The perfsim command line: CLI11 setup for run, list, explain, search, calibrate and validate,
+// The perfsim command line: CLI11 setup for run, list, explain, search, calibrate, validate and plot,
 // dispatch, and the single place where exceptions become "perfsim: error: ..." and an exit
 // code (1 failure, 2 usage).
 #include "cli/commands.hpp"
@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cli/cmd_calibrate.hpp"
+#include "cli/cmd_plot.hpp"
 #include "backends/mpi/mpi_world.hpp"
 #include "cli/cmd_validate.hpp"
 #include "cli/ranks.hpp"
@@ -141,6 +142,10 @@ int run_cli(int argc, char** argv) {
                       "Write each step's predicted and measured timelines to FILE as Chrome trace-event JSON "
                       "(open it in ui.perfetto.dev or chrome://tracing)")
       ->type_name("FILE");
+  run_cmd->add_option("--plots", run.plots,
+                      "Also draw the report's charts into DIR as SVG and PNG (as 'perfsim plot' does; needs "
+                      "python3-matplotlib)")
+      ->type_name("DIR");
   run_cmd->add_flag("-q,--quiet", run.quiet, "No progress or status lines on stderr");
   run_cmd->add_option("--gpus", run.gpus,
                       "Run as N ranks on this node (mpirun -np N): a parallel layout of N GPUs executes "
@@ -226,6 +231,9 @@ int run_cli(int argc, char** argv) {
   ValidateArgs validate;
   CLI::App* validate_cmd = add_validate_command(app, validate);
 
+  PlotArgs plot;
+  CLI::App* plot_cmd = add_plot_command(app, plot);
+
   SearchArgs search;
   search.backend = "none";
   CLI::App* search_cmd = app.add_subcommand(
@@ -301,18 +309,18 @@ int run_cli(int argc, char** argv) {
       "(perfsim search) states the space, the pruning and the limiter.");
 
   // CLI11 reports a missing or misspelt command as "A subcommand is required"; say which.
-  const std::vector<std::string> commands = {"run", "list", "explain", "search", "calibrate", "validate"};
+  const std::vector<std::string> commands = {"run", "list", "explain", "search", "calibrate", "validate", "plot"};
   const std::string usage_hint = "Run 'perfsim --help' (or 'perfsim COMMAND --help') for usage.\n";
   if (argc < 2) {
-    print_error("no command given; choose run, list, explain, search, calibrate or validate");
+    print_error("no command given; choose run, list, explain, search, calibrate, validate or plot");
     std::fputs(usage_hint.c_str(), stderr);
     return exit_usage;
   }
   if (const std::string first = argv[1]; !first.empty() && first.front() != '-' &&
                                          std::find(commands.begin(), commands.end(), first) ==
                                              commands.end()) {
-    print_error(fmt::format("unknown command '{}'{}; choose run, list, explain, search, calibrate or validate", first,
-                            did_you_mean(first, commands)));
+    print_error(fmt::format("unknown command '{}'{}; choose run, list, explain, search, calibrate, validate or plot",
+                            first, did_you_mean(first, commands)));
     std::fputs(usage_hint.c_str(), stderr);
     return exit_usage;
   }
@@ -360,6 +368,7 @@ int run_cli(int argc, char** argv) {
                         : list_cmd->parsed() ? list_cmd
                         : calibrate_cmd->parsed() ? calibrate_cmd
                         : validate_cmd->parsed() ? validate_cmd
+                        : plot_cmd->parsed() ? plot_cmd
                         : search_cmd->parsed() ? search_cmd : nullptr;
     const std::string unknown = cmd != nullptr ? unknown_option(*cmd, argc, argv) : "";
     if (unknown.empty())
@@ -401,6 +410,7 @@ int run_cli(int argc, char** argv) {
     if (search_cmd->parsed()) return cmd_search(search);
     if (calibrate_cmd->parsed()) return cmd_calibrate(calibrate);
     if (validate_cmd->parsed()) return cmd_validate(validate);
+    if (plot_cmd->parsed()) return cmd_plot(plot);
     print_error("no command given");
     return exit_usage;
   } catch (const UsageError& e) {

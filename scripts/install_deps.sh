@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config ninja-build libluajit-5.1-dev libfmt-dev libcli11-dev
           doctest-dev nlohmann-json3-dev libopenblas-dev
           openmpi-bin libopenmpi-dev  # ranks of parallel runs (mpirun)
+          python3-matplotlib          # charts: perfsim plot, --plots (and their tests)
           clang libclang-rt-dev)      # clang: the sanitizer and fuzzing build (make test-sanitize)
 missing=()
 for p in "${packages[@]}"; do

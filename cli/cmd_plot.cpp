@@ -1,0 +1,66 @@
+// `perfsim plot REPORT.json DIR`: the charts of a report saved by `perfsim run -o r.json` or
+// `perfsim validate -o v.json`, drawn by the embedded matplotlib script (cli/charts.hpp).
+#include "cli/cmd_plot.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "cli/charts.hpp"
+
+namespace perfsim {
+
+CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "plot", "Draw charts of a saved JSON report (perfsim run -o r.json, perfsim validate -o v.json) "
+              "into DIR, each as SVG and PNG.");
+  cmd->add_option("report", a.report, "JSON report written by 'perfsim run ... -o r.json' or "
+                                      "'perfsim validate ... -o v.json'")
+      ->required()
+      ->type_name("REPORT.json");
+  cmd->add_option("dir", a.dir, "Directory the charts go to (created when missing; a chart of the "
+                                "same name is replaced)")
+      ->required()
+      ->type_name("DIR");
+  cmd->add_option("--step", a.step,
+                  "Stack step the roofline and per-rank charts show (default: the last measured step, "
+                  "else the last)")
+      ->type_name("NAME");
+  cmd->add_option("--point", a.point, "Sweep point the per-step charts show, 1 for the first")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--dpi", a.dpi, "Resolution of the PNG files")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(20, 600));
+  cmd->add_flag("-q,--quiet", a.quiet, "No notes on stderr (charts skipped and why, what was written)");
+  cmd->footer(
+      "Charts, each drawn when the report holds its data (the others are named on stderr with the reason):\n"
+      "  roofline    one step's ops on the device's roofline (peak FLOP/s, memory bandwidth),\n"
+      "              at their predicted and measured times\n"
+      "  stack       step time per optimization step as a waterfall, and the speedup, predicted\n"
+      "              and measured\n"
+      "  memory      peak memory per step by role (weights, gradients, optimizer states, KV cache,\n"
+      "              activations, workspace, ...)\n"
+      "  op_classes  time per op class per step, predicted vs measured\n"
+      "  scaling     tokens/s and scaling efficiency vs GPUs, when the steps or sweep points span\n"
+      "              several GPU counts (a sweep over gpus)\n"
+      "  ranks       step time and exposed communication per rank (per pipeline stage when\n"
+      "              predicted only), for a step over several GPUs\n"
+      "  validation  a validation report: predicted vs measured time per op, log-log, with\n"
+      "              the ±10% and ±25% bands\n"
+      "Files: DIR/NAME.svg and DIR/NAME.png; written together or not at all. Needs python3 with\n"
+      "matplotlib (Debian: python3-matplotlib, installed by make deps; PERFSIM_PYTHON picks the\n"
+      "interpreter). docs/LOOKING_AT_A_RUN.md shows each chart and how to read it.");
+  return cmd;
+}
+
+int cmd_plot(const PlotArgs& a) {
+  ChartOptions o;
+  o.step = a.step;
+  o.point = a.point;
+  o.dpi = a.dpi;
+  o.quiet = a.quiet;
+  return draw_charts(a.report, a.dir, o) ? 0 : 1;
+}
+
+}  // namespace perfsim

@@ -1,0 +1,25 @@
+// `perfsim plot REPORT.json DIR`: charts of a saved JSON report, as SVG and PNG.
+#pragma once
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace perfsim {
+
+struct PlotArgs {
+  std::string report;    // a JSON report of perfsim run or perfsim validate
+  std::string dir;       // where the charts go (created when missing)
+  std::string step;      // --step NAME: the step of the roofline and per-rank charts
+  int point = 1;         // --point N: the sweep point of the per-step charts
+  int dpi = 100;         // --dpi: PNG resolution
+  bool quiet = false;
+};
+
+// Registers the subcommand and its options on `app`, filling `a` when parsed.
+CLI::App* add_plot_command(CLI::App& app, PlotArgs& a);
+
+[[nodiscard]] int cmd_plot(const PlotArgs& a);
+
+}  // namespace perfsim

@@ -1,0 +1,806 @@
+# Charts of a perfsim JSON report (perfsim run -o r.json, perfsim validate -o v.json), drawn
+# with matplotlib into SVG and PNG. perfsim carries this file in its binary and runs it as
+# `python3 - REPORT DIR [options]` with the script on stdin (cli/charts.cpp), so it works from
+# any install location.
+#
+# Exit status: 0 charts written; 1 an error, one "perfsim: error: ..." line on stderr; 3
+# matplotlib cannot be imported (perfsim then tries another interpreter or says what to install).
+#
+# Every series carries a gid "series-<chart>-<what>" (one <g id=...> in the SVG), so tests can
+# count what a chart holds. Output repeats byte for byte: the Agg backend, a fixed SVG hash
+# salt, no dates in the metadata.
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+
+EXIT_NO_MATPLOTLIB = 3
+
+PREDICTED = "#4C72B0"
+MEASURED = "#DD8452"
+CLASS_ORDER = ["gemm", "attention", "norm", "pointwise", "embedding", "loss", "optimizer", "memory",
+               "communication", "host"]
+CLASS_COLORS = {c: "C%d" % i for i, c in enumerate(CLASS_ORDER)}
+ROLE_ORDER = ["weights", "master_weights", "gradients", "optimizer_states", "kv_cache", "inputs",
+              "activations", "workspace"]
+ROLE_COLORS = {"weights": "#4C72B0", "master_weights": "#8172B3", "gradients": "#C44E52",
+               "optimizer_states": "#DD8452", "kv_cache": "#55A868", "inputs": "#937860",
+               "activations": "#DA8BC3", "workspace": "#8C8C8C"}
+# Roofs in greys, told apart by line style: the op classes own the colours.
+ROOF_STYLES = [("#222222", "-"), ("#666666", "--"), ("#999999", "-."), ("#444444", ":")]
+
+
+class Failure(Exception):
+    """An error the user can act on: printed as one line, exit 1."""
+
+
+class Skip(Exception):
+    """The report lacks this chart's data; the reason is said on stderr."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Figures as text
+
+def time_unit(seconds):
+    for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if seconds >= scale:
+            return scale, name
+    return 1e-9, "ns"
+
+
+def fmt_time(seconds):
+    scale, name = time_unit(seconds)
+    return "%.3g %s" % (seconds / scale, name)
+
+
+def byte_unit(b):
+    for scale, name in ((2.0 ** 40, "TiB"), (2.0 ** 30, "GiB"), (2.0 ** 20, "MiB"), (2.0 ** 10, "KiB")):
+        if b >= scale:
+            return scale, name
+    return 1.0, "B"
+
+
+def fmt_bytes(b):
+    scale, name = byte_unit(b)
+    return "%.3g %s" % (b / scale, name)
+
+
+def fmt_rate(v, unit):
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return "%.3g %s%s" % (v / scale, prefix, unit)
+    return "%.3g %s" % (v, unit)
+
+
+def num(v):
+    """A finite number from the report, else None (JSON null, missing)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def step_key(name):
+    return name.lower().lstrip("+")
+
+
+# ----------------------------------------------------------------------------------------------
+# Drawing helpers
+
+def setup_matplotlib():
+    import matplotlib
+    matplotlib.use("Agg")
+    matplotlib.rcParams.update({
+        "svg.hashsalt": "perfsim",
+        "font.size": 9,
+        "axes.titlesize": 10,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "legend.fontsize": 8,
+        "legend.frameon": False,
+    })
+
+
+def new_figure(width=8.0, height=5.0, rows=1, sharex=False, heights=None):
+    import matplotlib.pyplot as plt
+    kw = {"gridspec_kw": {"height_ratios": heights}} if heights else {}
+    fig, axes = plt.subplots(rows, 1, figsize=(width, height), sharex=sharex, squeeze=False, **kw)
+    return fig, [a[0] for a in axes]
+
+
+def finish(fig, text, subtitle=""):
+    """Title and subtitle above the axes (the subtitle wrapped to the figure's width), then the layout."""
+    import textwrap
+    width_in, height_in = fig.get_size_inches()
+    lines = []
+    for line in subtitle.split("\n") if subtitle else []:
+        lines += textwrap.wrap(line, width=int(width_in * 17)) or [""]
+    # Plain text, not suptitle: tight_layout would make room for a suptitle a second time.
+    fig.text(0.01, 1 - 0.08 / height_in, text, fontsize=11, ha="left", va="top")
+    if lines:
+        fig.text(0.01, 1 - 0.36 / height_in, "\n".join(lines), fontsize=8, color="#555555", ha="left", va="top",
+                 linespacing=1.3)
+    top = 1 - (0.42 + 0.15 * len(lines)) / height_in
+    fig.tight_layout(rect=(0, 0, 1, top))
+
+
+def bars(ax, xs, bottoms, heights, width, gid, color, hatch=None):
+    """Vertical bars as one collection, so the SVG holds them as one group named gid."""
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+    rects = [Rectangle((x - width / 2, b), width, h) for x, b, h in zip(xs, bottoms, heights)]
+    coll = PatchCollection(rects, facecolor=color, edgecolor="white", linewidth=0.6,
+                           hatch=hatch, gid=gid)
+    ax.add_collection(coll)
+    return coll
+
+
+def proxy(color, label, hatch=None, marker=None, filled=True):
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    if marker:
+        return Line2D([], [], linestyle="none", marker=marker, color=color, label=label,
+                      markerfacecolor=color if filled else "none")
+    return Patch(facecolor=color, edgecolor="white", hatch=hatch, label=label)
+
+
+def step_axis(ax, names):
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=20 if len(names) > 4 else 0, ha="right" if len(names) > 4 else "center")
+    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.grid(axis="x", visible=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# A run report: one sweep point's steps
+
+class RunReport:
+    def __init__(self, doc, args, shown):
+        results = doc.get("results")
+        if not isinstance(results, list) or not results:
+            raise Failure("%s holds no results" % shown)
+        self.results = results
+        if args.point < 1 or args.point > len(results):
+            raise Failure("--point %d: the report holds %d sweep point%s" %
+                          (args.point, len(results), "" if len(results) == 1 else "s"))
+        self.point = results[args.point - 1]
+        self.steps = [s for s in self.point.get("steps", []) if isinstance(s, dict)]
+        if not self.steps:
+            raise Failure("%s: sweep point %d holds no steps" % (shown, args.point))
+        self.step_name = args.step
+        if args.step and not any(step_key(s.get("step", "")) == step_key(args.step) for s in self.steps):
+            names = ", ".join(s.get("step", "") for s in self.steps)
+            raise Failure("--step %s: no such step (the steps: %s)" % (args.step, names))
+
+    def label(self):
+        sweep = self.point.get("sweep") or {}
+        where = self.point.get("scenario", "?")
+        if sweep:
+            where += " [" + ", ".join("%s=%s" % kv for kv in sorted(sweep.items())) + "]"
+        return where
+
+    def pick(self, has):
+        """--step when given, else the last step for which has(step) holds."""
+        if self.step_name:
+            for s in self.steps:
+                if step_key(s.get("step", "")) == step_key(self.step_name):
+                    return s
+        for s in reversed(self.steps):
+            if has(s):
+                return s
+        return None
+
+    def device_line(self, s):
+        p = s.get("predicted") or {}
+        m = s.get("measured")
+        text = "predicted on %s (%s)" % (p.get("hardware", "?"), p.get("profile", "?"))
+        if m:
+            text += "; measured on %s, %s" % (m.get("backend", "?"), m.get("device", "?"))
+        return text
+
+
+def measured_of(s):
+    m = s.get("measured")
+    return m if isinstance(m, dict) else None
+
+
+def chart_roofline(rep):
+    def placed(s):
+        return any(num(o.get("flops")) for o in s.get("ops", []))
+    s = rep.pick(lambda s: measured_of(s) is not None and placed(s)) or rep.pick(placed)
+    if s is None:
+        raise Skip("no step has ops with FLOPs")
+    p = s.get("predicted") or {}
+    peaks = {k: num(v) for k, v in (p.get("peak_flops_s") or {}).items() if num(v)}
+    bandwidth = num(p.get("memory_bandwidth_bytes_s"))
+    if not peaks or not bandwidth:
+        raise Skip("the report holds no peak FLOP/s and memory bandwidth (written by an earlier perfsim)")
+    ops = s.get("ops", [])
+    with_flops = [o for o in ops if num(o.get("flops")) and num(o.get("intensity"))]
+    if not with_flops:
+        raise Skip("step %s has no ops with FLOPs" % s.get("step"))
+    unplaced = len(ops) - len(with_flops)
+
+    fig, (ax,) = new_figure(8.0, 5.6)
+    xs = [num(o["intensity"]) for o in with_flops]
+    x_lo = min(xs) / 3
+    dtypes = []
+    for o in with_flops:
+        d = o.get("dtype")
+        if d in peaks and d not in dtypes:
+            dtypes.append(d)
+    if not dtypes:
+        dtypes = [max(peaks, key=peaks.get)]
+    ridge_max = max(peaks[d] / bandwidth for d in dtypes)
+    x_hi = max(max(xs) * 3, ridge_max * 4)
+
+    import numpy as np
+    grid = np.logspace(math.log10(x_lo), math.log10(x_hi), 200)
+    for i, d in enumerate(dtypes):
+        roof = np.minimum(peaks[d], bandwidth * grid)
+        color, style = ROOF_STYLES[i % len(ROOF_STYLES)]
+        ax.plot(grid, roof, color=color, linestyle=style, linewidth=1.6, gid="roof-" + d,
+                label="%s roof: %s, %s" % (d, fmt_rate(peaks[d], "FLOP/s"), fmt_rate(bandwidth, "B/s")))
+        ax.annotate("ridge %.3g FLOP/B" % (peaks[d] / bandwidth), (peaks[d] / bandwidth, peaks[d]),
+                    textcoords="offset points", xytext=(4, 4), fontsize=7, color="#555555")
+
+    pred_x, pred_y, pred_c = [], [], []
+    meas_x, meas_y, meas_c = [], [], []
+    pairs = []
+    for o in with_flops:
+        x = num(o["intensity"])
+        f = num(o["flops"])
+        c = CLASS_COLORS.get(o.get("class"), "black")
+        t = num(o.get("predicted_s"))
+        yp = f / t if t else None
+        if yp:
+            pred_x.append(x), pred_y.append(yp), pred_c.append(c)
+        tm = num(o.get("measured_median_s"))
+        ym = f / tm if tm else None
+        if ym:
+            meas_x.append(x), meas_y.append(ym), meas_c.append(c)
+        if yp and ym:
+            pairs.append([(x, yp), (x, ym)])
+    from matplotlib.collections import LineCollection
+    if pairs:
+        ax.add_collection(LineCollection(pairs, colors="#999999", linewidths=0.6, gid="pairs"))
+    ax.scatter(pred_x, pred_y, s=28, facecolors="none", edgecolors=pred_c, linewidths=1.1,
+               gid="series-roofline-predicted", zorder=3)
+    if meas_x:
+        ax.scatter(meas_x, meas_y, s=16, c=meas_c, gid="series-roofline-measured", zorder=4)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ys = pred_y + meas_y
+    ax.set_ylim(min(ys) / 3, max(peaks[d] for d in dtypes) * 2)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved FLOP/s (FLOPs ÷ op time)")
+
+    classes = [c for c in CLASS_ORDER if any(o.get("class") == c for o in with_flops)]
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [proxy("#333333", "predicted", marker="o", filled=False)]
+    if meas_x:
+        handles += [proxy("#333333", "measured", marker="o")]
+    handles += [proxy(CLASS_COLORS[c], c, marker="s") for c in classes]
+    ax.legend(handles=handles, loc="lower right", ncol=2)
+    note = "each op of one step at its predicted time (hollow)"
+    if meas_x:
+        note += " and measured median (filled), joined by a line"
+    if unplaced:
+        note += "; %d op%s without FLOPs (copies, embeddings) not placed" % (unplaced, "" if unplaced == 1 else "s")
+    finish(fig, "Roofline — %s, step %s" % (rep.label(), s.get("step")), rep.device_line(s) + "\n" + note)
+    return fig
+
+
+def chart_stack(rep):
+    steps = rep.steps
+    if len(steps) < 2:
+        raise Skip("one stack step: no optimization to compare")
+    names = [s.get("step", "?") for s in steps]
+    pred = [num((s.get("predicted") or {}).get("step_time_s")) for s in steps]
+    meas = [num((measured_of(s) or {}).get("step_time_s")) for s in steps]
+    pred_sp = [num((s.get("predicted") or {}).get("speedup")) for s in steps]
+    meas_sp = [num((measured_of(s) or {}).get("speedup")) for s in steps]
+    if not any(pred):
+        raise Skip("no predicted step times")
+    have_meas = any(meas)
+    scale, unit = time_unit(max(v for v in pred + meas if v))
+
+    fig, (top, bottom) = new_figure(8.0, 6.2, rows=2, sharex=True, heights=[3, 2])
+    width = 0.36 if have_meas else 0.6
+    sides = [("predicted", pred, PREDICTED, -width / 2 if have_meas else 0.0)]
+    if have_meas:
+        sides.append(("measured", meas, MEASURED, width / 2))
+    for side, times, color, offset in sides:
+        # Waterfall: each bar floats from the step before it (the last one with a time) to this
+        # step, hatched where the step got slower.
+        xs, lows, heights, slower, levels = [], [], [], [], []
+        prev = None
+        for i, t in enumerate(times):
+            if t is None:
+                continue
+            lo, hi = (0.0, t) if prev is None else (min(prev, t), max(prev, t))
+            xs.append(i + offset)
+            lows.append(lo / scale)
+            heights.append((hi - lo) / scale)
+            slower.append(prev is not None and t > prev)
+            levels.append(t / scale)
+            top.annotate(fmt_time(t), (i + offset, t / scale), textcoords="offset points", xytext=(0, 2),
+                         ha="center", fontsize=7)
+            prev = t
+        fast = [k for k in range(len(xs)) if not slower[k]]
+        slow = [k for k in range(len(xs)) if slower[k]]
+        bars(top, [xs[k] for k in fast], [lows[k] for k in fast], [heights[k] for k in fast], width,
+             "series-stack-time-%s" % side, color)
+        if slow:
+            bars(top, [xs[k] for k in slow], [lows[k] for k in slow], [heights[k] for k in slow], width,
+                 "slower-stack-time-%s" % side, color, hatch="///")
+        # A thin line carries each step's time to the next bar, where that bar starts.
+        for k in range(len(xs) - 1):
+            top.plot([xs[k] + width / 2, xs[k + 1] - width / 2], [levels[k]] * 2, color="#999999",
+                     linewidth=0.6, gid="link-%s-%d" % (side, k))
+    top.set_ylabel("step time (%s)" % unit)
+    top.set_ylim(0, max(v for v in pred + meas if v) / scale * 1.15)
+    handles = [proxy(PREDICTED, "predicted")]
+    if have_meas:
+        handles.append(proxy(MEASURED, "measured"))
+    handles.append(proxy("#bbbbbb", "slower than\nthe step before", hatch="///"))
+    top.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+    for side, values, color, marker in (("predicted", pred_sp, PREDICTED, "o"), ("measured", meas_sp, MEASURED, "s")):
+        pts = [(i, v) for i, v in enumerate(values) if v is not None]
+        if not pts or (side == "measured" and not have_meas):
+            continue
+        bottom.plot([i for i, _ in pts], [v for _, v in pts], marker=marker, color=color, linewidth=1.4,
+                    label=side, gid="series-stack-speedup-%s" % side)
+        for i, v in pts:
+            bottom.annotate("%.3g×" % v, (i, v), textcoords="offset points", xytext=(0, 5 if side == "predicted" else -11),
+                            ha="center", fontsize=7, color=color)
+    bottom.axhline(1.0, color="#999999", linewidth=0.8, linestyle=":")
+    bottom.set_ylabel("speedup (throughput ×)")
+    bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    step_axis(bottom, names)
+    finish(fig, "Optimization stack — %s" % rep.label(),
+          rep.device_line(steps[0]) + "\nsteps are cumulative; speedup is tokens/s over the first step")
+    return fig
+
+
+def stacked_pairs(ax, steps, keys, colors, get_pred, get_meas, scale, chart):
+    """Per step a stacked predicted bar and, where given, a stacked measured bar (hatched)."""
+    have_pred = any(get_pred(s) for s in steps)
+    have_meas = any(get_meas(s) for s in steps)
+    width = 0.36 if have_pred and have_meas else 0.6
+    sides = []
+    if have_pred:
+        sides.append(("predicted", get_pred, -width / 2 if have_meas else 0.0, None))
+    if have_meas:
+        sides.append(("measured", get_meas, width / 2 if have_pred else 0.0, "///"))
+    tops = []
+    for side, get, offset, hatch in sides:
+        bottoms = [0.0] * len(steps)
+        for key in keys:
+            xs, lows, hs = [], [], []
+            for i, s in enumerate(steps):
+                d = get(s)
+                v = num((d or {}).get(key))
+                if not d or not v:
+                    continue
+                xs.append(i + offset)
+                lows.append(bottoms[i])
+                hs.append(v / scale)
+                bottoms[i] += v / scale
+            if xs:
+                bars(ax, xs, lows, hs, width, "series-%s-%s-%s" % (chart, side, key), colors[key], hatch=hatch)
+        tops += bottoms
+    return have_meas, max(tops) if tops else 0.0
+
+
+def chart_memory(rep):
+    steps = rep.steps
+    pred = lambda s: (s.get("predicted") or {}).get("bytes_by_role_at_peak")
+    measured_roles = lambda s: (measured_of(s) or {}).get("bytes_by_role_at_peak")
+    # The measured peak is the executed graph's: beside the whole model's only when the graph
+    # holds every layer; else in a panel of its own, against the predicted executed peak.
+    sampled = any((s.get("layers_built") or 0) < (s.get("layers_total") or 0) for s in steps)
+    meas = (lambda s: None) if sampled else measured_roles
+    executed = sampled and any(measured_roles(s) for s in steps)
+    roles = [r for r in ROLE_ORDER
+             if any(num((pred(s) or {}).get(r)) or num((measured_roles(s) or {}).get(r)) for s in steps)]
+    roles += sorted({r for s in steps for r in list((pred(s) or {})) + list((measured_roles(s) or {}))
+                     if r not in ROLE_ORDER and (num((pred(s) or {}).get(r)) or num((measured_roles(s) or {}).get(r)))})
+    if not roles:
+        raise Skip("no bytes by role at the peak")
+    colors = dict(ROLE_COLORS)
+    for i, r in enumerate(roles):
+        colors.setdefault(r, "C%d" % (i % 10))
+    peak = max(sum(num(v) or 0 for v in (pred(s) or {}).values()) for s in steps)
+    scale, unit = byte_unit(max(peak, 1.0))
+    if executed:
+        fig, (ax, low) = new_figure(8.0, 7.0, rows=2, sharex=True)
+    else:
+        fig, (ax,) = new_figure(8.0, 5.2)
+    have_meas, top = stacked_pairs(ax, steps, roles, colors, pred, meas, scale, "memory")
+    capacity = num((steps[0].get("predicted") or {}).get("memory_capacity_bytes"))
+    note = "predicted: whole model at its peak"
+    if have_meas:
+        note += "; measured (hatched): the backend allocator's peak"
+    if capacity and capacity / scale <= 2 * top:
+        ax.axhline(capacity / scale, color="#C44E52", linestyle="--", linewidth=1.0, gid="capacity")
+        ax.annotate("%s memory %s" % ((steps[0].get("predicted") or {}).get("hardware", ""), fmt_bytes(capacity)),
+                    (-0.5, capacity / scale), textcoords="offset points", xytext=(2, 3), fontsize=7,
+                    color="#C44E52")
+        top = max(top, capacity / scale)
+    elif capacity:
+        note += "; device memory %s (off scale)" % fmt_bytes(capacity)
+    ax.set_ylim(0, top * 1.12 if top else 1)
+    ax.set_ylabel("whole model (%s)" % unit if executed else "peak memory (%s)" % unit)
+    step_axis(ax, [s.get("step", "?") for s in steps])
+    if executed:
+        built = [(s.get("layers_built"), s.get("layers_total")) for s in steps][0]
+        low_peak = max([sum(num(v) or 0 for v in (measured_roles(s) or {}).values()) for s in steps] +
+                       [num((s.get("predicted") or {}).get("peak_bytes_executed")) or 0 for s in steps])
+        low_scale, low_unit = byte_unit(max(low_peak, 1.0))
+        _, low_top = stacked_pairs(low, steps, roles, colors, lambda s: None, measured_roles, low_scale, "memory")
+        xs = [i for i, s in enumerate(steps) if num((s.get("predicted") or {}).get("peak_bytes_executed"))]
+        ys = [num(steps[i]["predicted"]["peak_bytes_executed"]) / low_scale for i in xs]
+        low.scatter(xs, ys, marker="_", s=900, linewidths=2.0, color="#222222", gid="series-memory-executed-predicted",
+                    zorder=3)
+        low.set_ylim(0, max([low_top] + ys) * 1.15)
+        low.set_ylabel("graph as executed (%s)" % low_unit)
+        step_axis(low, [s.get("step", "?") for s in steps])
+        note += ("; below, the graph as executed (%s of %s layers): measured by role (hatched) and the "
+                 "predicted peak of that graph (black line)" % built)
+    handles = [proxy(colors[r], r.replace("_", " ")) for r in reversed(roles)]
+    if have_meas or executed:
+        handles.append(proxy("#bbbbbb", "measured", hatch="///"))
+    if executed:
+        handles.append(proxy("#222222", "predicted, as executed", marker="_"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    finish(fig, "Peak memory by role — %s" % rep.label(), rep.device_line(steps[0]) + "\n" + note)
+    return fig
+
+
+def chart_op_classes(rep):
+    steps = rep.steps
+    pred = lambda s: (s.get("predicted") or {}).get("time_by_class_s")
+    meas = lambda s: (measured_of(s) or {}).get("time_by_class_s")
+    present = {c for s in steps for d in (pred(s), meas(s)) for c, v in (d or {}).items() if num(v)}
+    classes = [c for c in CLASS_ORDER if c in present] + sorted(present - set(CLASS_ORDER))
+    if not classes:
+        raise Skip("no time by op class")
+    colors = dict(CLASS_COLORS)
+    for i, c in enumerate(classes):
+        colors.setdefault(c, "C%d" % (i % 10))
+    biggest = max(sum(num(v) or 0 for v in (d or {}).values()) for s in steps for d in (pred(s), meas(s)))
+    scale, unit = time_unit(max(biggest, 1e-12))
+    fig, (ax,) = new_figure(8.0, 5.2)
+    have_meas, top = stacked_pairs(ax, steps, classes, colors, pred, meas, scale, "op_classes")
+    ax.set_ylim(0, top * 1.12 if top else 1)
+    ax.set_ylabel("Σ op time × count (%s)" % unit)
+    step_axis(ax, [s.get("step", "?") for s in steps])
+    handles = [proxy(colors[c], c) for c in reversed(classes)]
+    if have_meas:
+        handles.append(proxy("#bbbbbb", "measured", hatch="///"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    note = "whole model; classes need not add up to the step time (host overhead, streams that overlap)"
+    finish(fig, "Time by op class — %s" % rep.label(),
+          rep.device_line(steps[0]) + "\npredicted" + (" (left) vs measured (hatched)" if have_meas else "") +
+          "; " + note)
+    return fig
+
+
+def gpus_of(s):
+    par = (s.get("predicted") or {}).get("parallel")
+    g = num((par or {}).get("gpus"))
+    return int(g) if g else 1
+
+
+def chart_scaling(rep):
+    # Every (sweep point, step): its GPUs and tokens/s; series by step and the other sweep axes.
+    entries = []
+    for r in rep.results:
+        sweep = {k: v for k, v in sorted((r.get("sweep") or {}).items()) if k != "gpus"}
+        for s in r.get("steps", []):
+            p = s.get("predicted") or {}
+            m = measured_of(s) or {}
+            entries.append({
+                "gpus": gpus_of(s), "step": s.get("step", "?"),
+                "series": s.get("step", "?") + "".join(" %s=%s" % kv for kv in sweep.items()),
+                "pred": num(p.get("tokens_per_s")), "meas": num(m.get("tokens_per_s")),
+                "fits": p.get("fits", True) is not False,
+            })
+    counts = sorted({e["gpus"] for e in entries})
+    if len(counts) < 2:
+        raise Skip("every step runs on %d GPU%s: no scaling to draw" % (counts[0], "" if counts[0] == 1 else "s"))
+    series = {}
+    for e in entries:
+        series.setdefault(e["series"], []).append(e)
+    series = {k: v for k, v in series.items() if len({e["gpus"] for e in v}) > 1}
+    if not series:
+        # The GPU count changes from step to step, not between sweep points: one curve of steps.
+        series = {"steps": entries}
+    fig, (top, bottom) = new_figure(8.0, 6.4, rows=2, sharex=True)
+    for i, (label, pts) in enumerate(series.items()):
+        pts = sorted(pts, key=lambda e: e["gpus"])
+        color = "C%d" % (i % 10)
+        for side, style, marker in (("pred", "-", "o"), ("meas", "--", "s")):
+            fit = [e for e in pts if e[side] and e["fits"]]
+            if not fit:
+                continue
+            name = "predicted" if side == "pred" else "measured"
+            top.plot([e["gpus"] for e in fit], [e[side] for e in fit], style, marker=marker, color=color,
+                     label="%s, %s" % (label, name), gid="series-scaling-tokens-%s-%d" % (name, i))
+            base = fit[0]
+            eff = [(e[side] / e["gpus"]) / (base[side] / base["gpus"]) * 100 for e in fit]
+            bottom.plot([e["gpus"] for e in fit], eff, style, marker=marker, color=color,
+                        gid="series-scaling-efficiency-%s-%d" % (name, i))
+            if side == "pred":
+                top.plot([e["gpus"] for e in fit], [base[side] * e["gpus"] / base["gpus"] for e in fit], ":",
+                         color=color, linewidth=0.8, gid="ideal-%d" % i)
+        lost = [e for e in pts if e["pred"] and not e["fits"]]
+        if lost:
+            top.scatter([e["gpus"] for e in lost], [e["pred"] for e in lost], marker="x", color=color,
+                        gid="does-not-fit-%d" % i, zorder=3)
+        if label == "steps":
+            for e in pts:
+                if e["pred"]:
+                    top.annotate(e["step"], (e["gpus"], e["pred"]), textcoords="offset points", xytext=(4, -8),
+                                 fontsize=7)
+    top.set_xscale("log", base=2)
+    top.set_yscale("log")
+    top.set_ylabel("tokens/s (every GPU)")
+    handles, _ = top.get_legend_handles_labels()
+    handles.append(proxy("#333333", "does not fit memory", marker="x"))
+    handles.append(_dotted("linear scaling"))
+    top.legend(handles=handles, loc="upper left", fontsize=7)
+    bottom.axhline(100, color="#999999", linewidth=0.8, linestyle=":")
+    bottom.set_ylabel("scaling efficiency (%)")
+    bottom.set_xlabel("GPUs")
+    bottom.set_xticks(counts)
+    bottom.set_xticklabels([str(c) for c in counts])
+    bottom.set_ylim(0, max(110, bottom.get_ylim()[1]))
+    point = rep.results[0]
+    finish(fig, "Scaling — %s" % point.get("scenario", "?"),
+          "tokens/s and efficiency (tok/s per GPU ÷ that at the fewest GPUs that fit) vs GPUs; "
+          "predicted solid, measured dashed")
+    return fig
+
+
+def _dotted(label):
+    from matplotlib.lines import Line2D
+    return Line2D([], [], linestyle=":", color="#333333", label=label)
+
+
+def chart_ranks(rep):
+    def measured_ranks(s):
+        return (measured_of(s) or {}).get("ranks") or []
+
+    def predicted_ranks(s):
+        return ((s.get("predicted") or {}).get("parallel") or {}).get("ranks") or []
+
+    s = rep.pick(lambda s: bool(measured_ranks(s))) or rep.pick(lambda s: bool(predicted_ranks(s)))
+    if s is None:
+        raise Skip("no step runs over several GPUs")
+    if not (measured_ranks(s) or predicted_ranks(s)):
+        raise Skip("step %s runs on one GPU" % s.get("step"))
+    stages = {int(r.get("stage", 0)): r for r in predicted_ranks(s)}
+    ranks = measured_ranks(s)
+    if not ranks and len(stages) < 2:
+        raise Skip("the layout's ranks are alike (one pipeline stage) and none was measured")
+    if ranks:
+        labels = ["rank %d\nstage %d" % (r.get("rank", i), r.get("stage", 0)) for i, r in enumerate(ranks)]
+        pred_t = [num((stages.get(int(r.get("stage", 0))) or {}).get("own_step_time_s")) for r in ranks]
+        pred_x = [num((stages.get(int(r.get("stage", 0))) or {}).get("exposed_communication_s")) for r in ranks]
+        meas_t = [num(r.get("step_time_s")) for r in ranks]
+        meas_x = [num(r.get("exposed_communication_s")) for r in ranks]
+    else:
+        order = sorted(stages)
+        labels = ["stage %d" % k for k in order]
+        pred_t = [num(stages[k].get("own_step_time_s")) for k in order]
+        pred_x = [num(stages[k].get("exposed_communication_s")) for k in order]
+        meas_t = meas_x = [None] * len(order)
+    biggest = max([v for v in pred_t + meas_t + pred_x + meas_x if v] or [1e-9])
+    scale, unit = time_unit(biggest)
+    fig, axes = new_figure(8.0, 6.0, rows=2, sharex=True)
+    have_meas = any(meas_t)
+    width = 0.36 if have_meas else 0.6
+    for ax, what, pred, meas in ((axes[0], "time", pred_t, meas_t), (axes[1], "exposed", pred_x, meas_x)):
+        for side, values, color, offset in (("predicted", pred, PREDICTED, -width / 2 if have_meas else 0.0),
+                                            ("measured", meas, MEASURED, width / 2)):
+            pts = [(i, v) for i, v in enumerate(values) if v is not None]
+            if not pts:
+                continue
+            bars(ax, [i + offset for i, _ in pts], [0.0] * len(pts), [v / scale for _, v in pts], width,
+                 "series-ranks-%s-%s" % (what, side), color)
+            for i, v in pts:
+                ax.annotate(fmt_time(v) if v else "0", (i + offset, v / scale), textcoords="offset points",
+                            xytext=(0, 2), ha="center", fontsize=7)
+        ax.set_ylim(0, max([v / scale for v in pred + meas if v] or [1]) * 1.18)
+        step_axis(ax, labels)
+    layout_step = num((s.get("predicted") or {}).get("step_time_s"))
+    if layout_step:
+        axes[0].axhline(layout_step / scale, color=PREDICTED, linestyle="--", linewidth=0.9, gid="layout-step")
+        axes[0].set_ylim(0, max(axes[0].get_ylim()[1], layout_step / scale * 1.18))
+    axes[0].set_ylim(0, axes[0].get_ylim()[1] * 1.3)  # room for the legend above the bars
+    axes[0].set_ylabel("step time (%s)" % unit)
+    axes[1].set_ylabel("exposed communication (%s)" % unit)
+    handles = [proxy(PREDICTED, "predicted (its stage's own timeline)")]
+    if layout_step:
+        from matplotlib.lines import Line2D
+        handles.append(Line2D([], [], color=PREDICTED, linestyle="--", label="predicted step of the layout"))
+    if have_meas:
+        handles.append(proxy(MEASURED, "measured"))
+    axes[0].legend(handles=handles, loc="upper right")
+    layout = ((s.get("predicted") or {}).get("parallel") or {}).get("layout", "")
+    finish(fig, "Per rank — %s, step %s (%s)" % (rep.label(), s.get("step"), layout),
+          rep.device_line(s) + "\nexposed: the part of the step spent waiting for collectives")
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# A validation report
+
+def chart_validation(doc):
+    ops = [o for o in doc.get("ops", []) if isinstance(o, dict)]
+    pts = [(num(o.get("measured_s")), num(o.get("predicted_s")), o.get("class", "?")) for o in ops]
+    pts = [(m, p, c) for m, p, c in pts if m and p and m > 0 and p > 0]
+    if not pts:
+        raise Skip("no op was both predicted and measured")
+    import numpy as np
+    fig, (ax,) = new_figure(7.0, 6.4)
+    lo = min(min(m, p) for m, p, _ in pts) / 1.5
+    hi = max(max(m, p) for m, p, _ in pts) * 1.5
+    line = np.logspace(math.log10(lo), math.log10(hi), 50)
+    ax.fill_between(line, line * 0.75, line * 1.25, color="#DDDDDD", alpha=0.6, linewidth=0, gid="band-25")
+    ax.fill_between(line, line * 0.9, line * 1.1, color="#BBBBBB", alpha=0.6, linewidth=0, gid="band-10")
+    ax.plot(line, line, color="#555555", linewidth=0.8, gid="identity")
+    classes = [c for c in CLASS_ORDER if any(k == c for _, _, k in pts)]
+    classes += sorted({k for _, _, k in pts} - set(CLASS_ORDER))
+    for i, c in enumerate(classes):
+        mine = [(m, p) for m, p, k in pts if k == c]
+        ax.scatter([m for m, _ in mine], [p for _, p in mine], s=14, alpha=0.75,
+                   color=CLASS_COLORS.get(c, "C%d" % (i % 10)), label="%s (%d)" % (c, len(mine)),
+                   gid="series-validation-%s" % c, zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_aspect("equal")
+    ax.set_xlabel("measured op time (s)")
+    ax.set_ylabel("predicted op time (s)")
+    errors = sorted(abs(p - m) / m for m, p, _ in pts)
+    within = lambda e: sum(1 for x in errors if x <= e) * 100.0 / len(errors)
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [proxy("#BBBBBB", "±10%%: %.0f%% of ops" % within(0.10)),
+                proxy("#DDDDDD", "±25%%: %.0f%% of ops" % within(0.25))]
+    ax.legend(handles=handles, loc="upper left")
+    v = doc.get("validate") or {}
+    prof = (v.get("profile") or {}).get("name", "?")
+    median = errors[len(errors) // 2] if len(errors) % 2 else (errors[len(errors) // 2 - 1] + errors[len(errors) // 2]) / 2
+    finish(fig, "Predicted vs measured per op — %s" % v.get("device", "?"),
+          "%s backend, profile %s; %d ops, median |error| %.1f%%; the bands are ±10%% and ±25%%" %
+          (v.get("backend", "?"), prof, len(pts), median * 100))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+
+RUN_CHARTS = [
+    ("roofline", chart_roofline),
+    ("stack", chart_stack),
+    ("memory", chart_memory),
+    ("op_classes", chart_op_classes),
+    ("scaling", chart_scaling),
+    ("ranks", chart_ranks),
+]
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="perfsim plot", add_help=False)
+    ap.add_argument("report")
+    ap.add_argument("dir")
+    ap.add_argument("--step", default="")
+    ap.add_argument("--point", type=int, default=1)
+    ap.add_argument("--dpi", type=int, default=100)
+    ap.add_argument("--label", default="")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    ap.add_argument("--check", action="store_true")
+    return ap.parse_args(argv)
+
+
+def say(args, text):
+    if not args.quiet:
+        sys.stderr.write("perfsim: plot: %s\n" % text)
+        sys.stderr.flush()
+
+
+def draw(args):
+    shown = args.label or args.report
+    try:
+        with open(args.report, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise Failure("cannot read %s: %s" % (shown, e.strerror))
+    except ValueError as e:
+        raise Failure("%s is not a perfsim JSON report: %s" % (shown, e))
+    if not isinstance(doc, dict):
+        raise Failure("%s is not a perfsim JSON report (write one with perfsim run -o r.json)" % shown)
+
+    charts = []
+    if "results" in doc:
+        rep = RunReport(doc, args, shown)
+        if len(rep.results) > 1:
+            say(args, "%d sweep points: the per-step charts show point %d (%s); --point N picks another" %
+                (len(rep.results), args.point, rep.label()))
+        charts = [(name, (lambda fn: lambda: fn(rep))(fn)) for name, fn in RUN_CHARTS]
+    elif "validate" in doc and "ops" in doc:
+        if args.step or args.point != 1:
+            raise Failure("--step and --point pick from a run report; %s is a validation report" % shown)
+        charts = [("validation", lambda: chart_validation(doc))]
+    elif "validate" in doc:
+        raise Failure("%s compares several validation runs: chart one run's report "
+                      "(perfsim validate --measurements FILE -o v.json)" % shown)
+    else:
+        raise Failure("%s is not a perfsim JSON report: it holds neither 'results' (perfsim run) nor "
+                      "'validate' (perfsim validate)" % shown)
+
+    import matplotlib.pyplot as plt
+    os.makedirs(args.dir, exist_ok=True)
+    # Every chart goes to a scratch folder inside DIR first; only a complete set is moved in.
+    scratch = tempfile.mkdtemp(prefix=".perfsim-plot-", dir=args.dir)
+    try:
+        written, skipped = [], []
+        for name, make in charts:
+            try:
+                fig = make()
+            except Skip as s:
+                skipped.append((name, str(s)))
+                continue
+            fig.savefig(os.path.join(scratch, name + ".svg"), format="svg",
+                        metadata={"Date": None, "Creator": "perfsim plot"})
+            fig.savefig(os.path.join(scratch, name + ".png"), format="png", dpi=args.dpi,
+                        metadata={"Software": "perfsim plot"})
+            plt.close(fig)
+            written.append(name)
+        if not written:
+            reasons = "; ".join("%s: %s" % kv for kv in skipped)
+            raise Failure("%s holds no data any chart draws (%s)" % (shown, reasons))
+        for name in written:
+            for ext in (".svg", ".png"):
+                os.replace(os.path.join(scratch, name + ext), os.path.join(args.dir, name + ext))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for name, reason in skipped:
+        say(args, "skipped %s: %s" % (name, reason))
+    say(args, "wrote %d chart%s to %s (%s), each as SVG and PNG" %
+        (len(written), "" if len(written) == 1 else "s", args.dir, ", ".join(written)))
+
+
+def main(argv):
+    args = parse_args(argv)
+    try:
+        import matplotlib  # noqa: F401
+        setup_matplotlib()
+        import matplotlib.pyplot  # noqa: F401
+    except ImportError:
+        return EXIT_NO_MATPLOTLIB
+    if args.check:
+        return 0
+    try:
+        draw(args)
+    except Failure as e:
+        sys.stderr.write("perfsim: error: %s\n" % e)
+        return 1
+    except OSError as e:
+        where = e.filename or args.dir
+        sys.stderr.write("perfsim: error: cannot write charts to %s: %s\n" % (where, e.strerror or e))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Charts tests (ctest label `plots`): each case makes a report, draws its charts with
+# `perfsim plot` (or --plots) and checks them with check_charts.py: every expected file, SVG
+# that parses, the number of series per chart, PNG that decodes and is not blank, the charts
+# without data left out.
+#
+#   tests/plots/run_plots.sh PERFSIM_BIN SOURCE_DIR CASE     # CASE: run validate scaling ranks errors
+set -uo pipefail
+
+if [ $# -ne 3 ]; then
+  echo "usage: $0 PERFSIM_BIN SOURCE_DIR run|validate|scaling|ranks|errors" >&2
+  exit 2
+fi
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+src=$(cd "$2" && pwd)
+case_name=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$src" || exit 1
+
+# The interpreter perfsim itself picks (PERFSIM_PYTHON, python3, /usr/bin/python3): the checker
+# reads PNGs faster through its matplotlib. Without matplotlib anywhere (a machine set up
+# without `make deps`) the drawing cases are skipped (exit 77, ctest's SKIP_RETURN_CODE).
+checker=
+for py in ${PERFSIM_PYTHON:-python3 /usr/bin/python3}; do
+  if "$py" -c 'import matplotlib' 2>/dev/null; then
+    checker=$py
+    break
+  fi
+done
+if [ -z "$checker" ] && [ "$case_name" != errors ]; then
+  echo "plots $case_name: skipped: no python3 with matplotlib (install python3-matplotlib: make deps)"
+  exit 77
+fi
+[ -n "$checker" ] || checker=python3
+check() { "$checker" "$src/tests/plots/check_charts.py" "$@"; }
+
+failed=0
+fail() {
+  echo "FAIL  $*"
+  failed=1
+}
+# Runs perfsim; its stderr goes to $tmp/err (shown on failure), its exit status is checked.
+run() {
+  local want=$1
+  shift
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" != "$want" ]; then
+    fail "perfsim $* exited $rc, expected $want"
+    sed 's/^/      | /' "$tmp/err" | head -20
+  fi
+}
+expect_err() { grep -Eq -- "$1" "$tmp/err" || { fail "stderr does not match /$1/"; sed 's/^/      | /' "$tmp/err"; }; }
+same_files() {
+  for f in "$1"/*; do
+    cmp -s "$f" "$2/$(basename "$f")" || fail "$(basename "$f") differs between two renders of one report"
+  done
+}
+
+case $case_name in
+  run)
+    # A decode step of tiny-llama on the CPU backend: four steps, the last (fp8) not executed.
+    run 0 run tests/cli/tiny_decode.lua --backend cpu -q -o "$tmp/r.json"
+    run 0 plot "$tmp/r.json" "$tmp/charts"
+    expect_err '^perfsim: plot: skipped scaling: every step runs on 1 GPU'
+    expect_err '^perfsim: plot: skipped ranks: no step runs over several GPUs'
+    expect_err '^perfsim: plot: wrote 4 charts to .* \(roofline, stack, memory, op_classes\)'
+    check "$tmp/charts" roofline=2 stack=4 memory=10 op_classes=12 --absent scaling ranks validation || failed=1
+    # The same report drawn again gives the same bytes.
+    run 0 plot "$tmp/r.json" "$tmp/again" -q
+    [ -s "$tmp/err" ] && fail "-q printed: $(cat "$tmp/err")"
+    same_files "$tmp/charts" "$tmp/again"
+    # --plots on run: the report just produced, drawn without a file of it.
+    run 0 run tests/cli/tiny_decode.lua --backend cpu -q --plots "$tmp/run_plots/sub"
+    check "$tmp/run_plots/sub" roofline=2 stack=4 memory=10 op_classes=12 --absent scaling ranks || failed=1
+    ;;
+  validate)
+    # The saved H100 validation run priced again (nothing executed), charted through --plots.
+    run 0 validate --measurements tests/cli/h100_validation.json -q -o "$tmp/v.json" --plots "$tmp/vplots"
+    check "$tmp/vplots" validation=8 --absent roofline stack memory op_classes scaling ranks || failed=1
+    run 0 plot "$tmp/v.json" "$tmp/vplot"
+    expect_err '^perfsim: plot: wrote 1 chart to .* \(validation\)'
+    check "$tmp/vplot" validation=8 || failed=1
+    same_files "$tmp/vplots" "$tmp/vplot"
+    ;;
+  scaling)
+    # A sweep over gpus (predicted only): tokens/s and efficiency vs GPUs.
+    run 0 run tests/cli/gpus_sweep.lua --backend none -q -o "$tmp/s.json"
+    run 0 plot "$tmp/s.json" "$tmp/charts"
+    expect_err '^perfsim: plot: 5 sweep points: the per-step charts show point 1'
+    expect_err '^perfsim: plot: skipped stack: one stack step'
+    check "$tmp/charts" scaling=2 roofline=1 memory=7 op_classes=7 --absent stack ranks || failed=1
+    # A pipeline predicted only: the per-rank chart shows each stage's prediction.
+    run 0 run tests/plots/pipeline_2.lua --backend none -q --plots "$tmp/pp"
+    check "$tmp/pp" ranks=2 stack=2 roofline=1 memory=7 op_classes=7 --absent scaling || failed=1
+    ;;
+  ranks)
+    # The pipeline executed on 2 CPU ranks (mpirun): each rank measured beside its stage.
+    run 0 run tests/plots/pipeline_2.lua --backend cpu --gpus 2 -q -o "$tmp/pp.json"
+    run 0 plot "$tmp/pp.json" "$tmp/charts" --step pp2
+    check "$tmp/charts" ranks=4 roofline=2 stack=4 --absent scaling || failed=1
+    ;;
+  errors)
+    run 0 run tests/cli/tiny_decode.lua --backend none -q -o "$tmp/r.json"
+    # No interpreter, or one without matplotlib: what to install, and nothing written.
+    PERFSIM_PYTHON=/no/such/python3 run 1 plot "$tmp/r.json" "$tmp/none"
+    expect_err '^perfsim: error: charts need python3 \(PERFSIM_PYTHON=/no/such/python3 cannot be started\): install python3-matplotlib \(make deps\)$'
+    printf '#!/bin/sh\nexec %s -S "$@"\n' "$(command -v python3)" >"$tmp/bare_python"
+    chmod +x "$tmp/bare_python"
+    PERFSIM_PYTHON=$tmp/bare_python run 1 plot "$tmp/r.json" "$tmp/none"
+    expect_err '^perfsim: error: charts need matplotlib, which .*bare_python cannot import: install python3-matplotlib \(make deps\)$'
+    PERFSIM_PYTHON=$tmp/bare_python run 1 run tests/cli/tiny_decode.lua --backend none -q --plots "$tmp/none"
+    expect_err 'install python3-matplotlib'
+    grep -q 'Step time' "$tmp/out" && fail "run --plots without matplotlib ran before failing"
+    ls "$tmp/none"/*.svg >/dev/null 2>&1 && fail "charts written without matplotlib"
+    # A step or point the report does not hold: one line, no chart.
+    run 1 plot "$tmp/r.json" "$tmp/bad_step" --step +fp9
+    expect_err '^perfsim: error: --step \+fp9: no such step \(the steps: fp32, \+bf16, \+flash_attention, \+fp8\)$'
+    run 1 plot "$tmp/r.json" "$tmp/bad_point" --point 2
+    expect_err '^perfsim: error: --point 2: the report holds 1 sweep point$'
+    ls "$tmp/bad_step"/*.svg "$tmp/bad_point"/*.svg >/dev/null 2>&1 && fail "charts written for a bad --step or --point"
+    # A comparison of several validation runs has no per-op pairs to chart.
+    run 2 validate --measurements tests/cli/h100_validation.json --measurements tests/cli/h100_validation.json --plots "$tmp/cmp"
+    expect_err '^perfsim: error: --plots charts one run'
+    ;;
+  *)
+    echo "unknown case '$case_name'" >&2
+    exit 2
+    ;;
+esac
+
+[ "$failed" = 0 ] && echo "plots $case_name: ok"
+exit "$failed"
