@@ -12,6 +12,7 @@
 #include "core/build/streams.hpp"
 #include "core/errors.hpp"
 #include "core/graph/all_to_all.hpp"
+#include "core/graph/pipeline_edge.hpp"
 
 namespace perfsim::cpu {
 
@@ -24,6 +25,10 @@ RankGroup group_of(const Op& op) { return RankGroup{op.attrs.group, op.attrs.gro
 int64_t part_of(int64_t elements, int parts) { return (elements + parts - 1) / parts; }
 
 std::size_t at(int id) { return static_cast<std::size_t>(id); }
+
+// Message tags: ring attention's blocks go under 0.
+constexpr int pipeline_activation_tag = 1;
+constexpr int pipeline_gradient_tag = 2;
 
 int64_t stored_bytes(const Tensor& t) { return t.elements() * bytes_of(storage_of(t.dtype)); }
 
@@ -156,18 +161,14 @@ void all_to_all(const Op& op, const Graph& g, const std::vector<void*>& buf, Com
 }
 
 // A pipeline edge: the activation goes to the next stage in forward and its gradient to the
-// previous one in backward; a receive takes them from the other side. Stages are
-// attrs.group_stride (pp_stride) ranks apart.
+// previous one in backward (around the ring with interleaved chunks: pipeline_edge); a receive
+// takes them from the other side. Activations and gradients travel under tags of their own: with
+// interleaved chunks both may go from one rank to the same neighbour.
 void send_recv(const Op& op, const Graph& g, const std::vector<void*>& buf, Communicator& ranks) {
-  const bool backward = op.stage == Stage::backward;
-  const int stride = op.attrs.group_stride;
-  if (!op.inputs.empty()) {
-    const int to = ranks.rank() + (backward ? -stride : stride);
-    ranks.send(buf[at(op.inputs[0])], stored_bytes(g.tensor(op.inputs[0])), to);
-  } else if (!op.outputs.empty()) {
-    const int from = ranks.rank() + (backward ? stride : -stride);
-    ranks.recv(buf[at(op.outputs[0])], stored_bytes(g.tensor(op.outputs[0])), from);
-  }
+  const PipelineEdge e = pipeline_edge(op, ranks.rank(), ranks.size());
+  const int tag = e.backward ? pipeline_gradient_tag : pipeline_activation_tag;
+  if (!op.inputs.empty()) ranks.send(buf[at(op.inputs[0])], stored_bytes(g.tensor(op.inputs[0])), e.peer, tag);
+  else if (!op.outputs.empty()) ranks.recv(buf[at(op.outputs[0])], stored_bytes(g.tensor(op.outputs[0])), e.peer, tag);
 }
 
 // A step of ring attention (the context stream): the tensors it reads, end to end as stored, go

@@ -56,6 +56,7 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
     cpu::check_op(op, g);
     if (m_ranks != nullptr) m_bucket[i] = NcclRanks::is_bucket(op, g) ? 1 : 0;
   }
+  if (m_ranks != nullptr) m_ranks->prepare(g);
   m_plan = plan_streams(g);
   m_exec = std::make_unique<OpExecutor>(g, alloc, gemm, stream, ranks);
   m_waits_elsewhere.assign(g.ops.size(), 0);

@@ -11,6 +11,7 @@
 #include "core/build/streams.hpp"
 #include "core/errors.hpp"
 #include "core/graph/all_to_all.hpp"
+#include "core/graph/pipeline_edge.hpp"
 
 #ifdef PERFSIM_HAVE_NCCL
 #include <nccl.h>
@@ -155,13 +156,9 @@ void NcclRanks::run(const Op& op, const Graph& g, const std::vector<void*>& buf,
   if (const std::string why = collective_shape_reason(op, g, bucket); !why.empty()) throw NotExecutable(why);
   const RankGroup group{op.attrs.group, op.attrs.group_stride};
   if (group.size <= 1) return;
-  // Pipeline edges go over the world's communicator; the others over their group's, ring
-  // attention's steps over a lane of their own (with dp = 1 the gradient average has the same
-  // group, on another stream).
   const bool ring = op.attrs.collective == Collective::send_recv && op.stream == context_stream;
-  const bool edge = op.attrs.collective == Collective::send_recv && !ring;
-  const int lane = ring ? ring_lane : edge && op.stream == pipeline_grad_stream ? 1 : 0;
-  Comm& c = comm(edge ? RankGroup{m_ranks.size(), 1} : group, op.name, lane);
+  const CommKey key = comm_key(op);
+  Comm& c = comm(key.group, op.name, key.lane);
   auto* nc = static_cast<ncclComm_t>(c.comm);
   auto ok = [&](ncclResult_t r, const char* call) { check_result(r, call, &c, c.group, op.name); };
   const ncclRedOp_t red = op.attrs.average ? ncclAvg : ncclSum;
@@ -309,15 +306,14 @@ void NcclRanks::run(const Op& op, const Graph& g, const std::vector<void*>& buf,
         ok(ncclGroupEnd(), "ncclGroupEnd");
         return;
       }
-      // A pipeline edge over the world communicator: forward to the next stage, gradients back.
-      const bool backward = op.stage == Stage::backward;
-      const int stride = op.attrs.group_stride;
+      // A pipeline edge, over its direction's and colour's communicator of the pipeline, whose
+      // places are the stages.
+      const PipelineEdge e = pipeline_edge(op, m_ranks.rank(), m_ranks.size());
+      const int peer = c.group.place(e.peer);
       if (!op.inputs.empty()) {
-        const int to = m_ranks.rank() + (backward ? -stride : stride);
-        ok(ncclSend(buf[at(op.inputs[0])], bytes_of_tensor(g, op.inputs[0]), ncclInt8, to, nc, stream), "ncclSend");
+        ok(ncclSend(buf[at(op.inputs[0])], bytes_of_tensor(g, op.inputs[0]), ncclInt8, peer, nc, stream), "ncclSend");
       } else if (!op.outputs.empty()) {
-        const int from = m_ranks.rank() + (backward ? stride : -stride);
-        ok(ncclRecv(buf[at(op.outputs[0])], bytes_of_tensor(g, op.outputs[0]), ncclInt8, from, nc, stream),
+        ok(ncclRecv(buf[at(op.outputs[0])], bytes_of_tensor(g, op.outputs[0]), ncclInt8, peer, nc, stream),
            "ncclRecv");
       }
       return;

@@ -48,8 +48,7 @@ struct NcclError : CudaError {
 
 class NcclRanks {
  public:
-  // Makes the world's communicator at once (every rank joins here, in step), for the pipeline
-  // edges' point-to-point transfers.
+  // Communicators are made by prepare(), per graph.
   explicit NcclRanks(Communicator& ranks);
   NcclRanks(const NcclRanks&) = delete;
   NcclRanks& operator=(const NcclRanks&) = delete;
@@ -77,6 +76,13 @@ class NcclRanks {
   void all_reduce(float* data, std::size_t count, RankGroup group, Reduction r, cudaStream_t stream,
                   const std::string& what);
 
+  // Makes every communicator `g`'s collectives need, before any of them is issued: in one order
+  // on every rank (by group size, stride and lane), with nothing of this rank's on the GPU yet.
+  // Made on first use instead, the communicators of different groups would be made in each
+  // rank's own program order, and a rank blocked making one (ncclCommInitRank waits for the
+  // group) while a peer waits on its GPU for a transfer this rank has not issued would hang.
+  void prepare(const Graph& g);
+
   // Throws NcclError after aborting every communicator when one reports an asynchronous error
   // (or when they were aborted before). Cheap: a few flag reads per communicator.
   void check();
@@ -90,13 +96,25 @@ class NcclRanks {
     RankGroup group;
     std::string last;      // the op that last issued a collective on it
   };
-  // The communicator of the group holding this rank, made on first use; `what` is the op
-  // about to use it. `lane` 1 is a second communicator of the same group: a pipeline's
-  // gradients go over it, its activations over lane 0, so that the two directions, each on a
-  // stream of its own, never wait on one another (1F1B sends one micro-batch forward while the
-  // neighbour sends another's gradient back).
+  // The communicator of the group holding this rank, made on first use (prepare makes them
+  // first); `what` is the op about to use it. A lane other than 0 is another communicator of
+  // the same group, for transfers that must not queue behind the group's other work.
   Comm& comm(RankGroup g, const std::string& what, int lane = 0);
   static constexpr int ring_lane = 2;  // ring attention's steps: a communicator of their own
+  // A pipeline's transfers go over its stages' group (places are stages), one communicator per
+  // direction and edge colour (core/graph/pipeline_edge.hpp): lane 8 + 3·backward + colour. So
+  // the two directions, each on streams of their own, never wait on one another (1F1B sends
+  // one micro-batch forward while the neighbour sends another's gradient back), nor a stage's
+  // sends on its receives.
+  static constexpr int pipeline_lane = 8;
+  struct CommKey {
+    RankGroup group;
+    int lane = 0;
+  };
+  // The communicator collective `op` runs over.
+  [[nodiscard]] CommKey comm_key(const Op& op) const;
+  // The stages of the pipeline that pipeline transfer `op` crosses: pp ranks pp_stride apart.
+  [[nodiscard]] RankGroup pipeline_group(const Op& op) const;
   // An NCCL result that is not success: aborts every communicator and throws NcclError naming
   // the call (null: an asynchronous error), the error and the group (c may be null before the
   // communicator exists).

@@ -4,9 +4,13 @@
 
 #include <cstdlib>
 #include <exception>
+#include <set>
+#include <tuple>
 
 #include "backends/cuda/nccl_ranks.hpp"
+#include "core/build/streams.hpp"
 #include "core/errors.hpp"
+#include "core/graph/pipeline_edge.hpp"
 
 #ifdef PERFSIM_HAVE_NCCL
 #include <nccl.h>
@@ -30,6 +34,43 @@ void NcclRanks::fail(const std::string& message) {
   throw NcclError(message + "; every NCCL communicator of this rank is aborted");
 }
 
+NcclRanks::CommKey NcclRanks::comm_key(const Op& op) const {
+  const RankGroup group{op.attrs.group, op.attrs.group_stride};
+  if (op.attrs.collective != Collective::send_recv) return {group, 0};
+  if (op.stream == context_stream) return {group, ring_lane};
+  const PipelineEdge e = pipeline_edge(op, m_ranks.rank(), m_ranks.size());
+  return {pipeline_group(op), pipeline_lane + 3 * (e.backward ? 1 : 0) + e.colour};
+}
+
+RankGroup NcclRanks::pipeline_group(const Op& op) const {
+  return RankGroup{m_ranks.size() / op.attrs.group_stride, op.attrs.group_stride};
+}
+
+void NcclRanks::prepare(const Graph& g) {
+  std::set<std::tuple<int, int, int>> keys;
+  const Op* edge = nullptr;
+  bool ring = false;  // interleaved chunks: the stages form a ring
+  for (const Op& op : g.ops) {
+    ring = ring || op.chunk > 0;
+    if (op.kind != OpKind::collective || op.attrs.group <= 1) continue;
+    if (op.attrs.collective == Collective::send_recv && is_pipeline_stream(op.stream)) {
+      edge = &op;
+      continue;
+    }
+    const CommKey k = comm_key(op);
+    keys.emplace(k.group.size, k.group.stride, k.lane);
+  }
+  // Every stage of the pipeline joins each of its communicators, also those of edges it does
+  // not touch (a middle stage's neighbours' colours).
+  if (edge != nullptr) {
+    const RankGroup pipe = pipeline_group(*edge);
+    for (int backward = 0; backward < 2; ++backward)
+      for (int colour = 0; colour < pipeline_colours(pipe.size, ring); ++colour)
+        keys.emplace(pipe.size, pipe.stride, pipeline_lane + 3 * backward + colour);
+  }
+  for (const auto& [size, stride, lane] : keys) (void)comm(RankGroup{size, stride}, "", lane);
+}
+
 #ifndef PERFSIM_HAVE_NCCL
 
 NcclRanks::NcclRanks(Communicator& ranks) : m_ranks(ranks) {}
@@ -50,9 +91,7 @@ void NcclRanks::check_result(int, const char* call, const Comm*, RankGroup, cons
 
 #else
 
-NcclRanks::NcclRanks(Communicator& ranks) : m_ranks(ranks) {
-  if (ranks.size() > 1) (void)comm(RankGroup{ranks.size(), 1}, "");
-}
+NcclRanks::NcclRanks(Communicator& ranks) : m_ranks(ranks) {}
 
 NcclRanks::~NcclRanks() {
   // Unwinding: a collective may still wait for a peer that failed, and ncclCommDestroy would

@@ -85,8 +85,8 @@ void MpiWorld::all_reduce_sum(float*, int64_t, RankGroup) {}
 void MpiWorld::reduce_scatter_sum(const float*, float*, int64_t, RankGroup) {}
 void MpiWorld::all_gather(const void*, void*, int64_t, RankGroup) {}
 void MpiWorld::all_to_all(const void*, void*, int64_t, RankGroup) {}
-void MpiWorld::send(const void*, int64_t, int) {}
-void MpiWorld::recv(void*, int64_t, int) {}
+void MpiWorld::send(const void*, int64_t, int, int) {}
+void MpiWorld::recv(void*, int64_t, int, int) {}
 void MpiWorld::barrier() {}
 std::vector<std::string> MpiWorld::gather_to_root(const std::string&) { return {}; }
 void MpiWorld::broadcast(void*, int64_t) {}
@@ -236,7 +236,7 @@ void MpiWorld::all_to_all(const void* in, void* out, int64_t bytes, RankGroup g)
         "MPI_Alltoall");
 }
 
-void MpiWorld::send(const void* data, int64_t bytes, int to) {
+void MpiWorld::send(const void* data, int64_t bytes, int to, int tag) {
   m_groups->reap(false);
   // A copy the sender may not overwrite until MPI is done with it; the caller's buffer is free at
   // once.
@@ -244,17 +244,17 @@ void MpiWorld::send(const void* data, int64_t bytes, int to) {
   s.data.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
   for (int64_t at = 0; at < bytes; at += piece) {
     MPI_Request r = MPI_REQUEST_NULL;
-    check(MPI_Isend(s.data.data() + at, static_cast<int>(std::min(piece, bytes - at)), MPI_BYTE, to, 0,
+    check(MPI_Isend(s.data.data() + at, static_cast<int>(std::min(piece, bytes - at)), MPI_BYTE, to, tag,
                     MPI_COMM_WORLD, &r),
           "MPI_Isend");
     s.requests.push_back(r);
   }
 }
 
-void MpiWorld::recv(void* data, int64_t bytes, int from) {
+void MpiWorld::recv(void* data, int64_t bytes, int from, int tag) {
   auto* p = static_cast<char*>(data);
   for (int64_t at = 0; at < bytes; at += piece)
-    check(MPI_Recv(p + at, static_cast<int>(std::min(piece, bytes - at)), MPI_BYTE, from, 0, MPI_COMM_WORLD,
+    check(MPI_Recv(p + at, static_cast<int>(std::min(piece, bytes - at)), MPI_BYTE, from, tag, MPI_COMM_WORLD,
                    MPI_STATUS_IGNORE),
           "MPI_Recv");
 }

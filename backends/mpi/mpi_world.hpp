@@ -43,8 +43,8 @@ class MpiWorld final : public Communicator {
   void reduce_scatter_sum(const float* in, float* out, int64_t count, RankGroup g) override;
   void all_gather(const void* in, void* out, int64_t bytes, RankGroup g) override;
   void all_to_all(const void* in, void* out, int64_t bytes, RankGroup g) override;
-  void send(const void* data, int64_t bytes, int to) override;
-  void recv(void* data, int64_t bytes, int from) override;
+  void send(const void* data, int64_t bytes, int to, int tag = 0) override;
+  void recv(void* data, int64_t bytes, int from, int tag = 0) override;
   void barrier() override;
   [[nodiscard]] std::vector<std::string> gather_to_root(const std::string& text) override;
   void broadcast(void* data, int64_t bytes) override;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/errors.hpp"
+#include "core/spec/parallel.hpp"
 
 namespace perfsim::build {
 
@@ -34,10 +35,21 @@ GraphBuilder::GraphBuilder(const ModelConfig& m, const Workload& w, const BuildO
   const int64_t layers = m_rank.layers;
   m_graph.layers_total = layers;
   m_graph.layers_built = (o.layers <= 0 || o.layers >= layers) ? layers : o.layers;
+  const int chunks = m_rank.chunks();
+  m_chunk_begin.assign(1, 0);
+  for (int c = 0; c < chunks; ++c) {
+    const int64_t built = m_graph.layers_built == layers ? m_rank.chunk_layers[static_cast<std::size_t>(c)]
+                                                         : stage_layers(m_graph.layers_built, chunks, c);
+    m_chunk_begin.push_back(m_chunk_begin.back() + static_cast<int>(built));
+  }
 }
 
 std::string GraphBuilder::lname(int layer, const std::string& what) const {
-  return layer_name(layer >= 0 ? layer + static_cast<int>(m_rank.first_layer) : layer, what);
+  if (layer < 0) return layer_name(layer, what);
+  // The chunk holding the graph's layer `layer`, and the model's index of it.
+  std::size_t c = 0;
+  while (c + 2 < m_chunk_begin.size() && layer >= m_chunk_begin[c + 1]) ++c;
+  return layer_name(static_cast<int>(m_rank.chunk_first_layer[c]) + layer - m_chunk_begin[c], what);
 }
 
 int GraphBuilder::tensor(std::string name, std::vector<int64_t> shape, TensorRole role, int layer,
@@ -83,6 +95,7 @@ int GraphBuilder::op(OpKind kind, std::string name, std::vector<int> inputs,
   o.outputs = std::move(outputs);
   o.attrs = attrs;
   o.layer = layer;
+  o.chunk = m_chunk;
   o.stage = stage;
   o.count = layer >= 0 ? layer_scale() : 1.0;
   if (stage == Stage::forward || stage == Stage::backward) o.count *= m_pass_multiplier;

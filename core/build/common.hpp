@@ -121,6 +121,12 @@ class GraphBuilder {
 
   // Forward and backward op counts are multiplied by this (grad_accum micro-batches).
   void set_pass_multiplier(double v) { m_pass_multiplier = v; }
+  // Ops made from now on belong to model chunk `c` (Op::chunk) of an interleaved stage.
+  void set_chunk(int c) { m_chunk = c; }
+  // The graph's layers (0 .. layers_built) of chunk `c`: [begin, end).
+  [[nodiscard]] std::pair<int, int> chunk_layers(int c) const {
+    return {m_chunk_begin[static_cast<std::size_t>(c)], m_chunk_begin[static_cast<std::size_t>(c) + 1]};
+  }
 
   // Persistent per-layer tensors (layer >= 0) count L/built; everything else counts 1.
   int tensor(std::string name, std::vector<int64_t> shape, TensorRole role, int layer = -1,
@@ -236,6 +242,10 @@ class GraphBuilder {
   RankShape m_rank;
   Graph m_graph;
   double m_pass_multiplier = 1;
+  int m_chunk = 0;
+  // Where each chunk's layers begin among the graph's (a last entry: layers_built). Sampled
+  // layers (BuildOptions::layers) spread evenly over the chunks.
+  std::vector<int> m_chunk_begin;
   std::vector<Param> m_params;
 };
 

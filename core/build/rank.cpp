@@ -75,6 +75,7 @@ RankShape rank_shape(const ModelConfig& m, const Workload& w, const BuildOptions
   const ParallelSpec& p = o.parallel;
   RankShape r;
   r.layers = m.layers;
+  r.chunk_layers = {m.layers};
   r.heads = m.heads;
   r.kv_heads = m.kv_heads_or_heads();
   r.q_dim = m.hidden;
@@ -104,6 +105,22 @@ RankShape rank_shape(const ModelConfig& m, const Workload& w, const BuildOptions
   r.pp_stride = p.pp_stride();
   r.first_layer = stage_first_layer(m.layers, p.pp, o.stage);
   r.layers = stage_layers(m.layers, p.pp, o.stage);
+  r.chunk_first_layer = {r.first_layer};
+  r.chunk_layers = {r.layers};
+  if (p.pipeline_schedule() == PipelineSchedule::interleaved && p.interleave > 1 && w.phase == Phase::train) {
+    // Virtual stages of pp · v: this stage holds stage, stage + pp, ... (one per chunk).
+    const int virtual_stages = p.pp * p.interleave;
+    r.chunk_first_layer.clear();
+    r.chunk_layers.clear();
+    r.layers = 0;
+    for (int c = 0; c < p.interleave; ++c) {
+      const int k = c * p.pp + o.stage;
+      r.chunk_first_layer.push_back(stage_first_layer(m.layers, virtual_stages, k));
+      r.chunk_layers.push_back(stage_layers(m.layers, virtual_stages, k));
+      r.layers += r.chunk_layers.back();
+    }
+    r.first_layer = r.chunk_first_layer.front();
+  }
   // head_dim stays the full model's: each rank holds whole heads.
   r.heads = m.heads / p.tp;
   r.kv_heads = m.kv_heads_or_heads() / p.tp;

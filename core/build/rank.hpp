@@ -4,6 +4,7 @@
 // which layers (and whether the embedding and the head) its pipeline stage holds.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/build/builders.hpp"
 #include "core/spec/model.hpp"
@@ -22,6 +23,11 @@ struct RankShape {
   int pp_stride = 1;
   int64_t first_layer = 0;  // the model's index of the stage's first layer
   int64_t layers = 0;       // layers of the stage
+  // The stage's model chunks: one, or under the interleaved schedule (training) v of them,
+  // chunk c being virtual stage c·pp + stage of pp·v (Megatron's layout): the model's index of
+  // each one's first layer and its layers.
+  std::vector<int64_t> chunk_first_layer{0};
+  std::vector<int64_t> chunk_layers{0};
   // Per rank: attention heads, KV heads, the query and KV projection widths, the MLP width and
   // the vocabulary rows (padded up to a multiple of tp, as Megatron pads it).
   int64_t heads = 0, kv_heads = 0, q_dim = 0, kv_dim = 0, ffn = 0, vocab = 0;
@@ -35,6 +41,10 @@ struct RankShape {
 
   [[nodiscard]] bool first_stage() const { return stage == 0; }
   [[nodiscard]] bool last_stage() const { return stage == pp - 1; }
+  [[nodiscard]] int chunks() const { return static_cast<int>(chunk_layers.size()); }
+  // Whether chunk `c` begins the model (the embedding: virtual stage 0) or ends it (the head).
+  [[nodiscard]] bool model_begins(int c) const { return first_stage() && c == 0; }
+  [[nodiscard]] bool model_ends(int c) const { return last_stage() && c == chunks() - 1; }
   [[nodiscard]] bool tensor_parallel() const { return tp > 1; }
   [[nodiscard]] bool context_parallel() const { return cp > 1; }
   [[nodiscard]] bool moe() const { return experts > 0; }

@@ -4,6 +4,8 @@
 // collectives; under context parallelism the rank's share of the tokens runs through it, with
 // ring attention's backward; a pipeline stage receives its input and its output's gradient and
 // sends the others on.
+#include <fmt/format.h>
+
 #include <map>
 
 #include "core/build/builders.hpp"
@@ -315,6 +317,78 @@ void add_optimizer(GraphBuilder& b, BackwardBuilder& bw) {
   }
 }
 
+// The model's end on the last virtual stage: final norm, head, loss (forward and gradient in
+// one op), then the head's backward; returns the gradient of the last layer's output `x`.
+int head_and_loss(GraphBuilder& b, BackwardBuilder& bw, const ModelWeights& mw, int x, int targets, int64_t t,
+                  int64_t rows) {
+  const RankShape& r = b.rank();
+  const int64_t h = b.model().hidden, vocab = r.vocab;
+  const int xf = b.norm("final_norm", x, mw.final_norm, rows, -1);
+  const int logits = b.lm_head(b.enter_tp("final_norm", xf, t, -1, Stage::forward), mw, t);
+  const int loss = b.tensor("cross_entropy.loss", {t}, TensorRole::activation);
+  const int dlogits = b.tensor("cross_entropy.dlogits", {t, vocab}, TensorRole::activation);
+  if (r.tensor_parallel())  // each rank holds its vocabulary columns of the whole logits
+    for (int id : {logits, dlogits})
+      b.graph().tensor(id).shard = {Shard{b.graph().tensor(id).name, {t, vocab * r.tp}, 1, r.tp, r.tp_stride}};
+  OpAttrs ce;
+  ce.rows = t;
+  ce.cols = vocab;
+  ce.elements = t * vocab;
+  b.upload(targets);
+  b.op(OpKind::cross_entropy, "cross_entropy", {logits, targets}, {loss, dlogits}, ce, -1, Stage::forward);
+  if (r.tensor_parallel()) {
+    // Vocab-parallel cross-entropy (Megatron): each rank holds a slice of the logits, so the
+    // row maxima, the target logits and the sums of exponentials are all-reduced over [T] in
+    // fp32. Modelled as one all-reduce of those 3·T values, after the op.
+    OpAttrs ar;
+    ar.collective = Collective::all_reduce;
+    ar.group = r.tp;
+    ar.group_stride = r.tp_stride;
+    ar.payload_bytes = 3.0 * static_cast<double>(t) * bytes_of(DType::fp32);
+    b.op(OpKind::collective, "cross_entropy.all_reduce", {loss}, {loss}, ar, -1, Stage::forward);
+  }
+
+  // Backward from the loss. Under sp the head's weight gradient reads the norm output
+  // gathered again.
+  const int head_in = b.regather("final_norm", xf, t, -1);
+  int dx = -1;
+  if (mw.lm_head >= 0) {
+    dx = bw.linear("lm_head", dlogits, head_in, mw.lm_head, t, vocab, h, -1);
+  } else {
+    // Tied: logits = xf · E^T. dxf = dlogits · E; dE[V, h] = dlogits^T · xf.
+    dx = b.tensor("lm_head.dgrad.out", {t, h}, TensorRole::activation);
+    OpAttrs d;
+    d.m = t, d.n = h, d.k = vocab;
+    b.op(OpKind::gemm, "lm_head.dgrad", {dlogits, mw.embedding}, {dx}, d, -1, Stage::backward);
+    bw.wgrad("lm_head", dlogits, head_in, mw.embedding, vocab, h, t, /*trans_a=*/true, -1);
+  }
+  dx = b.leave_tp("lm_head.dgrad", dx, t, -1, Stage::backward);
+  return bw.norm("final_norm", x, mw.final_norm, dx, rows, -1);
+}
+
+// Embedding backward on the first virtual stage: scatter-add of `dx` into the table gradient
+// (and the position gradient). With tied embeddings the table gradient already holds the
+// lm_head part: accumulate.
+void embedding_backward(GraphBuilder& b, BackwardBuilder& bw, const ModelWeights& mw, int tokens, int dx, int64_t t,
+                        int64_t seq) {
+  const RankShape& r = b.rank();
+  const Workload& w = b.graph().workload;
+  OpAttrs ea;
+  ea.rows = t;
+  ea.cols = b.model().hidden;
+  ea.elements = t * b.model().hidden;
+  ea.batch = w.batch;
+  ea.seq_q = seq;
+  ea.cp = r.cp;  // the rows' positions: the rank's chunks of each sequence
+  ea.cp_stride = r.cp_stride;
+  ea.accumulate = (b.model().tied_embeddings && r.last_stage()) || w.grad_accum > 1;
+  std::vector<int> eout{bw.grad_of(mw.embedding, -1)};
+  if (mw.positions >= 0) eout.push_back(bw.grad_of(mw.positions, -1));
+  std::vector<int> ein{tokens, b.enter_tp("embedding.bwd", dx, t, -1, Stage::backward)};
+  if (ea.accumulate) ein.insert(ein.end(), eout.begin(), eout.end());  // read-modify-write
+  b.op(OpKind::embedding_bwd, "embedding.bwd", std::move(ein), std::move(eout), ea, -1, Stage::backward);
+}
+
 }  // namespace
 
 Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
@@ -326,7 +400,7 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
   // Under context parallelism the rank holds seq/cp tokens of every sequence: every token-wise
   // op (embedding, GEMMs, norms, MLP, loss) runs on those.
   const int64_t seq = r.local_seq(w.seq);
-  const int64_t t = w.batch * seq, rows = r.rows(t), h = m.hidden, vocab = r.vocab;
+  const int64_t t = w.batch * seq, rows = r.rows(t);
   const int tokens = r.first_stage() ? b.input("tokens", t) : -1;
   const int targets = r.last_stage() ? b.input("targets", t) : -1;
 
@@ -336,95 +410,45 @@ Graph build_train(const ModelConfig& m, const Workload& w, const BuildOptions& o
   s.seq_q = seq;
   s.seq_kv = seq;  // one K/V block: the whole sequence, or one rank's share of it (ring attention)
   s.kv_capacity = seq;
-  std::vector<LayerActivations> acts;
-  int x = -1;
-  if (r.first_stage()) {
-    b.upload(tokens);
-    // Vocab-parallel: each rank looks up its rows, the partial embeddings are summed.
-    x = b.leave_tp("embedding", b.embed(tokens, mw, w.batch, seq, 0), t, -1, Stage::forward);
-  } else {
-    x = b.pipeline_recv("pipeline.recv", rows, Stage::forward);
-  }
-  for (int l = 0; l < static_cast<int>(b.layers_built()); ++l) {
-    acts.push_back(b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, {}));
-    x = acts.back().out;
-  }
-
+  // A stage runs its chunks in turn (one, or v of an interleaved stage): forward through
+  // chunk 0 .. v − 1, backward through v − 1 .. 0, each chunk receiving its input from the
+  // previous virtual stage and sending its output to the next (the gradients the other way).
+  const int chunks = r.chunks();
+  auto edge = [&](const char* what, int c) { return chunks == 1 ? std::string(what) : fmt::format("chunk{}.{}", c, what); };
+  std::vector<LayerActivations> acts(static_cast<std::size_t>(b.layers_built()));
   BackwardBuilder bw(b, s, w.grad_accum > 1);
-  int dx = -1;
-  if (r.last_stage()) {
-    const int xf = b.norm("final_norm", x, mw.final_norm, rows, -1);
-    const int logits = b.lm_head(b.enter_tp("final_norm", xf, t, -1, Stage::forward), mw, t);
-
-    // Loss: forward and gradient in one op.
-    const int loss = b.tensor("cross_entropy.loss", {t}, TensorRole::activation);
-    const int dlogits = b.tensor("cross_entropy.dlogits", {t, vocab}, TensorRole::activation);
-    if (r.tensor_parallel())  // each rank holds its vocabulary columns of the whole logits
-      for (int id : {logits, dlogits})
-        b.graph().tensor(id).shard = {Shard{b.graph().tensor(id).name, {t, vocab * r.tp}, 1, r.tp, r.tp_stride}};
-    OpAttrs ce;
-    ce.rows = t;
-    ce.cols = vocab;
-    ce.elements = t * vocab;
-    b.upload(targets);
-    b.op(OpKind::cross_entropy, "cross_entropy", {logits, targets}, {loss, dlogits}, ce, -1,
-         Stage::forward);
-    if (r.tensor_parallel()) {
-      // Vocab-parallel cross-entropy (Megatron): each rank holds a slice of the logits, so the
-      // row maxima, the target logits and the sums of exponentials are all-reduced over [T] in
-      // fp32. Modelled as one all-reduce of those 3·T values, after the op.
-      OpAttrs ar;
-      ar.collective = Collective::all_reduce;
-      ar.group = r.tp;
-      ar.group_stride = r.tp_stride;
-      ar.payload_bytes = 3.0 * static_cast<double>(t) * bytes_of(DType::fp32);
-      b.op(OpKind::collective, "cross_entropy.all_reduce", {loss}, {loss}, ar, -1, Stage::forward);
-    }
-
-    // Backward from the loss. Under sp the head's weight gradient reads the norm output
-    // gathered again.
-    const int head_in = b.regather("final_norm", xf, t, -1);
-    if (mw.lm_head >= 0) {
-      dx = bw.linear("lm_head", dlogits, head_in, mw.lm_head, t, vocab, h, -1);
+  int x = -1, dx = -1;
+  for (int c = 0; c < chunks; ++c) {
+    b.set_chunk(c);
+    if (r.model_begins(c)) {
+      b.upload(tokens);
+      // Vocab-parallel: each rank looks up its rows, the partial embeddings are summed.
+      x = b.leave_tp("embedding", b.embed(tokens, mw, w.batch, seq, 0), t, -1, Stage::forward);
     } else {
-      // Tied: logits = xf · E^T. dxf = dlogits · E; dE[V, h] = dlogits^T · xf.
-      dx = b.tensor("lm_head.dgrad.out", {t, h}, TensorRole::activation);
-      OpAttrs d;
-      d.m = t, d.n = h, d.k = vocab;
-      b.op(OpKind::gemm, "lm_head.dgrad", {dlogits, mw.embedding}, {dx}, d, -1, Stage::backward);
-      bw.wgrad("lm_head", dlogits, head_in, mw.embedding, vocab, h, t, /*trans_a=*/true, -1);
+      x = b.pipeline_recv(edge("pipeline.recv", c), rows, Stage::forward);
     }
-    dx = b.leave_tp("lm_head.dgrad", dx, t, -1, Stage::backward);
-    dx = bw.norm("final_norm", x, mw.final_norm, dx, rows, -1);
-  } else {
-    // The next stage runs the rest; its gradient of this stage's output comes back.
-    b.pipeline_send("pipeline.send", x, Stage::forward);
-    dx = b.pipeline_recv("pipeline.recv_grad", rows, Stage::backward);
+    const auto [first, end] = b.chunk_layers(c);
+    for (int l = first; l < end; ++l) {
+      acts[static_cast<std::size_t>(l)] = b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, {});
+      x = acts[static_cast<std::size_t>(l)].out;
+    }
+    if (r.model_ends(c)) {
+      dx = head_and_loss(b, bw, mw, x, targets, t, rows);
+    } else {
+      // The next virtual stage runs the rest; its gradient of this chunk's output comes back.
+      b.pipeline_send(edge("pipeline.send", c), x, Stage::forward);
+    }
   }
-  for (int l = static_cast<int>(b.layers_built()) - 1; l >= 0; --l)
-    dx = bw.layer(l, acts[static_cast<std::size_t>(l)], mw.layers[static_cast<std::size_t>(l)], dx);
-
-  if (r.first_stage()) {
-    // Embedding backward: scatter-add into the table gradient (and the position gradient).
-    // With tied embeddings the table gradient already holds the lm_head part: accumulate.
-    OpAttrs ea;
-    ea.rows = t;
-    ea.cols = h;
-    ea.elements = t * h;
-    ea.batch = w.batch;
-    ea.seq_q = seq;
-    ea.cp = r.cp;  // the rows' positions: the rank's chunks of each sequence
-    ea.cp_stride = r.cp_stride;
-    ea.accumulate = (m.tied_embeddings && r.last_stage()) || w.grad_accum > 1;
-    std::vector<int> eout{bw.grad_of(mw.embedding, -1)};
-    if (mw.positions >= 0) eout.push_back(bw.grad_of(mw.positions, -1));
-    std::vector<int> ein{tokens, b.enter_tp("embedding.bwd", dx, t, -1, Stage::backward)};
-    if (ea.accumulate) ein.insert(ein.end(), eout.begin(), eout.end());  // read-modify-write
-    b.op(OpKind::embedding_bwd, "embedding.bwd", std::move(ein), std::move(eout), ea, -1,
-         Stage::backward);
-  } else {
-    b.pipeline_send("pipeline.send_grad", dx, Stage::backward);
+  for (int c = chunks - 1; c >= 0; --c) {
+    b.set_chunk(c);
+    if (!r.model_ends(c)) dx = b.pipeline_recv(edge("pipeline.recv_grad", c), rows, Stage::backward);
+    const auto [first, end] = b.chunk_layers(c);
+    for (int l = end - 1; l >= first; --l)
+      dx = bw.layer(l, acts[static_cast<std::size_t>(l)], mw.layers[static_cast<std::size_t>(l)], dx);
+    if (r.model_begins(c)) embedding_backward(b, bw, mw, tokens, dx, t, seq);
+    else b.pipeline_send(edge("pipeline.send_grad", c), dx, Stage::backward);
   }
+  b.set_chunk(0);
 
   if (m.tied_embeddings && r.pp > 1 && (r.first_stage() || r.last_stage())) {
     // The first and last stages each hold the tied table: their gradients are summed before

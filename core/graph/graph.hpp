@@ -191,6 +191,7 @@ struct Op {
   OpAttrs attrs;
   Stage stage = Stage::forward;
   int layer = -1;            // transformer layer, -1 outside layers
+  int chunk = 0;             // model chunk of an interleaved pipeline stage (0 otherwise)
   double count = 1;          // how many real ops this one stands for (layer sampling)
   bool recomputed = false;   // inserted by the recompute pass
   // 0: the main stream, where ops run in program order. A side stream (> 0) forks from the

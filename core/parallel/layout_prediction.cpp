@@ -95,6 +95,12 @@ std::map<Collective, CommunicationFigures> communication_by_kind(const Graph& g,
   return out;
 }
 
+// The rank's timeline (its step time less the host's part) with its pipeline transfers free.
+double without_transfers(const Graph& g, const Prediction& p, const Hardware& hw) {
+  const double makespan = rank_makespan(g, p.ops, hw);
+  return p.step_time - exposed_seconds(g, p, hw, makespan, is_pipeline_transfer);
+}
+
 struct PipelineStep {
   double step = 0;
   double bubble_fraction = 0;
@@ -167,7 +173,9 @@ LayoutPrediction predict_layout(const std::vector<RankGraph>& graphs, const Para
     r.layers = rg.graph.layers_total;  // a stage's graph is a model of its own layers
     r.prediction = predict(rg.graph, hw);
     pass_times(rg.graph, r.prediction, m, r);
-    r.after_pipeline = std::max(0.0, r.prediction.step_time - m * (r.forward + r.backward));
+    // The rank's own timeline less its passes, without its pipeline transfers: the schedule's
+    // simulation prices those (a receive that waits for the neighbour), every chunk's.
+    r.after_pipeline = std::max(0.0, without_transfers(rg.graph, r.prediction, hw) - m * (r.forward + r.backward));
     // The graph holds one micro-batch's activations whatever grad_accum says.
     r.saved_per_micro_batch = train ? saved_activation_bytes(rg.graph, false) : 0.0;
     r.saved_executed_per_micro_batch = train ? saved_activation_bytes(rg.graph, true) : 0.0;

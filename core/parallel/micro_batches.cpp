@@ -51,6 +51,11 @@ class Unroller {
     const auto first_backward =
         std::find_if(stage.ops.begin(), stage.ops.end(), [](const Op& op) { return op.stage == Stage::backward; });
     m_backward_begin = static_cast<std::size_t>(first_backward - stage.ops.begin());
+    int chunk = 0;
+    for (std::size_t i = 0; i < stage.ops.size(); ++i) {
+      if (m_per_micro[i]) chunk = stage.ops[i].chunk;
+      m_anchor_chunk.push_back(chunk);
+    }
   }
 
   MicroBatchGraph run(const std::vector<PipelineSlot>& order) {
@@ -58,15 +63,20 @@ class Unroller {
     // goes first.
     for (std::size_t i = 0; i < m_backward_begin; ++i)
       if (!m_per_micro[i]) emit_once(i);
+    // A slot runs its pass's ops of its chunk, in the stage graph's order. What runs once per
+    // step after the first backward (gradient buckets, the optimizer) runs in the last
+    // micro-batch's backward of the chunk of the op before it: once that chunk's gradients are
+    // whole (an interleaved stage's backward walks its chunks from the last to the first).
     for (const PipelineSlot& slot : order) {
-      const bool forward = slot.kind == PassKind::forward;
-      const std::size_t begin = forward ? 0 : m_backward_begin;
-      const std::size_t end = forward ? m_backward_begin : m_stage.ops.size();
-      for (std::size_t i = begin; i < end; ++i) {
-        if (m_per_micro[i])
-          emit_copy(i, slot.micro_batch);
-        else if (!forward && slot.micro_batch == m_m - 1)
-          emit_once(i);  // after the last micro-batch's copy of the op before it
+      const Stage pass = slot.kind == PassKind::forward ? Stage::forward : Stage::backward;
+      const bool last = pass == Stage::backward && slot.micro_batch == m_m - 1;
+      for (std::size_t i = 0; i < m_stage.ops.size(); ++i) {
+        const Op& op = m_stage.ops[i];
+        if (m_per_micro[i]) {
+          if (op.stage == pass && op.chunk == slot.chunk) emit_copy(i, slot.micro_batch);
+        } else if (last && i >= m_backward_begin && m_anchor_chunk[i] == slot.chunk) {
+          emit_once(i);
+        }
       }
     }
     remove_unused_tensors(m_out.graph);  // the stage graph's own activations, now copied
@@ -125,6 +135,7 @@ class Unroller {
   MicroBatchGraph m_out;
   std::vector<std::vector<int>> m_copies;  // [tensor][micro-batch]: the copy's id, −1 before it is made
   std::vector<bool> m_per_micro;
+  std::vector<int> m_anchor_chunk;  // per op: the chunk of the last op each micro-batch runs up to it
   std::size_t m_backward_begin = 0;
 };
 
@@ -146,8 +157,6 @@ int micro_batch_of(const std::string& name, std::string* base) {
 
 std::string micro_batch_unsupported_reason(const Graph& stage, const ParallelSpec& p) {
   (void)stage;
-  if (p.pipeline_schedule() == PipelineSchedule::interleaved)
-    return "predicted only: the interleaved schedule is not executed on ranks yet (GPipe and 1F1B are)";
   if (p.sharding_stage() >= 2)
     return "predicted only: a pipeline of several micro-batches executes with DDP or ZeRO-1 (ZeRO-2/3 and FSDP "
            "reduce or gather every micro-batch)";
@@ -157,8 +166,13 @@ std::string micro_batch_unsupported_reason(const Graph& stage, const ParallelSpe
 MicroBatchGraph unroll_micro_batches(const Graph& stage, const ParallelSpec& p, int stage_index) {
   if (const std::string why = micro_batch_unsupported_reason(stage, p); !why.empty()) throw ConfigError(why);
   const int m = static_cast<int>(std::max<int64_t>(1, stage.workload.grad_accum));
+  int chunks = 1;
+  for (const Op& op : stage.ops) chunks = std::max(chunks, op.chunk + 1);
+  if (chunks != p.interleave)
+    throw std::logic_error(fmt::format("stage graph of {} model chunks for a layout of interleave {}", chunks,
+                                       p.interleave));
   Unroller u(stage, m);
-  return u.run(pipeline_order(p.pipeline_schedule(), p.pp, m, 1, stage_index));
+  return u.run(pipeline_order(p.pipeline_schedule(), p.pp, m, chunks, stage_index));
 }
 
 }  // namespace perfsim

@@ -6,10 +6,12 @@
 // order the schedule runs passes on this stage (pipeline_order): its sends and receives then pair
 // up with the neighbouring stages' copies, and each micro-batch's activations live from its
 // forward to its backward, so the stage holds as many at once as the schedule keeps in flight.
+// An interleaved stage holds several model chunks (Op::chunk): a slot of the schedule runs its
+// pass's ops of its chunk only.
 // Gradients accumulate over the micro-batches (the builders' accumulating weight gradients);
 // what runs once per step — the data-parallel gradient collectives, the tied embedding's and the
 // sequence-parallel norms' all-reduces, the optimizer — runs after the last micro-batch's
-// backward, where it sits in the stage graph.
+// backward (of the chunk it follows in the stage graph), where it sits in the stage graph.
 #pragma once
 #include <string>
 #include <vector>
@@ -26,8 +28,8 @@ struct MicroBatchGraph {
 };
 
 // Empty when the step of `stage` (a stage graph of layout `p`) can run as a MicroBatchGraph;
-// otherwise why not, as a line for the report: the interleaved schedule (a stage would hold
-// several model chunks) and ZeRO-2/3 or FSDP (they reduce or gather per micro-batch) are not.
+// otherwise why not, as a line for the report: ZeRO-2/3 or FSDP (they reduce or gather per
+// micro-batch) are not.
 [[nodiscard]] std::string micro_batch_unsupported_reason(const Graph& stage, const ParallelSpec& p);
 
 // The step of pipeline stage `stage_index` over its grad_accum micro-batches under `p`'s

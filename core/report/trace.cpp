@@ -30,9 +30,11 @@ std::string stream_name(int stream) {
     case copy_stream: return "copy stream";
     case gather_stream: return "gather stream (ZeRO-3)";
     case gradient_stream: return "gradient stream";
-    case pipeline_stream: return "pipeline (activations)";
+    case pipeline_stream: return "pipeline (activations sent)";
     case context_stream: return "context (ring attention)";
-    case pipeline_grad_stream: return "pipeline (gradients)";
+    case pipeline_grad_stream: return "pipeline (gradients sent)";
+    case pipeline_recv_stream: return "pipeline (activations received)";
+    case pipeline_grad_recv_stream: return "pipeline (gradients received)";
     default: return fmt::format("stream {}", stream);
   }
 }

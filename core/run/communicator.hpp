@@ -44,10 +44,11 @@ class Communicator {
   virtual void all_to_all(const void* in, void* out, int64_t bytes, RankGroup g) = 0;
   // Point to point, between two ranks of the world. `send` returns once the data is copied, not
   // once it is received: a pipeline stage sends a micro-batch's activation and goes on with the
-  // next while its neighbour, busy with a backward, receives it later. Each side's messages
-  // arrive in the order sent.
-  virtual void send(const void* data, int64_t bytes, int to) = 0;
-  virtual void recv(void* data, int64_t bytes, int from) = 0;
+  // next while its neighbour, busy with a backward, receives it later. Messages of one `tag`
+  // arrive in the order sent; tags keep kinds apart (a pipeline's activations and gradients
+  // between the same two ranks: with interleaved chunks both go either way).
+  virtual void send(const void* data, int64_t bytes, int to, int tag = 0) = 0;
+  virtual void recv(void* data, int64_t bytes, int from, int tag = 0) = 0;
   // Every rank of the world.
   virtual void barrier() = 0;
   // Rank 0 receives every rank's text, in rank order (others get an empty

@@ -179,23 +179,24 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
   const Graph& g = it->graph;
   // A pipeline of several micro-batches runs each one's passes in its schedule's order.
   const bool scheduled = layout.pp > 1 && (g.workload.grad_accum > 1 || layout.interleave > 1);
-  if (scheduled) {
-    if (std::string why = micro_batch_unsupported_reason(g, layout); !why.empty()) {
-      r.not_executed = std::move(why);
-      return;
-    }
-  }
-  if (const std::string why = graph_unsupported_reason(backend, g); !why.empty()) {
-    r.not_executed = why;
-    return;
-  }
-  // The graph as built (layers sampled, unscaled) is what the backend
-  // allocates.
+  std::string why = scheduled ? micro_batch_unsupported_reason(g, layout) : "";
+  if (why.empty()) why = graph_unsupported_reason(backend, g);
+  // The graph as built (layers sampled, unscaled) is what the backend allocates.
   const double needs =
       r.layout ? r.layout->ranks.at(static_cast<std::size_t>(stage)).prediction.memory_executed.peak : 0;
-  if (device.memory_bytes > 0 && needs > device.memory_bytes) {
-    r.not_executed = fmt::format("does not fit: stage {} needs {:.2f} GiB, the device has {:.2f} GiB", stage,
-                                 needs / gib, device.memory_bytes / gib);
+  if (why.empty() && device.memory_bytes > 0 && needs > device.memory_bytes)
+    why = fmt::format("does not fit: stage {} needs {:.2f} GiB, the device has {:.2f} GiB", stage, needs / gib,
+                      device.memory_bytes / gib);
+  // Every rank runs the step or none does: one that stays out would leave the others waiting in
+  // their first collective. The report gives the first refusing rank's reason.
+  float refusals = why.empty() ? 0.0f : 1.0f;
+  ranks.all_reduce_sum(&refusals, 1, RankGroup{ranks.size(), 1});
+  if (refusals > 0) {
+    const std::vector<std::string> reasons = ranks.gather_to_root(why);
+    const bool alike = std::all_of(reasons.begin(), reasons.end(), [&](const std::string& x) { return x == reasons[0]; });
+    for (std::size_t i = 0; i < reasons.size() && r.not_executed.empty(); ++i)
+      if (!reasons[i].empty()) r.not_executed = alike ? reasons[i] : fmt::format("rank {}: {}", i, reasons[i]);
+    if (ranks.rank() != 0) r.not_executed = why.empty() ? "another rank cannot run it" : why;
     return;
   }
   // Every rank runs the step the same number of times: the collectives pair up

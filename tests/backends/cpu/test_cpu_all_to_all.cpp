@@ -40,8 +40,8 @@ class SimulatedRank final : public Communicator {
   void all_reduce_sum(float*, int64_t, RankGroup) override { unexpected(); }
   void reduce_scatter_sum(const float*, float*, int64_t, RankGroup) override { unexpected(); }
   void all_gather(const void*, void*, int64_t, RankGroup) override { unexpected(); }
-  void send(const void*, int64_t, int) override { unexpected(); }
-  void recv(void*, int64_t, int) override { unexpected(); }
+  void send(const void*, int64_t, int, int) override { unexpected(); }
+  void recv(void*, int64_t, int, int) override { unexpected(); }
   void barrier() override {}
   std::vector<std::string> gather_to_root(const std::string&) override { return {}; }
   void broadcast(void*, int64_t) override {}

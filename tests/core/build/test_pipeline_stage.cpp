@@ -155,7 +155,9 @@ TEST_CASE("pipeline: send/recv at the stage edges") {
       for (const Op* op : *list) {
         CHECK(op->attrs.group == 2);
         CHECK(op->attrs.group_stride == 1);  // tp = cp = dp = 1
-        CHECK(op->stream == (list == &fwd ? pipeline_stream : pipeline_grad_stream));
+        const bool sends = !op->inputs.empty();
+        if (list == &fwd) CHECK(op->stream == (sends ? pipeline_stream : pipeline_recv_stream));
+        else CHECK(op->stream == (sends ? pipeline_grad_stream : pipeline_grad_recv_stream));
         CHECK(op->layer == -1);
         CHECK(op->count == 4);  // once per micro-batch
         const int moved = op->inputs.empty() ? op->outputs.at(0) : op->inputs.at(0);
@@ -180,6 +182,47 @@ TEST_CASE("pipeline: send/recv at the stage edges") {
   const Op& send = op_named(g, "pipeline.send");
   CHECK(g.tensor(send.inputs.at(0)).shape == std::vector<int64_t>{16, m.hidden});
   CHECK(send.attrs.group_stride == 2);
+}
+
+TEST_CASE("pipeline: an interleaved stage holds its chunks' layers and passes each chunk on") {
+  // tiny-llama's 4 layers over 2 stages × 2 chunks: virtual stage k holds layer k; stage 0 holds
+  // chunks 0 and 2 (layers 0, 2), stage 1 chunks 1 and 3 (layers 1, 3).
+  Workload w = train(2, 16);
+  w.grad_accum = 2;
+  const ModelConfig m = tiny_llama();
+  for (int s = 0; s < 2; ++s) {
+    CAPTURE(s);
+    BuildOptions o = stage_options(2, s);
+    o.parallel.interleave = 2;
+    o.parallel.schedule = PipelineSchedule::interleaved;
+    const Graph g = build_graph(m, w, o);
+    std::set<int> layers;
+    for (const Tensor& t : g.tensors)
+      if (t.role == TensorRole::weight && t.name.rfind("layer", 0) == 0) layers.insert(layer_of(t.name));
+    CHECK(layers == std::set<int>{s, s + 2});
+    // Each chunk receives (but virtual stage 0) and sends on (but the last one), both ways.
+    CHECK(has_op(g, "chunk0.pipeline.recv") == (s == 1));
+    CHECK(has_op(g, "chunk1.pipeline.recv"));
+    CHECK(has_op(g, "chunk0.pipeline.send"));
+    CHECK(has_op(g, "chunk1.pipeline.send") == (s == 0));
+    CHECK(has_op(g, "chunk0.pipeline.send_grad") == (s == 1));
+    CHECK(has_op(g, "chunk1.pipeline.recv_grad") == (s == 0));
+    CHECK(has_op(g, "embedding") == (s == 0));
+    CHECK(has_op(g, "cross_entropy") == (s == 1));
+    // Ops of a layer belong to its chunk; the forward walks chunk 0 then 1, the backward 1 then 0.
+    std::vector<int> forward_chunks, backward_chunks;
+    for (const Op& op : g.ops) {
+      if (op.layer >= 0 && op.stage != Stage::optimizer) {
+        CAPTURE(op.name);
+        CHECK(op.chunk == (layer_of(op.name) - s) / 2);
+      }
+      auto& order = op.stage == Stage::forward ? forward_chunks : backward_chunks;
+      if (op.stage != Stage::optimizer && (order.empty() || order.back() != op.chunk)) order.push_back(op.chunk);
+    }
+    CHECK(forward_chunks == std::vector<int>{0, 1});
+    CHECK(backward_chunks.front() == 1);
+    CHECK(backward_chunks.back() == 0);
+  }
 }
 
 TEST_CASE("pipeline: inference stages pass activations forward only") {

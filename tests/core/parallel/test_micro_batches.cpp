@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "core/build/streams.hpp"
 #include "core/errors.hpp"
 #include "core/parallel/micro_batches.hpp"
 #include "core/parallel/pipeline_schedule.hpp"
@@ -35,15 +36,15 @@ Graph stage_graph(const ParallelSpec& p, int stage, int64_t micro_batches) {
   return build_rank_graphs(tiny_gpt(), w, {StackStep{"fp32", {}, ""}}, 0, p).at(static_cast<std::size_t>(stage)).graph;
 }
 
-// The passes of `g` in issue order: (forward or backward, micro-batch), one entry per run of
-// ops of one pass.
+// The passes of `g` in issue order: (forward or backward, micro-batch, chunk), one entry per run
+// of ops of one pass.
 std::vector<PipelineSlot> passes_of(const Graph& g) {
   std::vector<PipelineSlot> out;
   for (const Op& op : g.ops) {
     const int micro = micro_batch_of(op.name);
     if (micro < 0) continue;
     const bool backward = op.stage == Stage::backward || op.recomputed;
-    const PipelineSlot slot{backward ? PassKind::backward : PassKind::forward, micro, 0};
+    const PipelineSlot slot{backward ? PassKind::backward : PassKind::forward, micro, op.chunk};
     if (out.empty() || !(out.back() == slot)) out.push_back(slot);
   }
   return out;
@@ -159,12 +160,43 @@ TEST_CASE("micro-batches: data-parallel gradient buckets run once, after the las
   CHECK(last_backward > last_micro_begin);
 }
 
+TEST_CASE("micro-batches: an interleaved stage runs each slot's chunk, in the interleaved order") {
+  ParallelSpec p = pipeline(2, 2);
+  p.interleave = 2;
+  p.schedule = PipelineSchedule::interleaved;
+  for (int stage = 0; stage < 2; ++stage) {
+    CAPTURE(stage);
+    const Graph g = stage_graph(p, stage, 4);
+    CHECK(micro_batch_unsupported_reason(g, p).empty());
+    const MicroBatchGraph u = unroll_micro_batches(g, p, stage);
+    CHECK(passes_of(u.graph) == pipeline_order(PipelineSchedule::interleaved, 2, 4, 2, stage));
+    // A data-parallel bucket runs after the last micro-batch's backward of the chunk whose
+    // gradients it holds, and before the next slot; the optimizer after everything.
+    for (std::size_t i = 0; i < u.graph.ops.size(); ++i) {
+      const Op& op = u.graph.ops[i];
+      if (op.kind != OpKind::collective || op.stream != gradient_stream) continue;
+      CAPTURE(op.name);
+      int micro = -1, chunk = -1;
+      for (std::size_t j = i; j-- > 0;)
+        if (micro_batch_of(u.graph.ops[j].name) >= 0) {
+          micro = micro_batch_of(u.graph.ops[j].name);
+          chunk = u.graph.ops[j].chunk;
+          break;
+        }
+      CHECK(micro == 3);
+      // Every gradient it reduces is written by no later op.
+      for (int id : op.inputs)
+        for (std::size_t j = i + 1; j < u.graph.ops.size(); ++j)
+          if (u.graph.ops[j].stage == Stage::backward)
+            for (int out : u.graph.ops[j].outputs) CHECK(out != id);
+      CHECK(chunk >= 0);
+    }
+    CHECK(u.graph.ops.back().stage == Stage::optimizer);
+  }
+}
+
 TEST_CASE("micro-batches: layouts not executed as several micro-batches say why") {
-  ParallelSpec interleaved = pipeline(2);
-  interleaved.interleave = 2;
-  interleaved.schedule = PipelineSchedule::interleaved;
   const Graph g = stage_graph(pipeline(2), 0, 2);
-  CHECK(micro_batch_unsupported_reason(g, interleaved).find("interleaved") != std::string::npos);
   CHECK(micro_batch_unsupported_reason(g, pipeline(2, 2, 2)).find("ZeRO-2/3") != std::string::npos);
   CHECK(micro_batch_unsupported_reason(g, pipeline(2, 2, 1)).empty());
   CHECK_THROWS_AS((void)unroll_micro_batches(g, pipeline(2, 2, 3), 0), ConfigError);
