@@ -799,6 +799,12 @@ def main(argv):
         where = e.filename or args.dir
         sys.stderr.write("perfsim: error: cannot write charts to %s: %s\n" % (where, e.strerror or e))
         return 1
+    except Exception as e:  # a report shaped as this script did not expect: still one line
+        import traceback
+        line = traceback.extract_tb(e.__traceback__)[-1].lineno
+        sys.stderr.write("perfsim: error: charts of %s failed: %s: %s (perfsim_plot.py line %d)\n" %
+                         (args.label or args.report, type(e).__name__, e, line))
+        return 1
     return 0
 
 
