@@ -130,7 +130,7 @@ PipelineStep schedule_step(const ParallelSpec& layout, int m, std::vector<RankPr
     RankPrediction& r = ranks[static_cast<std::size_t>(s)];
     if (record) {
       r.finish = finish[static_cast<std::size_t>(s)];
-      r.in_flight = std::max(1, (run.peak_in_flight[static_cast<std::size_t>(s)] + v - 1) / v);
+      r.in_flight = std::max(1.0, static_cast<double>(run.peak_in_flight[static_cast<std::size_t>(s)]) / v);
     }
     out.step = std::max(out.step, finish[static_cast<std::size_t>(s)] + r.after_pipeline);
   }

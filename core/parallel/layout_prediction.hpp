@@ -24,7 +24,9 @@ struct RankPrediction {
   double finish = 0;                 // when its last pipeline pass ends (0 without a pipeline)
   double after_pipeline = 0;         // its step less its passes: optimizer, exposed gradient
                                      // communication, host overhead
-  int in_flight = 1;                 // micro-batches whose activations it holds at once
+  // Micro-batches whose activations it holds at once: an interleaved stage holds chunks of
+  // several, v chunks making one (2.5: five chunks' of a stage of two).
+  double in_flight = 1;
   double saved_per_micro_batch = 0;  // bytes of one micro-batch's forward activations backward reads
   double memory_peak = 0;            // bytes: its prediction's peak with `in_flight` micro-batches
   // The same for the graph as built (sampled layers), as the backend allocates it when it runs

@@ -250,3 +250,23 @@ TEST_CASE("layout prediction: the micro-batches in flight, against the step unro
     CHECK(r.memory_executed_peak == approx(predict(unrolled, hw).memory_executed.peak).epsilon(0.02));
   }
 }
+
+TEST_CASE("layout prediction: an interleaved stage holds chunks of micro-batches, against the step unrolled") {
+  // 2 stages × 2 chunks, 4 micro-batches: stage 0 runs 4 warm-up chunk forwards and holds 5
+  // chunks' activations at most (2.5 micro-batches' of its layers), stage 1 holds 3 (1.5); the
+  // memory model run over the unrolled step (what the ranks execute) agrees.
+  const Hardware hw = h100_like();
+  ParallelSpec p;
+  p.pp = 2;
+  p.interleave = 2;
+  p.schedule = PipelineSchedule::interleaved;
+  const std::vector<RankGraph> four = build_rank_graphs(uniform_llama(), train(4), bf16_flash, 0, p, 4);
+  const LayoutPrediction lp = predict_layout(four, p, hw);
+  for (int s = 0; s < 2; ++s) {
+    CAPTURE(s);
+    const RankPrediction& r = lp.ranks[static_cast<std::size_t>(s)];
+    CHECK(r.in_flight == approx(s == 0 ? 2.5 : 1.5));
+    const Graph unrolled = unroll_micro_batches(four[static_cast<std::size_t>(s)].graph, p, s).graph;
+    CHECK(r.memory_executed_peak == approx(predict(unrolled, hw).memory_executed.peak).epsilon(0.03));
+  }
+}
