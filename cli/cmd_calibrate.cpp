@@ -16,6 +16,7 @@
 
 #include "backends/registry.hpp"
 #include "cli/output_file.hpp"
+#include "cli/progress.hpp"
 #include "cli/subcommands.hpp"
 #include "core/calibrate/calibrate.hpp"
 #include "core/calibrate/merge.hpp"
@@ -28,19 +29,14 @@ namespace perfsim {
 
 namespace {
 
-// A live counter on a terminal; otherwise one line when a sweep starts and one when it ends.
-std::function<void(const CalibrateProgress&)> progress_printer(bool tty) {
-  return [tty](const CalibrateProgress& p) {
-    const double eta = p.done > 0 && p.done < p.total ? p.sweep_seconds / p.done * (p.total - p.done) : 0.0;
-    if (tty) {
-      fmt::print(stderr, "\r\033[Kcalibrate: {} {}/{}  {:.1f} s{}", p.sweep, p.done, p.total, p.sweep_seconds,
-                 eta > 0 ? fmt::format(", ETA {:.0f} s", eta) : std::string());
-      if (p.done == p.total) fmt::print(stderr, "\n");
-    } else if (p.done == 0) {
-      fmt::print(stderr, "perfsim: calibrate: {}: {} graph(s)...\n", p.sweep, p.total);
-    } else if (p.done == p.total) {
-      fmt::print(stderr, "perfsim: calibrate: {}: done in {:.1f} s\n", p.sweep, p.sweep_seconds);
-    }
+// A live counter on a terminal (each sweep's graphs, its time and what is left of it); piped,
+// nothing.
+std::function<void(const CalibrateProgress&)> progress_printer() {
+  return [](const CalibrateProgress& p) {
+    const double fraction = p.total > 0 ? static_cast<double>(p.done) / static_cast<double>(p.total) : 0.0;
+    fmt::print(stderr, "\r\033[K{}",
+               progress_text("calibrate", fmt::format("{} {}/{}", p.sweep, p.done, p.total), p.sweep_seconds, fraction));
+    if (p.done == p.total) fmt::print(stderr, "\n");
     std::fflush(stderr);
   };
 }
@@ -132,7 +128,7 @@ int cmd_calibrate(const CalibrateArgs& a) {
   o.quick = a.quick;
   o.name = a.name;
   if (!a.quiet) {
-    o.progress = progress_printer(::isatty(::fileno(stderr)) != 0);
+    if (progress_enabled(false)) o.progress = progress_printer();
     fmt::print(stderr, "perfsim: calibrating {} ({} backend, base {}, {} mode)\n", d.name, backend->name(),
                base.name, a.quick ? "quick" : "full");
   }

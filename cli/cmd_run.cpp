@@ -12,6 +12,7 @@
 #include "cli/charts.hpp"
 #include "cli/device_profile.hpp"
 #include "cli/output_file.hpp"
+#include "cli/progress.hpp"
 #include "cli/ranks.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
@@ -77,7 +78,7 @@ int cmd_run(const RunArgs& a) {
   // One rank of several (mpirun, srun, --gpus): rank 0 alone shows progress and the report.
   Communicator* ranks = launched_ranks();
   const bool root = ranks == nullptr || ranks->rank() == 0;
-  const bool progress = root && !a.quiet && ::isatty(::fileno(stderr));
+  ProgressLine line("run", root && progress_enabled(a.quiet));
   std::vector<RunResult> results;
   results.reserve(points.size());
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -99,13 +100,15 @@ int cmd_run(const RunArgs& a) {
     RunnerHooks hooks;
     hooks.ranks = ranks;
     hooks.rank_timeout_s = a.rank_timeout;
-    if (progress) {
+    if (line.enabled()) {
       std::string prefix;
       if (points.size() > 1)
-        prefix = fmt::format("[{}/{} {}] ", i + 1, points.size(), sweep_label(point.values));
-      hooks.progress = [prefix](const std::string& msg) {
-        fmt::print(stderr, "{}{}\n", prefix, msg);
-        std::fflush(stderr);
+        prefix = fmt::format("[{}/{} {}] · ", i + 1, points.size(), sweep_label(point.values));
+      const double point_share = 1.0 / static_cast<double>(points.size());
+      hooks.progress = [&line, prefix, i, point_share](std::size_t step, std::size_t steps, const std::string& name) {
+        const double fraction = (static_cast<double>(i) + static_cast<double>(step) / static_cast<double>(steps)) *
+                                point_share;
+        line.update(fmt::format("{}[{}/{}] {}", prefix, step + 1, steps, name), fraction);
       };
     }
     RunResult r = run_scenario(point.scenario, backend, device_hw, hooks);
@@ -115,6 +118,7 @@ int cmd_run(const RunArgs& a) {
     r.unsafe = a.unsafe;
     results.push_back(std::move(r));
   }
+  line.clear();  // before the report
 
   if (!root) return 0;
   if (!a.trace.empty()) {

@@ -17,6 +17,7 @@
 #include "cli/charts.hpp"
 #include "cli/device_profile.hpp"
 #include "cli/output_file.hpp"
+#include "cli/progress.hpp"
 #include "cli/ranks.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
@@ -213,11 +214,13 @@ DslSettings suite_settings(const ValidateArgs& a, bool quick) {
 // backend serves each scenario's saved steps.
 // `ranks`: this process is one rank of several, each scenario's layout executes across them.
 std::vector<RunResult> run_suite(const std::vector<std::string>& files, const DslSettings& settings, Backend& backend,
-                                 ReplayBackend* replay, const Hardware& hw, const Status& status, bool quiet,
+                                 ReplayBackend* replay, const Hardware& hw, ProgressLine& line,
                                  Communicator* ranks = nullptr, double rank_timeout = 0) {
   std::vector<RunResult> results;
+  const double file_share = 1.0 / static_cast<double>(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {
     const std::string& file = files[i];
+    line.update(fmt::format("[{}/{}] {}", i + 1, files.size(), file), static_cast<double>(i) * file_share);
     const ScriptOutcome outcome = run_script(file, settings);
     std::vector<ScenarioPoint> points = outcome.points;
     if (points.empty()) {
@@ -227,16 +230,23 @@ std::vector<RunResult> run_suite(const std::vector<std::string>& files, const Ds
                                       file));
       points.push_back(ScenarioPoint{{}, *outcome.scenario});
     }
-    for (const ScenarioPoint& point : points) {
+    const double point_share = file_share / static_cast<double>(points.size());
+    for (std::size_t k = 0; k < points.size(); ++k) {
+      const ScenarioPoint& point = points[k];
       const std::string label = fmt::format("[{}/{}] {}{}", i + 1, files.size(), file,
                                             point.values.empty()
                                                 ? ""
                                                 : " (" + sweep_label(point.values) + ")");
-      status(label);
+      const double begun = static_cast<double>(i) * file_share + static_cast<double>(k) * point_share;
       RunnerHooks hooks;
       hooks.ranks = ranks;
       hooks.rank_timeout_s = rank_timeout;
-      if (!quiet) hooks.progress = [&status, label](const std::string& msg) { status(label + " " + msg); };
+      if (line.enabled())
+        hooks.progress = [&line, label, begun, point_share](std::size_t step, std::size_t steps,
+                                                            const std::string& name) {
+          line.update(fmt::format("{} · [{}/{}] {}", label, step + 1, steps, name),
+                      begun + point_share * static_cast<double>(step) / static_cast<double>(steps));
+        };
       if (replay != nullptr)
         replay->select(point.values.empty() ? point.scenario.name
                                             : point.scenario.name + "[" + sweep_label(point.values) + "]");
@@ -246,6 +256,7 @@ std::vector<RunResult> run_suite(const std::vector<std::string>& files, const Ds
       results.push_back(std::move(r));
     }
   }
+  line.clear();
   return results;
 }
 
@@ -299,9 +310,10 @@ int validate_runs(const ValidateArgs& a, ReportFormat format, const std::vector<
   RunsContext ctx;
   ctx.base = context_of(a, saved.front()->device(), saved.front()->name(), profile, files, quick);
   for (std::size_t r = 0; r < saved.size(); ++r) {
-    status(fmt::format("run {} of {}: {}", r + 1, saved.size(), a.measurements[r]));
+    ProgressLine line(fmt::format("validate: run {} of {} ({})", r + 1, saved.size(), a.measurements[r]),
+                      progress_enabled(a.quiet));
     runs.push_back(summarize_validation(run_suite(files, settings, *saved[r], saved[r].get(), profile.hardware,
-                                                  status, a.quiet)));
+                                                  line)));
     ctx.files.push_back(a.measurements[r]);
     ctx.devices.push_back(saved[r]->device().name);
   }
@@ -365,8 +377,9 @@ int cmd_validate(const ValidateArgs& given) {
 
   DslSettings settings = suite_settings(a, quick);
   if (ranks != nullptr) settings.overrides.emplace_back("gpus", std::to_string(ranks->size()));
-  const std::vector<RunResult> results = run_suite(files, settings, *backend, replay, profile.hardware, status,
-                                                   a.quiet, ranks, a.rank_timeout);
+  ProgressLine line("validate", progress_enabled(a.quiet));
+  const std::vector<RunResult> results =
+      run_suite(files, settings, *backend, replay, profile.hardware, line, ranks, a.rank_timeout);
   if (ranks != nullptr && ranks->rank() != 0) return 0;
   if (!a.trace.empty()) {
     write_file_atomically(a.trace, format_trace(results));
@@ -378,7 +391,9 @@ int cmd_validate(const ValidateArgs& given) {
     add_step_collective_errors(summary, results);
   } else {
     const CollectiveMeasurements collectives =
-        replay != nullptr ? replay->collectives() : measure_collectives(*backend, status);
+        replay != nullptr ? replay->collectives()
+                          : measure_collectives(*backend, [&line](const std::string& what) { line.update(what, 0); });
+    line.clear();
     add_collective_errors(summary, collectives, profile.hardware);
   }
   ValidationContext context = context_of(a, device, backend->name(), profile, files, quick);

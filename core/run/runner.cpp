@@ -175,8 +175,7 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
   run_options.repeats = s.execute.repeats;
   run_options.min_time = s.execute.min_time;
   for (std::size_t i = 0; i < stack.size(); ++i) {
-    if (hooks.progress)
-      hooks.progress(fmt::format("[{}/{}] {}", i + 1, stack.size(), stack[i].name));
+    if (hooks.progress) hooks.progress(i, stack.size(), stack[i].name);
     run_options.label = fmt::format("{} / {}", s.name, stack[i].name);
     StepResult r;
     r.step = stack[i].name;

@@ -1,6 +1,7 @@
 // Runs a scenario end to end: for each stack step, build the graph, predict it for every
 // hardware of the scenario, and execute it on the backend when one is given.
 #pragma once
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,8 +14,8 @@
 namespace perfsim {
 
 struct RunnerHooks {
-  // Called before each step executes ("step 2/5 +flash_attention"), for progress on stderr.
-  std::function<void(const std::string&)> progress;
+  // Called before step `index` (0-based) of `steps` runs, with its name: for a progress line.
+  std::function<void(std::size_t index, std::size_t steps, const std::string& name)> progress;
   // A parallel step that does not fit searches its GPU count for layouts that do (the report
   // names them). Scripts pricing many points turn it off: each search costs up to a second.
   bool find_layouts_that_fit = true;

@@ -120,8 +120,11 @@ TEST_CASE("runner: unsupported, throwing and measured steps") {
   s.execute.min_time = 0.125;
   FakeBackend backend;
   std::vector<std::string> progress;
-  const RunResult r = run_scenario(s, &backend, &s.hardware[0],
-                                   {[&](const std::string& line) { progress.push_back(line); }});
+  RunnerHooks hooks;
+  hooks.progress = [&](std::size_t step, std::size_t steps, const std::string& name) {
+    progress.push_back(fmt::format("[{}/{}] {}", step + 1, steps, name));
+  };
+  const RunResult r = run_scenario(s, &backend, &s.hardware[0], hooks);
   CHECK(progress == std::vector<std::string>{"[1/4] baseline", "[2/4] +unsupported",
                                              "[3/4] +throws", "[4/4] +ok"});
   REQUIRE(r.steps.size() == 4);
