@@ -46,4 +46,19 @@ namespace perfsim {
   return m;
 }
 
+// Each op's start and end in the timed run of median length (totals[r]: run r's length;
+// starts[r][i], ends[r][i]: op i's offsets in it), so that a trace shows one real run.
+inline void keep_median_run(Measurement& m, const std::vector<double>& totals,
+                            const std::vector<std::vector<double>>& starts, const std::vector<std::vector<double>>& ends) {
+  if (totals.empty() || starts.size() != totals.size() || ends.size() != totals.size()) return;
+  std::vector<std::size_t> order(totals.size());
+  for (std::size_t r = 0; r < order.size(); ++r) order[r] = r;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return totals[a] < totals[b]; });
+  const std::size_t run = order[order.size() / 2];
+  for (std::size_t i = 0; i < m.ops.size() && i < starts[run].size() && i < ends[run].size(); ++i) {
+    m.ops[i].start = starts[run][i];
+    m.ops[i].end = ends[run][i];
+  }
+}
+
 }  // namespace perfsim

@@ -82,16 +82,20 @@ Measurement CpuBackend::run(const Graph& g, const RunOptions& o) {
   for (int r = 0; r < warmup; ++r) runner.run_once();
   std::vector<std::vector<double>> samples(g.ops.size());
   std::vector<double> walls;
+  std::vector<std::vector<double>> starts, ends;  // per timed run: each op's offsets in it
   TimedRuns runs(o.repeats, o.min_time);
   while (runs.next()) {
     const auto wall0 = std::chrono::steady_clock::now();
-    runner.run_once(&samples);
+    starts.emplace_back();
+    ends.emplace_back();
+    runner.run_once(&samples, nullptr, &starts.back(), &ends.back());
     walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
   }
 
   // One queue, and the same cores copy and compute: nothing overlaps.
   Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmup, runs.count(),
                                  /*copy_engines=*/false);
+  keep_median_run(m, walls, starts, ends);
   const TrackingAllocator& alloc = runner.allocator();
   m.peak_bytes = alloc.peak_bytes();
   // Every role, as the memory model reports them, so the two breakdowns line up.

@@ -51,9 +51,12 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks) : m
   fill_persistent(g, m_buffers, seed, ranks != nullptr ? ranks->rank() : 0);
 }
 
-void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep) {
+void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep,
+                           std::vector<double>* starts, std::vector<double>* ends) {
   using clock = std::chrono::steady_clock;
   const Graph& g = m_graph;
+  const auto begin = clock::now();
+  auto since = [&](clock::time_point t) { return std::chrono::duration<double>(t - begin).count(); };
   // Program order for every stream: one queue executes them all (Op::stream only changes
   // how the timeline overlaps their measured times).
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
@@ -78,6 +81,8 @@ void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const s
     }
     const auto t1 = clock::now();
     if (op_seconds != nullptr) (*op_seconds)[i].push_back(std::chrono::duration<double>(t1 - t0).count());
+    if (starts != nullptr) starts->push_back(since(t0));
+    if (ends != nullptr) ends->push_back(since(t1));
     for (int id : m_frees[i]) {
       if (keep != nullptr && (*keep)[static_cast<std::size_t>(id)]) continue;
       m_alloc.release(m_buffers[static_cast<std::size_t>(id)]);

@@ -25,9 +25,12 @@ class GraphRunner {
   GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks = nullptr);
 
   // One pass over the ops. When op_seconds is given, op i's kernel time is appended to
-  // (*op_seconds)[i]. Tensors with keep[id] set survive their last use (for reading back).
+  // (*op_seconds)[i], and its start and end (seconds from the pass's start) are appended to
+  // starts and ends when those are given. Tensors with keep[id] set survive their last use (for
+  // reading back).
   void run_once(std::vector<std::vector<double>>* op_seconds = nullptr,
-                const std::vector<char>* keep = nullptr);
+                const std::vector<char>* keep = nullptr, std::vector<double>* starts = nullptr,
+                std::vector<double>* ends = nullptr);
 
   // Values of a live tensor widened to float (token ids converted exactly).
   [[nodiscard]] std::vector<float> read(int id) const;

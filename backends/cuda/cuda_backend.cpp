@@ -144,10 +144,14 @@ Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, const Ru
   // the step as it runs (executed_wall) and so the events' cost. With device_times, the same
   // pair again with the stream held until the step is issued: the ops' device times.
   std::vector<std::vector<double>> samples(g.ops.size()), host(g.ops.size()), held(g.ops.size());
-  std::vector<double> walls, held_walls;
+  std::vector<double> walls, held_walls, totals;
+  std::vector<std::vector<double>> starts, ends;  // per timed run: each op's offsets in it
   TimedRuns runs(o.repeats, o.min_time);
   while (runs.next()) {
-    (void)runner.run_once(&samples);
+    totals.push_back(runner.run_once(&samples));
+    starts.emplace_back();
+    ends.emplace_back();
+    runner.op_offsets(starts.back(), ends.back());
     walls.push_back(runner.run_walled(&host));
     if (!o.device_times) continue;
     (void)runner.run_held(&held);
@@ -155,6 +159,7 @@ Measurement CudaBackend::run_eager(GraphRunner& runner, const Graph& g, const Ru
   }
   remove_probe_cost(samples, median_or_zero(walls), g);
   Measurement m = summarize_runs(g, samples, walls, name(), device().name, warmed, runs.count());
+  keep_median_run(m, totals, starts, ends);
   for (std::size_t i = 0; i < m.ops.size(); ++i) m.ops[i].host = median_or_zero(host[i]);
   if (!held_walls.empty()) {
     remove_probe_cost(held, median_or_zero(held_walls), g);

@@ -268,6 +268,18 @@ void GraphRunner::append_op_times(std::vector<std::vector<double>>& op_seconds) 
   }
 }
 
+void GraphRunner::op_offsets(std::vector<double>& starts, std::vector<double>& ends) const {
+  starts.clear();
+  ends.clear();
+  for (std::size_t i = 0; i < m_graph.ops.size(); ++i) {
+    float a = 0, b = 0;
+    PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&a, m_step_start, m_events[2 * i]));
+    PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&b, m_step_start, m_events[2 * i + 1]));
+    starts.push_back(a * 1e-3);
+    ends.push_back(b * 1e-3);
+  }
+}
+
 void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep,
                        std::vector<std::vector<double>>* host_seconds) {
   const Graph& g = m_graph;

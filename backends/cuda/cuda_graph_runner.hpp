@@ -54,6 +54,9 @@ class GraphRunner {
   // 0 has joined every side stream) when timed, else 0. Tensors with keep[id] set survive
   // their last use (for reading back).
   double run_once(std::vector<std::vector<double>>* op_seconds = nullptr, const std::vector<char>* keep = nullptr);
+  // After a timed run_once: each op's start and end, seconds from the step's start (its first
+  // and second event against the step's start event).
+  void op_offsets(std::vector<double>& starts, std::vector<double>& ends) const;
   // One eager pass without per-op events: its GPU time as above (the step as it runs, no probes).
   // host_seconds (optional): appends one sample per op, the host time spent issuing it
   // (allocation, stream waits, the launch, frees), for the eager dispatch figures.

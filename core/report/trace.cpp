@@ -10,6 +10,7 @@
 #include "core/build/streams.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/graph/op_shape.hpp"
+#include "core/parallel/micro_batches.hpp"
 #include "core/version.hpp"
 
 namespace perfsim {
@@ -85,6 +86,8 @@ class TraceWriter {
     const int predicted_pid = ++m_pid;
     add_predicted(s, predicted_pid, label);
     if (s.measured && s.measured->ops.size() == s.graph.ops.size()) add_measured(r, s, ++m_pid, label);
+    for (const RankMeasurement& rm : s.rank_measured)
+      if (!rm.timeline.empty()) add_rank(s, rm, ++m_pid, label);
   }
 
   [[nodiscard]] std::string text() const {
@@ -93,7 +96,8 @@ class TraceWriter {
     root["displayTimeUnit"] = "ms";
     root["otherData"] = {{"producer", fmt::format("perfsim {}", perfsim_version)},
                          {"timelines", "predicted: the cost model's stream timeline; measured: the stream timeline "
-                                       "of the measured per-op medians"}};
+                                       "of the measured per-op medians; measured · rank R: where each op of the "
+                                       "rank ran in its run of median length, waits for other ranks included"}};
     return root.dump(1) + "\n";
   }
 
@@ -159,6 +163,30 @@ class TraceWriter {
     // A GPU copies host data beside its kernels, a CPU not (as the measured step time has it).
     add_ops(s, pid, timeline_spans(s.graph, medians, m.backend != "cpu").ops);
     if (host) add_host(s, pid, issue);
+  }
+
+  // One rank's run as it happened (its run of median length): every op of its graph as it ran,
+  // a pipeline's micro-batches unrolled, at its real start and end, waits for the other ranks
+  // (the bubble) included.
+  void add_rank(const StepResult& s, const RankMeasurement& rm, int pid, const std::string& label) {
+    std::set<int> streams;
+    double end = 0;
+    for (const RankMeasurement::Span& op : rm.timeline) {
+      streams.insert(op.stream);
+      end = std::max(end, op.end);
+    }
+    name_process(pid, fmt::format("measured · {} · rank {} (stage {}, {})", label, rm.rank, rm.stage, rm.host),
+                 streams, false);
+    m_events.push_back(span(s.step, "step", pid, step_track, 0, end,
+                            {{"rank", rm.rank}, {"stage", rm.stage}, {"run_us", us(end)},
+                             {"step_time_us", us(rm.step_time)}, {"exposed_communication_us", us(rm.exposed_communication)}}));
+    for (const RankMeasurement::Span& op : rm.timeline) {
+      std::string base;
+      const int micro = micro_batch_of(op.op, &base);
+      json args{{"stream", op.stream}, {"measured_us", us(op.end - op.start)}};
+      if (micro >= 0) args["micro_batch"] = micro;
+      m_events.push_back(span(op.op, "rank", pid, track_of(op.stream), op.start, op.end, std::move(args)));
+    }
   }
 
   json m_events = json::array();

@@ -145,6 +145,31 @@ std::string summary_line(const Measurement& m, const Communicator& ranks, int st
          " " + ranks.host();
 }
 
+// Where the rank's ops ran (OpMeasurement::start, end), one "start end stream name" line each,
+// for the trace; empty when the backend recorded none.
+std::string timeline_text(const Graph& ran, const Measurement& m) {
+  std::string out;
+  for (std::size_t i = 0; i < m.ops.size() && i < ran.ops.size(); ++i)
+    if (m.ops[i].start >= 0 && m.ops[i].end >= m.ops[i].start)
+      out += fmt::format("{:.9g} {:.9g} {} {}\n", m.ops[i].start, m.ops[i].end, ran.ops[i].stream, ran.ops[i].name);
+  return out;
+}
+
+std::vector<RankMeasurement::Span> parse_timeline(const std::string& text) {
+  std::vector<RankMeasurement::Span> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    RankMeasurement::Span s;
+    l >> s.start >> s.end >> s.stream;
+    std::getline(l >> std::ws, s.op);
+    if (!l && !l.eof()) throw std::logic_error("malformed rank timeline: " + line);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 RankMeasurement parse_summary(const std::string& line) {
   std::istringstream in(line);
   RankMeasurement rm;
@@ -205,6 +230,7 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
   if (!o.label.empty()) o.label += fmt::format(" · rank {}", ranks.rank());
   Measurement m;
   Exposed exposed;
+  std::string timeline;  // where its ops ran, micro-batches unrolled
   {
     const Watchdog watchdog(timeout_s, fmt::format("rank {} of {} on {}: step '{}' still running after {:g} s (a rank lost, or stuck in a collective?); ending every rank",
                                                    ranks.rank(), ranks.size(), ranks.host(), r.step, timeout_s));
@@ -212,15 +238,20 @@ void execute_on_ranks(StepResult& r, const std::vector<RankGraph>& stages, const
       const MicroBatchGraph steps = unroll_micro_batches(g, layout, stage);
       m = backend.run(steps.graph, o);
       exposed = exposed_communication(steps.graph, m, device.backend != "cpu");
+      timeline = timeline_text(steps.graph, m);
       m = fold_micro_batches(m, steps, g);
     } else {
       m = backend.run(g, o);
       exposed = exposed_communication(g, m, device.backend != "cpu");
+      timeline = timeline_text(g, m);
     }
   }
   const std::vector<std::string> lines = ranks.gather_to_root(summary_line(m, ranks, stage, exposed));
+  const std::vector<std::string> timelines = ranks.gather_to_root(timeline);
   if (ranks.rank() == 0) {
     for (const std::string& line : lines) r.rank_measured.push_back(parse_summary(line));
+    for (std::size_t k = 0; k < timelines.size() && k < r.rank_measured.size(); ++k)
+      r.rank_measured[k].timeline = parse_timeline(timelines[k]);
     for (const RankMeasurement& rm : r.rank_measured) {
       m.step_time = std::max(m.step_time, rm.step_time);
       m.executed_wall = std::max(m.executed_wall, rm.executed_wall);

@@ -23,6 +23,9 @@ struct OpMeasurement {
   // Eager CUDA runs: median seconds of the op queued behind the one before it (the stream held
   // until the step was issued), the device's time without waits for the host (0 = not timed).
   double device = 0;
+  // Seconds from the step's start to the op's start and end in the timed run of median length
+  // (eager runs; −1: not recorded): where it really ran, waits for other ranks included.
+  double start = -1, end = -1;
 };
 
 struct Measurement {
@@ -60,6 +63,14 @@ struct RankMeasurement {
   double exposed_communication = 0;
   // The same per collective kind present: the timeline less the same with that kind free.
   std::map<Collective, double> exposed_by_kind;
+  // Where each op of its graph as it ran (a pipeline's micro-batches unrolled) started and ended
+  // in its run of median length, for the trace; empty when the backend did not record it.
+  struct Span {
+    std::string op;
+    int stream = 0;
+    double start = 0, end = 0;  // seconds from the rank's step start
+  };
+  std::vector<Span> timeline;
 };
 
 struct StepResult {

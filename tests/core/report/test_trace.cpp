@@ -131,3 +131,47 @@ TEST_CASE("trace: a step that was not measured has its predicted process only") 
     if (e.at("ph") == "M" && e.at("name") == "process_name") ++processes;
   CHECK(processes == 1);
 }
+
+TEST_CASE("trace: each rank's run as it happened, a process per rank with its unrolled ops") {
+  RunResult r;
+  r.scenario = "ranks";
+  StepResult s = data_parallel_step();
+  s.measured.reset();
+  for (int rank = 0; rank < 2; ++rank) {
+    RankMeasurement rm;
+    rm.rank = rank;
+    rm.stage = rank;
+    rm.host = "node";
+    // A receive that waits for the other rank, then two micro-batches' ops on the main stream.
+    rm.timeline = {{"mb0/pipeline.recv", 7, 0.0, 0.004}, {"mb0/layer0.attn", 0, 0.004, 0.006},
+                   {"mb1/layer0.attn", 0, 0.006, 0.009}};
+    s.rank_measured.push_back(rm);
+  }
+  r.steps.push_back(std::move(s));
+  const auto t = nlohmann::json::parse(format_trace({r}));
+  std::map<int, std::string> names;
+  std::map<int, int> spans;
+  std::map<int, double> step_us;
+  for (const auto& e : t.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "process_name") names[e.at("pid")] = e.at("args").at("name");
+    if (e.at("ph") != "X") continue;
+    if (e.at("cat") == "rank") {
+      ++spans[e.at("pid")];
+      if (e.at("name") == "mb1/layer0.attn") {
+        CHECK(e.at("args").at("micro_batch") == 1);
+        CHECK(e.at("ts").get<double>() == doctest::Approx(6000));
+        CHECK(e.at("dur").get<double>() == doctest::Approx(3000));
+      }
+    }
+    if (e.at("cat") == "step") step_us[e.at("pid")] = e.at("dur").get<double>();
+  }
+  REQUIRE(names.size() == 3);  // predicted, rank 0, rank 1
+  int ranks = 0;
+  for (const auto& [pid, name] : names)
+    if (name.find("· rank ") != std::string::npos) {
+      ++ranks;
+      CHECK(spans[pid] == 3);
+      CHECK(step_us[pid] == doctest::Approx(9000));  // the run's end: its last op's
+    }
+  CHECK(ranks == 2);
+}
