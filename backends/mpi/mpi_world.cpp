@@ -48,6 +48,11 @@ int launcher_local_rank() {
 // One GPU per rank (mpi_world.hpp): the rank's local index picks it among the GPUs the node shows this process
 // (CUDA_VISIBLE_DEVICES when set, else all), before anything touches CUDA.
 void use_local_gpu() {
+  // A rank's streams (the step's seven, and each NCCL communicator's own) share the device's
+  // hardware work queues; at CUDA's default of 8 two streams may share one, and a transfer
+  // waiting for another rank then holds up the kernels queued behind it, which that rank may be
+  // waiting for. 32, the most, keeps them apart; a value the user set stays.
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   const int local = launcher_local_rank();
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   std::string pick = std::to_string(local);

@@ -19,7 +19,8 @@ namespace perfsim {
 [[nodiscard]] int launcher_local_rank();
 // One GPU per rank: narrows CUDA_VISIBLE_DEVICES to the GPU of this rank's local index among
 // those the node shows it (all, or the list already set); leaves a single-GPU list, or fewer
-// GPUs than ranks, alone. Call before anything touches CUDA.
+// GPUs than ranks, alone; raises CUDA_DEVICE_MAX_CONNECTIONS to 32 unless set. Call before anything
+// touches CUDA.
 void use_local_gpu();
 // Whether perfsim was built with MPI.
 [[nodiscard]] bool mpi_available();
