@@ -61,7 +61,8 @@ int run_plot_script(const std::vector<std::string>& args) {
                                 install_hint));
 }
 
-// Throws ConfigError unless `report` is a JSON object holding a run's results or a validation.
+// Throws ConfigError unless `report` is a JSON object holding a run's results, a validation or a
+// trace (traceEvents).
 void check_report(const std::string& report, const std::string& shown) {
   std::error_code ec;
   if (fs::is_directory(report, ec))
@@ -75,9 +76,9 @@ void check_report(const std::string& report, const std::string& shown) {
     throw ConfigError(fmt::format("{} is not a perfsim JSON report (not JSON); write one with "
                                   "perfsim run SCENARIO -o r.json or perfsim validate -o v.json",
                                   shown));
-  if (!doc.is_object() || (!doc.contains("results") && !doc.contains("validate")))
-    throw ConfigError(fmt::format("{} is not a perfsim JSON report: it holds neither 'results' (perfsim run) "
-                                  "nor 'validate' (perfsim validate)",
+  if (!doc.is_object() || (!doc.contains("results") && !doc.contains("validate") && !doc.contains("traceEvents")))
+    throw ConfigError(fmt::format("{} is not a perfsim JSON report: it holds neither 'results' (perfsim run), "
+                                  "'validate' (perfsim validate) nor 'traceEvents' (a trace, --trace FILE)",
                                   shown));
 }
 

@@ -1,4 +1,4 @@
-// Charts of a JSON report (perfsim plot, and --plots on run and validate): the embedded
+// Charts of a JSON report or trace (perfsim plot, and --plots on run and validate): the embedded
 // matplotlib script run over the report, every chart written to a directory as SVG and PNG.
 #pragma once
 #include <string>
@@ -6,7 +6,7 @@
 namespace perfsim {
 
 struct ChartOptions {
-  std::string step;     // --step NAME: the step the per-step charts show; empty: each chart's own
+  std::string step;     // --step NAME: the step the per-step charts (and a trace's timeline) show; empty: each chart's own
   int point = 1;        // --point N: the sweep point (1-based) the per-step charts show
   int dpi = 100;        // PNG resolution
   bool quiet = false;   // no notes on stderr (skipped charts, what was written)
@@ -21,7 +21,8 @@ void check_chart_dir(const std::string& dir);
 void check_chart_tools();
 
 // Draws the charts of the JSON report in file `report` into `dir` (created when missing): the
-// complete set or nothing. Throws ConfigError for a report that is no perfsim JSON report, a
+// complete set or nothing; of a trace (--trace), the timeline. Throws ConfigError for a file that
+// is no perfsim JSON report or trace, a
 // directory that cannot be made, a missing python3 or matplotlib. Returns false when the
 // script failed after saying why on stderr.
 [[nodiscard]] bool draw_charts(const std::string& report, const std::string& dir, const ChartOptions& o);

@@ -1,5 +1,6 @@
 // `perfsim plot REPORT.json DIR`: the charts of a report saved by `perfsim run -o r.json` or
-// `perfsim validate -o v.json`, drawn by the embedded matplotlib script (cli/charts.hpp).
+// `perfsim validate -o v.json`, or the timeline of a trace (`--trace t.json`), drawn by the
+// embedded matplotlib script (cli/charts.hpp).
 #include "cli/cmd_plot.hpp"
 
 #include <CLI/CLI.hpp>
@@ -11,9 +12,9 @@ namespace perfsim {
 CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "plot", "Draw charts of a saved JSON report (perfsim run -o r.json, perfsim validate -o v.json) "
-              "into DIR, each as SVG and PNG.");
+              "or trace (--trace t.json) into DIR, each as SVG and PNG.");
   cmd->add_option("report", a.report, "JSON report written by 'perfsim run ... -o r.json' or "
-                                      "'perfsim validate ... -o v.json'")
+                                      "'perfsim validate ... -o v.json', or a trace ('--trace t.json')")
       ->required()
       ->type_name("REPORT.json");
   cmd->add_option("dir", a.dir, "Directory the charts go to (created when missing; a chart of the "
@@ -22,7 +23,8 @@ CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
       ->type_name("DIR");
   cmd->add_option("--step", a.step,
                   "Stack step the roofline and per-rank charts show (default: the last measured step, "
-                  "else the last)")
+                  "else the last); of a trace, the step the timeline shows (default: the first step "
+                  "executed on ranks, else the first)")
       ->type_name("NAME");
   cmd->add_option("--point", a.point, "Sweep point the per-step charts show, 1 for the first")
       ->type_name("N")
@@ -48,6 +50,9 @@ CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
       "              predicted only), for a step over several GPUs\n"
       "  validation  a validation report: predicted vs measured time per op, log-log, with\n"
       "              the ±10% and ±25% bands\n"
+      "  timeline    a trace (--trace t.json): one step's spans, a lane per track of its predicted,\n"
+      "              measured and per-rank processes, coloured by forward, backward, optimizer,\n"
+      "              pipeline transfer and collective\n"
       "Files: DIR/NAME.svg and DIR/NAME.png; written together or not at all. Needs python3 with\n"
       "matplotlib (Debian: python3-matplotlib, installed by make deps; PERFSIM_PYTHON picks the\n"
       "interpreter). docs/LOOKING_AT_A_RUN.md shows each chart and how to read it.");

@@ -10,7 +10,9 @@
 # cpu) executes scenarios/train_step.lua (CPU-sized with cpu, GPU-sized with cuda) and a pipeline
 # of 2 stages on 2 ranks (needs MPI): tests/plots/pipeline_2.lua with cpu, charted at its step
 # pp2; scenarios/validation_ranks/pipeline.lua on 2 GPUs with cuda, charted at its step
-# "PP2 1F1B". Both write REPORT_DIR/pipeline_2.json. The scaling chart is a prediction
+# "PP2 1F1B". Both write REPORT_DIR/pipeline_2.json and its trace REPORT_DIR/pipeline_2_trace.json,
+# whose timeline at that step is docs/images/timeline.png (with cuda, timeline_interleaved.png at
+# step "interleaved ×2" too; a REPORT_DIR without the trace skips both). The scaling chart is a prediction
 # (tests/cli/gpus_sweep.lua), the validation chart the saved H100 run priced again
 # (tests/cli/h100_validation.json), unless VALIDATION=FILE names another validate JSON report.
 #
@@ -64,11 +66,13 @@ case $backend in
     train_sizes=(--set seq=128)
     pipeline=(tests/plots/pipeline_2.lua --gpus 2)
     pipeline_step=pp2
+    second_step=
     ;;
   cuda)
     train_sizes=(--set batch=8 --set seq=1024)
     pipeline=(scenarios/validation_ranks/pipeline.lua --gpus 2)
     pipeline_step="PP2 1F1B"
+    second_step="interleaved ×2"
     ;;
   *)
     echo "backend must be cpu or cuda, got '$backend'" >&2
@@ -79,7 +83,7 @@ mkdir -p "$out"
 
 if [ "$reports_only" != 1 ]; then
   "$bin" run scenarios/train_step.lua --backend "$backend" "${train_sizes[@]}" -q -o "$out/train_step.json"
-  "$bin" run "${pipeline[@]}" --backend "$backend" -q -o "$out/pipeline_2.json"
+  "$bin" run "${pipeline[@]}" --backend "$backend" -q -o "$out/pipeline_2.json" --trace "$out/pipeline_2_trace.json"
   "$bin" run tests/cli/gpus_sweep.lua --backend none -q -o "$out/gpus_sweep.json"
   if [ -z "${VALIDATION:-}" ]; then
     "$bin" validate --measurements tests/cli/h100_validation.json -q -o "$out/validation.json"
@@ -101,6 +105,15 @@ fi
 "$bin" plot "$out/pipeline_2.json" "$out/charts/pipeline_2" --step "$pipeline_step"
 "$bin" plot "$out/gpus_sweep.json" "$out/charts/gpus_sweep"
 "$bin" plot "$out/validation.json" "$out/charts/validation"
+# The pipeline's trace as images: perfsim plot draws a trace's timeline, one step at a time.
+if [ -f "$out/pipeline_2_trace.json" ]; then
+  "$bin" plot "$out/pipeline_2_trace.json" "$out/charts/pipeline_2_trace" --step "$pipeline_step"
+  if [ -n "$second_step" ]; then
+    "$bin" plot "$out/pipeline_2_trace.json" "$out/charts/pipeline_2_trace_second" --step "$second_step"
+  fi
+else
+  echo "no $out/pipeline_2_trace.json: timeline.png not redrawn" >&2
+fi
 
 mkdir -p docs/images
 for chart in roofline stack memory op_classes; do
@@ -109,6 +122,12 @@ done
 cp "$out/charts/pipeline_2/ranks.png" docs/images/ranks.png
 cp "$out/charts/gpus_sweep/scaling.png" docs/images/scaling.png
 cp "$out/charts/validation/validation.png" docs/images/validation.png
+if [ -f "$out/pipeline_2_trace.json" ]; then
+  cp "$out/charts/pipeline_2_trace/timeline.png" docs/images/timeline.png
+  if [ -n "$second_step" ]; then
+    cp "$out/charts/pipeline_2_trace_second/timeline.png" docs/images/timeline_interleaved.png
+  fi
+fi
 
 if [ "$reports_only" = 1 ]; then
   echo "drew $(date -u +%Y-%m-%d) from the $backend reports in $out/ ($device; written" \

@@ -1,5 +1,5 @@
-# Charts of a perfsim JSON report (perfsim run -o r.json, perfsim validate -o v.json), drawn
-# with matplotlib into SVG and PNG. perfsim carries this file in its binary and runs it as
+# Charts of a perfsim JSON report (perfsim run -o r.json, perfsim validate -o v.json) or trace
+# (--trace t.json), drawn with matplotlib into SVG and PNG. perfsim carries this file in its binary and runs it as
 # `python3 - REPORT DIR [options]` with the script on stdin (cli/charts.cpp), so it works from
 # any install location.
 #
@@ -688,6 +688,220 @@ def chart_validation(doc):
 
 
 # ----------------------------------------------------------------------------------------------
+# A trace (perfsim run --trace t.json): one step's processes as lanes of spans
+
+# Each span coloured by the part of the step it belongs to, told from its op class (the
+# category; a rank's spans take the class of the op of the same name in the step's other
+# processes) and its name.
+PHASES = [
+    ("forward", "forward", "#4C72B0"),
+    ("backward", "backward (dgrad, wgrad, grad sums)", "#DD8452"),
+    ("optimizer", "optimizer", "#55A868"),
+    ("pipeline", "pipeline send/receive (waits too)", "#C44E52"),
+    ("collective", "collective (all-reduce, ...)", "#8172B3"),
+    ("host", "host issue", "#8C8C8C"),
+    ("step", "step", "#BBBBBB"),
+]
+PHASE_COLORS = {k: c for k, _, c in PHASES}
+COLLECTIVE_WORDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
+def phase_of(name, cls):
+    base = name.split("/", 1)[1] if "/" in name and name.split("/", 1)[0].startswith("mb") else name
+    if cls == "step":
+        return "step"
+    if cls == "host":
+        return "host"
+    if "pipeline." in base:
+        return "pipeline"
+    if cls == "communication" or any(w in base for w in COLLECTIVE_WORDS):
+        return "collective"
+    if cls == "optimizer" or base.endswith((".adamw", ".adam", ".sgd")):
+        return "optimizer"
+    if base.endswith(".bwd") or "grad" in base:
+        return "backward"
+    return "forward"
+
+
+def lighter(color, amount=0.45):
+    from matplotlib.colors import to_rgb
+    return tuple(c + (1 - c) * amount for c in to_rgb(color))
+
+
+def short(text, width):
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def slug(text):
+    out = "".join(ch if ch.isalnum() else "-" for ch in text.lower())
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out.strip("-") or "x"
+
+
+class Trace:
+    """The processes of a trace, grouped per step: a `predicted · ...` process opens a group, the
+    `measured · ...` processes after it (the step's measured timeline, then one per rank) join it."""
+
+    def __init__(self, doc, shown):
+        events = doc.get("traceEvents")
+        if not isinstance(events, list):
+            raise Failure("%s is not a trace: 'traceEvents' is not a list" % shown)
+        self.names, self.order, self.tracks, self.spans = {}, {}, {}, {}
+        for e in events:
+            if not isinstance(e, dict) or "pid" not in e:
+                continue
+            pid, ph = e.get("pid"), e.get("ph")
+            args = e.get("args") if isinstance(e.get("args"), dict) else {}
+            if ph == "M":
+                if e.get("name") == "process_name":
+                    self.names[pid] = str(args.get("name", ""))
+                elif e.get("name") == "process_sort_index" and num(args.get("sort_index")) is not None:
+                    self.order[pid] = num(args["sort_index"])
+                elif e.get("name") == "thread_name":
+                    self.tracks.setdefault(pid, {})[e.get("tid")] = str(args.get("name", ""))
+            elif ph == "X" and num(e.get("ts")) is not None and num(e.get("dur")) is not None:
+                self.spans.setdefault(pid, []).append(e)
+        pids = sorted(set(self.names) | set(self.spans), key=lambda p: (self.order.get(p, 0), str(p)))
+        self.groups = []
+        for pid in pids:
+            name = self.names.get(pid, "process %s" % pid)
+            step = next((e.get("name") for e in self.spans.get(pid, []) if e.get("cat") == "step"), None)
+            if step is None:
+                step = name.split(" / ", 1)[1].split(" (", 1)[0] if " / " in name else name
+            if name.startswith("predicted · ") or not self.groups or self.groups[-1]["step"] != step:
+                self.groups.append({"step": step, "pids": [], "label": ""})
+            g = self.groups[-1]
+            g["pids"].append(pid)
+            if not g["label"]:
+                head = name.split(" · ", 1)[1] if " · " in name else name
+                g["label"] = head.split(" · rank ", 1)[0].rsplit(" (", 1)[0]
+        if not any(self.spans.values()):
+            raise Failure("%s is a trace without spans" % shown)
+
+    def is_rank(self, pid):
+        return " · rank " in self.names.get(pid, "")
+
+    def pick(self, name):
+        if name:
+            for g in self.groups:
+                if step_key(g["step"]) == step_key(name):
+                    return g
+            raise Failure("--step %s: the trace holds no such step (the steps: %s)" %
+                          (name, ", ".join(g["step"] for g in self.groups)))
+        for g in self.groups:
+            if any(self.is_rank(p) for p in g["pids"]):
+                return g
+        return self.groups[0]
+
+    def process_label(self, pid):
+        """`predicted (HW)`, `measured (BACKEND, DEVICE)`, `rank R (stage S, HOST)`."""
+        name = self.names.get(pid, "process %s" % pid)
+        if " · rank " in name:
+            return "rank " + name.split(" · rank ", 1)[1]
+        side = name.split(" · ", 1)[0]
+        where = name.rsplit(" (", 1)[1].rstrip(")") if " (" in name else ""
+        return "%s (%s)" % (side, where) if where else side
+
+    def process_slug(self, pid):
+        name = self.names.get(pid, "")
+        if " · rank " in name:
+            return "rank" + slug(name.split(" · rank ", 1)[1].split(" ", 1)[0])
+        return slug(name.split(" · ", 1)[0]) if " · " in name else "p%s" % slug(str(pid))
+
+
+def track_label(name):
+    if name.startswith("pipeline (") and name.endswith(")"):
+        name = "pipeline: " + name[len("pipeline ("):-1]
+    return short(name, 34)
+
+
+def chart_timeline(trace, g):
+    classes = {}
+    for pid in g["pids"]:
+        if not trace.is_rank(pid):
+            for e in trace.spans.get(pid, []):
+                classes.setdefault(e.get("name"), e.get("cat"))
+    rows = []  # (kind, pid, tid, label); kind "process" for a group's header row
+    for pid in g["pids"]:
+        spans = trace.spans.get(pid, [])
+        tids = sorted({e.get("tid") for e in spans}, key=lambda t: (t == 99, t if isinstance(t, (int, float)) else 0))
+        if not tids:
+            continue
+        rows.append(("process", pid, None, trace.process_label(pid)))
+        for tid in tids:
+            rows.append(("lane", pid, tid, track_label(trace.tracks.get(pid, {}).get(tid, "track %s" % tid))))
+    end = max(num(e["ts"]) + num(e["dur"]) for pid in g["pids"] for e in trace.spans.get(pid, []))
+    scale, unit = time_unit(max(end, 1e-3) * 1e-6)
+    scale *= 1e6  # trace times are microseconds
+
+    from matplotlib.collections import PolyCollection
+    height = 1.6 + 0.24 * len(rows)
+    fig, (ax,) = new_figure(10.0, max(3.6, height))
+    seen_phases, ticks, labels, slugs = set(), [], [], set()
+    min_width = end / scale / 1000
+    odd_micro = False
+    y = 0.0
+    for kind, pid, tid, label in rows:
+        y -= 1.0
+        if kind == "process":
+            ax.text(0.0, y + 0.15, label, transform=ax.get_yaxis_transform(), ha="left", va="center",
+                    fontsize=8, fontweight="bold", color="#333333")
+            ax.axhline(y + 0.6, color="#999999", linewidth=0.6)
+            continue
+        verts, colors = [], []
+        for e in trace.spans.get(pid, []):
+            if e.get("tid") != tid:
+                continue
+            name = str(e.get("name", ""))
+            cls = e.get("cat")
+            if cls == "rank":
+                base = name.split("/", 1)[1] if "/" in name else name
+                cls = classes.get(base, "")
+            phase = phase_of(name, cls)
+            seen_phases.add(phase)
+            x0 = num(e["ts"]) / scale
+            # At least a thousandth of the axis: a span far shorter than a pixel still shows.
+            x1 = x0 + max(num(e["dur"]) / scale, min_width)
+            verts.append([(x0, y - 0.38), (x0, y + 0.38), (x1, y + 0.38), (x1, y - 0.38)])
+            color = PHASE_COLORS[phase] if not (phase == "step" and name == "host overhead") else "#777777"
+            micro = (e.get("args") or {}).get("micro_batch") if isinstance(e.get("args"), dict) else None
+            if isinstance(micro, int) and micro % 2 == 1:
+                color = lighter(color)
+                odd_micro = True
+            colors.append(color)
+        gid = "series-timeline-%s-%s" % (trace.process_slug(pid), slug(trace.tracks.get(pid, {}).get(tid, str(tid))))
+        while gid in slugs:
+            gid += "-%s" % slug(str(tid))
+        slugs.add(gid)
+        # Edges in the face colour: a span far shorter than a pixel still shows.
+        ax.add_collection(PolyCollection(verts, facecolors=colors, linewidths=0, gid=gid))
+        ticks.append(y)
+        labels.append(label)
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_ylim(y - 0.7, 0.0)
+    ax.set_xlim(0, end / scale * 1.01)
+    ax.grid(axis="y", visible=False)
+    ax.tick_params(axis="y", length=0)
+    ax.set_xlabel("time from the step's start (%s)" % unit)
+    handles = [proxy(PHASE_COLORS[k], text) for k, text, _ in PHASES if k in seen_phases]
+    if odd_micro:
+        handles.append(proxy(lighter("#777777"), "lighter: odd micro-batches"))
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0, 1.0, 0.05), mode="expand",
+              ncol=min(4, len(handles)), borderaxespad=0.2)
+    others = [x["step"] for x in trace.groups if x is not g]
+    note = ("colour: the part of the step each op belongs to; predicted: the cost model's stream timeline; "
+            "measured: the stream timeline of the measured per-op medians")
+    if any(trace.is_rank(p) for p in g["pids"]):
+        note += "; rank R: each op where it ran in the rank's run of median length, waits for other ranks included"
+    if others:
+        note += "\nthe trace's other steps: %s (--step NAME)" % ", ".join(others)
+    finish(fig, "Timeline — %s" % g["label"], note)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
 
 RUN_CHARTS = [
     ("roofline", chart_roofline),
@@ -730,23 +944,37 @@ def draw(args):
     if not isinstance(doc, dict):
         raise Failure("%s is not a perfsim JSON report (write one with perfsim run -o r.json)" % shown)
 
+    def no_trace():
+        raise Skip("it needs a trace, not a report: perfsim run SCENARIO --trace t.json, then perfsim plot t.json DIR")
+
     charts = []
-    if "results" in doc:
+    if "traceEvents" in doc:
+        if args.point != 1:
+            raise Failure("--point picks a sweep point of a run report; %s is a trace (--step NAME picks its step)" %
+                          shown)
+        trace = Trace(doc, shown)
+        group = trace.pick(args.step)
+        if len(trace.groups) > 1:
+            say(args, "the timeline shows step %s of %d; --step NAME picks another (%s)" %
+                (group["step"], len(trace.groups), ", ".join(g["step"] for g in trace.groups if g is not group)))
+        charts = [("timeline", lambda: chart_timeline(trace, group))]
+    elif "results" in doc:
         rep = RunReport(doc, args, shown)
         if len(rep.results) > 1:
             say(args, "%d sweep points: the per-step charts show point %d (%s); --point N picks another" %
                 (len(rep.results), args.point, rep.label()))
         charts = [(name, (lambda fn: lambda: fn(rep))(fn)) for name, fn in RUN_CHARTS]
+        charts.append(("timeline", no_trace))
     elif "validate" in doc and "ops" in doc:
         if args.step or args.point != 1:
             raise Failure("--step and --point pick from a run report; %s is a validation report" % shown)
-        charts = [("validation", lambda: chart_validation(doc))]
+        charts = [("validation", lambda: chart_validation(doc)), ("timeline", no_trace)]
     elif "validate" in doc:
         raise Failure("%s compares several validation runs: chart one run's report "
                       "(perfsim validate --measurements FILE -o v.json)" % shown)
     else:
-        raise Failure("%s is not a perfsim JSON report: it holds neither 'results' (perfsim run) nor "
-                      "'validate' (perfsim validate)" % shown)
+        raise Failure("%s is not a perfsim JSON report: it holds neither 'results' (perfsim run), 'validate' "
+                      "(perfsim validate) nor 'traceEvents' (a trace, --trace FILE)" % shown)
 
     import matplotlib.pyplot as plt
     os.makedirs(args.dir, exist_ok=True)

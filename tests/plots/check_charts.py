@@ -4,7 +4,7 @@
   check_charts.py DIR NAME=SERIES... [--absent NAME...]
 
 For each NAME: DIR/NAME.svg parses as XML and holds SERIES groups whose id starts "series-"
-(the plotting script gives every series such a gid), and DIR/NAME.png decodes to an image of
+(the plotting script gives every series such a gid; SERIES+ for at least that many), and DIR/NAME.png decodes to an image of
 more than one colour. --absent names charts that must not have been written. No scratch folder
 of the plotting script may be left behind. Exit 0 when every check holds, else 1 with one line
 per failure.
@@ -88,7 +88,7 @@ def decode_png(path):
     return len(colours), width, height
 
 
-def check(directory, name, series):
+def check(directory, name, series, at_least=False):
     problems = []
     svg = os.path.join(directory, name + ".svg")
     png = os.path.join(directory, name + ".png")
@@ -102,8 +102,9 @@ def check(directory, name, series):
     except ET.ParseError as e:
         return ["%s: not XML: %s" % (svg, e)]
     ids = [el.get("id") for el in root.iter() if (el.get("id") or "").startswith("series-")]
-    if len(ids) != series:
-        problems.append("%s: %d series, expected %d (%s)" % (svg, len(ids), series, ", ".join(ids)))
+    if len(ids) < series if at_least else len(ids) != series:
+        problems.append("%s: %d series, expected %s%d (%s)" %
+                        (svg, len(ids), "at least " if at_least else "", series, ", ".join(ids)))
     if len(set(ids)) != len(ids):
         problems.append("%s: series ids repeat (%s)" % (svg, ", ".join(ids)))
     try:
@@ -129,7 +130,7 @@ def main(argv):
     problems = []
     for spec in rest:
         name, _, count = spec.partition("=")
-        problems += check(directory, name, int(count))
+        problems += check(directory, name, int(count.rstrip("+")), count.endswith("+"))
     for name in absent:
         for ext in (".svg", ".png"):
             if os.path.exists(os.path.join(directory, name + ext)):

@@ -4,11 +4,11 @@
 # that parses, the number of series per chart, PNG that decodes and is not blank, the charts
 # without data left out.
 #
-#   tests/plots/run_plots.sh PERFSIM_BIN SOURCE_DIR CASE     # CASE: run validate scaling ranks errors
+#   tests/plots/run_plots.sh PERFSIM_BIN SOURCE_DIR CASE     # CASE: run validate scaling timeline ranks errors
 set -uo pipefail
 
 if [ $# -ne 3 ]; then
-  echo "usage: $0 PERFSIM_BIN SOURCE_DIR run|validate|scaling|ranks|errors" >&2
+  echo "usage: $0 PERFSIM_BIN SOURCE_DIR run|validate|scaling|timeline|ranks|errors" >&2
   exit 2
 fi
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -52,6 +52,13 @@ run() {
   fi
 }
 expect_err() { grep -Eq -- "$1" "$tmp/err" || { fail "stderr does not match /$1/"; sed 's/^/      | /' "$tmp/err"; }; }
+# The number of lanes in a timeline SVG whose id starts with series-timeline-PREFIX.
+lanes() { grep -o "id=\"series-timeline-$2[^\"]*\"" "$1" | sort -u | wc -l; }
+expect_lanes() {
+  local n
+  n=$(lanes "$1" "$2")
+  [ "$n" = "$3" ] || fail "$1: $n lanes series-timeline-$2*, expected $3"
+}
 same_files() {
   for f in "$1"/*; do
     cmp -s "$f" "$2/$(basename "$f")" || fail "$(basename "$f") differs between two renders of one report"
@@ -65,6 +72,7 @@ case $case_name in
     run 0 plot "$tmp/r.json" "$tmp/charts"
     expect_err '^perfsim: plot: skipped scaling: every step runs on 1 GPU'
     expect_err '^perfsim: plot: skipped ranks: no step runs over several GPUs'
+    expect_err '^perfsim: plot: skipped timeline: it needs a trace, not a report: perfsim run SCENARIO --trace t.json'
     expect_err '^perfsim: plot: wrote 4 charts to .* \(roofline, stack, memory, op_classes\)'
     check "$tmp/charts" roofline=2 stack=4 memory=10 op_classes=12 --absent scaling ranks validation || failed=1
     # The same report drawn again gives the same bytes.
@@ -95,11 +103,44 @@ case $case_name in
     run 0 run tests/plots/pipeline_2.lua --backend none -q --plots "$tmp/pp"
     check "$tmp/pp" ranks=2 stack=2 roofline=1 memory=7 op_classes=7 --absent scaling || failed=1
     ;;
+  timeline)
+    # The trace of a decode step predicted only: the first step's predicted process, one lane
+    # per track (step, main stream, host issue).
+    run 0 run tests/cli/tiny_decode.lua --backend none -q --trace "$tmp/t.json"
+    run 0 plot "$tmp/t.json" "$tmp/charts"
+    expect_err '^perfsim: plot: wrote 1 chart to .* \(timeline\)'
+    check "$tmp/charts" timeline=3 --absent roofline stack memory op_classes scaling ranks validation || failed=1
+    expect_lanes "$tmp/charts/timeline.svg" predicted-step 1
+    expect_lanes "$tmp/charts/timeline.svg" predicted-main-stream 1
+    expect_err '^perfsim: plot: the timeline shows step fp32 of 4; --step NAME picks another \(\+bf16, \+flash_attention, \+fp8\)$'
+    # Another step by name (case and a leading + do not matter); the same trace twice, the same bytes.
+    run 0 plot "$tmp/t.json" "$tmp/bf16" --step BF16 -q
+    check "$tmp/bf16" timeline=3 || failed=1
+    run 0 plot "$tmp/t.json" "$tmp/again" -q
+    same_files "$tmp/charts" "$tmp/again"
+    # A step the trace does not hold, --point on a trace: one line, nothing written.
+    run 1 plot "$tmp/t.json" "$tmp/bad_step" --step fp9
+    expect_err '^perfsim: error: --step fp9: the trace holds no such step \(the steps: fp32, \+bf16, \+flash_attention, \+fp8\)$'
+    run 1 plot "$tmp/t.json" "$tmp/bad_point" --point 2
+    expect_err '^perfsim: error: --point picks a sweep point of a run report; .* is a trace'
+    ls "$tmp/bad_step"/*.svg "$tmp/bad_point"/*.svg >/dev/null 2>&1 && fail "timeline written for a bad --step or --point"
+    ;;
   ranks)
     # The pipeline executed on 2 CPU ranks (mpirun): each rank measured beside its stage.
-    run 0 run tests/plots/pipeline_2.lua --backend cpu --gpus 2 -q -o "$tmp/pp.json"
+    run 0 run tests/plots/pipeline_2.lua --backend cpu --gpus 2 -q -o "$tmp/pp.json" --trace "$tmp/t.json"
     run 0 plot "$tmp/pp.json" "$tmp/charts" --step pp2
     check "$tmp/charts" ranks=4 roofline=2 stack=4 --absent scaling || failed=1
+    # Its trace: the first step executed on ranks, a process per rank with its own lanes
+    # (step, main stream, its pipeline sends and receives).
+    run 0 plot "$tmp/t.json" "$tmp/timeline"
+    expect_err '^perfsim: plot: the timeline shows step pp2 of 2'
+    check "$tmp/timeline" timeline=8+ || failed=1
+    for r in 0 1; do
+      n=$(lanes "$tmp/timeline/timeline.svg" "rank$r-")
+      [ "$n" -ge 3 ] || fail "timeline: rank $r has $n lanes, expected at least 3 (step, main stream, pipeline)"
+      expect_lanes "$tmp/timeline/timeline.svg" "rank$r-main-stream" 1
+    done
+    expect_lanes "$tmp/timeline/timeline.svg" rank2- 0
     ;;
   errors)
     run 0 run tests/cli/tiny_decode.lua --backend none -q -o "$tmp/r.json"
