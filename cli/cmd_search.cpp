@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/output_file.hpp"
+#include "cli/progress.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/parallel/search.hpp"
@@ -68,7 +69,14 @@ int cmd_search(const SearchArgs& a) {
   space.threads = a.threads;
   const Hardware hw = search_hardware(a, s);
 
+  ProgressLine line("search", progress_enabled(a.quiet));
+  if (line.enabled())
+    space.progress = [&line](std::size_t priced, std::size_t total) {
+      line.update(fmt::format("{} of {} layouts priced", priced, total),
+                  static_cast<double>(priced) / static_cast<double>(total));
+    };
   const SearchResult result = search_layouts(s.model, s.workload, stack, step, layout, hw, space);
+  line.clear();
   if (const std::string failure = search_failure(result); !failure.empty()) throw ConfigError(failure);
 
   SearchReportInput in;

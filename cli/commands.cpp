@@ -296,6 +296,7 @@ int run_cli(int argc, char** argv) {
       ->type_name("FILE");
   search_cmd->add_option("--threads", search.threads, "Worker threads (default: the machine's cores)")
       ->type_name("N");
+  search_cmd->add_flag("-q,--quiet", search.quiet, "No progress line on stderr");
   search_cmd->add_option("--set", search.sets, "Override a script option: --set NAME=VALUE (repeatable)")
       ->type_name("NAME=VALUE")
       ->allow_extra_args(false)

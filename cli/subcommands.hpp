@@ -62,6 +62,7 @@ struct SearchArgs : ScriptArgs {
   std::vector<int> tp, pp, zero, interleave, ep;
   std::vector<int64_t> micro_batch;
   int threads = 0;
+  bool quiet = false;               // no progress line on stderr
 };
 
 [[nodiscard]] int cmd_run(const RunArgs& a);

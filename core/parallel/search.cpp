@@ -303,6 +303,7 @@ SearchResult search_layouts(const ModelConfig& m, const Workload& w, const std::
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
+  std::size_t done = 0;  // under failure_mutex
   auto worker = [&]() {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
       try {
@@ -312,6 +313,11 @@ SearchResult search_layouts(const ModelConfig& m, const Workload& w, const std::
       } catch (...) {
         const std::lock_guard<std::mutex> lock(failure_mutex);
         if (!failure) failure = std::current_exception();
+      }
+      if (space.progress) {
+        const std::lock_guard<std::mutex> lock(failure_mutex);
+        ++done;
+        if (done % 8 == 0 || done == jobs.size()) space.progress(done, jobs.size());
       }
     }
   };

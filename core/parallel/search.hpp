@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <functional>
 #include <vector>
 
 #include "core/cost/hardware.hpp"
@@ -37,6 +38,9 @@ struct SearchSpace {
   std::vector<int> zero;             // default 0-3 (only 0 with dp == 1 or for inference)
   int threads = 0;                   // worker threads; 0: the machine's cores
   int64_t layers = 1;                // transformer layers built per stage (BuildOptions::layers)
+  // Told how many of the layouts to price are priced (one call at a time, from the workers),
+  // for a progress line.
+  std::function<void(std::size_t priced, std::size_t total)> progress;
 };
 
 // Why an enumerated layout was not priced, or not ranked among the fitting ones.
