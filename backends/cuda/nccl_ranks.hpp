@@ -12,7 +12,8 @@
 //   all_to_all: block j of the tensor it reads to member j, member i's block into the tensor it
 //     writes (core/graph/all_to_all.hpp), one ncclSend and ncclRecv a member in one NCCL group;
 //     strided blocks (expert parallelism's) go through scratch, packed and unpacked by 2-D copies;
-//   send_recv: a pipeline edge (ncclSend / ncclRecv over the world communicator), or on the
+//   send_recv: a pipeline edge (ncclSend / ncclRecv over its direction's and edge colour's
+//     communicator of the pipeline's stages, core/graph/pipeline_edge.hpp), or on the
 //     context stream a step of ring attention (each block it reads to the next member of the
 //     context-parallel group, each it writes from the previous one, in one NCCL group).
 // ZeRO's parts are ceil(elements / group) long; NCCL's blocks are exact, so a tensor whose
