@@ -3,8 +3,6 @@
 // summary of what was fitted.
 #include "cli/cmd_calibrate.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -28,18 +26,6 @@
 namespace perfsim {
 
 namespace {
-
-// A live counter on a terminal (each sweep's graphs, its time and what is left of it); piped,
-// nothing.
-std::function<void(const CalibrateProgress&)> progress_printer() {
-  return [](const CalibrateProgress& p) {
-    const double fraction = p.total > 0 ? static_cast<double>(p.done) / static_cast<double>(p.total) : 0.0;
-    fmt::print(stderr, "\r\033[K{}",
-               progress_text("calibrate", fmt::format("{} {}/{}", p.sweep, p.done, p.total), p.sweep_seconds, fraction));
-    if (p.done == p.total) fmt::print(stderr, "\n");
-    std::fflush(stderr);
-  };
-}
 
 std::string summary(const CalibrateResult& r, const std::string& output) {
   const Hardware& hw = r.hw;
@@ -125,10 +111,18 @@ int cmd_calibrate(const CalibrateArgs& a) {
   const DeviceInfo d = backend->device();
   const Hardware base = find_hardware(d.catalog_name, a.module_path);
   CalibrateOptions o;
+  ProgressLine line("calibrate", progress_enabled(a.quiet));
   o.quick = a.quick;
   o.name = a.name;
   if (!a.quiet) {
-    if (progress_enabled(false)) o.progress = progress_printer();
+    // A live counter per sweep (its graphs, its time, what is left of it), kept on screen when
+    // the sweep ends.
+    if (line.enabled())
+      o.progress = [&line](const CalibrateProgress& p) {
+        const double fraction = p.total > 0 ? static_cast<double>(p.done) / static_cast<double>(p.total) : 0.0;
+        line.update(fmt::format("{} {}/{}", p.sweep, p.done, p.total), fraction, p.sweep_seconds);
+        if (p.done == p.total) line.keep();
+      };
     fmt::print(stderr, "perfsim: calibrating {} ({} backend, base {}, {} mode)\n", d.name, backend->name(),
                base.name, a.quick ? "quick" : "full");
   }

@@ -4,8 +4,6 @@
 #include <memory>
 #include <optional>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"

@@ -30,12 +30,22 @@ ProgressLine::ProgressLine(std::string what, bool enabled)
 ProgressLine::~ProgressLine() { clear(); }
 
 void ProgressLine::update(const std::string& item, double fraction) {
+  update(item, fraction, std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count());
+}
+
+void ProgressLine::update(const std::string& item, double fraction, double elapsed) {
   if (!m_enabled) return;
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
   // Carriage return and erase-line: the line redraws in place.
   fmt::print(stderr, "\r\033[K{}", progress_text(m_what, item, elapsed, fraction));
   std::fflush(stderr);
   m_drawn = true;
+}
+
+void ProgressLine::keep() {
+  if (!m_drawn) return;
+  fmt::print(stderr, "\n");
+  std::fflush(stderr);
+  m_drawn = false;
 }
 
 void ProgressLine::clear() {

@@ -23,10 +23,14 @@ class ProgressLine {
   ProgressLine& operator=(const ProgressLine&) = delete;
   ~ProgressLine();  // clears the line
 
-  // Now at `item`, with `fraction` (0..1) of the whole done.
+  // Now at `item`, with `fraction` (0..1) of the whole done; the time is the line's own (since
+  // it was made), or `elapsed` seconds when the work keeps its own clock (a calibration sweep).
   void update(const std::string& item, double fraction);
+  void update(const std::string& item, double fraction, double elapsed);
   // Erases the line (before other output, and at the end).
   void clear();
+  // Leaves the line on screen as it stands (a finished part's), the next update below it.
+  void keep();
   [[nodiscard]] bool enabled() const { return m_enabled; }
 
  private:

@@ -108,6 +108,9 @@ class NcclRanks {
   // one micro-batch forward while the neighbour sends another's gradient back), nor a stage's
   // sends on its receives.
   static constexpr int pipeline_lane = 8;
+  [[nodiscard]] static constexpr int pipeline_lane_of(bool backward, int colour) {
+    return pipeline_lane + 3 * (backward ? 1 : 0) + colour;
+  }
   struct CommKey {
     RankGroup group;
     int lane = 0;

@@ -39,7 +39,7 @@ NcclRanks::CommKey NcclRanks::comm_key(const Op& op) const {
   if (op.attrs.collective != Collective::send_recv) return {group, 0};
   if (op.stream == context_stream) return {group, ring_lane};
   const PipelineEdge e = pipeline_edge(op, m_ranks.rank(), m_ranks.size());
-  return {pipeline_group(op), pipeline_lane + 3 * (e.backward ? 1 : 0) + e.colour};
+  return {pipeline_group(op), pipeline_lane_of(e.backward, e.colour)};
 }
 
 RankGroup NcclRanks::pipeline_group(const Op& op) const {
@@ -64,9 +64,9 @@ void NcclRanks::prepare(const Graph& g) {
   // not touch (a middle stage's neighbours' colours).
   if (edge != nullptr) {
     const RankGroup pipe = pipeline_group(*edge);
-    for (int backward = 0; backward < 2; ++backward)
+    for (const bool backward : {false, true})
       for (int colour = 0; colour < pipeline_colours(pipe.size, ring); ++colour)
-        keys.emplace(pipe.size, pipe.stride, pipeline_lane + 3 * backward + colour);
+        keys.emplace(pipe.size, pipe.stride, pipeline_lane_of(backward, colour));
   }
   for (const auto& [size, stride, lane] : keys) (void)comm(RankGroup{size, stride}, "", lane);
 }

@@ -14,27 +14,13 @@
 #include "core/parallel/micro_batches.hpp"
 #include "core/parallel/plan.hpp"
 #include "graph_test_models.hpp"
+#include "hardware_test_util.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;
 using namespace perfsim::test_models;
 
 namespace {
-
-Hardware h100_like() {
-  Hardware hw;
-  hw.name = "test-h100";
-  hw.peak_flops[static_cast<int>(DType::bf16)] = 989e12;
-  hw.peak_flops[static_cast<int>(DType::fp32)] = 67e12;
-  hw.memory_bytes = 80e9;
-  hw.memory_bandwidth = 3.35e12;
-  hw.nvlink = {450e9, 3e-6};
-  hw.infiniband = {50e9, 5e-6};
-  hw.gpus_per_node = 8;
-  hw.sm_count = 132;
-  hw.collective_sms = 16;
-  return hw;
-}
 
 Workload train(int64_t grad_accum, int64_t seq = 1024) {
   Workload w;
@@ -61,7 +47,7 @@ LayoutPrediction price(const ModelConfig& m, const Workload& w, const ParallelSp
 TEST_CASE("layout prediction: without a pipeline the rank's own timeline is the step") {
   ParallelSpec p;
   p.dp = 8;
-  const Hardware hw = h100_like();
+  const Hardware hw = h100_node();
   const std::vector<RankGraph> ranks = build_rank_graphs(llama3_8b(), train(2), bf16_flash, 0, p, 2);
   REQUIRE(ranks.size() == 1);
   const Prediction rank = predict(ranks.front().graph, hw);
@@ -85,7 +71,7 @@ TEST_CASE("layout prediction: without a pipeline the rank's own timeline is the 
 }
 
 TEST_CASE("layout prediction: uniform pipeline stages give 1F1B's bubble, (p−1)/(m+p−1)") {
-  const Hardware hw = h100_like();
+  const Hardware hw = h100_node();
   for (int m : {4, 8, 32}) {
     CAPTURE(m);
     ParallelSpec p;
@@ -108,7 +94,7 @@ TEST_CASE("layout prediction: uniform pipeline stages give 1F1B's bubble, (p−1
 }
 
 TEST_CASE("layout prediction: interleaving two chunks a stage shrinks the bubble") {
-  const Hardware hw = h100_like();
+  const Hardware hw = h100_node();
   ParallelSpec p;
   p.pp = 4;
   const LayoutPrediction plain = price(uniform_llama(), train(8), p, hw);
@@ -123,7 +109,7 @@ TEST_CASE("layout prediction: interleaving two chunks a stage shrinks the bubble
 }
 
 TEST_CASE("layout prediction: a rank that does not fit names its stage and its bytes") {
-  Hardware hw = h100_like();
+  Hardware hw = h100_node();
   hw.memory_bytes = 8e9;
   ParallelSpec p;
   p.pp = 2;
@@ -143,7 +129,7 @@ TEST_CASE("layout prediction: tensor-parallel decode counts each sequence once")
   w.new_tokens = 64;
   ParallelSpec p;
   p.tp = 8;
-  const Hardware hw = h100_like();
+  const Hardware hw = h100_node();
   const LayoutPrediction lp = price(llama3_8b(), w, p, hw);
   CHECK(lp.gpus == 8);
   CHECK(lp.tokens_per_step == approx(8));  // one new token per sequence; the 8 ranks share them
@@ -159,7 +145,7 @@ TEST_CASE("layout prediction: tensor-parallel decode counts each sequence once")
 
 TEST_CASE("layout prediction: an inference pipeline idles each stage while the others run") {
   // Links of no latency and no limit: the sends between stages are free.
-  Hardware hw = h100_like();
+  Hardware hw = h100_node();
   hw.nvlink = {1e30, 0};
   hw.infiniband = {1e30, 0};
   Workload w;
@@ -190,7 +176,7 @@ TEST_CASE("layout prediction: an inference pipeline idles each stage while the o
 TEST_CASE("layout prediction: the pipeline's transfer is its send, not ring attention's") {
   // Context parallelism adds send/recvs of its own (the K/V ring, context stream): the stages'
   // transfer is the send on the pipeline stream.
-  const Hardware hw = h100_like();
+  const Hardware hw = h100_node();
   ParallelSpec p;
   p.cp = 2;
   p.pp = 2;
@@ -223,7 +209,7 @@ TEST_CASE("layout prediction: the pipeline's transfer is its send, not ring atte
 TEST_CASE("layout prediction: each stage's layers, the first ones more when uneven") {
   ParallelSpec p;
   p.pp = 3;
-  const LayoutPrediction lp = price(uniform_llama(), train(3), p, h100_like());  // 32 layers: 11 11 10
+  const LayoutPrediction lp = price(uniform_llama(), train(3), p, h100_node());  // 32 layers: 11 11 10
   REQUIRE(lp.ranks.size() == 3);
   CHECK(lp.ranks[0].layers == 11);
   CHECK(lp.ranks[1].layers == 11);
@@ -234,7 +220,7 @@ TEST_CASE("layout prediction: the micro-batches in flight, against the step unro
   // The saved activations of one micro-batch do not depend on how many a step has; stage s of
   // a 1F1B pipeline holds p − s of them at once, and the memory model run over the step with
   // every micro-batch's passes copied out (what the ranks execute) agrees with the formula.
-  const Hardware hw = h100_like();
+  const Hardware hw = h100_node();
   ParallelSpec p;
   p.pp = 2;
   const std::vector<RankGraph> one = build_rank_graphs(uniform_llama(), train(1), bf16_flash, 0, p, 2);
@@ -255,7 +241,7 @@ TEST_CASE("layout prediction: an interleaved stage holds chunks of micro-batches
   // 2 stages × 2 chunks, 4 micro-batches: stage 0 runs 4 warm-up chunk forwards and holds 5
   // chunks' activations at most (2.5 micro-batches' of its layers), stage 1 holds 3 (1.5); the
   // memory model run over the unrolled step (what the ranks execute) agrees.
-  const Hardware hw = h100_like();
+  const Hardware hw = h100_node();
   ParallelSpec p;
   p.pp = 2;
   p.interleave = 2;

@@ -12,23 +12,17 @@
 #include "core/parallel/plan.hpp"
 #include "core/report/trace.hpp"
 #include "graph_test_models.hpp"
+#include "hardware_test_util.hpp"
 
 using namespace perfsim;
 using namespace perfsim::test_models;
 
 namespace {
 
+// The parallel tests' H100 node, priced as a GPU with host overhead.
 Hardware gpu() {
-  Hardware hw;
-  hw.name = "test-gpu";
+  Hardware hw = h100_node();
   hw.kind = "gpu";
-  hw.peak_flops[static_cast<int>(DType::bf16)] = 989e12;
-  hw.peak_flops[static_cast<int>(DType::fp32)] = 67e12;
-  hw.memory_bytes = 80e9;
-  hw.memory_bandwidth = 3.35e12;
-  hw.nvlink = {450e9, 3e-6};
-  hw.infiniband = {50e9, 5e-6};
-  hw.gpus_per_node = 8;
   hw.host_overhead = 20e-6;
   return hw;
 }
