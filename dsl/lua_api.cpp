@@ -10,10 +10,12 @@
 #include "core/passes/passes.hpp"
 #include "core/text.hpp"
 #include "core/version.hpp"
+#include "dsl/lua_capacity.hpp"
 #include "dsl/lua_catalog.hpp"
 #include "dsl/lua_convert.hpp"
 #include "dsl/lua_fields.hpp"
 #include "dsl/lua_profile.hpp"
+#include "dsl/lua_serve.hpp"
 #include "dsl/lua_state.hpp"
 
 namespace perfsim::dsl {
@@ -197,6 +199,7 @@ void install_api(lua_State* L) {
       {"prefill", guarded<api_workload<Phase::prefill>>},
       {"decode", guarded<api_workload<Phase::decode>>},
       {"train", guarded<api_workload<Phase::train>>},
+      {"serve", guarded<api_serve>},
   };
   for (const auto& [name, f] : globals) {
     lua_pushcfunction(L, f);
@@ -206,6 +209,7 @@ void install_api(lua_State* L) {
   set_function(L, "predict", guarded<api_predict>);
   set_function(L, "measure", guarded<api_measure>);
   set_function(L, "search", guarded<api_search>);
+  set_function(L, "capacity", guarded<api_capacity>);
   set_function(L, "optimizations", guarded<api_optimizations>);
   set_function(L, "hardware_names", guarded<api_hardware_names>);
   set_function(L, "model_names", guarded<api_model_names>);

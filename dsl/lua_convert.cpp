@@ -218,8 +218,10 @@ StackStep to_step(lua_State* L, int index, const std::string& what) {
             spec.value = lua_toboolean(L, -1) ? 1.0 : 0.0;
           else if (lua_type(L, -1) == LUA_TNUMBER)
             spec.value = lua_tonumber(L, -1);
+          else if (lua_type(L, -1) == LUA_TSTRING)
+            spec.text = lua_tostring(L, -1);
           else if (lua_type(L, -1) != LUA_TNIL)
-            throw ConfigError(fmt::format("{}: value must be a number or true/false (got {})",
+            throw ConfigError(fmt::format("{}: value must be a number, true/false or a word (got {})",
                                           pass_what, describe_value(L, -1)));
           lua_pop(L, 1);
           step.passes.push_back(spec);
@@ -243,10 +245,11 @@ void push_step(lua_State* L, const StackStep& s) {
   lua_createtable(L, static_cast<int>(s.passes.size()), 0);
   for (std::size_t i = 0; i < s.passes.size(); ++i) {
     const PassSpec& p = s.passes[i];
-    if (p.value) {
+    if (p.value || p.text) {
       lua_createtable(L, 0, 2);
       set_string(L, "name", p.name);
-      set_number(L, "value", *p.value);
+      if (p.text) set_string(L, "value", *p.text);
+      else set_number(L, "value", *p.value);
     } else {
       lua_pushlstring(L, p.name.data(), p.name.size());
     }

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "core/errors.hpp"
@@ -15,6 +16,7 @@
 #include "dsl/lua_catalog.hpp"
 #include "dsl/lua_convert.hpp"
 #include "dsl/lua_fields.hpp"
+#include "dsl/lua_serve.hpp"
 #include "dsl/lua_state.hpp"
 #include "dsl/lua_parallel.hpp"
 #include "dsl/sweep.hpp"
@@ -144,6 +146,26 @@ std::vector<SweepAxis> read_sweep(lua_State* L, int index, Phase phase, SweepCat
   return axes;
 }
 
+bool is_serve_table(lua_State* L, int index) {
+  if (!lua_istable(L, index)) return false;
+  lua_getfield(L, index, "phase");
+  const bool serve = lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "serve";
+  lua_pop(L, 1);
+  return serve;
+}
+
+// The decode step of one sequence at the traffic's mean lengths: what explain prices for a
+// serving scenario.
+Workload serve_decode_step(const ServeSpec& s, const ModelConfig& m) {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 1;
+  const int64_t half = std::max<int64_t>(1, m.max_seq / 2);
+  w.prompt = std::clamp<int64_t>(std::llround(s.prompt.mean), 1, half);
+  w.new_tokens = std::clamp<int64_t>(std::llround(s.output.mean), 1, half);
+  return w;
+}
+
 std::string default_name(const std::string& file) {
   if (file.empty()) return "scenario";
   return std::filesystem::path(file).stem().string();
@@ -186,7 +208,12 @@ BuiltScenario build_scenario(lua_State* L, int index, const std::string& what,
   if (lua_isnil(L, -1))
     throw ConfigError(fmt::format(
         "{} needs workload = prefill{{...}}, decode{{...}} or train{{...}}", what));
-  s.workload = to_workload(L, -1, "workload");
+  if (is_serve_table(L, -1)) {
+    s.serve = to_serve(L, -1, "serve{}", context(L).dir);
+    s.workload = serve_decode_step(*s.serve, s.model);
+  } else {
+    s.workload = to_workload(L, -1, "workload");
+  }
   r.read("host_data", s.workload.host_data);
   r.push("parallel");
   s.parallel = read_parallel(L, lua_gettop(L));

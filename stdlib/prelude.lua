@@ -122,3 +122,41 @@ function grid(axes)
   end
   return out
 end
+
+-- Serving traffic (serve{}): arrival processes and length distributions as tagged tables,
+-- which serve{} checks field by field.
+local function arrivals_of(kind, example)
+  return function(t)
+    if type(t) ~= "table" then
+      raise(kind .. "{...} takes a table such as " .. example .. " (got " .. describe(t) .. ")")
+    end
+    local out = {}
+    for k, v in pairs(t) do out[k] = v end
+    out.kind = kind
+    return out
+  end
+end
+poisson = arrivals_of("poisson", "poisson{rate = 20}")
+gamma = arrivals_of("gamma", "gamma{rate = 20, burstiness = 0.5}")
+ramp = arrivals_of("ramp", "ramp{start_rate = 1, rate = 40}")
+closed = arrivals_of("closed", "closed{users = 64, think = 0}")
+
+-- trace "requests.jsonl" (or trace{file = ...}): arrivals and lengths from a file.
+function trace(file)
+  if type(file) == "table" then file = file.file end
+  if type(file) ~= "string" then
+    raise("trace takes a file name: trace \"requests.jsonl\" (got " .. describe(file) .. ")")
+  end
+  return {kind = "trace", file = file}
+end
+
+-- lengths{dist = "lognormal", mean = 512, max = 4096}: token counts drawn per request.
+function lengths(t)
+  if type(t) ~= "table" then
+    raise("lengths{...} takes a table such as lengths{dist = \"lognormal\", mean = 512} (got " .. describe(t) .. ")")
+  end
+  local out = {}
+  for k, v in pairs(t) do out[k] = v end
+  out.kind = "lengths"
+  return out
+end

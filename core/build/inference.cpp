@@ -7,6 +7,7 @@
 
 #include "core/build/builders.hpp"
 #include "core/build/common.hpp"
+#include "core/errors.hpp"
 
 namespace perfsim {
 
@@ -64,10 +65,11 @@ int slice_last(GraphBuilder& b, int x, int64_t batch, int64_t seq) {
   return y;
 }
 
-// A forward over `seq` new tokens per sequence (positions from 0), attention over them only;
-// with `cache_capacity` > 0 the fresh K/V are also appended to a cache of that capacity.
+// A forward over `seq` new tokens per sequence at positions `position`.., attention over them
+// (and, after cached tokens, over the cache too); with `cache_capacity` > 0 the fresh K/V are
+// also appended to a cache of that capacity.
 Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& o, int64_t seq,
-                   int64_t cache_capacity) {
+                   int64_t cache_capacity, int64_t position = 0) {
   GraphBuilder b(m, w, o);
   const ModelWeights mw = b.add_weights();
   // Context parallelism: the rank holds seq/cp tokens of every sequence and caches their K/V,
@@ -78,16 +80,16 @@ Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& 
     if (cache_capacity > 0) cache_capacity = (cache_capacity + r.cp - 1) / r.cp;
   }
   const int64_t batch = w.batch, t = batch * seq;
-  int x = stage_input(b, mw, batch, seq, 0);
+  int x = stage_input(b, mw, batch, seq, position);
   AttentionShape s;
   s.batch = batch;
   s.seq_q = seq;
-  s.seq_kv = seq;
-  s.kv_capacity = seq;
-  s.position = 0;
+  s.seq_kv = position + seq;
+  s.kv_capacity = position > 0 ? cache_capacity : seq;
+  s.position = position;
   for (int l = 0; l < static_cast<int>(b.layers_built()); ++l) {
     LayerCache cache;
-    if (cache_capacity > 0) cache = b.add_cache(l, batch, cache_capacity, false);
+    if (cache_capacity > 0) cache = b.add_cache(l, batch, cache_capacity, position > 0);
     x = b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], s, cache).out;
   }
   x = stage_output(b, x, t);
@@ -101,7 +103,9 @@ Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& 
 
 Graph build_prefill(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
   build::check_positions(m, w.prompt, "prefill (prompt)");
-  Graph g = full_forward(m, w, o, w.prompt, w.prompt + w.new_tokens);
+  if (w.cached > 0 && o.parallel.cp > 1)
+    throw ConfigError("a prefill after cached tokens (cached > 0) cannot be split over context-parallel ranks");
+  Graph g = full_forward(m, w, o, w.prompt - w.cached, w.prompt + w.new_tokens, w.cached);
   g.check();
   return g;
 }

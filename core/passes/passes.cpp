@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -63,6 +64,43 @@ const std::vector<OptimizationInfo>& optimizations() {
        true, false, true},
       {"interleave", "model chunks per pipeline stage, interleaved 1F1B (parallel.interleave)", true,
        false, true},
+      // Serving knobs (serve{} workloads).
+      {"scheduler",
+       "serving: how requests are batched: static (wait for max_batch), dynamic (max_batch or "
+       "max_wait, as Triton's), continuous (per engine step, as vLLM's)",
+       true, false, false, true, "static|dynamic|continuous"},
+      {"max_batch",
+       "serving: sequences per batch (static, dynamic) or running at once (continuous; vLLM's "
+       "max_num_seqs, default 256)",
+       true, false, false, true},
+      {"max_wait", "serving, dynamic batching: seconds the oldest request may wait for a fuller batch",
+       true, false, false, true},
+      {"preferred_batch", "serving, dynamic batching: dispatch at once when this many requests wait",
+       true, false, false, true},
+      {"max_tokens",
+       "serving, continuous: tokens per engine step (vLLM's max_num_batched_tokens; default "
+       "max(max_seq, 2048))",
+       true, false, false, true},
+      {"chunked_prefill",
+       "serving, continuous: N tokens per engine step, decodes first, prompts split into chunks to "
+       "fill the rest (Sarathi-Serve, vLLM's chunked prefill)",
+       true, false, false, true},
+      {"prefix_cache",
+       "serving: full KV blocks named by a hash of their prefix are shared and kept (LRU) for "
+       "later prompts (vLLM's automatic prefix caching; needs paged_kv)",
+       false, false, false, true},
+      {"preemption",
+       "serving, continuous: when KV blocks run out the last admitted request is preempted: "
+       "recompute (default) or swap (its blocks to host memory)",
+       true, false, false, true, "recompute|swap"},
+      {"gpu_memory",
+       "serving: fraction of GPU memory for weights, activations and the KV pool (vLLM's "
+       "gpu_memory_utilization, default 0.9)",
+       true, false, false, true},
+      {"kv_watermark",
+       "serving: fraction of KV blocks kept free when admitting requests (vLLM's watermark, default "
+       "0.01)",
+       true, false, false, true},
   };
   return list;
 }
@@ -77,6 +115,61 @@ const OptimizationInfo* find_optimization(const std::string& name) {
 
 }  // namespace
 
+bool is_serve_pass(const PassSpec& p) {
+  const OptimizationInfo* info = find_optimization(p.name);
+  return info != nullptr && info->serve_pass;
+}
+
+namespace {
+
+std::vector<std::string> split_choices(std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t bar = text.find('|', start);
+    out.emplace_back(text.substr(start, bar - start));
+    if (bar == std::string_view::npos) return out;
+    start = bar + 1;
+  }
+}
+
+// A serving knob's value: a word from its choices, a fraction, seconds or a count.
+void validate_serve_pass(const PassSpec& p, const OptimizationInfo& info) {
+  if (info.text_choices != nullptr) {
+    const std::vector<std::string> choices = split_choices(info.text_choices);
+    if (!p.text || std::find(choices.begin(), choices.end(), *p.text) == choices.end())
+      throw ConfigError(fmt::format("optimization '{}' takes one of {} (e.g. {{{} = \"{}\"}}){}", p.name,
+                                    fmt::join(choices, ", "), p.name, choices.front(),
+                                    p.text ? fmt::format("; got '{}'{}", *p.text, did_you_mean(*p.text, choices))
+                                           : std::string()));
+    return;
+  }
+  if (p.text)
+    throw ConfigError(fmt::format("optimization '{}' takes a number, not the word '{}'", p.name, *p.text));
+  if (p.name == "prefix_cache") {
+    if (p.value && *p.value != 1)
+      throw ConfigError(fmt::format("optimization 'prefix_cache' takes no value (got {}); leave it out to disable it",
+                                    *p.value));
+    return;
+  }
+  if (!p.value) throw ConfigError(fmt::format("optimization '{}' needs a value (e.g. {{{} = ...}})", p.name, p.name));
+  const double v = *p.value;
+  if (p.name == "max_wait") {
+    if (!(v >= 0 && v <= 3600))
+      throw ConfigError(fmt::format("optimization 'max_wait' takes seconds from 0 to 3600 (got {})", v));
+  } else if (p.name == "gpu_memory") {
+    if (!(v > 0 && v <= 1))
+      throw ConfigError(fmt::format("optimization 'gpu_memory' takes a fraction in (0, 1] (got {})", v));
+  } else if (p.name == "kv_watermark") {
+    if (!(v >= 0 && v < 1))
+      throw ConfigError(fmt::format("optimization 'kv_watermark' takes a fraction in [0, 1) (got {})", v));
+  } else if (!(v >= 1 && v <= (1 << 24)) || v != std::floor(v)) {
+    throw ConfigError(fmt::format("optimization '{}' takes a whole number from 1 to {} (got {})", p.name, 1 << 24, v));
+  }
+}
+
+}  // namespace
+
 void validate(const PassSpec& p) {
   const OptimizationInfo* info = find_optimization(p.name);
   if (!info) {
@@ -84,6 +177,13 @@ void validate(const PassSpec& p) {
     for (const auto& o : optimizations()) names.push_back(o.name);
     throw ConfigError(fmt::format("unknown optimization '{}'{}", p.name, did_you_mean(p.name, names)));
   }
+  if (info->serve_pass) {
+    validate_serve_pass(p, *info);
+    return;
+  }
+  if (p.text)
+    throw ConfigError(fmt::format("optimization '{}' takes {} (got the word '{}')", p.name,
+                                  info->needs_value ? "a number" : "no value", *p.text));
   if (p.name == "batch") {
     if (!p.value)
       throw ConfigError("optimization 'batch' needs a value (e.g. batch = 32)");

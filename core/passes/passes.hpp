@@ -3,6 +3,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/build/builders.hpp"
@@ -16,10 +17,15 @@ namespace perfsim {
 inline constexpr int64_t default_kv_block = 16;
 inline constexpr int64_t max_kv_block = 4096;
 
-// One pass by name, with an optional value (batch = 32, kv_cache = 0, paged_kv = 32).
+// One pass by name, with an optional value (batch = 32, kv_cache = 0, paged_kv = 32) or, for
+// the serving knobs that take a word, a text (scheduler = "static").
 struct PassSpec {
+  PassSpec() = default;
+  PassSpec(std::string n, std::optional<double> v = std::nullopt, std::optional<std::string> t = std::nullopt)
+      : name(std::move(n)), value(v), text(std::move(t)) {}
   std::string name;
   std::optional<double> value;
+  std::optional<std::string> text;
 };
 
 // A named step of a stack ("+flash_attention"); its passes are applied on top of all earlier steps.
@@ -37,6 +43,10 @@ struct OptimizationInfo {
   bool needs_value = false;   // batch needs a number (paged_kv's is optional)
   bool workload_pass = false; // changes the workload before building (batch, kv_cache)
   bool parallel_pass = false; // changes the parallel layout (dp, tp, pp, cp, ep, sp, zero, interleave)
+  // A serving engine's knob (scheduler, max_batch, chunked_prefill, prefix_cache, ...): read by
+  // serve{} workloads (core/serve/scheduler.hpp), refused elsewhere; the graph is unchanged.
+  bool serve_pass = false;
+  const char* text_choices = nullptr;  // the words a text-valued knob takes, "a|b|c"
 };
 
 // Every known optimization, for `perfsim list optimizations` and "did you mean".
@@ -44,6 +54,9 @@ struct OptimizationInfo {
 
 // Throws ConfigError for an unknown name (with a suggestion) or a missing/invalid value.
 void validate(const PassSpec& p);
+
+// True for a serving knob (OptimizationInfo::serve_pass).
+[[nodiscard]] bool is_serve_pass(const PassSpec& p);
 
 // Applies a workload pass (batch, kv_cache); returns false when p is a graph pass.
 bool apply_workload_pass(const PassSpec& p, Workload& w);

@@ -310,6 +310,11 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
   if (r.unsafe) d.header.emplace_back("unsafe", "scripts ran without the sandbox (--unsafe)");
   if (const std::string t = timing_text(r); !t.empty()) d.header.emplace_back("timing", t);
 
+  if (!r.serve.empty()) {
+    d.header.emplace_back("engine", fmt::format("{} requests drawn once, through each step's engine", r.serve.front().predicted.metrics.requests));
+    for (ReportSection& s : serve_sections(r)) d.sections.push_back(std::move(s));
+    return d;
+  }
   if (r.steps.empty()) return d;
   const auto figs = step_figures(r);
   d.sections.push_back(step_time_section(r, figs));

@@ -33,6 +33,9 @@ struct ReportDocument {
 // peak memory beside the prediction for the rank's stage; nullopt when no step ran on ranks.
 [[nodiscard]] std::optional<ReportSection> ranks_section(const RunResult& r);
 
+// A serving scenario's sections (serve_sections.cpp); empty for other runs.
+[[nodiscard]] std::vector<ReportSection> serve_sections(const RunResult& r);
+
 // "8.03 B params", "355 M params", "102,400 params".
 [[nodiscard]] std::string format_params(double params);
 

@@ -10,6 +10,7 @@
 #include "core/cost/cost_model.hpp"
 #include "core/graph/graph.hpp"
 #include "core/parallel/layout_prediction.hpp"
+#include "core/serve/simulate.hpp"
 
 namespace perfsim {
 
@@ -96,6 +97,22 @@ struct StepResult {
   std::vector<FittingLayout> layouts_that_fit;
 };
 
+// One stack step of a serving scenario: the engine's run predicted for the device (or first
+// hardware), the same traffic predicted on the other hardware, and the executed run.
+struct ServeStepResult {
+  std::string step;
+  std::string hardware;                 // what `predicted` was priced on
+  std::string scheduler;                // describe(SchedulerConfig)
+  ServePrediction predicted;
+  struct WhatIf {
+    std::string hardware;
+    ServeMetrics metrics;
+    std::string error;                  // why it could not be predicted there ("" = fine)
+  };
+  std::vector<WhatIf> what_if;
+  std::string not_executed;             // why there is no executed run
+};
+
 struct RunResult {
   std::string scenario, file, description;
   std::string model;
@@ -108,6 +125,9 @@ struct RunResult {
   std::map<std::string, std::string> sweep_point;  // sweep key -> value for this row
   bool unsafe = false;                  // the script ran without the sandbox (--unsafe)
   std::vector<StepResult> steps;
+  // A serving scenario: `steps` is empty and each stack step's engine run is here.
+  std::string traffic;                  // describe(ServeSpec)
+  std::vector<ServeStepResult> serve;
 };
 
 // Tokens one step processes: every data-parallel replica's for a parallel layout.

@@ -1,6 +1,7 @@
 // run_scenario: for each stack step build the graph, predict it for the executing device and
 // every other hardware of the scenario, and execute it on the backend when one is given.
 #include "core/run/runner.hpp"
+#include "core/run/serve_runner.hpp"
 
 #include <fmt/format.h>
 
@@ -150,6 +151,7 @@ void find_gpus_that_fit(StepResult& r, const Scenario& s, const std::vector<Stac
 RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* device_hw,
                        const RunnerHooks& hooks) {
   validate(s);
+  if (s.serve) return run_serving(s, backend, device_hw, hooks);
   const bool executing = backend != nullptr && s.execute.enabled;
   const DeviceInfo device = backend != nullptr ? backend->device() : DeviceInfo{};
   // The measured run is compared with a prediction for the device that ran it.

@@ -53,11 +53,38 @@ void validate_context(const Workload& w, const ModelConfig& m) {
                     context, m.name, m.max_seq));
 }
 
+// A serving scenario runs one engine on one GPU, its stack of graph passes and engine knobs;
+// other scenarios take no engine knobs.
+void validate_serving(const Scenario& s) {
+  for (const StackStep& step : s.stacks)
+    for (const PassSpec& p : step.passes) {
+      if (!s.serve && is_serve_pass(p))
+        throw ConfigError(fmt::format("{}step '{}': '{}' is a serving engine's knob; it needs workload = serve{{...}}",
+                                      step.where, step.name, p.name));
+      if (s.serve && (p.name == "batch" || p.name == "kv_cache"))
+        throw ConfigError(fmt::format(
+            "{}step '{}': '{}' sets a fixed batch; a serving engine batches requests itself (use {{scheduler = ...}}, "
+            "max_batch)",
+            step.where, step.name, p.name));
+    }
+  if (!s.serve) return;
+  validate(*s.serve);
+  bool parallel = s.parallel.gpus() > 1 || s.parallel.ep > 1;
+  for (std::size_t i = 0; i < s.stacks.size(); ++i) {
+    const ParallelSpec p = step_parallel(s.parallel, s.stacks, i);
+    parallel = parallel || p.gpus() > 1 || p.ep > 1;
+  }
+  if (parallel)
+    throw ConfigError("serving runs one engine on one GPU: a parallel layout (tp, pp, dp, ...) is not served yet; "
+                      "plan replicas with the capacity example instead");
+}
+
 }  // namespace
 
 void validate(const Scenario& s) {
   validate(s.model);
   validate(s.workload);
+  validate_serving(s);
   if (s.hardware.empty())
     throw ConfigError(fmt::format(
         "scenario '{}': no hardware given; name at least one profile (see `perfsim list hardware`)",

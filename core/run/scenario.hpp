@@ -1,6 +1,7 @@
 // A scenario: model, hardware, workload, optimization stacks and execution options,
 // as produced by the DSL from a Lua script.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "core/passes/passes.hpp"
 #include "core/spec/model.hpp"
 #include "core/spec/parallel.hpp"
+#include "core/spec/serve.hpp"
 #include "core/spec/workload.hpp"
 
 namespace perfsim {
@@ -39,6 +41,9 @@ struct Scenario {
   std::vector<StackStep> stacks;     // cumulative; empty = a single "baseline" step
   ExecuteOptions execute;
   std::vector<SweepAxis> sweep;
+  // workload = serve{...}: serving traffic through an engine; `workload` is then the decode step
+  // of one sequence at the mean lengths (what explain shows).
+  std::optional<ServeSpec> serve;
 };
 
 // Throws ConfigError when the model, workload, stack or hardware list is unusable.

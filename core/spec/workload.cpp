@@ -20,7 +20,9 @@ namespace {
 
 std::string describe_sizes(const Workload& w) {
   switch (w.phase) {
-    case Phase::prefill: return fmt::format("prefill batch={} prompt={}", w.batch, w.prompt);
+    case Phase::prefill:
+      if (w.cached > 0) return fmt::format("prefill batch={} prompt={} cached={}", w.batch, w.prompt, w.cached);
+      return fmt::format("prefill batch={} prompt={}", w.batch, w.prompt);
     case Phase::decode:
       return fmt::format("decode batch={} prompt={} new_tokens={} (step at context {}{})",
                          w.batch, w.prompt, w.new_tokens, w.decode_context(),
@@ -36,7 +38,7 @@ std::string describe_sizes(const Workload& w) {
 
 double Workload::tokens_per_step() const {
   switch (phase) {
-    case Phase::prefill: return static_cast<double>(batch * prompt);
+    case Phase::prefill: return static_cast<double>(batch * (prompt - cached));
     case Phase::decode: return static_cast<double>(batch);
     case Phase::train: return static_cast<double>(batch * seq * grad_accum);
   }
@@ -75,6 +77,9 @@ void validate(const Workload& w) {
     positive(w.prompt, "prompt");
     at_most(w.prompt, "prompt", max_sequence, "tokens");
     int64_t sequence = w.prompt;
+    if (w.cached < 0 || (w.cached > 0 && (w.phase != Phase::prefill || w.cached >= w.prompt)))
+      throw ConfigError(fmt::format("{}: cached must be from 0 to prompt − 1 = {} (a prefill computes at least one token; got {})",
+                                    phase, w.prompt - 1, w.cached));
     if (w.phase == Phase::decode) {
       positive(w.new_tokens, "new_tokens");
       at_most(w.new_tokens, "new_tokens", max_sequence, "tokens");

@@ -15,6 +15,9 @@ struct Workload {
   int64_t seq = 1024;          // train: sequence length
   int64_t grad_accum = 1;      // train: micro-batches per optimizer step
   bool kv_cache = true;        // decode: reuse cached K,V (off: recompute the whole context)
+  // prefill: leading prompt tokens whose K,V are already cached (a shared prefix, or the chunks
+  // before this one): the step computes prompt − cached tokens, attending all prompt tokens.
+  int64_t cached = 0;
   // The inputs (token ids, targets) start in host memory and each step uploads them to the
   // device (copy ops); false: they are already on the device.
   bool host_data = false;

@@ -1,0 +1,106 @@
+#include "core/run/serve_runner.hpp"
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+#include "core/serve/traffic.hpp"
+#include "core/units.hpp"
+
+namespace perfsim {
+
+namespace {
+
+std::string describe(const Lengths& l) {
+  switch (l.dist) {
+    case LengthDist::fixed: return fmt::format("{}", format_sig3(l.mean));
+    case LengthDist::file: return fmt::format("from {} ({} values)", l.file, l.values.size());
+    default: break;
+  }
+  const char* name = l.dist == LengthDist::uniform ? "uniform" : l.dist == LengthDist::normal ? "normal" : "lognormal";
+  if (l.dist == LengthDist::uniform) return fmt::format("uniform {}..{}", l.min, l.max);
+  std::string s = fmt::format("{} mean {}", name, format_sig3(l.mean));
+  if (l.max > 0) s += fmt::format(" max {}", l.max);
+  return s;
+}
+
+std::string describe(const Arrivals& a) {
+  switch (a.kind) {
+    case ArrivalKind::poisson: return fmt::format("poisson {}/s", format_sig3(a.rate));
+    case ArrivalKind::gamma: return fmt::format("gamma {}/s burstiness {}", format_sig3(a.rate), format_sig3(a.burstiness));
+    case ArrivalKind::ramp: return fmt::format("ramp {} to {}/s", format_sig3(a.start_rate), format_sig3(a.rate));
+    case ArrivalKind::closed: return fmt::format("closed loop, {} users, think {} s", a.users, format_sig3(a.think));
+    case ArrivalKind::trace: return fmt::format("trace {}", a.file);
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string describe(const ServeSpec& s) {
+  std::string out = fmt::format("serve {} requests, {}", s.requests, describe(s.arrivals));
+  if (s.arrivals.kind != ArrivalKind::trace)
+    out += fmt::format(", prompt {}, output {}", describe(s.prompt), describe(s.output));
+  if (s.prefix.groups > 0)
+    out += fmt::format(", {} shared prefixes of {} tokens ({}% of requests)", s.prefix.groups, s.prefix.tokens,
+                       format_sig3(s.prefix.share * 100));
+  out += fmt::format(", seed {}", s.seed);
+  return out;
+}
+
+RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* device_hw, const RunnerHooks& hooks) {
+  const ServeSpec& spec = *s.serve;
+  const bool executing = backend != nullptr && s.execute.enabled;
+  const Hardware& primary = executing && device_hw != nullptr ? *device_hw : s.hardware.front();
+  const std::vector<StackStep> baseline = {StackStep{"baseline", {}, ""}};
+  const std::vector<StackStep>& stack = s.stacks.empty() ? baseline : s.stacks;
+
+  RunResult out;
+  out.scenario = s.name;
+  out.file = s.file;
+  out.description = s.description;
+  out.model = s.model.name;
+  out.model_params = s.model.params();
+  out.model_active_params = s.model.active_params();
+  out.workload = describe(spec);
+  out.traffic = out.workload;
+  out.backend = backend != nullptr ? backend->name() : "none";
+  out.device = primary.name;
+
+  std::vector<Request> requests;
+  try {
+    requests = make_requests(spec, s.model.max_seq);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}{}", spec.where, e.what()));
+  }
+  for (std::size_t i = 0; i < stack.size(); ++i) {
+    if (hooks.progress) hooks.progress(i, stack.size(), stack[i].name);
+    ServeStepResult r;
+    r.step = stack[i].name;
+    r.hardware = primary.name;
+    try {
+      r.predicted = predict_serving(s.model, primary, spec, requests, stack, i);
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      // Scheduler knobs name their step already.
+      if (msg.rfind(stack[i].where, 0) == 0 && !stack[i].where.empty()) throw;
+      throw ConfigError(fmt::format("{}step '{}': {}", stack[i].where, stack[i].name, msg));
+    }
+    r.scheduler = describe(r.predicted.config, s.model.max_seq);
+    for (const Hardware& hw : s.hardware) {
+      if (hw.name == primary.name) continue;
+      ServeStepResult::WhatIf w;
+      w.hardware = hw.name;
+      try {
+        w.metrics = predict_serving(s.model, hw, spec, requests, stack, i).metrics;
+      } catch (const ConfigError& e) {
+        w.error = e.what();
+      }
+      r.what_if.push_back(std::move(w));
+    }
+    if (executing) r.not_executed = "serving is predicted only: the backend runs no engine steps";
+    out.serve.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace perfsim

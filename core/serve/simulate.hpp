@@ -1,0 +1,48 @@
+// The predicted serving run: the engine loop (engine.hpp) on a virtual clock whose steps take
+// the cost model's price (step_price.hpp), over a KV pool sized from the memory model.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/cost/hardware.hpp"
+#include "core/serve/engine.hpp"
+#include "core/serve/metrics.hpp"
+#include "core/serve/step_price.hpp"
+#include "core/spec/model.hpp"
+
+namespace perfsim {
+
+// A virtual clock: waiting jumps to the time, a step lasts its price.
+class PricedClock final : public StepClock {
+ public:
+  explicit PricedClock(StepPricer& pricer) : m_pricer(pricer) {}
+  [[nodiscard]] double now() const override { return m_now; }
+  void wait_until(double t) override { m_now = std::max(m_now, t); }
+  void run(const EngineStep& step) override { m_now += m_pricer.price(step); }
+
+ private:
+  StepPricer& m_pricer;
+  double m_now = 0;
+};
+
+// The KV pool of an engine: gpu_memory × the device's memory, less what the engine holds
+// besides the cache at its largest step, in blocks (paged: `block` tokens; otherwise one
+// max_seq reservation per block). Throws ConfigError when not one sequence fits.
+[[nodiscard]] KvPool kv_pool(StepPricer& pricer, const SchedulerConfig& c, const Hardware& hw, int64_t max_seq,
+                             const std::string& model);
+
+struct ServePrediction {
+  SchedulerConfig config;
+  KvPool pool;
+  EngineRun run;
+  ServeMetrics metrics;
+  double seconds = 0;      // host seconds the simulation took
+  int64_t graph_builds = 0;
+};
+
+// Predicts stack step `upto` of a serving scenario on `hw` for `requests`.
+[[nodiscard]] ServePrediction predict_serving(const ModelConfig& m, const Hardware& hw, const ServeSpec& spec,
+                                              const std::vector<Request>& requests,
+                                              const std::vector<StackStep>& stack, std::size_t upto);
+
+}  // namespace perfsim

@@ -1,0 +1,181 @@
+#include "core/serve/step_price.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/cost/cost_model.hpp"
+#include "core/cost/roofline.hpp"
+
+namespace perfsim {
+
+namespace {
+
+// Ops inside a layer that attend: they scale with each sequence's context, not with tokens.
+bool attends(const Op& op) { return op.layer >= 0 && (class_of(op.kind) == OpClass::attention || op.kind == OpKind::kv_append); }
+
+bool is_workload_pass(const PassSpec& p) { return p.name == "batch" || p.name == "kv_cache"; }
+
+bool is_parallel_pass(const PassSpec& p) {
+  for (const OptimizationInfo& o : optimizations())
+    if (o.name == p.name) return o.parallel_pass;
+  return false;
+}
+
+double lerp(std::pair<double, double> at, double x1, double x2, double x) {
+  if (x2 <= x1) return at.first;
+  return at.first + (at.second - at.first) * (x - x1) / (x2 - x1);
+}
+
+}  // namespace
+
+StepPricer::StepPricer(const ModelConfig& m, const Hardware& hw, const std::vector<StackStep>& stack,
+                       std::size_t upto)
+    : m_model(m), m_hw(hw) {
+  for (std::size_t i = 0; i <= upto && i < stack.size(); ++i) {
+    StackStep kept{stack[i].name, {}, stack[i].where};
+    for (const PassSpec& p : stack[i].passes) {
+      if (p.name == "cuda_graphs") {
+        m_cuda_graphs = true;
+        continue;
+      }
+      if (is_serve_pass(p) || is_workload_pass(p) || is_parallel_pass(p)) continue;
+      kept.passes.push_back(p);
+    }
+    m_stack.push_back(std::move(kept));
+  }
+  // Two contexts to draw decode attention's line through, within the model's positions.
+  m_kv2 = std::max<int64_t>(2, std::min<int64_t>(2048, m.max_seq - 1));
+  m_kv1 = std::max<int64_t>(2, std::min<int64_t>(128, m_kv2 / 2));
+  const Graph g = build_stack_graph(m_model, decode(1, m_kv1), m_stack, m_stack.empty() ? 0 : m_stack.size() - 1,
+                                    BuildOptions::sampled(1));
+  for (const Tensor& t : g.tensors)
+    if (t.role == TensorRole::kv_cache && t.shape.size() >= 2)
+      m_kv_bytes_per_token += t.bytes() * t.count / static_cast<double>(t.shape[0] * t.shape[1]);
+}
+
+int64_t StepPricer::capture_size(int64_t n) {
+  if (n <= 0 || n > 512) return 0;
+  if (n <= 2) return n;
+  if (n <= 4) return 4;
+  return (n + 7) / 8 * 8;
+}
+
+Workload StepPricer::decode(int64_t batch, int64_t kv) const {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = batch;
+  w.prompt = std::max<int64_t>(1, kv - 1);  // the step attends prompt + 1 keys
+  w.new_tokens = 1;
+  return w;
+}
+
+StepPricer::Parts StepPricer::priced(const Workload& w, bool graphed) {
+  Graph g = build_stack_graph(m_model, w, m_stack, m_stack.empty() ? 0 : m_stack.size() - 1,
+                              BuildOptions::sampled(1));
+  g.graphed = graphed;
+  ++m_builds;
+  const Prediction p = predict(g, m_hw);
+  // The head: the ops after the last layer (final norm, last-token slice, lm_head).
+  std::size_t head_from = g.ops.size();
+  for (std::size_t i = g.ops.size(); i-- > 0;) {
+    if (g.ops[i].layer >= 0) break;
+    head_from = i;
+  }
+  Parts parts;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const double t = p.ops[i].time * g.ops[i].count;
+    if (i >= head_from) parts.head += t;
+    else if (attends(g.ops[i])) parts.attention += t;
+    else parts.dense += t;
+  }
+  return parts;
+}
+
+double StepPricer::dense(int64_t tokens, bool graphed) {
+  if (tokens <= 0) return 0;
+  auto& memo = m_dense[graphed ? 1 : 0];
+  if (auto it = memo.find(tokens); it != memo.end()) return it->second;
+  const Parts p = priced(decode(tokens, 2), graphed);
+  m_head[graphed ? 1 : 0].emplace(tokens, p.head);
+  return memo[tokens] = p.dense;
+}
+
+double StepPricer::head(int64_t seqs, bool graphed) {
+  if (seqs <= 0) return 0;
+  auto& memo = m_head[graphed ? 1 : 0];
+  if (auto it = memo.find(seqs); it != memo.end()) return it->second;
+  (void)dense(seqs, graphed);
+  return memo.at(seqs);
+}
+
+double StepPricer::decode_attention(int64_t seqs, double mean_kv, bool graphed) {
+  if (seqs <= 0) return 0;
+  auto& memo = m_decode[graphed ? 1 : 0];
+  auto it = memo.find(seqs);
+  if (it == memo.end()) {
+    const double a1 = priced(decode(seqs, m_kv1), graphed).attention;
+    const double a2 = priced(decode(seqs, m_kv2), graphed).attention;
+    it = memo.emplace(seqs, std::make_pair(a1, a2)).first;
+  }
+  return lerp(it->second, static_cast<double>(m_kv1), static_cast<double>(m_kv2), mean_kv);
+}
+
+double StepPricer::prefill_attention(int64_t seqs, int64_t tokens, int64_t position) {
+  if (seqs <= 0 || tokens <= 0) return 0;
+  const int64_t p2 = std::min<int64_t>(2048, m_model.max_seq - tokens - 1);
+  auto key = std::make_pair(seqs, tokens);
+  auto it = m_prefill.find(key);
+  if (it == m_prefill.end()) {
+    auto at = [&](int64_t p) {
+      Workload w;
+      w.phase = Phase::prefill;
+      w.batch = seqs;
+      w.prompt = p + tokens;
+      w.cached = p;
+      w.new_tokens = 1;
+      return priced(w, false).attention;
+    };
+    const double a1 = at(0);
+    const double a2 = p2 >= 1 ? at(p2) : a1;
+    it = m_prefill.emplace(key, std::make_pair(a1, a2)).first;
+  }
+  return lerp(it->second, 0.0, static_cast<double>(std::max<int64_t>(p2, 0)), static_cast<double>(position));
+}
+
+double StepPricer::memory_besides_kv(int64_t step_tokens) {
+  const Graph g = build_stack_graph(m_model, decode(std::max<int64_t>(1, step_tokens), 2), m_stack,
+                                    m_stack.empty() ? 0 : m_stack.size() - 1, BuildOptions::sampled(1));
+  const MemoryBreakdown mem = predict_memory(g, m_hw, true);
+  auto kv = mem.by_role.find(TensorRole::kv_cache);
+  return mem.peak - (kv == mem.by_role.end() ? 0.0 : kv->second);
+}
+
+double StepPricer::price(const EngineStep& step) {
+  if (step.empty()) return 0;
+  int64_t decodes = 0;
+  double kv_sum = 0;
+  std::map<std::pair<int64_t, int64_t>, int64_t> chunks;  // (tokens, position) -> sequences
+  for (const SeqWork& s : step.seqs) {
+    if (s.tokens == 1 && s.position > 0) {
+      ++decodes;
+      kv_sum += static_cast<double>(s.position + 1);
+    } else {
+      ++chunks[{s.tokens, s.position}];
+    }
+  }
+  double t = m_hw.host_overhead;
+  const double swap_blocks = static_cast<double>(step.swap_in_blocks + step.swap_out_blocks);
+  if (swap_blocks > 0) t += transfer_time(swap_blocks * m_swap_block_bytes, true, m_hw);
+  const int64_t n = static_cast<int64_t>(step.seqs.size());
+  if (m_cuda_graphs && chunks.empty() && capture_size(n) > 0) {
+    const int64_t b = capture_size(n);
+    return t + dense(b, true) + head(b, true) + decode_attention(b, kv_sum / static_cast<double>(n), true);
+  }
+  t += dense(step.tokens()) + head(step.sampled());
+  if (decodes > 0) t += decode_attention(decodes, kv_sum / static_cast<double>(decodes));
+  for (const auto& [shape, seqs] : chunks) t += prefill_attention(seqs, shape.first, shape.second);
+  return t;
+}
+
+}  // namespace perfsim

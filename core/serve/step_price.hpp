@@ -1,0 +1,78 @@
+// The cost model's price of one engine step (engine_step.hpp): the step's ops at their shapes
+// for this step's batch, from graphs the builders make and the cost model prices.
+//
+// A step of T tokens over S sampling sequences costs
+//   dense(T)             every op outside attention over the T tokens (norms, projections,
+//                        MLP, embedding), from a decode graph of batch T
+// + head(S)              final norm and lm_head over the S sequences that sample
+// + decode attention     one op over the n decoding sequences at their mean context (the
+//                        decode graph of batch n; linear in the context between two builds)
+// + prefill attention    per prompt chunk of q tokens after p cached ones (a prefill graph with
+//                        `cached` = p; linear in p between two builds)
+// + KV appends and host work (hardware.host_overhead per step, the engine's scheduling and
+//   sampling; a calibrated profile fits it), + swap copies over the host link.
+// Pieces are memoised by their shape, so a simulation of many steps builds each shape once.
+// With cuda_graphs in the stack, decode-only steps of up to 512 sequences replay a graph
+// captured for the next capture size (1, 2, 4, 8, then multiples of 8, as vLLM); other steps run
+// eagerly.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/cost/hardware.hpp"
+#include "core/passes/passes.hpp"
+#include "core/serve/engine_step.hpp"
+#include "core/spec/model.hpp"
+
+namespace perfsim {
+
+class StepPricer {
+ public:
+  // The graph passes of stack steps 0..upto (serving knobs, batch and kv_cache left out).
+  StepPricer(const ModelConfig& m, const Hardware& hw, const std::vector<StackStep>& stack, std::size_t upto);
+
+  [[nodiscard]] double price(const EngineStep& step);
+
+  // The pieces (seconds), eager unless `graphed`.
+  [[nodiscard]] double dense(int64_t tokens, bool graphed = false);
+  [[nodiscard]] double head(int64_t seqs, bool graphed = false);
+  [[nodiscard]] double decode_attention(int64_t seqs, double mean_kv, bool graphed = false);
+  [[nodiscard]] double prefill_attention(int64_t seqs, int64_t tokens, int64_t position);
+
+  [[nodiscard]] bool cuda_graphs() const { return m_cuda_graphs; }
+  // vLLM's capture sizes: the smallest of 1, 2, 4, 8, 16, 24, ... 512 holding n (0 above 512).
+  [[nodiscard]] static int64_t capture_size(int64_t n);
+
+  // KV bytes one token holds over all layers, and what the engine holds besides the KV pool
+  // (weights, the activations and workspace of a step of `step_tokens` tokens).
+  [[nodiscard]] double kv_bytes_per_token() const { return m_kv_bytes_per_token; }
+  [[nodiscard]] double memory_besides_kv(int64_t step_tokens);
+
+  [[nodiscard]] int64_t graph_builds() const { return m_builds; }
+  // Bytes of one KV block (over all layers), for pricing swaps over the host link.
+  void set_swap_block_bytes(double bytes) { m_swap_block_bytes = bytes; }
+
+ private:
+  struct Parts {
+    double dense = 0, head = 0, attention = 0;
+  };
+  Parts priced(const Workload& w, bool graphed);
+  Workload decode(int64_t batch, int64_t kv) const;
+
+  ModelConfig m_model;
+  Hardware m_hw;
+  std::vector<StackStep> m_stack;  // graph passes only
+  bool m_cuda_graphs = false;
+  double m_kv_bytes_per_token = 0;
+  int64_t m_builds = 0;
+  std::unordered_map<int64_t, double> m_dense[2], m_head[2];
+  std::unordered_map<int64_t, std::pair<double, double>> m_decode[2];  // n -> (at kv1, at kv2)
+  std::map<std::pair<int64_t, int64_t>, std::pair<double, double>> m_prefill;  // (n, q) -> (p=0, p=p2)
+  int64_t m_kv1 = 0, m_kv2 = 0;
+  double m_swap_block_bytes = 0;
+};
+
+}  // namespace perfsim
