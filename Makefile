@@ -51,6 +51,7 @@ test-gpu:
 bench: build
 	./$(BUILD)/bench/perfsim_bench
 	./$(BUILD)/bench/perfsim_bench_search
+	./$(BUILD)/bench/perfsim_bench_serve
 
 clean:
 	rm -rf $(BUILD)
