@@ -29,7 +29,7 @@ void push_by_class(lua_State* L, const std::map<OpClass, double>& by_class) {
 void push_sweep_values(lua_State* L, const std::map<std::string, std::string>& values) {
   lua_createtable(L, 0, static_cast<int>(values.size()));
   for (const auto& [k, v] : values) {
-    if (is_integer_sweep_key(k))
+    if (is_integer_sweep_key(k) || k == "rate")
       lua_pushnumber(L, std::stod(v));
     else if (k == "kv_cache")
       lua_pushboolean(L, v == "true" ? 1 : 0);

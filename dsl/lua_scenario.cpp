@@ -84,7 +84,7 @@ std::vector<StackStep> read_stacks(lua_State* L, int index) {
 }
 
 // Reads sweep = {batch = {1, 8}, hardware = {...}}; resolves model/hardware names into `named`.
-std::vector<SweepAxis> read_sweep(lua_State* L, int index, Phase phase, SweepCatalog& named) {
+std::vector<SweepAxis> read_sweep(lua_State* L, int index, Phase phase, bool serve, SweepCatalog& named) {
   std::vector<SweepAxis> axes;
   if (lua_isnil(L, index)) return axes;
   if (lua_istable(L, index)) {
@@ -101,7 +101,7 @@ std::vector<SweepAxis> read_sweep(lua_State* L, int index, Phase phase, SweepCat
       lua_pop(L, 1);
       continue;
     }
-    if (const std::string problem = sweep_key_problem(key, phase); !problem.empty())
+    if (const std::string problem = sweep_key_problem(key, phase, serve); !problem.empty())
       throw ConfigError(problem);
     const int list = lua_gettop(L);
     // A single value is a one-point axis.
@@ -119,6 +119,10 @@ std::vector<SweepAxis> read_sweep(lua_State* L, int index, Phase phase, SweepCat
       const std::string what = fmt::format("sweep.{}[{}]", key, i);
       if (is_integer_sweep_key(key)) {
         axis.values.push_back(fmt::format("{}", to_integer(L, -1, what)));
+      } else if (key == "rate") {
+        if (lua_type(L, -1) != LUA_TNUMBER || !(lua_tonumber(L, -1) > 0))
+          throw ConfigError(fmt::format("{} must be a rate > 0 requests/s (got {})", what, describe_value(L, -1)));
+        axis.values.push_back(format_number(lua_tonumber(L, -1)));
       } else if (key == "kv_cache") {
         if (lua_type(L, -1) != LUA_TBOOLEAN)
           throw ConfigError(fmt::format("{} must be true or false (got {})", what, describe_value(L, -1)));
@@ -222,7 +226,7 @@ BuiltScenario build_scenario(lua_State* L, int index, const std::string& what,
   if (r.push("execute") != LUA_TNIL) s.execute = to_execute(L, lua_gettop(L));
   SweepCatalog named;
   r.push("sweep");
-  s.sweep = read_sweep(L, lua_gettop(L), s.workload.phase, named);
+  s.sweep = read_sweep(L, lua_gettop(L), s.workload.phase, s.serve.has_value(), named);
 
   b.points = expand_sweep(s, named);
   for (const ScenarioPoint& p : b.points) {

@@ -334,7 +334,11 @@ int detail::run_guarded(lua_State* L, int (*f)(lua_State*)) {
     } catch (const LuaError& e) {
       message = e.what();
     } catch (const std::exception& e) {
-      message = script_where(L) + e.what();
+      // An error that names its own place in this script (a stack step's line) keeps it.
+      const std::string where = script_where(L);
+      const std::string& file = context(L).file;
+      const std::string what = e.what();
+      message = !file.empty() && what.rfind(file + ":", 0) == 0 ? what : where + what;
     }
     if (stop)
       push_stop_marker(L);

@@ -19,6 +19,18 @@ void apply(Scenario& s, const std::string& key, const std::string& value, const 
     s.hardware = {named.hardware.at(value)};
   } else if (key == "kv_cache") {
     s.workload.kv_cache = value == "true";
+  } else if (key == "rate") {
+    ArrivalKind k = s.serve->arrivals.kind;
+    if (k != ArrivalKind::poisson && k != ArrivalKind::gamma && k != ArrivalKind::ramp)
+      throw ConfigError("sweep.rate varies the arrival rate of poisson{}, gamma{} or ramp{} arrivals; this serve{} has "
+                        "other arrivals");
+    s.serve->arrivals.rate = std::stod(value);
+  } else if (key == "users") {
+    if (s.serve->arrivals.kind != ArrivalKind::closed)
+      throw ConfigError("sweep.users varies the clients of closed{} arrivals; this serve{} has open-loop arrivals");
+    s.serve->arrivals.users = std::stoll(value);
+  } else if (key == "requests") {
+    s.serve->requests = std::stoll(value);
   } else {
     const int64_t v = std::stoll(value);
     if (key == "batch") s.workload.batch = v;
@@ -41,19 +53,28 @@ void apply(Scenario& s, const std::string& key, const std::string& value, const 
 
 const std::vector<std::string>& sweep_keys() {
   // Layout degrees come before gpus, so gpus = N derives dp from the degrees of its point.
-  static const std::vector<std::string> keys = {"model",      "hardware", "batch", "prompt", "new_tokens",
+  static const std::vector<std::string> keys = {"model",      "hardware", "rate", "users", "requests", "batch", "prompt", "new_tokens",
                                                 "seq",        "grad_accum", "kv_cache", "tp", "pp",
                                                 "cp",         "ep",       "zero",  "dp",     "gpus"};
   return keys;
 }
 
 bool is_integer_sweep_key(const std::string& key) {
-  return key == "batch" || key == "prompt" || key == "new_tokens" || key == "seq" ||
+  return key == "users" || key == "requests" || key == "batch" || key == "prompt" || key == "new_tokens" || key == "seq" ||
          key == "grad_accum" || key == "gpus" || key == "dp" || key == "tp" || key == "pp" ||
          key == "cp" || key == "ep" || key == "zero";
 }
 
-std::string sweep_key_problem(const std::string& key, Phase p) {
+std::string sweep_key_problem(const std::string& key, Phase p, bool serve) {
+  const bool serve_key = key == "rate" || key == "users" || key == "requests";
+  if (serve) {
+    if (serve_key || key == "model" || key == "hardware") return "";
+    return fmt::format("sweep key '{}' does not apply to a serve{{}} workload (its keys: rate, users, requests; and "
+                       "model, hardware)",
+                       key);
+  }
+  if (serve_key)
+    return fmt::format("sweep key '{}' varies serving traffic; it needs workload = serve{{...}}", key);
   const bool inference = p == Phase::prefill || p == Phase::decode;
   bool ok = true;
   if (key == "prompt" || key == "new_tokens") ok = inference;

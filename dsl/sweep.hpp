@@ -11,10 +11,10 @@ namespace perfsim::dsl {
 
 // Keys a sweep may vary, in expansion order: the first is the outermost loop.
 [[nodiscard]] const std::vector<std::string>& sweep_keys();
-// Workload keys that take whole numbers.
+// Keys that take whole numbers (rate takes any positive number).
 [[nodiscard]] bool is_integer_sweep_key(const std::string& key);
-// "" when `key` applies to a workload of phase `p`, else why not.
-[[nodiscard]] std::string sweep_key_problem(const std::string& key, Phase p);
+// "" when `key` applies to a workload of phase `p` (a serve{} workload when `serve`), else why not.
+[[nodiscard]] std::string sweep_key_problem(const std::string& key, Phase p, bool serve = false);
 
 // Models and hardware the axes name, by the names stored in SweepAxis::values.
 struct SweepCatalog {

@@ -330,6 +330,8 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
 
 std::optional<ReportSection> build_sweep_summary(const std::vector<RunResult>& points) {
   if (points.size() < 2) return std::nullopt;
+  if (std::any_of(points.begin(), points.end(), [](const RunResult& r) { return !r.serve.empty(); }))
+    return serve_sweep_summary(points);
   bool exec = false;
   for (const auto& r : points) exec = exec || is_executing(r);
   std::vector<std::string> keys;

@@ -35,6 +35,8 @@ struct ReportDocument {
 
 // A serving scenario's sections (serve_sections.cpp); empty for other runs.
 [[nodiscard]] std::vector<ReportSection> serve_sections(const RunResult& r);
+// One row per sweep point × step of serving runs; nullopt when none has serving steps.
+[[nodiscard]] std::optional<ReportSection> serve_sweep_summary(const std::vector<RunResult>& points);
 
 // "8.03 B params", "355 M params", "102,400 params".
 [[nodiscard]] std::string format_params(double params);

@@ -2,6 +2,7 @@
 // engine's behaviour (batches, KV pool, prefix cache, preemptions), and the other hardware.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/report/sections.hpp"
@@ -96,6 +97,41 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
     out.push_back(std::move(w));
   }
   return out;
+}
+
+}  // namespace perfsim
+
+namespace perfsim {
+
+std::optional<ReportSection> serve_sweep_summary(const std::vector<RunResult>& points) {
+  std::vector<std::string> keys;
+  for (const auto& r : points)
+    for (const auto& [k, v] : r.sweep_point)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  ReportSection s;
+  s.title = "Sweep summary (serving, predicted; ms)";
+  TextTable& t = s.table;
+  for (const auto& k : keys) t.add_column(k);
+  t.add_column("step", Align::left);
+  for (const char* c : {"req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p50", "E2E p99",
+                        "goodput", "SLO met", "rejected"})
+    t.add_column(c);
+  for (const auto& r : points)
+    for (const ServeStepResult& st : r.serve) {
+      std::vector<std::string> row;
+      for (const auto& k : keys) {
+        auto it = r.sweep_point.find(k);
+        row.push_back(it == r.sweep_point.end() ? "" : it->second);
+      }
+      const ServeMetrics& m = st.predicted.metrics;
+      for (std::string c : {st.step, format_sig3(m.request_throughput), format_rate(m.output_throughput), ms(m.ttft.median),
+                            ms(m.ttft.p99), ms(m.tpot.median), ms(m.tpot.p99), ms(m.e2e.median), ms(m.e2e.p99),
+                            format_sig3(m.goodput), pct(m.slo_attainment), count(m.rejected)})
+        row.push_back(std::move(c));
+      t.add_row(std::move(row));
+    }
+  if (t.empty()) return std::nullopt;
+  return s;
 }
 
 }  // namespace perfsim

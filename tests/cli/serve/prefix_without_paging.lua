@@ -1,0 +1,5 @@
+return scenario {
+  model = "tiny-llama", hardware = "H100-SXM",
+  workload = serve { requests = 10, arrivals = poisson { rate = 10 } },
+  stacks = { step("continuous", "bf16", "flash_attention", "prefix_cache") },
+}
