@@ -53,7 +53,8 @@ const ScalarFields<ModelConfig>& model_scalars() {
 const ScalarFields<Workload>& workload_scalars() {
   static const ScalarFields<Workload> f = {
       {"batch", &Workload::batch}, {"prompt", &Workload::prompt},       {"new_tokens", &Workload::new_tokens},
-      {"kv_cache", &Workload::kv_cache}, {"seq", &Workload::seq}, {"grad_accum", &Workload::grad_accum}};
+      {"kv_cache", &Workload::kv_cache}, {"seq", &Workload::seq}, {"grad_accum", &Workload::grad_accum},
+      {"cached", &Workload::cached}};
   return f;
 }
 
@@ -114,7 +115,8 @@ void push_model(lua_State* L, const ModelConfig& m) {
 
 const std::vector<std::string>& workload_fields(Phase p) {
   // new_tokens sizes the KV cache the prefill writes (the generation that follows).
-  static const std::vector<std::string> prefill = {"batch", "prompt", "new_tokens"};
+  // cached: leading prompt tokens already in the KV cache (a shared prefix, earlier chunks).
+  static const std::vector<std::string> prefill = {"batch", "prompt", "new_tokens", "cached"};
   static const std::vector<std::string> decode = {"batch", "prompt", "new_tokens", "kv_cache"};
   static const std::vector<std::string> train = {"batch", "seq", "grad_accum"};
   switch (p) {
@@ -173,6 +175,7 @@ void push_workload(lua_State* L, const Workload& w) {
     case Phase::prefill:
       set_number(L, "prompt", static_cast<double>(w.prompt));
       set_number(L, "new_tokens", static_cast<double>(w.new_tokens));
+      if (w.cached > 0) set_number(L, "cached", static_cast<double>(w.cached));
       break;
     case Phase::decode:
       set_number(L, "prompt", static_cast<double>(w.prompt));
