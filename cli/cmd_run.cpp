@@ -1,8 +1,12 @@
 // `perfsim run SCENARIO`: load the script, run every sweep point through run_scenario on the
 // chosen backend, and print (or write) the report. A plain script just runs.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -45,6 +49,57 @@ void write_stdout(const std::string& text) {
   std::fflush(stdout);
 }
 
+// "+dynamic 10 ms" -> "dynamic-10-ms": lowercase letters and digits, each run of anything else
+// one '-', none at the ends (a name that is safe in any file system and shell).
+std::string slug(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) != 0 && u < 128) {
+      out += static_cast<char>(std::tolower(u));
+    } else if (!out.empty() && out.back() != '-') {
+      out += '-';
+    }
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+// --vllm-json's file of serve step `step` (counted from 1 in the name):
+// <scenario>[-<sweep label>]-<step number>-<step name>.json.
+std::string vllm_file_name(const RunResult& r, std::size_t step) {
+  std::string name = slug(r.scenario);
+  if (const std::string label = slug(sweep_label(r.sweep_point)); !label.empty()) name += "-" + label;
+  name += fmt::format("-{}", step + 1);
+  if (const std::string s = slug(r.serve[step].step); !s.empty()) name += "-" + s;
+  return name + ".json";
+}
+
+// Creates --vllm-json's DIR when missing and proves it writable, before anything runs.
+void prepare_vllm_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw ConfigError(fmt::format("--vllm-json: '{}' is not a directory", dir));
+  fs::create_directories(dir, ec);
+  if (ec) throw ConfigError(fmt::format("--vllm-json: cannot create the directory '{}': {}", dir, ec.message()));
+  check_writable((fs::path(dir) / ".perfsim-probe").string());
+}
+
+// Every serve step of every sweep point into --vllm-json's DIR, each file whole or not at all.
+void write_vllm_json(const std::string& dir, const std::vector<RunResult>& results,
+                     const std::vector<ScenarioPoint>& points, bool quiet) {
+  std::size_t files = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const std::optional<ServeSpec>& spec = points[i].scenario.serve;
+    for (std::size_t step = 0; step < results[i].serve.size(); ++step, ++files)
+      write_file_atomically((std::filesystem::path(dir) / vllm_file_name(results[i], step)).string(),
+                            format_vllm_bench_json(results[i], step, spec ? &*spec : nullptr));
+  }
+  if (!quiet)
+    fmt::print(stderr, "perfsim: wrote {} file{} to {} (vLLM benchmark JSON)\n", files, files == 1 ? "" : "s", dir);
+}
+
 }  // namespace
 
 int cmd_run(const RunArgs& a) {
@@ -59,8 +114,11 @@ int cmd_run(const RunArgs& a) {
 
   const ScriptOutcome outcome = run_script(a.scenario, make_dsl_settings(a));
   std::vector<ScenarioPoint> points = outcome.points;
+  const std::string no_serving =
+      fmt::format("--vllm-json: {} has no serve{{}} workload (the vLLM benchmark JSON is of serving runs)", a.scenario);
   if (points.empty()) {
     if (!outcome.scenario) {  // a plain script: its prints are the output
+      if (!a.vllm_json.empty()) throw UsageError(no_serving);
       if (!a.output.empty() && !a.quiet)
         fmt::print(stderr, "perfsim: {} is a plain script (no scenario): nothing written to {}\n",
                    a.scenario, a.output);
@@ -70,6 +128,11 @@ int cmd_run(const RunArgs& a) {
       return 0;
     }
     points.push_back(ScenarioPoint{{}, *outcome.scenario});
+  }
+  if (!a.vllm_json.empty()) {
+    if (std::none_of(points.begin(), points.end(), [](const ScenarioPoint& p) { return p.scenario.serve.has_value(); }))
+      throw UsageError(no_serving);
+    if (launched_ranks() == nullptr || launched_ranks()->rank() == 0) prepare_vllm_dir(a.vllm_json);
   }
 
   ExecutionTarget target;
@@ -123,6 +186,7 @@ int cmd_run(const RunArgs& a) {
     write_file_atomically(a.trace, format_trace(results));
     if (!a.quiet) fmt::print(stderr, "perfsim: wrote {} (trace)\n", a.trace);
   }
+  if (!a.vllm_json.empty()) write_vllm_json(a.vllm_json, results, points, a.quiet);
   const std::string text = format_report(results, format);
   if (a.output.empty()) {
     write_stdout(text);

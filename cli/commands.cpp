@@ -142,6 +142,10 @@ int run_cli(int argc, char** argv) {
                       "Write each step's predicted and measured timelines to FILE as Chrome trace-event JSON "
                       "(open it in ui.perfetto.dev or chrome://tracing)")
       ->type_name("FILE");
+  run_cmd->add_option("--vllm-json", run.vllm_json,
+                      "Serving scenarios: write each sweep point's and stack step's predicted run into DIR as the "
+                      "JSON 'vllm bench serve --save-result' writes, one file each")
+      ->type_name("DIR");
   run_cmd->add_option("--plots", run.plots,
                       "Also draw the report's charts into DIR as SVG and PNG (as 'perfsim plot' does; needs "
                       "python3-matplotlib)")

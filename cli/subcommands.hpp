@@ -31,6 +31,7 @@ struct RunArgs : ScriptArgs {
   std::string format;               // empty: from the -o extension, else table
   std::string output;               // -o FILE; empty = stdout
   std::string trace;                // --trace FILE: Chrome trace-event JSON of the steps
+  std::string vllm_json;            // --vllm-json DIR: vLLM benchmark JSON per serve step
   std::string plots;                // --plots DIR: the report's charts (cli/charts.hpp)
   bool quiet = false;
   int gpus = 0;                     // --gpus N: run as N ranks under mpirun (0, 1: this process)

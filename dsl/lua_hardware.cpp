@@ -116,7 +116,8 @@ const ScalarFields<Hardware>& hardware_scalars() {
       {"dispatch_eager", &Hardware::dispatch_eager},
       {"calibrated", &Hardware::calibrated},
       {"base", &Hardware::base},
-      {"source", &Hardware::source}};
+      {"source", &Hardware::source},
+      {"price_per_hour", &Hardware::price_per_hour}};
   return f;
 }
 
@@ -147,6 +148,8 @@ void read_hardware_fields(lua_State* L, int index, Hardware& hw, const std::stri
                                   hw.sm_count, hw.collective_sms));
   if (hw.launch_wait < 0) throw ConfigError(fmt::format("{}: launch_wait must be >= 0", what));
   if (hw.dispatch_eager < 0) throw ConfigError(fmt::format("{}: dispatch_eager must be >= 0", what));
+  if (!(hw.price_per_hour >= 0))
+    throw ConfigError(fmt::format("{}: price_per_hour must be >= 0 USD per GPU-hour (0 = unknown)", what));
   if (r.push("peak_flops") != LUA_TNIL) read_peaks(L, -1, hw, what);
   lua_pop(L, 1);
   if (r.push("dispatch") != LUA_TNIL) {

@@ -2,6 +2,8 @@
 -- vendor datasheets cited per entry; 0 means the precision has no hardware support.
 -- Units: bytes, bytes/s (decimal, as datasheets print them; L2 sizes in MiB), seconds.
 -- Efficiency tables are datasheet-era defaults, uncalibrated (`perfsim calibrate` fits them).
+-- price_per_hour: USD per GPU-hour, an on-demand cloud list price cited per entry (0 = unknown);
+-- prices move, so override it with your own: hardware("A100-80GB", {price_per_hour = 1.5}).
 local T = 1e12      -- tera (FLOP/s, bytes/s)
 local GB = 1e9
 local MiB = 1024 * 1024
@@ -106,6 +108,7 @@ local catalog = {
     nvlink = 150 * GB,  -- NVLink 2: 300 GB/s total, 150 per direction
     pcie = 16 * GB,     -- PCIe 3.0 x16
     source = "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
+    -- No on-demand list price found for the 32 GB SXM2 part: price_per_hour stays 0 (unknown).
   },
   -- A100 SXM4: https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
   -- SMs and L2: https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf
@@ -117,6 +120,9 @@ local catalog = {
     nvlink = 300 * GB,  -- NVLink 3: 600 GB/s total, 300 per direction
     pcie = 32 * GB,     -- PCIe 4.0 x16
     source = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+    -- Lambda on-demand list price, 8x A100 SXM 40 GB instance, per GPU (https://lambda.ai/pricing),
+    -- September 2026.
+    price_per_hour = 1.99,
   },
   gpu {
     name = "A100-80GB", aliases = {"a100", "a100-80g", "a100-sxm4-80gb"},
@@ -126,6 +132,9 @@ local catalog = {
     nvlink = 300 * GB,
     pcie = 32 * GB,
     source = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+    -- Lambda on-demand list price, 8x A100 SXM 80 GB instance, per GPU (https://lambda.ai/pricing),
+    -- September 2026.
+    price_per_hour = 2.79,
   },
   -- H100 SXM5 and PCIe: https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet
   -- SMs and L2: https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper
@@ -138,6 +147,9 @@ local catalog = {
     nvlink = 450 * GB,  -- NVLink 4: 900 GB/s total, 450 per direction
     pcie = 64 * GB,     -- PCIe 5.0 x16
     source = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+    -- Lambda on-demand list price, 8x H100 SXM instance, per GPU (https://lambda.ai/pricing),
+    -- September 2026 ($4.29 for a single GPU).
+    price_per_hour = 3.99,
   },
   gpu {
     name = "H100-PCIe", aliases = {"h100-pcie-80gb"},
@@ -146,6 +158,9 @@ local catalog = {
     memory_bytes = 80 * GB, memory_bandwidth = 2000 * GB, l2_bytes = 50 * MiB, sm_count = 114,
     pcie = 64 * GB,     -- PCIe 5.0 x16; the optional NVLink bridge pairs two cards only
     source = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+    -- Lambda on-demand list price, 1x H100 PCIe instance (https://lambda.ai/pricing),
+    -- September 2026.
+    price_per_hour = 3.29,
   },
   -- H200 SXM: https://www.nvidia.com/en-us/data-center/h200/ (H100 SXM compute, HBM3e)
   gpu {
@@ -157,6 +172,9 @@ local catalog = {
     nvlink = 450 * GB,
     pcie = 64 * GB,
     source = "https://www.nvidia.com/en-us/data-center/h200/",
+    -- RunPod on-demand list price, H200 pod on Secure Cloud (https://www.runpod.io/pricing),
+    -- September 2026.
+    price_per_hour = 4.59,
   },
   -- B200 (HGX B200, per GPU): https://www.nvidia.com/en-us/data-center/hgx/
   -- The datasheet gives no L2 size (0 = unknown).
@@ -169,6 +187,9 @@ local catalog = {
     nvlink = 900 * GB,  -- NVLink 5: 1.8 TB/s total, 900 per direction
     pcie = 64 * GB,     -- host link: PCIe 5.0 x16
     source = "https://www.nvidia.com/en-us/data-center/hgx/",
+    -- Lambda on-demand list price, 8x B200 SXM6 instance, per GPU (https://lambda.ai/pricing),
+    -- September 2026.
+    price_per_hour = 6.69,
   },
   -- L4: https://www.nvidia.com/en-us/data-center/l4/ ; SMs and L2: Ada Lovelace whitepaper
   -- (https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf)
@@ -179,6 +200,9 @@ local catalog = {
     memory_bytes = 24 * GB, memory_bandwidth = 300 * GB, l2_bytes = 48 * MiB, sm_count = 58,
     pcie = 32 * GB,     -- PCIe 4.0 x16; no NVLink
     source = "https://www.nvidia.com/en-us/data-center/l4/",
+    -- Modal on-demand list price, L4, billed per second with CPU and memory extra
+    -- (https://modal.com/pricing), May 2026.
+    price_per_hour = 0.7992,
   },
 }
 

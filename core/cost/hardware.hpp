@@ -59,6 +59,7 @@ struct Hardware {
   bool calibrated = false;
   std::string base;            // calibrated profiles: the catalog entry they refine ("H100-SXM")
   std::string source;          // where the figures come from (datasheet URL, calibration file)
+  double price_per_hour = 0;   // USD per GPU-hour (0 = unknown), with the source in stdlib/hardware.lua
 
   [[nodiscard]] double peak(DType t) const { return peak_flops[static_cast<int>(t)]; }
   [[nodiscard]] bool supports(DType t) const { return peak(t) > 0; }

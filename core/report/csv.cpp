@@ -1,13 +1,15 @@
 // The report as CSV: one row per sweep point × stack step, sweep keys as the leading columns,
 // then the step figures, per-class times and the what-if hardware (every figure the text
 // report shows). Seconds and bytes; empty
-// cells where a value is missing (RFC 4180 quoting).
+// cells where a value is missing (RFC 4180 quoting). Serving runs have figures of their own
+// (serve_csv.cpp): one row per stack step and per what-if hardware.
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "core/report/report.hpp"
+#include "core/report/serve_csv.hpp"
 #include "core/text.hpp"
 
 namespace perfsim {
@@ -29,6 +31,53 @@ void add_unique(std::vector<T>& v, const T& x) {
   if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
 }
 
+std::string csv_line(const std::vector<std::string>& cells) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i) out += ',';
+    out += csv_quote(cells[i]);
+  }
+  return out + "\n";
+}
+
+// Sweep keys lead; "model", "hardware" and "gpus" would repeat a later column's name, so those
+// are written sweep_model, sweep_hardware, sweep_gpus; so are keys named as a serve column
+// (`later`: a sweep over requests).
+std::vector<std::string> sweep_columns(const std::vector<std::string>& keys, const std::vector<std::string>& later) {
+  std::vector<std::string> header;
+  for (const auto& k : keys) {
+    const bool repeats =
+        k == "model" || k == "hardware" || k == "gpus" || std::find(later.begin(), later.end(), k) != later.end();
+    header.push_back(repeats ? "sweep_" + k : k);
+  }
+  return header;
+}
+
+std::vector<std::string> sweep_cells(const RunResult& r, const std::vector<std::string>& keys) {
+  std::vector<std::string> row;
+  for (const auto& k : keys) {
+    auto it = r.sweep_point.find(k);
+    row.push_back(it == r.sweep_point.end() ? "" : it->second);
+  }
+  return row;
+}
+
+bool serving(const RunResult& r) { return !r.serve.empty(); }
+
+// Every point a serving run: the sweep keys and the serve columns only.
+std::string serve_csv(const std::vector<RunResult>& points, const std::vector<std::string>& keys) {
+  std::vector<std::string> header = sweep_columns(keys, serve_csv_columns());
+  header.insert(header.end(), serve_csv_columns().begin(), serve_csv_columns().end());
+  std::string out = csv_line(header);
+  for (const RunResult& r : points)
+    for (const auto& cells : serve_csv_rows(r)) {
+      std::vector<std::string> row = sweep_cells(r, keys);
+      row.insert(row.end(), cells.begin(), cells.end());
+      out += csv_line(row);
+    }
+  return out;
+}
+
 }  // namespace
 
 std::string format_csv(const std::vector<RunResult>& points) {
@@ -45,11 +94,10 @@ std::string format_csv(const std::vector<RunResult>& points) {
                                [](const StepResult& s) { return s.measured.has_value(); });
   }
 
-  // Sweep keys lead; "model", "hardware" and "gpus" would repeat a later column's name, so those
-  // are written sweep_model, sweep_hardware, sweep_gpus.
-  std::vector<std::string> header;
-  for (const auto& k : keys)
-    header.push_back(k == "model" || k == "hardware" || k == "gpus" ? "sweep_" + k : k);
+  const bool any_serving = std::any_of(points.begin(), points.end(), serving);
+  if (any_serving && std::all_of(points.begin(), points.end(), serving)) return serve_csv(points, keys);
+
+  std::vector<std::string> header = sweep_columns(keys, any_serving ? serve_csv_columns() : std::vector<std::string>{});
   for (const char* h : {"scenario", "step", "model", "workload", "backend", "device", "hardware",
                         "calibrated", "tokens_per_step", "predicted_step_s", "measured_step_s",
                         "time_error", "predicted_peak_executed_bytes", "measured_peak_bytes",
@@ -74,27 +122,41 @@ std::string format_csv(const std::vector<RunResult>& points) {
                           "_fits", "_note"})
       header.push_back(hw + h);
 
-  auto line = [](const std::vector<std::string>& cells) {
-    std::string out;
-    for (std::size_t i = 0; i < cells.size(); ++i) {
-      if (i) out += ',';
-      out += csv_quote(cells[i]);
-    }
-    return out + "\n";
+  // A file has one header, so a report mixing serving and other runs (a sweep whose points differ
+  // in workload) appends the serve columns: serving rows fill them and the step columns they
+  // share (scenario, step, model, workload, backend, device, hardware), other rows leave them
+  // empty.
+  if (any_serving)
+    for (const std::string& c : serve_csv_columns())
+      if (c != "step" && c != "hardware") header.push_back(c);
+  auto column = [&header, &keys](const std::string& name) {
+    return static_cast<std::size_t>(std::find(header.begin() + static_cast<std::ptrdiff_t>(keys.size()),
+                                              header.end(), name) -
+                                    header.begin());
   };
-  std::string out = line(header);
+  std::string out = csv_line(header);
 
   for (const RunResult& r : points) {
+    if (serving(r)) {
+      for (const auto& cells : serve_csv_rows(r)) {
+        std::vector<std::string> row = sweep_cells(r, keys);
+        row.resize(header.size());
+        row[column("scenario")] = r.scenario;
+        row[column("model")] = r.model;
+        row[column("workload")] = r.workload;
+        row[column("backend")] = r.backend;
+        row[column("device")] = r.device;
+        for (std::size_t c = 0; c < cells.size(); ++c) row[column(serve_csv_columns()[c])] = cells[c];
+        out += csv_line(row);
+      }
+      continue;
+    }
     const auto figs = step_figures(r);
     const auto wi = what_if_figures(r);
     for (std::size_t i = 0; i < r.steps.size(); ++i) {
       const StepResult& s = r.steps[i];
       const StepFigures& f = figs[i];
-      std::vector<std::string> row;
-      for (const auto& k : keys) {
-        auto it = r.sweep_point.find(k);
-        row.push_back(it == r.sweep_point.end() ? "" : it->second);
-      }
+      std::vector<std::string> row = sweep_cells(r, keys);
       row.insert(row.end(),
                  {r.scenario, s.step, r.model, r.workload, r.backend, r.device, s.predicted.hardware,
                   flag(s.predicted.calibrated), num(f.tokens_per_step), num(f.predicted_time),
@@ -135,7 +197,8 @@ std::string format_csv(const std::vector<RunResult>& points) {
                                  num(w->mfu), num(w->peak_model), flag(w->fits), w->note});
         }
       }
-      out += line(row);
+      row.resize(header.size());  // the serve columns of a mixed report
+      out += csv_line(row);
     }
   }
   return out;

@@ -5,6 +5,7 @@
 
 #include "core/graph/op_shape.hpp"
 #include "core/report/report.hpp"
+#include "core/report/serve_json.hpp"
 
 namespace perfsim {
 
@@ -290,6 +291,8 @@ std::string format_json(const std::vector<RunResult>& points) {
     for (std::size_t i = 0; i < r.steps.size(); ++i) steps.push_back(step_object(r.steps[i], figs[i]));
     j["steps"] = std::move(steps);
     j["what_if"] = what_if_array(r);
+    // A serving scenario: its engine runs (its `steps` is then empty).
+    if (!r.serve.empty()) j["serve"] = serve_json(r);
     results.push_back(std::move(j));
   }
   json doc;

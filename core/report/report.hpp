@@ -110,6 +110,12 @@ struct WhatIfFigures {
 [[nodiscard]] std::string format_markdown(const std::vector<RunResult>& points);
 [[nodiscard]] std::string format_json(const std::vector<RunResult>& points);
 [[nodiscard]] std::string format_csv(const std::vector<RunResult>& points);
+// Serve step `step` of `r` as `vllm bench serve --save-result` writes a run (vllm_bench.cpp).
+// `spec`, the traffic the run served, gives the exact request rate, burstiness and whether an
+// SLO was set; without it they are read from RunResult::traffic. Throws std::out_of_range when
+// `r` has no such serve step.
+[[nodiscard]] std::string format_vllm_bench_json(const RunResult& r, std::size_t step,
+                                                 const ServeSpec* spec = nullptr);
 
 // `perfsim explain`: one stack step's graph priced on one hardware, op by op.
 struct ExplainInput {

@@ -75,8 +75,8 @@ void validate_serving(const Scenario& s) {
     parallel = parallel || p.gpus() > 1 || p.ep > 1;
   }
   if (parallel)
-    throw ConfigError("serving runs one engine on one GPU: a parallel layout (tp, pp, dp, ...) is not served yet; "
-                      "plan replicas with the capacity example instead");
+    throw ConfigError("serving runs one engine on one GPU: a parallel layout (tp, pp, dp, ...) does not serve; "
+                      "plan replicas with perfsim.capacity{} instead");
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ return scenario {
   sweep = { bach = {1, 2} },
 }
 )");
-  CHECK(starts_with(script_error(a), a + ":2: unknown sweep key 'bach' (did you mean 'batch'?); sweep keys: model, hardware, batch,"));
+  CHECK(starts_with(script_error(a), a + ":2: unknown sweep key 'bach' (did you mean 'batch'?); sweep keys: model, hardware, rate, users, requests, batch,"));
   const std::string b = write_script("sweep_seq.lua", R"(return scenario {
   model = "tiny-llama", hardware = "L4", workload = decode {}, sweep = { seq = {128} } }
 )");

@@ -1,0 +1,153 @@
+// The "serve" object of the JSON report: per stack step the engine's pool, its metrics, every
+// served request and the engine's steps over time (what the serving charts draw), and the
+// metrics on the other hardware. Seconds; times of a request relative to its arrival.
+#include "core/report/serve_json.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <map>
+
+namespace perfsim {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// The timeline keeps at most this many engine steps (a run of thousands of requests has tens of
+// thousands): enough for a chart, small enough for a report.
+constexpr std::size_t timeline_points = 2000;
+
+json latency_json(const LatencyStats& s) {
+  return {{"count", s.count},   {"mean", sig6(s.mean)}, {"median", sig6(s.median)},
+          {"p90", sig6(s.p90)}, {"p99", sig6(s.p99)},   {"max", sig6(s.max)}};
+}
+
+json requests_json(const EngineRun& run) {
+  json arrival = json::array(), prompt = json::array(), output = json::array(), ttft = json::array(),
+       e2e = json::array(), queue = json::array(), preemptions = json::array(), rejected = json::array();
+  std::map<std::string, int64_t> reasons;
+  for (const RequestRecord& r : run.requests) {
+    if (!r.rejected.empty()) {
+      rejected.push_back(r.request.id);
+      ++reasons[r.rejected];
+      continue;
+    }
+    const double at = r.request.arrival;
+    arrival.push_back(sig6(at));
+    prompt.push_back(r.request.prompt);
+    output.push_back(r.generated);
+    ttft.push_back(sig6(r.first_token - at));
+    e2e.push_back(sig6(r.finished - at));
+    queue.push_back(sig6(r.admitted - at));
+    preemptions.push_back(r.preemptions);
+  }
+  json reason_counts = json::object();
+  for (const auto& [why, n] : reasons) reason_counts[why] = n;
+  return {{"arrival", std::move(arrival)},
+          {"prompt", std::move(prompt)},
+          {"output", std::move(output)},
+          {"ttft", std::move(ttft)},
+          {"e2e", std::move(e2e)},
+          {"queue", std::move(queue)},
+          {"preemptions", std::move(preemptions)},
+          {"rejected", std::move(rejected)},
+          {"reasons", std::move(reason_counts)}};
+}
+
+json timeline_json(const EngineRun& run) {
+  json t = json::array(), duration = json::array(), batch = json::array(), tokens = json::array(),
+       prefill = json::array(), kv = json::array(), waiting = json::array();
+  const std::size_t n = run.steps.size();
+  // More steps than points: every k-th step, k = ceil(n / points), so at most `points` remain.
+  const std::size_t k = n > timeline_points ? (n + timeline_points - 1) / timeline_points : 1;
+  const double blocks = static_cast<double>(run.pool.blocks);
+  for (std::size_t i = 0; i < n; i += k) {
+    const StepRecord& s = run.steps[i];
+    t.push_back(sig6(s.start));
+    duration.push_back(sig6(s.duration));
+    batch.push_back(s.seqs);
+    tokens.push_back(s.tokens);
+    prefill.push_back(s.prefill_tokens);
+    kv.push_back(sig6(blocks > 0 ? static_cast<double>(s.kv_used_blocks) / blocks : 0));
+    waiting.push_back(s.waiting);
+  }
+  return {{"t", std::move(t)},
+          {"duration", std::move(duration)},
+          {"batch", std::move(batch)},
+          {"tokens", std::move(tokens)},
+          {"prefill_tokens", std::move(prefill)},
+          {"kv_used", std::move(kv)},
+          {"waiting", std::move(waiting)}};
+}
+
+json step_json(const ServeStepResult& s) {
+  const ServePrediction& p = s.predicted;
+  json j;
+  j["step"] = s.step;
+  j["hardware"] = s.hardware;
+  j["scheduler"] = s.scheduler;
+  j["not_executed"] = s.not_executed;
+  j["pool"] = {{"blocks", p.pool.blocks}, {"block_tokens", p.pool.block}, {"block_bytes", p.pool.block_bytes}};
+  j["predicted"] = {{"metrics", serve_metrics_json(p.metrics)},
+                    {"requests", requests_json(p.run)},
+                    {"timeline", timeline_json(p.run)}};
+  json what_if = json::array();
+  for (const ServeStepResult::WhatIf& w : s.what_if)
+    what_if.push_back({{"hardware", w.hardware}, {"metrics", serve_metrics_json(w.metrics)}, {"error", w.error}});
+  j["what_if"] = std::move(what_if);
+  return j;
+}
+
+}  // namespace
+
+json sig6(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  // Through the decimal text, so the value prints back as those six digits (no binary residue).
+  const std::string text = fmt::format("{:.6g}", v);
+  double rounded = v;
+  std::from_chars(text.data(), text.data() + text.size(), rounded);
+  return rounded;
+}
+
+json serve_metrics_json(const ServeMetrics& m) {
+  json j;
+  j["requests"] = m.requests;
+  j["completed"] = m.completed;
+  j["rejected"] = m.rejected;
+  j["preemptions"] = m.preemptions;
+  j["steps"] = m.steps;
+  j["input_tokens"] = m.input_tokens;
+  j["output_tokens"] = m.output_tokens;
+  j["duration"] = sig6(m.duration);
+  j["request_throughput"] = sig6(m.request_throughput);
+  j["output_throughput"] = sig6(m.output_throughput);
+  j["total_token_throughput"] = sig6(m.total_token_throughput);
+  j["ttft"] = latency_json(m.ttft);
+  j["tpot"] = latency_json(m.tpot);
+  j["itl"] = latency_json(m.itl);
+  j["e2e"] = latency_json(m.e2e);
+  j["queue"] = latency_json(m.queue);
+  j["goodput"] = sig6(m.goodput);
+  j["slo_attainment"] = sig6(m.slo_attainment);
+  j["mean_batch"] = sig6(m.mean_batch);
+  j["mean_step_tokens"] = sig6(m.mean_step_tokens);
+  j["mean_step_time"] = sig6(m.mean_step_time);
+  j["kv_utilization_mean"] = sig6(m.kv_utilization_mean);
+  j["kv_utilization_max"] = sig6(m.kv_utilization_max);
+  j["prefix_hit_rate"] = sig6(m.prefix_hit_rate);
+  return j;
+}
+
+json serve_json(const RunResult& r) {
+  if (r.serve.empty()) return nullptr;
+  json steps = json::array();
+  for (const ServeStepResult& s : r.serve) steps.push_back(step_json(s));
+  json j;
+  j["traffic"] = r.traffic;
+  j["steps"] = std::move(steps);
+  return j;
+}
+
+}  // namespace perfsim

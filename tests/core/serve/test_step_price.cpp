@@ -1,0 +1,140 @@
+// An engine step's price: its pieces against the graphs they come from, the interpolation
+// exact where it was built, CUDA-graph capture sizes, and the KV pool's size by hand.
+#include <doctest/doctest.h>
+
+#include "core/cost/cost_model.hpp"
+#include "core/errors.hpp"
+#include "core/passes/passes.hpp"
+#include "core/serve/scheduler_config.hpp"
+#include "core/serve/simulate.hpp"
+#include "core/serve/step_price.hpp"
+#include "graph_test_models.hpp"
+#include "hardware_test_util.hpp"
+
+using namespace perfsim;
+
+namespace {
+
+std::vector<StackStep> stack(std::vector<PassSpec> passes) { return {StackStep{"s", std::move(passes), ""}}; }
+
+double graph_seconds(const ModelConfig& m, const Hardware& hw, const Workload& w, const std::vector<StackStep>& st) {
+  const Graph g = build_stack_graph(m, w, st, 0, BuildOptions::sampled(1));
+  const Prediction p = predict(g, hw);
+  double t = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) t += p.ops[i].time * g.ops[i].count;
+  return t;
+}
+
+Workload decode(int64_t batch, int64_t kv) {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = batch;
+  w.prompt = kv - 1;
+  w.new_tokens = 1;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("serve price: a decode step of n sequences at one context is the decode graph") {
+  const ModelConfig m = test_models::tiny_llama();
+  const Hardware hw = test_models::h100_node();
+  const auto st = stack({{"bf16"}, {"flash_attention"}});
+  StepPricer pricer(m, hw, st, 0);
+  // Eight sequences decoding at context 128 (the line's first point): dense + head + attention
+  // of the decode graph of batch 8 at kv 128, plus the host's step.
+  EngineStep step;
+  for (int i = 0; i < 8; ++i) step.seqs.push_back(SeqWork{i, 1, 127, true, false});
+  CHECK(pricer.price(step) == doctest::Approx(graph_seconds(m, hw, decode(8, 128), st) + hw.host_overhead));
+  // At a context between the two built ones the attention is on the line between them.
+  const double a128 = pricer.decode_attention(8, 128), a2048 = pricer.decode_attention(8, 255);
+  CHECK(pricer.decode_attention(8, 191.5) == doctest::Approx((a128 + a2048) / 2));
+}
+
+TEST_CASE("serve price: a prompt's price is the prefill graph's") {
+  const ModelConfig m = test_models::tiny_llama();
+  const Hardware hw = test_models::h100_node();
+  const auto st = stack({{"bf16"}, {"flash_attention"}});
+  StepPricer pricer(m, hw, st, 0);
+  EngineStep step;
+  step.seqs.push_back(SeqWork{0, 64, 0, true, false});
+  Workload w;
+  w.phase = Phase::prefill;
+  w.batch = 1;
+  w.prompt = 64;
+  w.new_tokens = 1;
+  // The prefill graph's head runs on one last token, as the step's one sampling sequence.
+  CHECK(pricer.price(step) == doctest::Approx(graph_seconds(m, hw, w, st) + hw.host_overhead).epsilon(0.02));
+  // A chunk after cached tokens costs more attention than the same chunk from position 0.
+  CHECK(pricer.prefill_attention(1, 64, 128) > pricer.prefill_attention(1, 64, 0));
+}
+
+TEST_CASE("serve price: CUDA-graph capture sizes follow vLLM's") {
+  CHECK(StepPricer::capture_size(1) == 1);
+  CHECK(StepPricer::capture_size(2) == 2);
+  CHECK(StepPricer::capture_size(3) == 4);
+  CHECK(StepPricer::capture_size(5) == 8);
+  CHECK(StepPricer::capture_size(9) == 16);
+  CHECK(StepPricer::capture_size(17) == 24);
+  CHECK(StepPricer::capture_size(512) == 512);
+  CHECK(StepPricer::capture_size(513) == 0);
+}
+
+TEST_CASE("serve price: the KV pool is what the GPU has left, in blocks") {
+  const ModelConfig m = test_models::tiny_llama();  // 4 layers, 2 KV heads of 16, bf16 cache
+  Hardware hw = test_models::h100_node();
+  const auto st = stack({{"bf16"}, {"flash_attention"}, {"paged_kv"}});
+  StepPricer pricer(m, hw, st, 0);
+  // K and V, 4 layers, 2 KV heads × head_dim 16, 2 bytes: 2 · 4 · 32 · 2 = 512 bytes a token.
+  CHECK(pricer.kv_bytes_per_token() == doctest::Approx(512));
+  SchedulerConfig c = scheduler_config(st, 0);
+  hw.memory_bytes = 1e9;
+  const KvPool pool = kv_pool(pricer, c, hw, m.max_seq, m.name);
+  const double besides = pricer.memory_besides_kv(c.step_tokens(m.max_seq));
+  CHECK(pool.block == 16);
+  CHECK(pool.block_bytes == doctest::Approx(16 * 512));
+  CHECK(pool.blocks == static_cast<int64_t>((0.9e9 - besides) / (16 * 512)));
+  // A GPU too small for the weights has no pool: one clear error.
+  hw.memory_bytes = besides / 0.9 * 0.5;
+  CHECK_THROWS_AS((void)kv_pool(pricer, c, hw, m.max_seq, m.name), ConfigError);
+}
+
+TEST_CASE("serve knobs: cumulative, reset by a new scheduler, contradictions refused") {
+  auto knobs = [](std::vector<StackStep> s) { return scheduler_config(s, s.size() - 1); };
+  const StackStep st{"static", {{"scheduler", std::nullopt, "static"}, {"max_batch", 8}}, ""};
+  const StackStep dyn{"dynamic", {{"scheduler", std::nullopt, "dynamic"}, {"max_wait", 0.01}}, ""};
+  const StackStep cont{"continuous", {{"scheduler", std::nullopt, "continuous"}}, ""};
+  CHECK(knobs({st}).max_batch == 8);
+  CHECK(knobs({st, dyn}).max_batch == 32);  // reset by the new scheduler
+  CHECK(knobs({st, dyn}).max_wait == 0.01);
+  const SchedulerConfig c = knobs({st, dyn, cont});
+  CHECK(c.kind == SchedulerKind::continuous);
+  CHECK(c.max_batch == 256);
+  CHECK(c.max_wait == 0);
+  CHECK(c.step_tokens(8192) == 8192);
+  CHECK(c.step_tokens(1024) == 2048);
+  CHECK(knobs({cont, StackStep{"+chunked", {{"chunked_prefill", 512}}, ""}}).step_tokens(8192) == 512);
+  CHECK(knobs({cont, StackStep{"+paged", {{"paged_kv", 32.0}}, ""}}).block == 32);
+
+  auto error = [&](std::vector<StackStep> s) {
+    try {
+      (void)knobs(std::move(s));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error({cont, StackStep{"bad", {{"max_wait", 0.01}}, "f.lua:9: "}}) ==
+        "f.lua:9: step 'bad': 'max_wait' is a dynamic batching knob, but the scheduler here is continuous (set "
+        "scheduler = \"dynamic\", or drop max_wait)");
+  CHECK(error({st, StackStep{"bad", {{"chunked_prefill", 256}}, ""}}).find("needs scheduler = \"continuous\"") !=
+        std::string::npos);
+  CHECK(error({cont, StackStep{"bad", {{"prefix_cache"}}, ""}}).find("needs 'paged_kv'") != std::string::npos);
+  CHECK(error({cont, StackStep{"bad", {{"max_tokens", 100}, {"chunked_prefill", 100}}, ""}}).find("either") !=
+        std::string::npos);
+  // The knob's value is checked where it is written.
+  CHECK_THROWS_AS(validate(PassSpec{"scheduler", std::nullopt, "contineous"}), ConfigError);
+  CHECK_THROWS_AS(validate(PassSpec{"gpu_memory", 1.5}), ConfigError);
+  CHECK_THROWS_AS(validate(PassSpec{"max_batch", 0.0}), ConfigError);
+  CHECK_THROWS_AS(validate(PassSpec{"bf16", std::nullopt, "yes"}), ConfigError);
+}
