@@ -23,23 +23,6 @@ namespace {
 
 constexpr const char* capacity_what = "perfsim.capacity{}";
 
-// The scenario of `scenario = ...`: one scenario{} built (its first sweep point), or a table
-// of scenario fields.
-Scenario read_scenario(lua_State* L, const FieldReader& f) {
-  if (f.push("scenario") != LUA_TTABLE) {
-    const std::string got = describe_value(L, -1);
-    lua_pop(L, 1);
-    throw ConfigError(fmt::format("{} needs scenario = a table returned by scenario{{...}} (got {})", capacity_what, got));
-  }
-  const int index = lua_gettop(L);
-  BuiltScenario b;
-  if (const auto id = built_scenario_id(L, index))
-    b = context(L).scenarios.at(*id);
-  else
-    b = build_scenario(L, index, fmt::format("{} scenario", capacity_what));
-  lua_pop(L, 1);
-  return b.points.empty() ? b.scenario : b.points.front().scenario;
-}
 
 Hardware read_hardware(lua_State* L, const FieldReader& f, const Scenario& s) {
   Hardware hw;
@@ -122,7 +105,7 @@ int api_capacity(lua_State* L) {
   const FieldReader f(L, 1, capacity_what,
                       {"scenario", "target_rate", "users", "think", "requests", "hardware", "price_per_hour", "low",
                        "high", "tolerance", "max_iterations", "attainment"});
-  const Scenario s = read_scenario(L, f);
+  const Scenario s = scenario_field(L, f, capacity_what);
   if (!s.serve)
     throw ConfigError(fmt::format("{} plans serving: the scenario's workload must be serve{{...}} with an slo", capacity_what));
 

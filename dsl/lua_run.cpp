@@ -105,6 +105,60 @@ void push_row(lua_State* L, const StepResult& r, const StepResult& base,
   lua_setfield(L, -2, "sweep");
 }
 
+void push_latency(lua_State* L, const char* key, const LatencyStats& l) {
+  lua_createtable(L, 0, 5);
+  set_number(L, "mean", l.mean);
+  set_number(L, "p50", l.median);
+  set_number(L, "p90", l.p90);
+  set_number(L, "p99", l.p99);
+  set_number(L, "max", l.max);
+  lua_setfield(L, -2, key);
+}
+
+void push_serve_metrics(lua_State* L, const ServeMetrics& m) {
+  set_number(L, "requests_per_s", m.request_throughput);
+  set_number(L, "output_tokens_per_s", m.output_throughput);
+  set_number(L, "tokens_per_s", m.total_token_throughput);
+  set_number(L, "goodput", m.goodput);
+  set_number(L, "slo_attainment", m.slo_attainment);
+  set_number(L, "completed", static_cast<double>(m.completed));
+  set_number(L, "rejected", static_cast<double>(m.rejected));
+  set_number(L, "preemptions", static_cast<double>(m.preemptions));
+  set_number(L, "duration", m.duration);
+  set_number(L, "mean_batch", m.mean_batch);
+  set_number(L, "kv_utilization", m.kv_utilization_mean);
+  set_number(L, "prefix_hit_rate", m.prefix_hit_rate);
+  push_latency(L, "ttft", m.ttft);
+  push_latency(L, "tpot", m.tpot);
+  push_latency(L, "itl", m.itl);
+  push_latency(L, "e2e", m.e2e);
+  push_latency(L, "queue", m.queue);
+}
+
+// One row per serving step: vLLM's figures (seconds), the engine's, and the other hardware.
+void push_serve_row(lua_State* L, const ServeStepResult& r, const ServeStepResult& base,
+                    const std::map<std::string, std::string>& sweep) {
+  const ServeMetrics& m = r.predicted.metrics;
+  lua_createtable(L, 0, 24);
+  set_string(L, "step", r.step);
+  set_string(L, "hardware", r.hardware);
+  set_string(L, "scheduler", r.scheduler);
+  push_serve_metrics(L, m);
+  const double b = base.predicted.metrics.output_throughput;
+  set_number(L, "speedup", b > 0 ? m.output_throughput / b : 0.0);
+  lua_createtable(L, static_cast<int>(r.what_if.size()), 0);
+  for (std::size_t i = 0; i < r.what_if.size(); ++i) {
+    lua_createtable(L, 0, 20);
+    set_string(L, "hardware", r.what_if[i].hardware);
+    if (r.what_if[i].error.empty()) push_serve_metrics(L, r.what_if[i].metrics);
+    else set_string(L, "error", r.what_if[i].error);
+    lua_rawseti(L, -2, static_cast<int>(i) + 1);
+  }
+  lua_setfield(L, -2, "what_if");
+  push_sweep_values(L, sweep);
+  lua_setfield(L, -2, "sweep");
+}
+
 int run_rows(lua_State* L, const BuiltScenario& b, Backend* backend, const Hardware* device_hw) {
   lua_newtable(L);
   int n = 0;
@@ -115,6 +169,10 @@ int run_rows(lua_State* L, const BuiltScenario& b, Backend* backend, const Hardw
     const RunResult result = run_scenario(point.scenario, backend, device_hw, hooks);
     for (const StepResult& step : result.steps) {
       push_row(L, step, result.steps.front(), point.values);
+      lua_rawseti(L, -2, ++n);
+    }
+    for (const ServeStepResult& step : result.serve) {
+      push_serve_row(L, step, result.serve.front(), point.values);
       lua_rawseti(L, -2, ++n);
     }
   }

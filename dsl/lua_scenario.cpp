@@ -255,6 +255,22 @@ std::optional<std::size_t> built_scenario_id(lua_State* L, int index) {
   return id;
 }
 
+Scenario scenario_field(lua_State* L, const FieldReader& f, const char* what) {
+  if (f.push("scenario") != LUA_TTABLE) {
+    const std::string got = describe_value(L, -1);
+    lua_pop(L, 1);
+    throw ConfigError(fmt::format("{} needs scenario = a table returned by scenario{{...}} (got {})", what, got));
+  }
+  const int index = lua_gettop(L);
+  BuiltScenario b;
+  if (const auto id = built_scenario_id(L, index))
+    b = context(L).scenarios.at(*id);
+  else
+    b = build_scenario(L, index, fmt::format("{} scenario", what));
+  lua_pop(L, 1);
+  return b.points.empty() ? b.scenario : b.points.front().scenario;
+}
+
 int api_scenario(lua_State* L) {
   ScriptContext& ctx = context(L);
   BuiltScenario b = build_scenario(L, 1, "scenario{}");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dsl/lua_fields.hpp"
 #include "dsl/script_context.hpp"
 
 namespace perfsim::dsl {
@@ -18,6 +19,11 @@ namespace perfsim::dsl {
 // ignored (e.g. "backend" for perfsim.measure{}). Throws ConfigError on inconsistent input.
 [[nodiscard]] BuiltScenario build_scenario(lua_State* L, int index, const std::string& what,
                                            const std::vector<std::string>& extra_fields = {});
+
+// The scenario in field `scenario` of the table `f` reads, for the API functions that take one
+// (perfsim.search{}, perfsim.capacity{}): a table scenario{} returned (its first sweep point),
+// or a table of scenario fields. `what` names the caller in errors.
+[[nodiscard]] Scenario scenario_field(lua_State* L, const FieldReader& f, const char* what);
 
 // The index into ScriptContext::scenarios of a table scenario{} returned, if it is one.
 [[nodiscard]] std::optional<std::size_t> built_scenario_id(lua_State* L, int index);

@@ -47,23 +47,6 @@ std::vector<T> read_list(lua_State* L, const FieldReader& f, const char* key) {
   return out;
 }
 
-// The scenario of `scenario = ...`: one scenario{} built (its first sweep point), or a table
-// of scenario fields.
-Scenario read_scenario(lua_State* L, const FieldReader& f) {
-  if (f.push("scenario") != LUA_TTABLE) {
-    const std::string got = describe_value(L, -1);
-    lua_pop(L, 1);
-    throw ConfigError(fmt::format("{} needs scenario = a table returned by scenario{{...}} (got {})", search_what, got));
-  }
-  const int index = lua_gettop(L);
-  BuiltScenario b;
-  if (const auto id = built_scenario_id(L, index))
-    b = context(L).scenarios.at(*id);
-  else
-    b = build_scenario(L, index, fmt::format("{} scenario", search_what));
-  lua_pop(L, 1);
-  return b.points.empty() ? b.scenario : b.points.front().scenario;
-}
 
 void push_row(lua_State* L, const SearchCandidate& c, std::size_t rank) {
   lua_createtable(L, 0, 18);
@@ -109,7 +92,7 @@ int api_search(lua_State* L) {
   const FieldReader f(L, 1, search_what,
                       {"scenario", "gpus", "top", "hardware", "global_batch", "micro_batch", "tp", "pp", "zero",
                        "interleave", "ep", "recompute", "cp", "uneven_pp", "threads"});
-  const Scenario s = read_scenario(L, f);
+  const Scenario s = scenario_field(L, f, search_what);
 
   std::vector<StackStep> stack = s.stacks;
   if (stack.empty()) stack.push_back(StackStep{"baseline", {}, ""});
