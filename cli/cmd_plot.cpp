@@ -53,6 +53,11 @@ CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
       "  timeline    a trace (--trace t.json): one step's spans, a lane per track of its predicted,\n"
       "              measured and per-rank processes, coloured by forward, backward, optimizer,\n"
       "              pipeline transfer and collective\n"
+      "  serve_latency_cdf  serving: CDFs of TTFT and E2E per stack step\n"
+      "  serve_percentiles  serving: p50 and p99 TTFT, TPOT and E2E per stack step\n"
+      "  serve_timeline     serving: batch size and KV blocks used over the run, per step\n"
+      "  serve_load         serving, a sweep over rate (or users): p50/p99 TTFT and TPOT and the\n"
+      "                     requests served against the offered load (the latency-throughput curve)\n"
       "Files: DIR/NAME.svg and DIR/NAME.png; written together or not at all. Needs python3 with\n"
       "matplotlib (Debian: python3-matplotlib, installed by make deps; PERFSIM_PYTHON picks the\n"
       "interpreter). docs/LOOKING_AT_A_RUN.md shows each chart and how to read it.");

@@ -169,11 +169,13 @@ class RunReport:
                           (args.point, len(results), "" if len(results) == 1 else "s"))
         self.point = results[args.point - 1]
         self.steps = [s for s in self.point.get("steps", []) if isinstance(s, dict)]
-        if not self.steps:
+        # A serving scenario has no model steps: its stack steps are engine runs under "serve".
+        self.serve = serve_steps(self.point)
+        if not self.steps and not self.serve:
             raise Failure("%s: sweep point %d holds no steps" % (shown, args.point))
         self.step_name = args.step
-        if args.step and not any(step_key(s.get("step", "")) == step_key(args.step) for s in self.steps):
-            names = ", ".join(s.get("step", "") for s in self.steps)
+        if args.step and not any(step_key(s.get("step", "")) == step_key(args.step) for s in self.steps + self.serve):
+            names = ", ".join(s.get("step", "") for s in self.steps + self.serve)
             raise Failure("--step %s: no such step (the steps: %s)" % (args.step, names))
 
     def label(self):
@@ -642,6 +644,296 @@ def chart_ranks(rep):
 
 
 # ----------------------------------------------------------------------------------------------
+# A serving run (workload = serve{...}): per stack step the engine's predicted run under "serve"
+
+P50 = "#4C72B0"
+P99 = "#C44E52"
+KV_COLOR = ROLE_COLORS["kv_cache"]
+MAX_TIMELINE_PANELS = 8
+LOAD_KEYS = ("rate", "users")  # sweep keys that vary the load of a serving scenario
+
+
+def serve_steps(point):
+    serve = point.get("serve") if isinstance(point, dict) else None
+    steps = serve.get("steps") if isinstance(serve, dict) else None
+    return [s for s in steps or [] if isinstance(s, dict)]
+
+
+def serve_part(s, *keys):
+    """s["predicted"][keys...] as a dict ({} where missing)."""
+    d = s
+    for k in ("predicted",) + keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d if isinstance(d, dict) else {}
+
+
+def latency(metrics, what, stat):
+    d = metrics.get(what)
+    return num(d.get(stat)) if isinstance(d, dict) else None
+
+
+def step_color(i):
+    return "C%d" % (i % 10)
+
+
+def serve_line(rep):
+    traffic = (rep.point.get("serve") or {}).get("traffic", "")
+    hardware = []
+    for s in rep.serve:
+        if s.get("hardware", "?") not in hardware:
+            hardware.append(s.get("hardware", "?"))
+    return "%s; predicted on %s" % (traffic or "serving", ", ".join(hardware))
+
+
+def plain_log(ax, axis="y"):
+    """A log axis labelled 0.1, 1, 10 rather than 10^n; its minor ticks labelled too where it spans less
+    than a decade (otherwise no tick would carry a number)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    which = ax.yaxis if axis == "y" else ax.xaxis
+    lo, hi = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    plain = FuncFormatter(lambda v, _: "%g" % v)
+    which.set_major_formatter(plain)
+    which.set_minor_formatter(plain if lo > 0 and hi / lo < 10 else NullFormatter())
+
+
+def need_serve(rep):
+    if not rep.serve:
+        raise Skip("sweep point %s is not a serving run" % rep.label())
+
+
+def chart_serve_latency_cdf(rep):
+    need_serve(rep)
+    series = []
+    for i, s in enumerate(rep.serve):
+        req = serve_part(s, "requests")
+        ttft = sorted(v for v in (num(x) for x in req.get("ttft") or []) if v and v > 0)
+        e2e = sorted(v for v in (num(x) for x in req.get("e2e") or []) if v and v > 0)
+        series.append((i, s.get("step", "?"), {"ttft": ttft, "e2e": e2e}))
+    if not any(v for _, _, d in series for v in d.values()):
+        raise Skip("no step served a request")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.8), sharey=True)
+    for ax, key, what in ((axes[0], "ttft", "TTFT: arrival to first token"),
+                          (axes[1], "e2e", "E2E: arrival to last token")):
+        for i, name, d in series:
+            values = d[key]
+            if not values:
+                continue
+            n = len(values)
+            ax.step([v * 1e3 for v in values], [(j + 1) / n for j in range(n)], where="post", color=step_color(i),
+                    linewidth=1.4, label="%s (%d)" % (name, n), gid="series-serve_latency_cdf-%s-%d" % (key, i))
+        for q, text in ((0.5, "p50"), (0.99, "p99")):
+            ax.axhline(q, color="#999999", linewidth=0.7, linestyle=":")
+            ax.text(0.0, q, " " + text, transform=ax.get_yaxis_transform(), fontsize=7, color="#777777", va="bottom")
+        ax.set_xscale("log")
+        plain_log(ax, "x")
+        ax.set_xlabel("%s (ms, log)" % what)
+        ax.set_ylim(0, 1.03)
+    axes[0].set_ylabel("fraction of requests")
+    axes[1].legend(loc="lower right", title="step (served requests)", title_fontsize=8)
+    finish(fig, "Serving latency CDF — %s" % rep.label(),
+           serve_line(rep) + "\nthe fraction of served requests within each latency (refused requests left out); "
+           "dotted: the median and the 99th percentile")
+    return fig
+
+
+def chart_serve_percentiles(rep):
+    need_serve(rep)
+    names = [s.get("step", "?") for s in rep.serve]
+    metrics = [serve_part(s, "metrics") for s in rep.serve]
+    panels = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
+    if not any(latency(m, k, "median") for m in metrics for k, _ in panels):
+        raise Skip("no latency figures: no step served a request")
+    fig, axes = new_figure(8.0, 7.8, rows=3, sharex=True)
+    for ax, (key, title) in zip(axes, panels):
+        values = [v for m in metrics for v in (latency(m, key, "median"), latency(m, key, "p99")) if v]
+        step_axis(ax, names)
+        if not values:
+            ax.text(0.5, 0.5, "no %s: every request had one output token" % title, transform=ax.transAxes,
+                    ha="center", va="center", fontsize=8, color="#777777")
+            ax.set_yticks([])
+            continue
+        scale, unit = time_unit(max(values))
+        for stat, label, color, style, marker, dy in (("median", "p50", P50, "-", "o", -11),
+                                                      ("p99", "p99", P99, "--", "s", 5)):
+            pts = [(i, latency(m, key, stat)) for i, m in enumerate(metrics)]
+            pts = [(i, v) for i, v in pts if v]
+            if not pts:
+                continue
+            ax.plot([i for i, _ in pts], [v / scale for _, v in pts], linestyle=style, marker=marker, color=color,
+                    linewidth=1.2, label=label, gid="series-serve_percentiles-%s-%s" % (key, label))
+            for i, v in pts:
+                ax.annotate(fmt_time(v), (i, v / scale), textcoords="offset points", xytext=(0, dy), ha="center",
+                            fontsize=7, color=color)
+        # Steps that change a latency a thousandfold (static batching's queue) need a log axis.
+        if max(values) / min(values) > 30:
+            ax.set_yscale("log")
+            ax.set_ylim(min(values) / scale / 3, max(values) / scale * 4)
+            plain_log(ax)
+        else:
+            ax.set_ylim(0, max(values) / scale * 1.25)
+        ax.set_ylabel("%s (%s)" % (title, unit))
+    axes[0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    finish(fig, "Serving latency percentiles — %s" % rep.label(),
+           serve_line(rep) + "\nTTFT: arrival to first token; TPOT: (E2E − TTFT) ÷ (output − 1) per request; "
+           "E2E: arrival to last token (vLLM's definitions); p50 solid, p99 dashed")
+    return fig
+
+
+def chart_serve_timeline(rep):
+    need_serve(rep)
+    chosen = list(enumerate(rep.serve))
+    if rep.step_name:
+        chosen = [(i, s) for i, s in chosen if step_key(s.get("step", "")) == step_key(rep.step_name)]
+    panels = []
+    for i, s in chosen:
+        tl = serve_part(s, "timeline")
+        starts = tl.get("t") or []
+        pad = lambda values: list(values or []) + [None] * max(0, len(starts) - len(values or []))
+        rows = [(num(t), num(b), num(k), num(d))
+                for t, b, k, d in zip(starts, tl.get("batch") or [], pad(tl.get("kv_used")), pad(tl.get("duration")))]
+        rows = [(t, b, k, d) for t, b, k, d in rows if t is not None and b is not None]
+        if rows:
+            panels.append((i, s, rows))
+    if not panels:
+        raise Skip("the report holds no engine steps over time")
+    more = len(panels) - MAX_TIMELINE_PANELS
+    panels = panels[:MAX_TIMELINE_PANELS]
+    n = len(panels)
+    fig, axes = new_figure(9.0, 1.5 + 1.75 * n, rows=n, sharex=True)
+    end = max(t + (d or 0) for _, _, rows in panels for t, _, _, d in rows)
+    # One scale per quantity for all panels, so the steps compare at a glance; a pool the runs fill
+    # is read against 100%, a small model's sliver of it at its own scale.
+    batch_top = max(b for _, _, rows in panels for _, b, _, _ in rows) or 1
+    kv_top = max((k or 0) * 100 for _, _, rows in panels for _, _, k, _ in rows)
+    kv_top = 105 if kv_top > 20 else (kv_top * 1.2 if kv_top > 0 else 1)
+    sampled = []
+    for ax, (i, s, rows) in zip(axes, panels):
+        # Every engine step in the report: the batch drops to 0 between steps, where the engine
+        # waits for arrivals. Every k-th of them: each sample holds until the next.
+        every = (len(rows) >= (num(serve_part(s, "metrics").get("steps")) or 0) and
+                 all(d is not None for _, _, _, d in rows))
+        if not every:
+            sampled.append(s.get("step", "?"))
+        ts, batch = [], []
+        for j, (t, b, _, d) in enumerate(rows):
+            ts.append(t)
+            batch.append(b)
+            stop = t + (d or 0)
+            if every and (j + 1 == len(rows) or rows[j + 1][0] > stop):
+                ts.append(stop)
+                batch.append(0)
+        if not every:
+            ts.append(rows[-1][0] + (rows[-1][3] or 0))
+            batch.append(batch[-1])
+        ax.plot(ts, batch, drawstyle="steps-post", color=PREDICTED, linewidth=0.9,
+                gid="series-serve_timeline-batch-%d" % i)
+        ax.set_ylim(0, batch_top * 1.15)
+        ax.set_ylabel("batch", color=PREDICTED)
+        kv_ax = ax.twinx()
+        kv_ax.spines["right"].set_visible(True)
+        kv_ax.grid(False)
+        kv_t = [t for t, _, _, _ in rows] + [rows[-1][0] + (rows[-1][3] or 0)]
+        kv = [(k or 0) * 100 for _, _, k, _ in rows]
+        kv_ax.plot(kv_t, kv + kv[-1:], drawstyle="steps-post", color=KV_COLOR, linewidth=0.9,
+                   gid="series-serve_timeline-kv-%d" % i)
+        kv_ax.set_ylim(0, kv_top)
+        kv_ax.set_ylabel("KV used (%)", color=KV_COLOR)
+        pool = s.get("pool") or {}
+        blocks, tokens = num(pool.get("blocks")), num(pool.get("block_tokens"))
+        where = " — KV pool %s blocks of %d tokens" % (format(int(blocks), ","), tokens) if blocks and tokens else ""
+        ax.set_title("%s%s" % (s.get("step", "?"), where), loc="left", fontsize=9)
+    axes[-1].set_xlim(0, end * 1.01 if end > 0 else 1)
+    axes[-1].set_xlabel("time from the run's start (s)")
+    note = ("batch: sequences in each engine step, 0 while the engine waits for arrivals (blue, left); KV cache "
+            "used after each step was formed, % of the pool (green, right)")
+    if len(sampled) == n:
+        note += "; every k-th engine step of these long runs, each held until the next"
+    elif sampled:
+        note += "; %s: every k-th engine step of a long run, each held until the next" % ", ".join(sampled)
+    if more > 0:
+        note += "\nthe first %d of %d steps; --step NAME draws another alone" % (n, n + more)
+    finish(fig, "Serving engine over time — %s" % rep.label(), serve_line(rep) + "\n" + note)
+    return fig
+
+
+def chart_serve_load(rep):
+    points = [r for r in rep.results if serve_steps(r)]
+    key = None
+    for k in LOAD_KEYS:
+        if len({(r.get("sweep") or {}).get(k) for r in points} - {None}) >= 2:
+            key = k
+            break
+    if key is None:
+        raise Skip("no sweep over the load of a serving scenario (sweep = {rate = {...}} or {users = {...}})")
+    series = {}
+    for r in points:
+        sweep = r.get("sweep") or {}
+        try:
+            x = float(sweep.get(key))  # sweep values are strings in the report
+        except (TypeError, ValueError):
+            continue
+        others = "".join(" %s=%s" % kv for kv in sorted(sweep.items()) if kv[0] != key)
+        for i, s in enumerate(serve_steps(r)):
+            m = serve_part(s, "metrics")
+            entry = series.setdefault(s.get("step", "?") + others, {"index": i, "pts": []})
+            entry["pts"].append({"x": x, "ttft50": latency(m, "ttft", "median"), "ttft99": latency(m, "ttft", "p99"),
+                                 "tpot50": latency(m, "tpot", "median"), "tpot99": latency(m, "tpot", "p99"),
+                                 "rps": num(m.get("request_throughput"))})
+    series = {k: v for k, v in series.items() if len({p["x"] for p in v["pts"]}) >= 2}
+    if not series:
+        raise Skip("no stack step was predicted at several %s values" % key)
+    # Colours by step when the steps are the only series, else by series.
+    by_step = len(series) == len({v["index"] for v in series.values()})
+    fig, axes = new_figure(8.0, 8.4, rows=3, sharex=True, heights=[3, 3, 2])
+    xs_all = sorted({p["x"] for v in series.values() for p in v["pts"]})
+    for n, (label, v) in enumerate(series.items()):
+        color = step_color(v["index"] if by_step else n)
+        pts = sorted(v["pts"], key=lambda p: p["x"])
+        for ax, what in ((axes[0], "ttft"), (axes[1], "tpot")):
+            for stat, style, marker in (("50", "-", "o"), ("99", "--", "s")):
+                got = [p for p in pts if p[what + stat]]
+                if got:
+                    ax.plot([p["x"] for p in got], [p[what + stat] * 1e3 for p in got], linestyle=style,
+                            marker=marker, markersize=4, color=color, linewidth=1.3,
+                            label=label if stat == "50" and what == "ttft" else None,
+                            gid="series-serve_load-%s-p%s-%d" % (what, stat, n))
+        got = [p for p in pts if p["rps"]]
+        if got:
+            axes[2].plot([p["x"] for p in got], [p["rps"] for p in got], marker="o", markersize=4, color=color,
+                         linewidth=1.3, gid="series-serve_load-throughput-%d" % n)
+    for ax, what in ((axes[0], "TTFT"), (axes[1], "TPOT")):
+        ax.set_yscale("log")
+        plain_log(ax)
+        ax.set_ylabel("%s (ms, log)" % what)
+    if key == "rate":
+        axes[2].plot(xs_all, xs_all, ":", color="#333333", linewidth=0.8, gid="offered")
+        axes[2].set_xlabel("offered request rate (requests/s)")
+    else:
+        axes[2].set_xlabel("concurrent users (closed loop)")
+    axes[2].set_ylabel("served (requests/s)")
+    axes[2].set_ylim(bottom=0)
+    if xs_all[0] > 0 and xs_all[-1] / xs_all[0] >= 10:
+        axes[2].set_xscale("log")
+    axes[2].set_xticks(xs_all)
+    axes[2].set_xticklabels(["%g" % x for x in xs_all])
+    from matplotlib.lines import Line2D
+    handles, _ = axes[0].get_legend_handles_labels()
+    handles += [Line2D([], [], color="#333333", linestyle="-", marker="o", markersize=4, label="p50"),
+                Line2D([], [], color="#333333", linestyle="--", marker="s", markersize=4, label="p99")]
+    if key == "rate":
+        handles.append(_dotted("served = offered"))
+    axes[0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    point = rep.results[0]
+    finish(fig, "Latency vs load — %s" % point.get("scenario", "?"),
+           "p50 and p99 TTFT and TPOT, and the requests served per second, against the %s swept; one line per "
+           "stack step\nwhere latency turns sharply up and the served rate stops following the offered one, the "
+           "engine is saturated: its capacity is the load just before that knee" %
+           ("offered request rate" if key == "rate" else "concurrent users"))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
 # A validation report
 
 def chart_validation(doc):
@@ -701,6 +993,7 @@ PHASES = [
     ("collective", "collective (all-reduce, ...)", "#8172B3"),
     ("host", "host issue", "#8C8C8C"),
     ("step", "step", "#BBBBBB"),
+    ("engine", "serving engine step", "#937860"),
 ]
 PHASE_COLORS = {k: c for k, _, c in PHASES}
 COLLECTIVE_WORDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
@@ -708,8 +1001,8 @@ COLLECTIVE_WORDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", 
 
 def phase_of(name, cls):
     base = name.split("/", 1)[1] if "/" in name and name.split("/", 1)[0].startswith("mb") else name
-    if cls == "step":
-        return "step"
+    if cls in ("step", "engine"):
+        return cls
     if cls == "host":
         return "host"
     if "pipeline." in base:
@@ -884,15 +1177,20 @@ def chart_timeline(trace, g):
     ax.set_xlim(0, end / scale * 1.01)
     ax.grid(axis="y", visible=False)
     ax.tick_params(axis="y", length=0)
-    ax.set_xlabel("time from the step's start (%s)" % unit)
+    serving = all(trace.names.get(p, "").startswith("serve · ") for p in g["pids"])
+    ax.set_xlabel("time from the %s's start (%s)" % ("run" if serving else "step", unit))
     handles = [proxy(PHASE_COLORS[k], text) for k, text, _ in PHASES if k in seen_phases]
     if odd_micro:
         handles.append(proxy(lighter("#777777"), "lighter: odd micro-batches"))
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0, 1.0, 0.05), mode="expand",
               ncol=min(4, len(handles)), borderaxespad=0.2)
     others = [x["step"] for x in trace.groups if x is not g]
-    note = ("colour: the part of the step each op belongs to; predicted: the cost model's stream timeline; "
-            "measured: the stream timeline of the measured per-op medians")
+    if serving:
+        note = ("a span per step of the serving engine's predicted run; the trace's counters and requests show in "
+                "Perfetto (ui.perfetto.dev)")
+    else:
+        note = ("colour: the part of the step each op belongs to; predicted: the cost model's stream timeline; "
+                "measured: the stream timeline of the measured per-op medians")
     if any(trace.is_rank(p) for p in g["pids"]):
         note += "; rank R: each op where it ran in the rank's run of median length, waits for other ranks included"
     if others:
@@ -910,6 +1208,14 @@ RUN_CHARTS = [
     ("op_classes", chart_op_classes),
     ("scaling", chart_scaling),
     ("ranks", chart_ranks),
+]
+
+# Drawn for reports of serving scenarios only.
+SERVE_CHARTS = [
+    ("serve_latency_cdf", chart_serve_latency_cdf),
+    ("serve_percentiles", chart_serve_percentiles),
+    ("serve_timeline", chart_serve_timeline),
+    ("serve_load", chart_serve_load),
 ]
 
 
@@ -963,7 +1269,10 @@ def draw(args):
         if len(rep.results) > 1:
             say(args, "%d sweep points: the per-step charts show point %d (%s); --point N picks another" %
                 (len(rep.results), args.point, rep.label()))
-        charts = [(name, (lambda fn: lambda: fn(rep))(fn)) for name, fn in RUN_CHARTS]
+        # A serving scenario's points hold engine runs, not model steps: the charts of each kind
+        # the report holds.
+        kinds = (RUN_CHARTS if rep.steps else []) + (SERVE_CHARTS if any(serve_steps(r) for r in rep.results) else [])
+        charts = [(name, (lambda fn: lambda: fn(rep))(fn)) for name, fn in kinds]
         charts.append(("timeline", no_trace))
     elif "validate" in doc and "ops" in doc:
         if args.step or args.point != 1:

@@ -11,6 +11,7 @@
 #include "core/cost/cost_model.hpp"
 #include "core/graph/op_shape.hpp"
 #include "core/parallel/micro_batches.hpp"
+#include "core/spec/size_text.hpp"
 #include "core/version.hpp"
 
 namespace perfsim {
@@ -90,6 +91,12 @@ class TraceWriter {
       if (!rm.timeline.empty()) add_rank(s, rm, ++m_pid, label);
   }
 
+  void add_serve(const RunResult& r) {
+    if (r.serve.empty()) return;
+    m_pid = add_serve_processes(r, m_pid, m_events);
+    m_serve = true;
+  }
+
   [[nodiscard]] std::string text() const {
     json root;
     root["traceEvents"] = m_events;
@@ -98,6 +105,13 @@ class TraceWriter {
                          {"timelines", "predicted: the cost model's stream timeline; measured: the stream timeline "
                                        "of the measured per-op medians; measured · rank R: where each op of the "
                                        "rank ran in its run of median length, waits for other ranks included"}};
+    if (m_serve)
+      root["otherData"]["serve"] = fmt::format(
+          "serve · STEP: the serving engine's predicted run of that stack step: a span per engine step, counters "
+          "(batch, tokens per step, KV blocks used % of the pool, waiting requests) and the first {} served "
+          "requests as async slices (queued, prefill, decode); with more requests served, the engine steps up to "
+          "the last traced request's end",
+          grouped(static_cast<int64_t>(serve_trace_requests)));
     return root.dump(1) + "\n";
   }
 
@@ -191,14 +205,17 @@ class TraceWriter {
 
   json m_events = json::array();
   int m_pid = 0;
+  bool m_serve = false;
 };
 
 }  // namespace
 
 std::string format_trace(const std::vector<RunResult>& results) {
   TraceWriter w;
-  for (const RunResult& r : results)
+  for (const RunResult& r : results) {
     for (const StepResult& s : r.steps) w.add_step(r, s);
+    w.add_serve(r);
+  }
   return w.text();
 }
 

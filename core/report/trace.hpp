@@ -8,7 +8,16 @@
 // The measured timeline is the one perfsim's measured step time is: the stream timeline of the
 // measured per-op medians (core/cost/timeline.cpp), not a profiler's clock. A parallel layout's
 // step shows rank 0's graph.
+//
+// A serving run's stack step is one process, "serve · ... (predicted, HW)": a track of the
+// engine's steps (a span each, its batch and tokens in the args), counters of the batch, tokens
+// per step, KV blocks used (% of the pool) and waiting requests, and the first
+// serve_trace_requests served requests as async slices (request, and inside it queued, prefill,
+// decode). When more requests were served, the engine steps stop where the last traced request
+// finished.
 #pragma once
+#include <cstddef>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -17,5 +26,11 @@
 namespace perfsim {
 
 [[nodiscard]] std::string format_trace(const std::vector<RunResult>& results);
+
+inline constexpr std::size_t serve_trace_requests = 1000;
+
+// The serving steps of `r` as trace events appended to `events`, one process per stack step with
+// pids pid + 1, pid + 2, ... (serve_trace.cpp). Returns the last pid used (`pid` when none).
+int add_serve_processes(const RunResult& r, int pid, nlohmann::ordered_json& events);
 
 }  // namespace perfsim

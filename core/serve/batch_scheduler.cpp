@@ -61,17 +61,24 @@ class BatchScheduler final : public Scheduler {
     return now >= s.req(s.waiting.front()).arrival + s.config.max_wait;
   }
 
-  // Takes up to max_batch waiting requests whose KV (padded prompt + longest output, or max_seq
-  // each without paging) fits; false when none is taken.
+  // Takes the longest run of waiting requests (up to max_batch) whose KV fits the pool: each
+  // holds the batch's padded length (longest prompt + longest output) in blocks, or max_seq
+  // without paging. The first always fits (the engine refuses requests larger than the pool);
+  // false when the scheduler is not ready.
   bool form_batch(EngineState& s, double now) {
     if (!ready(s, now)) return false;
-    const auto n = std::min<std::size_t>(s.waiting.size(), static_cast<std::size_t>(s.config.max_batch));
-    int64_t prompt = 0, output = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      prompt = std::max(prompt, s.req(s.waiting[i]).prompt);
-      output = std::max(output, s.req(s.waiting[i]).output);
+    const auto most = std::min<std::size_t>(s.waiting.size(), static_cast<std::size_t>(s.config.max_batch));
+    const int64_t free_blocks = s.kv->available_blocks() -
+                                static_cast<int64_t>(s.config.watermark * static_cast<double>(s.kv->total_blocks()));
+    std::size_t n = 0;
+    int64_t prompt = 0, output = 0, hold = 0;
+    for (std::size_t k = 0; k < most; ++k) {
+      const int64_t p = std::max(prompt, s.req(s.waiting[k]).prompt);
+      const int64_t o = std::max(output, s.req(s.waiting[k]).output);
+      const int64_t h = s.config.paged ? p + o : s.max_seq;
+      if (k > 0 && static_cast<int64_t>(k + 1) * blocks_for(h, s.kv->block_size()) > free_blocks) break;
+      prompt = p, output = o, hold = h, n = k + 1;
     }
-    const int64_t hold = s.config.paged ? prompt + output : s.max_seq;
     for (std::size_t i = 0; i < n; ++i) {
       const int64_t id = s.waiting.front();
       if (s.kv->admit(s.prompt_of(id), hold) < 0) break;

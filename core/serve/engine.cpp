@@ -122,15 +122,18 @@ EngineRun run_engine(const std::vector<Request>& requests, const SchedulerConfig
     if (served_or_refused == total) break;  // the last arrivals were refused
     s.arrivals_done = arrivals.empty() && std::all_of(next_of_user.begin(), next_of_user.end(),
                                                       [](const auto& q) { return q.empty(); });
-    const EngineStep step = scheduler->next(s, now);
+    EngineStep step = scheduler->next(s, now);
+    // A step emptied by preempting its last running request leaves room: ask once more.
+    if (step.empty() && s.running.empty() && !s.waiting.empty()) step = scheduler->next(s, now);
     if (step.empty()) {
       const double t = std::min(arrivals.empty() ? std::numeric_limits<double>::infinity() : arrivals.top().time,
                                 scheduler->wake_at(s));
-      if (t < std::numeric_limits<double>::infinity()) {
-        clock.wait_until(std::max(t, now));
+      if (t > now && t < std::numeric_limits<double>::infinity()) {
+        clock.wait_until(t);
         continue;
       }
-      // Nothing runs and nothing will arrive: the request at the front can never be placed.
+      // Nothing runs and no later event can change that: the request at the front can never be
+      // placed.
       if (s.waiting.empty() || !s.running.empty())
         throw std::logic_error(fmt::format("serving engine stalled: {} waiting, {} running, {} of {} requests done",
                                              s.waiting.size(), s.running.size(), served_or_refused, total));

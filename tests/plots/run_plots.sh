@@ -4,11 +4,11 @@
 # that parses, the number of series per chart, PNG that decodes and is not blank, the charts
 # without data left out.
 #
-#   tests/plots/run_plots.sh PERFSIM_BIN SOURCE_DIR CASE     # CASE: run validate scaling timeline ranks errors
+#   tests/plots/run_plots.sh PERFSIM_BIN SOURCE_DIR CASE     # CASE: run validate scaling timeline ranks serve errors
 set -uo pipefail
 
 if [ $# -ne 3 ]; then
-  echo "usage: $0 PERFSIM_BIN SOURCE_DIR run|validate|scaling|timeline|ranks|errors" >&2
+  echo "usage: $0 PERFSIM_BIN SOURCE_DIR run|validate|scaling|timeline|ranks|serve|errors" >&2
   exit 2
 fi
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -74,7 +74,9 @@ case $case_name in
     expect_err '^perfsim: plot: skipped ranks: no step runs over several GPUs'
     expect_err '^perfsim: plot: skipped timeline: it needs a trace, not a report: perfsim run SCENARIO --trace t.json'
     expect_err '^perfsim: plot: wrote 4 charts to .* \(roofline, stack, memory, op_classes\)'
-    check "$tmp/charts" roofline=2 stack=4 memory=10 op_classes=12 --absent scaling ranks validation || failed=1
+    grep -q 'serve' "$tmp/err" && fail "a report of model steps names the serving charts: $(cat "$tmp/err")"
+    check "$tmp/charts" roofline=2 stack=4 memory=10 op_classes=12 --absent scaling ranks validation serve_latency_cdf \
+      serve_percentiles serve_timeline serve_load || failed=1
     # The same report drawn again gives the same bytes.
     run 0 plot "$tmp/r.json" "$tmp/again" -q
     [ -s "$tmp/err" ] && fail "-q printed: $(cat "$tmp/err")"
@@ -141,6 +143,34 @@ case $case_name in
       expect_lanes "$tmp/timeline/timeline.svg" "rank$r-main-stream" 1
     done
     expect_lanes "$tmp/timeline/timeline.svg" rank2- 0
+    ;;
+  serve)
+    # A serving scenario predicted (tiny-llama, 40 requests; static, then continuous batching over
+    # paged KV): its engine runs' charts, a line or panel per stack step, and none of the model
+    # steps' charts.
+    run 0 run tests/plots/serve_tiny.lua --backend none -q -o "$tmp/r.json" --trace "$tmp/t.json"
+    run 0 plot "$tmp/r.json" "$tmp/charts"
+    expect_err '^perfsim: plot: skipped serve_load: no sweep over the load of a serving scenario'
+    expect_err '^perfsim: plot: wrote 3 charts to .* \(serve_latency_cdf, serve_percentiles, serve_timeline\), each'
+    grep -q 'roofline' "$tmp/err" && fail "a serving report's notes name the model steps' charts: $(cat "$tmp/err")"
+    check "$tmp/charts" serve_latency_cdf=4 serve_percentiles=6 serve_timeline=4 \
+      --absent serve_load roofline stack memory op_classes scaling ranks validation || failed=1
+    run 0 plot "$tmp/r.json" "$tmp/again" -q
+    same_files "$tmp/charts" "$tmp/again"
+    # --step: that step's timeline alone; a step the run does not hold names those it does.
+    run 0 plot "$tmp/r.json" "$tmp/one" --step continuous -q
+    check "$tmp/one" serve_timeline=2 serve_latency_cdf=4 || failed=1
+    grep -q 'series-serve_timeline-batch-1' "$tmp/one/serve_timeline.svg" || fail "--step continuous: not its timeline"
+    run 1 plot "$tmp/r.json" "$tmp/bad_step" --step paged
+    expect_err '^perfsim: error: --step paged: no such step \(the steps: static, \+continuous\)$'
+    # Swept over the arrival rate (--plots on run): the latency-vs-load curves, five series per step.
+    run 0 run tests/plots/serve_tiny.lua --backend none -q --set sweep=true --plots "$tmp/load"
+    check "$tmp/load" serve_load=10 serve_latency_cdf=4 serve_percentiles=6 serve_timeline=4 || failed=1
+    # Its trace: the engine steps of the first stack step's process, one lane.
+    run 0 plot "$tmp/t.json" "$tmp/timeline"
+    expect_err '^perfsim: plot: the timeline shows step static of 2'
+    check "$tmp/timeline" timeline=1 || failed=1
+    expect_lanes "$tmp/timeline/timeline.svg" serve-engine-steps 1
     ;;
   errors)
     run 0 run tests/cli/tiny_decode.lua --backend none -q -o "$tmp/r.json"

@@ -218,3 +218,21 @@ TEST_CASE("serve engine: closed-loop users send their next request when the last
   CHECK(rec(run, 3).request.arrival == 1.5);
   CHECK(rec(run, 3).finished == 2.5);
 }
+
+TEST_CASE("serve engine: a static batch holds only as many padded requests as the pool fits") {
+  // Pool of 8 blocks of 4 tokens. A (prompt 4, 2 tokens) and B (prompt 20, 8 tokens) wait
+  // together: padded, each would hold 20 + 8 = 28 tokens (7 blocks), 14 for both: B waits for
+  // the next batch. Alone, A holds 6 tokens (2 blocks).
+  SchedulerConfig c;
+  c.kind = SchedulerKind::static_batch;
+  c.max_batch = 2;
+  c.paged = true;
+  c.block = 4;
+  c.watermark = 0;
+  FixedClock clock(1.0);
+  const EngineRun run = run_engine({request(0, 0, 4, 2), request(1, 0, 20, 8)}, c, pool(8), 64, 0, clock);
+  CHECK(rec(run, 0).finished == 2);
+  CHECK(rec(run, 1).first_token == 3);
+  CHECK(rec(run, 1).finished == 10);
+  CHECK(rec(run, 1).rejected.empty());
+}
