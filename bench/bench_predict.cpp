@@ -11,20 +11,14 @@
 #include "core/cost/cost_model.hpp"
 #include "core/passes/passes.hpp"
 #include "dsl/dsl.hpp"
+#include "bench_util.hpp"
 
 using namespace perfsim;
-using clock_type = std::chrono::steady_clock;
+using namespace perfsim::bench;
 
 namespace {
 
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct Row {
   std::string what;

@@ -15,31 +15,15 @@
 #include "core/parallel/plan.hpp"
 #include "core/parallel/search.hpp"
 #include "dsl/dsl.hpp"
+#include "bench_util.hpp"
 
 using namespace perfsim;
-using clock_type = std::chrono::steady_clock;
+using namespace perfsim::bench;
 
 namespace {
 
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  return "unknown CPU";
-}
 
 std::string show(double s) {
   return s < 1e-3 ? fmt::format("{:.1f} us", s * 1e6) : s < 1 ? fmt::format("{:.2f} ms", s * 1e3)

@@ -14,27 +14,14 @@
 #include "core/serve/simulate.hpp"
 #include "core/serve/traffic.hpp"
 #include "dsl/dsl.hpp"
+#include "bench_util.hpp"
 
 using namespace perfsim;
-using clock_type = std::chrono::steady_clock;
+using namespace perfsim::bench;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  return "unknown CPU";
-}
 
 StackStep step(std::string name, std::vector<PassSpec> passes) { return StackStep{std::move(name), std::move(passes), ""}; }
 

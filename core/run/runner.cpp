@@ -148,6 +148,18 @@ void find_gpus_that_fit(StepResult& r, const Scenario& s, const std::vector<Stac
 
 }  // namespace
 
+RunResult run_header(const Scenario& s, const Backend* backend) {
+  RunResult out;
+  out.scenario = s.name;
+  out.file = s.file;
+  out.description = s.description;
+  out.model = s.model.name;
+  out.model_params = s.model.params();
+  out.model_active_params = s.model.active_params();
+  out.backend = backend != nullptr ? backend->name() : "none";
+  return out;
+}
+
 RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* device_hw,
                        const RunnerHooks& hooks) {
   validate(s);
@@ -160,15 +172,8 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
   const std::vector<StackStep> baseline = {StackStep{"baseline", {}, ""}};
   const std::vector<StackStep>& stack = s.stacks.empty() ? baseline : s.stacks;
 
-  RunResult out;
-  out.scenario = s.name;
-  out.file = s.file;
-  out.description = s.description;
-  out.model = s.model.name;
-  out.model_params = s.model.params();
-  out.model_active_params = s.model.active_params();
+  RunResult out = run_header(s, backend);
   out.workload = describe(s.workload);
-  out.backend = backend != nullptr ? backend->name() : "none";
   out.device = backend != nullptr ? device.name : primary.name;
   out.steps.reserve(stack.size());
 

@@ -27,6 +27,10 @@ struct RunnerHooks {
   double rank_timeout_s = 900;
 };
 
+// A run's header fields from its scenario (scenario, file, description, model and its
+// parameters, backend); the caller fills workload, device and the steps.
+[[nodiscard]] RunResult run_header(const Scenario& s, const Backend* backend);
+
 // backend == nullptr: predict only. The prediction paired with a measurement is made for the
 // executing device's hardware profile (`device_hw`); the scenario's hardware become what-ifs.
 [[nodiscard]] RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* device_hw,

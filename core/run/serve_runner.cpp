@@ -54,16 +54,9 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
   const std::vector<StackStep> baseline = {StackStep{"baseline", {}, ""}};
   const std::vector<StackStep>& stack = s.stacks.empty() ? baseline : s.stacks;
 
-  RunResult out;
-  out.scenario = s.name;
-  out.file = s.file;
-  out.description = s.description;
-  out.model = s.model.name;
-  out.model_params = s.model.params();
-  out.model_active_params = s.model.active_params();
+  RunResult out = run_header(s, backend);
   out.workload = describe(spec);
   out.traffic = out.workload;
-  out.backend = backend != nullptr ? backend->name() : "none";
   out.device = primary.name;
 
   std::vector<Request> requests;
