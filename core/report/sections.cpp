@@ -311,6 +311,7 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
   if (const std::string t = timing_text(r); !t.empty()) d.header.emplace_back("timing", t);
 
   if (!r.serve.empty()) {
+    d.header.emplace_back("profile", fmt::format("{} ({})", r.serve.front().hardware, r.serve.front().profile));
     d.header.emplace_back("engine", fmt::format("{} requests drawn once, through each step's engine", r.serve.front().predicted.metrics.requests));
     for (ReportSection& s : serve_sections(r)) d.sections.push_back(std::move(s));
     return d;

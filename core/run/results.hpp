@@ -102,6 +102,7 @@ struct StepResult {
 struct ServeStepResult {
   std::string step;
   std::string hardware;                 // what `predicted` was priced on
+  std::string profile;                  // "calibrated on DEVICE DATE" or "datasheet, uncalibrated"
   std::string scheduler;                // describe(SchedulerConfig)
   ServePrediction predicted;
   struct WhatIf {

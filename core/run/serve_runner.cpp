@@ -34,6 +34,16 @@ std::string describe(const Arrivals& a) {
   return "?";
 }
 
+// Where the step prices come from, as the report's profile line says it.
+std::string profile_text(const Hardware& hw) {
+  if (!hw.calibrated) return hw.kind == "cpu" ? "estimated from the CPU model, uncalibrated" : "datasheet, uncalibrated";
+  const Provenance& m = hw.calibration.measured_on;
+  std::string s = "calibrated";
+  if (!m.device.empty()) s += " on " + m.device;
+  if (!m.date.empty()) s += " " + m.date;
+  return s;
+}
+
 }  // namespace
 
 std::string describe(const ServeSpec& s) {
@@ -70,6 +80,7 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
     ServeStepResult r;
     r.step = stack[i].name;
     r.hardware = primary.name;
+    r.profile = profile_text(primary);
     try {
       r.predicted = predict_serving(s.model, primary, spec, requests, stack, i);
     } catch (const ConfigError& e) {
