@@ -152,7 +152,7 @@ RuleOfThumb rule_of_thumb(const CapacityQuery& q) {
   in.weight_bytes = pricer.memory_besides_kv(1);
   // As kv_pool sizes the pool: the engine's share of the memory less what its largest step holds.
   in.kv_budget_bytes =
-      std::max(0.0, c.gpu_memory * q.hardware.memory_bytes - pricer.memory_besides_kv(c.step_tokens(q.model.max_seq)));
+      std::max(0.0, c.gpu_memory * q.hardware.memory_bytes - pricer.memory_besides_kv(c.step_tokens(q.model.max_seq), c.max_batch));
   in.kv_bytes_per_token = pricer.kv_bytes_per_token();
   const std::vector<Request> requests = make_requests(q.traffic, q.model.max_seq);
   double prompt = 0, output = 0;

@@ -15,7 +15,7 @@ KvPool kv_pool(StepPricer& pricer, const SchedulerConfig& c, const Hardware& hw,
   KvPool pool;
   pool.block = c.paged ? c.block : max_seq;
   pool.block_bytes = pricer.kv_bytes_per_token() * static_cast<double>(pool.block);
-  const double besides = pricer.memory_besides_kv(c.step_tokens(max_seq));
+  const double besides = pricer.memory_besides_kv(c.step_tokens(max_seq), c.max_batch);
   const double budget = c.gpu_memory * hw.memory_bytes - besides;
   if (hw.memory_bytes <= 0 || pool.block_bytes <= 0)
     throw ConfigError(fmt::format("{} has no memory size to hold a KV cache in", hw.name));

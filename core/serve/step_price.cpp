@@ -143,12 +143,24 @@ double StepPricer::prefill_attention(int64_t seqs, int64_t tokens, int64_t posit
   return lerp(it->second, 0.0, static_cast<double>(std::max<int64_t>(p2, 0)), static_cast<double>(position));
 }
 
-double StepPricer::memory_besides_kv(int64_t step_tokens) {
-  const Graph g = build_stack_graph(m_model, decode(std::max<int64_t>(1, step_tokens), 2), m_stack,
-                                    m_stack.empty() ? 0 : m_stack.size() - 1, BuildOptions::sampled(1));
-  const MemoryBreakdown mem = predict_memory(g, m_hw, true);
-  auto kv = mem.by_role.find(TensorRole::kv_cache);
-  return mem.peak - (kv == mem.by_role.end() ? 0.0 : kv->second);
+double StepPricer::memory_besides_kv(int64_t step_tokens, int64_t max_seqs) {
+  auto besides = [&](const Workload& w) {
+    const Graph g = build_stack_graph(m_model, w, m_stack, m_stack.empty() ? 0 : m_stack.size() - 1,
+                                      BuildOptions::sampled(1));
+    const MemoryBreakdown mem = predict_memory(g, m_hw, true);
+    auto kv = mem.by_role.find(TensorRole::kv_cache);
+    return mem.peak - (kv == mem.by_role.end() ? 0.0 : kv->second);
+  };
+  const int64_t tokens = std::max<int64_t>(1, step_tokens);
+  // Prompts fill the step: as many sequences of up to max_seq - 1 tokens as it takes.
+  const int64_t longest = std::max<int64_t>(1, std::min(tokens, m_model.max_seq - 1));
+  Workload prompts;
+  prompts.phase = Phase::prefill;
+  prompts.batch = (tokens + longest - 1) / longest;
+  prompts.prompt = longest;
+  prompts.new_tokens = 1;
+  const double decodes = besides(decode(std::clamp<int64_t>(max_seqs, 1, tokens), 2));
+  return std::max(decodes, besides(prompts));
 }
 
 double StepPricer::price(const EngineStep& step) {

@@ -46,10 +46,12 @@ class StepPricer {
   // vLLM's capture sizes: the smallest of 1, 2, 4, 8, 16, 24, ... 512 holding n (0 above 512).
   [[nodiscard]] static int64_t capture_size(int64_t n);
 
-  // KV bytes one token holds over all layers, and what the engine holds besides the KV pool
-  // (weights, the activations and workspace of a step of `step_tokens` tokens).
+  // KV bytes one token holds over all layers, and what the engine holds besides the KV pool:
+  // weights, and the activations and workspace of its largest step, the larger of a step of
+  // `step_tokens` prompt tokens (logits for one row per prompt) and a decode step of
+  // min(step_tokens, max_seqs) sequences (logits for each).
   [[nodiscard]] double kv_bytes_per_token() const { return m_kv_bytes_per_token; }
-  [[nodiscard]] double memory_besides_kv(int64_t step_tokens);
+  [[nodiscard]] double memory_besides_kv(int64_t step_tokens, int64_t max_seqs = 1);
 
   [[nodiscard]] int64_t graph_builds() const { return m_builds; }
   // Bytes of one KV block (over all layers), for pricing swaps over the host link.

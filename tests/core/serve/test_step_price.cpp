@@ -90,7 +90,7 @@ TEST_CASE("serve price: the KV pool is what the GPU has left, in blocks") {
   SchedulerConfig c = scheduler_config(st, 0);
   hw.memory_bytes = 1e9;
   const KvPool pool = kv_pool(pricer, c, hw, m.max_seq, m.name);
-  const double besides = pricer.memory_besides_kv(c.step_tokens(m.max_seq));
+  const double besides = pricer.memory_besides_kv(c.step_tokens(m.max_seq), c.max_batch);
   CHECK(pool.block == 16);
   CHECK(pool.block_bytes == doctest::Approx(16 * 512));
   CHECK(pool.blocks == static_cast<int64_t>((0.9e9 - besides) / (16 * 512)));
