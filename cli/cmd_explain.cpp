@@ -103,6 +103,9 @@ int cmd_explain(const ExplainArgs& a) {
   in.prediction = &p;
   in.sweep_note = sweep_note;
   in.rank_note = rank_note;
+  if (s.serve)
+    in.serve_note = "one sequence's decode step at the traffic's mean lengths; the engine's steps batch many "
+                    "(perfsim run prices each of them: docs/SERVING.md)";
   const std::string text = format_explain(in);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;

@@ -41,6 +41,7 @@ std::string format_explain(const ExplainInput& in) {
   header.emplace_back("profile", fmt::format("{} ({})", p.hardware,
                                              p.profile));
   header.emplace_back("workload", describe(g.workload));
+  if (!in.serve_note.empty()) header.emplace_back("serving", in.serve_note);
   if (g.layers_built < g.layers_total)
     header.emplace_back("graph", fmt::format("{} of {} transformer layers built; each layer op "
                                              "stands for {:g} (count)",

@@ -125,6 +125,7 @@ struct ExplainInput {
   const Prediction* prediction = nullptr;
   std::string sweep_note;      // e.g. "sweep point batch=1 of 7" (empty without a sweep)
   std::string rank_note;       // parallel layouts: which rank the graph is ("stage 1 of 4 of tp=8 pp=4 dp=16")
+  std::string serve_note;      // serving scenarios: what the step shown stands for
 };
 [[nodiscard]] std::string format_explain(const ExplainInput& in);
 
