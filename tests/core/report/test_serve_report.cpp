@@ -137,11 +137,13 @@ void check_metrics(const json& j, const ServeMetrics& m) {
   CHECK(j["request_throughput"].get<double>() == approx(m.request_throughput).epsilon(1e-5));
   CHECK(j["goodput"].get<double>() == approx(m.goodput).epsilon(1e-5));
   CHECK(j["kv_utilization_mean"].get<double>() == approx(m.kv_utilization_mean).epsilon(1e-5));
-  for (const auto& [name, stats] : {std::pair<const char*, const LatencyStats*>{"ttft", &m.ttft},
-                                    {"tpot", &m.tpot},
-                                    {"itl", &m.itl},
-                                    {"e2e", &m.e2e},
-                                    {"queue", &m.queue}}) {
+  for (const auto& figure : {std::pair<const char*, const LatencyStats*>{"ttft", &m.ttft},
+                             {"tpot", &m.tpot},
+                             {"itl", &m.itl},
+                             {"e2e", &m.e2e},
+                             {"queue", &m.queue}}) {
+    const char* name = figure.first;  // a plain local: doctest's macros capture it
+    const LatencyStats* stats = figure.second;
     const json& s = j[name];
     for (const char* key : {"count", "mean", "median", "p90", "p99", "max"}) CHECK_MESSAGE(s.contains(key), name);
     CHECK(s["count"] == stats->count);

@@ -140,7 +140,7 @@ std::map<std::string, std::vector<Slice>> slices_of(const json& events, int pid)
     CHECK(s.end >= s.begin);
     done[id].push_back(s);
   }
-  for (const auto& [id, stack] : open) CHECK_MESSAGE(stack.empty(), "unended slices of request ", id);
+  for (const auto& entry : open) CHECK_MESSAGE(entry.second.empty(), "unended slices of request ", entry.first);
   return done;
 }
 
@@ -204,7 +204,9 @@ TEST_CASE("serve trace: counters of batch, tokens per step, KV used and waiting 
     REQUIRE(counters.size() == 4);
     const std::map<std::string, std::string> series = {
         {"batch", "sequences"}, {"tokens", "per step"}, {"KV blocks", "used %"}, {"waiting", "requests"}};
-    for (const auto& [name, key] : series) {
+    for (const auto& entry : series) {
+      const std::string& name = entry.first;  // plain locals: doctest's macros capture them
+      const std::string& key = entry.second;
       REQUIRE_MESSAGE(counters.count(name) == 1, name);
       double last_ts = -1;
       for (const json& e : counters[name]) {

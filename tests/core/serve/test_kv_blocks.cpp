@@ -400,7 +400,8 @@ TEST_CASE("kv_blocks: randomized operations keep the bookkeeping consistent") {
     // Invariants.
     REQUIRE(kv.used_blocks() + kv.available_blocks() == total);
     std::map<int64_t, int64_t> holders;  // block -> sequences holding it
-    for (const auto& [id, p] : live) {
+    for (const auto& entry : live) {
+      const int64_t id = entry.first;  // a plain local: doctest's macros capture it
       const std::vector<int64_t>& table = kv.block_table(id);
       CHECK(static_cast<int64_t>(table.size()) == kv.blocks_of(id));
       std::set<int64_t> seen(table.begin(), table.end());
