@@ -166,11 +166,7 @@ ServeSpec to_serve(lua_State* L, int index, const std::string& what, const std::
     p.read("e2e", s.slo.e2e);
   }
   lua_pop(L, 1);
-  // Checked without its place: the error is raised where the table is read (serve{} or
-  // scenario{}), which names the line.
-  ServeSpec unplaced = s;
-  unplaced.where.clear();
-  validate(unplaced);
+  validate(s);  // its errors start with the serve{} call's line (where)
   return s;
 }
 

@@ -158,7 +158,7 @@ EngineRun run_engine(const std::vector<Request>& requests, const SchedulerConfig
     sr.kv_used_blocks = s.kv->used_blocks();
     sr.swap_blocks = step.swap_in_blocks + step.swap_out_blocks;
     for (const SeqWork& w : step.seqs) {
-      if (w.tokens == 1 && w.position > 0) ++sr.decodes;
+      if (w.decodes()) ++sr.decodes;
       if (w.padding || w.request < 0) continue;
       serve::Live& l = s.state(w.request);
       RequestRecord& rec = s.record(w.request);

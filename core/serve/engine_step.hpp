@@ -13,6 +13,8 @@ struct SeqWork {
   int64_t position = 0;   // tokens already in its KV cache
   bool samples = true;    // the step ends its known tokens and samples the next one
   bool padding = false;   // a finished sequence a static batch still carries (computed, unused)
+  // One token after cached ones: a decode (anything else is a prompt or a chunk of one).
+  [[nodiscard]] bool decodes() const { return tokens == 1 && position > 0; }
 };
 
 struct EngineStep {
@@ -29,7 +31,7 @@ struct EngineStep {
   [[nodiscard]] int64_t prefill_tokens() const {
     int64_t t = 0;
     for (const SeqWork& s : seqs)
-      if (s.tokens > 1 || s.position == 0) t += s.tokens;
+      if (!s.decodes()) t += s.tokens;
     return t;
   }
   [[nodiscard]] int64_t sampled() const {

@@ -169,7 +169,7 @@ double StepPricer::price(const EngineStep& step) {
   double kv_sum = 0;
   std::map<std::pair<int64_t, int64_t>, int64_t> chunks;  // (tokens, position) -> sequences
   for (const SeqWork& s : step.seqs) {
-    if (s.tokens == 1 && s.position > 0) {
+    if (s.decodes()) {
       ++decodes;
       kv_sum += static_cast<double>(s.position + 1);
     } else {
