@@ -63,7 +63,8 @@ const ScalarFields<ExecuteOptions>& execute_scalars() {
                                                  {"layers", &ExecuteOptions::layers},
                                                  {"repeats", &ExecuteOptions::repeats},
                                                  {"warmup", &ExecuteOptions::warmup},
-                                                 {"min_time", &ExecuteOptions::min_time}};
+                                                 {"min_time", &ExecuteOptions::min_time},
+                                                 {"serve_seconds", &ExecuteOptions::serve_seconds}};
   return f;
 }
 
@@ -275,6 +276,8 @@ ExecuteOptions to_execute(lua_State* L, int index) {
   if (e.warmup < 0) throw ConfigError(fmt::format("execute.warmup must be >= 0 (got {})", e.warmup));
   if (!(e.min_time >= 0) || e.min_time > 3600)
     throw ConfigError(fmt::format("execute.min_time must be seconds in [0, 3600] (got {})", e.min_time));
+  if (!(e.serve_seconds >= 0) || e.serve_seconds > 86400)
+    throw ConfigError(fmt::format("execute.serve_seconds must be seconds in [0, 86400] (got {})", e.serve_seconds));
   return e;
 }
 

@@ -3,6 +3,7 @@
 // schedule so the measured peak is comparable with the predicted one.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ class CpuBackend final : public Backend {
   // One rank of a parallel run: collectives go between the ranks (cpu_collectives.hpp) and
   // shards start from their part of the whole's values (cpu_init.hpp).
   void join_ranks(Communicator* ranks) override { m_ranks = ranks; }
+
+  // A serving engine on the host's cores (cpu_engine_session.cpp).
+  [[nodiscard]] std::unique_ptr<EngineSession> open_engine(uint64_t seed) override;
 
  private:
   Communicator* m_ranks = nullptr;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
 
 #include "backends/cpu/cpu_collectives.hpp"
 #include "backends/cpu/cpu_init.hpp"
@@ -24,7 +25,8 @@ std::size_t bytes_of_tensor(const Tensor& t) {
 
 }  // namespace
 
-GraphRunner::GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks) : m_graph(g), m_ranks(ranks) {
+GraphRunner::GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks, SharedTensors* shared)
+    : m_graph(g), m_ranks(ranks) {
   g.check();
   for (const Tensor& t : g.tensors)
     if (storage_of(t.dtype) == Storage::unsupported)
@@ -38,17 +40,32 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks) : m
     if (!is_persistent(t) && l >= 0) m_frees[static_cast<std::size_t>(l)].push_back(t.id);
   }
   m_buffers.assign(g.tensors.size(), nullptr);
+  std::vector<void*> to_fill(g.tensors.size(), nullptr);
   for (const Tensor& t : g.tensors) {
     void*& p = m_buffers[static_cast<std::size_t>(t.id)];
     if (t.on_host()) {
       // Host memory is not the device's: allocated apart, so it stays out of the peak.
       m_host.push_back(std::make_unique<std::byte[]>(bytes_of_tensor(t)));
       p = m_host.back().get();
+    } else if (shared != nullptr && is_persistent(t) && SharedTensors::shares(t)) {
+      p = shared->find(t);
+      if (p != nullptr) continue;                            // as earlier graphs left it
+      p = shared->add(t, bytes_of_tensor(t));
+      if (t.role == TensorRole::kv_cache) continue;          // starts empty (zeros)
     } else if (is_persistent(t)) {
       p = m_alloc.allocate(bytes_of_tensor(t), t.role);
     }
+    to_fill[static_cast<std::size_t>(t.id)] = p;
   }
-  fill_persistent(g, m_buffers, seed, ranks != nullptr ? ranks->rank() : 0);
+  fill_persistent(g, to_fill, seed, ranks != nullptr ? ranks->rank() : 0);
+}
+
+void GraphRunner::write(int id, const std::vector<int32_t>& values) {
+  const Tensor& t = m_graph.tensor(id);
+  void* p = m_buffers.at(static_cast<std::size_t>(id));
+  if (t.dtype != DType::int32 || p == nullptr || !is_persistent(t) || t.elements() != static_cast<int64_t>(values.size()))
+    throw std::logic_error(fmt::format("cpu backend: cannot write {} int32 values into '{}'", values.size(), t.name));
+  std::memcpy(p, values.data(), values.size() * sizeof(int32_t));
 }
 
 void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const std::vector<char>* keep,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/buffer.hpp"
+#include "backends/cpu/shared_tensors.hpp"
 #include "core/graph/graph.hpp"
 #include "core/run/communicator.hpp"
 
@@ -22,7 +23,9 @@ class GraphRunner {
   // (cpu_init.hpp). Throws NotExecutable for ops the CPU kernels cannot run.
   // With `ranks`, the graph is one rank's of a parallel run: shards start from the rank's part
   // of their whole and collective ops go between the ranks.
-  GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks = nullptr);
+  // With `shared`, weights and KV caches come from it (shared_tensors.hpp): those it lacks are
+  // added and filled (KV caches zeroed), those it holds keep their values.
+  GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks = nullptr, SharedTensors* shared = nullptr);
 
   // One pass over the ops. When op_seconds is given, op i's kernel time is appended to
   // (*op_seconds)[i], and its start and end (seconds from the pass's start) are appended to
@@ -34,6 +37,8 @@ class GraphRunner {
 
   // Values of a live tensor widened to float (token ids converted exactly).
   [[nodiscard]] std::vector<float> read(int id) const;
+  // Overwrites persistent int32 tensor `id` with `values` (as many as it holds).
+  void write(int id, const std::vector<int32_t>& values);
 
   [[nodiscard]] const TrackingAllocator& allocator() const { return m_alloc; }
 

@@ -249,4 +249,35 @@ template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_
 // y = x, converting between float storages when they differ.
 void copy_tensor(const void* x, Storage x_type, void* y, Storage y_type, int64_t n);
 
+// ---- cpu_varlen.cpp: a serving engine's step, T tokens of S sequences packed (attrs.varlen) --
+// Q, O [T, heads, head_dim]; LSE [heads, T] fp32; K/V pages [num_blocks, block, kv_heads,
+// head_dim]; table [S, max_blocks]; query_start [S + 1] (0 first, nondecreasing, T last);
+// kv_len [S]. Query i of sequence s (q_len = query_start[s+1] − query_start[s] ≤ kv_len[s] ≤
+// max_kv) sees its keys 0 .. kv_len[s] − q_len + i, key j at page table[s][j / block], row
+// j % block. A sequence with no query writes nothing. GQA as AttnShape.
+struct VarlenAttnShape {
+  int64_t seqs = 0, tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t max_q = 0, max_kv = 0;  // the longest query run and KV length (attrs.seq_q, seq_kv)
+  int64_t decode_seqs = 0;        // leading sequences with exactly one query
+  PagedLayout paged;
+  [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+  [[nodiscard]] int64_t group() const { return heads / kv_heads; }
+};
+// Throws std::out_of_range when the metadata breaks the rules above or names a page outside
+// the pool.
+template <class T> void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages,
+                                               const int32_t* table, const int32_t* query_start,
+                                               const int32_t* kv_len, T* o, float* lse,
+                                               const VarlenAttnShape& a);
+// rope with token t at positions[t] (r.seq and r.position unused); a negative position throws
+// std::out_of_range. Defined beside rope (cpu_pointwise.cpp), whose rotation it shares.
+template <class T> void rope_at(const T* x, const int32_t* positions, T* y, const RopeShape& r);
+// Row t of k_new [tokens, row] into pool row slots[t] of pages [pool_rows, row]; a slot of −1
+// is skipped, one past the pool throws std::out_of_range.
+template <class T> void kv_append_slots(const T* k_new, T* pages, const int32_t* slots, int64_t tokens,
+                                        int64_t row, int64_t pool_rows);
+// y[i] = x[rows[i]] for i < n; x [x_rows, cols], y [n, cols]; a row outside x throws.
+template <class T> void gather_rows(const T* x, const int32_t* rows, T* y, int64_t n, int64_t x_rows,
+                                    int64_t cols);
+
 }  // namespace perfsim::cpu

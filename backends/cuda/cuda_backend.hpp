@@ -57,6 +57,9 @@ class CudaBackend final : public Backend {
   // (nccl_ranks.hpp); each process sees one GPU (cli/ranks.cpp picks it by local rank).
   void join_ranks(Communicator* ranks) override;
 
+  // A serving engine on this GPU (cuda_engine_session.cpp).
+  [[nodiscard]] std::unique_ptr<EngineSession> open_engine(uint64_t seed) override;
+
  private:
   [[nodiscard]] Measurement run_eager(GraphRunner& runner, const Graph& g, const RunOptions& o);
   [[nodiscard]] Measurement run_replayed(GraphRunner& runner, const Graph& g, const RunOptions& o);

@@ -37,9 +37,9 @@ std::size_t bytes_of_tensor(const Tensor& t) {
 }  // namespace
 
 GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
-                         NcclRanks* ranks)
+                         NcclRanks* ranks, SharedTensors* shared, bool op_events)
     : m_graph(g), m_ranks(ranks), m_seed(seed), m_alloc(alloc), m_stream(stream),
-      m_trace(KernelTrace::requested() ? KernelTrace::get() : nullptr) {
+      m_trace(KernelTrace::requested() ? KernelTrace::get() : nullptr), m_op_events(op_events) {
   g.check();
   for (const Tensor& t : g.tensors) {
     if (elem_of(t.dtype) == Elem::unsupported)
@@ -91,10 +91,24 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
       for (const Tensor& t : g.tensors)
         if (elem_of(t.dtype) == Elem::e4m3) m_scales[static_cast<std::size_t>(t.id)] = m_scale_slots + line * slot++;
     }
+    m_borrowed.assign(g.tensors.size(), 0);
+    m_filled.assign(g.tensors.size(), 0);
     for (const Tensor& t : g.tensors) {
-      void*& p = m_buffers[static_cast<std::size_t>(t.id)];
-      if (t.on_host()) p = m_host.allocate(bytes_of_tensor(t), t.residence == Residence::host_pinned);
-      else if (is_persistent(t)) p = m_alloc.allocate(bytes_of_tensor(t), t.role);
+      const auto id = static_cast<std::size_t>(t.id);
+      void*& p = m_buffers[id];
+      if (t.on_host()) {
+        p = m_host.allocate(bytes_of_tensor(t), t.residence == Residence::host_pinned);
+      } else if (shared != nullptr && is_persistent(t) && SharedTensors::shares(t)) {
+        const bool fp8 = elem_of(t.dtype) == Elem::e4m3;
+        SharedTensors::Slot slot = shared->find(t);
+        m_filled[id] = slot.data != nullptr || t.role == TensorRole::kv_cache ? 1 : 0;  // as found; pages start empty
+        if (slot.data == nullptr) slot = shared->add(t, bytes_of_tensor(t), fp8);
+        p = slot.data;
+        if (fp8) m_scales[id] = slot.scale;
+        m_borrowed[id] = 1;
+      } else if (is_persistent(t)) {
+        p = m_alloc.allocate(bytes_of_tensor(t), t.role);
+      }
     }
     fill_persistent_tensors();
     create_streams();
@@ -112,7 +126,7 @@ void GraphRunner::create_streams() {
   for (std::size_t l = 1; l < m_streams.size(); ++l)
     PERFSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&m_streams[l], cudaStreamNonBlocking));
   const std::size_t n = m_graph.ops.size();
-  m_events.assign(2 * n, nullptr);
+  m_events.assign(m_op_events ? 2 * n : 0, nullptr);
   for (cudaEvent_t& e : m_events) PERFSIM_CUDA_CHECK(cudaEventCreate(&e));
   PERFSIM_CUDA_CHECK(cudaEventCreate(&m_step_start));
   PERFSIM_CUDA_CHECK(cudaEventCreate(&m_step_end));
@@ -146,6 +160,7 @@ void GraphRunner::release_all() {
   m_exec.reset();
   for (std::size_t id = 0; id < m_buffers.size(); ++id) {
     if (m_graph.tensors[id].on_host()) continue;  // HostMemory frees these
+    if (id < m_borrowed.size() && m_borrowed[id] != 0) continue;  // SharedTensors holds these
     try {
       m_alloc.release(m_buffers[id]);
     } catch (...) {
@@ -197,6 +212,7 @@ void GraphRunner::fill_persistent_tensors() {
       continue;
     }
     if (!is_persistent(t) || t.elements() == 0) continue;
+    if (id < m_filled.size() && m_filled[id] != 0) continue;
     const bool fp8 = elem_of(t.dtype) == Elem::e4m3;
     host.assign(fp8 ? static_cast<std::size_t>(t.elements()) * sizeof(float) : bytes_of_tensor(t), 0);
     host_ptrs[id] = host.data();
@@ -245,6 +261,16 @@ void GraphRunner::fill_persistent_tensors() {
   }
 }
 
+void GraphRunner::write(int id, const std::vector<int32_t>& values) {
+  const Tensor& t = m_graph.tensor(id);
+  void* p = m_buffers.at(static_cast<std::size_t>(id));
+  if (t.dtype != DType::int32 || p == nullptr || t.on_host() || !is_persistent(t) ||
+      t.elements() != static_cast<int64_t>(values.size()))
+    throw std::logic_error(fmt::format("cuda backend: cannot write {} int32 values into '{}'", values.size(), t.name));
+  // From pageable memory: staged before the call returns, so `values` may go at once.
+  PERFSIM_CUDA_CHECK(cudaMemcpyAsync(p, values.data(), values.size() * sizeof(int32_t), cudaMemcpyHostToDevice, m_stream));
+}
+
 void GraphRunner::reset_persistent() {
   wait_stream(m_stream, m_ranks);  // side streams are joined into it
   fill_persistent_tensors();
@@ -283,6 +309,7 @@ void GraphRunner::op_offsets(std::vector<double>& starts, std::vector<double>& e
 void GraphRunner::walk(bool timed, bool capturing, const std::vector<char>* keep,
                        std::vector<std::vector<double>>* host_seconds) {
   const Graph& g = m_graph;
+  if (timed && !m_op_events) throw std::logic_error("cuda backend: a runner made without op events cannot time ops");
   auto kept = [&](int id) { return keep != nullptr && (*keep)[static_cast<std::size_t>(id)]; };
   // A timed capture times its replays from outside (replay_timed), so only the ops' events
   // become nodes.

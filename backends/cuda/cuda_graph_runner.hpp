@@ -26,6 +26,7 @@
 #include "backends/cuda/cuda_gemm.hpp"
 #include "backends/cuda/cuda_host_memory.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
+#include "backends/cuda/cuda_shared_tensors.hpp"
 #include "backends/cuda/cuda_stream_plan.hpp"
 #include "backends/cuda/kernel_trace.hpp"
 #include "backends/cuda/nccl_ranks.hpp"
@@ -43,8 +44,13 @@ class GraphRunner {
   // ops exchange their row statistics through it (cuda_vocab_parallel.hpp), and every wait for
   // the device polls the NCCL communicators for errors (stream_wait.hpp: an error aborts them
   // and throws NcclError rather than waiting for ever).
+  // With `shared`, weights and KV caches come from it (cuda_shared_tensors.hpp): those it lacks
+  // are added and filled (KV caches zeroed), those it holds keep their values. Without
+  // `op_events` no per-op timing events are made (a step run once by run_walled(), as a
+  // serving engine runs each of its steps): run_once(op_seconds), run_held and the timed
+  // captures then throw.
   GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
-              NcclRanks* ranks = nullptr);
+              NcclRanks* ranks = nullptr, SharedTensors* shared = nullptr, bool op_events = true);
   GraphRunner(const GraphRunner&) = delete;
   GraphRunner& operator=(const GraphRunner&) = delete;
   ~GraphRunner();
@@ -93,6 +99,9 @@ class GraphRunner {
   // tensors that ops write, so a later pass that does not write them shows).
   void reset_persistent();
 
+  // Overwrites persistent int32 tensor `id` with `values` (as many as it holds), in stream
+  // order before the next pass.
+  void write(int id, const std::vector<int32_t>& values);
   // Values of a live tensor widened to float (ids exact, e4m3 dequantized). Synchronizes.
   // Host tensors are read from host memory.
   [[nodiscard]] std::vector<float> read(int id) const;
@@ -134,6 +143,9 @@ class GraphRunner {
   float* m_scale_slots = nullptr;         // [fp8 tensors × 64] device floats behind m_scales (workspace)
   bool m_counts_gemm_workspace = false;   // the GEMM engine's workspace is counted in m_alloc
   std::vector<std::vector<int>> m_frees;  // by op index: activations released after it
+  std::vector<char> m_borrowed;           // by tensor id: held by SharedTensors, not released here
+  std::vector<char> m_filled;             // by tensor id: persistent and not to be filled (shared, as found; or KV pages)
+  bool m_op_events = true;
   std::vector<cudaEvent_t> m_events;      // [2 * ops]: start, end of each op (on its stream)
   std::vector<cudaEvent_t> m_fork;        // by op: recorded on stream 0 before a side-stream op
   std::vector<cudaEvent_t> m_done;        // by op: recorded on its side stream after it

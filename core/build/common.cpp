@@ -297,17 +297,24 @@ LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& l
   a.v = linear(n("attn.v_proj"), a.qkv_in, lw.v, t, kv, h, l);
   a.q_att = a.q;
   a.k_att = a.k;
+  const VarlenAttention* vl = s.varlen;
   if (m.rope) {
+    auto rope_in = [&](int x) { return vl != nullptr ? std::vector<int>{x, vl->positions} : std::vector<int>{x}; };
+    auto attrs = [&](int64_t heads) {
+      OpAttrs ra = rope_attrs(s, heads);
+      ra.varlen = vl != nullptr;
+      return ra;
+    };
     a.q_att = activation_like(n("attn.rope_q.out"), a.q);
-    op(OpKind::rope, n("attn.rope_q"), {a.q}, {a.q_att}, rope_attrs(s, r.heads), l,
-       Stage::forward);
+    op(OpKind::rope, n("attn.rope_q"), rope_in(a.q), {a.q_att}, attrs(r.heads), l, Stage::forward);
     a.k_att = activation_like(n("attn.rope_k.out"), a.k);
-    op(OpKind::rope, n("attn.rope_k"), {a.k}, {a.k_att}, rope_attrs(s, r.kv_heads), l,
-       Stage::forward);
+    op(OpKind::rope, n("attn.rope_k"), rope_in(a.k), {a.k_att}, attrs(r.kv_heads), l, Stage::forward);
   }
   a.k_src = a.k_att;
   a.v_src = a.v;
-  if (cache.k >= 0) {
+  if (vl != nullptr) {
+    varlen_attention(l, a, *vl, cache);
+  } else if (cache.k >= 0) {
     OpAttrs ap;
     ap.batch = s.batch;
     ap.seq_q = s.seq_q;
@@ -320,7 +327,9 @@ LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& l
     op(OpKind::kv_append, n("attn.v_append"), {a.v, cache.v}, {cache.v}, ap, l, Stage::forward);
     if (cache.attend) a.k_src = cache.k, a.v_src = cache.v;
   }
-  if (r.context_parallel()) {
+  if (vl != nullptr) {
+    // varlen_attention wrote a.context.
+  } else if (r.context_parallel()) {
     ring_attention(l, a, s);
   } else {
     const OpAttrs aa = attention_attrs(s);
@@ -356,6 +365,44 @@ LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& l
   a.out = tensor(n("mlp.residual.out"), {rows, h}, TensorRole::activation);
   op(OpKind::residual_add, n("mlp.residual"), {a.x1, a.mlp_out}, {a.out}, ra, l, Stage::forward);
   return a;
+}
+
+void GraphBuilder::varlen_attention(int l, LayerActivations& a, const VarlenAttention& v, const LayerCache& pages) {
+  const RankShape& r = m_rank;
+  const int64_t d = m_model.head_dim();
+  auto n = [&](const char* what) { return lname(l, what); };
+  // The step's new K/V rows go to their page slots, then every query attends its sequence's
+  // pages (cached rows and the ones just written) through the block table.
+  OpAttrs ap;
+  ap.varlen = true;
+  ap.kv_block = v.kv_block;
+  ap.rows = v.tokens;
+  ap.seq_q = v.tokens;
+  ap.kv_heads = r.kv_heads;
+  ap.head_dim = d;
+  op(OpKind::kv_append, n("attn.k_append"), {a.k_att, pages.k, v.slots}, {pages.k}, ap, l, Stage::forward);
+  op(OpKind::kv_append, n("attn.v_append"), {a.v, pages.v, v.slots}, {pages.v}, ap, l, Stage::forward);
+  a.k_src = pages.k;
+  a.v_src = pages.v;
+  OpAttrs fa;
+  fa.varlen = true;
+  fa.causal = true;
+  fa.batch = v.seqs;
+  fa.rows = v.tokens;
+  fa.heads = r.heads;
+  fa.kv_heads = r.kv_heads;
+  fa.head_dim = d;
+  fa.seq_q = v.max_q;
+  fa.seq_kv = v.max_kv;
+  fa.kv_block = v.kv_block;
+  fa.kv_capacity = v.kv_block * v.table_width;
+  fa.kv_pairs = v.kv_pairs;
+  fa.cols = v.kv_rows;
+  fa.decode_seqs = v.decode_seqs;
+  a.context = tensor(n("attn.context.out"), {v.tokens, r.q_dim}, TensorRole::activation);
+  const int lse = tensor(n("attn.flash_attention.lse"), {r.heads, v.tokens}, TensorRole::activation);
+  op(OpKind::flash_attention, n("attn.flash_attention"),
+     {a.q_att, pages.k, pages.v, v.table, v.query_start, v.kv_len}, {a.context, lse}, fa, l, Stage::forward);
 }
 
 int GraphBuilder::dense_mlp(int l, LayerActivations& a, const LayerWeights& lw, int x, int64_t t, int64_t f,

@@ -46,6 +46,18 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
+// A serving engine's packed step (OpAttrs::varlen, engine_step.cpp): its int32 metadata
+// tensors and what the attention's attributes say of them.
+struct VarlenAttention {
+  int positions = -1, slots = -1, table = -1, query_start = -1, kv_len = -1;
+  int64_t seqs = 0, tokens = 0;  // S sequences, T tokens
+  int64_t max_q = 0, max_kv = 0; // the longest query run and KV length
+  int64_t decode_seqs = 0;       // leading sequences with one query
+  int64_t kv_block = 0, table_width = 0;
+  double kv_pairs = 0;           // Σ over queries of the keys each sees
+  int64_t kv_rows = 0;           // Σ kv_len
+};
+
 // Where one layer's attention gets its keys and values.
 struct AttentionShape {
   int64_t batch = 1;
@@ -53,6 +65,9 @@ struct AttentionShape {
   int64_t seq_kv = 1;       // keys attended per sequence
   int64_t kv_capacity = 1;  // rows allocated per sequence in the K/V the attention reads
   int64_t position = 0;     // absolute position of the first new token
+  // Set for a packed step: batch = 1 and seq_q = T for the dense ops; rope, the KV appends and
+  // the (flash, paged) attention read the metadata instead.
+  const VarlenAttention* varlen = nullptr;
 };
 
 // A layer's KV cache: [batch, capacity, kv_heads, head_dim] each.
@@ -191,6 +206,10 @@ class GraphBuilder {
   };
   [[nodiscard]] RingGrads ring_attention_bwd(int layer, const LayerActivations& a, int dcontext,
                                              const AttentionShape& s);
+  // A packed step's attention (forward_layer with AttentionShape::varlen): the layer's K/V
+  // rows appended into `pages` through the slots, then one varlen paged flash attention over
+  // every sequence, writing a.context.
+  void varlen_attention(int layer, LayerActivations& a, const VarlenAttention& v, const LayerCache& pages);
   // Mixture of experts (moe.cpp): the MoE MLP of layer `l` over `t` tokens read from
   // a.mlp_in; fills a.moe (and the shared experts' a.gate/up/act) and returns the partial
   // output [T, h] that leave_tp sums over the tensor-parallel ranks.

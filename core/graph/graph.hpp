@@ -127,6 +127,18 @@ struct OpAttrs {
   // [num_blocks, kv_block, kv_heads, head_dim]; kv_append and flash_attention take the block
   // table [batch, max_blocks] int32 as their last input, and kv_capacity = max_blocks·kv_block.
   int64_t kv_block = 0;
+  // Packed sequences of different lengths (a serving engine's step, core/build/engine_step.cpp):
+  // T = rows tokens of batch = S sequences in one tensor, each op told where they lie by int32
+  // inputs (op_kind.hpp): rope by each token's position, kv_append (paged) by each token's page
+  // slot, flash_attention (paged) by the block table, query starts and KV lengths,
+  // slice_last_token by the rows to keep. seq_q, seq_kv: the longest query run and KV length.
+  bool varlen = false;
+  // varlen flash_attention: query–key pairs scored over all sequences and heads' one head
+  // (Σ over queries of the keys each sees), for FLOPs; and how many leading sequences have a
+  // single query (decodes), which kernels may treat apart. Its `cols` is the key rows read per
+  // KV head, Σ_s kv_len[s], for bytes (K and V: 2·cols·kv_heads·head_dim elements).
+  double kv_pairs = 0;
+  int64_t decode_seqs = 0;
   // norms, softmax, cross-entropy: [rows, cols]; pointwise: elements
   int64_t rows = 0, cols = 0;
   int64_t elements = 0;

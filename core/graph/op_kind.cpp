@@ -136,10 +136,16 @@ std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i
       break;
     case OpKind::flash_attention:
       if (is_output && i == 1) return DType::fp32;    // LSE
-      if (!is_output && i == 3) return DType::int32;  // paged: the block table
+      if (!is_output && i >= 3) return DType::int32;  // paged: the block table (varlen: query starts, KV lengths)
       break;
     case OpKind::kv_append:
-      if (!is_output && i == 2) return DType::int32;  // paged: the block table
+      if (!is_output && i == 2) return DType::int32;  // paged: the block table (varlen: the slots)
+      break;
+    case OpKind::rope:
+      if (!is_output && i == 1) return DType::int32;  // varlen: positions
+      break;
+    case OpKind::slice_last_token:
+      if (!is_output && i == 1) return DType::int32;  // varlen: the rows kept
       break;
     case OpKind::flash_attention_bwd:
       if (!is_output && i == 5) return DType::fp32;   // LSE

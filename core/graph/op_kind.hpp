@@ -20,7 +20,11 @@ enum class OpKind {
   attn_softmax_bwd,   // {P, dP} -> {dS}: dS = P ⊙ (dP − rowsum(dP ⊙ P))
   attn_scores_bwd,    // {dS, Q, K} -> {dQ, dK} (scale applied; GQA sums dK over the group)
   flash_attention,    // {Q, K, V} -> {O, LSE[b,h,q] fp32}: no S or P in memory (decode too);
-                      // paged (attrs.kv_block): {Q, K pages, V pages, block table}
+                      // paged (attrs.kv_block): {Q, K pages, V pages, block table};
+                      // varlen paged: {Q[T,H,d], K pages, V pages, block table[S,max_blocks],
+                      // query_start[S+1], kv_len[S]} -> {O[T,H,d], LSE[H,T]}: query i of
+                      // sequence s (rows query_start[s].., q_len of them) sees its keys
+                      // 0 .. kv_len[s] − q_len + i
   flash_attention_bwd,// {Q, K, V, O, dO, LSE} -> {dQ, dK, dV}, recomputing S tile by tile
   attn_merge,         // {O_a, LSE_a, O_b, LSE_b} -> {O, LSE}: two attention blocks over disjoint
                       // keys joined (ring attention): LSE = log(e^LSE_a + e^LSE_b),
@@ -34,7 +38,8 @@ enum class OpKind {
   silu_mul,           // {gate, up} -> {y}: SwiGLU y = silu(gate) ⊙ up
   silu_mul_bwd,       // {gate, up, dy} -> {dgate, dup}
   rope,               // {x[T, heads, head_dim]} -> {y}: rotate pairs (i, i + d/2), base 10000;
-                      // row t of a sequence of seq_q rows sits at position attrs.position + t % seq_q
+                      // row t of a sequence of seq_q rows sits at position attrs.position + t % seq_q;
+                      // varlen: {x, positions[T] int32} -> {y}, row t at positions[t]
   rope_bwd,           // {dy} -> {dx}: the inverse rotation
   residual_add,       // {a, b} -> {out = a + b} (also accumulates gradients of two branches)
   embedding,          // {ids[T] int32, table[V,h]} (+ positions[max_seq,h]) -> {x[T,h]}
@@ -49,8 +54,11 @@ enum class OpKind {
   add_layernorm,      // {a, b, gamma, beta} -> {sum, y}: residual_add + layernorm (fusion)
   kv_append,          // {k_new[b, seq_q, kv_heads, d], cache[b, capacity, kv_heads, d]} -> {cache}
                       // writes rows at attrs.position; paged (attrs.kv_block):
-                      // {k_new, pages, block table} -> {pages}
-  slice_last_token,   // {x[b*seq_q, cols]} -> {y[b, cols]}: each sequence's last row
+                      // {k_new, pages, block table} -> {pages}; varlen paged:
+                      // {k_new[T, kv_heads, d], pages, slots[T] int32} -> {pages}, row t into
+                      // page slots[t] / kv_block, row slots[t] % kv_block (−1: not written)
+  slice_last_token,   // {x[b*seq_q, cols]} -> {y[b, cols]}: each sequence's last row;
+                      // varlen: {x[T, cols], rows[n] int32} -> {y[n, cols]}, y[i] = x[rows[i]]
   // Mixture of experts (E experts, top-k routing, capacity C rows per expert). T = tokens.
   moe_route,          // {logits[T,E]} -> {weights[T,k] fp32, experts[T,k] int32, slots[T,k] int32}:
                       // each token's k largest logits (ties: lower expert), weights = softmax over

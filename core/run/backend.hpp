@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -42,6 +43,31 @@ struct RunOptions {
   std::string label;
 };
 
+// The int32 values a serving step's graph reads, by tensor name (engine_input in
+// core/build/builders.hpp), each exactly as many as the tensor holds.
+using StepInputs = std::vector<std::pair<std::string, std::vector<int32_t>>>;
+
+struct StepTimes {
+  double wall = 0;    // from the first input written until the device finished the step
+  double device = 0;  // of that, the device's own time (GPU events; the CPU: the same as wall)
+};
+
+// A serving engine on a backend: the weights and the KV page pool live across its steps, and
+// each step, a graph of its own, runs once as it comes (no warm-up, no repeats).
+class EngineSession {
+ public:
+  virtual ~EngineSession() = default;
+  // Runs one step: weights and KV pages are the session's (made the first time a graph names
+  // them, weights filled as the backend fills any graph's, pages empty), the step's inputs
+  // written before it runs. Throws NotExecutable when the step cannot run.
+  virtual StepTimes run_step(const Graph& g, const StepInputs& inputs) = 0;
+  // Moves `bytes` of KV blocks to host memory (out) or back, as a swap preemption does;
+  // returns its seconds.
+  virtual double swap(double bytes, bool out) = 0;
+  // Bytes the session holds across steps (weights and pages).
+  [[nodiscard]] virtual double held_bytes() const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -57,6 +83,13 @@ class Backend {
   // `ranks` (nullptr: one device again). Throws NotExecutable when the backend cannot.
   virtual void join_ranks(Communicator* ranks) {
     if (ranks != nullptr) throw NotExecutable(name() + " backend does not run as one of several ranks yet");
+  }
+
+  // A serving engine's session on this backend (one at a time; its graphs' random values
+  // come from `seed`). Throws NotExecutable when the backend cannot run one.
+  [[nodiscard]] virtual std::unique_ptr<EngineSession> open_engine(uint64_t seed) {
+    (void)seed;
+    throw NotExecutable(name() + " backend does not run a serving engine");
   }
 
   // GPUs of this process a collective can span (1: collectives cannot be timed).

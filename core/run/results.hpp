@@ -112,6 +112,15 @@ struct ServeStepResult {
   };
   std::vector<WhatIf> what_if;
   std::string not_executed;             // why there is no executed run
+  // The executed run: the same requests through the same scheduler on the backend's wall clock.
+  struct Executed {
+    EngineRun run;
+    ServeMetrics metrics;
+    std::vector<ExecutedStep> steps;    // by run.steps: measured, and the cost model's price of the same batch
+    double held_bytes = 0;              // weights and KV pages the backend held across steps
+    double seconds = 0;                 // wall seconds of the whole run, setup included
+  };
+  std::optional<Executed> executed;
 };
 
 struct RunResult {

@@ -20,6 +20,9 @@ struct ExecuteOptions {
   int warmup = 1;        // untimed runs before measuring
   int repeats = 5;       // timed runs; per-op figures are medians
   double min_time = 0;   // seconds: after `repeats`, more timed runs until they last this long
+  // Serving: the executed engine runs in real time, every layer, so a run the prediction says
+  // lasts longer than this (seconds, on the executing device) is predicted only.
+  double serve_seconds = 600;
 };
 
 // One axis of a sweep: a scenario field and the values it takes.

@@ -2,7 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+
 #include "core/errors.hpp"
+#include "core/run/engine_clock.hpp"
+#include "core/serve/kv_blocks.hpp"
 #include "core/serve/traffic.hpp"
 #include "core/units.hpp"
 
@@ -44,6 +51,45 @@ std::string profile_text(const Hardware& hw) {
   return s;
 }
 
+// The executed engine's pool: the predicted one, but no more blocks than every request of the
+// run holds at once (so the scheduler meets the same limits while the backend allocates only
+// what the run can use).
+KvPool executed_pool(const KvPool& predicted, const std::vector<Request>& requests) {
+  KvPool pool = predicted;
+  int64_t most = 1;
+  for (const Request& r : requests) most += blocks_for(r.prompt + r.output, pool.block);
+  pool.blocks = std::min(pool.blocks, most);
+  return pool;
+}
+
+// Runs stack step `upto` on the backend's engine session; nullopt with `why` set when the run
+// is not made.
+std::optional<ServeStepResult::Executed> execute_serving(const Scenario& s, EngineSession& session,
+                                                         const Hardware& device_hw, const std::vector<Request>& requests,
+                                                         const std::vector<StackStep>& stack, std::size_t upto,
+                                                         const ServePrediction& predicted, std::string& why) {
+  const ServeSpec& spec = *s.serve;
+  const double predicted_seconds = predicted.run.end;
+  if (predicted_seconds > s.execute.serve_seconds) {
+    why = fmt::format("predicted to last {} on {}, beyond execute.serve_seconds = {} (the engine runs in real time)",
+                      format_duration(predicted_seconds), device_hw.name, format_sig3(s.execute.serve_seconds));
+    return std::nullopt;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ServeStepResult::Executed out;
+  const KvPool pool = executed_pool(predicted.pool, requests);
+  ExecutedClock clock(session, s.model, engine_graph_stack(stack, upto), pool, spec.seed);
+  out.run = run_engine(requests, predicted.config, pool, s.model.max_seq, spec.arrivals.think, clock);
+  out.metrics = serve_metrics(out.run, spec.slo);
+  StepPricer pricer(s.model, device_hw, stack, upto);
+  pricer.set_swap_block_bytes(pool.block_bytes);
+  clock.price_steps(pricer);
+  out.steps = clock.steps();
+  out.held_bytes = session.held_bytes();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
 }  // namespace
 
 std::string describe(const ServeSpec& s) {
@@ -75,6 +121,16 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}{}", spec.where, e.what()));
   }
+  // One engine session for every stack step: weights stay on the device while their dtype does.
+  std::unique_ptr<EngineSession> session;
+  std::string no_session;
+  if (executing) {
+    try {
+      session = backend->open_engine(spec.seed);
+    } catch (const NotExecutable& e) {
+      no_session = e.what();
+    }
+  }
   for (std::size_t i = 0; i < stack.size(); ++i) {
     if (hooks.progress) hooks.progress(i, stack.size(), stack[i].name);
     ServeStepResult r;
@@ -101,7 +157,16 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
       }
       r.what_if.push_back(std::move(w));
     }
-    if (executing) r.not_executed = "serving is predicted only: the backend runs no engine steps";
+    if (executing && session == nullptr) r.not_executed = no_session;
+    if (session != nullptr) {
+      try {
+        r.executed = execute_serving(s, *session, primary, requests, stack, i, r.predicted, r.not_executed);
+      } catch (const NotExecutable& e) {
+        r.not_executed = e.what();
+      } catch (const ConfigError& e) {
+        r.not_executed = e.what();
+      }
+    }
     out.serve.push_back(std::move(r));
   }
   return out;

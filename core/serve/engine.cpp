@@ -145,6 +145,12 @@ EngineRun run_engine(const std::vector<Request>& requests, const SchedulerConfig
       continue;
     }
 
+    if (clock.wants_block_tables()) {
+      step.block_tables.clear();
+      for (const SeqWork& w : step.seqs)
+        step.block_tables.push_back(w.request >= 0 && s.kv->holds(w.request) ? s.kv->block_table(w.request)
+                                                                             : std::vector<int64_t>{});
+    }
     const double start = clock.now();
     clock.run(step);
     const double end = clock.now();

@@ -29,6 +29,9 @@ class StepClock {
   [[nodiscard]] virtual double now() const = 0;
   virtual void wait_until(double t) = 0;
   virtual void run(const EngineStep& step) = 0;
+  // Whether run() reads each sequence's KV blocks (EngineStep::block_tables): an executing
+  // clock places the step's K/V rows in them.
+  [[nodiscard]] virtual bool wants_block_tables() const { return false; }
 };
 
 struct RequestRecord {
@@ -51,6 +54,15 @@ struct StepRecord {
   int32_t waiting = 0;        // requests arrived and not running after the step was formed
   int64_t kv_used_blocks = 0;
   int64_t swap_blocks = 0;    // blocks moved to or from host memory
+};
+
+// An executed engine step's seconds (an executing clock's record), and the cost model's price
+// of the same batch.
+struct ExecutedStep {
+  double wall = 0;       // the whole step as the engine saw it: graph built, inputs written, run
+  double device = 0;     // of it, the device's time (GPU events; on a CPU the run itself)
+  double host = 0;       // of it, the engine's host work (building the step, writing its inputs)
+  double predicted = 0;  // StepPricer::price of the same batch
 };
 
 struct EngineRun {

@@ -21,6 +21,9 @@ struct EngineStep {
   std::vector<SeqWork> seqs;
   int64_t swap_in_blocks = 0;   // KV blocks copied back from host memory before the step
   int64_t swap_out_blocks = 0;  // KV blocks copied to host memory (preempted by swap)
+  // Each sequence's KV blocks in order (by seqs), when the clock asks for them
+  // (StepClock::wants_block_tables); a sequence that holds none has an empty table.
+  std::vector<std::vector<int64_t>> block_tables;
 
   [[nodiscard]] bool empty() const { return seqs.empty(); }
   [[nodiscard]] int64_t tokens() const {

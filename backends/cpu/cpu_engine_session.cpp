@@ -1,0 +1,64 @@
+// The CPU backend's serving engine: weights and KV pages in SharedTensors, one GraphRunner per
+// step (each step's graph has its own shapes), timed by the host's clock.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/cpu_graph_runner.hpp"
+#include "backends/cpu/shared_tensors.hpp"
+#include "core/errors.hpp"
+
+namespace perfsim::cpu {
+
+namespace {
+
+class CpuEngineSession final : public EngineSession {
+ public:
+  explicit CpuEngineSession(uint64_t seed) : m_seed(seed) {}
+
+  StepTimes run_step(const Graph& g, const StepInputs& inputs) override {
+    using clock = std::chrono::steady_clock;
+    GraphRunner runner(g, m_seed, nullptr, &m_shared);
+    const auto t0 = clock::now();
+    for (const auto& [name, values] : inputs) runner.write(tensor_named(g, name), values);
+    runner.run_once();
+    const double s = std::chrono::duration<double>(clock::now() - t0).count();
+    return {s, s};
+  }
+
+  double swap(double bytes, bool out) override {
+    // Host to host on a CPU: the copy a swap makes, of real bytes.
+    const auto n = static_cast<std::size_t>(bytes);
+    if (m_swap.size() < n) m_swap.resize(n);
+    if (m_pool_side.size() < n) m_pool_side.resize(n);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (out) std::memcpy(m_swap.data(), m_pool_side.data(), n);
+    else std::memcpy(m_pool_side.data(), m_swap.data(), n);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  [[nodiscard]] double held_bytes() const override { return m_shared.bytes(); }
+
+ private:
+  static int tensor_named(const Graph& g, const std::string& name) {
+    for (const Tensor& t : g.tensors)
+      if (t.name == name) return t.id;
+    throw NotExecutable(fmt::format("cpu backend: the step has no input '{}'", name));
+  }
+
+  uint64_t m_seed;
+  SharedTensors m_shared;
+  std::vector<std::byte> m_swap, m_pool_side;
+};
+
+}  // namespace
+
+std::unique_ptr<EngineSession> CpuBackend::open_engine(uint64_t seed) {
+  if (m_ranks != nullptr) throw NotExecutable("cpu backend runs a serving engine on one rank only");
+  return std::make_unique<CpuEngineSession>(seed);
+}
+
+}  // namespace perfsim::cpu

@@ -1,0 +1,103 @@
+// The CUDA backend's serving engine: weights and KV pages in SharedTensors (allocated once,
+// kept across steps), one GraphRunner per step without per-op events, each step one eager
+// pass (run_walled) timed by events on the stream; swaps copy between the page pool and
+// pinned host memory.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/cuda_graph_runner.hpp"
+#include "backends/cuda/cuda_host_memory.hpp"
+#include "backends/cuda/cuda_shared_tensors.hpp"
+#include "core/errors.hpp"
+
+namespace perfsim::cuda {
+
+namespace {
+
+class CudaEngineSession final : public EngineSession {
+ public:
+  CudaEngineSession(uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
+      : m_seed(seed), m_alloc(alloc), m_gemm(gemm), m_stream(stream) {
+    PERFSIM_CUDA_CHECK(cudaEventCreate(&m_swap_start));
+    PERFSIM_CUDA_CHECK(cudaEventCreate(&m_swap_end));
+  }
+  ~CudaEngineSession() override {
+    (void)cudaStreamSynchronize(m_stream);
+    (void)cudaEventDestroy(m_swap_start);
+    (void)cudaEventDestroy(m_swap_end);
+    if (m_swap_device != nullptr) (void)cudaFree(m_swap_device);
+  }
+  CudaEngineSession(const CudaEngineSession&) = delete;
+  CudaEngineSession& operator=(const CudaEngineSession&) = delete;
+
+  StepTimes run_step(const Graph& g, const StepInputs& inputs) override {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    GraphRunner runner(g, m_seed, m_alloc, m_gemm, m_stream, nullptr, &m_shared, false);
+    for (const auto& [name, values] : inputs) runner.write(tensor_named(g, name), values);
+    StepTimes t;
+    t.device = runner.run_walled();  // synchronizes
+    t.wall = std::chrono::duration<double>(clock::now() - t0).count();
+    return t;
+  }
+
+  double swap(double bytes, bool out) override {
+    const auto n = static_cast<std::size_t>(bytes);
+    if (n == 0) return 0;
+    if (n > m_swap_bytes) {
+      // The blocks' bytes between device memory and pinned host memory, as vLLM's swap moves
+      // them; the device side is a buffer of its own, the copy's cost being what matters.
+      if (m_swap_device != nullptr) PERFSIM_CUDA_CHECK(cudaFree(m_swap_device));
+      m_swap_device = nullptr;
+      m_host.release_all();
+      if (cudaMalloc(&m_swap_device, n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        throw NotExecutable("cuda backend: no device memory left to swap KV blocks through");
+      }
+      m_swap_host = m_host.allocate(n, true);
+      m_swap_bytes = n;
+    }
+    PERFSIM_CUDA_CHECK(cudaEventRecord(m_swap_start, m_stream));
+    if (out) PERFSIM_CUDA_CHECK(cudaMemcpyAsync(m_swap_host, m_swap_device, n, cudaMemcpyDeviceToHost, m_stream));
+    else PERFSIM_CUDA_CHECK(cudaMemcpyAsync(m_swap_device, m_swap_host, n, cudaMemcpyHostToDevice, m_stream));
+    PERFSIM_CUDA_CHECK(cudaEventRecord(m_swap_end, m_stream));
+    PERFSIM_CUDA_CHECK(cudaEventSynchronize(m_swap_end));
+    float ms = 0;
+    PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, m_swap_start, m_swap_end));
+    return ms * 1e-3;
+  }
+
+  [[nodiscard]] double held_bytes() const override { return m_shared.bytes(); }
+
+ private:
+  static int tensor_named(const Graph& g, const std::string& name) {
+    for (const Tensor& t : g.tensors)
+      if (t.name == name) return t.id;
+    throw NotExecutable(fmt::format("cuda backend: the step has no input '{}'", name));
+  }
+
+  uint64_t m_seed;
+  CachingAllocator& m_alloc;
+  GemmEngine& m_gemm;
+  cudaStream_t m_stream;
+  SharedTensors m_shared;
+  HostMemory m_host;
+  void* m_swap_host = nullptr;
+  void* m_swap_device = nullptr;
+  std::size_t m_swap_bytes = 0;
+  cudaEvent_t m_swap_start = nullptr, m_swap_end = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<EngineSession> CudaBackend::open_engine(uint64_t seed) {
+  if (m_ranks != nullptr) throw NotExecutable("cuda backend runs a serving engine on one GPU only");
+  return std::make_unique<CudaEngineSession>(seed, *m_alloc, *m_gemm, m_stream);
+}
+
+}  // namespace perfsim::cuda

@@ -1,0 +1,122 @@
+#include "core/run/engine_clock.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "core/errors.hpp"
+
+namespace perfsim {
+
+namespace {
+
+bool serving_only_pass(const PassSpec& p) {
+  if (is_serve_pass(p) || p.name == "batch" || p.name == "kv_cache") return true;
+  if (p.name == "flash_attention" || p.name == "paged_kv" || p.name == "cuda_graphs") return true;
+  for (const OptimizationInfo& o : optimizations())
+    if (o.name == p.name) return o.parallel_pass;
+  return false;
+}
+
+}  // namespace
+
+std::vector<StackStep> engine_graph_stack(const std::vector<StackStep>& stack, std::size_t upto) {
+  std::vector<StackStep> out;
+  for (std::size_t i = 0; i <= upto && i < stack.size(); ++i) {
+    StackStep kept{stack[i].name, {}, stack[i].where};
+    for (const PassSpec& p : stack[i].passes)
+      if (!serving_only_pass(p)) kept.passes.push_back(p);
+    out.push_back(std::move(kept));
+  }
+  return out;
+}
+
+EngineStepPlan plan_engine_step(const EngineStep& step, const KvPool& pool, int64_t table_width, int64_t vocab,
+                                std::mt19937_64& tokens) {
+  if (step.block_tables.size() != step.seqs.size())
+    throw std::logic_error("engine step: the clock needs every sequence's block table");
+  // Decodes first, each group in the scheduler's order.
+  std::vector<std::size_t> order(step.seqs.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_partition(order.begin(), order.end(), [&](std::size_t i) { return step.seqs[i].decodes(); });
+
+  EngineStepPlan plan;
+  EngineStepShape& sh = plan.shape;
+  sh.pool_blocks = pool.blocks;
+  sh.kv_block = pool.block;
+  sh.table_width = table_width;
+  std::vector<int32_t> ids, positions, slots, table, query_start{0}, kv_len, sample_rows;
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
+  for (std::size_t i : order) {
+    const SeqWork& w = step.seqs[i];
+    const std::vector<int64_t>& blocks = step.block_tables[i];
+    const int64_t kv = w.position + w.tokens;
+    sh.q_len.push_back(w.tokens);
+    sh.kv_len.push_back(kv);
+    for (int64_t j = w.position; j < kv; ++j) {
+      ids.push_back(token(tokens));
+      positions.push_back(static_cast<int32_t>(j));
+      const auto b = static_cast<std::size_t>(j / pool.block);
+      slots.push_back(b < blocks.size() ? static_cast<int32_t>(blocks[b] * pool.block + j % pool.block) : -1);
+    }
+    for (int64_t c = 0; c < table_width; ++c)
+      table.push_back(static_cast<std::size_t>(c) < blocks.size() ? static_cast<int32_t>(blocks[static_cast<std::size_t>(c)]) : 0);
+    query_start.push_back(query_start.back() + static_cast<int32_t>(w.tokens));
+    kv_len.push_back(static_cast<int32_t>(kv));
+    if (w.samples) sample_rows.push_back(query_start.back() - 1);
+  }
+  sh.sampled = static_cast<int64_t>(sample_rows.size());
+  plan.inputs = {{engine_input::tokens, std::move(ids)},
+                 {engine_input::positions, std::move(positions)},
+                 {engine_input::slots, std::move(slots)},
+                 {engine_input::block_table, std::move(table)},
+                 {engine_input::query_start, std::move(query_start)},
+                 {engine_input::kv_len, std::move(kv_len)}};
+  if (sh.sampled > 0) plan.inputs.emplace_back(engine_input::sample_rows, std::move(sample_rows));
+  return plan;
+}
+
+ExecutedClock::ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack,
+                             const KvPool& pool, uint64_t seed)
+    : m_session(session), m_model(m), m_stack(std::move(graph_stack)), m_pool(pool),
+      m_table_width((m.max_seq + pool.block - 1) / pool.block), m_tokens(seed),
+      m_start(std::chrono::steady_clock::now()) {}
+
+double ExecutedClock::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+}
+
+void ExecutedClock::wait_until(double t) {
+  std::this_thread::sleep_until(m_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                              std::chrono::duration<double>(t)));
+}
+
+void ExecutedClock::run(const EngineStep& step) {
+  const double t0 = now();
+  const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
+  Graph g = build_engine_step(m_model, plan.shape);
+  for (const StackStep& s : m_stack)
+    for (const PassSpec& p : s.passes) apply_graph_pass(p, g);
+  ExecutedStep rec;
+  const double swap_out = static_cast<double>(step.swap_out_blocks) * m_pool.block_bytes;
+  const double swap_in = static_cast<double>(step.swap_in_blocks) * m_pool.block_bytes;
+  double swaps = 0;
+  if (swap_in > 0) swaps += m_session.swap(swap_in, false);
+  const StepTimes t = m_session.run_step(g, plan.inputs);
+  if (swap_out > 0) swaps += m_session.swap(swap_out, true);
+  rec.wall = now() - t0;
+  rec.device = t.device + swaps;
+  rec.host = std::max(0.0, rec.wall - rec.device);
+  m_steps.push_back(rec);
+  // Priced after the run (price_steps), so the cost model's work does not delay the engine.
+  EngineStep kept = step;
+  kept.block_tables.clear();
+  m_ran.push_back(std::move(kept));
+}
+
+void ExecutedClock::price_steps(StepPricer& pricer) {
+  for (std::size_t i = 0; i < m_ran.size(); ++i) m_steps[i].predicted = pricer.price(m_ran[i]);
+}
+
+}  // namespace perfsim

@@ -1,0 +1,64 @@
+// The wall clock of an executed serving run: waiting sleeps until the next arrival, and each
+// engine step runs on the backend as one packed graph (core/build/builders.hpp,
+// build_engine_step) whose K/V rows go to the blocks the block manager gave each sequence. The
+// engine loop (core/serve/engine.hpp) is the one the prediction runs; only the clock differs.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/build/builders.hpp"
+#include "core/passes/passes.hpp"
+#include "core/run/backend.hpp"
+#include "core/serve/engine.hpp"
+#include "core/serve/step_price.hpp"
+
+namespace perfsim {
+
+class ExecutedClock final : public StepClock {
+ public:
+  // `graph_stack`: the stack's graph passes for the step graphs (engine_graph_stack()); `seed`
+  // draws the token ids.
+  ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack, const KvPool& pool,
+                uint64_t seed);
+
+  [[nodiscard]] double now() const override;
+  void wait_until(double t) override;
+  void run(const EngineStep& step) override;
+  [[nodiscard]] bool wants_block_tables() const override { return true; }
+
+  [[nodiscard]] const std::vector<ExecutedStep>& steps() const { return m_steps; }
+  // Fills each step's `predicted` with the cost model's price of its batch (after the run).
+  void price_steps(StepPricer& pricer);
+
+ private:
+  EngineSession& m_session;
+  ModelConfig m_model;
+  std::vector<StackStep> m_stack;
+  KvPool m_pool;
+  int64_t m_table_width = 0;
+  std::mt19937_64 m_tokens;
+  std::chrono::steady_clock::time_point m_start;
+  std::vector<ExecutedStep> m_steps;
+  std::vector<EngineStep> m_ran;  // the steps as run, for price_steps
+};
+
+// The graph passes of stack steps 0..upto that the executed engine's step graphs take: the
+// precision and fusion passes. Its attention is always the paged varlen flash attention
+// (flash_attention and paged_kv are built in), the serving knobs steer the scheduler, and
+// cuda_graphs is the session's to honour.
+[[nodiscard]] std::vector<StackStep> engine_graph_stack(const std::vector<StackStep>& stack, std::size_t upto);
+
+// The inputs (engine_input names) and the shape of an engine step: sequences reordered with
+// the decodes first (the order build_engine_step wants), each new token at its position and
+// page slot (−1 where its sequence holds no block for it: a padded sequence of a static
+// batch, whose rows are computed and dropped; its table then names page 0).
+struct EngineStepPlan {
+  EngineStepShape shape;
+  StepInputs inputs;
+};
+[[nodiscard]] EngineStepPlan plan_engine_step(const EngineStep& step, const KvPool& pool, int64_t table_width,
+                                              int64_t vocab, std::mt19937_64& tokens);
+
+}  // namespace perfsim
