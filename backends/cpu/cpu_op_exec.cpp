@@ -111,6 +111,10 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), attn_shape(op, g)); return;
     case OpKind::attn_scores_bwd: attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), attn_shape(op, g)); return;
     case OpKind::flash_attention: {
+      if (op.attrs.varlen) {
+        varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), varlen_attn_shape(op, g));
+        return;
+      }
       const AttnShape a = on_context_rank(attn_shape(op, g), op, rank);
       auto* lse = static_cast<float*>(out.at(1));
       if (op.attrs.kv_block > 0) paged_flash_attention(I(0), I(1), I(2), ids(3), a.paged, O(0), lse, a);
@@ -165,7 +169,10 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), elementwise_count(op, g)); return;
     case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), elementwise_count(op, g)); return;
     case OpKind::residual_add: residual_add(I(0), I(1), O(0), elementwise_count(op, g)); return;
-    case OpKind::rope: rope(I(0), O(0), on_context_rank(rope_shape(op, g), op, rank)); return;
+    case OpKind::rope:
+      if (op.attrs.varlen) rope_at(I(0), ids(1), O(0), rope_shape(op, g));
+      else rope(I(0), O(0), on_context_rank(rope_shape(op, g), op, rank));
+      return;
     case OpKind::rope_bwd: rope_bwd(I(0), O(0), on_context_rank(rope_shape(op, g), op, rank)); return;
     case OpKind::embedding:
       embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0), on_context_rank(embedding_shape(op, g), op, rank));
@@ -175,12 +182,22 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
                     on_context_rank(embedding_shape(op, g), op, rank));
       return;
     case OpKind::kv_append: {
+      if (op.attrs.varlen) {  // in place: prepare_in_place made the output hold the pages
+        const KvSlotsShape s = kv_slots_shape(op, g);
+        kv_append_slots(I(0), O(0), ids(2), s.tokens, s.row, s.pool_rows);
+        return;
+      }
       const KvAppendShape s = kv_append_shape(op, g);
       if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, s.paged);
       else kv_append(I(0), O(0), s);
       return;
     }
     case OpKind::slice_last_token: {
+      if (op.attrs.varlen) {
+        const GatherShape s = gather_shape(op, g);
+        gather_rows(I(0), ids(1), O(0), s.n, s.x_rows, s.cols);
+        return;
+      }
       const SliceShape s = slice_shape(op, g);
       slice_last_token(I(0), O(0), s.batch, s.seq, s.cols);
       return;

@@ -110,15 +110,31 @@ Arity arity_of(OpKind k) {
   return {0, 0, 0, 0};
 }
 
+// The varlen forms (attrs.varlen) take their int32 metadata as further inputs; kinds without
+// one keep their usual arity.
+Arity varlen_arity_of(OpKind k) {
+  switch (k) {
+    case OpKind::flash_attention: return {6, 6, 2, 2};  // + table, query starts, KV lengths
+    case OpKind::kv_append: return {3, 3, 1, 1};        // + slots
+    case OpKind::rope: return {2, 2, 1, 1};             // + positions
+    case OpKind::slice_last_token: return {2, 2, 1, 1}; // + rows kept
+    default: return arity_of(k);
+  }
+}
+
+void expect_int32(const Op& op, const Tensor& t, const char* what) {
+  if (t.dtype != DType::int32) fail(op, fmt::format("{} '{}' must be int32", what, t.name));
+}
+
 }  // namespace
 
 void check_arity(const Op& op) {
-  const Arity a = arity_of(op.kind);
+  const Arity a = op.attrs.varlen ? varlen_arity_of(op.kind) : arity_of(op.kind);
   const auto ni = static_cast<int>(op.inputs.size()), no = static_cast<int>(op.outputs.size());
   if (ni < a.in_min || ni > a.in_max || no < a.out_min || no > a.out_max)
-    fail(op, fmt::format("has {} inputs and {} outputs; the kind takes {}..{} inputs and {}..{} "
+    fail(op, fmt::format("has {} inputs and {} outputs; the kind{} takes {}..{} inputs and {}..{} "
                          "outputs (core/graph/op_kind.hpp)",
-                         ni, no, a.in_min, a.in_max, a.out_min, a.out_max));
+                         ni, no, op.attrs.varlen ? " (varlen)" : "", a.in_min, a.in_max, a.out_min, a.out_max));
 }
 
 GemmShape gemm_shape(const Op& op, const Graph& g) {
@@ -146,6 +162,7 @@ GemmShape gemm_shape(const Op& op, const Graph& g) {
 
 AttnShape attn_shape(const Op& op, const Graph& g) {
   const OpAttrs& at = op.attrs;
+  if (at.varlen) fail(op, "is varlen: its shapes are varlen_attn_shape's");
   AttnShape a;
   a.batch = std::max<int64_t>(1, at.batch);
   a.seq_q = at.seq_q, a.seq_kv = at.seq_kv;
@@ -256,6 +273,7 @@ int64_t elementwise_count(const Op& op, const Graph& g) {
 
 RopeShape rope_shape(const Op& op, const Graph& g) {
   const Tensor& x = input(op, g, 0);
+  if (op.attrs.varlen && op.kind != OpKind::rope) fail(op, "has no varlen form (only rope takes positions)");
   RopeShape r;
   r.head_dim = op.attrs.head_dim;
   expect_positive(op, r.head_dim, "head_dim");
@@ -270,6 +288,15 @@ RopeShape rope_shape(const Op& op, const Graph& g) {
   r.tokens = x.elements() / (r.heads * r.head_dim);
   expect_elements(op, x, r.tokens * r.heads * r.head_dim, "[tokens, heads, head_dim]");
   expect_elements(op, output(op, g, 0), r.tokens * r.heads * r.head_dim, "[tokens, heads, head_dim]");
+  if (op.attrs.varlen) {
+    // Each token's position comes from the positions tensor: seq and position take no part.
+    if (op.inputs.size() != 2) fail(op, "varlen rope takes {x, positions}");
+    const Tensor& positions = input(op, g, 1);
+    expect_int32(op, positions, "positions");
+    expect_elements(op, positions, r.tokens, "positions: [tokens]");
+    r.seq = r.tokens;
+    return r;
+  }
   r.seq = op.attrs.seq_q > 0 ? op.attrs.seq_q : r.tokens;
   r.position = op.attrs.position;
   return r;
@@ -308,11 +335,16 @@ EmbeddingShape embedding_shape(const Op& op, const Graph& g) {
 
 PagedLayout paged_layout(const Op& op, const Graph& g, int64_t batch) {
   const bool attention = op.kind == OpKind::flash_attention;
+  const bool varlen = op.attrs.varlen;
   if (op.attrs.kv_block <= 0) fail(op, "is not paged (attribute kv_block is 0)");
-  if (op.inputs.size() != (attention ? 4u : 3u))
-    fail(op, fmt::format("reads a paged cache: its last input must be the block table ({} inputs)",
-                         attention ? 4 : 3));
-  const Tensor& table = g.tensor(op.inputs.back());
+  if (varlen && !attention) fail(op, "is varlen: it writes through per-token slots, not a block table");
+  // The table is input 3 of attention (the last, or followed by a varlen op's query starts and
+  // KV lengths) and input 2, the last, of kv_append.
+  const std::size_t inputs = attention ? (varlen ? 6u : 4u) : 3u;
+  const std::size_t table_at = attention ? 3u : 2u;
+  if (op.inputs.size() != inputs)
+    fail(op, fmt::format("reads a paged cache: it takes {} inputs, the block table input {}", inputs, table_at));
+  const Tensor& table = input(op, g, table_at);
   const Tensor& pages = input(op, g, 1);
   if (table.dtype != DType::int32) fail(op, fmt::format("block table '{}' must be int32", table.name));
   PagedLayout p;
@@ -330,6 +362,7 @@ PagedLayout paged_layout(const Op& op, const Graph& g, int64_t batch) {
 }
 
 KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
+  if (op.attrs.varlen) fail(op, "is varlen: its shapes are kv_slots_shape's");
   const Tensor& k_new = input(op, g, 0);
   const Tensor& cache = input(op, g, 1);
   KvAppendShape s;
@@ -360,6 +393,7 @@ KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
 }
 
 SliceShape slice_shape(const Op& op, const Graph& g) {
+  if (op.attrs.varlen) fail(op, "is varlen: its shapes are gather_shape's");
   const Tensor& x = input(op, g, 0);
   const Tensor& y = output(op, g, 0);
   SliceShape s;
@@ -475,8 +509,94 @@ AdamWParams adamw_params(const Op& op) {
   return p;
 }
 
+VarlenAttnShape varlen_attn_shape(const Op& op, const Graph& g) {
+  const OpAttrs& at = op.attrs;
+  if (op.kind != OpKind::flash_attention || !at.varlen) fail(op, "is not a varlen flash_attention");
+  VarlenAttnShape a;
+  a.seqs = at.batch, a.tokens = at.rows;
+  a.heads = at.heads;
+  a.kv_heads = at.kv_heads > 0 ? at.kv_heads : at.heads;
+  a.head_dim = at.head_dim;
+  a.max_q = at.seq_q, a.max_kv = at.seq_kv;
+  a.decode_seqs = at.decode_seqs;
+  expect_positive(op, a.seqs, "batch (sequences)");
+  expect_positive(op, a.tokens, "rows (tokens)");
+  expect_positive(op, a.heads, "heads");
+  expect_positive(op, a.head_dim, "head_dim");
+  expect_positive(op, a.max_q, "seq_q (longest query run)");
+  expect_positive(op, a.max_kv, "seq_kv (longest KV length)");
+  if (a.heads % a.kv_heads != 0)
+    fail(op, fmt::format("heads ({}) is not a multiple of kv_heads ({})", a.heads, a.kv_heads));
+  if (a.decode_seqs < 0 || a.decode_seqs > a.seqs)
+    fail(op, fmt::format("decode_seqs = {} is outside 0..{} sequences", a.decode_seqs, a.seqs));
+  if (at.kv_block <= 0) fail(op, "is varlen: it reads a paged cache, attribute kv_block must be positive");
+  a.paged = paged_layout(op, g, a.seqs);
+  if (a.max_kv > a.paged.block * a.paged.max_blocks)
+    fail(op, fmt::format("seq_kv = {} is more than the {} rows a sequence's pages hold", a.max_kv,
+                         a.paged.block * a.paged.max_blocks));
+  const int64_t q_elements = a.tokens * a.heads * a.head_dim;
+  const int64_t pool_elements = a.paged.num_blocks * a.paged.block * a.kv_heads * a.head_dim;
+  expect_elements(op, input(op, g, 0), q_elements, "Q: [tokens, heads, head_dim]");
+  expect_elements(op, input(op, g, 1), pool_elements, "K pages: [num_blocks, kv_block, kv_heads, head_dim]");
+  expect_elements(op, input(op, g, 2), pool_elements, "V pages: [num_blocks, kv_block, kv_heads, head_dim]");
+  const Tensor& query_start = input(op, g, 4);
+  const Tensor& kv_len = input(op, g, 5);
+  expect_int32(op, query_start, "query starts");
+  expect_int32(op, kv_len, "KV lengths");
+  expect_elements(op, query_start, a.seqs + 1, "query_start: [sequences + 1]");
+  expect_elements(op, kv_len, a.seqs, "kv_len: [sequences]");
+  expect_elements(op, output(op, g, 0), q_elements, "O: [tokens, heads, head_dim]");
+  expect_elements(op, output(op, g, 1), a.heads * a.tokens, "LSE: [heads, tokens]");
+  return a;
+}
+
+KvSlotsShape kv_slots_shape(const Op& op, const Graph& g) {
+  const OpAttrs& at = op.attrs;
+  if (op.kind != OpKind::kv_append || !at.varlen) fail(op, "is not a varlen kv_append");
+  const Tensor& pages = input(op, g, 1);
+  const Tensor& slots = input(op, g, 2);
+  if (at.kv_block <= 0) fail(op, "is varlen: it writes into pages, attribute kv_block must be positive");
+  if (pages.shape.size() != 4 || pages.shape[1] != at.kv_block)
+    fail(op, fmt::format("pages '{}' must be [num_blocks, {}, kv_heads, head_dim]", pages.name, at.kv_block));
+  KvSlotsShape s;
+  s.row = at.kv_heads > 0 && at.head_dim > 0 ? at.kv_heads * at.head_dim : pages.shape[2] * pages.shape[3];
+  expect_positive(op, s.row, "kv_heads·head_dim");
+  s.pool_rows = pages.shape[0] * at.kv_block;
+  expect_elements(op, pages, s.pool_rows * s.row, "pages: [num_blocks, kv_block, kv_heads, head_dim]");
+  expect_int32(op, slots, "slots");
+  s.tokens = slots.elements();
+  if (at.rows > 0) expect_elements(op, slots, at.rows, "slots: [tokens]");
+  expect_elements(op, input(op, g, 0), s.tokens * s.row, "k_new: [tokens, kv_heads·head_dim]");
+  expect_elements(op, output(op, g, 0), pages.elements(), "the pages");
+  return s;
+}
+
+GatherShape gather_shape(const Op& op, const Graph& g) {
+  if (op.kind != OpKind::slice_last_token || !op.attrs.varlen) fail(op, "is not a varlen slice_last_token");
+  const Tensor& x = input(op, g, 0);
+  const Tensor& rows = input(op, g, 1);
+  GatherShape s;
+  s.cols = op.attrs.cols > 0 ? op.attrs.cols : (x.shape.empty() ? 1 : x.shape.back());
+  expect_positive(op, s.cols, "cols");
+  s.x_rows = x.elements() / s.cols;
+  expect_positive(op, s.x_rows, "x rows");
+  expect_elements(op, x, s.x_rows * s.cols, "x: [tokens, cols]");
+  expect_int32(op, rows, "rows kept");
+  s.n = rows.elements();
+  expect_elements(op, output(op, g, 0), s.n * s.cols, "y: [rows kept, cols]");
+  return s;
+}
+
 void check_op(const Op& op, const Graph& g) {
   check_arity(op);
+  if (op.attrs.varlen) {
+    switch (op.kind) {
+      case OpKind::flash_attention: (void)varlen_attn_shape(op, g); return;
+      case OpKind::kv_append: (void)kv_slots_shape(op, g); return;
+      case OpKind::slice_last_token: (void)gather_shape(op, g); return;
+      default: break;  // rope checks its positions in rope_shape; other kinds have no varlen form
+    }
+  }
   switch (op.kind) {
     case OpKind::gemm: (void)gemm_shape(op, g); break;
     case OpKind::attn_scores: case OpKind::attn_softmax: case OpKind::attn_context:

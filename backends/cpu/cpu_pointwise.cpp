@@ -1,7 +1,11 @@
 // Elementwise kernels: GELU (tanh approximation, Hendrycks & Gimpel 2016), SwiGLU's
 // silu(gate)·up (Shazeer 2020), their backward passes, the residual add, and rotary
-// position embeddings (RoFormer, Su et al. 2021, "rotate half" pairing (i, i + d/2)).
+// position embeddings (RoFormer, Su et al. 2021, "rotate half" pairing (i, i + d/2)), also at
+// explicit per-token positions (rope_at, a serving engine's packed step).
+#include <fmt/format.h>
+
 #include <cmath>
+#include <stdexcept>
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/kernel_util.hpp"
@@ -78,9 +82,11 @@ void residual_add(const T* a, const T* b, T* out, int64_t n) {
 
 namespace {
 
-// Rotates each (i, i + d/2) pair of every head of every token by ±angle(pos, i).
+// Rotates each (i, i + d/2) pair of every head of every token by ±angle(pos, i), token t at
+// positions[t] when given (varlen), else at r.position_of(t): one rotation for both, so a
+// token rotates alike whichever way its position is told.
 template <class T>
-void rotate(const T* x, T* y, const RopeShape& r, float sign) {
+void rotate(const T* x, T* y, const RopeShape& r, float sign, const int32_t* positions = nullptr) {
   const int64_t d = r.head_dim, half_d = d / 2;
   // inv_freq[i] = 10000^(−2i/d) (RoFormer eq. 15), computed once per call.
   std::vector<float> inv_freq(static_cast<std::size_t>(half_d));
@@ -91,7 +97,7 @@ void rotate(const T* x, T* y, const RopeShape& r, float sign) {
                [&](int64_t t0, int64_t t1) {
     float* cs = detail::thread_scratch(0, static_cast<std::size_t>(2 * half_d));
     for (int64_t t = t0; t < t1; ++t) {
-      const auto pos = static_cast<double>(r.position_of(t));
+      const auto pos = static_cast<double>(positions != nullptr ? int64_t{positions[t]} : r.position_of(t));
       for (int64_t i = 0; i < half_d; ++i) {
         const double ang = pos * inv_freq[static_cast<std::size_t>(i)];
         cs[i] = static_cast<float>(std::cos(ang));
@@ -124,6 +130,14 @@ void rope_bwd(const T* dy, T* dx, const RopeShape& r) {
   rotate(dy, dx, r, -1.0f);
 }
 
+template <class T>
+void rope_at(const T* x, const int32_t* positions, T* y, const RopeShape& r) {
+  for (int64_t t = 0; t < r.tokens; ++t)
+    if (positions[t] < 0)
+      throw std::out_of_range(fmt::format("varlen rope: token {} has position {}", t, positions[t]));
+  rotate(x, y, r, 1.0f, positions);
+}
+
 #define PERFSIM_INSTANTIATE_POINTWISE(T)                                          \
   template void gelu<T>(const T*, T*, int64_t);                                   \
   template void gelu_bwd<T>(const T*, const T*, T*, int64_t);                     \
@@ -131,7 +145,8 @@ void rope_bwd(const T* dy, T* dx, const RopeShape& r) {
   template void silu_mul_bwd<T>(const T*, const T*, const T*, T*, T*, int64_t);   \
   template void residual_add<T>(const T*, const T*, T*, int64_t);                 \
   template void rope<T>(const T*, T*, const RopeShape&);                          \
-  template void rope_bwd<T>(const T*, T*, const RopeShape&);
+  template void rope_bwd<T>(const T*, T*, const RopeShape&);                      \
+  template void rope_at<T>(const T*, const int32_t*, T*, const RopeShape&);
 PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_POINTWISE)
 
 }  // namespace perfsim::cpu

@@ -186,8 +186,9 @@ int64_t batched_gemm_calls(const Op& op) {
 }
 
 std::string copy_rows_variant(const Op& op) {
-  const bool row_per_sequence =
-      op.kind == OpKind::slice_last_token || (op.kind == OpKind::kv_append && op.attrs.kv_block == 0);
+  // A varlen slice gathers rows anywhere in the step: not one block per sequence.
+  const bool row_per_sequence = (op.kind == OpKind::slice_last_token && !op.attrs.varlen) ||
+                                (op.kind == OpKind::kv_append && op.attrs.kv_block == 0);
   return row_per_sequence && op.attrs.batch == 1 ? "contiguous" : "";
 }
 
@@ -240,6 +241,8 @@ std::string_view calibration_variant(const Op& op) {
 }
 
 std::string_view unpaged_calibration_variant(const Op& op) {
+  // A varlen step's longest query run is seq_q: a decode only when every sequence decodes.
+  if (op.attrs.varlen && op.kind == OpKind::flash_attention) return op.attrs.seq_q == 1 ? "decode" : "";
   if (is_decode_attention(op.kind, op.attrs.seq_q)) return "decode";
   if (op.kind == OpKind::gemm && !gemm_rows_aligned(op)) return "unaligned";
   if (op.kind == OpKind::adamw && op.attrs.passes <= 1) return "fused";

@@ -93,7 +93,8 @@ struct Calibration {
 
 // Ops of one kind that run other kernels, or the same kernels far from their design point,
 // get curves of their own (an empty variant: none):
-//   "decode"    attention over at most decode_query_rows query rows per sequence;
+//   "decode"    attention over at most decode_query_rows query rows per sequence (a varlen
+//               flash_attention: only when every sequence has one query);
 //   "unaligned" a GEMM with a leading dimension that is not a multiple of 16 bytes (an odd
 //               vocabulary, say), which rules out the tensor-core kernels that need
 //               aligned rows;

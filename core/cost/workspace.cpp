@@ -142,6 +142,7 @@ int64_t kernel_workspace(const Op& op, const Graph& g, int64_t elem, const Hardw
       return g.tensor(op.outputs.at(1)).elements() * 4;  // [b, grad_capacity, Hkv, d] fp32
     }
     case OpKind::flash_attention:
+      if (at.varlen) return 0;  // the varlen kernels keep no split-KV partials
       // A paged cache is always read by the split-KV kernel; ring attention's blocks after the
       // first never are (on some ranks they skip query rows, which only the flash kernel does).
       return (at.seq_q <= decode_kernel_max_seq_q && at.ring_step == 0) || at.kv_block > 0

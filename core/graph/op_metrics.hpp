@@ -33,7 +33,9 @@ enum class CopyDirection { device_to_device, upload, download, host_to_host };
 // their weight gradients in a second kernel; the flash backward has three kernels; the
 // embedding backward zeroes, scatters and (16-bit tables) converts; the MoE router picks the
 // top k then scans the slots, and the dispatch and the combine's backward zero their expert
-// buffers before the scatter.
+// buffers before the scatter; a varlen flash attention whose step mixes decodes with longer
+// query runs (0 < decode_seqs < batch) runs a decode kernel over the decodes and a prefill
+// kernel over the rest.
 [[nodiscard]] int kernel_launches(const Op& op);
 
 }  // namespace perfsim
