@@ -1,12 +1,15 @@
 // The CUDA backend's serving engine: weights and KV pages in SharedTensors (allocated once,
 // kept across steps), one GraphRunner per step without per-op events, each step one eager
-// pass (run_walled) timed by events on the stream; swaps copy between the page pool and
-// pinned host memory.
+// pass (run_walled) timed by events on the stream, or a replay of the CUDA graph captured for
+// its padded batch size (kept with its runner for the session); swaps copy between the page
+// pool and pinned host memory.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_check.hpp"
@@ -46,6 +49,41 @@ class CudaEngineSession final : public EngineSession {
     return t;
   }
 
+  StepTimes run_graphed(int64_t key, const std::function<Graph()>& build, const StepInputs& inputs,
+                        double& capture_seconds) override {
+    using clock = std::chrono::steady_clock;
+    capture_seconds = 0;
+    auto it = m_captured.find(key);
+    if (it == m_captured.end()) {
+      // First met: run the step eagerly from its own graph (that is the step), then capture it.
+      Captured c;
+      c.graph = std::make_unique<Graph>(build());
+      const auto t0 = clock::now();
+      c.runner = std::make_unique<GraphRunner>(*c.graph, m_seed, m_alloc, m_gemm, m_stream, nullptr, &m_shared, false);
+      for (const auto& [name, values] : inputs) c.runner->write(tensor_named(*c.graph, name), values);
+      StepTimes t;
+      t.device = c.runner->run_walled();
+      t.wall = std::chrono::duration<double>(clock::now() - t0).count();
+      const auto c0 = clock::now();
+      c.runner->capture();
+      capture_seconds = std::chrono::duration<double>(clock::now() - c0).count();
+      m_captured.emplace(key, std::move(c));
+      return t;
+    }
+    const auto t0 = clock::now();
+    const Captured& c = it->second;
+    for (const auto& [name, values] : inputs) c.runner->write(tensor_named(*c.graph, name), values);
+    StepTimes t;
+    t.device = c.runner->replay(1).front();  // synchronizes
+    t.wall = std::chrono::duration<double>(clock::now() - t0).count();
+    return t;
+  }
+
+  void forget_graphs() override {
+    PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    m_captured.clear();
+  }
+
   double swap(double bytes, bool out) override {
     const auto n = static_cast<std::size_t>(bytes);
     if (n == 0) return 0;
@@ -81,11 +119,17 @@ class CudaEngineSession final : public EngineSession {
     throw NotExecutable(fmt::format("cuda backend: the step has no input '{}'", name));
   }
 
+  struct Captured {
+    std::unique_ptr<Graph> graph;  // the runner reads it: kept at a stable address
+    std::unique_ptr<GraphRunner> runner;
+  };
+
   uint64_t m_seed;
   CachingAllocator& m_alloc;
   GemmEngine& m_gemm;
   cudaStream_t m_stream;
   SharedTensors m_shared;
+  std::map<int64_t, Captured> m_captured;  // by padded batch size; destroyed before m_shared
   HostMemory m_host;
   void* m_swap_host = nullptr;
   void* m_swap_device = nullptr;

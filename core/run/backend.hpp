@@ -3,6 +3,7 @@
 // in backends/<name>/; backends/registry.hpp creates them by name.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,6 +62,18 @@ class EngineSession {
   // them, weights filled as the backend fills any graph's, pages empty), the step's inputs
   // written before it runs. Throws NotExecutable when the step cannot run.
   virtual StepTimes run_step(const Graph& g, const StepInputs& inputs) = 0;
+  // A step replayed from a CUDA graph captured for `key` (its padded batch size): the first
+  // step of a key runs eagerly from build()'s graph and is then captured (its seconds in
+  // `capture_seconds`, which are not the step's); later ones write their inputs into the
+  // captured graph's and replay it. A backend without graphs runs every step eagerly.
+  virtual StepTimes run_graphed(int64_t key, const std::function<Graph()>& build, const StepInputs& inputs,
+                                double& capture_seconds) {
+    (void)key;
+    capture_seconds = 0;
+    return run_step(build(), inputs);
+  }
+  // Drops the captured graphs (their weights may change with the next stack step).
+  virtual void forget_graphs() {}
   // Moves `bytes` of KV blocks to host memory (out) or back, as a swap preemption does;
   // returns its seconds.
   virtual double swap(double bytes, bool out) = 0;

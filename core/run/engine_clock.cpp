@@ -77,11 +77,46 @@ EngineStepPlan plan_engine_step(const EngineStep& step, const KvPool& pool, int6
   return plan;
 }
 
+EngineStepPlan plan_graphed_step(const EngineStep& step, const KvPool& pool, int64_t table_width, int64_t vocab,
+                                 std::mt19937_64& tokens, int64_t bucket, int64_t max_kv) {
+  EngineStepPlan plan = plan_engine_step(step, pool, table_width, vocab, tokens);
+  auto values = [&](const char* name) -> std::vector<int32_t>& {
+    for (auto& in : plan.inputs)
+      if (in.first == name) return in.second;
+    throw std::logic_error(std::string("engine step: no input ") + name);
+  };
+  EngineStepShape& sh = plan.shape;
+  for (auto n = static_cast<int64_t>(sh.q_len.size()); n < bucket; ++n) {
+    sh.q_len.push_back(1);
+    values(engine_input::tokens).push_back(0);
+    values(engine_input::positions).push_back(1);
+    values(engine_input::slots).push_back(-1);
+    for (int64_t c = 0; c < table_width; ++c) values(engine_input::block_table).push_back(0);
+    std::vector<int32_t>& starts = values(engine_input::query_start);
+    starts.push_back(starts.back() + 1);
+    values(engine_input::kv_len).push_back(2);
+  }
+  if (sh.sampled < bucket) {
+    // Every row samples (vLLM computes the padded rows' logits too).
+    std::vector<int32_t> rows(static_cast<std::size_t>(bucket));
+    for (int64_t i = 0; i < bucket; ++i) rows[static_cast<std::size_t>(i)] = static_cast<int32_t>(i);
+    bool found = false;
+    for (auto& in : plan.inputs)
+      if (in.first == engine_input::sample_rows) in.second = rows, found = true;
+    if (!found) plan.inputs.emplace_back(engine_input::sample_rows, std::move(rows));
+    sh.sampled = bucket;
+  }
+  sh.kv_len.assign(static_cast<std::size_t>(bucket), max_kv);
+  return plan;
+}
+
 ExecutedClock::ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack,
-                             const KvPool& pool, uint64_t seed)
-    : m_session(session), m_model(m), m_stack(std::move(graph_stack)), m_pool(pool),
+                             const KvPool& pool, uint64_t seed, bool cuda_graphs)
+    : m_session(session), m_model(m), m_stack(std::move(graph_stack)), m_cuda_graphs(cuda_graphs), m_pool(pool),
       m_table_width((m.max_seq + pool.block - 1) / pool.block), m_tokens(seed),
-      m_start(std::chrono::steady_clock::now()) {}
+      m_start(std::chrono::steady_clock::now()) {
+  m_session.forget_graphs();
+}
 
 double ExecutedClock::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
@@ -92,19 +127,38 @@ void ExecutedClock::wait_until(double t) {
                                               std::chrono::duration<double>(t)));
 }
 
-void ExecutedClock::run(const EngineStep& step) {
-  const double t0 = now();
-  const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
-  Graph g = build_engine_step(m_model, plan.shape);
+Graph ExecutedClock::step_graph(const EngineStepShape& shape) const {
+  Graph g = build_engine_step(m_model, shape);
   for (const StackStep& s : m_stack)
     for (const PassSpec& p : s.passes) apply_graph_pass(p, g);
+  return g;
+}
+
+void ExecutedClock::run(const EngineStep& step) {
+  const double t0 = now();
+  const auto n = static_cast<int64_t>(step.seqs.size());
+  const bool decodes_only =
+      std::all_of(step.seqs.begin(), step.seqs.end(), [](const SeqWork& w) { return w.decodes(); });
+  const int64_t bucket = m_cuda_graphs && decodes_only ? StepPricer::capture_size(n) : 0;
   ExecutedStep rec;
   const double swap_out = static_cast<double>(step.swap_out_blocks) * m_pool.block_bytes;
   const double swap_in = static_cast<double>(step.swap_in_blocks) * m_pool.block_bytes;
   double swaps = 0;
   if (swap_in > 0) swaps += m_session.swap(swap_in, false);
-  const StepTimes t = m_session.run_step(g, plan.inputs);
+  StepTimes t;
+  double capture = 0;
+  if (bucket > 0) {
+    const int64_t max_kv = std::min(m_model.max_seq, m_table_width * m_pool.block);
+    const EngineStepPlan plan =
+        plan_graphed_step(step, m_pool, m_table_width, m_model.vocab, m_tokens, bucket, max_kv);
+    t = m_session.run_graphed(bucket, [&] { return step_graph(plan.shape); }, plan.inputs, capture);
+  } else {
+    const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
+    t = m_session.run_step(step_graph(plan.shape), plan.inputs);
+  }
   if (swap_out > 0) swaps += m_session.swap(swap_out, true);
+  // A capture is set-up, not serving: the clock stops for it.
+  m_start += std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(capture));
   rec.wall = now() - t0;
   rec.device = t.device + swaps;
   rec.host = std::max(0.0, rec.wall - rec.device);

@@ -18,10 +18,12 @@ namespace perfsim {
 
 class ExecutedClock final : public StepClock {
  public:
-  // `graph_stack`: the stack's graph passes for the step graphs (engine_graph_stack()); `seed`
-  // draws the token ids.
+  // `graph_stack`: the stack's graph passes for the step graphs (engine_graph_stack()); with
+  // `cuda_graphs`, decode-only steps of up to 512 sequences replay a graph captured for their
+  // capture size (StepPricer::capture_size), the clock stopped while one is captured (vLLM
+  // captures before serving). `seed` draws the token ids.
   ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack, const KvPool& pool,
-                uint64_t seed);
+                uint64_t seed, bool cuda_graphs = false);
 
   [[nodiscard]] double now() const override;
   void wait_until(double t) override;
@@ -33,9 +35,13 @@ class ExecutedClock final : public StepClock {
   void price_steps(StepPricer& pricer);
 
  private:
+  // The step's graph with the stack's graph passes.
+  [[nodiscard]] Graph step_graph(const EngineStepShape& shape) const;
+
   EngineSession& m_session;
   ModelConfig m_model;
   std::vector<StackStep> m_stack;
+  bool m_cuda_graphs = false;   // decode-only steps replay graphs captured per padded size
   KvPool m_pool;
   int64_t m_table_width = 0;
   std::mt19937_64 m_tokens;
@@ -60,5 +66,11 @@ struct EngineStepPlan {
 };
 [[nodiscard]] EngineStepPlan plan_engine_step(const EngineStep& step, const KvPool& pool, int64_t table_width,
                                               int64_t vocab, std::mt19937_64& tokens);
+// A decode-only step padded to `bucket` sequences for a captured CUDA graph (vLLM pads to its
+// capture sizes): the padding decodes read page 0 and write nothing; the shape's KV lengths
+// are all `max_kv`, so one graph serves every step of the bucket whatever its contexts (the
+// kernels read the real ones from the inputs).
+[[nodiscard]] EngineStepPlan plan_graphed_step(const EngineStep& step, const KvPool& pool, int64_t table_width,
+                                               int64_t vocab, std::mt19937_64& tokens, int64_t bucket, int64_t max_kv);
 
 }  // namespace perfsim

@@ -78,7 +78,10 @@ std::optional<ServeStepResult::Executed> execute_serving(const Scenario& s, Engi
   const auto start = std::chrono::steady_clock::now();
   ServeStepResult::Executed out;
   const KvPool pool = executed_pool(predicted.pool, requests);
-  ExecutedClock clock(session, s.model, engine_graph_stack(stack, upto), pool, spec.seed);
+  bool cuda_graphs = false;
+  for (std::size_t i = 0; i <= upto && i < stack.size(); ++i)
+    for (const PassSpec& p : stack[i].passes) cuda_graphs = cuda_graphs || p.name == "cuda_graphs";
+  ExecutedClock clock(session, s.model, engine_graph_stack(stack, upto), pool, spec.seed, cuda_graphs);
   out.run = run_engine(requests, predicted.config, pool, s.model.max_seq, spec.arrivals.think, clock);
   out.metrics = serve_metrics(out.run, spec.slo);
   StepPricer pricer(s.model, device_hw, stack, upto);

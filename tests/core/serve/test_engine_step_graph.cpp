@@ -96,3 +96,27 @@ TEST_CASE("engine step plan: decodes first, each token at its position and page 
   CHECK(input(p, engine_input::block_table).size() == 3 * 8);
   CHECK(p.shape.sampled == 2);
 }
+
+TEST_CASE("engine step plan: a decode-only step padded to its capture size") {
+  EngineStep step;
+  for (int64_t i = 0; i < 3; ++i) {
+    SeqWork d;
+    d.request = i, d.tokens = 1, d.position = 4 + i;
+    step.seqs.push_back(d);
+    step.block_tables.push_back({i, 5 + i});
+  }
+  KvPool pool;
+  pool.blocks = 10;
+  pool.block = 4;
+  std::mt19937_64 rng(1);
+  const EngineStepPlan p = plan_graphed_step(step, pool, 8, 100, rng, 4, 32);
+  CHECK(p.shape.q_len == std::vector<int64_t>{1, 1, 1, 1});
+  CHECK(p.shape.kv_len == std::vector<int64_t>{32, 32, 32, 32});
+  CHECK(p.shape.sampled == 4);
+  CHECK(input(p, engine_input::kv_len) == std::vector<int32_t>{5, 6, 7, 2});
+  CHECK(input(p, engine_input::slots) == std::vector<int32_t>{20, 25, 30, -1});
+  CHECK(input(p, engine_input::sample_rows) == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(input(p, engine_input::query_start) == std::vector<int32_t>{0, 1, 2, 3, 4});
+  // One graph for the bucket: the step builds whatever the real contexts are.
+  CHECK(build_engine_step(test_models::tiny_llama(), p.shape).ops.size() > 0);
+}
