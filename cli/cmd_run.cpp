@@ -66,12 +66,13 @@ std::string slug(std::string_view text) {
 }
 
 // --vllm-json's file of serve step `step` (counted from 1 in the name):
-// <scenario>[-<sweep label>]-<step number>-<step name>.json.
-std::string vllm_file_name(const RunResult& r, std::size_t step) {
+// <scenario>[-<sweep label>]-<step number>-<step name>[-measured].json.
+std::string vllm_file_name(const RunResult& r, std::size_t step, ServeRun which) {
   std::string name = slug(r.scenario);
   if (const std::string label = slug(sweep_label(r.sweep_point)); !label.empty()) name += "-" + label;
   name += fmt::format("-{}", step + 1);
   if (const std::string s = slug(r.serve[step].step); !s.empty()) name += "-" + s;
+  if (which == ServeRun::measured) name += "-measured";
   return name + ".json";
 }
 
@@ -86,15 +87,20 @@ void prepare_vllm_dir(const std::string& dir) {
   check_writable((fs::path(dir) / ".perfsim-probe").string());
 }
 
-// Every serve step of every sweep point into --vllm-json's DIR, each file whole or not at all.
+// Every serve step of every sweep point into --vllm-json's DIR, and each executed run beside its
+// prediction, each file whole or not at all.
 void write_vllm_json(const std::string& dir, const std::vector<RunResult>& results,
                      const std::vector<ScenarioPoint>& points, bool quiet) {
   std::size_t files = 0;
   for (std::size_t i = 0; i < results.size(); ++i) {
     const std::optional<ServeSpec>& spec = points[i].scenario.serve;
-    for (std::size_t step = 0; step < results[i].serve.size(); ++step, ++files)
-      write_file_atomically((std::filesystem::path(dir) / vllm_file_name(results[i], step)).string(),
-                            format_vllm_bench_json(results[i], step, spec ? &*spec : nullptr));
+    for (std::size_t step = 0; step < results[i].serve.size(); ++step)
+      for (ServeRun which : {ServeRun::predicted, ServeRun::measured}) {
+        if (which == ServeRun::measured && !results[i].serve[step].executed) continue;
+        write_file_atomically((std::filesystem::path(dir) / vllm_file_name(results[i], step, which)).string(),
+                              format_vllm_bench_json(results[i], step, spec ? &*spec : nullptr, which));
+        ++files;
+      }
   }
   if (!quiet)
     fmt::print(stderr, "perfsim: wrote {} file{} to {} (vLLM benchmark JSON)\n", files, files == 1 ? "" : "s", dir);

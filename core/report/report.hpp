@@ -110,12 +110,15 @@ struct WhatIfFigures {
 [[nodiscard]] std::string format_markdown(const std::vector<RunResult>& points);
 [[nodiscard]] std::string format_json(const std::vector<RunResult>& points);
 [[nodiscard]] std::string format_csv(const std::vector<RunResult>& points);
+// Which engine run of a serve step: the prediction, or the executed run (ServeStepResult::executed).
+enum class ServeRun { predicted, measured };
 // Serve step `step` of `r` as `vllm bench serve --save-result` writes a run (vllm_bench.cpp).
 // `spec`, the traffic the run served, gives the exact request rate, burstiness and whether an
 // SLO was set; without it they are read from RunResult::traffic. Throws std::out_of_range when
-// `r` has no such serve step.
-[[nodiscard]] std::string format_vllm_bench_json(const RunResult& r, std::size_t step,
-                                                 const ServeSpec* spec = nullptr);
+// `r` has no such serve step, std::invalid_argument for the measured run of a step that did not
+// execute.
+[[nodiscard]] std::string format_vllm_bench_json(const RunResult& r, std::size_t step, const ServeSpec* spec = nullptr,
+                                                 ServeRun which = ServeRun::predicted);
 
 // `perfsim explain`: one stack step's graph priced on one hardware, op by op.
 struct ExplainInput {

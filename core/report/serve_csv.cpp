@@ -1,4 +1,5 @@
-// Serving runs' CSV rows: the ServeMetrics of each stack step and what-if hardware.
+// Serving runs' CSV rows: the ServeMetrics of each stack step (predicted, and measured when it
+// executed) and what-if hardware.
 #include "core/report/serve_csv.hpp"
 
 #include <fmt/format.h>
@@ -45,6 +46,8 @@ const std::vector<std::string>& serve_csv_columns() {
     for (const char* latency : {"ttft", "tpot", "itl", "e2e"})
       for (const char* stat : {"mean", "median", "p90", "p99"}) c.push_back(fmt::format("{}_{}_s", latency, stat));
     c.insert(c.end(), {"goodput", "slo_attainment", "mean_batch", "kv_utilization_mean", "prefix_hit_rate"});
+    // Last, so the columns before it keep their places.
+    c.emplace_back("source");
     return c;
   }();
   return columns;
@@ -54,19 +57,20 @@ std::vector<std::vector<std::string>> serve_csv_rows(const RunResult& r) {
   std::vector<std::vector<std::string>> rows;
   const std::size_t width = serve_csv_columns().size();
   for (const ServeStepResult& s : r.serve) {
-    std::vector<std::string> row = {s.step, s.hardware, s.scheduler};
-    const auto cells = metric_cells(s.predicted.metrics);
-    row.insert(row.end(), cells.begin(), cells.end());
-    rows.push_back(std::move(row));
-    for (const ServeStepResult::WhatIf& w : s.what_if) {
-      std::vector<std::string> what_if = {s.step, w.hardware, s.scheduler};
-      if (w.error.empty()) {
-        const auto figures = metric_cells(w.metrics);
-        what_if.insert(what_if.end(), figures.begin(), figures.end());
+    auto row_of = [&](const std::string& hardware, const ServeMetrics* m, const char* source) {
+      std::vector<std::string> row = {s.step, hardware, s.scheduler};
+      if (m != nullptr) {
+        const auto cells = metric_cells(*m);
+        row.insert(row.end(), cells.begin(), cells.end());
       }
-      what_if.resize(width);
-      rows.push_back(std::move(what_if));
-    }
+      row.resize(width);
+      row.back() = source;
+      return row;
+    };
+    rows.push_back(row_of(s.hardware, &s.predicted.metrics, "predicted"));
+    if (s.executed) rows.push_back(row_of(s.hardware, &s.executed->metrics, "measured"));
+    for (const ServeStepResult::WhatIf& w : s.what_if)
+      rows.push_back(row_of(w.hardware, w.error.empty() ? &w.metrics : nullptr, "predicted"));
   }
   return rows;
 }

@@ -1,13 +1,17 @@
 // The "serve" object of the JSON report: per stack step the engine's pool, its metrics, every
-// served request and the engine's steps over time (what the serving charts draw), and the
-// metrics on the other hardware. Seconds; times of a request relative to its arrival.
+// served request and the engine's steps over time (what the serving charts draw), the same for
+// the executed run beside the cost model's price of each executed step, and the metrics on the
+// other hardware. Seconds; times of a request relative to its arrival.
 #include "core/report/serve_json.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <vector>
 
 namespace perfsim {
 
@@ -56,9 +60,11 @@ json requests_json(const EngineRun& run) {
           {"reasons", std::move(reason_counts)}};
 }
 
-json timeline_json(const EngineRun& run) {
+// `executed`: the executed run's step seconds, added as arrays beside the engine's figures.
+json timeline_json(const EngineRun& run, const std::vector<ExecutedStep>* executed = nullptr) {
   json t = json::array(), duration = json::array(), batch = json::array(), tokens = json::array(),
-       prefill = json::array(), kv = json::array(), waiting = json::array();
+       prefill = json::array(), kv = json::array(), waiting = json::array(), device = json::array(),
+       host = json::array(), predicted = json::array();
   const std::size_t n = run.steps.size();
   // More steps than points: every k-th step, k = ceil(n / points), so at most `points` remain.
   const std::size_t k = n > timeline_points ? (n + timeline_points - 1) / timeline_points : 1;
@@ -72,14 +78,54 @@ json timeline_json(const EngineRun& run) {
     prefill.push_back(s.prefill_tokens);
     kv.push_back(sig6(blocks > 0 ? static_cast<double>(s.kv_used_blocks) / blocks : 0));
     waiting.push_back(s.waiting);
+    if (executed == nullptr) continue;
+    const ExecutedStep e = i < executed->size() ? (*executed)[i] : ExecutedStep{};
+    device.push_back(sig6(e.device));
+    host.push_back(sig6(e.host));
+    predicted.push_back(sig6(e.predicted));
   }
-  return {{"t", std::move(t)},
-          {"duration", std::move(duration)},
-          {"batch", std::move(batch)},
-          {"tokens", std::move(tokens)},
-          {"prefill_tokens", std::move(prefill)},
-          {"kv_used", std::move(kv)},
-          {"waiting", std::move(waiting)}};
+  json j = {{"t", std::move(t)},
+            {"duration", std::move(duration)},
+            {"batch", std::move(batch)},
+            {"tokens", std::move(tokens)},
+            {"prefill_tokens", std::move(prefill)},
+            {"kv_used", std::move(kv)},
+            {"waiting", std::move(waiting)}};
+  if (executed != nullptr) {
+    j["device"] = std::move(device);
+    j["host"] = std::move(host);
+    j["predicted"] = std::move(predicted);
+  }
+  return j;
+}
+
+json pool_json(const KvPool& p) {
+  return {{"blocks", p.blocks}, {"block_tokens", p.block}, {"block_bytes", p.block_bytes}};
+}
+
+json step_figures_json(const ExecutedStepFigures& f) {
+  return {{"count", f.steps},
+          {"wall_median", sig6(f.wall_median)},
+          {"wall_p90", sig6(f.wall_p90)},
+          {"predicted_median", sig6(f.predicted_median)},
+          {"error_median", sig6(f.error_median)},
+          {"abs_error_median", sig6(f.abs_error_median)},
+          {"host_share", sig6(f.host_share)},
+          {"device_share", sig6(f.device_share)}};
+}
+
+json executed_json(const ServeStepResult::Executed& e) {
+  const ExecutedStepSummary summary = summarize_executed_steps(e);
+  return {{"pool", pool_json(e.run.pool)},
+          {"metrics", serve_metrics_json(e.metrics)},
+          {"requests", requests_json(e.run)},
+          {"timeline", timeline_json(e.run, &e.steps)},
+          {"engine_steps",
+           {{"all", step_figures_json(summary.all)},
+            {"decode", step_figures_json(summary.decode)},
+            {"prefill", step_figures_json(summary.prefill)}}},
+          {"held_bytes", e.held_bytes},
+          {"seconds", sig6(e.seconds)}};
 }
 
 json step_json(const ServeStepResult& s) {
@@ -89,10 +135,11 @@ json step_json(const ServeStepResult& s) {
   j["hardware"] = s.hardware;
   j["scheduler"] = s.scheduler;
   j["not_executed"] = s.not_executed;
-  j["pool"] = {{"blocks", p.pool.blocks}, {"block_tokens", p.pool.block}, {"block_bytes", p.pool.block_bytes}};
+  j["pool"] = pool_json(p.pool);
   j["predicted"] = {{"metrics", serve_metrics_json(p.metrics)},
                     {"requests", requests_json(p.run)},
                     {"timeline", timeline_json(p.run)}};
+  if (s.executed) j["executed"] = executed_json(*s.executed);
   json what_if = json::array();
   for (const ServeStepResult::WhatIf& w : s.what_if)
     what_if.push_back({{"hardware", w.hardware}, {"metrics", serve_metrics_json(w.metrics)}, {"error", w.error}});
@@ -109,6 +156,48 @@ json sig6(double v) {
   double rounded = v;
   std::from_chars(text.data(), text.data() + text.size(), rounded);
   return rounded;
+}
+
+namespace {
+
+ExecutedStepFigures step_figures(const std::vector<const ExecutedStep*>& steps) {
+  constexpr double none = std::numeric_limits<double>::quiet_NaN();
+  ExecutedStepFigures f;
+  f.steps = static_cast<int64_t>(steps.size());
+  std::vector<double> wall, predicted, error, abs_error;
+  double host = 0, device = 0;
+  int64_t timed = 0;
+  for (const ExecutedStep* s : steps) {
+    wall.push_back(s->wall);
+    predicted.push_back(s->predicted);
+    if (s->wall <= 0) continue;  // a step the clock saw take no time has no error or shares
+    ++timed;
+    error.push_back(relative_error(s->predicted, s->wall));
+    abs_error.push_back(std::fabs(error.back()));
+    host += s->host / s->wall;
+    device += s->device / s->wall;
+  }
+  for (std::vector<double>* v : {&wall, &predicted, &error, &abs_error}) std::sort(v->begin(), v->end());
+  f.wall_median = percentile_linear(wall, 50);
+  f.wall_p90 = percentile_linear(wall, 90);
+  f.predicted_median = percentile_linear(predicted, 50);
+  f.error_median = percentile_linear(error, 50);
+  f.abs_error_median = percentile_linear(abs_error, 50);
+  f.host_share = timed > 0 ? host / static_cast<double>(timed) : none;
+  f.device_share = timed > 0 ? device / static_cast<double>(timed) : none;
+  return f;
+}
+
+}  // namespace
+
+ExecutedStepSummary summarize_executed_steps(const ServeStepResult::Executed& e) {
+  std::vector<const ExecutedStep*> all, decode, prefill;
+  const std::size_t n = std::min(e.steps.size(), e.run.steps.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    all.push_back(&e.steps[i]);
+    (e.run.steps[i].prefill_tokens > 0 ? prefill : decode).push_back(&e.steps[i]);
+  }
+  return {step_figures(all), step_figures(decode), step_figures(prefill)};
 }
 
 json serve_metrics_json(const ServeMetrics& m) {

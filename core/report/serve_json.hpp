@@ -1,8 +1,10 @@
-// A serving run's figures as JSON (the "serve" object of the JSON report), and the rounding the
-// serving outputs share: per-request and per-step arrays make these files large, and six
-// significant digits are more than the model's accuracy.
+// A serving run's figures as JSON (the "serve" object of the JSON report), and what the serving
+// outputs share: the rounding (per-request and per-step arrays make these files large, and six
+// significant digits are more than the model's accuracy) and the executed engine steps' figures.
 #pragma once
 #include <nlohmann/json.hpp>
+
+#include <cstdint>
 
 #include "core/run/results.hpp"
 
@@ -14,6 +16,27 @@ namespace perfsim {
 // Every ServeMetrics field by its C++ name, each LatencyStats as {count, mean, median, p90, p99,
 // max}; seconds.
 [[nodiscard]] nlohmann::ordered_json serve_metrics_json(const ServeMetrics& m);
+
+// An executed run's engine steps of one kind against the cost model's price of the same batches.
+// Error: (price − measured wall) / measured wall, per step. Shares: per step over its wall time,
+// averaged over the steps. NaN where there are no steps.
+struct ExecutedStepFigures {
+  int64_t steps = 0;
+  double wall_median = 0, wall_p90 = 0;
+  double predicted_median = 0;
+  double error_median = 0;  // signed: positive when the cost model prices the batch slower
+  double abs_error_median = 0;
+  double host_share = 0;    // the engine's host work (building the step, writing its inputs)
+  double device_share = 0;  // the device's time
+};
+
+struct ExecutedStepSummary {
+  ExecutedStepFigures all;
+  ExecutedStepFigures decode;   // steps of decodes only
+  ExecutedStepFigures prefill;  // steps computing some prompt tokens
+};
+
+[[nodiscard]] ExecutedStepSummary summarize_executed_steps(const ServeStepResult::Executed& e);
 
 // {"traffic", "steps": [...]} of a serving run (docs/CLI.md, "--format json"); null when `r` has none.
 [[nodiscard]] nlohmann::ordered_json serve_json(const RunResult& r);

@@ -1,11 +1,14 @@
-// The report's sections for a serving scenario: latency and throughput per stack step, the
-// engine's behaviour (batches, KV pool, prefix cache, preemptions), and the other hardware.
+// The report's sections for a serving scenario: latency and throughput per stack step (the
+// executed run's beside the prediction), the engine's behaviour (batches, KV pool, prefix cache,
+// preemptions), the executed engine steps against the cost model's price of the same batches,
+// and the other hardware.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/report/sections.hpp"
+#include "core/report/serve_json.hpp"
 #include "core/spec/size_text.hpp"
 #include "core/units.hpp"
 
@@ -22,6 +25,100 @@ std::string pct(double fraction) { return fmt::format("{:.1f}%", fraction * 100)
 
 std::string count(int64_t n) { return grouped(n); }
 
+std::string error(double predicted, double measured) {
+  return format_signed_percent(relative_error(predicted, measured));
+}
+
+// The latency table's figures of one run, in its column order after "vs first".
+std::vector<std::string> latency_cells(const ServeMetrics& m) {
+  return {ms(m.ttft.median),     ms(m.ttft.p99),       ms(m.tpot.median), ms(m.tpot.p99),
+          ms(m.itl.median),      ms(m.e2e.median),     ms(m.e2e.p99),     format_sig3(m.goodput),
+          pct(m.slo_attainment), count(m.preemptions), count(m.rejected)};
+}
+
+// The errors of the same figures; the SLO share and the counts have none.
+std::vector<std::string> latency_errors(const ServeMetrics& p, const ServeMetrics& m) {
+  return {error(p.ttft.median, m.ttft.median),
+          error(p.ttft.p99, m.ttft.p99),
+          error(p.tpot.median, m.tpot.median),
+          error(p.tpot.p99, m.tpot.p99),
+          error(p.itl.median, m.itl.median),
+          error(p.e2e.median, m.e2e.median),
+          error(p.e2e.p99, m.e2e.p99),
+          error(p.goodput, m.goodput),
+          "",
+          "",
+          ""};
+}
+
+int executed_steps(const RunResult& r) {
+  int n = 0;
+  for (const ServeStepResult& s : r.serve) n += s.executed ? 1 : 0;
+  return n;
+}
+
+const ServeStepResult* first_executed(const RunResult& r) {
+  for (const ServeStepResult& s : r.serve)
+    if (s.executed) return &s;
+  return nullptr;
+}
+
+// The executed engine steps, by kind, against the cost model's price of the same batches; with
+// more than one executed step, each one's output throughput against the first executed one's.
+ReportSection engine_steps_section(const RunResult& r, const ServeStepResult& base) {
+  const bool speedups = executed_steps(r) > 1;
+
+  ReportSection sec;
+  sec.title = fmt::format("Engine steps, predicted vs measured (on {}; wall time, ms)", r.backend);
+  TextTable& t = sec.table;
+  t.add_column("step", Align::left);
+  t.add_column("kind", Align::left);
+  for (const char* c : {"steps", "wall p50", "wall p90", "pred p50", "err p50", "|err| p50", "host", "device"})
+    t.add_column(c);
+  if (speedups) t.add_column("pred speedup"), t.add_column("meas speedup");
+  for (const ServeStepResult& s : r.serve) {
+    if (!s.executed) continue;
+    const ExecutedStepSummary summary = summarize_executed_steps(*s.executed);
+    const std::pair<const char*, const ExecutedStepFigures*> kinds[] = {
+        {"all", &summary.all}, {"decode only", &summary.decode}, {"with prefill", &summary.prefill}};
+    for (const auto& [kind, f] : kinds) {
+      // A kind the run had no step of says nothing; "all" always shows.
+      if (f->steps == 0 && f != &summary.all) continue;
+      std::vector<std::string> row{s.step,
+                                   kind,
+                                   count(f->steps),
+                                   ms(f->wall_median),
+                                   ms(f->wall_p90),
+                                   ms(f->predicted_median),
+                                   format_signed_percent(f->error_median),
+                                   f->steps > 0 ? pct(f->abs_error_median) : "—",
+                                   f->steps > 0 ? pct(f->host_share) : "—",
+                                   f->steps > 0 ? pct(f->device_share) : "—"};
+      if (speedups && f == &summary.all) {
+        const ServeMetrics& from = base.predicted.metrics;
+        const ServeMetrics& measured_from = base.executed->metrics;
+        row.push_back(format_speedup(s.predicted.metrics.output_throughput / from.output_throughput));
+        row.push_back(format_speedup(s.executed->metrics.output_throughput / measured_from.output_throughput));
+      }
+      t.add_row(std::move(row));
+    }
+  }
+  sec.notes.push_back(
+      "pred: the cost model's price of the same batch; err: (pred − wall) / wall per engine step, p50 the median "
+      "over the steps");
+  sec.notes.push_back(
+      "host: the engine's host work (building the step, writing its inputs), device: the device's time, each over "
+      "the step's wall time, mean over the steps");
+  if (speedups)
+    sec.notes.push_back(fmt::format("speedup: output tokens/s against {}, the first executed step", base.step));
+  for (const ServeStepResult& s : r.serve)
+    if (s.executed)
+      sec.notes.push_back(fmt::format("{}: {} engine steps in {} (setup included), {} of weights and KV pages held",
+                                      s.step, count(static_cast<int64_t>(s.executed->steps.size())),
+                                      format_duration(s.executed->seconds), format_bytes(s.executed->held_bytes)));
+  return sec;
+}
+
 }  // namespace
 
 std::vector<ReportSection> serve_sections(const RunResult& r) {
@@ -29,25 +126,63 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
   if (r.serve.empty()) return out;
   const ServeMetrics& base = r.serve.front().predicted.metrics;
 
+  // An executed run adds a measured and an error row under each step's predicted one.
+  const ServeStepResult* measured_base = first_executed(r);
+  const bool executed = measured_base != nullptr;
+  // The measured rows' "vs first" has the predicted rows' base only when the first step executed.
+  const bool same_base = executed && measured_base == &r.serve.front();
+
   ReportSection lat;
-  lat.title = fmt::format("Serving latency and throughput (predicted on {}; ms)", r.serve.front().hardware);
+  lat.title = executed ? fmt::format("Serving latency and throughput (predicted on {}, measured on {}; ms)",
+                                     r.serve.front().hardware, r.backend)
+                       : fmt::format("Serving latency and throughput (predicted on {}; ms)", r.serve.front().hardware);
   TextTable& t = lat.table;
   t.add_column("step", Align::left);
+  if (executed) t.add_column("run", Align::left);
   for (const char* c : {"req/s", "out tok/s", "vs first", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
                         "ITL p50", "E2E p50", "E2E p99", "goodput", "SLO met", "preempt", "rejected"})
     t.add_column(c);
   for (const ServeStepResult& s : r.serve) {
     const ServeMetrics& m = s.predicted.metrics;
-    t.add_row({s.step, format_sig3(m.request_throughput), format_rate(m.output_throughput),
-               base.output_throughput > 0 ? format_speedup(m.output_throughput / base.output_throughput) : "—",
-               ms(m.ttft.median), ms(m.ttft.p99), ms(m.tpot.median), ms(m.tpot.p99), ms(m.itl.median),
-               ms(m.e2e.median), ms(m.e2e.p99), format_sig3(m.goodput), pct(m.slo_attainment), count(m.preemptions),
-               count(m.rejected)});
+    const double predicted_vs_first = m.output_throughput / base.output_throughput;
+    std::vector<std::string> row{s.step};
+    if (executed) row.emplace_back("predicted");
+    for (std::string c : {format_sig3(m.request_throughput), format_rate(m.output_throughput),
+                          base.output_throughput > 0 ? format_speedup(predicted_vs_first) : "—"})
+      row.push_back(std::move(c));
+    for (std::string& c : latency_cells(m)) row.push_back(std::move(c));
+    t.add_row(std::move(row));
+    if (!s.executed) continue;
+
+    const ServeMetrics& x = s.executed->metrics;
+    const ServeMetrics& x_base = measured_base->executed->metrics;
+    const double measured_vs_first = x.output_throughput / x_base.output_throughput;
+    std::vector<std::string> measured{
+        s.step, "measured", format_sig3(x.request_throughput), format_rate(x.output_throughput),
+        same_base && x_base.output_throughput > 0 ? format_speedup(measured_vs_first) : "—"};
+    for (std::string& c : latency_cells(x)) measured.push_back(std::move(c));
+    t.add_row(std::move(measured));
+    std::vector<std::string> errors{
+        s.step, "error", error(m.request_throughput, x.request_throughput),
+        error(m.output_throughput, x.output_throughput),
+        same_base && &s != measured_base ? error(predicted_vs_first, measured_vs_first) : ""};
+    for (std::string& c : latency_errors(m, x)) errors.push_back(std::move(c));
+    t.add_row(std::move(errors));
   }
   lat.notes.push_back(
       "vLLM's benchmark definitions: TTFT arrival to first token; TPOT (E2E − TTFT) / (output − 1) per request; "
       "ITL every gap between tokens; percentiles interpolated; throughputs over the run (time 0 to the last token)");
   lat.notes.push_back("goodput: requests/s meeting every SLO; vs first: output tokens/s against the first step");
+  if (executed) {
+    lat.notes.push_back(fmt::format(
+        "measured: the same requests through the same scheduler, each engine step run on {}; error: (predicted − "
+        "measured) / measured",
+        r.backend));
+    if (!same_base && executed_steps(r) > 1)
+      lat.notes.push_back(
+          fmt::format("the first step did not execute: \"Engine steps\" gives the measured speedups, against {}",
+                      measured_base->step));
+  }
   for (const ServeStepResult& s : r.serve)
     if (!s.not_executed.empty()) {
       lat.notes.push_back("not executed: " + s.not_executed);
@@ -74,6 +209,7 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
   eng.notes.push_back("KV pool: blocks × tokens per block (one max_seq reservation per block without paged_kv); KV use: "
                       "held blocks over the pool, weighted by step time");
   out.push_back(std::move(eng));
+  if (executed) out.push_back(engine_steps_section(r, *measured_base));
 
   bool any_what_if = false;
   for (const ServeStepResult& s : r.serve) any_what_if = any_what_if || !s.what_if.empty();
@@ -108,14 +244,20 @@ std::optional<ReportSection> serve_sweep_summary(const std::vector<RunResult>& p
   for (const auto& r : points)
     for (const auto& [k, v] : r.sweep_point)
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  bool executed = false;
+  for (const auto& r : points)
+    for (const ServeStepResult& st : r.serve) executed = executed || st.executed.has_value();
   ReportSection s;
-  s.title = "Sweep summary (serving, predicted; ms)";
+  s.title = executed ? "Sweep summary (serving, predicted and measured; ms)" : "Sweep summary (serving, predicted; ms)";
   TextTable& t = s.table;
   for (const auto& k : keys) t.add_column(k);
   t.add_column("step", Align::left);
   for (const char* c : {"req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p50", "E2E p99",
                         "goodput", "SLO met", "rejected"})
     t.add_column(c);
+  // The executed runs' headline figures beside the predicted ones ("—" where a step did not execute).
+  if (executed)
+    for (const char* c : {"meas out tok/s", "meas TTFT p50", "meas TPOT p50", "meas E2E p99"}) t.add_column(c);
   for (const auto& r : points)
     for (const ServeStepResult& st : r.serve) {
       std::vector<std::string> row;
@@ -128,6 +270,12 @@ std::optional<ReportSection> serve_sweep_summary(const std::vector<RunResult>& p
                             ms(m.ttft.p99), ms(m.tpot.median), ms(m.tpot.p99), ms(m.e2e.median), ms(m.e2e.p99),
                             format_sig3(m.goodput), pct(m.slo_attainment), count(m.rejected)})
         row.push_back(std::move(c));
+      if (executed) {
+        const ServeMetrics* x = st.executed ? &st.executed->metrics : nullptr;
+        for (std::string c : {x ? format_rate(x->output_throughput) : "—", x ? ms(x->ttft.median) : "—",
+                              x ? ms(x->tpot.median) : "—", x ? ms(x->e2e.p99) : "—"})
+          row.push_back(std::move(c));
+      }
       t.add_row(std::move(row));
     }
   if (t.empty()) return std::nullopt;

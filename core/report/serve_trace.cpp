@@ -1,5 +1,6 @@
 // A serving run in the trace (trace.hpp): per stack step one process holding the engine's
-// predicted steps as spans, its load as counters and the first served requests as async slices.
+// predicted steps as spans, its load as counters and the first served requests as async slices,
+// and one more alike for the executed run, its steps carrying the cost model's price of each.
 #include "core/report/trace.hpp"
 
 #include <fmt/format.h>
@@ -52,7 +53,9 @@ class Counter {
   json m_last;  // null: no sample yet
 };
 
-void add_engine_steps(const EngineRun& run, double window_end, int pid, json& events) {
+// `executed`: the executed run's step seconds, added to each step's args.
+void add_engine_steps(const EngineRun& run, const std::vector<ExecutedStep>* executed, double window_end, int pid,
+                      json& events) {
   Counter batch("batch", "sequences"), tokens("tokens", "per step"), kv("KV blocks", "used %"),
       waiting("waiting", "requests");
   const double blocks = static_cast<double>(run.pool.blocks);
@@ -62,6 +65,14 @@ void add_engine_steps(const EngineRun& run, double window_end, int pid, json& ev
     json args{{"seqs", s.seqs},       {"tokens", s.tokens},   {"prefill_tokens", s.prefill_tokens},
               {"decodes", s.decodes}, {"waiting", s.waiting}, {"kv_used_blocks", s.kv_used_blocks}};
     if (s.swap_blocks > 0) args["swap_blocks"] = s.swap_blocks;
+    if (executed != nullptr && i < executed->size()) {
+      const ExecutedStep& e = (*executed)[i];
+      // Six digits: a wall clock's microseconds carry binary residue past them.
+      args["device_us"] = sig6(us(e.device));
+      args["host_us"] = sig6(us(e.host));
+      args["predicted_us"] = sig6(us(e.predicted));
+      if (e.wall > 0) args["error"] = sig6(relative_error(e.predicted, e.wall));
+    }
     events.push_back(json{{"ph", "X"},
                           {"name", fmt::format("{} seqs · {} tok", s.seqs, s.tokens)},
                           {"cat", "engine"},
@@ -115,41 +126,46 @@ bool served(const RequestRecord& r) {
   return r.rejected.empty() && r.admitted >= 0 && r.first_token >= 0 && r.finished >= 0;
 }
 
+// One engine run of a stack step as its own process: its name says which run (`what`).
+void add_run_process(const RunResult& r, const ServeStepResult& s, const EngineRun& run,
+                     const std::vector<ExecutedStep>* executed, const std::string& what, int pid, json& events) {
+  std::vector<const RequestRecord*> traced;
+  int64_t served_count = 0;
+  double window_end = 0;
+  for (const RequestRecord& q : run.requests) {
+    if (!served(q)) continue;
+    ++served_count;
+    if (traced.size() < serve_trace_requests) {
+      traced.push_back(&q);
+      window_end = std::max(window_end, q.finished);
+    }
+  }
+  // Every engine step, unless some requests are left out: then the steps up to the last traced
+  // request's end, so that what the trace holds is complete.
+  const bool all = served_count <= static_cast<int64_t>(serve_trace_requests);
+  if (all) window_end = std::numeric_limits<double>::infinity();
+
+  std::string name = fmt::format("serve · {}{} / {} ({}", r.scenario,
+                                 r.sweep_point.empty() ? "" : " [" + sweep_label(r.sweep_point) + "]", s.step, what);
+  if (!all)
+    name += fmt::format("; first {} of {} requests", grouped(static_cast<int64_t>(serve_trace_requests)),
+                        grouped(served_count));
+  name += ")";
+  events.push_back(metadata("process_name", pid, 0, {{"name", name}}));
+  events.push_back(metadata("process_sort_index", pid, 0, {{"sort_index", pid}}));
+  events.push_back(metadata("thread_name", pid, engine_track, {{"name", "engine steps"}}));
+  events.push_back(metadata("thread_name", pid, request_track, {{"name", "requests"}}));
+  add_engine_steps(run, executed, window_end, pid, events);
+  for (const RequestRecord* q : traced) add_request(*q, pid, events);
+}
+
 }  // namespace
 
 int add_serve_processes(const RunResult& r, int pid, nlohmann::ordered_json& events) {
   for (const ServeStepResult& s : r.serve) {
-    ++pid;
-    const EngineRun& run = s.predicted.run;
-    std::vector<const RequestRecord*> traced;
-    int64_t served_count = 0;
-    double window_end = 0;
-    for (const RequestRecord& q : run.requests) {
-      if (!served(q)) continue;
-      ++served_count;
-      if (traced.size() < serve_trace_requests) {
-        traced.push_back(&q);
-        window_end = std::max(window_end, q.finished);
-      }
-    }
-    // Every engine step, unless some requests are left out: then the steps up to the last traced
-    // request's end, so that what the trace holds is complete.
-    const bool all = served_count <= static_cast<int64_t>(serve_trace_requests);
-    if (all) window_end = std::numeric_limits<double>::infinity();
-
-    std::string name =
-        fmt::format("serve · {}{} / {} (predicted, {}", r.scenario,
-                    r.sweep_point.empty() ? "" : " [" + sweep_label(r.sweep_point) + "]", s.step, s.hardware);
-    if (!all)
-      name += fmt::format("; first {} of {} requests", grouped(static_cast<int64_t>(serve_trace_requests)),
-                          grouped(served_count));
-    name += ")";
-    events.push_back(metadata("process_name", pid, 0, {{"name", name}}));
-    events.push_back(metadata("process_sort_index", pid, 0, {{"sort_index", pid}}));
-    events.push_back(metadata("thread_name", pid, engine_track, {{"name", "engine steps"}}));
-    events.push_back(metadata("thread_name", pid, request_track, {{"name", "requests"}}));
-    add_engine_steps(run, window_end, pid, events);
-    for (const RequestRecord* q : traced) add_request(*q, pid, events);
+    add_run_process(r, s, s.predicted.run, nullptr, "predicted, " + s.hardware, ++pid, events);
+    // The executed run beside it, on the same time axis (seconds from the run's start).
+    if (s.executed) add_run_process(r, s, s.executed->run, &s.executed->steps, "measured, " + r.backend, ++pid, events);
   }
   return pid;
 }

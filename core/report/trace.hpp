@@ -14,7 +14,8 @@
 // per step, KV blocks used (% of the pool) and waiting requests, and the first
 // serve_trace_requests served requests as async slices (request, and inside it queued, prefill,
 // decode). When more requests were served, the engine steps stop where the last traced request
-// finished.
+// finished. A step that executed adds a second process alike, "serve · ... (measured, BACKEND)",
+// whose engine steps also carry their device and host time and the cost model's price.
 #pragma once
 #include <cstddef>
 #include <nlohmann/json_fwd.hpp>
@@ -29,8 +30,9 @@ namespace perfsim {
 
 inline constexpr std::size_t serve_trace_requests = 1000;
 
-// The serving steps of `r` as trace events appended to `events`, one process per stack step with
-// pids pid + 1, pid + 2, ... (serve_trace.cpp). Returns the last pid used (`pid` when none).
+// The serving steps of `r` as trace events appended to `events`, one process per stack step (and
+// one more after it for its executed run) with pids pid + 1, pid + 2, ... (serve_trace.cpp).
+// Returns the last pid used (`pid` when none).
 int add_serve_processes(const RunResult& r, int pid, nlohmann::ordered_json& events);
 
 }  // namespace perfsim

@@ -1,6 +1,7 @@
 // One serving step as `vllm bench serve --save-result --save-detailed` writes its result (vLLM's
 // benchmarks/serve.py: the same keys, milliseconds for the latency statistics, seconds for the
-// per-request lists), so the tools that read vLLM's results read perfsim's predictions.
+// per-request lists), so the tools that read vLLM's results read perfsim's predictions and its
+// executed runs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -113,17 +114,23 @@ std::string utc_now() {
 
 }  // namespace
 
-std::string format_vllm_bench_json(const RunResult& r, std::size_t step, const ServeSpec* spec) {
+std::string format_vllm_bench_json(const RunResult& r, std::size_t step, const ServeSpec* spec, ServeRun which) {
   if (step >= r.serve.size())
     throw std::out_of_range(fmt::format("{} has no serve step {} (it has {})", r.scenario, step, r.serve.size()));
   const ServeStepResult& s = r.serve[step];
-  const EngineRun& run = s.predicted.run;
-  const ServeMetrics& m = s.predicted.metrics;
+  const bool measured = which == ServeRun::measured;
+  if (measured && !s.executed)
+    throw std::invalid_argument(fmt::format("{} / {} has no executed run", r.scenario, s.step));
+  const EngineRun& run = measured ? s.executed->run : s.predicted.run;
+  const ServeMetrics& m = measured ? s.executed->metrics : s.predicted.metrics;
   const Traffic t = traffic_of(r, run, spec);
 
   json j;
   j["date"] = utc_now();
-  j["backend"] = "perfsim-predicted";
+  j["backend"] = measured ? "perfsim-measured" : "perfsim-predicted";
+  // Extra keys, as vLLM's --metadata adds them: which run this is, and where it was executed.
+  j["perfsim_run"] = measured ? "measured" : "predicted";
+  if (measured) j["perfsim_backend"] = r.backend;
   j["model_id"] = r.model;
   j["tokenizer_id"] = r.model;
   j["num_prompts"] = m.requests;

@@ -286,8 +286,10 @@ TEST_CASE("serve report: CSV has one row per step and per what-if") {
         "sweep_requests,step,hardware,scheduler,requests,completed,rejected,preemptions,duration_s,"
         "request_throughput,output_throughput,total_token_throughput,ttft_mean_s,ttft_median_s,ttft_p90_s,ttft_p99_s,"
         "tpot_mean_s,tpot_median_s,tpot_p90_s,tpot_p99_s,itl_mean_s,itl_median_s,itl_p90_s,itl_p99_s,e2e_mean_s,"
-        "e2e_median_s,e2e_p90_s,e2e_p99_s,goodput,slo_attainment,mean_batch,kv_utilization_mean,prefix_hit_rate");
-  REQUIRE(lines.size() == 1 + 2 * 3);  // each step, then its two what-if rows
+        "e2e_median_s,e2e_p90_s,e2e_p99_s,goodput,slo_attainment,mean_batch,kv_utilization_mean,prefix_hit_rate,"
+        "source");
+  REQUIRE(lines.size() == 1 + 2 * 3);  // each step, then its two what-if rows (nothing executed)
+  for (std::size_t i = 1; i < lines.size(); ++i) CHECK(split_csv_line(lines[i])->back() == "predicted");
 
   const std::vector<std::string> row = *split_csv_line(lines[1]);
   REQUIRE(row.size() == serve_csv_columns().size() + 1);
@@ -305,6 +307,7 @@ TEST_CASE("serve report: CSV has one row per step and per what-if") {
   REQUIRE(failed.size() == row.size());
   CHECK(failed[2] == "test-no-memory");
   CHECK(failed[5].empty());
+  CHECK(failed.back() == "predicted");
   CHECK(split_csv_line(lines[4])->at(1) == "+continuous");
 }
 
