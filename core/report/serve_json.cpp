@@ -111,7 +111,9 @@ json step_figures_json(const ExecutedStepFigures& f) {
           {"error_median", sig6(f.error_median)},
           {"abs_error_median", sig6(f.abs_error_median)},
           {"host_share", sig6(f.host_share)},
-          {"device_share", sig6(f.device_share)}};
+          {"device_share", sig6(f.device_share)},
+          {"device_error_median", sig6(f.device_error_median)},
+          {"host_median", sig6(f.host_median)}};
 }
 
 json executed_json(const ServeStepResult::Executed& e) {
@@ -164,7 +166,7 @@ ExecutedStepFigures step_figures(const std::vector<const ExecutedStep*>& steps) 
   constexpr double none = std::numeric_limits<double>::quiet_NaN();
   ExecutedStepFigures f;
   f.steps = static_cast<int64_t>(steps.size());
-  std::vector<double> wall, predicted, error, abs_error;
+  std::vector<double> wall, predicted, error, abs_error, device_error, host_seconds;
   double host = 0, device = 0;
   int64_t timed = 0;
   for (const ExecutedStep* s : steps) {
@@ -176,8 +178,11 @@ ExecutedStepFigures step_figures(const std::vector<const ExecutedStep*>& steps) 
     abs_error.push_back(std::fabs(error.back()));
     host += s->host / s->wall;
     device += s->device / s->wall;
+    host_seconds.push_back(s->host);
+    if (s->device > 0) device_error.push_back(relative_error(s->predicted, s->device));
   }
-  for (std::vector<double>* v : {&wall, &predicted, &error, &abs_error}) std::sort(v->begin(), v->end());
+  for (std::vector<double>* v : {&wall, &predicted, &error, &abs_error, &device_error, &host_seconds})
+    std::sort(v->begin(), v->end());
   f.wall_median = percentile_linear(wall, 50);
   f.wall_p90 = percentile_linear(wall, 90);
   f.predicted_median = percentile_linear(predicted, 50);
@@ -185,6 +190,8 @@ ExecutedStepFigures step_figures(const std::vector<const ExecutedStep*>& steps) 
   f.abs_error_median = percentile_linear(abs_error, 50);
   f.host_share = timed > 0 ? host / static_cast<double>(timed) : none;
   f.device_share = timed > 0 ? device / static_cast<double>(timed) : none;
+  f.device_error_median = device_error.empty() ? none : percentile_linear(device_error, 50);
+  f.host_median = host_seconds.empty() ? none : percentile_linear(host_seconds, 50);
   return f;
 }
 

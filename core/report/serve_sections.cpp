@@ -73,7 +73,8 @@ ReportSection engine_steps_section(const RunResult& r, const ServeStepResult& ba
   TextTable& t = sec.table;
   t.add_column("step", Align::left);
   t.add_column("kind", Align::left);
-  for (const char* c : {"steps", "wall p50", "wall p90", "pred p50", "err p50", "|err| p50", "host", "device"})
+  for (const char* c : {"steps", "wall p50", "wall p90", "pred p50", "err p50", "|err| p50", "dev err p50", "host",
+                        "host p50", "device"})
     t.add_column(c);
   if (speedups) t.add_column("pred speedup"), t.add_column("meas speedup");
   for (const ServeStepResult& s : r.serve) {
@@ -92,7 +93,9 @@ ReportSection engine_steps_section(const RunResult& r, const ServeStepResult& ba
                                    ms(f->predicted_median),
                                    format_signed_percent(f->error_median),
                                    f->steps > 0 ? pct(f->abs_error_median) : "—",
+                                   f->steps > 0 ? format_signed_percent(f->device_error_median) : "—",
                                    f->steps > 0 ? pct(f->host_share) : "—",
+                                   f->steps > 0 ? ms(f->host_median) : "—",
                                    f->steps > 0 ? pct(f->device_share) : "—"};
       if (speedups && f == &summary.all) {
         const ServeMetrics& from = base.predicted.metrics;
@@ -105,9 +108,9 @@ ReportSection engine_steps_section(const RunResult& r, const ServeStepResult& ba
   }
   sec.notes.push_back(
       "pred: the cost model's price of the same batch; err: (pred − wall) / wall per engine step, p50 the median "
-      "over the steps");
+      "over the steps; dev err: (pred − device) / device, the kernels alone, without the engine's host work");
   sec.notes.push_back(
-      "host: the engine's host work (building the step, writing its inputs), device: the device's time, each over "
+      "host: the engine's host work (building the step, writing its inputs; host p50 in ms per step, what the profile's host_overhead prices), device: the device's time, each over "
       "the step's wall time, mean over the steps");
   if (speedups)
     sec.notes.push_back(fmt::format("speedup: output tokens/s against {}, the first executed step", base.step));

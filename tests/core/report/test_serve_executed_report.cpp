@@ -181,16 +181,16 @@ TEST_CASE("serve executed report: engine steps, predicted vs measured, by kind")
   CHECK(steps->title == "Engine steps, predicted vs measured (on cuda; wall time, ms)");
   const std::string table = steps->table.to_markdown();
   CHECK(has_line(table,
-                 "| step | kind | steps | wall p50 | wall p90 | pred p50 | err p50 | \\|err\\| p50 | host | "
-                 "device | pred speedup | meas speedup |"));
+                 "| step | kind | steps | wall p50 | wall p90 | pred p50 | err p50 | \\|err\\| p50 | dev err p50 | "
+                 "host | host p50 | device | pred speedup | meas speedup |"));
   // Walls 4, 5, 10, 12 ms: median 7.5, p90 11.4; prices 3, 4, 8, 15 ms: median 6; errors −25%,
   // −20%, −20%, +25%: median −20%, of their sizes 22.5%.
-  CHECK(has_line(table, "| static | all | 4 | 7.50 | 11.4 | 6.00 | -20.0% | 22.5% | 20.0% | 60.0% | 1.00× | 1.00× |"));
-  CHECK(has_line(table, "| static | decode only | 2 | 4.50 | 4.90 | 3.50 | -22.5% | 22.5% | 20.0% | 60.0% |  |  |"));
-  CHECK(has_line(table, "| static | with prefill | 2 | 11.0 | 11.8 | 11.5 | +2.5% | 22.5% | 20.0% | 60.0% |  |  |"));
+  CHECK(has_line(table, "| static | all | 4 | 7.50 | 11.4 | 6.00 | -20.0% | 22.5% | +33.3% | 20.0% | 1.50 | 60.0% | 1.00× | 1.00× |"));
+  CHECK(has_line(table, "| static | decode only | 2 | 4.50 | 4.90 | 3.50 | -22.5% | 22.5% | +29.2% | 20.0% | 0.90 | 60.0% |  |  |"));
+  CHECK(has_line(table, "| static | with prefill | 2 | 11.0 | 11.8 | 11.5 | +2.5% | 22.5% | +70.8% | 20.0% | 2.20 | 60.0% |  |  |"));
   // Prices a quarter of the static step's for walls half of them: −60%, −37.5%, −62.5%, −60%.
   CHECK(has_line(table,
-                 "| +continuous | all | 4 | 3.75 | 5.70 | 1.50 | -60.0% | 60.0% | 20.0% | 60.0% | 3.20× | "
+                 "| +continuous | all | 4 | 3.75 | 5.70 | 1.50 | -60.0% | 60.0% | -33.3% | 20.0% | 0.75 | 60.0% | 3.20× | "
                  "2.00× |"));
   CHECK(table.find("| +prefix |") == std::string::npos);
   const std::vector<std::string> expected_notes = {
