@@ -58,6 +58,9 @@ CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
       "  serve_timeline     serving: batch size and KV blocks used over the run, per step\n"
       "  serve_load         serving, a sweep over rate (or users): p50/p99 TTFT and TPOT and the\n"
       "                     requests served against the offered load (the latency-throughput curve)\n"
+      "  serve_step_error   serving, executed steps: each engine step's price against its measured\n"
+      "                     time, decode-only and with prefill (measured runs are drawn beside the\n"
+      "                     predicted ones in the other serving charts)\n"
       "Files: DIR/NAME.svg and DIR/NAME.png; written together or not at all. Needs python3 with\n"
       "matplotlib (Debian: python3-matplotlib, installed by make deps; PERFSIM_PYTHON picks the\n"
       "interpreter). docs/LOOKING_AT_A_RUN.md shows each chart and how to read it.");

@@ -644,13 +644,18 @@ def chart_ranks(rep):
 
 
 # ----------------------------------------------------------------------------------------------
-# A serving run (workload = serve{...}): per stack step the engine's predicted run under "serve"
+# A serving run (workload = serve{...}): per stack step the engine's predicted run under "serve",
+# and beside it the run the backend executed, where the step ran
 
 P50 = "#4C72B0"
 P99 = "#C44E52"
 KV_COLOR = ROLE_COLORS["kv_cache"]
+DECODE_COLOR = "#4C72B0"
+PREFILL_COLOR = "#C44E52"
 MAX_TIMELINE_PANELS = 8
+MAX_ERROR_COLUMNS = 4
 LOAD_KEYS = ("rate", "users")  # sweep keys that vary the load of a serving scenario
+RUNS = ("predicted", "executed")  # a stack step's runs, as the report names them
 
 
 def serve_steps(point):
@@ -659,12 +664,20 @@ def serve_steps(point):
     return [s for s in steps or [] if isinstance(s, dict)]
 
 
-def serve_part(s, *keys):
-    """s["predicted"][keys...] as a dict ({} where missing)."""
+def serve_part(s, *keys, run="predicted"):
+    """s[run][keys...] as a dict ({} where missing); run is "predicted" or "executed"."""
     d = s
-    for k in ("predicted",) + keys:
+    for k in (run,) + keys:
         d = d.get(k) if isinstance(d, dict) else None
     return d if isinstance(d, dict) else {}
+
+
+def executed(s):
+    return isinstance(s.get("executed"), dict)
+
+
+def runs_of(s):
+    return RUNS if executed(s) else RUNS[:1]
 
 
 def latency(metrics, what, stat):
@@ -676,13 +689,42 @@ def step_color(i):
     return "C%d" % (i % 10)
 
 
+def run_line(run, measured):
+    """Keyword arguments of a series of `run`: once a chart holds measured series, predicted ones
+    are dashed with hollow markers and measured ones solid and filled; a chart of predictions alone
+    keeps its own styles."""
+    if not measured:
+        return {}
+    if run == "executed":
+        return {"linestyle": "-"}
+    return {"linestyle": "--", "markerfacecolor": "white"}
+
+
+def run_handles(backend, marker=None):
+    """Legend entries for the two line styles of run_line."""
+    from matplotlib.lines import Line2D
+    kw = {"marker": marker, "markersize": 4} if marker else {}
+    return [Line2D([], [], color="#333333", label="predicted", **dict(kw, **run_line("predicted", True))),
+            Line2D([], [], color="#333333", label="measured (%s)" % backend, **dict(kw, **run_line("executed", True)))]
+
+
+def serve_backend(point):
+    return point.get("backend", "?") if isinstance(point, dict) else "?"
+
+
 def serve_line(rep):
     traffic = (rep.point.get("serve") or {}).get("traffic", "")
     hardware = []
     for s in rep.serve:
         if s.get("hardware", "?") not in hardware:
             hardware.append(s.get("hardware", "?"))
-    return "%s; predicted on %s" % (traffic or "serving", ", ".join(hardware))
+    text = "%s; predicted on %s" % (traffic or "serving", ", ".join(hardware))
+    if any(executed(s) for s in rep.serve):
+        text += "; measured on %s (%s)" % (serve_backend(rep.point), rep.point.get("device", "?"))
+        alone = [s.get("step", "?") for s in rep.serve if not executed(s)]
+        if alone:
+            text += ", %s predicted only" % ", ".join(alone)
+    return text
 
 
 def plain_log(ax, axis="y"):
@@ -703,25 +745,29 @@ def need_serve(rep):
 
 def chart_serve_latency_cdf(rep):
     need_serve(rep)
+    measured = any(executed(s) for s in rep.serve)
     series = []
     for i, s in enumerate(rep.serve):
-        req = serve_part(s, "requests")
-        ttft = sorted(v for v in (num(x) for x in req.get("ttft") or []) if v and v > 0)
-        e2e = sorted(v for v in (num(x) for x in req.get("e2e") or []) if v and v > 0)
-        series.append((i, s.get("step", "?"), {"ttft": ttft, "e2e": e2e}))
-    if not any(v for _, _, d in series for v in d.values()):
+        for run in runs_of(s):
+            req = serve_part(s, "requests", run=run)
+            ttft = sorted(v for v in (num(x) for x in req.get("ttft") or []) if v and v > 0)
+            e2e = sorted(v for v in (num(x) for x in req.get("e2e") or []) if v and v > 0)
+            series.append((i, s.get("step", "?"), run, {"ttft": ttft, "e2e": e2e}))
+    if not any(v for _, _, _, d in series for v in d.values()):
         raise Skip("no step served a request")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.8), sharey=True)
     for ax, key, what in ((axes[0], "ttft", "TTFT: arrival to first token"),
                           (axes[1], "e2e", "E2E: arrival to last token")):
-        for i, name, d in series:
+        for i, name, run, d in series:
             values = d[key]
             if not values:
                 continue
             n = len(values)
+            side = "" if run == "predicted" else "measured-"
             ax.step([v * 1e3 for v in values], [(j + 1) / n for j in range(n)], where="post", color=step_color(i),
-                    linewidth=1.4, label="%s (%d)" % (name, n), gid="series-serve_latency_cdf-%s-%d" % (key, i))
+                    linewidth=1.4, label="%s (%d)" % (name, n) if run == "predicted" else None,
+                    gid="series-serve_latency_cdf-%s-%s%d" % (key, side, i), **run_line(run, measured))
         for q, text in ((0.5, "p50"), (0.99, "p99")):
             ax.axhline(q, color="#999999", linewidth=0.7, linestyle=":")
             ax.text(0.0, q, " " + text, transform=ax.get_yaxis_transform(), fontsize=7, color="#777777", va="bottom")
@@ -730,23 +776,44 @@ def chart_serve_latency_cdf(rep):
         ax.set_xlabel("%s (ms, log)" % what)
         ax.set_ylim(0, 1.03)
     axes[0].set_ylabel("fraction of requests")
-    axes[1].legend(loc="lower right", title="step (served requests)", title_fontsize=8)
-    finish(fig, "Serving latency CDF — %s" % rep.label(),
-           serve_line(rep) + "\nthe fraction of served requests within each latency (refused requests left out); "
-           "dotted: the median and the 99th percentile")
+    note = ("the fraction of served requests within each latency (refused requests left out); dotted: the median "
+            "and the 99th percentile")
+    if measured:
+        # A solid line per step in the legend: the line styles have their own entries.
+        from matplotlib.lines import Line2D
+        handles = []
+        for i, s in enumerate(rep.serve):
+            counts = {run: len(d["e2e"]) for j, _, run, d in series if j == i}
+            if not any(counts.values()):
+                continue
+            label = "%s (%d" % (s.get("step", "?"), counts["predicted"])
+            if "executed" in counts and counts["executed"] != counts["predicted"]:
+                label += "; measured %d" % counts["executed"]
+            handles.append(Line2D([], [], color=step_color(i), linewidth=1.4, label=label + ")"))
+        axes[1].legend(handles=handles + run_handles(serve_backend(rep.point)), loc="lower right",
+                       title="step (served requests)", title_fontsize=8)
+        note += "; dashed: predicted, solid: the run measured on the backend"
+    else:
+        axes[1].legend(loc="lower right", title="step (served requests)", title_fontsize=8)
+    finish(fig, "Serving latency CDF — %s" % rep.label(), serve_line(rep) + "\n" + note)
     return fig
 
 
 def chart_serve_percentiles(rep):
     need_serve(rep)
     names = [s.get("step", "?") for s in rep.serve]
-    metrics = [serve_part(s, "metrics") for s in rep.serve]
+    measured = any(executed(s) for s in rep.serve)
+    runs = RUNS if measured else RUNS[:1]
+    metrics = {run: [serve_part(s, "metrics", run=run) for s in rep.serve] for run in runs}
     panels = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
-    if not any(latency(m, k, "median") for m in metrics for k, _ in panels):
+    if not any(latency(m, k, "median") for ms in metrics.values() for m in ms for k, _ in panels):
         raise Skip("no latency figures: no step served a request")
+    # Measured points beside the predicted ones, each with its label on its own side.
+    shift = {"predicted": -0.14, "executed": 0.14} if measured else {"predicted": 0.0}
     fig, axes = new_figure(8.0, 7.8, rows=3, sharex=True)
     for ax, (key, title) in zip(axes, panels):
-        values = [v for m in metrics for v in (latency(m, key, "median"), latency(m, key, "p99")) if v]
+        values = [v for ms in metrics.values() for m in ms for v in (latency(m, key, "median"), latency(m, key, "p99"))
+                  if v]
         step_axis(ax, names)
         if not values:
             ax.text(0.5, 0.5, "no %s: every request had one output token" % title, transform=ax.transAxes,
@@ -754,17 +821,24 @@ def chart_serve_percentiles(rep):
             ax.set_yticks([])
             continue
         scale, unit = time_unit(max(values))
-        for stat, label, color, style, marker, dy in (("median", "p50", P50, "-", "o", -11),
-                                                      ("p99", "p99", P99, "--", "s", 5)):
-            pts = [(i, latency(m, key, stat)) for i, m in enumerate(metrics)]
-            pts = [(i, v) for i, v in pts if v]
-            if not pts:
-                continue
-            ax.plot([i for i, _ in pts], [v / scale for _, v in pts], linestyle=style, marker=marker, color=color,
-                    linewidth=1.2, label=label, gid="series-serve_percentiles-%s-%s" % (key, label))
-            for i, v in pts:
-                ax.annotate(fmt_time(v), (i, v / scale), textcoords="offset points", xytext=(0, dy), ha="center",
-                            fontsize=7, color=color)
+        for run in runs:
+            dx = shift[run]
+            for stat, label, color, style, marker, dy in (("median", "p50", P50, "-", "o", -11),
+                                                          ("p99", "p99", P99, "--", "s", 5)):
+                pts = [(i + dx, latency(m, key, stat)) for i, m in enumerate(metrics[run])]
+                pts = [(x, v) for x, v in pts if v]
+                if not pts:
+                    continue
+                kw = dict({"linestyle": style}, **run_line(run, measured))
+                side = "" if run == "predicted" else "-measured"
+                ax.plot([x for x, _ in pts], [v / scale for _, v in pts], marker=marker, color=color,
+                        linewidth=1.2, label=label if run == "predicted" else None,
+                        gid="series-serve_percentiles-%s-%s%s" % (key, label, side), **kw)
+                place = {"ha": "center"} if not measured else (
+                    {"ha": "right", "xytext": (-4, dy)} if run == "predicted" else {"ha": "left", "xytext": (4, dy)})
+                for x, v in pts:
+                    ax.annotate(fmt_time(v), (x, v / scale), textcoords="offset points",
+                                **dict({"xytext": (0, dy), "fontsize": 7, "color": color}, **place))
         # Steps that change a latency a thousandfold (static batching's queue) need a log axis.
         if max(values) / min(values) > 30:
             ax.set_yscale("log")
@@ -773,11 +847,30 @@ def chart_serve_percentiles(rep):
         else:
             ax.set_ylim(0, max(values) / scale * 1.25)
         ax.set_ylabel("%s (%s)" % (title, unit))
-    axes[0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    finish(fig, "Serving latency percentiles — %s" % rep.label(),
-           serve_line(rep) + "\nTTFT: arrival to first token; TPOT: (E2E − TTFT) ÷ (output − 1) per request; "
-           "E2E: arrival to last token (vLLM's definitions); p50 solid, p99 dashed")
+    note = ("TTFT: arrival to first token; TPOT: (E2E − TTFT) ÷ (output − 1) per request; E2E: arrival to last "
+            "token (vLLM's definitions); ")
+    if measured:
+        from matplotlib.lines import Line2D
+        handles = [Line2D([], [], color=P50, marker="o", linestyle="none", label="p50"),
+                   Line2D([], [], color=P99, marker="s", linestyle="none", label="p99")]
+        axes[0].legend(handles=handles + run_handles(serve_backend(rep.point), "o"), loc="upper left",
+                       bbox_to_anchor=(1.0, 1.0))
+        note += "p50 circles, p99 squares; predicted dashed and hollow (left), measured solid and filled (right)"
+    else:
+        axes[0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        note += "p50 solid, p99 dashed"
+    finish(fig, "Serving latency percentiles — %s" % rep.label(), serve_line(rep) + "\n" + note)
     return fig
+
+
+def timeline_rows(s, run):
+    """(start, batch, KV used, duration) of each engine step of a stack step's run."""
+    tl = serve_part(s, "timeline", run=run)
+    starts = tl.get("t") or []
+    pad = lambda values: list(values or []) + [None] * max(0, len(starts) - len(values or []))
+    rows = [(num(t), num(b), num(k), num(d))
+            for t, b, k, d in zip(starts, tl.get("batch") or [], pad(tl.get("kv_used")), pad(tl.get("duration")))]
+    return [(t, b, k, d) for t, b, k, d in rows if t is not None and b is not None]
 
 
 def chart_serve_timeline(rep):
@@ -785,36 +878,40 @@ def chart_serve_timeline(rep):
     chosen = list(enumerate(rep.serve))
     if rep.step_name:
         chosen = [(i, s) for i, s in chosen if step_key(s.get("step", "")) == step_key(rep.step_name)]
-    panels = []
+    measured = any(executed(s) for _, s in chosen)
+    steps = []  # per stack step, its panels: the predicted run, then the executed one
     for i, s in chosen:
-        tl = serve_part(s, "timeline")
-        starts = tl.get("t") or []
-        pad = lambda values: list(values or []) + [None] * max(0, len(starts) - len(values or []))
-        rows = [(num(t), num(b), num(k), num(d))
-                for t, b, k, d in zip(starts, tl.get("batch") or [], pad(tl.get("kv_used")), pad(tl.get("duration")))]
-        rows = [(t, b, k, d) for t, b, k, d in rows if t is not None and b is not None]
-        if rows:
-            panels.append((i, s, rows))
-    if not panels:
+        mine = [(i, s, run, rows) for run in runs_of(s) for rows in [timeline_rows(s, run)] if rows]
+        if mine:
+            steps.append(mine)
+    if not steps:
         raise Skip("the report holds no engine steps over time")
-    more = len(panels) - MAX_TIMELINE_PANELS
-    panels = panels[:MAX_TIMELINE_PANELS]
+    # Whole stack steps up to the cap, so an executed run stays under its prediction.
+    panels = []
+    for mine in steps:
+        if panels and len(panels) + len(mine) > MAX_TIMELINE_PANELS:
+            break
+        panels += mine
+    shown = len({i for i, _, _, _ in panels})
     n = len(panels)
     fig, axes = new_figure(9.0, 1.5 + 1.75 * n, rows=n, sharex=True)
-    end = max(t + (d or 0) for _, _, rows in panels for t, _, _, d in rows)
+    end = max(t + (d or 0) for _, _, _, rows in panels for t, _, _, d in rows)
     # One scale per quantity for all panels, so the steps compare at a glance; a pool the runs fill
-    # is read against 100%, a small model's sliver of it at its own scale.
-    batch_top = max(b for _, _, rows in panels for _, b, _, _ in rows) or 1
-    kv_top = max((k or 0) * 100 for _, _, rows in panels for _, _, k, _ in rows)
-    kv_top = 105 if kv_top > 20 else (kv_top * 1.2 if kv_top > 0 else 1)
+    # is read against 100%, a small model's sliver of it at its own scale. An executed run's pool
+    # is cut to what its requests can hold, so its KV has a scale of its own.
+    batch_top = max(b for _, _, _, rows in panels for _, b, _, _ in rows) or 1
+    kv_tops = {}
+    for run in RUNS:
+        top = max([(k or 0) * 100 for _, _, r, rows in panels if r == run for _, _, k, _ in rows] or [0])
+        kv_tops[run] = 105 if top > 20 else (top * 1.2 if top > 0 else 1)
     sampled = []
-    for ax, (i, s, rows) in zip(axes, panels):
+    for ax, (i, s, run, rows) in zip(axes, panels):
         # Every engine step in the report: the batch drops to 0 between steps, where the engine
         # waits for arrivals. Every k-th of them: each sample holds until the next.
-        every = (len(rows) >= (num(serve_part(s, "metrics").get("steps")) or 0) and
+        every = (len(rows) >= (num(serve_part(s, "metrics", run=run).get("steps")) or 0) and
                  all(d is not None for _, _, _, d in rows))
         if not every:
-            sampled.append(s.get("step", "?"))
+            sampled.append(s.get("step", "?") + ("" if run == "predicted" else " (measured)"))
         ts, batch = [], []
         for j, (t, b, _, d) in enumerate(rows):
             ts.append(t)
@@ -826,34 +923,133 @@ def chart_serve_timeline(rep):
         if not every:
             ts.append(rows[-1][0] + (rows[-1][3] or 0))
             batch.append(batch[-1])
-        ax.plot(ts, batch, drawstyle="steps-post", color=PREDICTED, linewidth=0.9,
-                gid="series-serve_timeline-batch-%d" % i)
+        side = "" if run == "predicted" else "measured-"
+        color = PREDICTED if run == "predicted" else MEASURED
+        ax.plot(ts, batch, drawstyle="steps-post", color=color, linewidth=0.9,
+                gid="series-serve_timeline-batch-%s%d" % (side, i))
         ax.set_ylim(0, batch_top * 1.15)
-        ax.set_ylabel("batch", color=PREDICTED)
+        ax.set_ylabel("batch", color=color)
         kv_ax = ax.twinx()
         kv_ax.spines["right"].set_visible(True)
         kv_ax.grid(False)
         kv_t = [t for t, _, _, _ in rows] + [rows[-1][0] + (rows[-1][3] or 0)]
         kv = [(k or 0) * 100 for _, _, k, _ in rows]
         kv_ax.plot(kv_t, kv + kv[-1:], drawstyle="steps-post", color=KV_COLOR, linewidth=0.9,
-                   gid="series-serve_timeline-kv-%d" % i)
-        kv_ax.set_ylim(0, kv_top)
+                   gid="series-serve_timeline-kv-%s%d" % (side, i))
+        kv_ax.set_ylim(0, kv_tops[run])
         kv_ax.set_ylabel("KV used (%)", color=KV_COLOR)
-        pool = s.get("pool") or {}
+        pool = s.get("pool") if run == "predicted" else serve_part(s, "pool", run=run)
+        pool = pool if isinstance(pool, dict) else {}
         blocks, tokens = num(pool.get("blocks")), num(pool.get("block_tokens"))
         where = " — KV pool %s blocks of %d tokens" % (format(int(blocks), ","), tokens) if blocks and tokens else ""
+        if measured:
+            where = (" — predicted on %s" % s.get("hardware", "?") if run == "predicted" else
+                     " — measured on %s" % serve_backend(rep.point)) + where
         ax.set_title("%s%s" % (s.get("step", "?"), where), loc="left", fontsize=9)
     axes[-1].set_xlim(0, end * 1.01 if end > 0 else 1)
     axes[-1].set_xlabel("time from the run's start (s)")
-    note = ("batch: sequences in each engine step, 0 while the engine waits for arrivals (blue, left); KV cache "
-            "used after each step was formed, % of the pool (green, right)")
+    if measured:
+        note = ("batch: sequences in each engine step, 0 while the engine waits for arrivals (left; blue predicted, "
+                "orange measured); KV cache used after each step was formed, % of the pool (green, right); under each "
+                "executed step its measured run on the same time axis, its KV as % of its own pool (the predicted one "
+                "cut to what the run's requests can hold)")
+    else:
+        note = ("batch: sequences in each engine step, 0 while the engine waits for arrivals (blue, left); KV cache "
+                "used after each step was formed, % of the pool (green, right)")
     if len(sampled) == n:
         note += "; every k-th engine step of these long runs, each held until the next"
     elif sampled:
         note += "; %s: every k-th engine step of a long run, each held until the next" % ", ".join(sampled)
-    if more > 0:
-        note += "\nthe first %d of %d steps; --step NAME draws another alone" % (n, n + more)
+    if shown < len(steps):
+        note += "\nthe first %d of %d steps; --step NAME draws another alone" % (shown, len(steps))
     finish(fig, "Serving engine over time — %s" % rep.label(), serve_line(rep) + "\n" + note)
+    return fig
+
+
+def chart_serve_step_error(rep):
+    need_serve(rep)
+    chosen = list(enumerate(rep.serve))
+    if rep.step_name:
+        chosen = [(i, s) for i, s in chosen if step_key(s.get("step", "")) == step_key(rep.step_name)]
+    panels = []
+    for i, s in chosen:
+        if not executed(s):
+            continue
+        tl = serve_part(s, "timeline", run="executed")
+        # The wall time of each step (graph built, inputs written, run) against the cost model's
+        # price of the same batch; a step of no measurable time has no place on log axes.
+        pts = {"decode": [], "prefill": []}
+        for wall, price, prefill in zip(tl.get("duration") or [], tl.get("predicted") or [],
+                                        tl.get("prefill_tokens") or []):
+            wall, price = num(wall), num(price)
+            if wall and price and wall > 0 and price > 0:
+                pts["prefill" if (num(prefill) or 0) > 0 else "decode"].append((wall * 1e3, price * 1e3))
+        if pts["decode"] or pts["prefill"]:
+            panels.append((i, s, pts))
+    if not panels:
+        what = "step %s was not executed" % rep.step_name if rep.step_name else "no stack step was executed"
+        why = [(s.get("step", "?"), s.get("not_executed")) for _, s in chosen if s.get("not_executed")]
+        if why:
+            raise Skip("%s (%s: %s)" % ((what,) + why[0]))
+        raise Skip("%s (a run on a backend executes them: --backend cpu or cuda)" % what)
+    import matplotlib.pyplot as plt
+    import numpy as np
+    cols = min(len(panels), MAX_ERROR_COLUMNS)
+    rows = (len(panels) + cols - 1) // cols
+    # The same limits on every panel, set on each: shared axes would not keep them square.
+    fig, grid = plt.subplots(rows, cols, figsize=(0.8 + 4.2 * cols, 1.8 + 4.2 * rows), squeeze=False)
+    flat = [ax for row in grid for ax in row]
+    every = [v for _, _, pts in panels for kind in pts.values() for p in kind for v in p]
+    lo, hi = min(every) / 1.5, max(every) * 1.5
+    line = np.logspace(math.log10(lo), math.log10(hi), 50)
+    sampled = []
+    for ax, (i, s, pts) in zip(flat, panels):
+        ax.fill_between(line, line * 0.75, line * 1.25, color="#DDDDDD", alpha=0.6, linewidth=0, gid="band-25-%d" % i)
+        ax.fill_between(line, line * 0.9, line * 1.1, color="#BBBBBB", alpha=0.6, linewidth=0, gid="band-10-%d" % i)
+        ax.plot(line, line, color="#555555", linewidth=0.8, gid="identity-%d" % i)
+        figures = serve_part(s, "engine_steps", run="executed")
+        for kind, text, color in (("decode", "decode only", DECODE_COLOR), ("prefill", "with prefill", PREFILL_COLOR)):
+            mine = pts[kind]
+            if not mine:
+                continue
+            f = figures.get(kind) if isinstance(figures.get(kind), dict) else {}
+            count, error = num(f.get("count")), num(f.get("error_median"))
+            label = "%s: %d step%s" % (text, count or len(mine), "" if (count or len(mine)) == 1 else "s")
+            if error is not None:
+                label += ", median error %+.0f%%" % (error * 100)
+            ax.scatter([m for m, _ in mine], [p for _, p in mine], s=12, alpha=0.7, color=color, label=label,
+                       gid="series-serve_step_error-%s-%d" % (kind, i), zorder=3)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_aspect("equal")
+        plain_log(ax, "x")
+        plain_log(ax)
+        total = num(serve_part(s, "metrics", run="executed").get("steps"))
+        drawn = len(pts["decode"]) + len(pts["prefill"])
+        if total and drawn < total:
+            sampled.append(s.get("step", "?"))
+        host = num((figures.get("all") or {}).get("host_share")) if isinstance(figures.get("all"), dict) else None
+        title = s.get("step", "?")
+        if host is not None:
+            title += " — host %.0f%% of the wall time" % (host * 100)
+        ax.set_title(title, loc="left", fontsize=9)
+        ax.legend(loc="upper left")
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    for k, ax in enumerate(flat[:len(panels)]):
+        if k + cols >= len(panels):  # no panel under it
+            ax.set_xlabel("measured wall time (ms, log)")
+        if k % cols == 0:
+            ax.set_ylabel("cost model's price (ms, log)")
+    note = ("each engine step of the executed run: its wall time (the step's graph built, its inputs written, "
+            "the step run) against the cost model's price of the same batch on %s; above the line the model prices "
+            "the step slower than it ran, below faster; the bands are ±10%% and ±25%%; median error: "
+            "(price − wall) ÷ wall over every engine step" % ", ".join(sorted({s.get("hardware", "?") for _, s, _ in panels})))
+    if sampled:
+        note += "; %s: every k-th engine step of a long run" % ", ".join(sampled)
+    finish(fig, "Engine steps, predicted vs measured — %s" % rep.label(), serve_line(rep) + "\n" + note)
     return fig
 
 
@@ -875,33 +1071,43 @@ def chart_serve_load(rep):
             continue
         others = "".join(" %s=%s" % kv for kv in sorted(sweep.items()) if kv[0] != key)
         for i, s in enumerate(serve_steps(r)):
-            m = serve_part(s, "metrics")
-            entry = series.setdefault(s.get("step", "?") + others, {"index": i, "pts": []})
-            entry["pts"].append({"x": x, "ttft50": latency(m, "ttft", "median"), "ttft99": latency(m, "ttft", "p99"),
-                                 "tpot50": latency(m, "tpot", "median"), "tpot99": latency(m, "tpot", "p99"),
-                                 "rps": num(m.get("request_throughput"))})
-    series = {k: v for k, v in series.items() if len({p["x"] for p in v["pts"]}) >= 2}
+            entry = series.setdefault(s.get("step", "?") + others, {"index": i, "runs": {}})
+            for run in runs_of(s):
+                m = serve_part(s, "metrics", run=run)
+                entry["runs"].setdefault(run, []).append(
+                    {"x": x, "ttft50": latency(m, "ttft", "median"), "ttft99": latency(m, "ttft", "p99"),
+                     "tpot50": latency(m, "tpot", "median"), "tpot99": latency(m, "tpot", "p99"),
+                     "rps": num(m.get("request_throughput"))})
+    # A run is a line where it has several loads; a step measured at one load only is predicted only.
+    for v in series.values():
+        v["runs"] = {run: pts for run, pts in v["runs"].items() if len({p["x"] for p in pts}) >= 2}
+    series = {k: v for k, v in series.items() if "predicted" in v["runs"]}
     if not series:
         raise Skip("no stack step was predicted at several %s values" % key)
+    measured = any("executed" in v["runs"] for v in series.values())
     # Colours by step when the steps are the only series, else by series.
     by_step = len(series) == len({v["index"] for v in series.values()})
     fig, axes = new_figure(8.0, 8.4, rows=3, sharex=True, heights=[3, 3, 2])
-    xs_all = sorted({p["x"] for v in series.values() for p in v["pts"]})
+    xs_all = sorted({p["x"] for v in series.values() for p in v["runs"]["predicted"]})
     for n, (label, v) in enumerate(series.items()):
         color = step_color(v["index"] if by_step else n)
-        pts = sorted(v["pts"], key=lambda p: p["x"])
-        for ax, what in ((axes[0], "ttft"), (axes[1], "tpot")):
-            for stat, style, marker in (("50", "-", "o"), ("99", "--", "s")):
-                got = [p for p in pts if p[what + stat]]
-                if got:
-                    ax.plot([p["x"] for p in got], [p[what + stat] * 1e3 for p in got], linestyle=style,
-                            marker=marker, markersize=4, color=color, linewidth=1.3,
-                            label=label if stat == "50" and what == "ttft" else None,
-                            gid="series-serve_load-%s-p%s-%d" % (what, stat, n))
-        got = [p for p in pts if p["rps"]]
-        if got:
-            axes[2].plot([p["x"] for p in got], [p["rps"] for p in got], marker="o", markersize=4, color=color,
-                         linewidth=1.3, gid="series-serve_load-throughput-%d" % n)
+        for run, pts in v["runs"].items():
+            pts = sorted(pts, key=lambda p: p["x"])
+            side = "" if run == "predicted" else "-measured"
+            for ax, what in ((axes[0], "ttft"), (axes[1], "tpot")):
+                for stat, style, marker in (("50", "-", "o"), ("99", "--", "s")):
+                    got = [p for p in pts if p[what + stat]]
+                    if got:
+                        ax.plot([p["x"] for p in got], [p[what + stat] * 1e3 for p in got], marker=marker,
+                                markersize=4, color=color, linewidth=1.3,
+                                label=label if stat == "50" and what == "ttft" and run == "predicted" else None,
+                                gid="series-serve_load-%s-p%s%s-%d" % (what, stat, side, n),
+                                **dict({"linestyle": style}, **run_line(run, measured)))
+            got = [p for p in pts if p["rps"]]
+            if got:
+                axes[2].plot([p["x"] for p in got], [p["rps"] for p in got], marker="o", markersize=4, color=color,
+                             linewidth=1.3, gid="series-serve_load-throughput%s-%d" % (side, n),
+                             **run_line(run, measured))
     for ax, what in ((axes[0], "TTFT"), (axes[1], "TPOT")):
         ax.set_yscale("log")
         plain_log(ax)
@@ -918,18 +1124,29 @@ def chart_serve_load(rep):
     axes[2].set_xticks(xs_all)
     axes[2].set_xticklabels(["%g" % x for x in xs_all])
     from matplotlib.lines import Line2D
-    handles, _ = axes[0].get_legend_handles_labels()
-    handles += [Line2D([], [], color="#333333", linestyle="-", marker="o", markersize=4, label="p50"),
-                Line2D([], [], color="#333333", linestyle="--", marker="s", markersize=4, label="p99")]
+    if measured:
+        # Solid colour per step: the dashes say predicted here, so p50 and p99 are told by marker.
+        handles = [Line2D([], [], color=step_color(v["index"] if by_step else n), linewidth=1.3, label=label)
+                   for n, (label, v) in enumerate(series.items())]
+        handles += [Line2D([], [], color="#333333", linestyle="none", marker="o", markersize=4, label="p50"),
+                    Line2D([], [], color="#333333", linestyle="none", marker="s", markersize=4, label="p99")]
+        handles += run_handles(serve_backend(points[0]), "o")
+    else:
+        handles, _ = axes[0].get_legend_handles_labels()
+        handles += [Line2D([], [], color="#333333", linestyle="-", marker="o", markersize=4, label="p50"),
+                    Line2D([], [], color="#333333", linestyle="--", marker="s", markersize=4, label="p99")]
     if key == "rate":
         handles.append(_dotted("served = offered"))
     axes[0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     point = rep.results[0]
+    note = ("p50 and p99 TTFT and TPOT, and the requests served per second, against the %s swept; one line per "
+            "stack step" % ("offered request rate" if key == "rate" else "concurrent users"))
+    if measured:
+        note += ("; predicted dashed and hollow, measured on %s solid and filled (p50 circles, p99 squares)" %
+                 serve_backend(points[0]))
     finish(fig, "Latency vs load — %s" % point.get("scenario", "?"),
-           "p50 and p99 TTFT and TPOT, and the requests served per second, against the %s swept; one line per "
-           "stack step\nwhere latency turns sharply up and the served rate stops following the offered one, the "
-           "engine is saturated: its capacity is the load just before that knee" %
-           ("offered request rate" if key == "rate" else "concurrent users"))
+           note + "\nwhere latency turns sharply up and the served rate stops following the offered one, the "
+           "engine is saturated: its capacity is the load just before that knee")
     return fig
 
 
@@ -1100,6 +1317,8 @@ class Trace:
         name = self.names.get(pid, "")
         if " · rank " in name:
             return "rank" + slug(name.split(" · rank ", 1)[1].split(" ", 1)[0])
+        if name.startswith("serve · ") and "(measured, " in name:  # beside its step's predicted process
+            return "serve-measured"
         return slug(name.split(" · ", 1)[0]) if " · " in name else "p%s" % slug(str(pid))
 
 
@@ -1186,8 +1405,9 @@ def chart_timeline(trace, g):
               ncol=min(4, len(handles)), borderaxespad=0.2)
     others = [x["step"] for x in trace.groups if x is not g]
     if serving:
-        note = ("a span per step of the serving engine's predicted run; the trace's counters and requests show in "
-                "Perfetto (ui.perfetto.dev)")
+        measured = any("(measured, " in trace.names.get(p, "") for p in g["pids"])
+        note = ("a span per step of the serving engine's predicted run%s; the trace's counters and requests show in "
+                "Perfetto (ui.perfetto.dev)" % (" and of the run the backend executed" if measured else ""))
     else:
         note = ("colour: the part of the step each op belongs to; predicted: the cost model's stream timeline; "
                 "measured: the stream timeline of the measured per-op medians")
@@ -1216,6 +1436,7 @@ SERVE_CHARTS = [
     ("serve_percentiles", chart_serve_percentiles),
     ("serve_timeline", chart_serve_timeline),
     ("serve_load", chart_serve_load),
+    ("serve_step_error", chart_serve_step_error),
 ]
 
 

@@ -110,7 +110,8 @@ class TraceWriter {
           "serve · STEP: the serving engine's predicted run of that stack step: a span per engine step, counters "
           "(batch, tokens per step, KV blocks used % of the pool, waiting requests) and the first {} served "
           "requests as async slices (queued, prefill, decode); with more requests served, the engine steps up to "
-          "the last traced request's end",
+          "the last traced request's end; serve · STEP (measured, BACKEND): the same for the run the backend "
+          "executed, its engine steps' args adding device_us, host_us, predicted_us and error",
           grouped(static_cast<int64_t>(serve_trace_requests)));
     return root.dump(1) + "\n";
   }

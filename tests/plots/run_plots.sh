@@ -76,7 +76,7 @@ case $case_name in
     expect_err '^perfsim: plot: wrote 4 charts to .* \(roofline, stack, memory, op_classes\)'
     grep -q 'serve' "$tmp/err" && fail "a report of model steps names the serving charts: $(cat "$tmp/err")"
     check "$tmp/charts" roofline=2 stack=4 memory=10 op_classes=12 --absent scaling ranks validation serve_latency_cdf \
-      serve_percentiles serve_timeline serve_load || failed=1
+      serve_percentiles serve_timeline serve_load serve_step_error || failed=1
     # The same report drawn again gives the same bytes.
     run 0 plot "$tmp/r.json" "$tmp/again" -q
     [ -s "$tmp/err" ] && fail "-q printed: $(cat "$tmp/err")"
@@ -151,10 +151,11 @@ case $case_name in
     run 0 run tests/plots/serve_tiny.lua --backend none -q -o "$tmp/r.json" --trace "$tmp/t.json"
     run 0 plot "$tmp/r.json" "$tmp/charts"
     expect_err '^perfsim: plot: skipped serve_load: no sweep over the load of a serving scenario'
+    expect_err '^perfsim: plot: skipped serve_step_error: no stack step was executed \(a run on a backend executes them'
     expect_err '^perfsim: plot: wrote 3 charts to .* \(serve_latency_cdf, serve_percentiles, serve_timeline\), each'
     grep -q 'roofline' "$tmp/err" && fail "a serving report's notes name the model steps' charts: $(cat "$tmp/err")"
     check "$tmp/charts" serve_latency_cdf=4 serve_percentiles=6 serve_timeline=4 \
-      --absent serve_load roofline stack memory op_classes scaling ranks validation || failed=1
+      --absent serve_load serve_step_error roofline stack memory op_classes scaling ranks validation || failed=1
     run 0 plot "$tmp/r.json" "$tmp/again" -q
     same_files "$tmp/charts" "$tmp/again"
     # --step: that step's timeline alone; a step the run does not hold names those it does.
@@ -171,6 +172,25 @@ case $case_name in
     expect_err '^perfsim: plot: the timeline shows step static of 2'
     check "$tmp/timeline" timeline=1 || failed=1
     expect_lanes "$tmp/timeline/timeline.svg" serve-engine-steps 1
+    # The swept scenario executed on the CPU backend: every serving chart draws the measured run
+    # beside the predicted one (point 1 for the per-point charts), and serve_step_error each
+    # executed step's engine steps, decode-only and with prefill, priced against their wall time.
+    run 0 run tests/plots/serve_tiny.lua --backend cpu -q --set sweep=true -o "$tmp/x.json" --trace "$tmp/xt.json"
+    run 0 plot "$tmp/x.json" "$tmp/executed"
+    expect_err '^perfsim: plot: wrote 5 charts to .* \(serve_latency_cdf, serve_percentiles, serve_timeline, serve_load, serve_step_error\)'
+    check "$tmp/executed" serve_latency_cdf=8 serve_percentiles=12 serve_timeline=8 serve_load=20 serve_step_error=4 || failed=1
+    for id in serve_latency_cdf-e2e-measured-1 serve_percentiles-ttft-p99-measured serve_timeline-batch-measured-0 \
+      serve_load-throughput-measured-1 serve_step_error-decode-0 serve_step_error-prefill-1; do
+      grep -q "id=\"series-$id\"" "$tmp/executed/${id%%-*}.svg" || fail "${id%%-*}: no series-$id"
+    done
+    # --step: that step's timeline and step errors alone.
+    run 0 plot "$tmp/x.json" "$tmp/executed_one" --step continuous -q
+    check "$tmp/executed_one" serve_timeline=4 serve_step_error=2 || failed=1
+    # Its trace: the predicted and the measured process of the first stack step, a lane each.
+    run 0 plot "$tmp/xt.json" "$tmp/executed_timeline"
+    check "$tmp/executed_timeline" timeline=2 || failed=1
+    expect_lanes "$tmp/executed_timeline/timeline.svg" serve-engine-steps 1
+    expect_lanes "$tmp/executed_timeline/timeline.svg" serve-measured-engine-steps 1
     ;;
   errors)
     run 0 run tests/cli/tiny_decode.lua --backend none -q -o "$tmp/r.json"
