@@ -29,6 +29,7 @@
 #include "backends/cuda/kernels/moe.cuh"
 #include "backends/cuda/kernels/norms.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
+#include "backends/cuda/kernels/varlen_attention.cuh"
 #include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
 
@@ -79,6 +80,14 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       return;
     }
     case OpKind::flash_attention: {
+      if (op.attrs.varlen) {  // {Q, K pages, V pages, table, query starts, KV lengths}
+        // No workspace (workspace.cpp plans none): the decodes' splits merge inside a thread-block
+        // cluster. With varlen_attention_workspace_bytes(a) planned and passed, they would merge
+        // through it instead, faster on long contexts (varlen_attention.cuh).
+        varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), cpu::varlen_attn_shape(op, g),
+                               st);
+        return;
+      }
       const cpu::AttnShape a = cpu::on_context_rank(cpu::attn_shape(op, g), op, rank);
       auto* lse = static_cast<float*>(out.at(1));
       if (op.attrs.kv_block > 0) {
@@ -149,7 +158,10 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
     case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), cpu::elementwise_count(op, g), st); return;
     case OpKind::residual_add: residual_add(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
-    case OpKind::rope: rope(I(0), O(0), cpu::on_context_rank(cpu::rope_shape(op, g), op, rank), st); return;
+    case OpKind::rope:
+      if (op.attrs.varlen) rope_at(I(0), ids(1), O(0), cpu::rope_shape(op, g), st);
+      else rope(I(0), O(0), cpu::on_context_rank(cpu::rope_shape(op, g), op, rank), st);
+      return;
     case OpKind::rope_bwd: rope_bwd(I(0), O(0), cpu::on_context_rank(cpu::rope_shape(op, g), op, rank), st); return;
     case OpKind::embedding:
       embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0),
@@ -164,12 +176,22 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       return;
     }
     case OpKind::kv_append: {
+      if (op.attrs.varlen) {  // run_generic made the output hold the pages
+        const cpu::KvSlotsShape s = cpu::kv_slots_shape(op, g);
+        kv_append_slots(I(0), O(0), ids(2), s.tokens, s.row, s.pool_rows, st);
+        return;
+      }
       const cpu::KvAppendShape s = cpu::kv_append_shape(op, g);
       if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, s.paged, st);
       else kv_append(I(0), O(0), s, st);
       return;
     }
     case OpKind::slice_last_token: {
+      if (op.attrs.varlen) {
+        const cpu::GatherShape s = cpu::gather_shape(op, g);
+        gather_rows(I(0), ids(1), O(0), s.n, s.x_rows, s.cols, st);
+        return;
+      }
       const cpu::SliceShape s = cpu::slice_shape(op, g);
       slice_last_token(I(0), O(0), s.batch, s.seq, s.cols, st);
       return;

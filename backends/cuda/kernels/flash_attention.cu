@@ -16,6 +16,13 @@
 //
 // Fallback path (fp32, other d <= 256): one warp per query row, lanes split d; kept simple
 // for correctness, not speed.
+//
+// Both kernels take a row policy saying where a CTA's sequence lies: DenseRows (Q [b, seq_q,
+// H, d], K/V [b, kv_capacity, Hkv, d]) or VarlenRows (a serving engine's packed step,
+// varlen_attention.cuh: the sequence's queries from query_start, its keys through its block
+// table, LSE [H, T]). K/V tile rows are addressed through the policy, so a 64-row tile may span
+// pages (vLLM's PagedAttention layout); a thread's rows of tile t+2 share a page (block 16) and
+// its table entry is fetched while tile t is computed, so the lookup never stalls the loads.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -26,6 +33,8 @@
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/kernels/attention_device.cuh"
 #include "backends/cuda/kernels/flash_attention.cuh"
+#include "backends/cuda/kernels/kernel_util.cuh"
+#include "backends/cuda/kernels/varlen_attention.cuh"
 #include "core/errors.hpp"
 
 namespace perfsim::cuda {
@@ -40,11 +49,53 @@ struct FwdParams {
   const void* v;
   void* o;
   float* lse;
-  int seq_q, seq_kv, heads, kv_heads, group;
-  int64_t kv_capacity;
+  int heads, kv_heads, group;
   bool causal;
   float scale;  // 1/sqrt(d)
   int q_first;  // rows before it see nothing: O 0, LSE −inf (a ring-attention block)
+};
+
+// The sequence a CTA works on: its query rows are Q/O rows q_row0.. (of H·d elements), q_len
+// of them; LSE of (head h, row i) at lse0 + h·lse_head + i; kv_len keys; `key` says where
+// they are for the row policy (the first K/V row, or the sequence's block-table row).
+struct SeqView {
+  int64_t q_row0, lse0, lse_head, key;
+  int q_len, kv_len;
+};
+
+// Q [b, seq_q, H, d]; K/V [b, kv_capacity, Hkv, d]; LSE [b, H, seq_q].
+struct DenseRows {
+  int seq_q, seq_kv;
+  int64_t kv_capacity;
+  __device__ SeqView seq(int b, int heads) const {
+    return {int64_t(b) * seq_q, int64_t(b) * heads * seq_q, seq_q, int64_t(b) * kv_capacity, seq_q, seq_kv};
+  }
+  // What row() needs of key j that a table holds (nothing here), and whether `n` consecutive
+  // keys from a multiple of n share it.
+  __device__ int entry(const SeqView&, int j) const { return j; }
+  __device__ bool shared_entry(int) const { return true; }
+  // K/V row (in units of Hkv·d elements) of key j, given entry(j).
+  __device__ int64_t row(const SeqView& s, int, int j) const { return s.key + j; }
+};
+
+// Packed sequences (varlen_attention.cuh): sequence first_seq + z, its queries at tokens
+// query_start[s].., its keys at page table[s][j / block], row j % block; LSE [H, tokens].
+struct VarlenRows {
+  const int32_t* table;  // [seqs, max_blocks]
+  const int32_t* query_start;
+  const int32_t* kv_len;
+  int64_t tokens;
+  int max_blocks;
+  detail::PageDivider pages;
+  int first_seq;
+  __device__ SeqView seq(int z, int) const {
+    const int s = first_seq + z;
+    const int q0 = query_start[s];
+    return {q0, q0, tokens, int64_t(s) * max_blocks, query_start[s + 1] - q0, kv_len[s]};
+  }
+  __device__ int entry(const SeqView& s, int j) const { return __ldg(table + s.key + pages.page(j)); }
+  __device__ bool shared_entry(int n) const { return pages.block % n == 0; }
+  __device__ int64_t row(const SeqView&, int page, int j) const { return pages.row(page, j); }
 };
 
 constexpr int k_block_n = 64;
@@ -70,8 +121,8 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
   }
 }
 
-template <class T, int D, int WM>
-__global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams p) {
+template <class T, int D, int WM, class Rows>
+__global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams p, Rows rows) {
   constexpr int BM = 16 * k_warps * WM;
   constexpr int BN = k_block_n;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -81,32 +132,70 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal tiles first
-  const int h = blockIdx.y, b = blockIdx.z;
+  const int h = blockIdx.y;
   const int kh = h / p.group;
+  const SeqView sq = rows.seq(blockIdx.z, p.heads);
+  const int seq_q = sq.q_len, seq_kv = sq.kv_len;
   const int i0 = m_block * BM;
-  const int rows_valid = min(BM, p.seq_q - i0);
+  if (i0 >= seq_q) return;  // a shorter sequence of a packed step
+  const int rows_valid = min(BM, seq_q - i0);
 
   const int64_t q_stride = int64_t(p.heads) * D;
   const int64_t kv_stride = int64_t(p.kv_heads) * D;
-  const T* q = static_cast<const T*>(p.q) + ((int64_t(b) * p.seq_q + i0) * p.heads + h) * D;
-  const T* k = static_cast<const T*>(p.k) + (int64_t(b) * p.kv_capacity * p.kv_heads + kh) * D;
-  const T* v = static_cast<const T*>(p.v) + (int64_t(b) * p.kv_capacity * p.kv_heads + kh) * D;
+  const T* q = static_cast<const T*>(p.q) + (sq.q_row0 + i0) * q_stride + int64_t(h) * D;
+  const T* k = static_cast<const T*>(p.k) + int64_t(kh) * D;
+  const T* v = static_cast<const T*>(p.v) + int64_t(kh) * D;
 
   // Causal: the tile's last row sees the most; rows see kv < seq_kv - seq_q + row + 1.
-  const int diag = p.seq_kv - p.seq_q;  // query row i sees kv < diag + i + 1
+  const int diag = seq_kv - seq_q;  // query row i sees kv < diag + i + 1
   const int kv_end = i0 + rows_valid <= p.q_first ? 0
-                     : p.causal ? max(0, min(p.seq_kv, diag + i0 + rows_valid))
-                                : p.seq_kv;
-  const int mask_from = p.causal ? min(p.seq_kv, diag + i0 + 1) : p.seq_kv;  // tiles past need masks
+                     : p.causal ? max(0, min(seq_kv, diag + i0 + rows_valid))
+                                : seq_kv;
+  const int mask_from = p.causal ? min(seq_kv, diag + i0 + 1) : seq_kv;  // tiles past need masks
   const bool skips_rows = i0 < p.q_first;  // rows before q_first are masked whole
   const int n_tiles = (kv_end + BN - 1) / BN;
 
+  // K/V tiles: this thread copies 16-byte chunk kv_ch of the KV_ROWS consecutive tile rows
+  // from kv_r0. Where those rows always share a page (block a multiple of KV_ROWS, vLLM's 16),
+  // one table entry serves them all, fetched a tile ahead; other blocks look each row up.
+  constexpr int KV_CPR = D / 8;
+  constexpr int KV_ROWS = BN * KV_CPR / (k_warps * 32);
+  const int kv_r0 = tid / KV_CPR * KV_ROWS, kv_ch = tid % KV_CPR;
+  const bool one_entry = rows.shared_entry(KV_ROWS);
+  int kv_ent = 0;  // the entry of rows kv_r0.. of the next tile to load (one_entry)
+  auto locate = [&](int j0) {
+    const int j = j0 + kv_r0;
+    if (one_entry && j < seq_kv) kv_ent = rows.entry(sq, j);
+  };
+  auto load_kv = [&](int buf, int j0) {
+    const int j = j0 + kv_r0;
+    if (one_entry) {  // consecutive rows of one page: one address, then a stride
+      const T* kr = k + kv_ch * 8 + (j < seq_kv ? rows.row(sq, kv_ent, j) * kv_stride : 0);
+      const T* vr = v + (kr - k);
+#pragma unroll
+      for (int u = 0; u < KV_ROWS; ++u) {
+        const bool ok = j + u < seq_kv;
+        cp_async_16(k_s + buf * BN * D + swz<D>(kv_r0 + u, kv_ch), ok ? kr + u * kv_stride : k, ok);
+        cp_async_16(v_s + buf * BN * D + swz<D>(kv_r0 + u, kv_ch), ok ? vr + u * kv_stride : v, ok);
+      }
+      return;
+    }
+#pragma unroll
+    for (int u = 0; u < KV_ROWS; ++u) {
+      const bool ok = j + u < seq_kv;
+      const int64_t off = kv_ch * 8 + (ok ? rows.row(sq, rows.entry(sq, j + u), j + u) * kv_stride : 0);
+      cp_async_16(k_s + buf * BN * D + swz<D>(kv_r0 + u, kv_ch), k + off, ok);
+      cp_async_16(v_s + buf * BN * D + swz<D>(kv_r0 + u, kv_ch), v + off, ok);
+    }
+  };
+
   load_tile<T, D, BM>(q_s, q, q_stride, rows_valid, tid);
   if (n_tiles > 0) {
-    load_tile<T, D, BN>(k_s, k, kv_stride, min(BN, p.seq_kv), tid);
-    load_tile<T, D, BN>(v_s, v, kv_stride, min(BN, p.seq_kv), tid);
+    locate(0);
+    load_kv(0, 0);
   }
   cp_async_commit();
+  if (n_tiles > 1) locate(BN);
 
   const int g = lane / 4, t4 = lane % 4;
   const int wrow0 = warp * 16 * WM;  // first tile row of this warp
@@ -132,10 +221,8 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
     __syncthreads();
     const int j0 = t * BN;
     if (t + 1 < n_tiles) {
-      const int nj = j0 + BN;
-      const int buf = (t + 1) & 1;
-      load_tile<T, D, BN>(k_s + buf * BN * D, k + nj * kv_stride, kv_stride, min(BN, p.seq_kv - nj), tid);
-      load_tile<T, D, BN>(v_s + buf * BN * D, v + nj * kv_stride, kv_stride, min(BN, p.seq_kv - nj), tid);
+      load_kv((t + 1) & 1, j0 + BN);
+      if (t + 2 < n_tiles) locate(j0 + 2 * BN);  // consumed next iteration: no stall here
     }
     cp_async_commit();
     const T* kt = k_s + (t & 1) * BN * D;
@@ -174,7 +261,7 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int row = i0 + wrow0 + mi * 16 + g + 8 * hh;
-          const int vis = row < p.q_first ? 0 : p.causal ? min(p.seq_kv, diag + row + 1) : p.seq_kv;
+          const int vis = row < p.q_first ? 0 : p.causal ? min(seq_kv, diag + row + 1) : seq_kv;
 #pragma unroll
           for (int nb = 0; nb < BN / 8; ++nb)
 #pragma unroll
@@ -250,15 +337,15 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int row = i0 + wrow0 + mi * 16 + g + 8 * hh;
-      if (row >= p.seq_q) continue;
+      if (row >= seq_q) continue;
       const float inv = l > 0.f ? 1.f / l : 0.f;
-      T* orow = o + ((int64_t(b) * p.seq_q + row) * p.heads + h) * D + 2 * t4;
+      T* orow = o + (sq.q_row0 + row) * q_stride + int64_t(h) * D + 2 * t4;
 #pragma unroll
       for (int nb = 0; nb < D / 8; ++nb)
         *reinterpret_cast<uint32_t*>(orow + nb * 8) =
             pack2<T>(acc[mi][nb][2 * hh] * inv, acc[mi][nb][2 * hh + 1] * inv);
       if (t4 == 0)
-        p.lse[(int64_t(b) * p.heads + h) * p.seq_q + row] =
+        p.lse[sq.lse0 + h * sq.lse_head + row] =
             l > 0.f ? m_run[mi][hh] * k_ln2 + logf(l) : -INFINITY;
     }
 }
@@ -266,16 +353,18 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
 // One warp per query row; lane x holds elements x, x+32, ... of q and of the accumulator.
 constexpr int k_simple_max_per_lane = 8;  // head_dim <= 256
 
-template <class T>
-__global__ void flash_fwd_simple_kernel(FwdParams p, int d) {
+template <class T, class Rows>
+__global__ void flash_fwd_simple_kernel(FwdParams p, Rows rows, int d) {
   const int lane = threadIdx.x % 32;
   const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const int h = blockIdx.y, b = blockIdx.z;
-  if (i >= p.seq_q) return;
+  const int h = blockIdx.y;
+  const SeqView sq = rows.seq(blockIdx.z, p.heads);
+  if (i >= sq.q_len) return;
   const int kh = h / p.group;
-  const T* q = static_cast<const T*>(p.q) + ((int64_t(b) * p.seq_q + i) * p.heads + h) * d;
-  const T* k = static_cast<const T*>(p.k) + (int64_t(b) * p.kv_capacity * p.kv_heads + kh) * d;
-  const T* v = static_cast<const T*>(p.v) + (int64_t(b) * p.kv_capacity * p.kv_heads + kh) * d;
+  const int64_t q_stride = int64_t(p.heads) * d;
+  const T* q = static_cast<const T*>(p.q) + (sq.q_row0 + i) * q_stride + int64_t(h) * d;
+  const T* k = static_cast<const T*>(p.k) + int64_t(kh) * d;
+  const T* v = static_cast<const T*>(p.v) + int64_t(kh) * d;
   const int64_t kv_stride = int64_t(p.kv_heads) * d;
   float qr[k_simple_max_per_lane], acc[k_simple_max_per_lane];
 #pragma unroll
@@ -284,14 +373,16 @@ __global__ void flash_fwd_simple_kernel(FwdParams p, int d) {
     qr[u] = x < d ? to_float(q[x]) : 0.f;
     acc[u] = 0.f;
   }
-  const int vis = i < p.q_first ? 0 : p.causal ? max(0, min(p.seq_kv, p.seq_kv - p.seq_q + i + 1)) : p.seq_kv;
+  const int seq_kv = sq.kv_len;
+  const int vis = i < p.q_first ? 0 : p.causal ? max(0, min(seq_kv, seq_kv - sq.q_len + i + 1)) : seq_kv;
   float m = -INFINITY, l = 0.f;
   for (int j = 0; j < vis; ++j) {
+    const int64_t off = rows.row(sq, rows.entry(sq, j), j) * kv_stride;
     float dot = 0.f;
 #pragma unroll
     for (int u = 0; u < k_simple_max_per_lane; ++u) {
       const int x = lane + 32 * u;
-      if (x < d) dot += qr[u] * to_float(k[j * kv_stride + x]);
+      if (x < d) dot += qr[u] * to_float(k[off + x]);
     }
     const float s = warp_sum(dot) * p.scale;
     const float m_new = fmaxf(m, s);
@@ -301,38 +392,58 @@ __global__ void flash_fwd_simple_kernel(FwdParams p, int d) {
 #pragma unroll
     for (int u = 0; u < k_simple_max_per_lane; ++u) {
       const int x = lane + 32 * u;
-      if (x < d) acc[u] = acc[u] * corr + pj * to_float(v[j * kv_stride + x]);
+      if (x < d) acc[u] = acc[u] * corr + pj * to_float(v[off + x]);
     }
     m = m_new;
   }
   const float inv = l > 0.f ? 1.f / l : 0.f;
-  T* o = static_cast<T*>(p.o) + ((int64_t(b) * p.seq_q + i) * p.heads + h) * d;
+  T* o = static_cast<T*>(p.o) + (sq.q_row0 + i) * q_stride + int64_t(h) * d;
 #pragma unroll
   for (int u = 0; u < k_simple_max_per_lane; ++u) {
     const int x = lane + 32 * u;
     if (x < d) o[x] = from_float<T>(acc[u] * inv);
   }
-  if (lane == 0) p.lse[(int64_t(b) * p.heads + h) * p.seq_q + i] = l > 0.f ? m + logf(l) : -INFINITY;
+  if (lane == 0) p.lse[sq.lse0 + h * sq.lse_head + i] = l > 0.f ? m + logf(l) : -INFINITY;
 }
 
-template <class T, int D, int WM>
-void launch_tc(const FwdParams& p, int batch, cudaStream_t stream) {
+// grid: (query tiles of the longest sequence, heads, sequences).
+template <class T, int D, int WM, class Rows>
+void launch_tc(const FwdParams& p, const Rows& rows, int max_q, int seqs, cudaStream_t stream) {
   constexpr int BM = 16 * k_warps * WM;
   constexpr int smem = (BM + 4 * k_block_n) * D * int(sizeof(T));
-  auto kernel = flash_fwd_tc_kernel<T, D, WM>;
+  auto kernel = flash_fwd_tc_kernel<T, D, WM, Rows>;
   PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid((p.seq_q + BM - 1) / BM, p.heads, batch);
-  kernel<<<grid, k_warps * 32, smem, stream>>>(p);
+  const dim3 grid(unsigned((max_q + BM - 1) / BM), unsigned(p.heads), unsigned(seqs));
+  kernel<<<grid, k_warps * 32, smem, stream>>>(p, rows);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
-template <class T, int D>
-void launch_tc_d(const FwdParams& p, int batch, int block_m, cudaStream_t stream) {
-  // 128-row tiles halve the shared-memory reads of K and V per flop.
-  if (block_m == 0) block_m = 128;
-  if (block_m == 64) launch_tc<T, D, 1>(p, batch, stream);
-  else if (block_m == 128) launch_tc<T, D, 2>(p, batch, stream);
-  else throw ConfigError("flash_attention: block_m must be 64 or 128, got " + std::to_string(block_m));
+template <class T, int D, class Rows>
+void launch_tc_d(const FwdParams& p, const Rows& rows, int max_q, int seqs, int block_m, cudaStream_t stream) {
+  // Varlen steps always take 64-row tiles (varlen_flash_prefill): no 128-row kernel for them.
+  if constexpr (std::is_same_v<Rows, VarlenRows>) {
+    launch_tc<T, D, 1>(p, rows, max_q, seqs, stream);
+  } else {
+    // 128-row tiles halve the shared-memory reads of K and V per flop.
+    if (block_m == 0) block_m = 128;
+    if (block_m == 64) launch_tc<T, D, 1>(p, rows, max_q, seqs, stream);
+    else if (block_m == 128) launch_tc<T, D, 2>(p, rows, max_q, seqs, stream);
+    else throw ConfigError("flash_attention: block_m must be 64 or 128, got " + std::to_string(block_m));
+  }
+}
+
+// The tensor-core kernel for 16-bit storage and head_dim 64 or 128, else the per-row one.
+template <class T, class Rows>
+void launch_fwd(const FwdParams& p, const Rows& rows, int head_dim, int max_q, int seqs, int block_m,
+                cudaStream_t stream) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (head_dim == 64) return launch_tc_d<T, 64>(p, rows, max_q, seqs, block_m, stream);
+    if (head_dim == 128) return launch_tc_d<T, 128>(p, rows, max_q, seqs, block_m, stream);
+  }
+  constexpr int rows_per_block = 4;
+  const dim3 grid(unsigned((max_q + rows_per_block - 1) / rows_per_block), unsigned(p.heads), unsigned(seqs));
+  flash_fwd_simple_kernel<T><<<grid, rows_per_block * 32, 0, stream>>>(p, rows, head_dim);
+  PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -349,23 +460,36 @@ void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const
   if (a.seq_kv > a.kv_capacity)
     throw ConfigError("flash_attention: seq_kv exceeds kv_capacity");
   if (a.seq_q <= 0 || a.batch <= 0) return;
-  FwdParams p{q, k, v, o, lse,
-              int(a.seq_q), int(a.seq_kv), int(a.heads), int(a.kv_heads), int(a.group()),
-              a.kv_capacity, a.causal, a.scale(), int(a.q_first)};
-  if constexpr (!std::is_same_v<T, float>) {
-    if (a.head_dim == 64) return launch_tc_d<T, 64>(p, int(a.batch), block_m, stream);
-    if (a.head_dim == 128) return launch_tc_d<T, 128>(p, int(a.batch), block_m, stream);
-  }
-  constexpr int rows_per_block = 4;
-  const dim3 grid(unsigned((a.seq_q + rows_per_block - 1) / rows_per_block), unsigned(a.heads),
-                  unsigned(a.batch));
-  flash_fwd_simple_kernel<T><<<grid, rows_per_block * 32, 0, stream>>>(p, int(a.head_dim));
-  PERFSIM_CUDA_CHECK_LAUNCH();
+  const FwdParams p{q, k, v, o, lse, int(a.heads), int(a.kv_heads), int(a.group()), a.causal, a.scale(),
+                    int(a.q_first)};
+  const DenseRows rows{int(a.seq_q), int(a.seq_kv), a.kv_capacity};
+  launch_fwd<T>(p, rows, int(a.head_dim), int(a.seq_q), int(a.batch), block_m, stream);
 }
 
-#define PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(T)                                              \
-  template void flash_attention<T>(const T*, const T*, const T*, T*, float*, const AttnShape&, \
-                                   cudaStream_t, int);
+namespace detail {
+
+template <class T>
+void varlen_flash_prefill(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
+                          const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
+                          const cpu::VarlenAttnShape& a, int64_t first_seq, cudaStream_t stream) {
+  const int64_t seqs = a.seqs - first_seq;
+  if (seqs <= 0 || a.max_q <= 0) return;
+  const FwdParams p{q, k_pages, v_pages, o, lse, int(a.heads), int(a.kv_heads), int(a.group()), true, a.scale(), 0};
+  const VarlenRows rows{table, query_start, kv_len, a.tokens, int(a.paged.max_blocks),
+                        PageDivider::make(a.paged.block), int(first_seq)};
+  // 64-row query tiles: twice the CTAs for short chunks, and on an H100 the causal kernel ran
+  // faster with them than with 128-row tiles at every length measured (512 to 4096 queries).
+  launch_fwd<T>(p, rows, int(a.head_dim), int(a.max_q), int(seqs), 64, stream);
+}
+
+}  // namespace detail
+
+#define PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(T)                                                            \
+  template void flash_attention<T>(const T*, const T*, const T*, T*, float*, const AttnShape&,           \
+                                   cudaStream_t, int);                                                   \
+  template void detail::varlen_flash_prefill<T>(const T*, const T*, const T*, const int32_t*,            \
+                                                const int32_t*, const int32_t*, T*, float*,              \
+                                                const cpu::VarlenAttnShape&, int64_t, cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(float)
 PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__half)

@@ -1,6 +1,7 @@
 // KV-cache append and last-token slice as strided device-to-device copies, the paged append
-// as a kernel (its rows scatter through a block table), and dtype conversion as a
-// grid-stride kernel. Shapes in memory_ops.cuh.
+// as a kernel (its rows scatter through a block table), the varlen append and gather as
+// kernels of one block per row (rows scatter to slots / gather from indices on the device),
+// and dtype conversion as a grid-stride kernel. Shapes in memory_ops.cuh.
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +46,35 @@ __global__ void paged_append_kernel(const W* __restrict__ k_new, W* __restrict__
   for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
 }
 
+// Block t copies row t of k_new to pool row slots[t]; a negative slot (a token whose row is
+// not kept, −1) and one past the pool are skipped.
+template <class W>
+__global__ void slot_append_kernel(const W* __restrict__ k_new, W* __restrict__ pages,
+                                   const int32_t* __restrict__ slots, int64_t words, int64_t pool_rows) {
+  const int64_t t = blockIdx.x, slot = slots[t];
+  if (slot < 0 || slot >= pool_rows) return;
+  W* dst = pages + slot * words;
+  const W* src = k_new + t * words;
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+}
+
+// Block i copies x row rows[i] to y row i (a row outside x leaves y's row as it was).
+template <class W>
+__global__ void gather_rows_kernel(const W* __restrict__ x, const int32_t* __restrict__ rows, W* __restrict__ y,
+                                   int64_t words, int64_t x_rows) {
+  const int64_t i = blockIdx.x, r = rows[i];
+  if (r < 0 || r >= x_rows) return;
+  const W* src = x + r * words;
+  W* dst = y + i * words;
+  for (int64_t k = threadIdx.x; k < words; k += blockDim.x) dst[k] = src[k];
+}
+
+// Threads for a block copying `words` words: a warp at least, 256 at most.
+int copy_threads(int64_t words) {
+  const int64_t t = (words + 31) / 32 * 32;
+  return static_cast<int>(t < 32 ? 32 : (t > 256 ? 256 : t));
+}
+
 }  // namespace
 
 template <class T>
@@ -64,6 +94,33 @@ void paged_kv_append(const T* k_new, T* pages, const int32_t* block_table, const
   else
     paged_append_kernel<<<blocks, 128, 0, stream>>>(k_new, pages, block_table, s.seq_new, s.position, s.row,
                                                     p.block, p.max_blocks, p.num_blocks);
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void kv_append_slots(const T* k_new, T* pages, const int32_t* slots, int64_t tokens, int64_t row,
+                     int64_t pool_rows, cudaStream_t stream) {
+  if (tokens <= 0 || row <= 0) return;
+  const int64_t bytes = row * int64_t(sizeof(T));
+  if (bytes % 16 == 0 && detail::aligned(16, k_new, pages))
+    slot_append_kernel<<<static_cast<unsigned>(tokens), copy_threads(bytes / 16), 0, stream>>>(
+        reinterpret_cast<const uint4*>(k_new), reinterpret_cast<uint4*>(pages), slots, bytes / 16, pool_rows);
+  else
+    slot_append_kernel<<<static_cast<unsigned>(tokens), copy_threads(row), 0, stream>>>(k_new, pages, slots, row,
+                                                                                       pool_rows);
+  PERFSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void gather_rows(const T* x, const int32_t* rows, T* y, int64_t n, int64_t x_rows, int64_t cols,
+                 cudaStream_t stream) {
+  if (n <= 0 || cols <= 0) return;
+  const int64_t bytes = cols * int64_t(sizeof(T));
+  if (bytes % 16 == 0 && detail::aligned(16, x, y))
+    gather_rows_kernel<<<static_cast<unsigned>(n), copy_threads(bytes / 16), 0, stream>>>(
+        reinterpret_cast<const uint4*>(x), rows, reinterpret_cast<uint4*>(y), bytes / 16, x_rows);
+  else
+    gather_rows_kernel<<<static_cast<unsigned>(n), copy_threads(cols), 0, stream>>>(x, rows, y, cols, x_rows);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
@@ -111,7 +168,11 @@ void copy_tensor(const void* x, cpu::Storage x_type, void* y, cpu::Storage y_typ
   template void kv_append<T>(const T*, T*, const cpu::KvAppendShape&, cudaStream_t);         \
   template void paged_kv_append<T>(const T*, T*, const int32_t*, const cpu::KvAppendShape&,   \
                                    const cpu::PagedLayout&, cudaStream_t);                    \
-  template void slice_last_token<T>(const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);
+  template void slice_last_token<T>(const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);  \
+  template void kv_append_slots<T>(const T*, T*, const int32_t*, int64_t, int64_t, int64_t,  \
+                                   cudaStream_t);                                            \
+  template void gather_rows<T>(const T*, const int32_t*, T*, int64_t, int64_t, int64_t,      \
+                               cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_MEMORY(float)
 PERFSIM_CUDA_INSTANTIATE_MEMORY(__nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_MEMORY(__half)

@@ -27,6 +27,14 @@ template <class T> void paged_kv_append(const T* k_new, T* pages, const int32_t*
 // x [batch·seq, cols] -> y [batch, cols]: each sequence's last row.
 template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols,
                                          cudaStream_t stream);
+// Varlen (a serving engine's packed step), as cpu::kv_append_slots and cpu::gather_rows: row t
+// of k_new [tokens, row] into pool row slots[t] of pages [pool_rows, row] (−1 skipped), and
+// y[i] = x[rows[i]] for x [x_rows, cols], y [n, cols]. Indices are int32 on the device, checked
+// on the host; the kernels skip one outside the pool or x rather than write past it.
+template <class T> void kv_append_slots(const T* k_new, T* pages, const int32_t* slots, int64_t tokens,
+                                        int64_t row, int64_t pool_rows, cudaStream_t stream);
+template <class T> void gather_rows(const T* x, const int32_t* rows, T* y, int64_t n, int64_t x_rows,
+                                    int64_t cols, cudaStream_t stream);
 // y = x for n elements, converting between float storages (f32, bf16, f16; round to
 // nearest-even when narrowing). Same storage: a device-to-device memcpy.
 void copy_tensor(const void* x, cpu::Storage x_type, void* y, cpu::Storage y_type, int64_t n,

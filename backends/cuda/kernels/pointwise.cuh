@@ -27,5 +27,9 @@ template <class T> void residual_add(const T* a, const T* b, T* out, int64_t n,
 // and sin/cos in double), so the two agree to fp32 rounding even at positions in the thousands.
 template <class T> void rope(const T* x, T* y, const cpu::RopeShape& r, cudaStream_t stream);
 template <class T> void rope_bwd(const T* dy, T* dx, const cpu::RopeShape& r, cudaStream_t stream);
+// rope with token t at positions[t] (int32 on the device; r.seq and r.position unused), the
+// rotation of cpu::rope_at (pointwise.cu).
+template <class T> void rope_at(const T* x, const int32_t* positions, T* y, const cpu::RopeShape& r,
+                                cudaStream_t stream);
 
 }  // namespace perfsim::cuda
