@@ -25,6 +25,12 @@ class ExecutedClock final : public StepClock {
   ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack, const KvPool& pool,
                 uint64_t seed, bool cuda_graphs = false);
 
+  // Before serving, as vLLM's start-up profiling run: one eager step of `tokens` prompt tokens
+  // (in sequences of up to max_seq − 1, writing no KV rows) makes and fills the weights and
+  // KV pages and warms the device's allocator with the largest step's buffers. The clock starts
+  // after it.
+  void prime(int64_t tokens);
+
   [[nodiscard]] double now() const override;
   void wait_until(double t) override;
   void run(const EngineStep& step) override;

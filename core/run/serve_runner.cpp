@@ -82,6 +82,9 @@ std::optional<ServeStepResult::Executed> execute_serving(const Scenario& s, Engi
   for (std::size_t i = 0; i <= upto && i < stack.size(); ++i)
     for (const PassSpec& p : stack[i].passes) cuda_graphs = cuda_graphs || p.name == "cuda_graphs";
   ExecutedClock clock(session, s.model, engine_graph_stack(stack, upto), pool, spec.seed, cuda_graphs);
+  // The largest step the scheduler forms: its token budget (a static batch's padded prompts
+  // may exceed it; 8,192 at most, vLLM's default profiling size).
+  clock.prime(std::min<int64_t>(predicted.config.step_tokens(s.model.max_seq), 8192));
   out.run = run_engine(requests, predicted.config, pool, s.model.max_seq, spec.arrivals.think, clock);
   out.metrics = serve_metrics(out.run, spec.slo);
   StepPricer pricer(s.model, device_hw, stack, upto);
