@@ -112,6 +112,7 @@ const ScalarFields<Hardware>& hardware_scalars() {
       {"launch_graph", &Hardware::launch_graph},
       {"launch_wait", &Hardware::launch_wait},
       {"host_overhead", &Hardware::host_overhead},
+      {"engine_host_per_op", &Hardware::engine_host_per_op},
       {"host_copy_bandwidth", &Hardware::host_copy_bandwidth},
       {"dispatch_eager", &Hardware::dispatch_eager},
       {"calibrated", &Hardware::calibrated},

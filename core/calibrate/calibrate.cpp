@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "core/calibrate/engine_host.hpp"
 #include "core/calibrate/sweeps.hpp"
 #include "core/errors.hpp"
 #include "core/text.hpp"
@@ -102,6 +103,11 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   // The measured step is the sum of its ops: no per-step host work beyond them to add.
   hw.host_overhead = 0;
 
+  // The executed serving engine's host work per step (its own figure: the steps above are
+  // timed without it).
+  SweepSummary engine;
+  sweep_engine_host(ctx, hw, engine);
+
   // 4. Host link (needs launch_eager), 5. collectives.
   SweepSummary copies;
   copies.sweep = "host copies";
@@ -121,6 +127,7 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   r.sweeps.push_back(launch);
   for (SweepSummary& s : gemm) r.sweeps.push_back(std::move(s));
   r.sweeps.push_back(kernels);
+  r.sweeps.push_back(engine);
   r.sweeps.push_back(copies);
   r.sweeps.push_back(coll);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

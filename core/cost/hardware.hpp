@@ -42,6 +42,11 @@ struct Hardware {
   std::map<OpKind, double> dispatch_by_kind;
   std::map<OpKind, double> dispatch_fixed_by_kind;
   double host_overhead = 0;    // seconds of host work per step (framework, sampling)
+  // Host seconds an executed serving engine spends per op of each eagerly run engine step
+  // before the step's kernels go (its graph built and checked, its runner made, its inputs
+  // written): StepPricer adds it times the step's ops to every eager step. Fitted by
+  // `perfsim calibrate` (the engine sweep); 0 = none.
+  double engine_host_per_op = 0;
   Link nvlink, pcie, infiniband;  // pcie: the host link, which host<->device copies cross
   // GPUs one node joins over nvlink (or pcie); a collective over more GPUs crosses nodes and
   // runs over infiniband (roofline.cpp collective_time). 0 = unknown: every group is one node.

@@ -52,6 +52,7 @@ StepPricer::StepPricer(const ModelConfig& m, const Hardware& hw, const std::vect
   for (const Tensor& t : g.tensors)
     if (t.role == TensorRole::kv_cache && t.shape.size() >= 2)
       m_kv_bytes_per_token += t.bytes() * t.count / static_cast<double>(t.shape[0] * t.shape[1]);
+  for (const Op& op : g.ops) m_step_ops += op.count;
 }
 
 int64_t StepPricer::capture_size(int64_t n) {
@@ -184,6 +185,7 @@ double StepPricer::price(const EngineStep& step) {
     const int64_t b = capture_size(n);
     return t + dense(b, true) + head(b, true) + decode_attention(b, kv_sum / static_cast<double>(n), true);
   }
+  t += m_hw.engine_host_per_op * m_step_ops;
   t += dense(step.tokens()) + head(step.sampled());
   if (decodes > 0) t += decode_attention(decodes, kv_sum / static_cast<double>(decodes));
   for (const auto& [shape, seqs] : chunks) t += prefill_attention(seqs, shape.first, shape.second);

@@ -10,7 +10,8 @@
 // + prefill attention    per prompt chunk of q tokens after p cached ones (a prefill graph with
 //                        `cached` = p; linear in p between two builds)
 // + KV appends and host work (hardware.host_overhead per step, the engine's scheduling and
-//   sampling; a calibrated profile fits it), + swap copies over the host link.
+//   sampling; and for eager steps hardware.engine_host_per_op × the step's ops, the executed
+//   engine's preparation of each step, which calibration fits), + swap copies over the host link.
 // Pieces are memoised by their shape, so a simulation of many steps builds each shape once.
 // With cuda_graphs in the stack, decode-only steps of up to 512 sequences replay a graph
 // captured for the next capture size (1, 2, 4, 8, then multiples of 8, as vLLM); other steps run
@@ -70,6 +71,7 @@ class StepPricer {
   bool m_cuda_graphs = false;
   double m_kv_bytes_per_token = 0;
   int64_t m_builds = 0;
+  double m_step_ops = 0;  // ops of one engine step over all layers (for hardware.engine_host_per_op)
   std::unordered_map<int64_t, double> m_dense[2], m_head[2];
   std::unordered_map<int64_t, std::pair<double, double>> m_decode[2];  // n -> (at kv1, at kv2)
   std::map<std::pair<int64_t, int64_t>, std::pair<double, double>> m_prefill;  // (n, q) -> (p=0, p=p2)

@@ -1,0 +1,82 @@
+#include "core/calibrate/engine_host.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "core/build/builders.hpp"
+#include "core/errors.hpp"
+#include "core/run/engine_clock.hpp"
+#include "core/serve/metrics.hpp"
+#include "core/units.hpp"
+
+namespace perfsim {
+
+namespace {
+
+ModelConfig engine_model(int64_t layers) {
+  ModelConfig m;
+  m.name = fmt::format("engine-host-{}", layers);
+  m.layers = layers, m.hidden = 256, m.heads = 4, m.kv_heads = 2;
+  m.ffn_hidden = 512, m.vocab = 1024, m.max_seq = 512;
+  m.activation = Activation::swiglu;
+  m.norm = NormKind::rmsnorm;
+  m.rope = true;
+  return m;
+}
+
+}  // namespace
+
+void sweep_engine_host(const SweepContext& ctx, Hardware& hw, SweepSummary& out) {
+  out.sweep = "engine host work";
+  hw.engine_host_per_op = 0;
+  std::unique_ptr<EngineSession> session;
+  try {
+    session = ctx.backend.open_engine(1);
+  } catch (const NotExecutable& e) {
+    out.fitted = fmt::format("skipped: {}", e.what());
+    return;
+  }
+  constexpr int warm_steps = 3, timed_steps = 16, seqs = 4;
+  SweepClock clock_of_sweep(ctx, out.sweep, 2 * (warm_steps + timed_steps));
+  KvPool pool;
+  pool.blocks = 2 * seqs + 1;
+  pool.block = 16;
+  std::vector<double> per_op;
+  for (const int64_t layers : {2, 8}) {
+    const ModelConfig m = engine_model(layers);
+    ExecutedClock clock(*session, m, {{"bf16", {PassSpec{"bf16"}}, ""}}, pool, 1);
+    clock.prime(64);
+    // Decode steps of `seqs` sequences at contexts 17..: each sequence's two pages its own.
+    EngineStep step;
+    for (int64_t s = 0; s < seqs; ++s) {
+      SeqWork w;
+      w.request = s, w.tokens = 1, w.position = 16 + s;
+      step.seqs.push_back(w);
+      step.block_tables.push_back({2 * s, 2 * s + 1});
+    }
+    EngineStepShape shape;
+    shape.q_len.assign(seqs, 1);
+    shape.kv_len.assign(seqs, 20);
+    shape.sampled = seqs;
+    shape.pool_blocks = pool.blocks;
+    shape.kv_block = pool.block;
+    shape.table_width = m.max_seq / pool.block;
+    const auto ops = static_cast<double>(build_engine_step(m, shape).ops.size());
+    for (int i = 0; i < warm_steps + timed_steps; ++i) {
+      clock.run(step);
+      clock_of_sweep.step();
+    }
+    for (std::size_t i = warm_steps; i < clock.steps().size(); ++i) per_op.push_back(clock.steps()[i].host / ops);
+    ++out.graphs;
+  }
+  std::sort(per_op.begin(), per_op.end());
+  hw.engine_host_per_op = percentile_linear(per_op, 50);
+  out.seconds = clock_of_sweep.seconds();
+  out.fitted = fmt::format("engine_host_per_op {} (median of {} eager decode steps, 2 and 8 layers)",
+                           format_duration(hw.engine_host_per_op), per_op.size());
+}
+
+}  // namespace perfsim

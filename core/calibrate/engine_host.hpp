@@ -1,0 +1,15 @@
+// The serving engine's host work per op (Hardware::engine_host_per_op): an engine session on
+// the backend runs decode steps of two small rotary models, 2 and 8 layers deep, through the
+// executed engine's clock (core/run/engine_clock.hpp); each step's host seconds (its wall time
+// less the device's) over its graph's ops, the median over the steps.
+#pragma once
+#include "core/calibrate/calibrate.hpp"
+#include "core/calibrate/sweeps.hpp"
+
+namespace perfsim {
+
+// Sets hw.engine_host_per_op; a backend without an engine session leaves it 0 and says so in
+// the summary.
+void sweep_engine_host(const SweepContext& ctx, Hardware& hw, SweepSummary& out);
+
+}  // namespace perfsim
