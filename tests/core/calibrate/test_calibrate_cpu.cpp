@@ -33,6 +33,9 @@ TEST_CASE("calibrate cpu --quick: the written profile loads back and prices with
   CHECK(r.hw.calibration.gemm.count(DType::fp32) == 1);
   CHECK(r.hw.calibration.kernels.count("rmsnorm/fp32/memory") == 1);
   CHECK(r.hw.launch_eager == r.hw.launch_graph);  // no graph mode on a CPU
+  // The engine sweep ran the executed engine's steps: host work per op, a few µs or less.
+  CHECK(r.hw.engine_host_per_op > 0);
+  CHECK(r.hw.engine_host_per_op < 1e-3);
 
   // The recorded points: GEMM grid cells and the calibration models' ops, each efficiency
   // being its roofline time over its kernel time, the kernel time at most the measured one.
@@ -55,6 +58,7 @@ TEST_CASE("calibrate cpu --quick: the written profile loads back and prices with
   const Hardware hw = load_profile(file.string());
   std::filesystem::remove(file);
   CHECK(hw.calibrated);
+  CHECK(hw.engine_host_per_op == approx(r.hw.engine_host_per_op));
   CHECK(hw.name == "test-cpu-local");
   CHECK(hw.base == base.name);
   REQUIRE(hw.calibration.gemm.count(DType::fp32) == 1);
