@@ -29,7 +29,7 @@ struct ExecutedStepFigures {
   double host_share = 0;    // the engine's host work (building the step, writing its inputs)
   double device_share = 0;  // the device's time
   // Against the device's time alone, (price − device) / device: the kernels' prediction without
-  // the engine's own host work (which the profile's host_overhead prices).
+  // the engine's own host work (which the profile's engine_host_per_op prices).
   double device_error_median = 0;
   double host_median = 0;   // seconds of host work per step
 };
