@@ -44,8 +44,13 @@ void sweep_engine_host(const SweepContext& ctx, Hardware& hw, SweepSummary& out)
   KvPool pool;
   pool.blocks = 2 * seqs + 1;
   pool.block = 16;
-  std::vector<double> per_op;
-  for (const int64_t layers : {2, 8}) {
+  // Per depth: the ops of its step graph and the median host seconds of its timed steps. The
+  // fit is the slope between the two depths, what each further op costs (the engine's fixed
+  // per-step work, the same at both depths, drops out); a noisy slope falls back to the deeper
+  // model's host seconds per op.
+  double ops_at[2] = {0, 0}, host_at[2] = {0, 0};
+  int depth = 0;
+  for (const int64_t layers : {4, 16}) {
     const ModelConfig m = engine_model(layers);
     ExecutedClock clock(*session, m, {{"bf16", {PassSpec{"bf16"}}, ""}}, pool, 1);
     clock.prime(64);
@@ -69,14 +74,20 @@ void sweep_engine_host(const SweepContext& ctx, Hardware& hw, SweepSummary& out)
       clock.run(step);
       clock_of_sweep.step();
     }
-    for (std::size_t i = warm_steps; i < clock.steps().size(); ++i) per_op.push_back(clock.steps()[i].host / ops);
+    std::vector<double> host;
+    for (std::size_t i = warm_steps; i < clock.steps().size(); ++i) host.push_back(clock.steps()[i].host);
+    std::sort(host.begin(), host.end());
+    ops_at[depth] = ops;
+    host_at[depth] = percentile_linear(host, 50);
+    ++depth;
     ++out.graphs;
   }
-  std::sort(per_op.begin(), per_op.end());
-  hw.engine_host_per_op = percentile_linear(per_op, 50);
+  const double slope = (host_at[1] - host_at[0]) / (ops_at[1] - ops_at[0]);
+  hw.engine_host_per_op = slope > 0 ? slope : host_at[1] / ops_at[1];
   out.seconds = clock_of_sweep.seconds();
-  out.fitted = fmt::format("engine_host_per_op {} (median of {} eager decode steps, 2 and 8 layers)",
-                           format_duration(hw.engine_host_per_op), per_op.size());
+  out.fitted = fmt::format(
+      "engine_host_per_op {} (eager decode steps: {} per step at {} ops, {} at {} ops)", format_duration(hw.engine_host_per_op),
+      format_duration(host_at[0]), ops_at[0], format_duration(host_at[1]), ops_at[1]);
 }
 
 }  // namespace perfsim

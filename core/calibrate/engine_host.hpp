@@ -1,7 +1,8 @@
 // The serving engine's host work per op (Hardware::engine_host_per_op): an engine session on
-// the backend runs decode steps of two small rotary models, 2 and 8 layers deep, through the
-// executed engine's clock (core/run/engine_clock.hpp); each step's host seconds (its wall time
-// less the device's) over its graph's ops, the median over the steps.
+// the backend runs decode steps of two small rotary models, 4 and 16 layers deep, through the
+// executed engine's clock (core/run/engine_clock.hpp); each step's host seconds are its wall
+// time less the device's, and the fit is the slope of their medians over the two step graphs'
+// ops.
 #pragma once
 #include "core/calibrate/calibrate.hpp"
 #include "core/calibrate/sweeps.hpp"
