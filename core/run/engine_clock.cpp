@@ -121,31 +121,16 @@ ExecutedClock::ExecutedClock(EngineSession& session, const ModelConfig& m, std::
 void ExecutedClock::prime(int64_t tokens) {
   tokens = std::max<int64_t>(1, tokens);
   const int64_t longest = std::max<int64_t>(1, std::min(tokens, m_model.max_seq - 1));
-  EngineStepShape sh;
-  sh.pool_blocks = m_pool.blocks;
-  sh.kv_block = m_pool.block;
-  sh.table_width = m_table_width;
-  std::vector<int32_t> ids, positions, slots, table, query_start{0}, kv_len, rows;
+  // Prompts holding no blocks: their K/V rows go nowhere (slot −1) and they read page 0.
+  EngineStep step;
   for (int64_t left = tokens; left > 0; left -= longest) {
-    const int64_t n = std::min(left, longest);
-    sh.q_len.push_back(n);
-    sh.kv_len.push_back(n);
-    for (int64_t j = 0; j < n; ++j) {
-      ids.push_back(static_cast<int32_t>(j % m_model.vocab));
-      positions.push_back(static_cast<int32_t>(j));
-      slots.push_back(-1);  // nothing written: the pages stay as the run will find them
-    }
-    table.insert(table.end(), static_cast<std::size_t>(m_table_width), 0);
-    query_start.push_back(query_start.back() + static_cast<int32_t>(n));
-    kv_len.push_back(static_cast<int32_t>(n));
-    rows.push_back(query_start.back() - 1);
+    SeqWork w;
+    w.tokens = std::min(left, longest);
+    step.seqs.push_back(w);
+    step.block_tables.emplace_back();
   }
-  sh.sampled = static_cast<int64_t>(rows.size());
-  const StepInputs inputs{{engine_input::tokens, ids},           {engine_input::positions, positions},
-                          {engine_input::slots, slots},          {engine_input::block_table, table},
-                          {engine_input::query_start, query_start}, {engine_input::kv_len, kv_len},
-                          {engine_input::sample_rows, rows}};
-  (void)m_session.run_step(step_graph(sh), inputs);
+  const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
+  (void)m_session.run_step(step_graph(plan.shape), plan.inputs);
   m_start = std::chrono::steady_clock::now();
 }
 
