@@ -108,7 +108,7 @@ ReportSection engine_steps_section(const RunResult& r, const ServeStepResult& ba
   }
   sec.notes.push_back(
       "pred: the cost model's price of the same batch; err: (pred − wall) / wall per engine step, p50 the median "
-      "over the steps; dev err: (pred − device) / device, the kernels alone, without the engine's host work");
+      "over the steps; dev err: (pred − its host part − device) / device, the kernels alone, without host work");
   sec.notes.push_back(
       "host: the engine's host work (building the step, writing its inputs; host p50 in ms per step, what the profile's engine_host_per_op prices), device: the device's time, each over "
       "the step's wall time, mean over the steps");

@@ -186,7 +186,10 @@ void ExecutedClock::run(const EngineStep& step) {
 }
 
 void ExecutedClock::price_steps(StepPricer& pricer) {
-  for (std::size_t i = 0; i < m_ran.size(); ++i) m_steps[i].predicted = pricer.price(m_ran[i]);
+  for (std::size_t i = 0; i < m_ran.size(); ++i) {
+    m_steps[i].predicted = pricer.price(m_ran[i]);
+    m_steps[i].predicted_host = pricer.host(m_ran[i]);
+  }
 }
 
 }  // namespace perfsim

@@ -63,6 +63,7 @@ struct ExecutedStep {
   double device = 0;     // of it, the device's time (GPU events; on a CPU the run itself)
   double host = 0;       // of it, the engine's host work (building the step, writing its inputs)
   double predicted = 0;  // StepPricer::price of the same batch
+  double predicted_host = 0;  // of it, the host's part (StepPricer::host)
 };
 
 struct EngineRun {

@@ -164,6 +164,17 @@ double StepPricer::memory_besides_kv(int64_t step_tokens, int64_t max_seqs) {
   return std::max(decodes, besides(prompts));
 }
 
+bool StepPricer::replayed(const EngineStep& step) const {
+  const auto n = static_cast<int64_t>(step.seqs.size());
+  return m_cuda_graphs && capture_size(n) > 0 &&
+         std::all_of(step.seqs.begin(), step.seqs.end(), [](const SeqWork& s) { return s.decodes(); });
+}
+
+double StepPricer::host(const EngineStep& step) const {
+  if (step.empty()) return 0;
+  return m_hw.host_overhead + (replayed(step) ? 0.0 : m_hw.engine_host_per_op * m_step_ops);
+}
+
 double StepPricer::price(const EngineStep& step) {
   if (step.empty()) return 0;
   int64_t decodes = 0;
@@ -177,15 +188,14 @@ double StepPricer::price(const EngineStep& step) {
       ++chunks[{s.tokens, s.position}];
     }
   }
-  double t = m_hw.host_overhead;
+  double t = host(step);
   const double swap_blocks = static_cast<double>(step.swap_in_blocks + step.swap_out_blocks);
   if (swap_blocks > 0) t += transfer_time(swap_blocks * m_swap_block_bytes, true, m_hw);
   const int64_t n = static_cast<int64_t>(step.seqs.size());
-  if (m_cuda_graphs && chunks.empty() && capture_size(n) > 0) {
+  if (replayed(step)) {
     const int64_t b = capture_size(n);
     return t + dense(b, true) + head(b, true) + decode_attention(b, kv_sum / static_cast<double>(n), true);
   }
-  t += m_hw.engine_host_per_op * m_step_ops;
   t += dense(step.tokens()) + head(step.sampled());
   if (decodes > 0) t += decode_attention(decodes, kv_sum / static_cast<double>(decodes));
   for (const auto& [shape, seqs] : chunks) t += prefill_attention(seqs, shape.first, shape.second);

@@ -36,6 +36,11 @@ class StepPricer {
   StepPricer(const ModelConfig& m, const Hardware& hw, const std::vector<StackStep>& stack, std::size_t upto);
 
   [[nodiscard]] double price(const EngineStep& step);
+  // Of price(step), the host's part: host_overhead, and for an eager step engine_host_per_op ×
+  // the step's ops.
+  [[nodiscard]] double host(const EngineStep& step) const;
+  // Whether the step replays a captured CUDA graph (cuda_graphs, decodes only, n ≤ 512).
+  [[nodiscard]] bool replayed(const EngineStep& step) const;
 
   // The pieces (seconds), eager unless `graphed`.
   [[nodiscard]] double dense(int64_t tokens, bool graphed = false);
