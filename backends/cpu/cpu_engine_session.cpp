@@ -26,7 +26,20 @@ class CpuEngineSession final : public EngineSession {
     for (const auto& [name, values] : inputs) runner.write(tensor_named(g, name), values);
     runner.run_once();
     const double s = std::chrono::duration<double>(clock::now() - t0).count();
-    return {s, s};
+    return {s, s, {}};
+  }
+
+  StepTimes run_step_ops(const Graph& g, const StepInputs& inputs) override {
+    using clock = std::chrono::steady_clock;
+    GraphRunner runner(g, m_seed, nullptr, &m_shared);
+    const auto t0 = clock::now();
+    for (const auto& [name, values] : inputs) runner.write(tensor_named(g, name), values);
+    std::vector<std::vector<double>> per_op(g.ops.size());
+    runner.run_once(&per_op);
+    const double s = std::chrono::duration<double>(clock::now() - t0).count();
+    StepTimes t{s, s, {}};
+    for (const auto& samples : per_op) t.ops.push_back(samples.empty() ? 0.0 : samples.back());
+    return t;
   }
 
   double swap(double bytes, bool out) override {

@@ -2,7 +2,9 @@
 // kept across steps), one GraphRunner per step without per-op events, each step one eager
 // pass (run_walled) timed by events on the stream, or a replay of the CUDA graph captured for
 // its padded batch size (kept with its runner for the session); swaps copy between the page
-// pool and pinned host memory.
+// pool and pinned host memory. GEMMs keep cuBLASLt's first heuristic algorithm while a session
+// is open, as a serving engine's library calls do: every new token count is a new GEMM shape,
+// and autotuning it (cuda_gemm.hpp) would time eight candidates inside the step that met it.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -25,7 +27,8 @@ namespace {
 class CudaEngineSession final : public EngineSession {
  public:
   CudaEngineSession(uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
-      : m_seed(seed), m_alloc(alloc), m_gemm(gemm), m_stream(stream) {
+      : m_seed(seed), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_autotune_before(gemm.autotune()) {
+    m_gemm.set_autotune(false);
     PERFSIM_CUDA_CHECK(cudaEventCreate(&m_swap_start));
     PERFSIM_CUDA_CHECK(cudaEventCreate(&m_swap_end));
   }
@@ -34,6 +37,7 @@ class CudaEngineSession final : public EngineSession {
     (void)cudaEventDestroy(m_swap_start);
     (void)cudaEventDestroy(m_swap_end);
     if (m_swap_device != nullptr) (void)cudaFree(m_swap_device);
+    m_gemm.set_autotune(m_autotune_before);
   }
   CudaEngineSession(const CudaEngineSession&) = delete;
   CudaEngineSession& operator=(const CudaEngineSession&) = delete;
@@ -46,6 +50,19 @@ class CudaEngineSession final : public EngineSession {
     StepTimes t;
     t.device = runner.run_walled();  // synchronizes
     t.wall = std::chrono::duration<double>(clock::now() - t0).count();
+    return t;
+  }
+
+  StepTimes run_step_ops(const Graph& g, const StepInputs& inputs) override {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    GraphRunner runner(g, m_seed, m_alloc, m_gemm, m_stream, nullptr, &m_shared, true);
+    for (const auto& [name, values] : inputs) runner.write(tensor_named(g, name), values);
+    std::vector<std::vector<double>> per_op(g.ops.size());
+    StepTimes t;
+    t.device = runner.run_once(&per_op);  // synchronizes
+    t.wall = std::chrono::duration<double>(clock::now() - t0).count();
+    for (const auto& samples : per_op) t.ops.push_back(samples.empty() ? 0.0 : samples.back());
     return t;
   }
 
@@ -128,6 +145,7 @@ class CudaEngineSession final : public EngineSession {
   CachingAllocator& m_alloc;
   GemmEngine& m_gemm;
   cudaStream_t m_stream;
+  bool m_autotune_before;  // the GEMM engine's setting, given back when the session closes
   SharedTensors m_shared;
   std::map<int64_t, Captured> m_captured;  // by padded batch size; destroyed before m_shared
   HostMemory m_host;

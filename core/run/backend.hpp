@@ -51,6 +51,7 @@ using StepInputs = std::vector<std::pair<std::string, std::vector<int32_t>>>;
 struct StepTimes {
   double wall = 0;    // from the first input written until the device finished the step
   double device = 0;  // of that, the device's own time (GPU events; the CPU: the same as wall)
+  std::vector<double> ops;  // run_step_ops: each op's seconds, by op index
 };
 
 // A serving engine on a backend: the weights and the KV page pool live across its steps, and
@@ -62,6 +63,9 @@ class EngineSession {
   // them, weights filled as the backend fills any graph's, pages empty), the step's inputs
   // written before it runs. Throws NotExecutable when the step cannot run.
   virtual StepTimes run_step(const Graph& g, const StepInputs& inputs) = 0;
+  // run_step, each op timed on its own (CUDA: an event pair around each op, which the step's
+  // device time then includes): StepTimes::ops. For looking into one step, not for serving.
+  virtual StepTimes run_step_ops(const Graph& g, const StepInputs& inputs) = 0;
   // A step replayed from a CUDA graph captured for `key` (its padded batch size): the first
   // step of a key runs eagerly from build()'s graph and is then captured (its seconds in
   // `capture_seconds`, which are not the step's); later ones write their inputs into the

@@ -143,12 +143,14 @@ void ExecutedClock::wait_until(double t) {
                                               std::chrono::duration<double>(t)));
 }
 
-Graph ExecutedClock::step_graph(const EngineStepShape& shape) const {
-  Graph g = build_engine_step(m_model, shape);
-  for (const StackStep& s : m_stack)
+Graph engine_step_graph(const ModelConfig& m, const EngineStepShape& shape, const std::vector<StackStep>& graph_stack) {
+  Graph g = build_engine_step(m, shape);
+  for (const StackStep& s : graph_stack)
     for (const PassSpec& p : s.passes) apply_graph_pass(p, g);
   return g;
 }
+
+Graph ExecutedClock::step_graph(const EngineStepShape& shape) const { return engine_step_graph(m_model, shape, m_stack); }
 
 void ExecutedClock::run(const EngineStep& step) {
   const double t0 = now();

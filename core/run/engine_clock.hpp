@@ -61,6 +61,9 @@ class ExecutedClock final : public StepClock {
 // (flash_attention and paged_kv are built in), the serving knobs steer the scheduler, and
 // cuda_graphs is the session's to honour.
 [[nodiscard]] std::vector<StackStep> engine_graph_stack(const std::vector<StackStep>& stack, std::size_t upto);
+// An engine step's graph (build_engine_step) with `graph_stack`'s passes applied.
+[[nodiscard]] Graph engine_step_graph(const ModelConfig& m, const EngineStepShape& shape,
+                                      const std::vector<StackStep>& graph_stack);
 
 // The inputs (engine_input names) and the shape of an engine step: sequences reordered with
 // the decodes first (the order build_engine_step wants), each new token at its position and

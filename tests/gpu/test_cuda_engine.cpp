@@ -164,3 +164,20 @@ TEST_CASE("cuda engine: an executed run serves every request to its output lengt
     }
   }
 }
+
+TEST_CASE("cuda engine: a step timed op by op gives each op its time within the step's") {
+  const auto step = step_of({{0, 40, {9, 2, 17, 5, 20}}, {0, 21, {12, 0}}}, "bf16");
+  cuda::CudaBackend backend;
+  const auto session = backend.open_engine(seed);
+  (void)session->run_step(step.first, step.second);  // makes the weights and pages
+  const StepTimes t = session->run_step_ops(step.first, step.second);
+  REQUIRE(t.ops.size() == step.first.ops.size());
+  double sum = 0;
+  for (double s : t.ops) {
+    CHECK(s >= 0);
+    sum += s;
+  }
+  CHECK(sum > 0);
+  CHECK(sum <= t.device * 1.001);
+  CHECK(t.device <= t.wall);
+}

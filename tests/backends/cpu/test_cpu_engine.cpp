@@ -197,3 +197,22 @@ TEST_CASE("cpu engine: an executed run serves every request to its output length
   CHECK(mixed);
   CHECK(session->held_bytes() > 0);
 }
+
+TEST_CASE("cpu engine: a step timed op by op gives each op its time and the same logits") {
+  const ModelConfig m = test_models::tiny_llama();
+  const std::vector<int32_t> ids = ids_of(12, 5);
+  const auto step = engine_step(m, {{ids, 0, 12, {3, 1, 6}, true}}, 4, 8);
+  cpu::CpuBackend backend;
+  const auto session = backend.open_engine(seed);
+  const StepTimes plain = session->run_step(step.first, step.second);
+  CHECK(plain.ops.empty());
+  const StepTimes t = session->run_step_ops(step.first, step.second);
+  REQUIRE(t.ops.size() == step.first.ops.size());
+  double sum = 0;
+  for (double s : t.ops) {
+    CHECK(s >= 0);
+    sum += s;
+  }
+  CHECK(sum > 0);
+  CHECK(sum <= t.wall);
+}
