@@ -113,6 +113,7 @@ const ScalarFields<Hardware>& hardware_scalars() {
       {"launch_wait", &Hardware::launch_wait},
       {"host_overhead", &Hardware::host_overhead},
       {"engine_host_per_op", &Hardware::engine_host_per_op},
+      {"engine_host_per_step", &Hardware::engine_host_per_step},
       {"host_copy_bandwidth", &Hardware::host_copy_bandwidth},
       {"dispatch_eager", &Hardware::dispatch_eager},
       {"calibrated", &Hardware::calibrated},

@@ -194,6 +194,8 @@ std::string profile_to_lua(const Hardware& hw) {
                      num(hw.host_copy_bandwidth));
   out += fmt::format("  engine_host_per_op = {}, -- a serving engine's host seconds per op of an eager step\n",
                      num(hw.engine_host_per_op));
+  out += fmt::format("  engine_host_per_step = {}, -- and per eager step besides its ops\n",
+                     num(hw.engine_host_per_step));
   out += fmt::format("  dispatch_eager = {}, -- host seconds to issue one op eagerly\n", num(hw.dispatch_eager));
   write_dispatch(out, "dispatch", hw.dispatch_by_kind, "host seconds per kernel launched");
   write_dispatch(out, "dispatch_fixed", hw.dispatch_fixed_by_kind, "and per op, for kinds of several kernels");

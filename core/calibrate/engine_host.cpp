@@ -32,6 +32,7 @@ ModelConfig engine_model(int64_t layers) {
 void sweep_engine_host(const SweepContext& ctx, Hardware& hw, SweepSummary& out) {
   out.sweep = "engine host work";
   hw.engine_host_per_op = 0;
+  hw.engine_host_per_step = 0;
   std::unique_ptr<EngineSession> session;
   try {
     session = ctx.backend.open_engine(1);
@@ -45,9 +46,9 @@ void sweep_engine_host(const SweepContext& ctx, Hardware& hw, SweepSummary& out)
   pool.blocks = 2 * seqs + 1;
   pool.block = 16;
   // Per depth: the ops of its step graph and the median host seconds of its timed steps. The
-  // fit is the slope between the two depths, what each further op costs (the engine's fixed
-  // per-step work, the same at both depths, drops out); a noisy slope falls back to the deeper
-  // model's host seconds per op.
+  // fit is the line through the two depths: its slope what each further op costs, its
+  // intercept the engine's fixed per-step work, the same at both depths. A noisy (non-positive)
+  // slope falls back to the deeper model's host seconds per op, with no fixed part.
   double ops_at[2] = {0, 0}, host_at[2] = {0, 0};
   int depth = 0;
   for (const int64_t layers : {4, 16}) {
@@ -84,10 +85,11 @@ void sweep_engine_host(const SweepContext& ctx, Hardware& hw, SweepSummary& out)
   }
   const double slope = (host_at[1] - host_at[0]) / (ops_at[1] - ops_at[0]);
   hw.engine_host_per_op = slope > 0 ? slope : host_at[1] / ops_at[1];
+  if (slope > 0) hw.engine_host_per_step = std::max(0.0, host_at[0] - slope * ops_at[0] - hw.host_overhead);
   out.seconds = clock_of_sweep.seconds();
-  out.fitted = fmt::format(
-      "engine_host_per_op {} (eager decode steps: {} per step at {} ops, {} at {} ops)", format_duration(hw.engine_host_per_op),
-      format_duration(host_at[0]), ops_at[0], format_duration(host_at[1]), ops_at[1]);
+  out.fitted = fmt::format("engine_host_per_op {}, engine_host_per_step {} (eager decode steps: {} per step at {} ops, {} at {} ops)",
+                           format_duration(hw.engine_host_per_op), format_duration(hw.engine_host_per_step),
+                           format_duration(host_at[0]), ops_at[0], format_duration(host_at[1]), ops_at[1]);
 }
 
 }  // namespace perfsim

@@ -51,6 +51,7 @@ void validate_numbers(const Hardware& hw, const std::string& where) {
     c.at_least_zero(v, fmt::format("dispatch_fixed.{}", name_of(k)));
   c.at_least_zero(hw.host_overhead, "host_overhead");
   c.at_least_zero(hw.engine_host_per_op, "engine_host_per_op");
+  c.at_least_zero(hw.engine_host_per_step, "engine_host_per_step");
   c.at_least_zero(hw.host_copy_bandwidth, "host_copy_bandwidth");
   for (const auto& [field, link] : {std::pair<const char*, const Link*>{"nvlink", &hw.nvlink},
                                     {"pcie", &hw.pcie},

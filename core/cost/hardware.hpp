@@ -47,6 +47,10 @@ struct Hardware {
   // written): StepPricer adds it times the step's ops to every eager step. Fitted by
   // `perfsim calibrate` (the engine sweep); 0 = none.
   double engine_host_per_op = 0;
+  // And host seconds per eagerly run engine step besides its per-op part and host_overhead
+  // (planning the step, the runner's fixed set-up, the wait for the device): the engine
+  // sweep's intercept. 0 = none.
+  double engine_host_per_step = 0;
   Link nvlink, pcie, infiniband;  // pcie: the host link, which host<->device copies cross
   // GPUs one node joins over nvlink (or pcie); a collective over more GPUs crosses nodes and
   // runs over infiniband (roofline.cpp collective_time). 0 = unknown: every group is one node.

@@ -29,7 +29,7 @@ struct ExecutedStepFigures {
   double host_share = 0;    // the engine's host work (building the step, writing its inputs)
   double device_share = 0;  // the device's time
   // The kernels' prediction alone: (price − its host part − device) / device, the engine's own
-  // host work (which the profile's engine_host_per_op prices) left out on both sides.
+  // host work (which the profile's engine_host_per_step and engine_host_per_op price) left out on both sides.
   double device_error_median = 0;
   double host_median = 0;   // seconds of host work per step
 };

@@ -110,7 +110,7 @@ ReportSection engine_steps_section(const RunResult& r, const ServeStepResult& ba
       "pred: the cost model's price of the same batch; err: (pred − wall) / wall per engine step, p50 the median "
       "over the steps; dev err: (pred − its host part − device) / device, the kernels alone, without host work");
   sec.notes.push_back(
-      "host: the engine's host work (building the step, writing its inputs; host p50 in ms per step, what the profile's engine_host_per_op prices), device: the device's time, each over "
+      "host: the engine's host work (building the step, writing its inputs; host p50 in ms per step, what the profile's engine_host_per_step and engine_host_per_op price), device: the device's time, each over "
       "the step's wall time, mean over the steps");
   if (speedups)
     sec.notes.push_back(fmt::format("speedup: output tokens/s against {}, the first executed step", base.step));

@@ -172,7 +172,8 @@ bool StepPricer::replayed(const EngineStep& step) const {
 
 double StepPricer::host(const EngineStep& step) const {
   if (step.empty()) return 0;
-  return m_hw.host_overhead + (replayed(step) ? 0.0 : m_hw.engine_host_per_op * m_step_ops);
+  if (replayed(step)) return m_hw.host_overhead;
+  return m_hw.host_overhead + m_hw.engine_host_per_step + m_hw.engine_host_per_op * m_step_ops;
 }
 
 double StepPricer::price(const EngineStep& step) {

@@ -10,8 +10,9 @@
 // + prefill attention    per prompt chunk of q tokens after p cached ones (a prefill graph with
 //                        `cached` = p; linear in p between two builds)
 // + KV appends and host work (hardware.host_overhead per step, the engine's scheduling and
-//   sampling; and for eager steps hardware.engine_host_per_op × the step's ops, the executed
-//   engine's preparation of each step, which calibration fits), + swap copies over the host link.
+//   sampling; and for eager steps hardware.engine_host_per_step + engine_host_per_op × the
+//   step's ops, the executed engine's preparation of each step, which calibration fits), + swap
+//   copies over the host link.
 // Pieces are memoised by their shape, so a simulation of many steps builds each shape once.
 // With cuda_graphs in the stack, decode-only steps of up to 512 sequences replay a graph
 // captured for the next capture size (1, 2, 4, 8, then multiples of 8, as vLLM); other steps run
@@ -36,8 +37,8 @@ class StepPricer {
   StepPricer(const ModelConfig& m, const Hardware& hw, const std::vector<StackStep>& stack, std::size_t upto);
 
   [[nodiscard]] double price(const EngineStep& step);
-  // Of price(step), the host's part: host_overhead, and for an eager step engine_host_per_op ×
-  // the step's ops.
+  // Of price(step), the host's part: host_overhead, and for an eager step engine_host_per_step
+  // plus engine_host_per_op × the step's ops.
   [[nodiscard]] double host(const EngineStep& step) const;
   // Whether the step replays a captured CUDA graph (cuda_graphs, decodes only, n ≤ 512).
   [[nodiscard]] bool replayed(const EngineStep& step) const;

@@ -12,9 +12,10 @@
 -- to time the softmax this version runs (a lane holds as many packs as the row needs). The merge
 -- brought the earlier points up to date with this version's cost model: one-sequence KV appends
 -- and slices feed the contiguous-copy curves, cross-entropy feeds the curve of its kernel path,
--- and an embedding counts each learned position row once. Its engine_host_per_op (kept from
--- the base profile) is the engine sweep of a quick calibration on an NVIDIA H100 80GB HBM3,
--- driver 580.159.04, 2026-11-27: 858 µs of host work per eager step at 72 ops, 1.31 ms at 276.
+-- and an embedding counts each learned position row once. Its engine_host_per_op and
+-- engine_host_per_step (kept from the base profile) are the slope and intercept of the engine
+-- sweep of a quick calibration on an NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-27:
+-- 858 µs of host work per eager step at 72 ops, 1.31 ms at 276.
 return profile {
   name = "h100-local",
   base = "H100-SXM",
@@ -33,6 +34,7 @@ return profile {
   host_overhead = 0,
   host_copy_bandwidth = 1.192e+10,
   engine_host_per_op = 2.23819e-06, -- a serving engine's host seconds per op of an eager step
+  engine_host_per_step = 0.00069685, -- and per eager step besides its ops
   dispatch_eager = 4.54425e-06, -- host seconds to issue one op eagerly
   dispatch = {gemm = 8.6905e-06, attn_scores = 7.10193e-06, attn_softmax = 4.453e-06, attn_context = 7.61314e-06, attn_context_bwd = 8.99283e-06, attn_softmax_bwd = 4.727e-06, attn_scores_bwd = 8.4685e-06, flash_attention = 8.635e-06, flash_attention_bwd = 4.23633e-06, layernorm = 3.709e-06, layernorm_bwd = 3.9275e-06, rmsnorm = 3.908e-06, rmsnorm_bwd = 4.368e-06, gelu = 4.1825e-06, gelu_bwd = 5.2465e-06, silu_mul = 4.219e-06, silu_mul_bwd = 6.1405e-06, rope = 4.136e-06, rope_bwd = 4.851e-06, residual_add = 3.7885e-06, embedding = 4.8315e-06, embedding_bwd = 3.12106e-06, cross_entropy = 4.995e-06, adamw = 2.32937e-06, add_rmsnorm = 4.259e-06, add_layernorm = 4.323e-06, kv_append = 4.6355e-06, slice_last_token = 5.6255e-06}, -- host seconds per kernel launched
   dispatch_fixed = {attn_scores = 6.29758e-07, attn_context_bwd = 5.77479e-06, embedding_bwd = 4.09325e-06, adamw = 4.61374e-06}, -- and per op, for kinds of several kernels

@@ -32,6 +32,7 @@ return profile {
   host_overhead = 0,
   host_copy_bandwidth = 9.48456e+09,
   engine_host_per_op = 0, -- a serving engine's host seconds per op of an eager step
+  engine_host_per_step = 0, -- and per eager step besides its ops
   dispatch_eager = 5.6115e-06, -- host seconds to issue one op eagerly
   dispatch = {gemm = 1.10445e-05, attn_scores = 8.33291e-06, attn_softmax = 5.624e-06, attn_context = 8.14296e-06, attn_context_bwd = 1.07901e-05, attn_softmax_bwd = 7.932e-06, attn_scores_bwd = 1.00745e-05, flash_attention = 9.196e-06, flash_attention_bwd = 5.599e-06, layernorm = 4.6e-06, layernorm_bwd = 5.1915e-06, rmsnorm = 4.475e-06, rmsnorm_bwd = 5.09725e-06, gelu = 4.945e-06, gelu_bwd = 6.674e-06, silu_mul = 5.177e-06, silu_mul_bwd = 7.545e-06, rope = 4.961e-06, rope_bwd = 5.4375e-06, residual_add = 5.734e-06, embedding = 5.573e-06, embedding_bwd = 6.2145e-06, cross_entropy = 7.7325e-06, adamw = 3.32568e-06, add_rmsnorm = 4.8475e-06, add_layernorm = 4.773e-06, kv_append = 5.268e-06, slice_last_token = 6.3075e-06}, -- host seconds per kernel launched
   dispatch_fixed = {attn_scores = 9.64967e-07, attn_context = 2.76531e-07, attn_context_bwd = 1.98987e-05, attn_scores_bwd = 1.37907e-05, adamw = 4.81063e-06}, -- and per op, for kinds of several kernels

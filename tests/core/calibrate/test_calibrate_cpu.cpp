@@ -36,6 +36,8 @@ TEST_CASE("calibrate cpu --quick: the written profile loads back and prices with
   // The engine sweep ran the executed engine's steps: host work per op, a few µs or less.
   CHECK(r.hw.engine_host_per_op > 0);
   CHECK(r.hw.engine_host_per_op < 1e-3);
+  CHECK(r.hw.engine_host_per_step >= 0);
+  CHECK(r.hw.engine_host_per_step < 1);
 
   // The recorded points: GEMM grid cells and the calibration models' ops, each efficiency
   // being its roofline time over its kernel time, the kernel time at most the measured one.
@@ -59,6 +61,7 @@ TEST_CASE("calibrate cpu --quick: the written profile loads back and prices with
   std::filesystem::remove(file);
   CHECK(hw.calibrated);
   CHECK(hw.engine_host_per_op == approx(r.hw.engine_host_per_op));
+  CHECK(hw.engine_host_per_step == approx(r.hw.engine_host_per_step));
   CHECK(hw.name == "test-cpu-local");
   CHECK(hw.base == base.name);
   REQUIRE(hw.calibration.gemm.count(DType::fp32) == 1);

@@ -69,19 +69,21 @@ TEST_CASE("serve price: a prompt's price is the prefill graph's") {
   CHECK(pricer.prefill_attention(1, 64, 128) > pricer.prefill_attention(1, 64, 0));
 }
 
-TEST_CASE("serve price: the engine's host work per op is paid by eager steps only") {
+TEST_CASE("serve price: the engine's host work per op and per step is paid by eager steps only") {
   const ModelConfig m = test_models::tiny_llama();  // 4 layers
   Hardware hw = test_models::h100_node();
   const auto st = stack({{"bf16"}, {"flash_attention"}, {"cuda_graphs"}});
   StepPricer plain(m, hw, st, 0);
   hw.engine_host_per_op = 1e-6;
+  hw.engine_host_per_step = 5e-4;
   StepPricer with_host(m, hw, st, 0);
   // The step's ops over all layers: the decode graph's, each layer's counted once per layer.
   const Graph g = build_stack_graph(m, decode(1, 2), stack({{"bf16"}, {"flash_attention"}}), 0);
   const auto ops = static_cast<double>(g.ops.size());
   EngineStep prompt;
   prompt.seqs.push_back(SeqWork{0, 16, 0, true, false});
-  CHECK(with_host.price(prompt) - plain.price(prompt) == doctest::Approx(1e-6 * ops));
+  CHECK(with_host.price(prompt) - plain.price(prompt) == doctest::Approx(5e-4 + 1e-6 * ops));
+  CHECK(with_host.host(prompt) == doctest::Approx(hw.host_overhead + 5e-4 + 1e-6 * ops));
   // A decode-only step replays a CUDA graph: no per-step preparation.
   EngineStep decodes;
   for (int i = 0; i < 4; ++i) decodes.seqs.push_back(SeqWork{i, 1, 20, true, false});
