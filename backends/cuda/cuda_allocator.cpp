@@ -33,7 +33,7 @@ CachingAllocator::~CachingAllocator() {
 void* CachingAllocator::malloc_block(std::size_t capacity, std::size_t requested) {
   void* p = nullptr;
   cudaError_t e = cudaMalloc(&p, capacity);
-  if (e == cudaErrorMemoryAllocation) {
+  if (e == cudaErrorMemoryAllocation && !m_cache_held && !m_cache.empty()) {
     (void)cudaGetLastError();
     trim();
     e = cudaMalloc(&p, capacity);
@@ -44,9 +44,10 @@ void* CachingAllocator::malloc_block(std::size_t capacity, std::size_t requested
     (void)cudaMemGetInfo(&free_b, &total_b);
     throw NotExecutable(fmt::format(
         "does not fit: needs {:.2f} GiB, device has {:.2f} GiB ({:.2f} GiB free, {:.2f} GiB "
-        "already held by this run); sample fewer layers or shrink the batch",
+        "already held by this run{}); sample fewer layers or shrink the batch",
         (m_usage.current() + static_cast<double>(requested)) / gib, static_cast<double>(total_b) / gib,
-        static_cast<double>(free_b) / gib, m_reserved / gib));
+        static_cast<double>(free_b) / gib, m_reserved / gib,
+        m_cache_held ? ", its cached blocks kept for captured CUDA graphs" : ""));
   }
   PERFSIM_CUDA_CHECK(e);
   m_reserved += static_cast<double>(capacity);
@@ -99,6 +100,7 @@ void CachingAllocator::release(void* p) {
 }
 
 void CachingAllocator::trim() {
+  if (m_cache_held) return;
   for (auto& [cap, p] : m_cache) {
     PERFSIM_CUDA_CHECK(cudaFree(p));
     m_reserved -= static_cast<double>(cap);

@@ -24,13 +24,19 @@ class CachingAllocator {
   ~CachingAllocator();
 
   // A device buffer of `bytes` (nullptr when bytes == 0), counted under `role` until
-  // released. Out of memory: releases the cached blocks and retries once, then throws
-  // NotExecutable("does not fit: needs X GiB, device has Y GiB").
+  // released. Out of memory: releases the cached blocks and retries once (not while the cache
+  // is held), then throws NotExecutable("does not fit: needs X GiB, device has Y GiB").
   [[nodiscard]] void* allocate(std::size_t bytes, TensorRole role);
   // Returns a buffer from allocate() to the cache (no cudaFree); nullptr is ignored.
   void release(void* p);
-  // cudaFree of every cached (released) block.
+  // cudaFree of every cached (released) block; nothing while the cache is held.
   void trim();
+  // Held: cached blocks stay allocated whatever happens. CUDA graphs captured by runners
+  // that are gone still address the blocks their activations had (now cached, reused by
+  // later passes in stream order, which is safe); freeing them would leave those graphs
+  // writing memory the device no longer gives them.
+  void hold_cache(bool held) { m_cache_held = held; }
+  [[nodiscard]] bool cache_held() const { return m_cache_held; }
   // Counts `bytes` of device memory held outside this allocator (a library's workspace
   // cudaMalloc'd by its handle) under `role`, as if allocated, until uncount_external():
   // the tracked figures then describe all the device memory a graph run holds.
@@ -66,6 +72,7 @@ class CachingAllocator {
   std::vector<std::multimap<std::size_t, void*>::node_type> m_cache_nodes;
   MemoryUsage m_usage;
   double m_reserved = 0;
+  bool m_cache_held = false;
 };
 
 }  // namespace perfsim::cuda

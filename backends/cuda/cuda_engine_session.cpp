@@ -2,9 +2,11 @@
 // kept across steps), one GraphRunner per step without per-op events, each step one eager
 // pass (run_walled) timed by events on the stream, or a replay of the CUDA graph captured for
 // its padded batch size (kept with its runner for the session); swaps copy between the page
-// pool and pinned host memory. GEMMs keep cuBLASLt's first heuristic algorithm while a session
-// is open, as a serving engine's library calls do: every new token count is a new GEMM shape,
-// and autotuning it (cuda_gemm.hpp) would time eight candidates inside the step that met it.
+// pool and pinned host memory. While graphs are captured the allocator keeps its cached
+// blocks (CachingAllocator::hold_cache): their activations live there between replays.
+// GEMMs keep cuBLASLt's first heuristic algorithm while a session is open, as a serving
+// engine's library calls do: every new token count is a new GEMM shape, and autotuning it
+// (cuda_gemm.hpp) would time eight candidates inside the step that met it.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -38,6 +40,7 @@ class CudaEngineSession final : public EngineSession {
     (void)cudaEventDestroy(m_swap_end);
     if (m_swap_device != nullptr) (void)cudaFree(m_swap_device);
     m_gemm.set_autotune(m_autotune_before);
+    m_alloc.hold_cache(false);  // the captured graphs go with the session
   }
   CudaEngineSession(const CudaEngineSession&) = delete;
   CudaEngineSession& operator=(const CudaEngineSession&) = delete;
@@ -84,6 +87,8 @@ class CudaEngineSession final : public EngineSession {
       const auto c0 = clock::now();
       c.runner->capture();
       capture_seconds = std::chrono::duration<double>(clock::now() - c0).count();
+      // The graph addresses the activations its capture walk had, now back in the cache.
+      m_alloc.hold_cache(true);
       m_captured.emplace(key, std::move(c));
       return t;
     }
@@ -99,6 +104,7 @@ class CudaEngineSession final : public EngineSession {
   void forget_graphs() override {
     PERFSIM_CUDA_CHECK(cudaStreamSynchronize(m_stream));
     m_captured.clear();
+    m_alloc.hold_cache(false);
   }
 
   double swap(double bytes, bool out) override {

@@ -193,6 +193,24 @@ TEST_CASE("cuda backend: kernels use exactly the planned workspace") {
   (void)cudaStreamDestroy(stream);
 }
 
+TEST_CASE("cuda allocator: a held cache keeps its blocks through an out-of-memory request") {
+  cuda::CachingAllocator alloc;
+  constexpr std::size_t block = std::size_t{4} << 20;
+  constexpr std::size_t too_much = std::size_t{1} << 40;  // 1 TiB: no GPU has it
+  void* p = alloc.allocate(block, TensorRole::activation);
+  alloc.release(p);
+  alloc.hold_cache(true);
+  CHECK_THROWS_WITH_AS((void)alloc.allocate(too_much, TensorRole::activation),
+                       doctest::Contains("kept for captured CUDA graphs"), NotExecutable);
+  CHECK(alloc.reserved_bytes() == doctest::Approx(static_cast<double>(block)));  // not freed
+  void* again = alloc.allocate(block, TensorRole::activation);
+  CHECK(again == p);  // the cached block, still the device's
+  alloc.release(again);
+  alloc.hold_cache(false);
+  CHECK_THROWS_AS((void)alloc.allocate(too_much, TensorRole::activation), NotExecutable);
+  CHECK(alloc.reserved_bytes() == 0);  // released to retry
+}
+
 TEST_CASE("cuda backend: a graph that does not fit says so") {
   Graph g;
   g.model = "huge";
