@@ -23,7 +23,7 @@ class CpuEngineSession final : public EngineSession {
     using clock = std::chrono::steady_clock;
     GraphRunner runner(g, m_seed, nullptr, &m_shared);
     const auto t0 = clock::now();
-    for (const auto& [name, values] : inputs) runner.write(tensor_named(g, name), values);
+    for (const auto& [name, values] : inputs) runner.write(step_input_id(g, name, "cpu"), values);
     runner.run_once();
     const double s = std::chrono::duration<double>(clock::now() - t0).count();
     return {s, s, {}};
@@ -33,7 +33,7 @@ class CpuEngineSession final : public EngineSession {
     using clock = std::chrono::steady_clock;
     GraphRunner runner(g, m_seed, nullptr, &m_shared);
     const auto t0 = clock::now();
-    for (const auto& [name, values] : inputs) runner.write(tensor_named(g, name), values);
+    for (const auto& [name, values] : inputs) runner.write(step_input_id(g, name, "cpu"), values);
     std::vector<std::vector<double>> per_op(g.ops.size());
     runner.run_once(&per_op);
     const double s = std::chrono::duration<double>(clock::now() - t0).count();
@@ -56,12 +56,6 @@ class CpuEngineSession final : public EngineSession {
   [[nodiscard]] double held_bytes() const override { return m_shared.bytes(); }
 
  private:
-  static int tensor_named(const Graph& g, const std::string& name) {
-    for (const Tensor& t : g.tensors)
-      if (t.name == name) return t.id;
-    throw NotExecutable(fmt::format("cpu backend: the step has no input '{}'", name));
-  }
-
   uint64_t m_seed;
   SharedTensors m_shared;
   std::vector<std::byte> m_swap, m_pool_side;

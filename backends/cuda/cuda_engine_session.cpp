@@ -49,7 +49,7 @@ class CudaEngineSession final : public EngineSession {
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     GraphRunner runner(g, m_seed, m_alloc, m_gemm, m_stream, nullptr, &m_shared, false);
-    for (const auto& [name, values] : inputs) runner.write(tensor_named(g, name), values);
+    for (const auto& [name, values] : inputs) runner.write(step_input_id(g, name, "cuda"), values);
     StepTimes t;
     t.device = runner.run_walled();  // synchronizes
     t.wall = std::chrono::duration<double>(clock::now() - t0).count();
@@ -60,7 +60,7 @@ class CudaEngineSession final : public EngineSession {
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     GraphRunner runner(g, m_seed, m_alloc, m_gemm, m_stream, nullptr, &m_shared, true);
-    for (const auto& [name, values] : inputs) runner.write(tensor_named(g, name), values);
+    for (const auto& [name, values] : inputs) runner.write(step_input_id(g, name, "cuda"), values);
     std::vector<std::vector<double>> per_op(g.ops.size());
     StepTimes t;
     t.device = runner.run_once(&per_op);  // synchronizes
@@ -80,7 +80,7 @@ class CudaEngineSession final : public EngineSession {
       c.graph = std::make_unique<Graph>(build());
       const auto t0 = clock::now();
       c.runner = std::make_unique<GraphRunner>(*c.graph, m_seed, m_alloc, m_gemm, m_stream, nullptr, &m_shared, false);
-      for (const auto& [name, values] : inputs) c.runner->write(tensor_named(*c.graph, name), values);
+      for (const auto& [name, values] : inputs) c.runner->write(step_input_id(*c.graph, name, "cuda"), values);
       StepTimes t;
       t.device = c.runner->run_walled();
       t.wall = std::chrono::duration<double>(clock::now() - t0).count();
@@ -94,7 +94,7 @@ class CudaEngineSession final : public EngineSession {
     }
     const auto t0 = clock::now();
     const Captured& c = it->second;
-    for (const auto& [name, values] : inputs) c.runner->write(tensor_named(*c.graph, name), values);
+    for (const auto& [name, values] : inputs) c.runner->write(step_input_id(*c.graph, name, "cuda"), values);
     StepTimes t;
     t.device = c.runner->replay(1).front();  // synchronizes
     t.wall = std::chrono::duration<double>(clock::now() - t0).count();
@@ -136,12 +136,6 @@ class CudaEngineSession final : public EngineSession {
   [[nodiscard]] double held_bytes() const override { return m_shared.bytes(); }
 
  private:
-  static int tensor_named(const Graph& g, const std::string& name) {
-    for (const Tensor& t : g.tensors)
-      if (t.name == name) return t.id;
-    throw NotExecutable(fmt::format("cuda backend: the step has no input '{}'", name));
-  }
-
   struct Captured {
     std::unique_ptr<Graph> graph;  // the runner reads it: kept at a stable address
     std::unique_ptr<GraphRunner> runner;

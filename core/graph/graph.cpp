@@ -150,6 +150,12 @@ int64_t Tensor::elements() const {
   return n;
 }
 
+int Graph::find_tensor(std::string_view name) const {
+  for (const Tensor& t : tensors)
+    if (t.name == name) return t.id;
+  return -1;
+}
+
 int Graph::add_tensor(Tensor t) {
   (void)t.elements();  // a shape whose element count overflows is refused where it is made
   t.id = static_cast<int>(tensors.size());

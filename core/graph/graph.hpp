@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/graph/op_kind.hpp"
@@ -229,6 +230,8 @@ struct Graph {
   int add_op(Op op);                 // assigns and returns the id
   [[nodiscard]] const Tensor& tensor(int id) const { return tensors.at(static_cast<std::size_t>(id)); }
   [[nodiscard]] Tensor& tensor(int id) { return tensors.at(static_cast<std::size_t>(id)); }
+  // Id of the first tensor named `name`, or −1.
+  [[nodiscard]] int find_tensor(std::string_view name) const;
   // Scale from the built layers to the model: L / built.
   [[nodiscard]] double layer_scale() const;
   // Checks ids, that every activation is written before it is read, and shapes are positive.

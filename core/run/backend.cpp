@@ -1,5 +1,14 @@
 #include "core/run/backend.hpp"
+
+#include <fmt/format.h>
+
 namespace perfsim {
+int step_input_id(const Graph& g, const std::string& name, std::string_view backend) {
+  const int id = g.find_tensor(name);
+  if (id < 0) throw NotExecutable(fmt::format("{} backend: the step has no input '{}'", backend, name));
+  return id;
+}
+
 std::string graph_unsupported_reason(const Backend& b, const Graph& g) {
   for (const auto& op : g.ops) {
     std::string why = b.unsupported_reason(op, g);

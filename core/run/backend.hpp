@@ -124,5 +124,8 @@ class Backend {
 
 // The first unsupported op's reason, or "" when the whole graph can run.
 [[nodiscard]] std::string graph_unsupported_reason(const Backend& b, const Graph& g);
+// The id of an engine step's input `name` (engine_input); throws NotExecutable naming
+// `backend` when the step has none.
+[[nodiscard]] int step_input_id(const Graph& g, const std::string& name, std::string_view backend);
 
 }  // namespace perfsim

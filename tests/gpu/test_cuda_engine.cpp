@@ -35,10 +35,9 @@ ModelConfig model() {
 }
 
 int tensor_named(const Graph& g, const std::string& name) {
-  for (const Tensor& t : g.tensors)
-    if (t.name == name) return t.id;
-  FAIL("no tensor " << name);
-  return -1;
+  const int id = g.find_tensor(name);
+  REQUIRE_MESSAGE(id >= 0, "no tensor " << name);
+  return id;
 }
 
 struct Seq {

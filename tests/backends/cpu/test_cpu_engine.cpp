@@ -24,10 +24,9 @@ namespace {
 constexpr uint64_t seed = 7;
 
 int tensor_named(const Graph& g, const std::string& name) {
-  for (const Tensor& t : g.tensors)
-    if (t.name == name) return t.id;
-  FAIL("no tensor " << name);
-  return -1;
+  const int id = g.find_tensor(name);
+  REQUIRE_MESSAGE(id >= 0, "no tensor " << name);
+  return id;
 }
 
 // Runs g once with `inputs` written and returns the logits.
