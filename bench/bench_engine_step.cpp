@@ -84,7 +84,12 @@ int run(const Options& o) {
   const std::vector<std::string> profiles = profile_names();
   const bool is_profile = o.profile.find('/') != std::string::npos || o.profile.ends_with(".lua") ||
                           std::find(profiles.begin(), profiles.end(), o.profile) != profiles.end();
-  const Hardware hw = is_profile ? load_profile(o.profile) : find_hardware(o.profile);
+  Hardware hw;
+  try {
+    hw = is_profile ? load_profile(o.profile) : find_hardware(o.profile);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("--profile: {} (nor is it a profile: {})", e.what(), fmt::join(profiles, ", ")));
+  }
   std::vector<StackStep> stack{{"stack", {}, ""}};
   for (const std::string& p : o.stack) stack[0].passes.emplace_back(p);
   StepPricer pricer(model, hw, stack, 0);
@@ -131,9 +136,7 @@ int run(const Options& o) {
   std::map<std::string, std::vector<double>> role_meas;  // op-timed steps: Σ by role, per step
   std::map<std::string, double> role_pred;               // the last op-timed step's prediction
   std::map<std::string, int64_t> role_ops;
-  std::vector<std::vector<double>> op_meas;
-  Prediction last_pred;
-  Graph last_graph;
+  std::size_t last_ops = 0;
   for (int pass = 0; pass < 2; ++pass) {
     const bool by_op = pass == 1;
     for (int i = 0; i < o.steps; ++i) {
@@ -149,23 +152,18 @@ int run(const Options& o) {
                  step.tokens(), ms(t.wall), ms(t.device), by_op ? ms(sum) : "-", ms(price), err(price, t.wall),
                  err(price_dev, t.device));
       if (!by_op) continue;
-      const Prediction pred = predict(g, hw);
       std::map<std::string, double> step_role;
-      if (op_meas.empty()) op_meas.resize(g.ops.size());
-      for (std::size_t k = 0; k < g.ops.size() && k < t.ops.size(); ++k) {
-        step_role[role_of(g.ops[k])] += t.ops[k];
-        if (op_meas.size() == g.ops.size() && o.vary == 0) op_meas[k].push_back(t.ops[k]);
-      }
+      for (std::size_t k = 0; k < g.ops.size() && k < t.ops.size(); ++k) step_role[role_of(g.ops[k])] += t.ops[k];
       for (auto& [r, s] : step_role) role_meas[r].push_back(s);
       if (i + 1 == o.steps) {
+        const Prediction pred = predict(g, hw);
         role_pred.clear();
         role_ops.clear();
         for (std::size_t k = 0; k < g.ops.size(); ++k) {
           role_pred[role_of(g.ops[k])] += pred.ops[k].time * g.ops[k].count;
           role_ops[role_of(g.ops[k])] += static_cast<int64_t>(g.ops[k].count);
         }
-        last_graph = g;
-        last_pred = pred;
+        last_ops = g.ops.size();
       }
     }
   }
@@ -194,7 +192,7 @@ int run(const Options& o) {
     fmt::print("{:<28} {:>5} {:>12} {:>12} {:>13} {:>8} {:>6.1f}%\n", r.role, r.ops, ms(r.meas), ms(r.median),
                ms(r.pred), err(r.pred, r.meas), meas_total > 0 ? r.meas / meas_total * 100 : 0.0);
   }
-  fmt::print("{:<28} {:>5} {:>12} {:>12} {:>13} {:>8}\n", "all ops", last_graph.ops.size(), ms(meas_total), "",
+  fmt::print("{:<28} {:>5} {:>12} {:>12} {:>13} {:>8}\n", "all ops", last_ops, ms(meas_total), "",
              ms(pred_total), err(pred_total, meas_total));
   fmt::print("· err: (predicted − measured) / measured; ops Σ: the op-timed step's ops added up (its gaps excluded)\n");
   fmt::print("· priced: the serving report's price of the batch (StepPricer), err dev against the device without "
@@ -214,19 +212,36 @@ int main(int argc, char** argv) {
   app.add_option("--stack", o.stack, "graph passes of the stack (as a scenario's step names them)")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--prompts", o.prompts, "prompts (or prompt chunks) in the step")->capture_default_str();
-  app.add_option("--prompt-len", o.prompt_len, "tokens each prompt computes in the step")->capture_default_str();
-  app.add_option("--cached", o.cached, "tokens each prompt already holds in the KV cache")->capture_default_str();
+  app.add_option("--prompts", o.prompts, "prompts (or prompt chunks) in the step")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--prompt-len", o.prompt_len, "tokens each prompt computes in the step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cached", o.cached, "tokens each prompt already holds in the KV cache")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--vary", o.vary, "tokens each timed step's prompts grow by (a new shape each step, as serving "
                                    "meets them; 0: every step the same)")
-      ->capture_default_str();
-  app.add_option("--decodes", o.decodes, "decoding sequences in the step")->capture_default_str();
-  app.add_option("--context", o.context, "tokens each decoding sequence holds")->capture_default_str();
-  app.add_option("--block", o.block, "KV block size, tokens")->capture_default_str();
-  app.add_option("--pool-gib", o.pool_gib, "KV page pool to hold, GiB (0: what the steps need)")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--decodes", o.decodes, "decoding sequences in the step")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--context", o.context, "tokens each decoding sequence holds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--block", o.block, "KV block size, tokens")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--pool-gib", o.pool_gib, "KV page pool to hold, GiB (0: what the steps need)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--steps", o.steps, "steps timed each way")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--top", o.top, "rows of the per-op table")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (o.prompts + o.decodes == 0) {
+    fmt::print(stderr, "perfsim_bench_engine_step: --prompts and --decodes are both 0: the step has no sequence\n");
+    return 2;
+  }
   try {
     return run(o);
   } catch (const std::exception& e) {
