@@ -11,18 +11,30 @@ all: build
 deps:
 	@bash scripts/install_deps.sh
 
-configure: deps
-	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
+# The CUDA backend, its GPU tests and benchmarks are compiled where a GPU is visible (nvidia-smi
+# lists one); CUDA=ON compiles them anyway (a compile check, or a build for another machine),
+# CUDA=OFF never. Read once, when $(BUILD) is first configured.
+CUDA ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo ON || echo OFF)
 
+configure: deps
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release \
+	  -DPERFSIM_CUDA=$(CUDA)
+
+# Everything: perfsim, the tests and the benchmarks.
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Runs the main scenario on the best available backend (CUDA when a GPU is present, else CPU).
-run: build
+# Builds perfsim alone, then runs the main scenario on the best available backend (CUDA when a
+# GPU is present, else CPU).
+run: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target perfsim
 	./$(BUILD)/perfsim run $(SCENARIO)
 
-# Builds and runs every test: doctest units and CLI golden tests (GPU tests skip without a GPU).
-test: build
+# Builds what the tests run (not the benchmarks), then every test: doctest units, CLI golden
+# tests, charts, MPI ranks (GPU tests where a GPU is present). A test that hangs fails with its
+# name and time (each has a ctest TIMEOUT).
+test: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target perfsim_test_targets
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The unit and CLI tests under AddressSanitizer and UndefinedBehaviorSanitizer (CPU only, clang,
@@ -35,7 +47,7 @@ test-sanitize: deps
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERFSIM_CUDA=OFF -DPERFSIM_BENCH=OFF -DPERFSIM_FUZZ=ON \
 	  "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
-	@cmake --build build-sanitize -j $(JOBS)
+	@cmake --build build-sanitize -j $(JOBS) --target perfsim_test_targets
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-sanitize --output-on-failure -j $(JOBS) -LE gpu
 

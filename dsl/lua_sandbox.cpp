@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/deadline.hpp"
 #include "dsl/lua_state.hpp"
 
 namespace perfsim::dsl {
@@ -193,15 +194,13 @@ int api_write(lua_State* L) {
 void check_limits(lua_State* L, void (*before_error)(lua_State*)) {
   const ScriptContext& ctx = context(L);
   std::string message;
-  if (ctx.deadline && std::chrono::steady_clock::now() > *ctx.deadline) {
-    // Without a script file this is a profile or catalog being read (dsl/fresh_state.hpp).
-    message = script_where(L) +
-              (ctx.file.empty()
-                   ? fmt::format("a profile or catalog file ran longer than {} s (a loop in it?)",
-                                 ctx.settings.timeout_s)
-                   : fmt::format("script ran longer than --timeout {} s (raise --timeout or fix "
-                                 "the loop)",
-                                 ctx.settings.timeout_s));
+  if (deadline_passed()) {
+    // The script's own --timeout, or an earlier limit in force around it (the run's).
+    try {
+      check_deadline();
+    } catch (const TimeLimitError& e) {
+      message = script_where(L) + e.what();
+    }
   } else if (ctx.settings.memory_limit > 0) {
     const std::size_t used = static_cast<std::size_t>(lua_gc(L, LUA_GCCOUNT, 0)) * 1024;
     if (used > ctx.settings.memory_limit) {

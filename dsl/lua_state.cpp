@@ -364,10 +364,14 @@ LuaState::LuaState(ScriptContext& ctx) : m_ctx(ctx) {
     lua_pushcfunction(m_L, guarded<api_write>);
     lua_setfield(m_L, -2, "write");
     lua_pop(m_L, 1);
-    if (m_ctx.settings.timeout_s > 0)
-      m_ctx.deadline = std::chrono::steady_clock::now() +
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(std::min(m_ctx.settings.timeout_s, 1e9)));
+    // Without a script file this is a profile or catalog being read (dsl/fresh_state.hpp).
+    m_deadline.emplace(m_ctx.settings.timeout_s,
+                       m_ctx.file.empty()
+                           ? fmt::format("a profile or catalog file ran longer than {} s (a loop in it?)",
+                                         m_ctx.settings.timeout_s)
+                           : fmt::format("script ran longer than --timeout {} s (raise --timeout or fix "
+                                         "the loop)",
+                                         m_ctx.settings.timeout_s));
     require("prelude");
     lua_pop(m_L, 1);
     lua_sethook(m_L, line_hook, LUA_MASKLINE | LUA_MASKCOUNT, count_hook_instructions);

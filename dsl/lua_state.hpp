@@ -4,10 +4,12 @@
 #pragma once
 #include <lua.hpp>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/deadline.hpp"
 #include "dsl/script_context.hpp"
 
 namespace perfsim::dsl {
@@ -41,6 +43,9 @@ class LuaState {
  private:
   lua_State* m_L = nullptr;
   ScriptContext& m_ctx;
+  // settings.timeout_s from the state's creation, over the script and the work it asks for
+  // (core/deadline.hpp).
+  std::optional<DeadlineScope> m_deadline;
 };
 
 [[nodiscard]] ScriptContext& context(lua_State* L);

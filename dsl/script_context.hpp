@@ -1,8 +1,6 @@
 // What the Lua API functions of one script run share: the settings, where the script lives,
 // the options it declared and the scenarios it built. One context per lua_State.
 #pragma once
-#include <chrono>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +24,6 @@ struct ScriptContext {
   // The last line of the script that ran. `return scenario{...}` is a tail call, which removes
   // the script's frame; errors raised inside it are placed from this line (lua_state.cpp).
   int last_line = 0;
-  // When the script must stop (settings.timeout_s after the state was made); unset: no limit.
-  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 }  // namespace perfsim::dsl

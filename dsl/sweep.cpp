@@ -6,7 +6,9 @@
 
 #include <algorithm>
 
+#include "core/deadline.hpp"
 #include "core/errors.hpp"
+#include "core/units.hpp"
 
 namespace perfsim::dsl {
 
@@ -104,11 +106,24 @@ std::vector<ScenarioPoint> expand_sweep(const Scenario& base, const SweepCatalog
   for (const std::string& key : sweep_keys())
     for (const SweepAxis& a : base.sweep)
       if (a.key == key) axes.push_back(&a);
+  // Each point is a scenario held in memory and predicted in turn: refuse a sweep that could
+  // not finish before expanding it.
+  std::size_t total = 1;
+  std::vector<std::string> sizes;
+  for (const SweepAxis* axis : axes) {
+    total = std::min(total * std::max<std::size_t>(axis->values.size(), 1), max_sweep_points + 1);
+    sizes.push_back(fmt::format("{} {}", axis->values.size(), axis->key));
+  }
+  if (total > max_sweep_points)
+    throw ConfigError(fmt::format("sweep has more than {} points ({}); split it into smaller sweeps",
+                                  format_rate(static_cast<double>(max_sweep_points)),
+                                  fmt::join(sizes, " x ")));
   for (const SweepAxis* axis : axes) {
     std::vector<ScenarioPoint> next;
     next.reserve(points.size() * axis->values.size());
     for (const ScenarioPoint& p : points)
       for (const std::string& v : axis->values) {
+        check_deadline();
         ScenarioPoint q = p;
         q.values[axis->key] = v;
         try {

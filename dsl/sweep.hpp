@@ -1,6 +1,7 @@
 // Sweep expansion: the cartesian product of a scenario's sweep axes, one ScenarioPoint per
 // combination. Plain C++: names were resolved by the caller (the catalogs live in Lua).
 #pragma once
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ struct SweepCatalog {
   std::map<std::string, ModelConfig> models;
   std::map<std::string, Hardware> hardware;
 };
+
+// The most points one sweep may expand to (each is a scenario held and predicted in turn).
+inline constexpr std::size_t max_sweep_points = 100000;
 
 // One point per combination (the last axis varies fastest); a single point with empty values
 // when there is no sweep. Points carry no sweep of their own.

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/deadline.hpp"
 #include "core/errors.hpp"
 #include "core/parallel/layout_prediction.hpp"
 #include "core/parallel/plan.hpp"
@@ -256,7 +257,7 @@ SearchResult search_layouts(const ModelConfig& m, const Workload& w, const std::
               for (int ep : eps)
               for (bool sp : sp_options)
                 for (bool recompute : recompute_options) {
-                  ++out.enumerated;
+                  if (++out.enumerated % 256 == 0) check_deadline();
                   if (global % (mb * dp) != 0) {
                     count_pruned(PruneReason::batch_split);
                     continue;

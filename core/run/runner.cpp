@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/cost/memory_model.hpp"
+#include "core/deadline.hpp"
 #include "core/errors.hpp"
 #include "core/parallel/plan.hpp"
 #include "core/parallel/search.hpp"
@@ -182,6 +183,7 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
   run_options.repeats = s.execute.repeats;
   run_options.min_time = s.execute.min_time;
   for (std::size_t i = 0; i < stack.size(); ++i) {
+    check_deadline();
     if (hooks.progress) hooks.progress(i, stack.size(), stack[i].name);
     run_options.label = fmt::format("{} / {}", s.name, stack[i].name);
     StepResult r;

@@ -9,6 +9,7 @@
 #include <queue>
 #include <stdexcept>
 
+#include "core/deadline.hpp"
 #include "core/serve/engine_state.hpp"
 
 namespace perfsim {
@@ -106,6 +107,7 @@ EngineRun run_engine(const std::vector<Request>& requests, const SchedulerConfig
   int64_t served_or_refused = 0;
   const auto total = static_cast<int64_t>(requests.size());
   while (served_or_refused < total) {
+    check_deadline();
     const double now = clock.now();
     while (!arrivals.empty() && arrivals.top().time <= now) {
       const int64_t id = arrivals.top().id;

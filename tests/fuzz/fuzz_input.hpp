@@ -9,6 +9,7 @@
 #include <exception>
 #include <string>
 
+#include "core/deadline.hpp"
 #include "core/errors.hpp"
 #include "dsl/dsl.hpp"
 
@@ -42,6 +43,7 @@ void expect_clean(Fn&& fn) {
   } catch (const ScriptError&) {
   } catch (const ConfigError&) {
   } catch (const NotExecutable&) {
+  } catch (const TimeLimitError&) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz finding: exception outside perfsim's error types: %s\n", e.what());
     std::abort();
