@@ -3,6 +3,8 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 SCENARIO ?= scenarios/llm_decode.lua
+# A ctest entry that runs longer fails with its name and time (entries may set their own).
+TEST_SECONDS ?= 900
 
 .PHONY: all deps configure build run test test-sanitize fuzz test-gpu bench clean
 
@@ -35,7 +37,7 @@ run: configure
 # name and time (each has a ctest TIMEOUT).
 test: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target perfsim_test_targets
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout $(TEST_SECONDS)
 
 # The unit and CLI tests under AddressSanitizer and UndefinedBehaviorSanitizer (CPU only, clang,
 # in build-sanitize; any finding fails the run), with the libFuzzer targets built and their
@@ -49,7 +51,7 @@ test-sanitize: deps
 	  "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
 	@cmake --build build-sanitize -j $(JOBS) --target perfsim_test_targets
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir build-sanitize --output-on-failure -j $(JOBS) -LE gpu
+	  ctest --test-dir build-sanitize --output-on-failure -j $(JOBS) -LE gpu --timeout $(TEST_SECONDS)
 
 fuzz: test-sanitize
 	bash scripts/fuzz.sh build-sanitize $(FUZZ_SECONDS)

@@ -1,9 +1,8 @@
-// Atomic report files: write a sibling .tmp, flush, close, rename over the target. Devices and
-// pipes (-o /dev/stdout) are written directly.
+// Report files: checked before a run starts (check_writable), written whole or not at all
+// through core/files.hpp's write_file_atomically.
 #include "cli/output_file.hpp"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include <sys/stat.h>
@@ -13,6 +12,7 @@
 
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
+#include "core/files.hpp"
 
 namespace perfsim {
 
@@ -36,16 +36,6 @@ Target target_kind(const std::string& path) {
 
 [[noreturn]] void fail(const std::string& path, int err) {
   throw ConfigError(fmt::format("cannot write '{}': {}", path, std::strerror(err ? err : EIO)));
-}
-
-// Writes, flushes and closes `f`; returns 0 or the errno of the first failure.
-int write_and_close(std::FILE* f, std::string_view content) {
-  errno = 0;
-  int err = 0;
-  if (std::fwrite(content.data(), 1, content.size(), f) != content.size()) err = errno ? errno : EIO;
-  if (std::fflush(f) != 0 && err == 0) err = errno ? errno : EIO;
-  if (std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
-  return err;
 }
 
 // "out" for "out/" (a directory named with its slash), else the path itself.
@@ -73,35 +63,13 @@ void check_writable(const std::string& path) {
     throw ConfigError(fmt::format("cannot write '{}': directory '{}' does not exist", path, dir));
   if (::access(dir.c_str(), W_OK) != 0)
     throw ConfigError(fmt::format("cannot write '{}': directory '{}' is not writable", path, dir));
-  // Creating the tmp file is the only reliable test (read-only file systems, /proc, ACLs).
-  // Append mode leaves a file of that name untouched.
-  const std::string tmp = path + ".tmp";
-  const bool tmp_existed = ::access(tmp.c_str(), F_OK) == 0;
-  std::FILE* f = std::fopen(tmp.c_str(), "ab");
-  if (!f) fail(path, errno);
-  std::fclose(f);
-  if (!tmp_existed) std::remove(tmp.c_str());
-}
-
-void write_file_atomically(const std::string& path, std::string_view content) {
-  if (target_kind(path) == Target::special) {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) fail(path, errno);
-    if (const int err = write_and_close(f, content)) fail(path, err);
-    return;
-  }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(path, errno);
-  if (const int err = write_and_close(f, content)) {
-    std::remove(tmp.c_str());
-    fail(path, err);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    fail(path, err);
-  }
+  // Creating a file is the only reliable test (read-only file systems, /proc, ACLs): a unique
+  // one, created exclusively, so no existing name or planted link is touched.
+  std::string probe = path + ".XXXXXX.tmp";
+  const int fd = ::mkstemps(probe.data(), 4);
+  if (fd < 0) fail(path, errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 ReportFormat resolve_report_format(const std::string& format, const std::string& output) {

@@ -5,6 +5,8 @@
 // cooperative: work between two checks finishes first.
 #pragma once
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -22,6 +24,15 @@ void check_deadline();
 // True once the earliest deadline in force has passed.
 [[nodiscard]] bool deadline_passed();
 
+// What happens when work overruns its deadline by `grace_s` without reaching a check (a loop
+// inside a library call, such as a backtracking string.find, or an error handler): the process
+// prints "perfsim: error: " + message() on one line, removes its temporary files and exits
+// with status 1. Nothing else can stop such work.
+struct HardStop {
+  double grace_s = 0;  // 0: no hard stop
+  std::function<std::string()> message;
+};
+
 // Puts a deadline in force for its lifetime. Scopes nest; the earliest deadline in force
 // rules. Create and destroy scopes on one thread (the checks may run on any).
 class DeadlineScope {
@@ -29,6 +40,8 @@ class DeadlineScope {
   DeadlineScope(std::chrono::steady_clock::time_point at, std::string message);
   // `seconds` from now; seconds <= 0 puts no deadline in force.
   DeadlineScope(double seconds, std::string message);
+  // With a hard stop `hard.grace_s` after the deadline (a watchdog thread while the scope lives).
+  DeadlineScope(double seconds, std::string message, HardStop hard);
   ~DeadlineScope();
   DeadlineScope(const DeadlineScope&) = delete;
   DeadlineScope& operator=(const DeadlineScope&) = delete;
@@ -37,6 +50,8 @@ class DeadlineScope {
   long long m_prev_at;
   const std::string* m_prev_message;
   std::string m_message;
+  struct Watchdog;
+  std::unique_ptr<Watchdog> m_watchdog;
 };
 
 }  // namespace perfsim

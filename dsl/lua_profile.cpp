@@ -14,6 +14,7 @@
 #include "dsl/lua_catalog.hpp"
 #include "dsl/lua_convert.hpp"
 #include "dsl/lua_fields.hpp"
+#include "dsl/lua_sandbox.hpp"
 #include "dsl/lua_state.hpp"
 #include "dsl/stdlib_files.hpp"
 
@@ -42,11 +43,13 @@ void run_profile_chunk(lua_State* L, const std::string& where) {
 
 void load_by_path(lua_State* L, const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
+  if (!std::filesystem::exists(path, ec))
     throw ConfigError(fmt::format("profile file '{}' not found (give a path to a file written by "
                                   "`perfsim calibrate -o`, or a profile name: {})",
                                   path, fmt::join(profile_names(L), ", ")));
-  if (luaL_loadfile(L, path.c_str()) != 0) {
+  // The sandbox's places when a script names it; a regular file of bounded size; text.
+  const std::string text = read_script_file(L, path, "profile");
+  if (load_text_chunk(L, text, "@" + path) != 0) {
     const char* msg = lua_tostring(L, -1);
     throw ConfigError(msg != nullptr ? msg : path + ": cannot be loaded");
   }
@@ -71,7 +74,7 @@ void load_by_name(lua_State* L, const std::string& name) {
   for (const EmbeddedFile& f : stdlib_files()) {
     if (f.name != std::string(embedded_prefix) + name) continue;
     const std::string chunk = "=stdlib/profiles/" + name + ".lua";
-    if (luaL_loadbuffer(L, f.source.data(), f.source.size(), chunk.c_str()) != 0)
+    if (luaL_loadbufferx(L, f.source.data(), f.source.size(), chunk.c_str(), "t") != 0)
       throw ConfigError(lua_tostring(L, -1));
     return run_profile_chunk(L, "stdlib/profiles/" + name + ".lua");
   }

@@ -8,12 +8,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
 #include "core/text.hpp"
+#include "core/errors.hpp"
+#include "core/files.hpp"
 #include "dsl/lua_api.hpp"
+#include "dsl/lua_libraries.hpp"
 #include "dsl/lua_sandbox.hpp"
 #include "dsl/stdlib_files.hpp"
 
@@ -22,6 +26,7 @@ namespace perfsim::dsl {
 namespace {
 
 constexpr const char* context_key = "perfsim.context";
+constexpr const char* state_key = "perfsim.state";
 // Its address identifies the error object that stops a script early.
 char stop_marker_tag;
 
@@ -75,12 +80,12 @@ std::string restore_long_path(const std::string& msg, const std::string& file) {
 constexpr int count_hook_instructions = 10000;
 void line_hook(lua_State* L, lua_Debug* ar) {
   if (ar->event == LUA_HOOKCOUNT) {
-    check_limits(L, [](lua_State* S) { lua_sethook(S, line_hook, LUA_MASKLINE | LUA_MASKCOUNT, 1); });
+    check_time_limit(L, [](lua_State* S) { lua_sethook(S, line_hook, LUA_MASKLINE | LUA_MASKCOUNT, 1); });
     return;
   }
   if (lua_getinfo(L, "S", ar) == 0 || ar->source == nullptr || ar->source[0] != '@') return;
   ScriptContext& ctx = context(L);
-  if (ctx.file == ar->source + 1) ctx.last_line = ar->currentline;
+  if (ctx.file == ar->source + 1) ctx.last_line.store(ar->currentline, std::memory_order_relaxed);
 }
 
 // Where a function tail-called by the script was called. The call replaced the script's frame,
@@ -185,14 +190,15 @@ int module_loader(lua_State* L) {
         tried += "\n\tno file '" + candidate + "'";
         continue;
       }
-      if (luaL_loadfile(L, candidate.c_str()) != 0) throw LuaError(error_text(L, -1));
+      const std::string text = read_regular_file(candidate, "module");
+      if (load_text_chunk(L, text, "@" + candidate) != 0) throw LuaError(error_text(L, -1));
       return 1;
     }
   }
   for (const EmbeddedFile& f : stdlib_files()) {
     if (f.name != name) continue;
     const std::string chunk = "=stdlib/" + name + ".lua";
-    if (luaL_loadbuffer(L, f.source.data(), f.source.size(), chunk.c_str()) != 0)
+    if (luaL_loadbufferx(L, f.source.data(), f.source.size(), chunk.c_str(), "t") != 0)
       throw LuaError(error_text(L, -1));
     return 1;
   }
@@ -201,69 +207,10 @@ int module_loader(lua_State* L) {
   return 1;
 }
 
-// What a script gets in place of a function it may not call: an error at its line naming the
-// function (upvalue 1) and why (upvalue 2).
-// The error names the script line that asked, past any C function between (require's loader).
-int refused_function(lua_State* L) {
-  lua_Debug ar;
-  bool located = false;
-  for (int level = 1; !located && lua_getstack(L, level, &ar) != 0; ++level) {
-    lua_getinfo(L, "Sl", &ar);
-    if (ar.currentline > 0) {
-      lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
-      located = true;
-    }
-  }
-  if (!located) lua_pushliteral(L, "");
-  lua_pushfstring(L, "%s is not available to scripts (%s)", lua_tostring(L, lua_upvalueindex(1)),
-                  lua_tostring(L, lua_upvalueindex(2)));
-  lua_concat(L, 2);
-  return lua_error(L);
-}
-
-void refuse_field(lua_State* L, const char* table, const char* field, const char* why) {
-  lua_getglobal(L, table);
-  if (lua_istable(L, -1)) {
-    lua_pushfstring(L, "%s.%s", table, field);
-    lua_pushstring(L, why);
-    lua_pushcclosure(L, refused_function, 2);
-    lua_setfield(L, -2, field);
-  }
-  lua_pop(L, 1);
-}
-
-// Scripts describe workloads; they have no business running programs or writing files, and
-// read only files near them (lua_sandbox.cpp). --unsafe keeps os and io whole.
-void sandbox(lua_State* L, bool unsafe) {
-  if (!unsafe) {
-    const char* why = "scripts cannot start programs or change files; run with --unsafe to allow it";
-    for (const char* f : {"execute", "remove", "rename"}) refuse_field(L, "os", f, why);
-    refuse_field(L, "io", "popen", why);
-    install_file_sandbox(L);
-  }
-  refuse_field(L, "os", "exit", "perfsim ends the run; return from the script or call error()");
-  refuse_field(L, "package", "loadlib", "native code is never loaded");
-  lua_pushnil(L);
-  lua_setglobal(L, "ffi");
+// `require` searches the preload table (the refused modules' loaders) then perfsim's places
+// (module_loader); package.path and the C-library searchers are gone.
+void install_module_loader(lua_State* L) {
   lua_getglobal(L, "package");
-  lua_pushstring(L, "");
-  lua_setfield(L, -2, "cpath");
-  lua_getfield(L, -1, "loaded");
-  if (lua_istable(L, -1)) {
-    lua_pushnil(L);
-    lua_setfield(L, -2, "ffi");
-  }
-  lua_pop(L, 1);
-  // require "ffi" finds a loader that says why instead of a search that finds nothing.
-  lua_getfield(L, -1, "preload");
-  if (lua_istable(L, -1)) {
-    lua_pushstring(L, "module 'ffi'");
-    lua_pushstring(L, "native code is never loaded, even with --unsafe");
-    lua_pushcclosure(L, refused_function, 2);
-    lua_setfield(L, -2, "ffi");
-  }
-  lua_pop(L, 1);
-  // Keep the preload searcher, replace the file and C-library searchers by ours.
   lua_getfield(L, -1, "loaders");
   lua_newtable(L);
   lua_rawgeti(L, -2, 1);
@@ -348,30 +295,68 @@ int detail::run_guarded(lua_State* L, int (*f)(lua_State*)) {
   return lua_error(L);
 }
 
+namespace {
+
+// The Lua heap's allocator: refuses to grow it past the cap (LuaJIT then raises "not enough
+// memory", which the state reports as the memory cap), so one `s .. s` of a huge string cannot
+// overshoot it between two checks.
+void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+  auto* m = static_cast<LuaState::Memory*>(ud);
+  const std::size_t old = ptr != nullptr ? osize : 0;
+  if (nsize == 0) {
+    std::free(ptr);
+    m->used -= old;
+    return nullptr;
+  }
+  if (nsize > old && m->limit > 0 && m->used + (nsize - old) > m->limit) {
+    m->refused = true;
+    return nullptr;
+  }
+  void* p = std::realloc(ptr, nsize);
+  if (p == nullptr) return nullptr;
+  m->used = m->used - old + nsize;
+  return p;
+}
+
+}  // namespace
+
 LuaState::LuaState(ScriptContext& ctx) : m_ctx(ctx) {
-  m_L = luaL_newstate();
+  m_memory.limit = m_ctx.settings.memory_limit;
+  m_L = lua_newstate(capped_alloc, &m_memory);
   if (m_L == nullptr) throw ScriptError("cannot create a Lua state (out of memory)");
   try {
     lua_pushlightuserdata(m_L, &m_ctx);
     lua_setfield(m_L, LUA_REGISTRYINDEX, context_key);
-    luaL_openlibs(m_L);
+    lua_pushlightuserdata(m_L, this);
+    lua_setfield(m_L, LUA_REGISTRYINDEX, state_key);
     // Compiled traces skip the count hook (an empty `while true do end` would never reach
     // --timeout); scripts are short descriptions, so the interpreter is fast enough.
     luaJIT_setmode(m_L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
-    sandbox(m_L, m_ctx.settings.unsafe);
+    open_script_libraries(m_L, m_ctx.settings.unsafe);
+    install_module_loader(m_L);
     install_api(m_L);
     lua_getglobal(m_L, "perfsim");
     lua_pushcfunction(m_L, guarded<api_write>);
     lua_setfield(m_L, -2, "write");
     lua_pop(m_L, 1);
     // Without a script file this is a profile or catalog being read (dsl/fresh_state.hpp).
-    m_deadline.emplace(m_ctx.settings.timeout_s,
-                       m_ctx.file.empty()
-                           ? fmt::format("a profile or catalog file ran longer than {} s (a loop in it?)",
-                                         m_ctx.settings.timeout_s)
-                           : fmt::format("script ran longer than --timeout {} s (raise --timeout or fix "
-                                         "the loop)",
-                                         m_ctx.settings.timeout_s));
+    const double timeout = m_ctx.settings.timeout_s;
+    const std::string what = m_ctx.file.empty()
+                                 ? fmt::format("a profile or catalog file ran longer than {} s", timeout)
+                                 : fmt::format("script ran longer than --timeout {} s", timeout);
+    // A stop the hook cannot make (inside a library call or an error handler) ends the process a
+    // moment later, at the last line the script ran.
+    HardStop hard;
+    hard.grace_s = std::max(1.0, 0.1 * timeout);
+    hard.message = [this, what] {
+      const int line = m_ctx.last_line.load();
+      const std::string where = m_ctx.file.empty() ? "" : fmt::format("{}:{}: ", m_ctx.file, line);
+      return where + what + " and could not be stopped there (a loop inside a library call such as "
+                            "string.find, or in an error handler); stopped the process";
+    };
+    m_deadline.emplace(timeout,
+                       what + (m_ctx.file.empty() ? " (a loop in it?)" : " (raise --timeout or fix the loop)"),
+                       std::move(hard));
     require("prelude");
     lua_pop(m_L, 1);
     lua_sethook(m_L, line_hook, LUA_MASKLINE | LUA_MASKCOUNT, count_hook_instructions);
@@ -388,14 +373,25 @@ void LuaState::load_file(const std::string& file) {
   if (std::filesystem::is_directory(file, ec))
     throw ScriptError(
         fmt::format("cannot read script '{}': it is a directory; name a .lua file in it", file));
-  if (!std::filesystem::is_regular_file(file, ec))
+  if (!std::filesystem::exists(file, ec))
     throw ScriptError(
         fmt::format("cannot read script '{}': no such file{}", file, similar_script(file)));
-  if (luaL_loadfile(m_L, file.c_str()) != 0) {
+  std::string text;
+  try {
+    text = read_regular_file(file, "cannot read script");
+  } catch (const ConfigError& e) {
+    throw ScriptError(e.what());
+  }
+  if (load_text_chunk(m_L, text, "@" + file) != 0) {
     std::string msg = restore_long_path(error_text(m_L, -1), m_ctx.file);
     lua_pop(m_L, 1);
     throw ScriptError(msg);
   }
+}
+
+std::string LuaState::memory_message() const {
+  return fmt::format("script used more than {} MiB of memory (a table or string that grows without end?)",
+                     m_memory.limit >> 20);
 }
 
 bool LuaState::call(int nargs, int nresults) {
@@ -411,6 +407,11 @@ bool LuaState::call(int nargs, int nresults) {
   }
   std::string msg = error_text(m_L, -1);
   lua_pop(m_L, 1);
+  // The allocator refused to pass the memory cap: say so, at the last line the script ran.
+  if (m_memory.refused && msg.find("not enough memory") != std::string::npos) {
+    const int line = m_ctx.last_line.load();
+    msg = (m_ctx.file.empty() || line <= 0 ? "" : fmt::format("{}:{}: ", m_ctx.file, line)) + memory_message();
+  }
   throw ScriptError(msg);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <lua.hpp>
 
+#include <cstddef>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -40,9 +41,20 @@ class LuaState {
   // Pushes require(name); throws ScriptError on errors.
   void require(const std::string& name);
 
+  // The Lua heap: its cap (settings.memory_limit, 0 = none), its size, and whether the cap
+  // refused an allocation.
+  struct Memory {
+    std::size_t limit = 0;
+    std::size_t used = 0;
+    bool refused = false;
+  };
+
  private:
+  [[nodiscard]] std::string memory_message() const;
+
   lua_State* m_L = nullptr;
   ScriptContext& m_ctx;
+  Memory m_memory;
   // settings.timeout_s from the state's creation, over the script and the work it asks for
   // (core/deadline.hpp).
   std::optional<DeadlineScope> m_deadline;

@@ -142,7 +142,7 @@ Hardware load_profile(const std::string& name_or_path, const std::string& module
     // NaN, inf or a negative figure in a profile file would price every op as nonsense.
     validate_numbers(hw, where);
     return hw;
-  });
+  }, {name_or_path});
 }
 
 std::vector<std::string> profile_names(const std::string& module_path) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/errors.hpp"
+#include "core/large_stack.hpp"
 #include "core/text.hpp"
 #include "dsl/dsl.hpp"
 #include "dsl/lua_fields.hpp"
@@ -47,7 +48,9 @@ void silence_output(lua_State* L) {
 
 }  // namespace
 
-ScriptOutcome run_script(const std::string& file, const DslSettings& settings) {
+namespace {
+
+ScriptOutcome run_script_here(const std::string& file, const DslSettings& settings) {
   dsl::ScriptContext ctx;
   ctx.settings = settings;
   ctx.file = file;
@@ -89,6 +92,13 @@ ScriptOutcome run_script(const std::string& file, const DslSettings& settings) {
     out.points = std::move(chosen->points);
   }
   return out;
+}
+
+}  // namespace
+
+ScriptOutcome run_script(const std::string& file, const DslSettings& settings) {
+  // Deep recursion in a script ends in the interpreter's error, not a crash (core/large_stack.hpp).
+  return on_large_stack([&] { return run_script_here(file, settings); });
 }
 
 }  // namespace perfsim

@@ -1,6 +1,7 @@
 // What the Lua API functions of one script run share: the settings, where the script lives,
 // the options it declared and the scenarios it built. One context per lua_State.
 #pragma once
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ struct ScriptContext {
   std::vector<BuiltScenario> scenarios;  // every scenario{} call, in order
   // The last line of the script that ran. `return scenario{...}` is a tail call, which removes
   // the script's frame; errors raised inside it are placed from this line (lua_state.cpp).
-  int last_line = 0;
+  // Atomic: the time limit's watchdog reads it to say where a script was stopped.
+  std::atomic<int> last_line{0};
 };
 
 }  // namespace perfsim::dsl

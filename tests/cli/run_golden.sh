@@ -5,6 +5,8 @@
 #   tests/cli/run_golden.sh PERFSIM_BIN SOURCE_DIR        # check
 #   UPDATE_GOLDEN=1 tests/cli/run_golden.sh ...           # rewrite the golden files
 #   CASES=llm_decode tests/cli/run_golden.sh ...          # only cases whose name matches
+#   JOBS=4 tests/cli/run_golden.sh ...                    # cases run side by side (default: nproc)
+#   CASE_SECONDS=300                                       # a case running longer fails, named
 #
 # Case lines: NAME | EXIT | ARGUMENTS [| CHECK]...   ('#' starts a comment line)
 # Commands run in SOURCE_DIR, so paths in the output are relative. ARGUMENTS are split like a
@@ -28,6 +30,8 @@ here="$src/tests/cli"
 golden_dir="$here/golden"
 update=${UPDATE_GOLDEN:-0}
 only=${CASES:-}
+jobs=${JOBS:-$(nproc)}
+case_seconds=${CASE_SECONDS:-300}
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -50,33 +54,29 @@ trim() {
   printf '%s' "$s"
 }
 
-passed=0
-failed=0
-failures=()
-
-while IFS= read -r raw || [ -n "$raw" ]; do
-  line=$(trim "$raw")
-  [ -z "$line" ] && continue
-  [[ $line == \#* ]] && continue
-  split_fields "$line "  # the space keeps an empty last field ("name | 2 |")
-  name=$(trim "${fields[0]}")
-  want=$(trim "${fields[1]:-0}")
-  args=$(trim "${fields[2]:-}")
-  [ -n "$only" ] && [[ $name != *$only* ]] && continue
-
+# Runs case number $index (name, want, args set); leaves its verdict in $scratch/$index.ok or
+# .fail and its time in $scratch/$index.time.
+run_case() {
+  local tmp out rc t0 took patterned drops problems check kind value filtered golden i d argv
   tmp="$scratch/$name"
   mkdir -p "$tmp"
   args=${args//\{tmp\}/$tmp}
   eval "argv=($args)"
 
   out="$scratch/$name.out"
-  (cd "$src" && timeout 300 "$bin" "${argv[@]}") >"$out" 2>&1 </dev/null
+  t0=$EPOCHREALTIME
+  (cd "$src" && timeout "$case_seconds" "$bin" "${argv[@]}") >"$out" 2>&1 </dev/null
   rc=$?
+  took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   # The scratch path differs per run; golden files name it {tmp}.
   sed -i "s|$tmp|{tmp}|g" "$out"
 
   problems=()
-  [ "$rc" = "$want" ] || problems+=("exit code $rc, expected $want")
+  if [ "$rc" = 124 ] && [ "$want" != 124 ]; then
+    problems+=("still running after $case_seconds s (CASE_SECONDS): stopped")
+  elif [ "$rc" != "$want" ]; then
+    problems+=("exit code $rc, expected $want")
+  fi
 
   patterned=0
   drops=()
@@ -126,20 +126,55 @@ while IFS= read -r raw || [ -n "$raw" ]; do
     fi
   fi
 
+  echo "$took $name" >"$scratch/$index.time"
   if [ ${#problems[@]} -eq 0 ]; then
-    passed=$((passed + 1))
-    echo "ok    $name"
+    printf 'ok    %-40s %6.1f s\n' "$name" "$took" >"$scratch/$index.ok"
   else
-    failed=$((failed + 1))
-    failures+=("$name")
-    echo "FAIL  $name  (perfsim $args)"
-    for p in "${problems[@]}"; do echo "      $p"; done
-    if [ "$patterned" = 1 ]; then
-      echo "      output:"
-      head -n 30 "$out" | sed 's/^/      | /'
-    fi
+    {
+      printf 'FAIL  %s  (perfsim %s; %.1f s)\n' "$name" "$args" "$took"
+      for p in "${problems[@]}"; do echo "      $p"; done
+      if [ "$patterned" = 1 ]; then
+        echo "      output:"
+        head -n 30 "$out" | sed 's/^/      | /'
+      fi
+    } >"$scratch/$index.fail"
+  fi
+}
+
+index=0
+running=0
+while IFS= read -r raw || [ -n "$raw" ]; do
+  line=$(trim "$raw")
+  [ -z "$line" ] && continue
+  [[ $line == \#* ]] && continue
+  split_fields "$line "  # the space keeps an empty last field ("name | 2 |")
+  name=$(trim "${fields[0]}")
+  want=$(trim "${fields[1]:-0}")
+  args=$(trim "${fields[2]:-}")
+  [ -n "$only" ] && [[ $name != *$only* ]] && continue
+  index=$((index + 1))
+  run_case &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
   fi
 done <"$here/cases.txt"
+wait
 
-echo "cli golden: $passed passed, $failed failed"
+passed=0
+failed=0
+failures=()
+for ((i = 1; i <= index; i++)); do
+  if [ -f "$scratch/$i.ok" ]; then
+    passed=$((passed + 1))
+    cat "$scratch/$i.ok"
+  else
+    failed=$((failed + 1))
+    failures+=("$(awk '{print $2}' "$scratch/$i.time" 2>/dev/null || echo "case $i")")
+    cat "$scratch/$i.fail" 2>/dev/null || echo "FAIL  case $i: no verdict"
+  fi
+done
+echo "cli golden: $passed passed, $failed failed ($jobs at a time); slowest:"
+cat "$scratch"/*.time 2>/dev/null | sort -rn | head -n 3 | awk '{printf "  %6.1f s  %s\n", $1, $2}'
 [ "$failed" -eq 0 ] || { echo "failed: ${failures[*]}"; exit 1; }
