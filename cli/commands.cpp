@@ -248,7 +248,8 @@ int run_cli(int argc, char** argv) {
       ->type_name("SCENARIO");
   search_cmd->add_option("--gpus", search.gpus,
                          "GPUs every layout spans, dp · tp · pp · cp (default: the scenario's layout)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(CLI::Range(1, 1 << 20));
   search_cmd->add_option("--top", search.top, "Layouts shown in the table (JSON and CSV carry every one)")
       ->type_name("N")
       ->capture_default_str();
@@ -299,7 +300,8 @@ int run_cli(int argc, char** argv) {
                          "Write the result to FILE (whole or not at all); JSON and CSV list every priced layout")
       ->type_name("FILE");
   search_cmd->add_option("--threads", search.threads, "Worker threads (default: the machine's cores)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(CLI::Range(1, 4096));
   search_cmd->add_flag("-q,--quiet", search.quiet, "No progress line on stderr");
   search_cmd->add_option("--set", search.sets, "Override a script option: --set NAME=VALUE (repeatable)")
       ->type_name("NAME=VALUE")

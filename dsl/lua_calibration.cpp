@@ -232,6 +232,17 @@ void read_calibration_fields(lua_State* L, int index, Calibration& cal, const st
     if (!lua_isnil(L, -1)) {
       if (!lua_istable(L, -1))
         throw ConfigError(fmt::format("{}: {} must be a table (got {})", what, key, describe_value(L, -1)));
+      // Entries are named ({bf16 = {...}}): a list entry would otherwise be skipped unseen.
+      lua_pushnil(L);
+      while (lua_next(L, -2) != 0) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+          const std::string entry = describe_value(L, -1);
+          throw ConfigError(fmt::format("{}: {} holds an unnamed entry (key {}); its entries are named, "
+                                        "as `perfsim calibrate` writes them",
+                                        what, key, entry));
+        }
+      }
       read(L, lua_gettop(L), cal, what + " " + key);
     }
     lua_pop(L, 1);

@@ -272,8 +272,10 @@ ExecuteOptions to_execute(lua_State* L, int index) {
   execute_scalars().read(r, e);
   if (e.layers < 0)
     throw ConfigError(fmt::format("execute.layers must be >= 0 (0 = all layers; got {})", e.layers));
-  if (e.repeats < 1) throw ConfigError(fmt::format("execute.repeats must be >= 1 (got {})", e.repeats));
-  if (e.warmup < 0) throw ConfigError(fmt::format("execute.warmup must be >= 0 (got {})", e.warmup));
+  if (e.repeats < 1 || e.repeats > max_execute_runs)
+    throw ConfigError(fmt::format("execute.repeats must be between 1 and {} (got {})", max_execute_runs, e.repeats));
+  if (e.warmup < 0 || e.warmup > max_execute_runs)
+    throw ConfigError(fmt::format("execute.warmup must be between 0 and {} (got {})", max_execute_runs, e.warmup));
   if (!(e.min_time >= 0) || e.min_time > 3600)
     throw ConfigError(fmt::format("execute.min_time must be seconds in [0, 3600] (got {})", e.min_time));
   if (!(e.serve_seconds >= 0) || e.serve_seconds > 86400)

@@ -57,6 +57,9 @@ ParallelSpec read_parallel(lua_State* L, int index) {
   // Several chunks per stage make 1F1B the interleaved 1F1B (Megatron's name for it).
   if (p.interleave > 1 && p.schedule == PipelineSchedule::one_f_one_b) p.schedule = PipelineSchedule::interleaved;
   if (const auto g = r.integer("gpus")) {
+    constexpr int64_t most = int64_t{1} << 20;
+    if (*g < 1 || *g > most)
+      throw ConfigError(fmt::format("parallel.gpus = {} is out of range; give 1 to {} GPUs", *g, most));
     if (r.has("dp")) {
       if (p.gpus() != *g)
         throw ConfigError(fmt::format(

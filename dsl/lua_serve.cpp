@@ -8,6 +8,7 @@
 #include "core/serve/traffic.hpp"
 #include "core/text.hpp"
 #include "dsl/lua_fields.hpp"
+#include "dsl/lua_sandbox.hpp"
 #include "dsl/lua_state.hpp"
 #include "dsl/script_context.hpp"
 
@@ -76,6 +77,7 @@ Arrivals read_arrivals(lua_State* L, int index, const std::string& what, const s
       r.read("file", a.file);
       if (a.file.empty()) throw ConfigError(fmt::format("{} needs a file: trace \"requests.jsonl\"", w));
       a.file = resolve(a.file, dir);
+      check_script_readable(L, a.file, "trace");
       break;
     }
   }
@@ -120,6 +122,7 @@ Lengths read_lengths_field(lua_State* L, int index, const std::string& what, con
   if (l.dist == LengthDist::file) {
     if (l.file.empty()) throw ConfigError(fmt::format("{}: dist = \"file\" needs file = \"lengths.txt\"", what));
     l.file = resolve(l.file, dir);
+    check_script_readable(L, l.file, "lengths file");
     l.values = read_lengths(l.file);
   } else if (!l.file.empty()) {
     throw ConfigError(fmt::format("{}: file is read only with dist = \"file\"", what));

@@ -22,11 +22,11 @@ void validate_hardware(const Hardware& hw) {
 }
 
 void validate_execute(const ExecuteOptions& e, const ModelConfig& m) {
-  if (e.repeats < 1)
+  if (e.repeats < 1 || e.repeats > max_execute_runs)
     throw ConfigError(fmt::format(
-        "execute.repeats must be >= 1 (got {}); timed runs give the medians", e.repeats));
-  if (e.warmup < 0)
-    throw ConfigError(fmt::format("execute.warmup must be >= 0 (got {})", e.warmup));
+        "execute.repeats must be between 1 and {} (got {}); timed runs give the medians", max_execute_runs, e.repeats));
+  if (e.warmup < 0 || e.warmup > max_execute_runs)
+    throw ConfigError(fmt::format("execute.warmup must be between 0 and {} (got {})", max_execute_runs, e.warmup));
   if (!(e.min_time >= 0) || e.min_time > 3600)
     throw ConfigError(fmt::format("execute.min_time must be seconds in [0, 3600] (got {})", e.min_time));
   if (e.layers < 0)

@@ -14,6 +14,9 @@
 
 namespace perfsim {
 
+// Timed and untimed runs of one step: more gives no better median, only a run without end.
+inline constexpr int max_execute_runs = 10000;
+
 struct ExecuteOptions {
   bool enabled = true;   // false: predict only
   int64_t layers = 2;    // transformer layers to execute (0 = all); the rest are scaled

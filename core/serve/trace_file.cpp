@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/errors.hpp"
+#include "core/files.hpp"
 #include "core/serve/traffic.hpp"
 #include "core/text.hpp"
 
@@ -24,15 +25,9 @@ constexpr int64_t kNoLimit = int64_t{1} << 53;
 // ---------------------------------------------------------------------------------------------
 // Files
 
+// Regular files only (a FIFO would block, /dev/zero never end), of bounded size.
 std::string read_input(const std::string& path, const char* what) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw ConfigError(fmt::format("cannot read {} '{}': no such file", what, path));
-  if (fs::is_directory(path, ec))
-    throw ConfigError(fmt::format("cannot read {} '{}': it is a directory, not a file", what, path));
-  auto text = read_text_file(path);
-  if (!text) throw ConfigError(fmt::format("cannot read {} '{}': it cannot be opened (check its permissions)", what, path));
-  return std::move(*text);
+  return read_regular_file(path, fmt::format("cannot read {}", what));
 }
 
 // The file's lines without their line ends (and without a leading UTF-8 byte order mark).

@@ -108,7 +108,7 @@ TEST_CASE("dsl: inconsistent workloads and scenarios say what to change") {
   check_error_at("err_execute.lua",
                  "return scenario { model = 'tiny-gpt', hardware = 'L4', workload = prefill {},\n"
                  "  execute = { repeats = 0 } }\n",
-                 1, "execute.repeats must be >= 1 (got 0)");
+                 1, "execute.repeats must be between 1 and 10000 (got 0)");
   check_error_at("err_min_time.lua",
                  "return scenario { model = 'tiny-gpt', hardware = 'L4', workload = prefill {},\n"
                  "  execute = { min_time = -1 } }\n",

@@ -230,13 +230,13 @@ TEST_CASE("scenario validation names the field and the fix") {
   }
   SUBCASE("execute options") {
     s.execute.repeats = 0;
-    CHECK(config_error(s).rfind("execute.repeats must be >= 1 (got 0)", 0) == 0);
+    CHECK(config_error(s).rfind("execute.repeats must be between 1 and 10000 (got 0)", 0) == 0);
     s.execute.repeats = 1;
     s.execute.min_time = -0.5;
     CHECK(config_error(s) == "execute.min_time must be seconds in [0, 3600] (got -0.5)");
     s.execute.min_time = 0;
     s.execute.warmup = -1;
-    CHECK(config_error(s) == "execute.warmup must be >= 0 (got -1)");
+    CHECK(config_error(s) == "execute.warmup must be between 0 and 10000 (got -1)");
     s.execute.warmup = 0;
     s.execute.layers = 5;
     CHECK(config_error(s) == "execute.layers = 5 exceeds tiny's 4 layers; use 0 for all layers");
