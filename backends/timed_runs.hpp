@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/deadline.hpp"
+
 namespace perfsim {
 
 // A safeguard only: steps of 200 µs or more reach a min_time of 0.2 s first.
@@ -18,7 +20,9 @@ class TimedRuns {
       : m_repeats(std::max(1, repeats)), m_min_time(min_time_seconds), m_cap(std::max(m_repeats, max_timed_runs)) {}
 
   // Whether another timed run is due; call once before each run (the first call starts the clock).
+  // A run past its time limit (--run-timeout, a script's --timeout) stops here (core/deadline.hpp).
   bool next() {
+    check_deadline();
     if (m_done == 0) m_start = std::chrono::steady_clock::now();
     const bool due = m_done < m_repeats || (m_done < m_cap && elapsed() < m_min_time);
     if (due) ++m_done;

@@ -18,7 +18,9 @@
 #include "cli/cmd_validate.hpp"
 #include "cli/ranks.hpp"
 #include "cli/subcommands.hpp"
+#include "core/deadline.hpp"
 #include "core/errors.hpp"
+#include "core/files.hpp"
 #include "core/text.hpp"
 #include "core/version.hpp"
 #include "dsl/dsl.hpp"
@@ -61,6 +63,12 @@ void add_sandbox_options(CLI::App* cmd, ScriptArgs& a) {
   cmd->add_option("--timeout", a.timeout, "Stop a script still running after SECONDS (0: no limit)")
       ->type_name("SECONDS")
       ->check(CLI::Validator(check_timeout, "", "timeout"))
+      ->capture_default_str();
+  cmd->add_option("--run-timeout", a.run_timeout,
+                  "Stop the whole command after SECONDS: script, predictions, executed runs, writing "
+                  "(0: no limit)")
+      ->type_name("SECONDS")
+      ->check(CLI::Validator(check_timeout, "", "run-timeout"))
       ->capture_default_str();
   cmd->add_flag("--unsafe", a.unsafe,
                 "Run the script without the sandbox: it may read and write any file (trusted scripts only)");
@@ -114,6 +122,8 @@ std::string unknown_option(const CLI::App& cmd, int argc, char** argv) {
 }  // namespace
 
 int run_cli(int argc, char** argv) {
+  // An interrupted write leaves no temporary file behind (core/files.hpp).
+  remove_temporary_files_on_signals();
   CLI::App app{
       "perfsim predicts what an ML workload costs on given hardware with a stack of "
       "optimizations,\nand measures the same operator graph with real kernels to check the "
@@ -397,6 +407,19 @@ int run_cli(int argc, char** argv) {
     fmt::print(stderr, "perfsim: warning: unsafe: scripts run without the sandbox (--unsafe)\n");
     std::fflush(stderr);
   }
+  // --run-timeout: the loops that run long stop at their next check; work that reaches no check
+  // (a kernel, a library call) ends the process 10 s later, its temporary files removed.
+  const ScriptArgs* limited = run_cmd->parsed()      ? static_cast<const ScriptArgs*>(&run)
+                              : explain_cmd->parsed() ? static_cast<const ScriptArgs*>(&explain)
+                              : search_cmd->parsed()  ? static_cast<const ScriptArgs*>(&search)
+                                                      : nullptr;
+  const double run_timeout = limited != nullptr ? limited->run_timeout : 0;
+  const std::string run_limit_text = fmt::format("the command ran longer than --run-timeout {} s", run_timeout);
+  HardStop run_hard_stop;
+  run_hard_stop.grace_s = 10;
+  run_hard_stop.message = [run_limit_text] { return run_limit_text + " and did not stop at a check; stopped the process"; };
+  const DeadlineScope run_limit(run_timeout, run_limit_text + " (raise --run-timeout or ask for less work)",
+                                std::move(run_hard_stop));
   try {
     const int gpus = run_cmd->parsed() ? run.gpus : validate_cmd->parsed() ? validate.gpus : 0;
     if (gpus > 1 && launcher_world_size() == 1) return relaunch_on_ranks(gpus, argc, argv);

@@ -24,6 +24,7 @@ struct ScriptArgs {
   std::string profile;              // --profile NAME|FILE|datasheet; empty: resolve_device_profile's search
   bool unsafe = false;              // --unsafe: no file sandbox for the script
   double timeout = 60;              // --timeout SECONDS the script may run; 0 = no limit
+  double run_timeout = 0;           // --run-timeout SECONDS the whole command may run; 0 = no limit
   std::string output_dir;           // --output-dir DIR for perfsim.write
 };
 
