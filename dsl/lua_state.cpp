@@ -407,8 +407,9 @@ bool LuaState::call(int nargs, int nresults) {
   }
   std::string msg = error_text(m_L, -1);
   lua_pop(m_L, 1);
-  // The allocator refused to pass the memory cap: say so, at the last line the script ran.
-  if (m_memory.refused && msg.find("not enough memory") != std::string::npos) {
+  // The allocator refused to pass the memory cap, or LuaJIT refused an object larger than it
+  // holds (a 2 GiB string): say so, at the last line the script ran.
+  if (msg.find("not enough memory") != std::string::npos) {
     const int line = m_ctx.last_line.load();
     msg = (m_ctx.file.empty() || line <= 0 ? "" : fmt::format("{}:{}: ", m_ctx.file, line)) + memory_message();
   }
