@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh BUILD_DIR [SECONDS]       each target fuzzed for SECONDS (default 60)
 #   scripts/fuzz.sh --replay BINARY TARGET    run the seeds and regressions once (a ctest case)
 # Seeds: scenarios/, examples/, tests/ scripts for `scenario`; stdlib/profiles and the test
-# profiles for `profile`. A crash leaves its input in BUILD_DIR/fuzz/<target>/crashes and fails
+# profiles for `profile`; tests/fuzz/seeds/traffic for `traffic` (serve{} trace and lengths
+# files, their first byte choosing the reader). A crash leaves its input in BUILD_DIR/fuzz/<target>/crashes and fails
 # the run; copy it to tests/fuzz/regressions/<target>/ once fixed, so it replays in every ctest.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,7 +16,8 @@ seeds() {  # $1 = target: the seed files, one per line
                 -name '*.lua' ! -name '*profile*' | sort ;;
     profile) find "$root/stdlib/profiles" "$root/tests/cli" -name '*.lua' ! -name 'loop_*' \
                 \( -path '*/profiles/*' -o -name '*profile*' \) | sort ;;
-    *) echo "fuzz.sh: unknown target '$1' (scenario, profile)" >&2; exit 2 ;;
+    traffic) find "$root/tests/fuzz/seeds/traffic" -type f | sort ;;
+    *) echo "fuzz.sh: unknown target '$1' (scenario, profile, traffic)" >&2; exit 2 ;;
   esac
 }
 
@@ -52,7 +54,7 @@ fi
 build="${1:?usage: scripts/fuzz.sh BUILD_DIR [SECONDS] | --replay BINARY TARGET}"
 seconds="${2:-60}"
 status=0
-for target in scenario profile; do
+for target in scenario profile traffic; do
   binary="$build/tests/fuzz/fuzz_$target"
   [ -x "$binary" ] || { echo "fuzz.sh: $binary missing: run make test-sanitize first" >&2; exit 2; }
   work="$build/fuzz/$target"
