@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "core/calibrate/calibrate.hpp"
 #include "core/calibrate/merge.hpp"
 #include "core/errors.hpp"
+#include "core/files.hpp"
 #include "core/report/report.hpp"
 #include "core/text.hpp"
 #include "dsl/dsl.hpp"
@@ -51,9 +53,9 @@ std::string summary(const CalibrateResult& r, const std::string& output) {
 }
 
 std::string read_points_file(const std::string& path) {
-  std::optional<std::string> text = read_text_file(path);
-  if (!text) throw ConfigError(fmt::format("{}: cannot read the points file", path));
-  return std::move(*text);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw ConfigError(fmt::format("{}: cannot read the points file", path));
+  return read_regular_file(path, "points file");  // a FIFO or device is refused, not read
 }
 
 // --merge: the profile fitted again from saved points; nothing is measured.

@@ -125,13 +125,14 @@ int text_load(lua_State* L) {
   }
   // A reader function: the library's own load, told text mode.
   const bool env = lua_gettop(L) >= 4 && !lua_isnil(L, 4);
+  const bool named = !lua_isnoneornil(L, 2);
   const int base = lua_gettop(L);
   lua_getfield(L, LUA_REGISTRYINDEX, "perfsim.load");
   lua_pushvalue(L, 1);
-  if (lua_isnoneornil(L, 2))
-    lua_pushliteral(L, "=(load)");
-  else
+  if (named)
     lua_pushvalue(L, 2);
+  else
+    lua_pushliteral(L, "=(load)");
   lua_pushliteral(L, "t");
   if (env) lua_pushvalue(L, 4);
   lua_call(L, env ? 4 : 3, LUA_MULTRET);

@@ -147,7 +147,9 @@ MpiWorld::MpiWorld() : m_groups(std::make_unique<Groups>()) {
   check(MPI_Initialized(&ready), "MPI_Initialized");
   if (ready == 0) {
     int provided = 0;
-    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    // Serialized, not funneled: a script runs on its own large-stack thread while the main one
+    // waits (core/large_stack.hpp), and a perfsim.measure inside it may reach the ranks.
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   check(MPI_Comm_rank(MPI_COMM_WORLD, &m_rank), "MPI_Comm_rank");

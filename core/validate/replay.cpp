@@ -2,10 +2,13 @@
 #include "core/validate/replay.hpp"
 
 #include <fmt/format.h>
+
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 
 #include "core/errors.hpp"
+#include "core/files.hpp"
 #include "core/text.hpp"
 
 namespace perfsim {
@@ -62,9 +65,10 @@ CollectiveMeasurements saved_collectives(const json& root, const std::string& pa
 }  // namespace
 
 ReplayBackend ReplayBackend::from_file(const std::string& path) {
-  const std::optional<std::string> text = read_text_file(path);
-  if (!text) throw ConfigError(fmt::format("{}: cannot read the measurements file", path));
-  return from_json_text(*text, path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw ConfigError(fmt::format("{}: cannot read the measurements file", path));
+  // A FIFO or device is refused, not read.
+  return from_json_text(read_regular_file(path, "measurements file"), path);
 }
 
 ReplayBackend ReplayBackend::from_json_text(const std::string& text, const std::string& path) {
