@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Fuzzes perfsim's input readers with libFuzzer (the targets of tests/fuzz, built by
 # `make test-sanitize`: clang, ASan + UBSan).
-#   scripts/fuzz.sh BUILD_DIR [SECONDS]       each target fuzzed for SECONDS (default 60)
+#   scripts/fuzz.sh BUILD_DIR [SECONDS]       each target fuzzed for SECONDS (default 60), from a
+#                                             random seed: new inputs every time
+#   scripts/fuzz.sh --ci BUILD_DIR            each target fuzzed from libFuzzer seed 1 for a fixed
+#                                             number of inputs (about a minute each on 2 cores):
+#                                             the same tree meets the same inputs, so CI never
+#                                             passes or fails by chance
 #   scripts/fuzz.sh --replay BINARY TARGET    run the seeds and regressions once (a ctest case)
 # Seeds: scenarios/, examples/, tests/ scripts for `scenario`; stdlib/profiles and the test
 # profiles for `profile`; tests/fuzz/seeds/traffic for `traffic` (serve{} trace and lengths
@@ -51,8 +56,21 @@ if [ "${1:-}" = "--replay" ]; then
   exit 0
 fi
 
-build="${1:?usage: scripts/fuzz.sh BUILD_DIR [SECONDS] | --replay BINARY TARGET}"
+ci=0
+if [ "${1:-}" = "--ci" ]; then
+  ci=1
+  shift
+fi
+build="${1:?usage: scripts/fuzz.sh [--ci] BUILD_DIR [SECONDS] | --replay BINARY TARGET}"
 seconds="${2:-60}"
+# --ci: inputs per target, from seed 1.
+ci_runs() {
+  case "$1" in
+    scenario) echo 6000 ;;
+    profile) echo 20000 ;;
+    traffic) echo 200000 ;;
+  esac
+}
 status=0
 for target in scenario profile traffic; do
   binary="$build/tests/fuzz/fuzz_$target"
@@ -61,10 +79,17 @@ for target in scenario profile traffic; do
   rm -rf "$work/corpus"  # the seeds of this tree, not an earlier run's
   mkdir -p "$work/corpus" "$work/crashes"
   while IFS= read -r f; do cp -f "$f" "$work/corpus/seed_$(basename "$f")"; done < <(seeds "$target")
-  echo "fuzzing $target for $seconds s (corpus $work/corpus)"
-  if "$binary" "${common[@]}" -max_total_time="$seconds" -print_final_stats=1 \
+  if [ "$ci" = 1 ]; then
+    budget=(-seed=1 -runs="$(ci_runs "$target")")
+    echo "fuzzing $target: $(ci_runs "$target") inputs from seed 1 (corpus $work/corpus)"
+  else
+    budget=(-max_total_time="$seconds")
+    echo "fuzzing $target for $seconds s (corpus $work/corpus)"
+  fi
+  t0=$SECONDS
+  if "$binary" "${common[@]}" "${budget[@]}" -print_final_stats=1 \
        -close_fd_mask=1 -artifact_prefix="$work/crashes/" "$work/corpus" >"$work/log.txt" 2>&1; then
-    echo "  $target: $(grep -E '^stat::number_of_executed_units' "$work/log.txt" | awk '{print $2}') runs, no crash"
+    echo "  $target: $(grep -E '^stat::number_of_executed_units' "$work/log.txt" | awk '{print $2}') runs in $((SECONDS - t0)) s, no finding"
   else
     status=1
     echo "  $target: FOUND A CRASH; input in $work/crashes, log $work/log.txt:" >&2

@@ -196,6 +196,9 @@ void read_jsonl(const std::string& path, const std::vector<std::string_view>& li
     } catch (const json::parse_error& e) {
       fail_at(path, line, fmt::format("invalid JSON at column {}: {}; write one object per line, {}", e.byte,
                                       json_error_detail(e), kTraceExample));
+    } catch (const json::exception&) {
+      // Parsed, but a number beyond what a double holds (1e999).
+      fail_at(path, line, fmt::format("a number out of range; write one object per line, {}", kTraceExample));
     }
     if (!object.is_object())
       fail_at(path, line, fmt::format("expected a JSON object {}, got {}", kTraceExample, object.type_name()));

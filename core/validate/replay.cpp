@@ -75,7 +75,8 @@ ReplayBackend ReplayBackend::from_json_text(const std::string& text, const std::
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // A syntax error, or a number beyond what a double holds (1e999).
     throw ConfigError(fmt::format("{}: not JSON ({}); write it with perfsim validate --format json", path,
                                   e.what()));
   }

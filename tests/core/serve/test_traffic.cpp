@@ -321,6 +321,9 @@ TEST_CASE("traffic: each malformed trace line is an error naming path:line") {
        "{\"arrival\": 2, \"prompt\": 1,\n",
        3, "invalid JSON"},
       {"not_object.jsonl", "{\"arrival\": 0, \"prompt\": 1, \"output\": 1}\n[1, 2]\n", 2, "JSON object"},
+      // Found by fuzz_traffic: a number beyond a double once escaped as nlohmann's out_of_range.
+      {"huge_number.jsonl", "{\"arrival\": 31E999999999999999999999995, \"prompt\": 1, \"output\": 1}\n", 1,
+       "a number out of range"},
       {"no_output.jsonl", "{\"arrival\": 0, \"prompt\": 1, \"output\": 1}\n{\"arrival\": 1, \"prompt\": 4}\n", 2,
        "missing \"output\""},
       {"decreasing.jsonl",
