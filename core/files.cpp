@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -86,6 +87,20 @@ void on_signal(int sig) {
   throw ConfigError(fmt::format("cannot write '{}': {}", path, std::strerror(err != 0 ? err : EIO)));
 }
 
+// The process's umask, read without changing it: a umask(0) window would give files that
+// other threads create meanwhile the wrong permissions. Linux reports it in /proc/self/status.
+mode_t current_umask() {
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    unsigned mask = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f) != nullptr) found = std::sscanf(line, "Umask: %o", &mask) == 1;
+    std::fclose(f);
+    if (found) return static_cast<mode_t>(mask);
+  }
+  return 022;
+}
+
 // Writes all of `content` to `fd`; returns 0 or the errno of the failure.
 int write_all(int fd, std::string_view content) {
   const char* p = content.data();
@@ -159,9 +174,7 @@ void write_file_atomically(const std::string& path, std::string_view content) {
   const int slot = remember_temporary(name);
   int err = 0;
   // mkstemps makes the file private (0600); a report is as readable as any new file.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd.get(), 0666 & ~mask) != 0) err = errno;
+  if (::fchmod(fd.get(), 0666 & ~current_umask()) != 0) err = errno;
   if (err == 0) err = write_all(fd.get(), content);
   if (::close(fd.release()) != 0 && err == 0) err = errno != 0 ? errno : EIO;
   if (err == 0 && ::rename(name.c_str(), path.c_str()) != 0) err = errno != 0 ? errno : EIO;

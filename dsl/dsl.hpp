@@ -10,7 +10,7 @@
 #include "core/cost/hardware.hpp"
 #include "core/passes/passes.hpp"
 #include "core/run/scenario.hpp"
-#include "core/spec/model.hpp"
+#include "core/config/model.hpp"
 
 namespace perfsim {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/cost/hardware.hpp"
-#include "core/spec/model.hpp"
+#include "core/config/model.hpp"
 
 namespace perfsim::dsl {
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <lua.hpp>
 
-#include "core/spec/parallel.hpp"
+#include "core/config/parallel.hpp"
 
 namespace perfsim::dsl {
 

@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "core/errors.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 #include "core/text.hpp"
 #include "dsl/lua_api.hpp"
 #include "dsl/lua_catalog.hpp"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/spec/serve.hpp"
+#include "core/config/serve.hpp"
 
 namespace perfsim::dsl {
 

@@ -190,7 +190,8 @@ int module_loader(lua_State* L) {
         tried += "\n\tno file '" + candidate + "'";
         continue;
       }
-      const std::string text = read_regular_file(candidate, "module");
+      // Through the sandbox too: a module file that is a link must not lead outside.
+      const std::string text = read_script_file(L, candidate, "require");
       if (load_text_chunk(L, text, "@" + candidate) != 0) throw LuaError(error_text(L, -1));
       return 1;
     }

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/scalar.hpp"
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/errors.hpp"
 #include "core/graph/all_to_all.hpp"
 #include "core/graph/pipeline_edge.hpp"

@@ -1,7 +1,7 @@
 // Kernel shapes on a context-parallel rank (see cpu_context_parallel.hpp).
 #include "backends/cpu/cpu_context_parallel.hpp"
 
-#include "core/build/rank.hpp"
+#include "core/builders/rank.hpp"
 
 namespace perfsim::cpu {
 

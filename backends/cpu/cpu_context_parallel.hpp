@@ -1,6 +1,6 @@
 // The kernel shapes of a context-parallel rank's ops (OpAttrs::cp, cp_stride, ring_step): the
 // rank graph is every cp rank's, so which positions its rows sit at and which half of a ring
-// block it computes follow from the executing rank (core/build/rank.hpp). Shapes of ops without
+// block it computes follow from the executing rank (core/builders/rank.hpp). Shapes of ops without
 // context parallelism come back unchanged. The GPU backend uses them too.
 #pragma once
 #include "backends/cpu/cpu_kernels.hpp"

@@ -6,7 +6,7 @@
 
 #include "backends/cpu/bf16.hpp"
 #include "backends/cpu/half.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 
 namespace perfsim::cpu {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "backends/cpu/scalar.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 
 namespace perfsim::cuda {
 

@@ -15,7 +15,7 @@
 
 #include "backends/cuda/nccl_comm.hpp"
 #include "core/graph/op_kind.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 
 namespace perfsim::cuda {
 

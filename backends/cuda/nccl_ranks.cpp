@@ -8,7 +8,7 @@
 
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/errors.hpp"
 #include "core/graph/all_to_all.hpp"
 #include "core/graph/pipeline_edge.hpp"

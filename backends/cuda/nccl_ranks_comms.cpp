@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "backends/cuda/nccl_ranks.hpp"
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/errors.hpp"
 #include "core/graph/pipeline_edge.hpp"
 

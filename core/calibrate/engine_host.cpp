@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/build/builders.hpp"
+#include "core/builders/builders.hpp"
 #include "core/errors.hpp"
 #include "core/run/engine_clock.hpp"
 #include "core/serve/metrics.hpp"

@@ -14,7 +14,7 @@
 #include "core/cost/calibration.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_kind.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 #include "core/statistics.hpp"
 #include "core/text.hpp"
 

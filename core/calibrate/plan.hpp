@@ -10,8 +10,8 @@
 #include "core/graph/op_kind.hpp"
 #include "core/passes/passes.hpp"
 #include "core/run/backend.hpp"
-#include "core/spec/model.hpp"
-#include "core/spec/workload.hpp"
+#include "core/config/model.hpp"
+#include "core/config/workload.hpp"
 
 namespace perfsim {
 

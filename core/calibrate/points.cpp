@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/graph/op_kind.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 #include "core/text.hpp"
 
 namespace perfsim {

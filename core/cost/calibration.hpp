@@ -12,7 +12,7 @@
 
 #include "core/graph/graph.hpp"
 #include "core/graph/op_kind.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 
 namespace perfsim {
 

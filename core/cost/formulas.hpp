@@ -3,8 +3,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/spec/dtype.hpp"
-#include "core/spec/model.hpp"
+#include "core/config/dtype.hpp"
+#include "core/config/model.hpp"
 
 namespace perfsim::formulas {
 

@@ -6,7 +6,7 @@
 
 #include "core/cost/calibration.hpp"
 #include "core/graph/op_kind.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 
 namespace perfsim {
 

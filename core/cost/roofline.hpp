@@ -9,7 +9,7 @@
 #include "core/cost/cost_model.hpp"
 #include "core/cost/hardware.hpp"
 #include "core/graph/op_kind.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 
 namespace perfsim {
 

@@ -4,7 +4,7 @@
 // n blocks received along its concatenation dimension c, member i's block at i. The shapes say
 // which dimensions: X[s] = n·Y[s], Y[c] = n·X[c], every other dimension equal (s ≠ c).
 //
-// Expert parallelism (core/build/moe.cpp, El = E / n experts a rank, C rows an expert buffer):
+// Expert parallelism (core/builders/moe.cpp, El = E / n experts a rank, C rows an expert buffer):
 //   dispatch  X [E, C, h] → Y [El, n·C, h]  (s = 0, c = 1): block j is experts j·El .. (j+1)·El − 1
 //             of this rank's tokens; Y[l, i·C + r] is row r of member i's buffer for local expert l
 //             (the blocks arrive as (member, expert) and are laid out as (expert, member));

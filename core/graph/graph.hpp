@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/graph/op_kind.hpp"
-#include "core/spec/dtype.hpp"
-#include "core/spec/workload.hpp"
+#include "core/config/dtype.hpp"
+#include "core/config/workload.hpp"
 
 namespace perfsim {
 
@@ -55,7 +55,7 @@ enum class Residence { device, host_pageable, host_pinned };
 // (Tensor::shard): a routed expert's weight is its rank's experts of the whole, then its part
 // of each expert's width; a ZeRO shard of it a flat part of that. Context parallelism cuts
 // each sequence into 2·parts chunks for causal load balance (`balanced`): the part of place p is
-// chunks p and 2·parts − 1 − p along `dim`, in that order (core/build/rank.hpp, context_chunks).
+// chunks p and 2·parts − 1 − p along `dim`, in that order (core/builders/rank.hpp, context_chunks).
 struct Shard {
   std::string of;
   std::vector<int64_t> whole;
@@ -128,7 +128,7 @@ struct OpAttrs {
   // [num_blocks, kv_block, kv_heads, head_dim]; kv_append and flash_attention take the block
   // table [batch, max_blocks] int32 as their last input, and kv_capacity = max_blocks·kv_block.
   int64_t kv_block = 0;
-  // Packed sequences of different lengths (a serving engine's step, core/build/engine_step.cpp):
+  // Packed sequences of different lengths (a serving engine's step, core/builders/engine_step.cpp):
   // T = rows tokens of batch = S sequences in one tensor, each op told where they lie by int32
   // inputs (op_kind.hpp): rope by each token's position, kv_append (paged) by each token's page
   // slot, flash_attention (paged) by the block table, query starts and KV lengths,
@@ -148,7 +148,7 @@ struct OpAttrs {
   // Context parallelism: rope, embedding and ring attention's flash_attention(_bwd) ops of a
   // rank of `cp` ranks `cp_stride` apart, whose place c in that group the executor reads from
   // its rank. Each sequence's seq_q rows are two chunks, chunks c and 2·cp − 1 − c of the whole
-  // sequence's 2·cp (core/build/rank.hpp, context_positions). `ring_step` k > 0 makes a flash op
+  // sequence's 2·cp (core/builders/rank.hpp, context_positions). `ring_step` k > 0 makes a flash op
   // the ring's block k: the local queries against the K/V of place (c − k) mod cp, of which only
   // half meets them (ring_block_rows); k = 0 is the rank's own block, causal.
   int cp = 1, cp_stride = 1, ring_step = 0;

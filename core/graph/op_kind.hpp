@@ -4,7 +4,7 @@
 #include <optional>
 #include <string_view>
 
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 
 namespace perfsim {
 

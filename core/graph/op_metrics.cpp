@@ -14,7 +14,7 @@ double d(int64_t v) { return static_cast<double>(v); }
 // The score rectangle b·h·q·kv; attention FLOPs count all of it even when causal
 // (as Megatron does: Narayanan et al. 2021, §5.1). A ring-attention block after the first
 // (context parallelism, OpAttrs::ring_step) computes half of its rectangle, as many pairs as the
-// causal block keeps (core/build/rank.hpp, ring_block_rows), and is counted alike.
+// causal block keeps (core/builders/rank.hpp, ring_block_rows), and is counted alike.
 double score_elements(const OpAttrs& a) {
   return d(a.batch) * d(a.heads) * d(a.seq_q) * d(a.seq_kv);
 }

@@ -490,7 +490,7 @@ class DataParallel {
 // Each data-parallel rank reads its own micro-batch: its part, along the batch, of the batch all
 // dp ranks read (the ranks dp apart in the global order, tp·cp between them). Context
 // parallelism cuts each of its sequences once more into the rank's two load-balanced chunks
-// (core/build/rank.hpp), the tokens' order in the rank's graph.
+// (core/builders/rank.hpp), the tokens' order in the rank's graph.
 void mark_input_shards(Graph& g, const ParallelSpec& p) {
   if (p.dp <= 1 && p.cp <= 1) return;
   for (Tensor& t : g.tensors) {

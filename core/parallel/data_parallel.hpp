@@ -18,9 +18,9 @@
 // Gradients are bucketed layer by layer (a bucket never spans two layers), in the order
 // backward writes them. The ops added stand for every layer as the layer's ops do (counts).
 #pragma once
-#include "core/build/streams.hpp"  // gather_stream, gradient_stream: the plan's collectives
+#include "core/builders/streams.hpp"  // gather_stream, gradient_stream: the plan's collectives
 #include "core/graph/graph.hpp"
-#include "core/spec/parallel.hpp"
+#include "core/config/parallel.hpp"
 
 namespace perfsim {
 

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/units.hpp"
 
 namespace perfsim {

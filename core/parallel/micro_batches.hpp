@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/graph/graph.hpp"
-#include "core/spec/parallel.hpp"
+#include "core/config/parallel.hpp"
 
 namespace perfsim {
 

@@ -28,7 +28,7 @@
 #pragma once
 #include <vector>
 
-#include "core/spec/parallel.hpp"
+#include "core/config/parallel.hpp"
 
 namespace perfsim {
 

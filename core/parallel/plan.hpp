@@ -8,7 +8,7 @@
 
 #include "core/graph/graph.hpp"
 #include "core/passes/passes.hpp"
-#include "core/spec/parallel.hpp"
+#include "core/config/parallel.hpp"
 
 namespace perfsim {
 

@@ -11,9 +11,9 @@
 
 #include "core/cost/hardware.hpp"
 #include "core/passes/passes.hpp"
-#include "core/spec/model.hpp"
-#include "core/spec/parallel.hpp"
-#include "core/spec/workload.hpp"
+#include "core/config/model.hpp"
+#include "core/config/parallel.hpp"
+#include "core/config/workload.hpp"
 
 namespace perfsim {
 

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_metrics.hpp"
 #include "core/graph/rewrite.hpp"

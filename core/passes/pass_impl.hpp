@@ -1,7 +1,7 @@
 // The graph passes behind apply_graph_pass (passes.cpp), one file each.
 #pragma once
 #include "core/graph/graph.hpp"
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 
 namespace perfsim::passes {
 

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/build/builders.hpp"
+#include "core/builders/builders.hpp"
 #include "core/graph/graph.hpp"
-#include "core/spec/model.hpp"
+#include "core/config/model.hpp"
 
 namespace perfsim {
 

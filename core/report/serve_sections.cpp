@@ -9,7 +9,7 @@
 
 #include "core/report/sections.hpp"
 #include "core/report/serve_json.hpp"
-#include "core/spec/size_text.hpp"
+#include "core/config/size_text.hpp"
 #include "core/units.hpp"
 
 namespace perfsim {

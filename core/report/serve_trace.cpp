@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/report/serve_json.hpp"
-#include "core/spec/size_text.hpp"
+#include "core/config/size_text.hpp"
 
 namespace perfsim {
 

@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/graph/op_shape.hpp"
 #include "core/parallel/micro_batches.hpp"
-#include "core/spec/size_text.hpp"
+#include "core/config/size_text.hpp"
 #include "core/version.hpp"
 
 namespace perfsim {

@@ -45,7 +45,7 @@ struct RunOptions {
 };
 
 // The int32 values a serving step's graph reads, by tensor name (engine_input in
-// core/build/builders.hpp), each exactly as many as the tensor holds.
+// core/builders/builders.hpp), each exactly as many as the tensor holds.
 using StepInputs = std::vector<std::pair<std::string, std::vector<int32_t>>>;
 
 struct StepTimes {

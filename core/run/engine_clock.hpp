@@ -1,5 +1,5 @@
 // The wall clock of an executed serving run: waiting sleeps until the next arrival, and each
-// engine step runs on the backend as one packed graph (core/build/builders.hpp,
+// engine step runs on the backend as one packed graph (core/builders/builders.hpp,
 // build_engine_step) whose K/V rows go to the blocks the block manager gave each sequence. The
 // engine loop (core/serve/engine.hpp) is the one the prediction runs; only the clock differs.
 #pragma once
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "core/build/builders.hpp"
+#include "core/builders/builders.hpp"
 #include "core/passes/passes.hpp"
 #include "core/run/backend.hpp"
 #include "core/serve/engine.hpp"

@@ -18,8 +18,8 @@
 #include "core/cost/hardware.hpp"
 #include "core/passes/passes.hpp"
 #include "core/serve/metrics.hpp"
-#include "core/spec/model.hpp"
-#include "core/spec/serve.hpp"
+#include "core/config/model.hpp"
+#include "core/config/serve.hpp"
 
 namespace perfsim {
 

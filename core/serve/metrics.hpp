@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/serve/engine.hpp"
-#include "core/spec/serve.hpp"
+#include "core/config/serve.hpp"
 
 namespace perfsim {
 

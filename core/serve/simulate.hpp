@@ -8,7 +8,7 @@
 #include "core/serve/engine.hpp"
 #include "core/serve/metrics.hpp"
 #include "core/serve/step_price.hpp"
-#include "core/spec/model.hpp"
+#include "core/config/model.hpp"
 
 namespace perfsim {
 

@@ -27,7 +27,7 @@
 #include "core/cost/hardware.hpp"
 #include "core/passes/passes.hpp"
 #include "core/serve/engine_step.hpp"
-#include "core/spec/model.hpp"
+#include "core/config/model.hpp"
 
 namespace perfsim {
 

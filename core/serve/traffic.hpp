@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/spec/serve.hpp"
+#include "core/config/serve.hpp"
 
 namespace perfsim {
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/cost/roofline.hpp"
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/run/backend.hpp"
 #include "core/run/results.hpp"
 #include "core/validate/validation.hpp"

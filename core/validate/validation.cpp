@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/run/results.hpp"
 
 namespace perfsim {

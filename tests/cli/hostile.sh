@@ -189,6 +189,8 @@ EOF
 write gemm_list_profile.lua <<'EOF'
 return profile { base = "H100-SXM", name = "x", gemm = {1, 2, 3} }
 EOF
+ln -s "$out/secret.txt" "$s/leak.lua"  # a module beside the script that is a link to outside
+echo 'require "leak"' >"$s/require_link.lua"
 mkdir -p "$s/writes"
 ln -s "$out" "$s/writes/link"  # a link inside --output-dir that leads outside
 
@@ -212,6 +214,7 @@ cases=(
   "write_file|run {s}/write_file.lua --backend none|io.open\\('.*written.txt', 'w'\\): scripts cannot write files|10"
   "io_output|run {s}/io_output.lua --backend none|io.output\\(.*written.txt\\): scripts cannot write files|10"
   "tmpfile|run {s}/tmpfile.lua --backend none|io.tmpfile is not available to scripts|10"
+  "require_link|run {s}/require_link.lua --backend none|require\\('.*leak.lua'\\): scripts may read only|10"
   "trace_outside|run {s}/trace_outside.lua --backend none|trace\\('.*secret.txt'\\): scripts may read only|10"
   "trace_dev_zero|run {s}/trace_dev_zero.lua --backend none|trace\\('/dev/zero'\\): scripts may read only|10"
   "trace_fifo|run {s}/trace_fifo.lua --backend none|trace\\('.*fifo.jsonl'\\): not a regular file|10"

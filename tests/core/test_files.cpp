@@ -83,7 +83,7 @@ TEST_CASE("write_file_atomically: a planted link at the old temporary name is ne
   // A new report is as readable as any new file (mkstemps makes it 0600).
   struct stat st {};
   REQUIRE(::stat(target.c_str(), &st) == 0);
-  const mode_t mask = ::umask(0);
+  const mode_t mask = ::umask(022);
   ::umask(mask);
   CHECK((st.st_mode & 0777) == (0666 & ~mask));
 }

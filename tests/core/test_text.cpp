@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "core/spec/dtype.hpp"
+#include "core/config/dtype.hpp"
 #include "core/text.hpp"
 
 using namespace perfsim;

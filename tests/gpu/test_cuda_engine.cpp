@@ -14,7 +14,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/cuda_shared_tensors.hpp"
-#include "core/build/builders.hpp"
+#include "core/builders/builders.hpp"
 #include "core/passes/passes.hpp"
 #include "core/run/engine_clock.hpp"
 #include "gpu_test_util.hpp"

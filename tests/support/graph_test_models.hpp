@@ -1,6 +1,6 @@
 // Model configurations with published sizes, for the graph, pass and formula tests.
 #pragma once
-#include "core/spec/model.hpp"
+#include "core/config/model.hpp"
 
 namespace perfsim::test_models {
 

@@ -11,7 +11,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/cpu_graph_runner.hpp"
 #include "backends/cpu/shared_tensors.hpp"
-#include "core/build/builders.hpp"
+#include "core/builders/builders.hpp"
 #include "core/run/engine_clock.hpp"
 #include "core/serve/engine.hpp"
 #include "core/serve/metrics.hpp"

@@ -12,7 +12,7 @@
 
 #include "approx.hpp"
 #include "backends/cpu/cpu_backend.hpp"
-#include "core/build/builders.hpp"
+#include "core/builders/builders.hpp"
 #include "core/calibrate/calibrate.hpp"
 #include "core/cost/cost_model.hpp"
 #include "dsl/dsl.hpp"

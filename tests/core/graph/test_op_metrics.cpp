@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "approx.hpp"
-#include "core/build/builders.hpp"
+#include "core/builders/builders.hpp"
 #include "core/cost/formulas.hpp"
 #include "core/graph/op_metrics.hpp"
 #include "graph_test_models.hpp"

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "approx.hpp"
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/cost/formulas.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/parallel/layout_prediction.hpp"

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "core/build/streams.hpp"
+#include "core/builders/streams.hpp"
 #include "core/errors.hpp"
 #include "core/parallel/micro_batches.hpp"
 #include "core/parallel/pipeline_schedule.hpp"

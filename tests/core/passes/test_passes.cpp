@@ -7,7 +7,7 @@
 #include <string>
 
 #include "approx.hpp"
-#include "core/build/builders.hpp"
+#include "core/builders/builders.hpp"
 #include "core/cost/formulas.hpp"
 #include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"

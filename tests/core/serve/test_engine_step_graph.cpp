@@ -5,7 +5,7 @@
 #include <random>
 #include <string>
 
-#include "core/build/builders.hpp"
+#include "core/builders/builders.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_metrics.hpp"
 #include "core/run/engine_clock.hpp"

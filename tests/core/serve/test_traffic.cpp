@@ -12,7 +12,7 @@
 
 #include "core/errors.hpp"
 #include "core/serve/traffic.hpp"
-#include "core/spec/serve.hpp"
+#include "core/config/serve.hpp"
 
 using namespace perfsim;
 namespace fs = std::filesystem;

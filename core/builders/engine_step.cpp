@@ -1,0 +1,118 @@
+// A serving engine's step as one graph: the T tokens of S sequences packed into one forward
+// (vLLM's flattened batch), each token at its own position, the layers' K/V rows written into
+// a page pool every step shares and each sequence attending its own pages through a block
+// table. Decodes, prompt chunks after cached tokens and whole prompts run side by side.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/builders/builders.hpp"
+#include "core/builders/common.hpp"
+#include "core/errors.hpp"
+
+namespace perfsim {
+
+using build::GraphBuilder;
+using build::LayerCache;
+using build::ModelWeights;
+using build::VarlenAttention;
+
+namespace {
+
+void check_step(const ModelConfig& m, const EngineStepShape& s, const BuildOptions& o) {
+  if (!m.rope)
+    throw ConfigError(fmt::format("an executed serving engine runs models with rotary positions; '{}' learns "
+                                  "its positions",
+                                  m.name));
+  if (o.parallel.gpus() != 1 || o.parallel.ep > 1)
+    throw ConfigError("an executed serving engine runs on one GPU (no parallel layout yet)");
+  if (s.q_len.empty() || s.q_len.size() != s.kv_len.size())
+    throw std::invalid_argument("engine step: q_len and kv_len must name the same sequences, at least one");
+  if (s.kv_block <= 0 || s.pool_blocks <= 0 || s.table_width <= 0)
+    throw std::invalid_argument("engine step: empty page pool or block table");
+  bool decodes = true;
+  for (std::size_t i = 0; i < s.q_len.size(); ++i) {
+    const int64_t q = s.q_len[i], kv = s.kv_len[i];
+    if (q < 1 || kv < q || kv > s.kv_block * s.table_width || kv > m.max_seq)
+      throw std::invalid_argument(fmt::format("engine step: sequence {} has {} new of {} keys", i, q, kv));
+    // Decodes lead (decode_seqs counts them), as vLLM orders a step's running requests first.
+    const bool decode = q == 1 && kv > 1;
+    if (decode && !decodes) throw std::invalid_argument("engine step: decodes must come first");
+    decodes = decodes && decode;
+  }
+  if (s.sampled < 0 || s.sampled > static_cast<int64_t>(s.q_len.size()))
+    throw std::invalid_argument("engine step: more sampling rows than sequences");
+}
+
+}  // namespace
+
+Graph build_engine_step(const ModelConfig& m, const EngineStepShape& s, const BuildOptions& o) {
+  check_step(m, s, o);
+  VarlenAttention v;
+  v.seqs = static_cast<int64_t>(s.q_len.size());
+  v.kv_block = s.kv_block;
+  v.table_width = s.table_width;
+  for (std::size_t i = 0; i < s.q_len.size(); ++i) {
+    const int64_t q = s.q_len[i], kv = s.kv_len[i];
+    v.tokens += q;
+    v.max_q = std::max(v.max_q, q);
+    v.max_kv = std::max(v.max_kv, kv);
+    if (q == 1 && kv > 1 && v.decode_seqs == static_cast<int64_t>(i)) ++v.decode_seqs;
+    // Query i of q sees kv − q + i + 1 keys: Σ = q·(kv − q) + q·(q + 1)/2.
+    v.kv_pairs += static_cast<double>(q) * static_cast<double>(kv - q) + static_cast<double>(q) * (q + 1) / 2.0;
+    v.kv_rows += kv;
+  }
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = v.seqs;
+  w.prompt = std::max<int64_t>(1, v.max_kv - 1);
+  w.new_tokens = 1;
+  w.host_data = false;
+  GraphBuilder b(m, w, o);
+  const ModelWeights mw = b.add_weights();
+  const int tokens = b.input(std::string(engine_input::tokens), v.tokens);
+  v.positions = b.input(std::string(engine_input::positions), v.tokens);
+  v.slots = b.input(std::string(engine_input::slots), v.tokens);
+  v.table = b.tensor(std::string(engine_input::block_table), {v.seqs, v.table_width}, TensorRole::input, -1,
+                     DType::int32);
+  v.query_start = b.input(std::string(engine_input::query_start), v.seqs + 1);
+  v.kv_len = b.input(std::string(engine_input::kv_len), v.seqs);
+  int x = b.embed(tokens, mw, 1, v.tokens, 0);
+
+  build::AttentionShape as;
+  as.batch = 1;
+  as.seq_q = v.tokens;
+  as.seq_kv = v.max_kv;
+  as.kv_capacity = v.kv_block * v.table_width;
+  as.varlen = &v;
+  const std::vector<int64_t> page_shape{s.pool_blocks, s.kv_block, b.rank().kv_heads, m.head_dim()};
+  for (int l = 0; l < static_cast<int>(b.layers_built()); ++l) {
+    LayerCache pages;
+    pages.k = b.tensor(b.lname(l, "attn.k_pages"), page_shape, TensorRole::kv_cache, l);
+    pages.v = b.tensor(b.lname(l, "attn.v_pages"), page_shape, TensorRole::kv_cache, l);
+    pages.capacity = as.kv_capacity;
+    pages.attend = true;
+    x = b.forward_layer(l, x, mw.layers[static_cast<std::size_t>(l)], as, pages).out;
+  }
+  // The head runs on the rows that sample (a prompt chunk that does not end its prompt does
+  // not), as vLLM computes logits only for them.
+  if (s.sampled > 0) {
+    const int64_t h = m.hidden;
+    const int rows = b.input(std::string(engine_input::sample_rows), s.sampled);
+    const int kept = b.tensor("slice_last_token.out", {s.sampled, h}, TensorRole::activation);
+    OpAttrs a;
+    a.varlen = true;
+    a.rows = v.tokens;
+    a.cols = h;
+    a.batch = s.sampled;
+    a.elements = s.sampled * h;
+    b.op(OpKind::slice_last_token, "slice_last_token", {x, rows}, {kept}, a, -1, Stage::forward);
+    const int xf = b.norm("final_norm", kept, mw.final_norm, s.sampled, -1);
+    (void)b.lm_head(xf, mw, s.sampled);
+  }
+  Graph g = b.take();
+  g.check();
+  return g;
+}
+
+}  // namespace perfsim
