@@ -14,7 +14,7 @@
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/kernel_util.hpp"
-#include "backends/cpu/parallel.hpp"
+#include "backends/cpu/host_names.hpp"
 
 namespace perfsim::cpu {
 

@@ -10,9 +10,9 @@
 
 #include "backends/cpu/cpu_collectives.hpp"
 #include "backends/cpu/cpu_graph_runner.hpp"
-#include "backends/cpu/parallel.hpp"
-#include "backends/measurement.hpp"
-#include "backends/timed_runs.hpp"
+#include "backends/cpu/host_names.hpp"
+#include "backends/common/measurement.hpp"
+#include "backends/common/timed_runs.hpp"
 #include "core/cost/host_cpu.hpp"
 #include "core/errors.hpp"
 

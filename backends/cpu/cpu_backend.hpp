@@ -16,7 +16,7 @@ class CpuBackend final : public Backend {
   [[nodiscard]] std::string name() const override { return "cpu"; }
   [[nodiscard]] DeviceInfo device() const override;
   [[nodiscard]] std::string unsupported_reason(const Op& op, const Graph& g) const override;
-  // Persistent tensors are allocated and filled first (cpu_init.hpp), then the graph runs
+  // Persistent tensors are allocated and filled first (backends/common/tensor_init.hpp), then the graph runs
   // o.warmup + o.repeats times; each op is timed on its own (steady_clock), activations are
   // allocated right before their writer and freed right after their last use (last_use).
   [[nodiscard]] Measurement run(const Graph& g, const RunOptions& o) override;
@@ -29,7 +29,7 @@ class CpuBackend final : public Backend {
                                                          const std::vector<int>& ids);
 
   // One rank of a parallel run: collectives go between the ranks (cpu_collectives.hpp) and
-  // shards start from their part of the whole's values (cpu_init.hpp).
+  // shards start from their part of the whole's values (backends/common/tensor_init.hpp).
   void join_ranks(Communicator* ranks) override { m_ranks = ranks; }
 
   // A serving engine on the host's cores (cpu_engine_session.cpp).

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/scalar.hpp"
+#include "backends/cpu/host_names.hpp"
 #include "core/builders/streams.hpp"
 #include "core/errors.hpp"
 #include "core/graph/all_to_all.hpp"

@@ -7,11 +7,11 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_collectives.hpp"
-#include "backends/cpu/cpu_init.hpp"
+#include "backends/cpu/host_names.hpp"
 #include "backends/cpu/cpu_vocab_parallel.hpp"
 #include "backends/cpu/cpu_op_exec.hpp"
-#include "backends/cpu/cpu_op_shapes.hpp"
-#include "backends/cpu/scalar.hpp"
+#include "backends/ops/op_shapes.hpp"
+#include "backends/ops/vocab_shard.hpp"
 #include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"
 
@@ -31,7 +31,7 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks, Sha
   for (const Tensor& t : g.tensors)
     if (storage_of(t.dtype) == Storage::unsupported)
       throw NotExecutable(fmt::format("cpu backend cannot hold {} tensor '{}'", name_of(t.dtype), t.name));
-  for (const Op& op : g.ops) check_op(op, g);
+  for (const Op& op : g.ops) ops::check_op(op, g);
 
   const std::vector<int> last = last_use(g);
   m_frees.resize(g.ops.size());
@@ -86,7 +86,7 @@ void GraphRunner::run_once(std::vector<std::vector<double>>* op_seconds, const s
     try {
       if (op.kind == OpKind::collective && m_ranks != nullptr)
         execute_collective(op, g, m_buffers, *m_ranks);
-      else if (m_ranks != nullptr && on_vocab_shard(op, g))
+      else if (m_ranks != nullptr && ops::on_vocab_shard(op, g))
         execute_on_vocab_shard(op, g, m_buffers, *m_ranks);
       else
         execute_op(op, g, m_buffers, m_alloc, m_ranks != nullptr ? m_ranks->rank() : 0);

@@ -20,7 +20,7 @@ namespace perfsim::cpu {
 class GraphRunner {
  public:
   // Checks the graph and every op's shapes, allocates persistent tensors and fills them
-  // (cpu_init.hpp). Throws NotExecutable for ops the CPU kernels cannot run.
+  // (backends/common/tensor_init.hpp). Throws NotExecutable for ops the CPU kernels cannot run.
   // With `ranks`, the graph is one rank's of a parallel run: shards start from the rank's part
   // of their whole and collective ops go between the ranks.
   // With `shared`, weights and KV caches come from it (shared_tensors.hpp): those it lacks are

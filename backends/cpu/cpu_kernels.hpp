@@ -1,7 +1,7 @@
 // The CPU backend's kernels: free functions, one op family per cpu_*.cpp file, shapes
-// passed explicitly. They compute in float and store in the storage type T (float, bf16,
-// half); templates are instantiated for exactly those three. Layouts follow
-// core/graph/op_kind.hpp (row-major; T = tokens = batch·seq).
+// passed explicitly (backends/ops/kernel_shapes.hpp, shared with every backend). They compute
+// in float and store in the storage type T (float, bf16, half); templates are instantiated for
+// exactly those three. Layouts follow core/graph/op_kind.hpp (row-major; T = tokens = batch·seq).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -9,19 +9,25 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/cpu/scalar.hpp"
+#include "backends/cpu/host_names.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 
 namespace perfsim::cpu {
 
+// The shared kernel shapes, by the short names the CPU code uses.
+using ops::AdamWGroup;
+using ops::AdamWParams;
+using ops::AttnShape;
+using ops::EmbeddingShape;
+using ops::GemmShape;
+using ops::KvAppendShape;
+using ops::MoeShape;
+using ops::PagedLayout;
+using ops::RopeShape;
+using ops::sequence_position;
+using ops::VarlenAttnShape;
+
 // ---- cpu_gemm.cpp -------------------------------------------------------------------
-struct GemmShape {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  bool trans_a = false;      // A stored [k, m] instead of [m, k]
-  bool trans_b = false;      // B stored [n, k] instead of [k, n]
-  bool accumulate = false;   // C += A·B instead of C = A·B
-  bool broadcast_a = false;  // one A shared by every batch entry (otherwise [batch, ...])
-  bool broadcast_b = false;  // one B shared by every batch entry
-};
 // Float elements of workspace gemm() needs: 0 when A, B and C are all fp32; m·k (A widened)
 // when m <= 8 and B is 16-bit (B is then streamed once); otherwise blocks of A, B and C
 // converted to fp32 (bounded, independent of the problem size).
@@ -33,39 +39,8 @@ void gemm(const void* a, Storage a_type,  // [batch?][m,k] or [k,m]
           void* c, Storage c_type,        // [batch][m,n]
           const GemmShape& s, float* workspace);
 
-// A paged KV cache (the paged_kv pass): pages [num_blocks, block, row] and a block table
-// [batch, max_blocks] int32; kv position j of sequence b lives in page table[b][j / block]
-// at row j % block. Shapes then give the logical capacity max_blocks · block per sequence.
-struct PagedLayout {
-  int64_t block = 0, max_blocks = 0, num_blocks = 0;
-  // The page row of position j of sequence b as the table gives it, unchecked (paged_row checks).
-  [[nodiscard]] int64_t row(const int32_t* table, int64_t b, int64_t j) const {
-    return int64_t{table[b * max_blocks + j / block]} * block + j % block;
-  }
-};
 
 // ---- cpu_attention.cpp / cpu_flash_attention.cpp ------------------------------------
-// Q [batch, seq_q, heads, head_dim]; K, V [batch, kv_capacity, kv_heads, head_dim] (first
-// seq_kv rows used); S, P [batch, heads, seq_q, seq_kv]; O like Q; dK, dV
-// [batch, grad_capacity, kv_heads, head_dim] (rows >= seq_kv written as 0).
-// GQA: query head h reads kv head h / (heads / kv_heads). Causal: query i sits at position
-// seq_kv - seq_q + i and sees kv positions <= that.
-struct AttnShape {
-  int64_t batch = 1, seq_q = 0, seq_kv = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  int64_t kv_capacity = 0;    // rows allocated in K and V
-  int64_t grad_capacity = 0;  // rows allocated in dK and dV
-  // Flash attention: query rows 0 .. q_first − 1 of each sequence take no part (a ring-attention
-  // block whose keys all lie after them): their O and dQ rows are written 0, their LSE −inf.
-  int64_t q_first = 0;
-  PagedLayout paged;          // flash_attention over a paged cache; block 0: contiguous K, V
-  bool causal = false;
-  [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
-  [[nodiscard]] int64_t group() const { return heads / kv_heads; }
-  // Number of kv positions query row i may attend to.
-  [[nodiscard]] int64_t visible(int64_t i) const {
-    return causal ? std::min(seq_kv, seq_kv - seq_q + i + 1) : seq_kv;
-  }
-};
 
 // S = Q·K^T · scale for every (query, kv) pair (masking is the softmax's job).
 template <class T> void attn_scores(const T* q, const T* k, T* s, const AttnShape& a);
@@ -121,34 +96,11 @@ template <class T> void silu_mul(const T* gate, const T* up, T* y, int64_t n);
 template <class T> void silu_mul_bwd(const T* gate, const T* up, const T* dy, T* dgate, T* dup,
                                      int64_t n);
 template <class T> void residual_add(const T* a, const T* b, T* out, int64_t n);
-// Where row i = t % seq of a sequence sits: position + i, or under context parallelism
-// (chunk > 0) the rank's two chunks of `chunk` rows, the second from position `second`.
-// constexpr: the GPU kernels call it too.
-[[nodiscard]] constexpr int64_t sequence_position(int64_t t, int64_t seq, int64_t position, int64_t chunk,
-                                               int64_t second) {
-  const int64_t i = t % seq;
-  return chunk > 0 && i >= chunk ? second + i - chunk : position + i;
-}
-// x, y [tokens, heads, head_dim]; token t sits at sequence_position(t, ...). Pairs (i, i + d/2)
-// rotate by angle pos · 10000^(−2i/d).
-struct RopeShape {
-  int64_t tokens = 0, heads = 0, head_dim = 0, seq = 1, position = 0;
-  int64_t chunk = 0, second = 0;  // context parallelism (sequence_position)
-  [[nodiscard]] constexpr int64_t position_of(int64_t t) const { return sequence_position(t, seq, position, chunk, second); }
-};
 template <class T> void rope(const T* x, T* y, const RopeShape& r);
 // The inverse rotation (the transpose of rope's Jacobian).
 template <class T> void rope_bwd(const T* dy, T* dx, const RopeShape& r);
 
 // ---- cpu_embedding.cpp ---------------------------------------------------------------
-// ids [tokens] int32 in [0, vocab); table [vocab, hidden]; positions [max_positions, hidden]
-// (optional, learned); x [tokens, hidden]. Token t sits at sequence_position(t, ...).
-struct EmbeddingShape {
-  int64_t tokens = 0, vocab = 0, hidden = 0, seq = 1, position = 0, max_positions = 0;
-  int64_t chunk = 0, second = 0;  // context parallelism (sequence_position)
-  bool accumulate = false;  // embedding_bwd adds into dtable/dpositions instead of overwriting
-  [[nodiscard]] constexpr int64_t position_of(int64_t t) const { return sequence_position(t, seq, position, chunk, second); }
-};
 template <class T> void embedding(const int32_t* ids, const T* table,
                                   const std::type_identity_t<T>* positions, T* x,
                                   const EmbeddingShape& e);
@@ -167,19 +119,6 @@ template <class T> void cross_entropy(const T* logits, const int32_t* targets, f
                                       int64_t mean_rows = 0);
 
 // ---- cpu_moe.cpp ---------------------------------------------------------------------
-// Mixture of experts (core/graph/op_kind.hpp): `tokens` rows routed to `top_k` of `experts`,
-// each expert's buffer holding `capacity` rows of `hidden` features. logits, dlogits
-// [tokens, experts]; weights, dweights, experts, slots [tokens, top_k] (choice (t, j) at
-// t·top_k + j); x, dx, y, dy [tokens, hidden]; xe, dxe, ye, dye [experts, capacity, hidden].
-// A choice with slot −1 was dropped and contributes nothing. The kernels taking experts and
-// slots throw std::out_of_range on an expert outside [0, experts) or a slot outside
-// [−1, capacity), and std::invalid_argument when two kept choices name one buffer row.
-struct MoeShape {
-  int64_t tokens = 0, experts = 0, top_k = 0, capacity = 0, hidden = 0;
-  // moe_combine_bwd's dye is scaled by it, moe_dispatch_bwd's dx divided by it
-  // (OpAttrs::expert_grad_scale: 1/ep under expert parallelism).
-  float expert_grad_scale = 1;
-};
 // Each token's top_k largest logits (ties: the lower expert) in descending order, weights =
 // their softmax; slots assigned in choice order, −1 once the expert holds `capacity` rows.
 template <class T> void moe_route(const T* logits, float* weights, int32_t* experts, int32_t* slots,
@@ -204,20 +143,6 @@ template <class T> void moe_combine_bwd(const T* dy, const T* ye, const int32_t*
                                         float* dweights, const MoeShape& s);
 
 // ---- cpu_adamw.cpp -------------------------------------------------------------------
-// One parameter tensor of an AdamW step; every pointer holds n elements of its storage.
-struct AdamWGroup {
-  void* param = nullptr;        Storage param_type = Storage::f32;  // updated in place
-  const void* grad = nullptr;   Storage grad_type = Storage::f32;
-  void* m = nullptr;            Storage m_type = Storage::f32;      // first moment
-  void* v = nullptr;            Storage v_type = Storage::f32;      // second moment
-  void* weight = nullptr;       Storage weight_type = Storage::bf16; // low-precision copy of
-                                                                     // an fp32 master (optional)
-  int64_t n = 0;
-};
-struct AdamWParams {
-  float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
-  int64_t step = 1;  // bias correction uses 1 − beta^step
-};
 // Decoupled weight decay then the Adam update (Loshchilov & Hutter, AdamW):
 //   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;
 //   p ← p − lr · m̂ / (√v̂ + eps),  m̂ = m/(1−β1^t), v̂ = v/(1−β2^t);  weight ← p.
@@ -227,12 +152,6 @@ struct AdamWParams {
 void adamw(const std::vector<AdamWGroup>& groups, const AdamWParams& p, int passes);
 
 // ---- cpu_memory_ops.cpp --------------------------------------------------------------
-// k_new [batch, seq_new, row] written into cache [batch, capacity, row] at rows
-// position .. position + seq_new − 1 (row = kv_heads · head_dim).
-struct KvAppendShape {
-  int64_t batch = 1, seq_new = 0, capacity = 0, row = 0, position = 0;
-  PagedLayout paged;  // block 0: a contiguous cache
-};
 template <class T> void kv_append(const T* k_new, T* cache, const KvAppendShape& s);
 // The page row (in units of a kv row) of position j of sequence b; throws std::out_of_range
 // when the table names a page outside the pool.
@@ -250,19 +169,6 @@ template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_
 void copy_tensor(const void* x, Storage x_type, void* y, Storage y_type, int64_t n);
 
 // ---- cpu_varlen.cpp: a serving engine's step, T tokens of S sequences packed (attrs.varlen) --
-// Q, O [T, heads, head_dim]; LSE [heads, T] fp32; K/V pages [num_blocks, block, kv_heads,
-// head_dim]; table [S, max_blocks]; query_start [S + 1] (0 first, nondecreasing, T last);
-// kv_len [S]. Query i of sequence s (q_len = query_start[s+1] − query_start[s] ≤ kv_len[s] ≤
-// max_kv) sees its keys 0 .. kv_len[s] − q_len + i, key j at page table[s][j / block], row
-// j % block. A sequence with no query writes nothing. GQA as AttnShape.
-struct VarlenAttnShape {
-  int64_t seqs = 0, tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  int64_t max_q = 0, max_kv = 0;  // the longest query run and KV length (attrs.seq_q, seq_kv)
-  int64_t decode_seqs = 0;        // leading sequences with exactly one query
-  PagedLayout paged;
-  [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
-  [[nodiscard]] int64_t group() const { return heads / kv_heads; }
-};
 // Throws std::out_of_range when the metadata breaks the rules above or names a page outside
 // the pool.
 template <class T> void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages,

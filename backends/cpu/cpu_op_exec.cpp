@@ -7,9 +7,9 @@
 #include <map>
 #include <optional>
 
-#include "backends/cpu/cpu_context_parallel.hpp"
+#include "backends/ops/context_parallel.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
-#include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/ops/op_shapes.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim::cpu {
@@ -58,7 +58,7 @@ void copy_if_distinct(const Graph& g, const std::vector<void*>& buf, int from, i
 }
 
 void run_gemm(const Op& op, const Graph& g, const std::vector<void*>& buf, Scratch& scratch) {
-  const GemmShape s = gemm_shape(op, g);
+  const GemmShape s = ops::gemm_shape(op, g);
   const int a = op.inputs[0], b = op.inputs[1], c = op.outputs[0];
   if (s.accumulate) copy_if_distinct(g, buf, op.inputs[2], c);
   const Storage ta = storage(g, a), tb = storage(g, b), tc = storage(g, c);
@@ -73,7 +73,7 @@ void run_gemm(const Op& op, const Graph& g, const std::vector<void*>& buf, Scrat
 void run_adamw(const Op& op, const Graph& g, const std::vector<void*>& buf) {
   std::vector<AdamWGroup> groups;
   auto ptr = [&](int id) { return buf[static_cast<std::size_t>(id)]; };
-  for (const AdamWGroupIds& ids : adamw_groups(op, g)) {
+  for (const ops::AdamWGroupIds& ids : ops::adamw_groups(op, g)) {
     copy_if_distinct(g, buf, ids.param, ids.param_out);
     copy_if_distinct(g, buf, ids.m, ids.m_out);
     copy_if_distinct(g, buf, ids.v, ids.v_out);
@@ -88,7 +88,7 @@ void run_adamw(const Op& op, const Graph& g, const std::vector<void*>& buf) {
       if (!is_float(t)) fail(op, fmt::format("AdamW tensors must be floating point, got {}", name_of(t)));
     groups.push_back(gr);
   }
-  adamw(groups, adamw_params(op), op.attrs.passes);
+  adamw(groups, ops::adamw_params(op), op.attrs.passes);
 }
 
 // The kernel call for every op kind whose operands share one float storage T.
@@ -104,18 +104,18 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
   auto ids_out = [&](std::size_t i) { return static_cast<int32_t*>(out.at(i)); };
   const auto eps = static_cast<float>(op.attrs.eps);
   switch (op.kind) {
-    case OpKind::attn_scores: attn_scores(I(0), I(1), O(0), attn_shape(op, g)); return;
-    case OpKind::attn_softmax: attn_softmax(I(0), O(0), attn_shape(op, g)); return;
-    case OpKind::attn_context: attn_context(I(0), I(1), O(0), attn_shape(op, g)); return;
-    case OpKind::attn_context_bwd: attn_context_bwd(I(0), I(1), I(2), O(0), O(1), attn_shape(op, g)); return;
-    case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), attn_shape(op, g)); return;
-    case OpKind::attn_scores_bwd: attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), attn_shape(op, g)); return;
+    case OpKind::attn_scores: attn_scores(I(0), I(1), O(0), ops::attn_shape(op, g)); return;
+    case OpKind::attn_softmax: attn_softmax(I(0), O(0), ops::attn_shape(op, g)); return;
+    case OpKind::attn_context: attn_context(I(0), I(1), O(0), ops::attn_shape(op, g)); return;
+    case OpKind::attn_context_bwd: attn_context_bwd(I(0), I(1), I(2), O(0), O(1), ops::attn_shape(op, g)); return;
+    case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), ops::attn_shape(op, g)); return;
+    case OpKind::attn_scores_bwd: attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), ops::attn_shape(op, g)); return;
     case OpKind::flash_attention: {
       if (op.attrs.varlen) {
-        varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), varlen_attn_shape(op, g));
+        varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), ops::varlen_attn_shape(op, g));
         return;
       }
-      const AttnShape a = on_context_rank(attn_shape(op, g), op, rank);
+      const AttnShape a = ops::on_context_rank(ops::attn_shape(op, g), op, rank);
       auto* lse = static_cast<float*>(out.at(1));
       if (op.attrs.kv_block > 0) paged_flash_attention(I(0), I(1), I(2), ids(3), a.paged, O(0), lse, a);
       else flash_attention(I(0), I(1), I(2), O(0), lse, a);
@@ -123,94 +123,94 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     }
     case OpKind::flash_attention_bwd:
       flash_attention_bwd(I(0), I(1), I(2), I(3), I(4), static_cast<const float*>(in.at(5)), O(0), O(1),
-                          O(2), on_context_rank(attn_shape(op, g), op, rank));
+                          O(2), ops::on_context_rank(ops::attn_shape(op, g), op, rank));
       return;
     case OpKind::attn_merge:
-      attn_merge(I(0), f32(1), I(2), f32(3), O(0), f32_out(1), attn_shape(op, g));
+      attn_merge(I(0), f32(1), I(2), f32(3), O(0), f32_out(1), ops::attn_shape(op, g));
       return;
     case OpKind::layernorm: {
-      const RowsCols rc = row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       layernorm(I(0), I(1), I(2), O(0), rc.rows, rc.cols, eps);
       return;
     }
     case OpKind::layernorm_bwd: {
-      const RowsCols rc = row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       layernorm_bwd(I(0), I(1), I(2), O(0), O(1), O(2), rc.rows, rc.cols, eps);
       return;
     }
     case OpKind::rmsnorm: {
-      const RowsCols rc = row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       rmsnorm(I(0), I(1), O(0), rc.rows, rc.cols, eps);
       return;
     }
     case OpKind::rmsnorm_bwd: {
-      const RowsCols rc = row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       rmsnorm_bwd(I(0), I(1), I(2), O(0), O(1), rc.rows, rc.cols, eps);
       return;
     }
     case OpKind::add_rmsnorm: {
-      const RowsCols rc = row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       add_rmsnorm(I(0), I(1), I(2), O(0), O(1), rc.rows, rc.cols, eps);
       return;
     }
     case OpKind::add_layernorm: {
-      const RowsCols rc = row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       add_layernorm(I(0), I(1), I(2), I(3), O(0), O(1), rc.rows, rc.cols, eps);
       return;
     }
     case OpKind::cross_entropy: {
-      const RowsCols rc = row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       cross_entropy(I(0), ids(1), static_cast<float*>(out.at(0)), out.size() > 1 ? O(1) : nullptr,
                     rc.rows, rc.cols, op.attrs.loss_rows);
       return;
     }
-    case OpKind::gelu: gelu(I(0), O(0), elementwise_count(op, g)); return;
-    case OpKind::gelu_bwd: gelu_bwd(I(0), I(1), O(0), elementwise_count(op, g)); return;
-    case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), elementwise_count(op, g)); return;
-    case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), elementwise_count(op, g)); return;
-    case OpKind::residual_add: residual_add(I(0), I(1), O(0), elementwise_count(op, g)); return;
+    case OpKind::gelu: gelu(I(0), O(0), ops::elementwise_count(op, g)); return;
+    case OpKind::gelu_bwd: gelu_bwd(I(0), I(1), O(0), ops::elementwise_count(op, g)); return;
+    case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), ops::elementwise_count(op, g)); return;
+    case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), ops::elementwise_count(op, g)); return;
+    case OpKind::residual_add: residual_add(I(0), I(1), O(0), ops::elementwise_count(op, g)); return;
     case OpKind::rope:
-      if (op.attrs.varlen) rope_at(I(0), ids(1), O(0), rope_shape(op, g));
-      else rope(I(0), O(0), on_context_rank(rope_shape(op, g), op, rank));
+      if (op.attrs.varlen) rope_at(I(0), ids(1), O(0), ops::rope_shape(op, g));
+      else rope(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank));
       return;
-    case OpKind::rope_bwd: rope_bwd(I(0), O(0), on_context_rank(rope_shape(op, g), op, rank)); return;
+    case OpKind::rope_bwd: rope_bwd(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank)); return;
     case OpKind::embedding:
-      embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0), on_context_rank(embedding_shape(op, g), op, rank));
+      embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0), ops::on_context_rank(ops::embedding_shape(op, g), op, rank));
       return;
     case OpKind::embedding_bwd:
       embedding_bwd(ids(0), I(1), O(0), out.size() > 1 ? O(1) : nullptr,
-                    on_context_rank(embedding_shape(op, g), op, rank));
+                    ops::on_context_rank(ops::embedding_shape(op, g), op, rank));
       return;
     case OpKind::kv_append: {
       if (op.attrs.varlen) {  // in place: prepare_in_place made the output hold the pages
-        const KvSlotsShape s = kv_slots_shape(op, g);
+        const ops::KvSlotsShape s = ops::kv_slots_shape(op, g);
         kv_append_slots(I(0), O(0), ids(2), s.tokens, s.row, s.pool_rows);
         return;
       }
-      const KvAppendShape s = kv_append_shape(op, g);
+      const KvAppendShape s = ops::kv_append_shape(op, g);
       if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, s.paged);
       else kv_append(I(0), O(0), s);
       return;
     }
     case OpKind::slice_last_token: {
       if (op.attrs.varlen) {
-        const GatherShape s = gather_shape(op, g);
+        const ops::GatherShape s = ops::gather_shape(op, g);
         gather_rows(I(0), ids(1), O(0), s.n, s.x_rows, s.cols);
         return;
       }
-      const SliceShape s = slice_shape(op, g);
+      const ops::SliceShape s = ops::slice_shape(op, g);
       slice_last_token(I(0), O(0), s.batch, s.seq, s.cols);
       return;
     }
     case OpKind::moe_route:
-      moe_route(I(0), f32_out(0), ids_out(1), ids_out(2), moe_shape(op, g));
+      moe_route(I(0), f32_out(0), ids_out(1), ids_out(2), ops::moe_shape(op, g));
       return;
-    case OpKind::moe_route_bwd: moe_route_bwd(I(0), ids(1), f32(2), f32_out(0), moe_shape(op, g)); return;
-    case OpKind::moe_dispatch: moe_dispatch(I(0), ids(1), ids(2), O(0), moe_shape(op, g)); return;
-    case OpKind::moe_dispatch_bwd: moe_dispatch_bwd(I(0), ids(1), ids(2), O(0), moe_shape(op, g)); return;
-    case OpKind::moe_combine: moe_combine(I(0), ids(1), ids(2), f32(3), O(0), moe_shape(op, g)); return;
+    case OpKind::moe_route_bwd: moe_route_bwd(I(0), ids(1), f32(2), f32_out(0), ops::moe_shape(op, g)); return;
+    case OpKind::moe_dispatch: moe_dispatch(I(0), ids(1), ids(2), O(0), ops::moe_shape(op, g)); return;
+    case OpKind::moe_dispatch_bwd: moe_dispatch_bwd(I(0), ids(1), ids(2), O(0), ops::moe_shape(op, g)); return;
+    case OpKind::moe_combine: moe_combine(I(0), ids(1), ids(2), f32(3), O(0), ops::moe_shape(op, g)); return;
     case OpKind::moe_combine_bwd:
-      moe_combine_bwd(I(0), I(1), ids(2), ids(3), f32(4), O(0), f32_out(1), moe_shape(op, g));
+      moe_combine_bwd(I(0), I(1), ids(2), ids(3), f32(4), O(0), f32_out(1), ops::moe_shape(op, g));
       return;
     default: fail(op, "has no CPU kernel");
   }
@@ -228,13 +228,13 @@ void prepare_in_place(const Op& op, const Graph& g, const std::vector<void*>& bu
 }  // namespace
 
 void execute_op(const Op& op, const Graph& g, const std::vector<void*>& buf, TrackingAllocator& alloc, int rank) {
-  check_arity(op);
+  ops::check_arity(op);
   Scratch scratch(alloc);
   switch (op.kind) {
     case OpKind::gemm: run_gemm(op, g, buf, scratch); return;
     case OpKind::adamw: run_adamw(op, g, buf); return;
     case OpKind::copy: {
-      const int64_t n = elementwise_count(op, g);
+      const int64_t n = ops::elementwise_count(op, g);
       const int x = op.inputs[0], y = op.outputs[0];
       if ((g.tensor(x).on_host() || g.tensor(y).on_host()) && storage(g, x) == storage(g, y)) {
         // An upload or download: host and "device" are both host memory here, so it is one

@@ -11,7 +11,7 @@ namespace perfsim::cpu {
 
 // buffers[id] holds tensor id's data (allocated by the caller for every operand of op);
 // transient scratch comes from `alloc` and is returned before this returns. `rank`: the global
-// rank executing the op, which says a context-parallel op's rows (cpu_context_parallel.hpp).
+// rank executing the op, which says a context-parallel op's rows (backends/ops/context_parallel.hpp).
 void execute_op(const Op& op, const Graph& g, const std::vector<void*>& buffers,
                 TrackingAllocator& alloc, int rank = 0);
 

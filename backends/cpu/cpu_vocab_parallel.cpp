@@ -8,9 +8,10 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/cpu/cpu_context_parallel.hpp"
-#include "backends/cpu/cpu_op_shapes.hpp"
-#include "backends/cpu/scalar.hpp"
+#include "backends/ops/context_parallel.hpp"
+#include "backends/ops/op_shapes.hpp"
+#include "backends/ops/vocab_shard.hpp"
+#include "backends/cpu/host_names.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim::cpu {
@@ -18,21 +19,6 @@ namespace perfsim::cpu {
 namespace {
 
 std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
-
-const Shard* vocab_shard(const Tensor& t) {
-  return !t.shard.empty() && t.shard.front().parts > 1 ? &t.shard.front() : nullptr;
-}
-
-// The sharded tensor of a vocabulary op: the table (embedding), its gradient (backward), or the
-// logits (cross-entropy).
-const Tensor* sharded_operand(const Op& op, const Graph& g) {
-  switch (op.kind) {
-    case OpKind::embedding: return op.inputs.size() > 1 ? &g.tensor(op.inputs[1]) : nullptr;
-    case OpKind::embedding_bwd: return op.outputs.empty() ? nullptr : &g.tensor(op.outputs[0]);
-    case OpKind::cross_entropy: return op.inputs.empty() ? nullptr : &g.tensor(op.inputs[0]);
-    default: return nullptr;
-  }
-}
 
 std::vector<float> as_floats(const Graph& g, int id, const std::vector<void*>& buf) {
   const Tensor& t = g.tensor(id);
@@ -47,7 +33,7 @@ void store(const Graph& g, int id, const std::vector<float>& v, const std::vecto
 }
 
 void embedding(const Op& op, const Graph& g, const std::vector<void*>& buf, int place, int rank) {
-  const EmbeddingShape e = on_context_rank(embedding_shape(op, g), op, rank);
+  const ops::EmbeddingShape e = ops::on_context_rank(ops::embedding_shape(op, g), op, rank);
   const int64_t offset = place * e.vocab, h = e.hidden;
   const auto* ids = static_cast<const int32_t*>(buf[at(op.inputs[0])]);
   const std::vector<float> table = as_floats(g, op.inputs[1], buf);
@@ -67,7 +53,7 @@ void embedding(const Op& op, const Graph& g, const std::vector<void*>& buf, int 
 }
 
 void embedding_bwd(const Op& op, const Graph& g, const std::vector<void*>& buf, int place, int rank) {
-  const EmbeddingShape e = on_context_rank(embedding_shape(op, g), op, rank);
+  const ops::EmbeddingShape e = ops::on_context_rank(ops::embedding_shape(op, g), op, rank);
   const int64_t offset = place * e.vocab, h = e.hidden;
   const auto* ids = static_cast<const int32_t*>(buf[at(op.inputs[0])]);
   const std::vector<float> dx = as_floats(g, op.inputs[1], buf);
@@ -130,13 +116,8 @@ void cross_entropy(const Op& op, const Graph& g, const std::vector<void*>& buf, 
 
 }  // namespace
 
-bool on_vocab_shard(const Op& op, const Graph& g) {
-  const Tensor* t = sharded_operand(op, g);
-  return t != nullptr && vocab_shard(*t) != nullptr;
-}
-
 void execute_on_vocab_shard(const Op& op, const Graph& g, const std::vector<void*>& buffers, Communicator& ranks) {
-  const Shard& s = *vocab_shard(*sharded_operand(op, g));
+  const Shard& s = *ops::vocab_shard(op, g);
   const int place = RankGroup{s.parts, s.stride}.place(ranks.rank());
   switch (op.kind) {
     case OpKind::embedding: embedding(op, g, buffers, place, ranks.rank()); return;

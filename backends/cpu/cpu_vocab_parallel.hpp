@@ -17,10 +17,7 @@
 
 namespace perfsim::cpu {
 
-// Whether `op` reads or writes a vocabulary split among ranks (a sharded table or logits).
-[[nodiscard]] bool on_vocab_shard(const Op& op, const Graph& g);
-
-// Runs such an op for global rank ranks.rank(); buffers[id] holds each operand.
+// Runs an op over a vocabulary split among ranks (ops::on_vocab_shard) for global rank ranks.rank(); buffers[id] holds each operand.
 void execute_on_vocab_shard(const Op& op, const Graph& g, const std::vector<void*>& buffers, Communicator& ranks);
 
 }  // namespace perfsim::cpu

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/cpu/scalar.hpp"
+#include "backends/cpu/host_names.hpp"
 
 namespace perfsim::cpu::detail {
 

@@ -1,6 +1,6 @@
 // Persistent tensors that several graphs share by name: a serving engine's weights and KV
 // pages, which live across its steps while every step is a graph of its own. The first graph
-// that names one allocates it (and its runner fills it: weights as cpu_init.hpp says, KV
+// that names one allocates it (and its runner fills it: weights as backends/common/tensor_init.hpp says, KV
 // pages zeroed); later graphs find it as earlier steps left it. A tensor of the same name
 // with another dtype or shape replaces it.
 #pragma once

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/memory_usage.hpp"
+#include "backends/common/memory_usage.hpp"
 #include "core/graph/graph.hpp"
 
 namespace perfsim::cuda {

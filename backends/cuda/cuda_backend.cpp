@@ -16,8 +16,8 @@
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "backends/cuda/cuda_vocab_parallel.hpp"
 #include "backends/cuda/kernel_trace.hpp"
-#include "backends/measurement.hpp"
-#include "backends/timed_runs.hpp"
+#include "backends/common/measurement.hpp"
+#include "backends/common/timed_runs.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim::cuda {

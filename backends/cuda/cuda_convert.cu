@@ -51,23 +51,23 @@ const char* name_of(Elem e) {
   return "?";
 }
 
-cpu::Storage storage_of(Elem e) {
+host::Storage storage_of(Elem e) {
   switch (e) {
-    case Elem::f32: return cpu::Storage::f32;
-    case Elem::bf16: return cpu::Storage::bf16;
-    case Elem::f16: return cpu::Storage::f16;
-    case Elem::i32: return cpu::Storage::i32;
-    default: return cpu::Storage::unsupported;
+    case Elem::f32: return host::Storage::f32;
+    case Elem::bf16: return host::Storage::bf16;
+    case Elem::f16: return host::Storage::f16;
+    case Elem::i32: return host::Storage::i32;
+    default: return host::Storage::unsupported;
   }
 }
 
-Elem elem_of(cpu::Storage s) {
+Elem elem_of(host::Storage s) {
   switch (s) {
-    case cpu::Storage::f32: return Elem::f32;
-    case cpu::Storage::bf16: return Elem::bf16;
-    case cpu::Storage::f16: return Elem::f16;
-    case cpu::Storage::i32: return Elem::i32;
-    case cpu::Storage::unsupported: return Elem::unsupported;
+    case host::Storage::f32: return Elem::f32;
+    case host::Storage::bf16: return Elem::bf16;
+    case host::Storage::f16: return Elem::f16;
+    case host::Storage::i32: return Elem::i32;
+    case host::Storage::unsupported: return Elem::unsupported;
   }
   return Elem::unsupported;
 }

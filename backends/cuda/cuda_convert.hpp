@@ -1,4 +1,4 @@
-// Element types the CUDA backend stores (cpu::Storage plus fp8 e4m3), and the conversions
+// Element types the CUDA backend stores (host::Storage plus fp8 e4m3), and the conversions
 // its op runner needs to stage operands: between float storages, and fp8 quantization with
 // a per-tensor scale (optionally transposing, for the layouts cuBLASLt's fp8 GEMM accepts).
 // All launchers are asynchronous on `stream` and capturable into CUDA graphs.
@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "backends/cpu/scalar.hpp"
+#include "backends/common/scalar.hpp"
 #include "core/config/dtype.hpp"
 
 namespace perfsim::cuda {
@@ -16,9 +16,9 @@ enum class Elem { f32, bf16, f16, e4m3, i32, unsupported };
 [[nodiscard]] Elem elem_of(DType t);
 [[nodiscard]] int bytes_of(Elem e);
 [[nodiscard]] const char* name_of(Elem e);
-// The cpu::Storage of a float/int element type (e4m3 -> Storage::unsupported).
-[[nodiscard]] cpu::Storage storage_of(Elem e);
-[[nodiscard]] Elem elem_of(cpu::Storage s);
+// The host::Storage of a float/int element type (e4m3 -> Storage::unsupported).
+[[nodiscard]] host::Storage storage_of(Elem e);
+[[nodiscard]] Elem elem_of(host::Storage s);
 
 // The largest finite e4m3 value (OCP FP8 spec, E4M3: 448).
 inline constexpr float e4m3_max = 448.0f;

@@ -8,7 +8,7 @@
 // Staged copies and workspaces are transient activation memory of the op.
 #include <fmt/format.h>
 
-#include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/ops/op_shapes.hpp"
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_fp8_activation.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
@@ -26,7 +26,7 @@ std::vector<Fp8Storage> fp8_storage(const Graph& g) {
     if (op.kind != OpKind::gemm || op.inputs.size() < 2) continue;
     const auto id = static_cast<std::size_t>(op.inputs[1]);
     if (!transposed[id] || out[id].transposed) continue;
-    const cpu::GemmShape s = cpu::gemm_shape(op, g);
+    const ops::GemmShape s = ops::gemm_shape(op, g);
     out[id] = Fp8Storage{true, s.broadcast_b ? 1 : s.batch, s.k, s.n};
   }
   return out;
@@ -34,7 +34,7 @@ std::vector<Fp8Storage> fp8_storage(const Graph& g) {
 
 void OpExecutor::run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales) {
   const Graph& g = m_graph;
-  const cpu::GemmShape s = cpu::gemm_shape(op, g);
+  const ops::GemmShape s = ops::gemm_shape(op, g);
   const int a = op.inputs[0], b = op.inputs[1], c = op.outputs[0];
   if (s.accumulate) copy_if_distinct(buf, op.inputs[2], c);
   // scale_a, scale_b, amax_a, amax_b, each on its own 256-byte line: cuBLASLt refuses
@@ -71,7 +71,7 @@ void OpExecutor::run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const
   const bool b_ready = s.trans_b || m_fp8_storage[static_cast<std::size_t>(b)].transposed;
   const GemmOperand gb = b_ready ? stage(b, batch_b, s.n, s.k, false, slots + line, slots + 3 * line)
                                  : stage(b, batch_b, s.k, s.n, true, slots + line, slots + 3 * line);
-  cpu::GemmShape tn = s;
+  ops::GemmShape tn = s;
   tn.trans_a = false, tn.trans_b = true;
   m_gemm.gemm(ga, gb, data(c), elem_of(g.tensor(c).dtype), tn, false, m_stream);
 }

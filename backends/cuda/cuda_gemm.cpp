@@ -103,7 +103,7 @@ void GemmEngine::ensure_flush_buffer() {
   m_flush_bytes = bytes;
 }
 
-std::string GemmEngine::unsupported(Elem a, Elem b, Elem c, const cpu::GemmShape& s) {
+std::string GemmEngine::unsupported(Elem a, Elem b, Elem c, const ops::GemmShape& s) {
   if (!is_float(c)) return fmt::format("cuda gemm writes f32, bf16 or f16, not {}", name_of(c));
   if (a == Elem::e4m3 || b == Elem::e4m3) {
     if (a != b) return "cuda fp8 gemm needs both inputs in e4m3";
@@ -122,7 +122,7 @@ std::string GemmEngine::unsupported(Elem a, Elem b, Elem c, const cpu::GemmShape
 }
 
 GemmEngine::Plan& GemmEngine::plan_for(const GemmOperand& a, const GemmOperand& b, Elem c_type,
-                                       const cpu::GemmShape& s, bool tf32) {
+                                       const ops::GemmShape& s, bool tf32) {
   const Key key{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, s.broadcast_a, s.broadcast_b,
                 static_cast<int>(a.type), static_cast<int>(b.type), static_cast<int>(c_type), tf32};
   if (auto it = m_plans.find(key); it != m_plans.end()) return it->second;
@@ -183,7 +183,7 @@ std::size_t GemmEngine::tuned_plans() const {
       std::count_if(m_plans.begin(), m_plans.end(), [](const auto& kv) { return kv.second.tuned; }));
 }
 
-void GemmEngine::tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem c_type, const cpu::GemmShape& s,
+void GemmEngine::tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem c_type, const ops::GemmShape& s,
                       float beta, cudaStream_t stream) {
   p.tuned = true;  // also when it fails below: the first heuristic stays, no retry per call
   if (p.candidates.size() < 2) return;
@@ -238,7 +238,7 @@ void GemmEngine::tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem 
   if (best != nullptr) p.algo = *best;
 }
 
-void GemmEngine::gemm(const GemmOperand& a, const GemmOperand& b, void* c, Elem c_type, const cpu::GemmShape& s,
+void GemmEngine::gemm(const GemmOperand& a, const GemmOperand& b, void* c, Elem c_type, const ops::GemmShape& s,
                       bool tf32, cudaStream_t stream) {
   if (const std::string why = unsupported(a.type, b.type, c_type, s); !why.empty()) throw NotExecutable(why);
   Plan& p = plan_for(a, b, c_type, s, tf32);

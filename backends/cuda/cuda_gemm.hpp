@@ -33,7 +33,7 @@
 #include <tuple>
 #include <vector>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 #include "backends/cuda/cuda_convert.hpp"
 
 namespace perfsim::cuda {
@@ -58,11 +58,11 @@ class GemmEngine {
   // c (+)= op(a)·op(b) per `s`; tf32 selects the TF32 tensor-core mode for fp32 storage.
   // Asynchronous on `stream`, capturable. Throws NotExecutable for type combinations or
   // fp8 layouts cuBLASLt does not run (see supported()).
-  void gemm(const GemmOperand& a, const GemmOperand& b, void* c, Elem c_type, const cpu::GemmShape& s,
+  void gemm(const GemmOperand& a, const GemmOperand& b, void* c, Elem c_type, const ops::GemmShape& s,
             bool tf32, cudaStream_t stream);
 
   // "" when gemm() runs these types and this layout directly; otherwise why not.
-  [[nodiscard]] static std::string unsupported(Elem a, Elem b, Elem c, const cpu::GemmShape& s);
+  [[nodiscard]] static std::string unsupported(Elem a, Elem b, Elem c, const ops::GemmShape& s);
 
   // Heuristic cache entries (for tests: a repeated shape must not add one).
   [[nodiscard]] std::size_t cached_plans() const { return m_plans.size(); }
@@ -92,9 +92,9 @@ class GemmEngine {
   };
   // batch, m, n, k, trans_a, trans_b, broadcast_a, broadcast_b, a, b, c, tf32
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool, int, int, int, bool>;
-  Plan& plan_for(const GemmOperand& a, const GemmOperand& b, Elem c_type, const cpu::GemmShape& s, bool tf32);
+  Plan& plan_for(const GemmOperand& a, const GemmOperand& b, Elem c_type, const ops::GemmShape& s, bool tf32);
   // Times p.candidates on these operands into a scratch C and sets p.algo to the fastest.
-  void tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem c_type, const cpu::GemmShape& s, float beta,
+  void tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem c_type, const ops::GemmShape& s, float beta,
             cudaStream_t stream);
 
   // The L2 flush buffer, allocated at the first tuning (0 bytes: none could be).

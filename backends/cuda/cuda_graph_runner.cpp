@@ -13,15 +13,15 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/cpu/cpu_init.hpp"
-#include "backends/cpu/cpu_op_shapes.hpp"
-#include "backends/cpu/parallel.hpp"
-#include "backends/cpu/scalar.hpp"
+#include "backends/common/tensor_init.hpp"
+#include "backends/ops/op_shapes.hpp"
+#include "backends/common/parallel.hpp"
+#include "backends/common/scalar.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_vocab_parallel.hpp"
 #include "backends/cuda/stream_wait.hpp"
-#include "backends/op_spans.hpp"
+#include "backends/common/op_spans.hpp"
 #include "core/cost/memory_model.hpp"
 #include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
@@ -53,7 +53,7 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
     if (const std::string why = m_ranks != nullptr ? rank_op_unsupported_reason(op, g) : op_unsupported_reason(op, g);
         !why.empty())
       throw NotExecutable(why);
-    cpu::check_op(op, g);
+    ops::check_op(op, g);
     if (m_ranks != nullptr) m_bucket[i] = NcclRanks::is_bucket(op, g) ? 1 : 0;
   }
   if (m_ranks != nullptr) m_ranks->prepare(g);
@@ -207,7 +207,7 @@ void GraphRunner::fill_persistent_tensors() {
         continue;
       }
       host_ptrs[id] = m_buffers[id];
-      cpu::fill_persistent(g, host_ptrs, m_seed, m_ranks != nullptr ? m_ranks->rank() : 0);
+      host::fill_persistent(g, host_ptrs, m_seed, m_ranks != nullptr ? m_ranks->rank() : 0);
       host_ptrs[id] = nullptr;
       continue;
     }
@@ -216,7 +216,7 @@ void GraphRunner::fill_persistent_tensors() {
     const bool fp8 = elem_of(t.dtype) == Elem::e4m3;
     host.assign(fp8 ? static_cast<std::size_t>(t.elements()) * sizeof(float) : bytes_of_tensor(t), 0);
     host_ptrs[id] = host.data();
-    cpu::fill_persistent(fp8 ? as_fp32 : g, host_ptrs, m_seed, m_ranks != nullptr ? m_ranks->rank() : 0);
+    host::fill_persistent(fp8 ? as_fp32 : g, host_ptrs, m_seed, m_ranks != nullptr ? m_ranks->rank() : 0);
     host_ptrs[id] = nullptr;
     if (fp8) {
       const auto* x = reinterpret_cast<const float*>(host.data());
@@ -225,7 +225,7 @@ void GraphRunner::fill_persistent_tensors() {
       // calibration's fp8 grid quantizes gigabytes of weights). Each chunk owns its outputs.
       constexpr int64_t grain = 1 << 16;
       std::vector<float> chunk_amax(static_cast<std::size_t>((static_cast<int64_t>(n) + grain - 1) / grain), 0.0f);
-      cpu::parallel_for(static_cast<int64_t>(chunk_amax.size()), 1, [&](int64_t c0, int64_t c1) {
+      host::parallel_for(static_cast<int64_t>(chunk_amax.size()), 1, [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
           float m = 0;
           for (auto i = static_cast<std::size_t>(c * grain); i < std::min(n, static_cast<std::size_t>((c + 1) * grain)); ++i)
@@ -239,7 +239,7 @@ void GraphRunner::fill_persistent_tensors() {
       const float inv = 1.0f / scale;  // as the device quantizer (cuda_convert.cu) does
       const Fp8Storage& st = m_exec->fp8_layouts()[id];
       if (st.transposed) {  // [batch][k, n] -> [batch][n, k], the fp8 GEMM's TN form; by output row
-        cpu::parallel_for(st.batch * st.n, 64, [&](int64_t r0, int64_t r1) {
+        host::parallel_for(st.batch * st.n, 64, [&](int64_t r0, int64_t r1) {
           for (int64_t row = r0; row < r1; ++row) {
             const int64_t bt = row / st.n, c = row % st.n;
             for (int64_t r = 0; r < st.k; ++r)
@@ -248,7 +248,7 @@ void GraphRunner::fill_persistent_tensors() {
           }
         });
       } else {
-        cpu::parallel_for(static_cast<int64_t>(n), grain, [&](int64_t i0, int64_t i1) {
+        host::parallel_for(static_cast<int64_t>(n), grain, [&](int64_t i0, int64_t i1) {
           for (int64_t i = i0; i < i1; ++i)
             q[static_cast<std::size_t>(i)] = __nv_fp8_e4m3(x[static_cast<std::size_t>(i)] * inv).__x;
         });
@@ -610,7 +610,7 @@ std::vector<float> GraphRunner::read(int id) const {
       out[i] = static_cast<float>(q) * scale;
     }
   } else {
-    cpu::convert(host.data(), storage_of(e), out.data(), cpu::Storage::f32, t.elements());
+    host::convert(host.data(), storage_of(e), out.data(), host::Storage::f32, t.elements());
   }
   return out;
 }

@@ -1,5 +1,5 @@
 // Executes a graph on one GPU with the memory model's allocation schedule: persistent
-// tensors allocated, filled on the host with cpu::fill_persistent (the CPU backend's values)
+// tensors allocated, filled on the host with host::fill_persistent (the CPU backend's values)
 // and copied once; each activation allocated right before the op that writes it and
 // released right after its last use (core/cost/memory_model.hpp last_use). Host tensors live in
 // host memory (pageable or pinned, cuda_host_memory.hpp) outside the tracked device peak.
@@ -40,7 +40,7 @@ class GraphRunner {
   // Checks the graph and every op, allocates and fills the persistent tensors. Throws
   // NotExecutable for ops this backend cannot run and for graphs that do not fit.
   // With `ranks`, the graph is one rank's of a parallel run: shards start from the rank's part
-  // of their whole (cpu::fill_persistent), collective ops go through NCCL, vocabulary-parallel
+  // of their whole (host::fill_persistent), collective ops go through NCCL, vocabulary-parallel
   // ops exchange their row statistics through it (cuda_vocab_parallel.hpp), and every wait for
   // the device polls the NCCL communicators for errors (stream_wait.hpp: an error aborts them
   // and throws NcclError rather than waiting for ever).
@@ -80,7 +80,7 @@ class GraphRunner {
   // Whether replay_traced() can time the captured graph op by op (CUPTI asked for, at hand).
   [[nodiscard]] bool traces_ops() const { return m_trace != nullptr && !m_node_op.empty(); }
   // Launches the captured graph once with CUPTI recording it, and appends op i's time to
-  // op_seconds[i] (backends/op_spans.hpp: from the end of the previous op of its stream to the
+  // op_seconds[i] (backends/common/op_spans.hpp: from the end of the previous op of its stream to the
   // end of its last kernel, copy or memset). Returns false, appending nothing, when a node of
   // an op went unrecorded.
   bool replay_traced(std::vector<std::vector<double>>& op_seconds);

@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/ops/op_shapes.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_device.hpp"
@@ -101,7 +101,7 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
       return fmt::format("cuda backend has no fp8 {} kernel (fp8 is a GEMM precision)", name_of(op.kind));
     if (elem(g, op.outputs.at(0)) == Elem::e4m3) return "cuda backend: fp8 gemm writes bf16/fp16/fp32, not fp8";
     try {
-      cpu::GemmShape s = cpu::gemm_shape(op, g);
+      ops::GemmShape s = ops::gemm_shape(op, g);
       s.trans_a = false, s.trans_b = true;  // the runner stages operands into the TN form
       if (std::string why = GemmEngine::unsupported(Elem::e4m3, Elem::e4m3, elem(g, op.outputs[0]), s); !why.empty())
         return why;
@@ -135,7 +135,7 @@ OpExecutor::OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm
   try {
     for (const Op& op : g.ops) {
       if (op.kind != OpKind::adamw || op.attrs.passes > 1) continue;
-      const auto groups = static_cast<int64_t>(cpu::adamw_groups(op, g).size());
+      const auto groups = static_cast<int64_t>(ops::adamw_groups(op, g).size());
       m_adamw_desc[op.id].device =
           m_alloc.allocate(static_cast<std::size_t>(adamw_workspace_bytes(groups)), TensorRole::workspace);
     }
@@ -272,7 +272,7 @@ void OpExecutor::run_host_copy(const Op& op, const std::vector<void*>& buf, bool
 
 void OpExecutor::run_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>&) {
   const Graph& g = m_graph;
-  const cpu::GemmShape s = cpu::gemm_shape(op, g);
+  const ops::GemmShape s = ops::gemm_shape(op, g);
   const int a = op.inputs[0], b = op.inputs[1], c = op.outputs[0];
   if (s.accumulate) copy_if_distinct(buf, op.inputs[2], c);
   const bool tf32 = op.dtype == DType::tf32;
@@ -307,25 +307,25 @@ void OpExecutor::run_gemm(const Op& op, const std::vector<void*>& buf, const std
 
 void OpExecutor::run_adamw(const Op& op, const std::vector<void*>& buf, bool capturing) {
   const Graph& g = m_graph;
-  std::vector<cpu::AdamWGroup> groups;
+  std::vector<ops::AdamWGroup> groups;
   auto ptr = [&](int id) { return buf[static_cast<std::size_t>(id)]; };
-  for (const cpu::AdamWGroupIds& ids : cpu::adamw_groups(op, g)) {
+  for (const ops::AdamWGroupIds& ids : ops::adamw_groups(op, g)) {
     copy_if_distinct(buf, ids.param, ids.param_out);
     copy_if_distinct(buf, ids.m, ids.m_out);
     copy_if_distinct(buf, ids.v, ids.v_out);
-    cpu::AdamWGroup gr;
+    ops::AdamWGroup gr;
     gr.param = ptr(ids.param_out), gr.param_type = storage_of(elem(g, ids.param_out));
     gr.grad = ptr(ids.grad), gr.grad_type = storage_of(elem(g, ids.grad));
     gr.m = ptr(ids.m_out), gr.m_type = storage_of(elem(g, ids.m_out));
     gr.v = ptr(ids.v_out), gr.v_type = storage_of(elem(g, ids.v_out));
     if (ids.weight_out >= 0) gr.weight = ptr(ids.weight_out), gr.weight_type = storage_of(elem(g, ids.weight_out));
     gr.n = g.tensor(ids.param).elements();
-    for (cpu::Storage t : {gr.param_type, gr.grad_type, gr.m_type, gr.v_type})
-      if (t != cpu::Storage::f32 && t != cpu::Storage::bf16 && t != cpu::Storage::f16)
-        fail(op, fmt::format("AdamW tensors must be floating point, got {}", cpu::name_of(t)));
+    for (host::Storage t : {gr.param_type, gr.grad_type, gr.m_type, gr.v_type})
+      if (t != host::Storage::f32 && t != host::Storage::bf16 && t != host::Storage::f16)
+        fail(op, fmt::format("AdamW tensors must be floating point, got {}", host::name_of(t)));
     groups.push_back(gr);
   }
-  const cpu::AdamWParams params = cpu::adamw_params(op);
+  const ops::AdamWParams params = ops::adamw_params(op);
   if (op.attrs.passes > 1) {
     adamw_unfused(groups, params, op.attrs.passes, m_stream);
     return;

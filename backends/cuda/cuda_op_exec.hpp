@@ -54,7 +54,7 @@ class OpExecutor {
  public:
   // Plans every op's workspace for the current device and allocates what the executor holds
   // all step (fused AdamW descriptors; the cuBLAS workspace is counted under workspace).
-  // With `ranks`, g is one rank's graph: its vocabulary-parallel ops (cpu::on_vocab_shard) run
+  // With `ranks`, g is one rank's graph: its vocabulary-parallel ops (ops::on_vocab_shard) run
   // with their NCCL exchanges (cuda_vocab_parallel.hpp), and the executor's waits for a stream
   // watch the communicators (stream_wait.hpp).
   OpExecutor(const Graph& g, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
@@ -63,7 +63,7 @@ class OpExecutor {
   OpExecutor& operator=(const OpExecutor&) = delete;
   ~OpExecutor();
 
-  // op: checked by the caller once per graph (cpu::check_op, op_unsupported_reason: the
+  // op: checked by the caller once per graph (ops::check_op, op_unsupported_reason: the
   // GraphRunner's constructor does), not again here, on the eager dispatch path.
   // buffers[id]: device data of tensor id (every operand of op allocated by the caller);
   // scales[id]: device dequantization scale of an e4m3 tensor (nullptr otherwise).

@@ -13,9 +13,9 @@
 #include <tuple>
 #include <vector>
 
-#include "backends/cpu/cpu_context_parallel.hpp"
-#include "backends/cpu/cpu_op_shapes.hpp"
-#include "backends/cpu/cpu_vocab_parallel.hpp"
+#include "backends/ops/context_parallel.hpp"
+#include "backends/ops/op_shapes.hpp"
+#include "backends/ops/vocab_shard.hpp"
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "backends/cuda/cuda_op_util.hpp"
@@ -46,7 +46,7 @@ namespace {
 constexpr int64_t decode_max_seq_q = decode_kernel_max_seq_q;
 
 // Kernel calls for ops whose float operands share one storage T. `rank`: the executing global
-// rank, whose place says a context-parallel op's rows (cpu_context_parallel.hpp).
+// rank, whose place says a context-parallel op's rows (backends/ops/context_parallel.hpp).
 template <class T>
 void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const std::vector<void*>& out,
                const std::function<void*(std::size_t)>& scratch, const BlasHandle* blas_handle, cudaStream_t st,
@@ -60,14 +60,14 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
   [[maybe_unused]] auto ids_out = [&](std::size_t i) { return static_cast<int32_t*>(out.at(i)); };
   [[maybe_unused]] const auto eps = static_cast<float>(op.attrs.eps);
   switch (op.kind) {
-    case OpKind::attn_softmax: attn_softmax(I(0), O(0), cpu::attn_shape(op, g), st); return;
-    case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), cpu::attn_shape(op, g), st); return;
+    case OpKind::attn_softmax: attn_softmax(I(0), O(0), ops::attn_shape(op, g), st); return;
+    case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), ops::attn_shape(op, g), st); return;
     case OpKind::attn_scores:
     case OpKind::attn_context:
     case OpKind::attn_context_bwd:
     case OpKind::attn_scores_bwd: {
       if (blas_handle == nullptr) throw std::logic_error("cuda backend: attention products without a cuBLAS handle");
-      const cpu::AttnShape a = cpu::attn_shape(op, g);
+      const ops::AttnShape a = ops::attn_shape(op, g);
       AttnGemm blas{blas_handle->handle(), blas_handle->workspace(), BlasHandle::workspace_bytes,
                     op.dtype == DType::tf32, nullptr};
       if (const auto bytes = static_cast<std::size_t>(attn_grad_workspace_bytes(a, static_cast<int>(sizeof(T))));
@@ -84,11 +84,11 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
         // No workspace (workspace.cpp plans none): the decodes' splits merge inside a thread-block
         // cluster. With varlen_attention_workspace_bytes(a) planned and passed, they would merge
         // through it instead, faster on long contexts (varlen_attention.cuh).
-        varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), cpu::varlen_attn_shape(op, g),
+        varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), ops::varlen_attn_shape(op, g),
                                st);
         return;
       }
-      const cpu::AttnShape a = cpu::on_context_rank(cpu::attn_shape(op, g), op, rank);
+      const ops::AttnShape a = ops::on_context_rank(ops::attn_shape(op, g), op, rank);
       auto* lse = static_cast<float*>(out.at(1));
       if (op.attrs.kv_block > 0) {
         void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
@@ -106,69 +106,69 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       return;
     }
     case OpKind::flash_attention_bwd: {
-      const cpu::AttnShape a = cpu::on_context_rank(cpu::attn_shape(op, g), op, rank);
+      const ops::AttnShape a = ops::on_context_rank(ops::attn_shape(op, g), op, rank);
       void* ws = scratch(static_cast<std::size_t>(flash_attention_bwd_workspace_bytes(a, int(sizeof(T)))));
       flash_attention_bwd(I(0), I(1), I(2), I(3), I(4), static_cast<const float*>(in.at(5)), O(0), O(1), O(2), a,
                           ws, st);
       return;
     }
     case OpKind::attn_merge:
-      attn_merge(I(0), f32(1), I(2), f32(3), O(0), f32_out(1), cpu::attn_shape(op, g), st);
+      attn_merge(I(0), f32(1), I(2), f32(3), O(0), f32_out(1), ops::attn_shape(op, g), st);
       return;
     case OpKind::layernorm: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       layernorm(I(0), I(1), I(2), O(0), rc.rows, rc.cols, eps, st);
       return;
     }
     case OpKind::layernorm_bwd: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       auto* ws = static_cast<float*>(scratch(static_cast<std::size_t>(norm_bwd_workspace_floats(rc.rows, rc.cols)) * 4));
       layernorm_bwd(I(0), I(1), I(2), O(0), O(1), O(2), rc.rows, rc.cols, eps, ws, st);
       return;
     }
     case OpKind::rmsnorm: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       rmsnorm(I(0), I(1), O(0), rc.rows, rc.cols, eps, st);
       return;
     }
     case OpKind::rmsnorm_bwd: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       auto* ws = static_cast<float*>(scratch(static_cast<std::size_t>(norm_bwd_workspace_floats(rc.rows, rc.cols)) * 4));
       rmsnorm_bwd(I(0), I(1), I(2), O(0), O(1), rc.rows, rc.cols, eps, ws, st);
       return;
     }
     case OpKind::add_rmsnorm: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       add_rmsnorm(I(0), I(1), I(2), O(0), O(1), rc.rows, rc.cols, eps, st);
       return;
     }
     case OpKind::add_layernorm: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       add_layernorm(I(0), I(1), I(2), I(3), O(0), O(1), rc.rows, rc.cols, eps, st);
       return;
     }
     case OpKind::cross_entropy: {
-      const cpu::RowsCols rc = cpu::row_shape(op, g);
+      const ops::RowsCols rc = ops::row_shape(op, g);
       cross_entropy(I(0), ids(1), static_cast<float*>(out.at(0)), out.size() > 1 ? O(1) : nullptr, rc.rows, rc.cols,
                     st, op.attrs.loss_rows);
       return;
     }
-    case OpKind::gelu: gelu(I(0), O(0), cpu::elementwise_count(op, g), st); return;
-    case OpKind::gelu_bwd: gelu_bwd(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
-    case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
-    case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), cpu::elementwise_count(op, g), st); return;
-    case OpKind::residual_add: residual_add(I(0), I(1), O(0), cpu::elementwise_count(op, g), st); return;
+    case OpKind::gelu: gelu(I(0), O(0), ops::elementwise_count(op, g), st); return;
+    case OpKind::gelu_bwd: gelu_bwd(I(0), I(1), O(0), ops::elementwise_count(op, g), st); return;
+    case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), ops::elementwise_count(op, g), st); return;
+    case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), ops::elementwise_count(op, g), st); return;
+    case OpKind::residual_add: residual_add(I(0), I(1), O(0), ops::elementwise_count(op, g), st); return;
     case OpKind::rope:
-      if (op.attrs.varlen) rope_at(I(0), ids(1), O(0), cpu::rope_shape(op, g), st);
-      else rope(I(0), O(0), cpu::on_context_rank(cpu::rope_shape(op, g), op, rank), st);
+      if (op.attrs.varlen) rope_at(I(0), ids(1), O(0), ops::rope_shape(op, g), st);
+      else rope(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank), st);
       return;
-    case OpKind::rope_bwd: rope_bwd(I(0), O(0), cpu::on_context_rank(cpu::rope_shape(op, g), op, rank), st); return;
+    case OpKind::rope_bwd: rope_bwd(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank), st); return;
     case OpKind::embedding:
       embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0),
-                cpu::on_context_rank(cpu::embedding_shape(op, g), op, rank), st);
+                ops::on_context_rank(ops::embedding_shape(op, g), op, rank), st);
       return;
     case OpKind::embedding_bwd: {
-      const cpu::EmbeddingShape e = cpu::on_context_rank(cpu::embedding_shape(op, g), op, rank);
+      const ops::EmbeddingShape e = ops::on_context_rank(ops::embedding_shape(op, g), op, rank);
       const bool with_pos = out.size() > 1;
       auto* ws = static_cast<float*>(
           scratch(static_cast<std::size_t>(embedding_bwd_workspace_floats<T>(e, with_pos)) * sizeof(float)));
@@ -177,32 +177,32 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     }
     case OpKind::kv_append: {
       if (op.attrs.varlen) {  // run_generic made the output hold the pages
-        const cpu::KvSlotsShape s = cpu::kv_slots_shape(op, g);
+        const ops::KvSlotsShape s = ops::kv_slots_shape(op, g);
         kv_append_slots(I(0), O(0), ids(2), s.tokens, s.row, s.pool_rows, st);
         return;
       }
-      const cpu::KvAppendShape s = cpu::kv_append_shape(op, g);
+      const ops::KvAppendShape s = ops::kv_append_shape(op, g);
       if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, s.paged, st);
       else kv_append(I(0), O(0), s, st);
       return;
     }
     case OpKind::slice_last_token: {
       if (op.attrs.varlen) {
-        const cpu::GatherShape s = cpu::gather_shape(op, g);
+        const ops::GatherShape s = ops::gather_shape(op, g);
         gather_rows(I(0), ids(1), O(0), s.n, s.x_rows, s.cols, st);
         return;
       }
-      const cpu::SliceShape s = cpu::slice_shape(op, g);
+      const ops::SliceShape s = ops::slice_shape(op, g);
       slice_last_token(I(0), O(0), s.batch, s.seq, s.cols, st);
       return;
     }
-    case OpKind::moe_route: moe_route(I(0), f32_out(0), ids_out(1), ids_out(2), cpu::moe_shape(op, g), st); return;
-    case OpKind::moe_route_bwd: moe_route_bwd(I(0), ids(1), f32(2), f32_out(0), cpu::moe_shape(op, g), st); return;
-    case OpKind::moe_dispatch: moe_dispatch(I(0), ids(1), ids(2), O(0), cpu::moe_shape(op, g), st); return;
-    case OpKind::moe_dispatch_bwd: moe_dispatch_bwd(I(0), ids(1), ids(2), O(0), cpu::moe_shape(op, g), st); return;
-    case OpKind::moe_combine: moe_combine(I(0), ids(1), ids(2), f32(3), O(0), cpu::moe_shape(op, g), st); return;
+    case OpKind::moe_route: moe_route(I(0), f32_out(0), ids_out(1), ids_out(2), ops::moe_shape(op, g), st); return;
+    case OpKind::moe_route_bwd: moe_route_bwd(I(0), ids(1), f32(2), f32_out(0), ops::moe_shape(op, g), st); return;
+    case OpKind::moe_dispatch: moe_dispatch(I(0), ids(1), ids(2), O(0), ops::moe_shape(op, g), st); return;
+    case OpKind::moe_dispatch_bwd: moe_dispatch_bwd(I(0), ids(1), ids(2), O(0), ops::moe_shape(op, g), st); return;
+    case OpKind::moe_combine: moe_combine(I(0), ids(1), ids(2), f32(3), O(0), ops::moe_shape(op, g), st); return;
     case OpKind::moe_combine_bwd:
-      moe_combine_bwd(I(0), I(1), ids(2), ids(3), f32(4), O(0), f32_out(1), cpu::moe_shape(op, g), st);
+      moe_combine_bwd(I(0), I(1), ids(2), ids(3), f32(4), O(0), f32_out(1), ops::moe_shape(op, g), st);
       return;
     default: break;
   }
@@ -215,7 +215,7 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
 void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
   const Graph& g = m_graph;
   if (op.kind == OpKind::copy) {
-    const int64_t n = cpu::elementwise_count(op, g);
+    const int64_t n = ops::elementwise_count(op, g);
     const int x = op.inputs[0], y = op.outputs[0];
     copy_tensor(buf[static_cast<std::size_t>(x)], storage_of(elem(g, x)), buf[static_cast<std::size_t>(y)],
                 storage_of(elem(g, y)), n, m_stream);
@@ -260,7 +260,7 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
 
   const std::function<void*(std::size_t)> scratch_fn = [this](std::size_t bytes) { return scratch(bytes); };
   const int rank = m_ranks != nullptr ? m_ranks->rank() : 0;
-  if (m_ranks != nullptr && cpu::on_vocab_shard(op, g)) {
+  if (m_ranks != nullptr && ops::on_vocab_shard(op, g)) {
     // A vocabulary split among ranks: the same staged operands, the rank's part of the op.
     const std::function<void*(std::size_t)> extra_fn = [this](std::size_t bytes) { return scratch_or_extra(bytes); };
     switch (*kernel) {

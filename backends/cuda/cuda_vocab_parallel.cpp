@@ -8,43 +8,26 @@
 
 #include <stdexcept>
 
-#include "backends/cpu/cpu_context_parallel.hpp"
-#include "backends/cpu/cpu_op_shapes.hpp"
-#include "backends/cpu/cpu_vocab_parallel.hpp"
+#include "backends/ops/context_parallel.hpp"
+#include "backends/ops/op_shapes.hpp"
+#include "backends/ops/vocab_shard.hpp"
 #include "backends/cuda/cuda_op_exec.hpp"
 #include "backends/cuda/kernels/embedding.cuh"
 #include "backends/cuda/kernels/vocab_parallel.cuh"
 
 namespace perfsim::cuda {
 
-namespace {
-
-// The tensor that carries the vocabulary's split, and the dimension it is split along: the
-// table's rows (embedding, its gradient in backward), the logits' columns (cross-entropy).
-// The same operand as cpu_vocab_parallel.cpp's sharded_operand.
-const Tensor& sharded_operand(const Op& op, const Graph& g, int& vocab_dim) {
-  switch (op.kind) {
-    case OpKind::embedding: vocab_dim = 0; return g.tensor(op.inputs.at(1));
-    case OpKind::embedding_bwd: vocab_dim = 0; return g.tensor(op.outputs.at(0));
-    case OpKind::cross_entropy: vocab_dim = 1; return g.tensor(op.inputs.at(0));
-    default: throw std::logic_error(fmt::format("'{}' is no vocabulary op", op.name));
-  }
-}
-
-}  // namespace
-
 std::string rank_op_unsupported_reason(const Op& op, const Graph& g) {
   if (op.kind == OpKind::collective) return NcclRanks::unsupported_reason(op, g);
   if (std::string why = op_unsupported_reason(op, g); !why.empty()) return why;
-  if (!cpu::on_vocab_shard(op, g)) return {};
+  if (!ops::on_vocab_shard(op, g)) return {};
 #ifndef PERFSIM_HAVE_NCCL
   return fmt::format("perfsim was built without NCCL: GPU ranks cannot run the vocabulary-parallel '{}'", op.name);
 #else
-  int dim = 0;
-  const Tensor& t = sharded_operand(op, g, dim);
-  if (t.shard.front().dim != dim)
+  const ops::VocabOperand v = ops::vocab_operand(op, g);
+  if (v.tensor->shard.front().dim != v.vocab_dim)
     return fmt::format("GPU ranks split the vocabulary of '{}' along dimension {} of '{}' only (its shard has {})",
-                       op.name, dim, t.name, t.shard.front().dim);
+                       op.name, v.vocab_dim, v.tensor->name, v.tensor->shard.front().dim);
   return {};
 #endif
 }
@@ -53,8 +36,7 @@ template <class T>
 void run_vocab_parallel(const Op& op, const Graph& g, const std::vector<void*>& in, const std::vector<void*>& out,
                         NcclRanks& ranks, const std::function<void*(std::size_t)>& scratch,
                         const std::function<void*(std::size_t)>& extra, cudaStream_t stream) {
-  int dim = 0;
-  const Shard& s = sharded_operand(op, g, dim).shard.front();
+  const Shard& s = *ops::vocab_shard(op, g);
   const RankGroup group{s.parts, s.stride};
   const int place = group.place(ranks.rank());
   auto I = [&](std::size_t i) { return static_cast<const T*>(in.at(i)); };
@@ -63,13 +45,13 @@ void run_vocab_parallel(const Op& op, const Graph& g, const std::vector<void*>& 
   switch (op.kind) {
     case OpKind::embedding: {
       // e.vocab: this rank's rows; positions: its chunks of each sequence under context parallelism
-      const cpu::EmbeddingShape e = cpu::on_context_rank(cpu::embedding_shape(op, g), op, ranks.rank());
+      const ops::EmbeddingShape e = ops::on_context_rank(ops::embedding_shape(op, g), op, ranks.rank());
       const T* positions = in.size() > 2 && place == 0 ? I(2) : nullptr;
       vocab_embedding<T>(ids(0), I(1), positions, O(0), e, place * e.vocab, stream);
       return;
     }
     case OpKind::embedding_bwd: {
-      const cpu::EmbeddingShape e = cpu::on_context_rank(cpu::embedding_shape(op, g), op, ranks.rank());
+      const ops::EmbeddingShape e = ops::on_context_rank(ops::embedding_shape(op, g), op, ranks.rank());
       const bool with_pos = out.size() > 1;
       auto* ws = static_cast<float*>(
           scratch(static_cast<std::size_t>(embedding_bwd_workspace_floats<T>(e, with_pos)) * sizeof(float)));

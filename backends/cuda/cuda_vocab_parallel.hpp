@@ -30,7 +30,7 @@ namespace perfsim::cuda {
 // the vocabulary-parallel ops here, every other op as op_unsupported_reason has it.
 [[nodiscard]] std::string rank_op_unsupported_reason(const Op& op, const Graph& g);
 
-// Runs vocabulary-parallel op `op` (cpu::on_vocab_shard) with its operands staged to T:
+// Runs vocabulary-parallel op `op` (ops::on_vocab_shard) with its operands staged to T:
 // in/out as run_generic passes them to the kernels. scratch: the op's planned workspace (the
 // fp32 sums of 16-bit embedding gradients); extra: device memory released with it (the loss's
 // 2 · rows floats of row statistics).

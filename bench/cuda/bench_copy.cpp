@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   PERFSIM_CUDA_CHECK(cudaMemset(a, 0x3c, mat));  // bf16 0x3c3c: about 0.0115, finite
   PERFSIM_CUDA_CHECK(cudaMemset(b, 0x3c, mat));
   gpu::GemmEngine gemm;
-  perfsim::cpu::GemmShape shape;
+  perfsim::ops::GemmShape shape;
   shape.m = shape.n = shape.k = n;
   const gpu::GemmOperand ga{a, gpu::Elem::bf16, nullptr}, gb{b, gpu::Elem::bf16, nullptr};
   auto one_gemm = [&] { gemm.gemm(ga, gb, c, gpu::Elem::bf16, shape, false, s0); };

@@ -195,26 +195,26 @@ int main(int argc, char** argv) {
                     });
     }
     {
-      const cpu::RopeShape r{.tokens = rows, .heads = 32, .head_dim = cols / 32, .seq = rows, .position = 0};
+      const ops::RopeShape r{.tokens = rows, .heads = 32, .head_dim = cols / 32, .seq = rows, .position = 0};
       bench("rope", "bf16", shape, 2 * e2, [&](int s) { gpu::rope(x[s], z[s], r, nullptr); });
       // Model shapes (head_dim 128): grouped K heads and many query heads over a long prompt,
       // one decode token, a small decode batch.
       struct RopeCase { int64_t tokens, heads; };
       for (const RopeCase c : {RopeCase{5120, 4}, RopeCase{5120, 20}, RopeCase{3000, 6}, RopeCase{1, 28},
                                RopeCase{32, 8}}) {
-        const cpu::RopeShape m{.tokens = c.tokens, .heads = c.heads, .head_dim = 128, .seq = c.tokens, .position = 0};
+        const ops::RopeShape m{.tokens = c.tokens, .heads = c.heads, .head_dim = 128, .seq = c.tokens, .position = 0};
         bench("rope (model shape)", "bf16", dims(c.tokens, c.heads) + "x128", 2.0 * 2 * c.tokens * c.heads * 128,
               [&](int s) { gpu::rope(x[s], z[s], m, nullptr); });
       }
     }
     {
       // Scores of 32 heads × 1024 queries × 1024 keys: the same 32 Mi elements.
-      const cpu::AttnShape a{.batch = 1, .seq_q = 1024, .seq_kv = 1024, .heads = 32, .kv_heads = 32,
+      const ops::AttnShape a{.batch = 1, .seq_q = 1024, .seq_kv = 1024, .heads = 32, .kv_heads = 32,
                              .head_dim = 128, .kv_capacity = 1024, .grad_capacity = 1024, .causal = false};
       bench("attn_softmax", "bf16", "1x32x1024x1024", 2 * e2, [&](int s) { gpu::attn_softmax(x[s], z[s], a, nullptr); });
       // Causal training shapes (8 heads, seq_q = seq_kv): rows of 80 to 256 packs of 8, one warp each.
       for (const int64_t skv : {int64_t{640}, int64_t{768}, int64_t{1000}, int64_t{1024}, int64_t{1280}, int64_t{2048}}) {
-        const cpu::AttnShape m{.batch = 1, .seq_q = skv, .seq_kv = skv, .heads = 8, .kv_heads = 8, .head_dim = 128,
+        const ops::AttnShape m{.batch = 1, .seq_q = skv, .seq_kv = skv, .heads = 8, .kv_heads = 8, .head_dim = 128,
                                .kv_capacity = skv, .grad_capacity = skv, .causal = true};
         bench("attn_softmax (model shape)", "bf16", "1x8x" + dims(skv, skv), 2.0 * 2 * 8 * skv * skv,
               [&](int s) { gpu::attn_softmax(x[s], z[s], m, nullptr); });
@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
     }
     {
       const int64_t vocab = 32000, tokens = rows;
-      const cpu::EmbeddingShape e{.tokens = tokens, .vocab = vocab, .hidden = cols, .seq = tokens};
+      const ops::EmbeddingShape e{.tokens = tokens, .vocab = vocab, .hidden = cols, .seq = tokens};
       bf16* table = alloc<bf16>(vocab * cols);
       fill_kernel<<<1024, 256>>>(table, vocab * cols, 7);
       int32_t* ids = alloc<int32_t>(tokens);
@@ -255,12 +255,12 @@ int main(int argc, char** argv) {
     {
       // AdamW over 16 Mi fp32 parameters in 8 tensors: params, grads, m, v all fp32.
       const int64_t tensors = 8, per = (int64_t{1} << 24) / tensors;
-      std::vector<std::vector<cpu::AdamWGroup>> groups(sets);
+      std::vector<std::vector<ops::AdamWGroup>> groups(sets);
       std::vector<gpu::AdamWDeviceGroup*> descs(sets);
       int64_t chunks = 0;
       for (int s = 0; s < sets; ++s) {
         for (int64_t t = 0; t < tensors; ++t) {
-          cpu::AdamWGroup g;
+          ops::AdamWGroup g;
           g.param = f32_one(per, 20 + t + 100 * s);
           g.grad = f32_one(per, 30 + t + 100 * s);
           g.m = f32_one(per, 40 + t + 100 * s, -0.1f, 0.2f);
@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
         descs[s] = static_cast<gpu::AdamWDeviceGroup*>(static_cast<void*>(alloc<uint8_t>(gpu::adamw_workspace_bytes(tensors))));
         PERFSIM_CUDA_CHECK(cudaMemcpy(descs[s], d.data(), d.size() * sizeof(d[0]), cudaMemcpyHostToDevice));
       }
-      const cpu::AdamWParams p{};
+      const ops::AdamWParams p{};
       const double elems = static_cast<double>(tensors * per);
       bench("adamw fused (1 launch)", "fp32", "8x2Mi", elems * 4 * 7,  // read p,g,m,v; write p,m,v
             [&](int s) { gpu::adamw_fused(descs[s], tensors, chunks, p, nullptr); });
@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
       // One small tensor: a norm's weights, a small projection (the sweeps' launches and
       // latency, not bandwidth, set these; their four sets stay in L2).
       for (const int64_t small : {int64_t{3584}, int64_t{327680}}) {
-        std::vector<std::vector<cpu::AdamWGroup>> one(sets);
+        std::vector<std::vector<ops::AdamWGroup>> one(sets);
         for (int s = 0; s < sets; ++s) {
           one[s] = {groups[s][0]};
           one[s][0].n = small;

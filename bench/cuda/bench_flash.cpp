@@ -26,7 +26,7 @@
 
 namespace {
 
-using perfsim::cpu::AttnShape;
+using perfsim::ops::AttnShape;
 namespace gpu = perfsim::cuda;
 
 // Uniform values in [-1, 1) filled on the host (never zeros: zeros time faster).

@@ -73,7 +73,7 @@ Row run_case(const Case& c, gpu::GemmEngine& engine, gpu::GemmEngine& untuned, c
   float* scale_b = scales + 64;  // its own 256-byte line
   PERFSIM_CUDA_CHECK(cudaMemcpy(scale_b, ones, sizeof(float), cudaMemcpyHostToDevice));
 
-  perfsim::cpu::GemmShape s;
+  perfsim::ops::GemmShape s;
   s.m = c.m, s.n = c.n, s.k = c.k, s.trans_b = fp8;
   Row row{c};
   // The first warm-up launch of the tuned engine creates and tunes the plan.

@@ -51,7 +51,7 @@ std::vector<double> time_layouts(gpu::GemmEngine& engine, Elem t, const Shape& s
   PERFSIM_CUDA_CHECK(cudaMalloc(&out, static_cast<std::size_t>(sh.m * sh.n) * eb));
   std::vector<double> result;
   for (const Layout& l : layouts) {
-    perfsim::cpu::GemmShape s;
+    perfsim::ops::GemmShape s;
     s.m = sh.m, s.n = sh.n, s.k = sh.k, s.trans_a = l.trans_a, s.trans_b = l.trans_b;
     auto launch = [&](int r) {
       engine.gemm({as[static_cast<std::size_t>(r)], t, nullptr}, {bs[static_cast<std::size_t>(r)], t, nullptr}, out, t,

@@ -37,7 +37,7 @@ struct RunOptions {
   // (OpMeasurement::device). Calibration, which fits the eager pacing itself, turns it off.
   bool device_times = true;
   // Seconds the timed runs last at least: past `repeats`, more runs until then (at most
-  // max_timed_runs, backends/timed_runs.hpp). 0: exactly `repeats`.
+  // max_timed_runs, backends/common/timed_runs.hpp). 0: exactly `repeats`.
   double min_time = 0;
   // What the run is, for profilers: "SCENARIO / STEP" (and "· rank R" on ranks); the CUDA
   // backend names an NVTX range after it around the step's passes. Empty: no range.

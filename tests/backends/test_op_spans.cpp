@@ -1,4 +1,4 @@
-// Op times from the device's records of a step (backends/op_spans.hpp), by hand: launch gaps
+// Op times from the device's records of a step (backends/common/op_spans.hpp), by hand: launch gaps
 // belong to the op after them, waiting on another stream belongs to no op, ops without work
 // take 0, and one stream's ops add up to the span of its work.
 #include <doctest/doctest.h>
@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "approx.hpp"
-#include "backends/op_spans.hpp"
+#include "backends/common/op_spans.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;

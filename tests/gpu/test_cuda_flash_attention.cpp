@@ -24,14 +24,14 @@
 
 namespace {
 
-using perfsim::cpu::AttnShape;
+using perfsim::ops::AttnShape;
 namespace cpu = perfsim::cpu;
 namespace gpu = perfsim::cuda;
 
 // The device type with the same bits as a CPU storage type.
 template <class C> struct device_type { using type = float; };
-template <> struct device_type<cpu::bf16> { using type = __nv_bfloat16; };
-template <> struct device_type<cpu::half> { using type = __half; };
+template <> struct device_type<host::bf16> { using type = __nv_bfloat16; };
+template <> struct device_type<host::half> { using type = __half; };
 template <class C> using dev_t = typename device_type<C>::type;
 
 template <class C> double tolerance() { return std::is_same_v<C, float> ? 1e-4 : 1e-2; }
@@ -53,7 +53,7 @@ template <class C> std::vector<C> random_vec(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.f, 1.f);
   std::vector<C> v(n);
-  for (auto& x : v) x = cpu::from_f32<C>(dist(rng));
+  for (auto& x : v) x = host::from_f32<C>(dist(rng));
   return v;
 }
 
@@ -73,7 +73,7 @@ template <class C> std::vector<C> download(const DeviceBuf& d, size_t n) {
 template <class C> double norm_err(const std::vector<C>& a, const std::vector<C>& b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    const double x = cpu::to_f32(a[i]), y = cpu::to_f32(b[i]);
+    const double x = host::to_f32(a[i]), y = host::to_f32(b[i]);
     if (std::isnan(x)) return INFINITY;
     num = std::max(num, std::abs(x - y));
     den = std::max(den, std::abs(y));
@@ -178,39 +178,39 @@ TEST_CASE("cuda flash attention forward bf16 tensor cores, GQA 8:2, both tile he
     for (int bm : {64, 128}) {
       CAPTURE(causal);
       CAPTURE(bm);
-      check_forward<cpu::bf16>(shape(2, 256, 256, 8, 2, 128, causal), Fwd::flash, bm);
-      check_forward<cpu::bf16>(shape(1, 77, 300, 8, 2, 64, causal, 320), Fwd::flash, bm);
+      check_forward<host::bf16>(shape(2, 256, 256, 8, 2, 128, causal), Fwd::flash, bm);
+      check_forward<host::bf16>(shape(1, 77, 300, 8, 2, 64, causal, 320), Fwd::flash, bm);
     }
 }
 
 TEST_CASE("cuda flash attention forward fp16 odd lengths and fp32 fallback") {
   for (bool causal : {false, true}) {
     CAPTURE(causal);
-    check_forward<cpu::half>(shape(2, 77, 300, 8, 2, 128, causal, 333), Fwd::flash);
+    check_forward<host::half>(shape(2, 77, 300, 8, 2, 128, causal, 333), Fwd::flash);
     check_forward<float>(shape(1, 77, 300, 8, 2, 64, causal, 320), Fwd::flash);
-    check_forward<cpu::bf16>(shape(1, 33, 70, 4, 4, 96, causal), Fwd::flash);  // simple path
+    check_forward<host::bf16>(shape(1, 33, 70, 4, 4, 96, causal), Fwd::flash);  // simple path
   }
 }
 
 TEST_CASE("cuda flash attention forward: causal rows that see nothing get O = 0, LSE = -inf") {
-  check_forward<cpu::bf16>(shape(1, 100, 40, 4, 2, 64, true), Fwd::flash);
+  check_forward<host::bf16>(shape(1, 100, 40, 4, 2, 64, true), Fwd::flash);
   check_forward<float>(shape(1, 100, 40, 4, 2, 64, true), Fwd::flash);
 }
 
 TEST_CASE("cuda decode attention split-KV matches the CPU on a partly filled cache") {
-  check_forward<cpu::bf16>(shape(3, 1, 1000, 8, 2, 128, false, 1024), Fwd::decode);
-  check_forward<cpu::bf16>(shape(3, 1, 1000, 8, 2, 128, true, 1024), Fwd::decode);
-  check_forward<cpu::bf16>(shape(2, 4, 777, 8, 2, 64, true, 800), Fwd::decode);  // 8 rows per pass
+  check_forward<host::bf16>(shape(3, 1, 1000, 8, 2, 128, false, 1024), Fwd::decode);
+  check_forward<host::bf16>(shape(3, 1, 1000, 8, 2, 128, true, 1024), Fwd::decode);
+  check_forward<host::bf16>(shape(2, 4, 777, 8, 2, 64, true, 800), Fwd::decode);  // 8 rows per pass
   check_forward<float>(shape(2, 3, 300, 12, 2, 64, true, 512), Fwd::decode);     // 18 rows: 3 passes
-  check_forward<cpu::half>(shape(1, 1, 5, 4, 1, 32, false, 8), Fwd::decode);
+  check_forward<host::half>(shape(1, 1, 5, 4, 1, 32, false, 8), Fwd::decode);
   // GQA groups of 5, 7 and 8 at one query: a pass of 4 rows, then one of the rest.
-  check_forward<cpu::bf16>(shape(3, 1, 1100, 25, 5, 128, true, 1200), Fwd::decode);
+  check_forward<host::bf16>(shape(3, 1, 1100, 25, 5, 128, true, 1200), Fwd::decode);
   check_forward<float>(shape(2, 1, 400, 14, 2, 256, true, 512), Fwd::decode);
-  check_forward<cpu::half>(shape(2, 1, 333, 16, 2, 64, false, 333), Fwd::decode);
+  check_forward<host::half>(shape(2, 1, 333, 16, 2, 64, false, 333), Fwd::decode);
 }
 
 TEST_CASE("cuda paged decode attention reads K/V through a block table") {
-  using C = cpu::bf16;
+  using C = host::bf16;
   using G = __nv_bfloat16;
   // 16-row pages take the shift-and-mask path, 12-row pages the division.
   for (const int block_size : {16, 12}) {
@@ -263,8 +263,8 @@ TEST_CASE("cuda flash attention backward matches cpu::flash_attention_bwd") {
     AttnShape a = shape(1, 77, 300, 8, 2, 64, causal, 320);
     a.grad_capacity = 330;  // rows 300..329 of dK/dV must come back as zeros
     check_backward<float>(a);
-    check_backward<cpu::bf16>(shape(2, 128, 128, 4, 2, 128, causal));
-    check_backward<cpu::half>(shape(1, 40, 90, 4, 1, 64, causal, 96));
+    check_backward<host::bf16>(shape(2, 128, 128, 4, 2, 128, causal));
+    check_backward<host::half>(shape(1, 40, 90, 4, 1, 64, causal, 96));
   }
 }
 
@@ -276,11 +276,11 @@ TEST_CASE("cuda flash attention backward tensor cores: both kv tiles, GQA, odd l
       // d 128, GQA 8:2, seq_q < seq_kv (causal diagonal offset), partial tiles both ways.
       AttnShape a = shape(2, 77, 300, 8, 2, 128, causal, 320);
       a.grad_capacity = 333;  // dK/dV rows 300..332 must come back as zeros
-      check_backward<cpu::bf16>(a, bn);
+      check_backward<host::bf16>(a, bn);
       // d 64, MHA, seq_q > seq_kv: causal rows 0..59 see nothing (LSE -inf).
-      check_backward<cpu::half>(shape(1, 100, 40, 4, 4, 64, causal), bn);
+      check_backward<host::half>(shape(1, 100, 40, 4, 4, 64, causal), bn);
       // several full tiles, GQA 4:1
-      check_backward<cpu::bf16>(shape(1, 256, 256, 4, 1, 64, causal), bn);
+      check_backward<host::bf16>(shape(1, 256, 256, 4, 1, 64, causal), bn);
     }
 }
 
@@ -296,8 +296,8 @@ TEST_CASE("cuda flash attention backward tensor cores: GQA groups split over CTA
         CAPTURE(bn);
         AttnShape a = shape(3, 100, 100, 18, 6, 128, causal, 112);
         a.grad_capacity = 120;
-        check_backward<cpu::bf16>(a, bn, 9, split);
-        check_backward<cpu::half>(shape(2, 70, 90, 6, 2, 64, causal), bn, 11, split);
+        check_backward<host::bf16>(a, bn, 9, split);
+        check_backward<host::half>(shape(2, 70, 90, 6, 2, 64, causal), bn, 11, split);
       }
   CHECK(gpu::flash_bwd_splits_group(shape(1, 8, 8, 6, 2, 64, false), 2));
   CHECK_FALSE(gpu::flash_bwd_splits_group(shape(1, 8, 8, 6, 6, 64, false), 2));  // MHA
@@ -314,8 +314,8 @@ TEST_CASE("cuda flash attention: ring-attention blocks that skip query rows or r
     skip.q_first = 37;
     AttnShape half = shape(2, 96, 48, 8, 2, tensor_cores ? 64 : 96, false, 96);
     for (const AttnShape& a : {skip, half}) {
-      check_forward<cpu::bf16>(a, Fwd::flash);
-      check_backward<cpu::bf16>(a);
+      check_forward<host::bf16>(a, Fwd::flash);
+      check_backward<host::bf16>(a);
       check_forward<float>(a, Fwd::flash);
       check_backward<float>(a);
     }
@@ -323,11 +323,11 @@ TEST_CASE("cuda flash attention: ring-attention blocks that skip query rows or r
   // The split-KV kernel leaves skipped rows to the flash kernel.
   AttnShape few = shape(1, 8, 8, 4, 2, 64, false);
   few.q_first = 4;
-  check_forward<cpu::bf16>(few, Fwd::decode);
+  check_forward<host::bf16>(few, Fwd::decode);
 }
 
 TEST_CASE("cuda attn_merge matches cpu::attn_merge, empty rows included") {
-  using C = cpu::bf16;
+  using C = host::bf16;
   using G = __nv_bfloat16;
   const AttnShape a = shape(2, 33, 33, 4, 2, 64, false);
   const auto oa = random_vec<C>(q_elems(a), 21), ob = random_vec<C>(q_elems(a), 22);

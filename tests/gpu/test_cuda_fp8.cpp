@@ -77,10 +77,10 @@ TEST_CASE("cuda fp8: the activation quantizer matches the host e4m3 recipe") {
   for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{4097}, fp8_single_block_max, fp8_single_block_max + 1,
                     int64_t{300001}, int64_t{1} << 21}) {
     check_quantizer<float>(Elem::f32, n, 0, 21);
-    check_quantizer<cpu::bf16>(Elem::bf16, n, 0, 22);
-    check_quantizer<cpu::bf16>(Elem::bf16, n, 3, 23);  // unaligned x and q: the scalar path
+    check_quantizer<host::bf16>(Elem::bf16, n, 0, 22);
+    check_quantizer<host::bf16>(Elem::bf16, n, 3, 23);  // unaligned x and q: the scalar path
   }
-  check_quantizer<cpu::half>(Elem::f16, 70000, 0, 24);
+  check_quantizer<host::half>(Elem::f16, 70000, 0, 24);
   // All zeros: scale 1, zero bytes.
   const DeviceBuffer zeros = to_device(std::vector<float>(100000, 0.0f));
   DeviceBuffer q = poisoned<unsigned char>(100000), scale = poisoned<float>(1);

@@ -23,37 +23,37 @@ using namespace perfsim::cuda::test;
 
 namespace {
 
-std::size_t a_elems(const cpu::GemmShape& s) { return static_cast<std::size_t>((s.broadcast_a ? 1 : s.batch) * s.m * s.k); }
-std::size_t b_elems(const cpu::GemmShape& s) { return static_cast<std::size_t>((s.broadcast_b ? 1 : s.batch) * s.k * s.n); }
-std::size_t c_elems(const cpu::GemmShape& s) { return static_cast<std::size_t>(s.batch * s.m * s.n); }
+std::size_t a_elems(const ops::GemmShape& s) { return static_cast<std::size_t>((s.broadcast_a ? 1 : s.batch) * s.m * s.k); }
+std::size_t b_elems(const ops::GemmShape& s) { return static_cast<std::size_t>((s.broadcast_b ? 1 : s.batch) * s.k * s.n); }
+std::size_t c_elems(const ops::GemmShape& s) { return static_cast<std::size_t>(s.batch * s.m * s.n); }
 
 // The CPU result for float inputs (already rounded to the storage the GPU sees).
 std::vector<float> cpu_gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<float> c,
-                            const cpu::GemmShape& s) {
-  cpu::gemm(a.data(), cpu::Storage::f32, b.data(), cpu::Storage::f32, c.data(), cpu::Storage::f32, s, nullptr);
+                            const ops::GemmShape& s) {
+  cpu::gemm(a.data(), host::Storage::f32, b.data(), host::Storage::f32, c.data(), host::Storage::f32, s, nullptr);
   return c;
 }
 
 // Runs one GEMM with inputs in storage T (float, bf16 or half) and C in TC; returns C as float.
 template <class T, class TC>
 std::vector<float> gpu_gemm(GemmEngine& e, const std::vector<float>& a, const std::vector<float>& b,
-                            const std::vector<float>& c0, const cpu::GemmShape& s, Elem t, Elem tc, bool tf32) {
+                            const std::vector<float>& c0, const ops::GemmShape& s, Elem t, Elem tc, bool tf32) {
   const DeviceBuffer da = to_device(to_storage<T>(a)), db = to_device(to_storage<T>(b));
   DeviceBuffer dc = s.accumulate ? to_device(to_storage<TC>(c0)) : poisoned<TC>(c_elems(s));
   e.gemm({da.get(), t}, {db.get(), t}, dc.get(), tc, s, tf32, nullptr);
   return to_floats(from_device<TC>(dc, c_elems(s)));
 }
 
-std::string describe(const cpu::GemmShape& s) {
+std::string describe(const ops::GemmShape& s) {
   return "batch " + std::to_string(s.batch) + " m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " +
          std::to_string(s.k) + (s.trans_a ? " trans_a" : "") + (s.trans_b ? " trans_b" : "") +
          (s.accumulate ? " accumulate" : "") + (s.broadcast_a ? " broadcast_a" : "") + (s.broadcast_b ? " broadcast_b" : "");
 }
 
-std::vector<cpu::GemmShape> shapes() {
-  std::vector<cpu::GemmShape> out;
+std::vector<ops::GemmShape> shapes() {
+  std::vector<ops::GemmShape> out;
   auto add = [&](int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool acc, bool ba, bool bb) {
-    cpu::GemmShape s;
+    ops::GemmShape s;
     s.batch = batch, s.m = m, s.n = n, s.k = k, s.trans_a = ta, s.trans_b = tb, s.accumulate = acc;
     s.broadcast_a = ba, s.broadcast_b = bb;
     out.push_back(s);
@@ -72,7 +72,7 @@ std::vector<cpu::GemmShape> shapes() {
 
 TEST_CASE("cuda gemm: fp32 and tf32 match cpu::gemm") {
   GemmEngine e;
-  for (const cpu::GemmShape& s : shapes()) {
+  for (const ops::GemmShape& s : shapes()) {
     INFO(describe(s));
     const auto a = random_vec(a_elems(s), 1), b = random_vec(b_elems(s), 2), c0 = random_vec(c_elems(s), 3);
     const auto want = cpu_gemm(a, b, c0, s);
@@ -85,24 +85,24 @@ TEST_CASE("cuda gemm: fp32 and tf32 match cpu::gemm") {
 
 TEST_CASE("cuda gemm: bf16 and fp16 accumulate in fp32") {
   GemmEngine e;
-  for (const cpu::GemmShape& s : shapes()) {
+  for (const ops::GemmShape& s : shapes()) {
     INFO(describe(s));
     const auto a = random_vec(a_elems(s), 4), b = random_vec(b_elems(s), 5), c0 = random_vec(c_elems(s), 6);
     {
-      const auto want = cpu_gemm(rounded<cpu::bf16>(a), rounded<cpu::bf16>(b), rounded<cpu::bf16>(c0), s);
-      CHECK(rel_err(gpu_gemm<cpu::bf16, cpu::bf16>(e, a, b, c0, s, Elem::bf16, Elem::bf16, false), want) < 1e-2);
+      const auto want = cpu_gemm(rounded<host::bf16>(a), rounded<host::bf16>(b), rounded<host::bf16>(c0), s);
+      CHECK(rel_err(gpu_gemm<host::bf16, host::bf16>(e, a, b, c0, s, Elem::bf16, Elem::bf16, false), want) < 1e-2);
       // bf16 inputs, fp32 output: only fp32 rounding differs.
-      const auto want32 = cpu_gemm(rounded<cpu::bf16>(a), rounded<cpu::bf16>(b), c0, s);
-      CHECK(rel_err(gpu_gemm<cpu::bf16, float>(e, a, b, c0, s, Elem::bf16, Elem::f32, false), want32) < 1e-5);
+      const auto want32 = cpu_gemm(rounded<host::bf16>(a), rounded<host::bf16>(b), c0, s);
+      CHECK(rel_err(gpu_gemm<host::bf16, float>(e, a, b, c0, s, Elem::bf16, Elem::f32, false), want32) < 1e-5);
     }
-    const auto want = cpu_gemm(rounded<cpu::half>(a), rounded<cpu::half>(b), rounded<cpu::half>(c0), s);
-    CHECK(rel_err(gpu_gemm<cpu::half, cpu::half>(e, a, b, c0, s, Elem::f16, Elem::f16, false), want) < 1e-2);
+    const auto want = cpu_gemm(rounded<host::half>(a), rounded<host::half>(b), rounded<host::half>(c0), s);
+    CHECK(rel_err(gpu_gemm<host::half, host::half>(e, a, b, c0, s, Elem::f16, Elem::f16, false), want) < 1e-2);
   }
 }
 
 TEST_CASE("cuda gemm: plans are cached per shape") {
   GemmEngine e;
-  cpu::GemmShape s;
+  ops::GemmShape s;
   s.m = 8, s.n = 16, s.k = 32;
   const auto a = random_vec(8 * 32, 1), b = random_vec(32 * 16, 2);
   (void)gpu_gemm<float, float>(e, a, b, {}, s, Elem::f32, Elem::f32, false);
@@ -151,23 +151,23 @@ TEST_CASE("cuda gemm: fp8 e4m3 (TN) matches a CPU gemm on e4m3-quantized inputs"
     CAPTURE(m);
     CAPTURE(n);
     CAPTURE(k);
-    cpu::GemmShape s;
+    ops::GemmShape s;
     s.m = m, s.n = n, s.k = k, s.trans_b = true, s.accumulate = acc;
     const auto a = random_vec(static_cast<std::size_t>(m * k), 7);
     const auto b = random_vec(static_cast<std::size_t>(n * k), 8, 0.05f);  // stored [n, k]
     const auto c0 = random_vec(static_cast<std::size_t>(m * n), 9);
     const Quantized qa = quantize_host(a), qb = quantize_host(b);
-    const auto want = cpu_gemm(qa.dequantized, qb.dequantized, rounded<cpu::bf16>(c0), s);
+    const auto want = cpu_gemm(qa.dequantized, qb.dequantized, rounded<host::bf16>(c0), s);
     const DeviceBuffer da = to_device(qa.q), db = to_device(qb.q);
     const DeviceBuffer sa = to_device(std::vector<float>{qa.scale}), sb = to_device(std::vector<float>{qb.scale});
-    DeviceBuffer dc = acc ? to_device(to_storage<cpu::bf16>(c0)) : poisoned<cpu::bf16>(static_cast<std::size_t>(m * n));
+    DeviceBuffer dc = acc ? to_device(to_storage<host::bf16>(c0)) : poisoned<host::bf16>(static_cast<std::size_t>(m * n));
     e.gemm({da.get(), Elem::e4m3, sa.as<float>()}, {db.get(), Elem::e4m3, sb.as<float>()}, dc.get(), Elem::bf16, s,
            false, nullptr);
     // Exact products of e4m3 values summed in fp32; the bf16 output rounds (2^-9).
-    CHECK(rel_err(to_floats(from_device<cpu::bf16>(dc, static_cast<std::size_t>(m * n))), want) < 1e-2);
+    CHECK(rel_err(to_floats(from_device<host::bf16>(dc, static_cast<std::size_t>(m * n))), want) < 1e-2);
   }
   // Layouts other than TN are refused with the reason.
-  cpu::GemmShape nn;
+  ops::GemmShape nn;
   nn.m = 16, nn.n = 16, nn.k = 16;
   CHECK(GemmEngine::unsupported(Elem::e4m3, Elem::e4m3, Elem::bf16, nn).find("TN") != std::string::npos);
 }

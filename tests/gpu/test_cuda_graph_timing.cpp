@@ -16,7 +16,7 @@
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/stream_hold.hpp"
-#include "backends/measurement.hpp"
+#include "backends/common/measurement.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/passes/passes.hpp"
 #include "gpu_test_util.hpp"

@@ -15,7 +15,7 @@
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/kernel_trace.hpp"
-#include "backends/measurement.hpp"
+#include "backends/common/measurement.hpp"
 #include "core/passes/passes.hpp"
 #include "graph_test_models.hpp"
 

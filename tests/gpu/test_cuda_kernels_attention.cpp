@@ -17,7 +17,7 @@ using namespace perfsim::cuda::test;
 namespace {
 
 template <class D>
-void check_attention(const cpu::AttnShape& a) {
+void check_attention(const ops::AttnShape& a) {
   using H = host_t<D>;
   const int64_t q_n = a.batch * a.seq_q * a.heads * a.head_dim;
   const int64_t kv_n = a.batch * a.kv_capacity * a.kv_heads * a.head_dim;
@@ -120,7 +120,7 @@ TEST_CASE_TEMPLATE("cuda kernels: attention softmax matches the CPU reference on
     for (const bool causal : {false, true}) {
       CAPTURE(skv);
       CAPTURE(causal);
-      const cpu::AttnShape a{.batch = 2, .seq_q = 7, .seq_kv = skv, .heads = 3, .kv_heads = 3,
+      const ops::AttnShape a{.batch = 2, .seq_q = 7, .seq_kv = skv, .heads = 3, .kv_heads = 3,
                              .head_dim = 8, .kv_capacity = skv, .grad_capacity = skv, .causal = causal};
       const int64_t n = a.batch * a.heads * a.seq_q * skv;
       const auto s_in = random_values<H>(n, 107, -6, 6);

@@ -22,7 +22,7 @@ TEST_CASE_TEMPLATE("cuda kernels: embedding and its backward match the CPU refer
     for (const int64_t hidden : {int64_t{64}, int64_t{33}}) {
       CAPTURE(learned);
       CAPTURE(hidden);
-      cpu::EmbeddingShape e{.tokens = 50, .vocab = 17, .hidden = hidden, .seq = 10, .position = 3,
+      ops::EmbeddingShape e{.tokens = 50, .vocab = 17, .hidden = hidden, .seq = 10, .position = 3,
                             .max_positions = 20};
       const auto ids = random_ids(e.tokens, static_cast<int32_t>(e.vocab), 21);  // repeats: scatter collisions
       const auto table = random_values<H>(e.vocab * hidden, 22);
@@ -125,7 +125,7 @@ TEST_CASE_TEMPLATE("cuda kernels: cross-entropy targets at row and pack ends", D
     auto logits = random_values<H>(rows * cols, 33, -4.0f, 4.0f);
     // One dominant logit per row (on its target in even rows): the max is not a random one.
     for (int64_t r = 0; r < rows; ++r)
-      logits[static_cast<size_t>(r * cols + (r % 2 == 0 ? targets[static_cast<size_t>(r)] : cols / 3))] = cpu::from_f32<H>(12.0f);
+      logits[static_cast<size_t>(r * cols + (r % 2 == 0 ? targets[static_cast<size_t>(r)] : cols / 3))] = host::from_f32<H>(12.0f);
     const CrossEntropyResults<D> r = run_cross_entropy<D>(logits, targets, rows, cols);
     CHECK(normalized_error(r.gpu_loss, r.cpu_loss) <= 1e-5);
     // fp32: with one dominant logit the reference's sequential fp32 Σexp (50304 tiny terms
@@ -138,13 +138,13 @@ namespace {
 
 // One tensor of an AdamW test in a given storage, with host and device copies.
 struct Tensor {
-  cpu::Storage type;
+  host::Storage type;
   std::vector<uint8_t> host;
   void* dev = nullptr;
-  Tensor(cpu::Storage t, int64_t n, uint32_t seed, float lo, float hi) : type(t) {
-    host.resize(static_cast<size_t>(n * cpu::bytes_of(t)));
+  Tensor(host::Storage t, int64_t n, uint32_t seed, float lo, float hi) : type(t) {
+    host.resize(static_cast<size_t>(n * host::bytes_of(t)));
     const auto vals = random_values<float>(n, seed, lo, hi);
-    cpu::convert(vals.data(), cpu::Storage::f32, host.data(), t, n);
+    cpu::convert(vals.data(), host::Storage::f32, host.data(), t, n);
     PERFSIM_CUDA_CHECK(cudaMalloc(&dev, host.size()));
     PERFSIM_CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice));
   }
@@ -154,10 +154,10 @@ struct Tensor {
   [[nodiscard]] double error() const {
     std::vector<uint8_t> got(host.size());
     PERFSIM_CUDA_CHECK(cudaMemcpy(got.data(), dev, got.size(), cudaMemcpyDeviceToHost));
-    const int64_t n = static_cast<int64_t>(host.size()) / cpu::bytes_of(type);
+    const int64_t n = static_cast<int64_t>(host.size()) / host::bytes_of(type);
     std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
-    cpu::convert(got.data(), type, a.data(), cpu::Storage::f32, n);
-    cpu::convert(host.data(), type, b.data(), cpu::Storage::f32, n);
+    cpu::convert(got.data(), type, a.data(), host::Storage::f32, n);
+    cpu::convert(host.data(), type, b.data(), host::Storage::f32, n);
     return normalized_error(a, b);
   }
 };
@@ -165,10 +165,10 @@ struct Tensor {
 struct Group {
   Tensor param, grad, m, v, weight;
   int64_t n;
-  Group(int64_t n_, cpu::Storage p, cpu::Storage g, uint32_t seed)
-      : param(p, n_, seed, -1, 1), grad(g, n_, seed + 1, -1, 1), m(cpu::Storage::f32, n_, seed + 2, -0.1f, 0.1f),
-        v(cpu::Storage::f32, n_, seed + 3, 0.0f, 0.01f), weight(cpu::Storage::bf16, n_, seed + 4, 0, 0), n(n_) {}
-  [[nodiscard]] cpu::AdamWGroup view(bool device) const {
+  Group(int64_t n_, host::Storage p, host::Storage g, uint32_t seed)
+      : param(p, n_, seed, -1, 1), grad(g, n_, seed + 1, -1, 1), m(host::Storage::f32, n_, seed + 2, -0.1f, 0.1f),
+        v(host::Storage::f32, n_, seed + 3, 0.0f, 0.01f), weight(host::Storage::bf16, n_, seed + 4, 0, 0), n(n_) {}
+  [[nodiscard]] ops::AdamWGroup view(bool device) const {
     auto ptr = [&](const Tensor& t) -> void* { return device ? t.dev : const_cast<uint8_t*>(t.host.data()); };
     return {ptr(param), param.type, ptr(grad), grad.type, ptr(m), m.type, ptr(v), v.type,
             ptr(weight), weight.type, n};
@@ -178,15 +178,15 @@ struct Group {
 }  // namespace
 
 TEST_CASE("cuda kernels: AdamW fused and unfused match the CPU reference") {
-  const cpu::AdamWParams p{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 3};
+  const ops::AdamWParams p{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 3};
   for (const int passes : {1, 2, 4}) {
     CAPTURE(passes);
     // fp32 everything; an fp32 master with bf16 gradients and a bf16 weight copy; a tiny tail.
-    Group g0(10007, cpu::Storage::f32, cpu::Storage::f32, 40);
-    Group g1(5000, cpu::Storage::f32, cpu::Storage::bf16, 50);
-    Group g2(3, cpu::Storage::f16, cpu::Storage::f16, 60);
-    std::vector<cpu::AdamWGroup> host{g0.view(false), g1.view(false), g2.view(false)};
-    std::vector<cpu::AdamWGroup> dev{g0.view(true), g1.view(true), g2.view(true)};
+    Group g0(10007, host::Storage::f32, host::Storage::f32, 40);
+    Group g1(5000, host::Storage::f32, host::Storage::bf16, 50);
+    Group g2(3, host::Storage::f16, host::Storage::f16, 60);
+    std::vector<ops::AdamWGroup> host{g0.view(false), g1.view(false), g2.view(false)};
+    std::vector<ops::AdamWGroup> dev{g0.view(true), g1.view(true), g2.view(true)};
     host[0].weight = dev[0].weight = nullptr;  // no low-precision copy for this one
     if (passes == 1) {
       const auto desc = cuda::adamw_descriptors(dev);
@@ -213,14 +213,14 @@ TEST_CASE("cuda kernels: AdamW fused and unfused match the CPU reference") {
 TEST_CASE_TEMPLATE("cuda kernels: kv_append and slice_last_token match the CPU reference", D, float,
                    __nv_bfloat16, __half) {
   using H = host_t<D>;
-  const cpu::KvAppendShape s{.batch = 3, .seq_new = 5, .capacity = 16, .row = 24, .position = 7};
+  const ops::KvAppendShape s{.batch = 3, .seq_new = 5, .capacity = 16, .row = 24, .position = 7};
   const auto k_new = random_values<H>(s.batch * s.seq_new * s.row, 70);
   auto cache = random_values<H>(s.batch * s.capacity * s.row, 71);
   DeviceBuffer<D> d_new(k_new), d_cache(cache);
   cuda::kv_append(d_new.get(), d_cache.get(), s, nullptr);
   cpu::kv_append(k_new.data(), cache.data(), s);
   CHECK(normalized_error(d_cache.download(), cache) == 0.0);
-  const cpu::KvAppendShape too_far{.batch = 1, .seq_new = 5, .capacity = 16, .row = 24, .position = 12};
+  const ops::KvAppendShape too_far{.batch = 1, .seq_new = 5, .capacity = 16, .row = 24, .position = 12};
   CHECK_THROWS_AS(cuda::kv_append(d_new.get(), d_cache.get(), too_far, nullptr), std::out_of_range);
 
   const int64_t batch = 3, seq = 7, cols = 35;
@@ -238,11 +238,11 @@ TEST_CASE_TEMPLATE("cuda kernels: paged kv_append matches the CPU reference", D,
   // 3 sequences of 4 pages of 4 rows in a shuffled pool; 5 rows appended at position 6 cross
   // two page boundaries. Rows of 24 elements take the 16-byte path (fp32 and 16-bit), 20
   // 16-bit elements (40 bytes) the element path.
-  const cpu::PagedLayout p{.block = 4, .max_blocks = 4, .num_blocks = 12};
+  const ops::PagedLayout p{.block = 4, .max_blocks = 4, .num_blocks = 12};
   const std::vector<int32_t> table{7, 2, 11, 0, 5, 9, 1, 3, 10, 4, 8, 6};
   for (int64_t row : {24, 20}) {
     CAPTURE(row);
-    const cpu::KvAppendShape s{.batch = 3, .seq_new = 5, .capacity = 16, .row = row, .position = 6};
+    const ops::KvAppendShape s{.batch = 3, .seq_new = 5, .capacity = 16, .row = row, .position = 6};
     const auto k_new = random_values<H>(s.batch * s.seq_new * s.row, 73);
     auto pages = random_values<H>(p.num_blocks * p.block * s.row, 74);
     DeviceBuffer<D> d_new(k_new), d_pages(pages);
@@ -250,7 +250,7 @@ TEST_CASE_TEMPLATE("cuda kernels: paged kv_append matches the CPU reference", D,
     cuda::paged_kv_append(d_new.get(), d_pages.get(), d_table.get(), s, p, nullptr);
     cpu::paged_kv_append(k_new.data(), pages.data(), table.data(), s, p);
     CHECK(normalized_error(d_pages.download(), pages) == 0.0);
-    cpu::KvAppendShape too_far = s;
+    ops::KvAppendShape too_far = s;
     too_far.position = 12;
     CHECK_THROWS_AS(cuda::paged_kv_append(d_new.get(), d_pages.get(), d_table.get(), too_far, p, nullptr),
                     std::out_of_range);
@@ -259,14 +259,14 @@ TEST_CASE_TEMPLATE("cuda kernels: paged kv_append matches the CPU reference", D,
 
 TEST_CASE("cuda kernels: copy_tensor converts like the CPU reference") {
   const int64_t n = 10001;
-  const cpu::Storage types[] = {cpu::Storage::f32, cpu::Storage::bf16, cpu::Storage::f16};
-  for (const cpu::Storage from : types)
-    for (const cpu::Storage to : types) {
+  const host::Storage types[] = {host::Storage::f32, host::Storage::bf16, host::Storage::f16};
+  for (const host::Storage from : types)
+    for (const host::Storage to : types) {
       CAPTURE(cpu::name_of(from));
       CAPTURE(cpu::name_of(to));
       const auto vals = random_values<float>(n, 80, -100.0f, 100.0f);
-      std::vector<uint8_t> src(static_cast<size_t>(n * cpu::bytes_of(from))), want(static_cast<size_t>(n * cpu::bytes_of(to)));
-      cpu::convert(vals.data(), cpu::Storage::f32, src.data(), from, n);
+      std::vector<uint8_t> src(static_cast<size_t>(n * host::bytes_of(from))), want(static_cast<size_t>(n * host::bytes_of(to)));
+      cpu::convert(vals.data(), host::Storage::f32, src.data(), from, n);
       cpu::copy_tensor(src.data(), from, want.data(), to, n);
       DeviceBuffer<uint8_t> d_src(src), d_dst(static_cast<int64_t>(want.size()));
       d_dst.poison();
@@ -281,7 +281,7 @@ TEST_CASE_TEMPLATE("cuda kernels: fp8 quantization uses the tensor's absmax", D,
   const int64_t n = 100003;
   const auto x = random_values<H>(n, 90, -3.0f, 3.0f);
   float amax = 0;
-  for (const H& v : x) amax = std::max(amax, std::abs(cpu::to_f32(v)));
+  for (const H& v : x) amax = std::max(amax, std::abs(host::to_f32(v)));
   DeviceBuffer<D> d_x(x);
   DeviceBuffer<__nv_fp8_e4m3> d_y(n);
   DeviceBuffer<float> d_scale(1), ws(1);
@@ -294,13 +294,13 @@ TEST_CASE_TEMPLATE("cuda kernels: fp8 quantization uses the tensor's absmax", D,
   int64_t mismatches = 0;
   double max_rel = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const __nv_fp8_e4m3 want(cpu::to_f32(x[static_cast<size_t>(i)]) * inv);  // host conversion
+    const __nv_fp8_e4m3 want(host::to_f32(x[static_cast<size_t>(i)]) * inv);  // host conversion
     uint8_t want_bits;
     std::memcpy(&want_bits, &want, 1);
     mismatches += y[static_cast<size_t>(i)] != want_bits;
     __nv_fp8_e4m3 got;
     std::memcpy(&got, &y[static_cast<size_t>(i)], 1);
-    max_rel = std::max(max_rel, std::abs(static_cast<double>(float(got)) * scale[0] - cpu::to_f32(x[static_cast<size_t>(i)])) / amax);
+    max_rel = std::max(max_rel, std::abs(static_cast<double>(float(got)) * scale[0] - host::to_f32(x[static_cast<size_t>(i)])) / amax);
   }
   CHECK(mismatches == 0);
   CHECK(max_rel <= 1.0 / 16);  // e4m3 keeps 3 mantissa bits: half an ulp is ≤ 1/16 relative

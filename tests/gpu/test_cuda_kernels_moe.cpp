@@ -28,7 +28,7 @@ std::vector<H> router_logits(int64_t n, uint32_t seed, bool ties) {
   if (ties)
     for (float& x : v) x = std::round(x * 2.0f) / 2.0f;
   std::vector<H> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = cpu::from_f32<H>(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = host::from_f32<H>(v[i]);
   return out;
 }
 
@@ -38,7 +38,7 @@ bool same_bits(const std::vector<H>& a, const std::vector<H>& b) {
 }
 
 template <class D>
-void check_moe(const cpu::MoeShape& s, uint32_t seed, bool ties) {
+void check_moe(const ops::MoeShape& s, uint32_t seed, bool ties) {
   using H = host_t<D>;
   CAPTURE(s.tokens);
   CAPTURE(s.experts);
@@ -119,18 +119,18 @@ void check_moe(const cpu::MoeShape& s, uint32_t seed, bool ties) {
 TEST_CASE_TEMPLATE("cuda kernels: mixture-of-experts routing and row moves match the CPU reference", D, float,
                    __nv_bfloat16, __half) {
   // 8 experts, k = 2, 74 choices for 48 rows (drops), tied logits, odd h: the scalar path.
-  check_moe<D>(cpu::MoeShape{.tokens = 37, .experts = 8, .top_k = 2, .capacity = 6, .hidden = 13}, 41, true);
+  check_moe<D>(ops::MoeShape{.tokens = 37, .experts = 8, .top_k = 2, .capacity = 6, .hidden = 13}, 41, true);
   // k = 1, small capacity, odd h.
-  check_moe<D>(cpu::MoeShape{.tokens = 40, .experts = 8, .top_k = 1, .capacity = 3, .hidden = 7}, 42, false);
+  check_moe<D>(ops::MoeShape{.tokens = 40, .experts = 8, .top_k = 1, .capacity = 3, .hidden = 7}, 42, false);
   // Room for every token, 16-byte chunks.
-  check_moe<D>(cpu::MoeShape{.tokens = 300, .experts = 8, .top_k = 2, .capacity = 80, .hidden = 64}, 43, false);
+  check_moe<D>(ops::MoeShape{.tokens = 300, .experts = 8, .top_k = 2, .capacity = 80, .hidden = 64}, 43, false);
   // 64 experts (two mask words per lane), 2800 choices (several scan steps), k = 4, some drops.
-  check_moe<D>(cpu::MoeShape{.tokens = 700, .experts = 64, .top_k = 4, .capacity = 48, .hidden = 128}, 44, true);
+  check_moe<D>(ops::MoeShape{.tokens = 700, .experts = 64, .top_k = 4, .capacity = 48, .hidden = 128}, 44, true);
   // Expert parallelism's gradient scale (1/ep) into the experts and back out, both paths.
-  check_moe<D>(cpu::MoeShape{.tokens = 37, .experts = 8, .top_k = 2, .capacity = 6, .hidden = 13,
+  check_moe<D>(ops::MoeShape{.tokens = 37, .experts = 8, .top_k = 2, .capacity = 6, .hidden = 13,
                              .expert_grad_scale = 0.5f},
                45, false);
-  check_moe<D>(cpu::MoeShape{.tokens = 300, .experts = 8, .top_k = 2, .capacity = 80, .hidden = 64,
+  check_moe<D>(ops::MoeShape{.tokens = 300, .experts = 8, .top_k = 2, .capacity = 80, .hidden = 64,
                              .expert_grad_scale = 0.25f},
                46, false);
 }

@@ -18,7 +18,7 @@ void check_pointwise(int64_t n, int64_t offset) {
   const auto b = random_values<H>(n + offset, 12);
   const auto c = random_values<H>(n + offset, 13);
   DeviceBuffer<D> da(a), db(b), dc(c), dy(n + offset), dz(n + offset);
-  std::vector<H> y(a.size(), cpu::from_f32<H>(0.0f)), z(a.size(), cpu::from_f32<H>(0.0f));
+  std::vector<H> y(a.size(), host::from_f32<H>(0.0f)), z(a.size(), host::from_f32<H>(0.0f));
   const auto got = [&](const DeviceBuffer<D>& buf) {
     auto v = buf.download();
     return std::vector<H>(v.begin() + offset, v.end());
@@ -55,7 +55,7 @@ void check_pointwise(int64_t n, int64_t offset) {
 }
 
 template <class D>
-void check_rope(const cpu::RopeShape& r) {
+void check_rope(const ops::RopeShape& r) {
   using H = host_t<D>;
   const int64_t n = r.tokens * r.heads * r.head_dim;
   const auto x = random_values<H>(n, 14);

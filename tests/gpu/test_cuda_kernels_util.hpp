@@ -1,5 +1,5 @@
 // Helpers of the CUDA kernel tests: device buffers, random host data in the CPU reference's
-// storage types (cpu::bf16/half share their bit layout with __nv_bfloat16/__half, so bytes
+// storage types (host::bf16/half share their bit layout with __nv_bfloat16/__half, so bytes
 // copy across unchanged), NaN poisoning of outputs, and the normalized max error.
 #pragma once
 #include <cuda_bf16.h>
@@ -20,11 +20,11 @@ namespace perfsim::cuda::test {
 
 // The CPU reference's storage type for a device element type.
 template <class D> struct host_of { using type = float; };
-template <> struct host_of<__nv_bfloat16> { using type = cpu::bf16; };
-template <> struct host_of<__half> { using type = cpu::half; };
+template <> struct host_of<__nv_bfloat16> { using type = host::bf16; };
+template <> struct host_of<__half> { using type = host::half; };
 template <class D> using host_t = typename host_of<D>::type;
 
-static_assert(sizeof(cpu::bf16) == sizeof(__nv_bfloat16) && sizeof(cpu::half) == sizeof(__half));
+static_assert(sizeof(host::bf16) == sizeof(__nv_bfloat16) && sizeof(host::half) == sizeof(__half));
 
 // Owns n elements of device memory.
 template <class T>
@@ -70,7 +70,7 @@ template <class H>
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<H> out(static_cast<size_t>(n));
-  for (auto& v : out) v = cpu::from_f32<H>(dist(rng));
+  for (auto& v : out) v = host::from_f32<H>(dist(rng));
   return out;
 }
 
@@ -88,7 +88,7 @@ template <class H>
   if (got.size() != want.size()) return INFINITY;
   double diff = 0, scale = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double g = cpu::to_f32(got[i]), w = cpu::to_f32(want[i]);
+    const double g = host::to_f32(got[i]), w = host::to_f32(want[i]);
     if (!std::isfinite(g) && std::isfinite(w)) return INFINITY;
     diff = std::max(diff, std::abs(g - w));
     scale = std::max(scale, std::abs(w));

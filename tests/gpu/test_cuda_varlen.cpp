@@ -30,14 +30,14 @@ template <class D> double attn_tolerance() { return std::is_same_v<D, float> ? 1
 
 // A step's metadata: sequences (q_len, kv_len), the first `decodes` of them single queries.
 struct Step {
-  cpu::VarlenAttnShape a;
+  ops::VarlenAttnShape a;
   std::vector<int32_t> table, query_start, kv_len;
 };
 
 Step make_step(const std::vector<std::pair<int, int>>& seqs, int64_t decodes, int64_t heads, int64_t kv_heads,
                int64_t head_dim, int64_t block, uint32_t seed) {
   Step st;
-  cpu::VarlenAttnShape& a = st.a;
+  ops::VarlenAttnShape& a = st.a;
   a.seqs = static_cast<int64_t>(seqs.size());
   a.heads = heads, a.kv_heads = kv_heads, a.head_dim = head_dim;
   a.decode_seqs = decodes;
@@ -96,7 +96,7 @@ enum class Merge { cluster, workspace };
 template <class D>
 void check_attention(const Step& st, uint32_t seed, Merge merge = Merge::cluster) {
   using H = host_t<D>;
-  const cpu::VarlenAttnShape& a = st.a;
+  const ops::VarlenAttnShape& a = st.a;
   const int64_t q_n = a.tokens * a.heads * a.head_dim;
   const int64_t pool_n = a.paged.num_blocks * a.paged.block * a.kv_heads * a.head_dim;
   const auto q = random_values<H>(q_n, seed, -2, 2);
@@ -140,7 +140,7 @@ void check_rope_at(int64_t tokens, int64_t heads, int64_t head_dim, uint32_t see
   std::vector<int32_t> positions(static_cast<size_t>(tokens));
   std::mt19937 rng(seed + 1);
   for (auto& p : positions) p = std::uniform_int_distribution<int32_t>(0, 8191)(rng);
-  cpu::RopeShape r;
+  ops::RopeShape r;
   r.tokens = tokens, r.heads = heads, r.head_dim = head_dim;
   std::vector<H> want(static_cast<size_t>(n));
   cpu::rope_at(x.data(), positions.data(), want.data(), r);

@@ -25,7 +25,7 @@ int tensor(Graph& g, const std::string& name, std::vector<int64_t> shape, DType 
 }
 
 // One attention op on bf16 operands of the shape `a` (GQA, causal).
-Graph attention(const cpu::AttnShape& a, OpKind kind) {
+Graph attention(const ops::AttnShape& a, OpKind kind) {
   Graph g;
   const DType t = DType::bf16;
   auto q_like = [&](const char* n) { return tensor(g, n, {a.batch, a.seq_q, a.heads, a.head_dim}, t, TensorRole::input); };
@@ -69,9 +69,9 @@ TEST_CASE("cuda workspace: core's sizes equal the kernels' size functions") {
     }
   }
   SUBCASE("flash attention backward and split-KV decode") {
-    for (const cpu::AttnShape& base : {cpu::AttnShape{2, 1024, 1024, 16, 4, 128}, cpu::AttnShape{1, 1, 4096, 32, 8, 128},
-                                       cpu::AttnShape{3, 4, 777, 8, 8, 64}, cpu::AttnShape{64, 1, 300, 32, 8, 128}}) {
-      cpu::AttnShape a = base;
+    for (const ops::AttnShape& base : {ops::AttnShape{2, 1024, 1024, 16, 4, 128}, ops::AttnShape{1, 1, 4096, 32, 8, 128},
+                                       ops::AttnShape{3, 4, 777, 8, 8, 64}, ops::AttnShape{64, 1, 300, 32, 8, 128}}) {
+      ops::AttnShape a = base;
       a.causal = true, a.kv_capacity = a.seq_kv, a.grad_capacity = a.seq_kv;
       CAPTURE(a.batch);
       CAPTURE(a.seq_q);
@@ -83,7 +83,7 @@ TEST_CASE("cuda workspace: core's sizes equal the kernels' size functions") {
     }
   }
   SUBCASE("embedding backward") {
-    cpu::EmbeddingShape e;
+    ops::EmbeddingShape e;
     e.tokens = 16, e.vocab = 1000, e.hidden = 64, e.max_positions = 32, e.seq = 8;
     for (DType t : {DType::fp32, DType::bf16}) {
       Graph g;

@@ -83,7 +83,7 @@ TEST_CASE("nccl all_reduce sums rank-dependent data (fp32 and bf16)") {
   for (int r = 0; r < n; ++r)
     for (std::size_t i = 0; i < count; ++i) want[i] += send(r, i);
   const auto f32 = run_collective<float>(comm, Collective::all_reduce, DType::fp32, count, send);
-  const auto b16 = run_collective<cpu::bf16>(comm, Collective::all_reduce, DType::bf16, count, send);
+  const auto b16 = run_collective<host::bf16>(comm, Collective::all_reduce, DType::bf16, count, send);
   for (int r = 0; r < n; ++r) {
     CAPTURE(r);
     CHECK(f32[static_cast<std::size_t>(r)] == want);

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/cpu/scalar.hpp"
+#include "backends/common/scalar.hpp"
 
 namespace perfsim::cpu::test {
 

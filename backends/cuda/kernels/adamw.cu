@@ -13,7 +13,7 @@ namespace perfsim::cuda {
 
 namespace {
 
-using cpu::Storage;
+using host::Storage;
 
 enum Stage : unsigned { decay = 1, moment1 = 2, moment2 = 4, update = 8 };
 constexpr int threads = 256;
@@ -105,7 +105,7 @@ __global__ void adamw_group_kernel(AdamWDeviceGroup g, int64_t chunks, unsigned 
   for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) run_chunk(g, chunk, unfused_chunk, stages, k);
 }
 
-Coeffs coeffs_of(const cpu::AdamWParams& p) {
+Coeffs coeffs_of(const ops::AdamWParams& p) {
   // Bias corrections in double, as the CPU reference computes them.
   const auto t = static_cast<double>(p.step);
   return {p.lr, p.beta1, p.beta2, p.eps, 1.0f - p.lr * p.weight_decay,
@@ -120,7 +120,7 @@ unsigned blocks_for(int64_t chunks) {
   return static_cast<unsigned>(chunks < 1 ? 1 : (chunks < cap ? chunks : cap));
 }
 
-AdamWDeviceGroup to_device(const cpu::AdamWGroup& g) {
+AdamWDeviceGroup to_device(const ops::AdamWGroup& g) {
   AdamWDeviceGroup d;
   d.param = g.param;
   d.grad = g.grad;
@@ -138,11 +138,11 @@ AdamWDeviceGroup to_device(const cpu::AdamWGroup& g) {
 
 }  // namespace
 
-std::vector<AdamWDeviceGroup> adamw_descriptors(const std::vector<cpu::AdamWGroup>& groups) {
+std::vector<AdamWDeviceGroup> adamw_descriptors(const std::vector<ops::AdamWGroup>& groups) {
   std::vector<AdamWDeviceGroup> out;
   out.reserve(groups.size());
   int64_t next = 0;
-  for (const cpu::AdamWGroup& g : groups) {
+  for (const ops::AdamWGroup& g : groups) {
     AdamWDeviceGroup d = to_device(g);
     d.first_chunk = next;
     next += chunks_of(g.n);
@@ -156,19 +156,19 @@ int64_t adamw_total_chunks(const std::vector<AdamWDeviceGroup>& groups) {
 }
 
 void adamw_fused(const AdamWDeviceGroup* groups, int64_t num_groups, int64_t total_chunks,
-                 const cpu::AdamWParams& p, cudaStream_t stream) {
+                 const ops::AdamWParams& p, cudaStream_t stream) {
   if (num_groups <= 0 || total_chunks <= 0) return;
   adamw_fused_kernel<<<blocks_for(total_chunks), threads, 0, stream>>>(groups, num_groups,
                                                                        total_chunks, coeffs_of(p));
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
-void adamw_unfused(const std::vector<cpu::AdamWGroup>& groups, const cpu::AdamWParams& p,
+void adamw_unfused(const std::vector<ops::AdamWGroup>& groups, const ops::AdamWParams& p,
                    int passes, cudaStream_t stream) {
   constexpr unsigned stage_list[] = {decay, moment1, moment2, update};
   const int sweeps = passes < 1 ? 1 : (passes > 4 ? 4 : passes);
   const Coeffs k = coeffs_of(p);
-  for (const cpu::AdamWGroup& g : groups) {
+  for (const ops::AdamWGroup& g : groups) {
     if (g.n <= 0) continue;
     const int64_t chunks = chunks_of(g.n, unfused_chunk);
     for (int sw = 0; sw < sweeps; ++sw) {

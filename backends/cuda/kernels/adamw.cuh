@@ -1,4 +1,4 @@
-// AdamW on the GPU, mirroring cpu::adamw (backends/cpu/cpu_kernels.hpp: AdamWGroup, AdamWParams,
+// AdamW on the GPU, mirroring cpu::adamw (backends/ops/kernel_shapes.hpp: AdamWGroup, AdamWParams,
 // same stages and rounding). Two forms:
 //  - unfused: for each tensor, min(passes, 4) separate kernels (decay; m; v; update split as
 //    the CPU splits them), as framework "foreach" optimizers do;
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 
 namespace perfsim::cuda {
 
@@ -29,13 +29,13 @@ struct AdamWDeviceGroup {
   void* weight = nullptr;  // optional low-precision copy
   int64_t n = 0;
   int64_t first_chunk = 0;
-  cpu::Storage param_type = cpu::Storage::f32, grad_type = cpu::Storage::f32,
-               m_type = cpu::Storage::f32, v_type = cpu::Storage::f32,
-               weight_type = cpu::Storage::bf16;
+  host::Storage param_type = host::Storage::f32, grad_type = host::Storage::f32,
+               m_type = host::Storage::f32, v_type = host::Storage::f32,
+               weight_type = host::Storage::bf16;
 };
 
 // Descriptors for the fused launch, in group order, with first_chunk filled.
-[[nodiscard]] std::vector<AdamWDeviceGroup> adamw_descriptors(const std::vector<cpu::AdamWGroup>& groups);
+[[nodiscard]] std::vector<AdamWDeviceGroup> adamw_descriptors(const std::vector<ops::AdamWGroup>& groups);
 // Work items of the fused launch over `groups` (the last descriptor's end).
 [[nodiscard]] int64_t adamw_total_chunks(const std::vector<AdamWDeviceGroup>& groups);
 // Bytes of device memory the fused launch's descriptor array takes.
@@ -45,10 +45,10 @@ struct AdamWDeviceGroup {
 
 // One launch over all groups; `groups` [num_groups] lives in device memory.
 void adamw_fused(const AdamWDeviceGroup* groups, int64_t num_groups, int64_t total_chunks,
-                 const cpu::AdamWParams& p, cudaStream_t stream);
+                 const ops::AdamWParams& p, cudaStream_t stream);
 // passes ≥ 2: min(passes, 4) kernels per tensor. passes ≤ 1 also works here (one kernel per
 // tensor doing every stage): the fused form above is the single launch.
-void adamw_unfused(const std::vector<cpu::AdamWGroup>& groups, const cpu::AdamWParams& p,
+void adamw_unfused(const std::vector<ops::AdamWGroup>& groups, const ops::AdamWParams& p,
                    int passes, cudaStream_t stream);
 
 }  // namespace perfsim::cuda

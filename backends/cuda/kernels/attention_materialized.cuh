@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 
 namespace perfsim::cuda {
 
@@ -33,26 +33,26 @@ struct AttnGemm {
 // Bytes of AttnGemm::workspace the backward products need for elements of elem_bytes bytes:
 // a GQA group's dK/dV sum is accumulated in fp32 there (rounded once) when the storage is
 // 16-bit; 0 otherwise.
-[[nodiscard]] int64_t attn_grad_workspace_bytes(const cpu::AttnShape& a, int elem_bytes);
+[[nodiscard]] int64_t attn_grad_workspace_bytes(const ops::AttnShape& a, int elem_bytes);
 
 // S = Q·K^T · scale (every pair; masking is the softmax's job).
-template <class T> void attn_scores(const T* q, const T* k, T* s, const cpu::AttnShape& a,
+template <class T> void attn_scores(const T* q, const T* k, T* s, const ops::AttnShape& a,
                                     const AttnGemm& blas, cudaStream_t stream);
 // P = softmax over the visible kv positions of each row (causal mask); masked entries are 0.
-template <class T> void attn_softmax(const T* s, T* p, const cpu::AttnShape& a, cudaStream_t stream);
+template <class T> void attn_softmax(const T* s, T* p, const ops::AttnShape& a, cudaStream_t stream);
 // O[b,i,h,:] = Σ_j P[b,h,i,j] · V[b,j,h/g,:].
-template <class T> void attn_context(const T* p, const T* v, T* o, const cpu::AttnShape& a,
+template <class T> void attn_context(const T* p, const T* v, T* o, const ops::AttnShape& a,
                                      const AttnGemm& blas, cudaStream_t stream);
 // dP = dO·V^T; dV = Σ over the query heads of a group of P^T·dO.
 template <class T> void attn_context_bwd(const T* d_o, const T* p, const T* v, T* dp, T* dv,
-                                         const cpu::AttnShape& a, const AttnGemm& blas,
+                                         const ops::AttnShape& a, const AttnGemm& blas,
                                          cudaStream_t stream);
 // dS = P ⊙ (dP − rowsum(dP ⊙ P)).
-template <class T> void attn_softmax_bwd(const T* p, const T* dp, T* ds, const cpu::AttnShape& a,
+template <class T> void attn_softmax_bwd(const T* p, const T* dp, T* ds, const ops::AttnShape& a,
                                          cudaStream_t stream);
 // dQ = scale · dS·K; dK = scale · Σ over the group of dS^T·Q.
 template <class T> void attn_scores_bwd(const T* ds, const T* q, const T* k, T* dq, T* dk,
-                                        const cpu::AttnShape& a, const AttnGemm& blas,
+                                        const ops::AttnShape& a, const AttnGemm& blas,
                                         cudaStream_t stream);
 
 }  // namespace perfsim::cuda

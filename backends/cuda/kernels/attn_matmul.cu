@@ -72,7 +72,7 @@ void bind(const AttnGemm& blas, cudaStream_t stream) {
     PERFSIM_CUBLAS_CHECK(cublasSetWorkspace(blas.handle, blas.blas_workspace, blas.blas_workspace_bytes));
 }
 
-void run(const Product& p, const cpu::AttnShape& s, const AttnGemm& blas, bool fp32_storage) {
+void run(const Product& p, const ops::AttnShape& s, const AttnGemm& blas, bool fp32_storage) {
   if (p.m <= 0 || p.n <= 0 || s.batch <= 0 || s.heads <= 0) return;
   if (blas.handle == nullptr) throw std::logic_error("cuda materialized attention: no cuBLAS handle");
   const cublasComputeType_t compute = fp32_storage && blas.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -102,20 +102,20 @@ void run(const Product& p, const cpu::AttnShape& s, const AttnGemm& blas, bool f
   }
 }
 
-template <class T> Operand q_like(const T* x, const cpu::AttnShape& s) {  // [b, sq, H, d]
+template <class T> Operand q_like(const T* x, const ops::AttnShape& s) {  // [b, sq, H, d]
   return {x, data_type<T>(), sizeof(T), s.heads * s.head_dim, s.seq_q * s.heads * s.head_dim, s.head_dim, false};
 }
-template <class T> Operand kv_like(const T* x, const cpu::AttnShape& s, int64_t capacity) {  // [b, cap, Hkv, d]
+template <class T> Operand kv_like(const T* x, const ops::AttnShape& s, int64_t capacity) {  // [b, cap, Hkv, d]
   return {x, data_type<T>(), sizeof(T), s.kv_heads * s.head_dim, capacity * s.kv_heads * s.head_dim, s.head_dim, true};
 }
-template <class T> Operand s_like(const T* x, const cpu::AttnShape& s) {  // [b, H, sq, skv]
+template <class T> Operand s_like(const T* x, const ops::AttnShape& s) {  // [b, H, sq, skv]
   return {x, data_type<T>(), sizeof(T), s.seq_kv, s.heads * s.seq_q * s.seq_kv, s.seq_q * s.seq_kv, false};
 }
 
 // S[b,h] = alpha · X[b,:,h,:] · KV[b,:,h/g,:]^T (scores: X = Q; dP: X = dO).
 // Column-major S^T[skv, sq] = KV^T(op T of [d, skv]) · X^T[d, sq].
 template <class T>
-void rows_times_kv_t(const T* x, const T* kv, T* out, float alpha, const cpu::AttnShape& s, const AttnGemm& blas) {
+void rows_times_kv_t(const T* x, const T* kv, T* out, float alpha, const ops::AttnShape& s, const AttnGemm& blas) {
   Product p;
   p.ta = CUBLAS_OP_T, p.tb = CUBLAS_OP_N;
   p.m = s.seq_kv, p.n = s.seq_q, p.k = s.head_dim, p.alpha = alpha;
@@ -126,7 +126,7 @@ void rows_times_kv_t(const T* x, const T* kv, T* out, float alpha, const cpu::At
 // O[b,:,h,:] = alpha · W[b,h] · KV[b,:,h/g,:] (context: W = P; dQ: W = dS).
 // Column-major O^T[d, sq] = KV^T[d, skv] · W^T[skv, sq].
 template <class T>
-void scores_times_kv(const T* w, const T* kv, T* out, float alpha, const cpu::AttnShape& s, const AttnGemm& blas) {
+void scores_times_kv(const T* w, const T* kv, T* out, float alpha, const ops::AttnShape& s, const AttnGemm& blas) {
   Product p;
   p.m = s.head_dim, p.n = s.seq_q, p.k = s.seq_kv, p.alpha = alpha;
   p.a = kv_like(kv, s, s.kv_capacity), p.b = s_like(w, s), p.c = q_like(out, s);
@@ -134,7 +134,7 @@ void scores_times_kv(const T* w, const T* kv, T* out, float alpha, const cpu::At
 }
 
 // Zero rows skv ≤ j < grad_capacity of a [b, grad_capacity, Hkv, d] tensor.
-void zero_tail_rows(void* out, int elem_bytes, const cpu::AttnShape& s, cudaStream_t stream) {
+void zero_tail_rows(void* out, int elem_bytes, const ops::AttnShape& s, cudaStream_t stream) {
   if (s.grad_capacity <= s.seq_kv || s.batch <= 0) return;
   const auto row = static_cast<size_t>(s.kv_heads * s.head_dim * elem_bytes);
   PERFSIM_CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(out) + static_cast<size_t>(s.seq_kv) * row,
@@ -143,13 +143,13 @@ void zero_tail_rows(void* out, int elem_bytes, const cpu::AttnShape& s, cudaStre
                                        static_cast<size_t>(s.batch), stream));
 }
 
-bool needs_fp32_sum(const cpu::AttnShape& s, int elem_bytes) { return elem_bytes < 4 && s.group() > 1; }
+bool needs_fp32_sum(const ops::AttnShape& s, int elem_bytes) { return elem_bytes < 4 && s.group() > 1; }
 
 // out[b, j, kh, :] = alpha · Σ_{h in group(kh)} W[b,h]^T · X[b,:,h,:] for j < skv, zero for
 // skv ≤ j < grad_capacity (dV: W = P, X = dO; dK: W = dS, X = Q).
 // Column-major out^T[d, skv] = X^T[d, sq] · W(op T of [skv, sq]).
 template <class T>
-void reduce_to_kv(const T* w, const T* x, T* out, float alpha, const cpu::AttnShape& s, const AttnGemm& blas,
+void reduce_to_kv(const T* w, const T* x, T* out, float alpha, const ops::AttnShape& s, const AttnGemm& blas,
                   cudaStream_t stream) {
   const bool fp32_sum = needs_fp32_sum(s, sizeof(T));
   if (fp32_sum && blas.workspace == nullptr)
@@ -170,30 +170,30 @@ void reduce_to_kv(const T* w, const T* x, T* out, float alpha, const cpu::AttnSh
 
 }  // namespace
 
-int64_t attn_grad_workspace_bytes(const cpu::AttnShape& a, int elem_bytes) {
+int64_t attn_grad_workspace_bytes(const ops::AttnShape& a, int elem_bytes) {
   if (!needs_fp32_sum(a, elem_bytes)) return 0;
   return a.batch * a.grad_capacity * a.kv_heads * a.head_dim * static_cast<int64_t>(sizeof(float));
 }
 
 template <class T>
-void attn_scores(const T* q, const T* k, T* s, const cpu::AttnShape& a, const AttnGemm& blas, cudaStream_t stream) {
+void attn_scores(const T* q, const T* k, T* s, const ops::AttnShape& a, const AttnGemm& blas, cudaStream_t stream) {
   bind(blas, stream);
   rows_times_kv_t(q, k, s, a.scale(), a, blas);
 }
 template <class T>
-void attn_context(const T* p, const T* v, T* o, const cpu::AttnShape& a, const AttnGemm& blas, cudaStream_t stream) {
+void attn_context(const T* p, const T* v, T* o, const ops::AttnShape& a, const AttnGemm& blas, cudaStream_t stream) {
   bind(blas, stream);
   scores_times_kv(p, v, o, 1.0f, a, blas);
 }
 template <class T>
-void attn_context_bwd(const T* d_o, const T* p, const T* v, T* dp, T* dv, const cpu::AttnShape& a,
+void attn_context_bwd(const T* d_o, const T* p, const T* v, T* dp, T* dv, const ops::AttnShape& a,
                       const AttnGemm& blas, cudaStream_t stream) {
   bind(blas, stream);
   rows_times_kv_t(d_o, v, dp, 1.0f, a, blas);
   reduce_to_kv(p, d_o, dv, 1.0f, a, blas, stream);
 }
 template <class T>
-void attn_scores_bwd(const T* ds, const T* q, const T* k, T* dq, T* dk, const cpu::AttnShape& a,
+void attn_scores_bwd(const T* ds, const T* q, const T* k, T* dq, T* dk, const ops::AttnShape& a,
                      const AttnGemm& blas, cudaStream_t stream) {
   bind(blas, stream);
   scores_times_kv(ds, k, dq, a.scale(), a, blas);
@@ -201,11 +201,11 @@ void attn_scores_bwd(const T* ds, const T* q, const T* k, T* dq, T* dk, const cp
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_ATTN_MATMUL(T)                                                             \
-  template void attn_scores<T>(const T*, const T*, T*, const cpu::AttnShape&, const AttnGemm&, cudaStream_t); \
-  template void attn_context<T>(const T*, const T*, T*, const cpu::AttnShape&, const AttnGemm&, cudaStream_t); \
-  template void attn_context_bwd<T>(const T*, const T*, const T*, T*, T*, const cpu::AttnShape&, const AttnGemm&, \
+  template void attn_scores<T>(const T*, const T*, T*, const ops::AttnShape&, const AttnGemm&, cudaStream_t); \
+  template void attn_context<T>(const T*, const T*, T*, const ops::AttnShape&, const AttnGemm&, cudaStream_t); \
+  template void attn_context_bwd<T>(const T*, const T*, const T*, T*, T*, const ops::AttnShape&, const AttnGemm&, \
                                     cudaStream_t);                                                          \
-  template void attn_scores_bwd<T>(const T*, const T*, const T*, T*, T*, const cpu::AttnShape&, const AttnGemm&, \
+  template void attn_scores_bwd<T>(const T*, const T*, const T*, T*, T*, const ops::AttnShape&, const AttnGemm&, \
                                    cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_ATTN_MATMUL(float)
 PERFSIM_CUDA_INSTANTIATE_ATTN_MATMUL(__nv_bfloat16)

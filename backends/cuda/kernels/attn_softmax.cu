@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(1024) softmax_block_kernel(const T* __restrict
 }
 
 template <class T, int V>
-void launch_softmax(const T* s, T* p, int64_t rows, const cpu::AttnShape& a, cudaStream_t stream) {
+void launch_softmax(const T* s, T* p, int64_t rows, const ops::AttnShape& a, cudaStream_t stream) {
   const int64_t units = (a.seq_kv + V - 1) / V;
   const auto warp_blocks = static_cast<unsigned>((rows + k_warp_rows - 1) / k_warp_rows);
   const int warp_threads = k_warp_rows * 32;
@@ -206,7 +206,7 @@ __global__ void softmax_bwd_kernel(const T* __restrict__ p, const T* __restrict_
 }  // namespace
 
 template <class T>
-void attn_softmax(const T* s, T* p, const cpu::AttnShape& a, cudaStream_t stream) {
+void attn_softmax(const T* s, T* p, const ops::AttnShape& a, cudaStream_t stream) {
   const int64_t rows = a.batch * a.heads * a.seq_q;
   if (rows <= 0 || a.seq_kv <= 0) return;
   constexpr int vec = detail::vec_of<T>;
@@ -216,7 +216,7 @@ void attn_softmax(const T* s, T* p, const cpu::AttnShape& a, cudaStream_t stream
 }
 
 template <class T>
-void attn_softmax_bwd(const T* p, const T* dp, T* ds, const cpu::AttnShape& a, cudaStream_t stream) {
+void attn_softmax_bwd(const T* p, const T* dp, T* ds, const ops::AttnShape& a, cudaStream_t stream) {
   const int64_t rows = a.batch * a.heads * a.seq_q;
   if (rows <= 0 || a.seq_kv <= 0) return;
   constexpr int vec = detail::vec_of<T>;
@@ -230,8 +230,8 @@ void attn_softmax_bwd(const T* p, const T* dp, T* ds, const cpu::AttnShape& a, c
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_ATTN_SOFTMAX(T)                                                 \
-  template void attn_softmax<T>(const T*, T*, const cpu::AttnShape&, cudaStream_t);             \
-  template void attn_softmax_bwd<T>(const T*, const T*, T*, const cpu::AttnShape&, cudaStream_t);
+  template void attn_softmax<T>(const T*, T*, const ops::AttnShape&, cudaStream_t);             \
+  template void attn_softmax_bwd<T>(const T*, const T*, T*, const ops::AttnShape&, cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_ATTN_SOFTMAX(float)
 PERFSIM_CUDA_INSTANTIATE_ATTN_SOFTMAX(__nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_ATTN_SOFTMAX(__half)

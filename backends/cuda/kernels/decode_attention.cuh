@@ -8,11 +8,11 @@
 
 #include <cstdint>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 
 namespace perfsim::cuda {
 
-using cpu::AttnShape;
+using ops::AttnShape;
 
 // Number of kv splits the launchers use for a shape: enough CTAs (splits × kv heads × batch)
 // for 4 per SM of the current device, each split at least 64 kv positions, at most 256 splits.

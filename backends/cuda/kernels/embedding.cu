@@ -17,7 +17,7 @@ namespace {
 template <class T, int V>
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
                                  const T* __restrict__ positions, T* __restrict__ x,
-                                 cpu::EmbeddingShape e) {
+                                 ops::EmbeddingShape e) {
   const int64_t per_row = e.hidden / V;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -44,7 +44,7 @@ __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __res
 
 // acc [vocab, hidden] (fp32 table or fp32 workspace); accp likewise for positions.
 __global__ void scatter_add_kernel(const int32_t* __restrict__ ids, const void* __restrict__ dx,
-                                   int dx_kind, float* acc, float* accp, cpu::EmbeddingShape e) {
+                                   int dx_kind, float* acc, float* accp, ops::EmbeddingShape e) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        w < e.tokens * e.hidden; w += stride) {
@@ -78,9 +78,9 @@ template <class T> constexpr int kind_of() {
 
 template <class T>
 void embedding(const int32_t* ids, const T* table, const std::type_identity_t<T>* positions, T* x,
-               const cpu::EmbeddingShape& e, cudaStream_t stream) {
+               const ops::EmbeddingShape& e, cudaStream_t stream) {
   if (e.tokens <= 0 || e.hidden <= 0) return;
-  cpu::EmbeddingShape s = e;
+  ops::EmbeddingShape s = e;
   if (s.seq <= 0) s.seq = 1;
   constexpr int threads = 256;
   constexpr int vec = detail::vec_of<T>;
@@ -94,15 +94,15 @@ void embedding(const int32_t* ids, const T* table, const std::type_identity_t<T>
 }
 
 template <class T>
-int64_t embedding_bwd_workspace_floats(const cpu::EmbeddingShape& e, bool with_positions) {
+int64_t embedding_bwd_workspace_floats(const ops::EmbeddingShape& e, bool with_positions) {
   if constexpr (std::is_same_v<T, float>) return 0;
   return e.vocab * e.hidden + (with_positions ? e.max_positions * e.hidden : 0);
 }
 
 template <class T>
 void embedding_bwd(const int32_t* ids, const T* dx, T* dtable, std::type_identity_t<T>* dpositions,
-                   const cpu::EmbeddingShape& e, float* workspace, cudaStream_t stream) {
-  cpu::EmbeddingShape s = e;
+                   const ops::EmbeddingShape& e, float* workspace, cudaStream_t stream) {
+  ops::EmbeddingShape s = e;
   if (s.seq <= 0) s.seq = 1;
   const int64_t table_n = e.vocab * e.hidden, pos_n = e.max_positions * e.hidden;
   constexpr int threads = 256;
@@ -140,10 +140,10 @@ void embedding_bwd(const int32_t* ids, const T* dx, T* dtable, std::type_identit
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_EMBEDDING(T)                                                  \
-  template void embedding<T>(const int32_t*, const T*, const T*, T*, const cpu::EmbeddingShape&, \
+  template void embedding<T>(const int32_t*, const T*, const T*, T*, const ops::EmbeddingShape&, \
                              cudaStream_t);                                                    \
-  template int64_t embedding_bwd_workspace_floats<T>(const cpu::EmbeddingShape&, bool);        \
-  template void embedding_bwd<T>(const int32_t*, const T*, T*, T*, const cpu::EmbeddingShape&, \
+  template int64_t embedding_bwd_workspace_floats<T>(const ops::EmbeddingShape&, bool);        \
+  template void embedding_bwd<T>(const int32_t*, const T*, T*, T*, const ops::EmbeddingShape&, \
                                  float*, cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_EMBEDDING(float)
 PERFSIM_CUDA_INSTANTIATE_EMBEDDING(__nv_bfloat16)

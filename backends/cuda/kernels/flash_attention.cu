@@ -471,7 +471,7 @@ namespace detail {
 template <class T>
 void varlen_flash_prefill(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
                           const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
-                          const cpu::VarlenAttnShape& a, int64_t first_seq, cudaStream_t stream) {
+                          const ops::VarlenAttnShape& a, int64_t first_seq, cudaStream_t stream) {
   const int64_t seqs = a.seqs - first_seq;
   if (seqs <= 0 || a.max_q <= 0) return;
   const FwdParams p{q, k_pages, v_pages, o, lse, int(a.heads), int(a.kv_heads), int(a.group()), true, a.scale(), 0};
@@ -489,7 +489,7 @@ void varlen_flash_prefill(const T* q, const T* k_pages, const T* v_pages, const 
                                    cudaStream_t, int);                                                   \
   template void detail::varlen_flash_prefill<T>(const T*, const T*, const T*, const int32_t*,            \
                                                 const int32_t*, const int32_t*, T*, float*,              \
-                                                const cpu::VarlenAttnShape&, int64_t, cudaStream_t);
+                                                const ops::VarlenAttnShape&, int64_t, cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(float)
 PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__half)

@@ -9,11 +9,11 @@
 
 #include <cstdint>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 
 namespace perfsim::cuda {
 
-using cpu::AttnShape;
+using ops::AttnShape;
 
 // Forward. bf16/fp16 with head_dim 64 or 128 run the tensor-core kernel (mma.sync
 // m16n8k16, fp32 accumulation); fp32 and other head_dims (<= 256) run a simple per-row

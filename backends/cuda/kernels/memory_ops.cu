@@ -21,14 +21,14 @@ __global__ void convert_kernel(const S* __restrict__ x, D* __restrict__ y, int64
 }
 
 template <class S>
-void convert_from(const S* x, void* y, cpu::Storage y_type, int64_t n, cudaStream_t stream) {
+void convert_from(const S* x, void* y, host::Storage y_type, int64_t n, cudaStream_t stream) {
   constexpr int threads = 256;
   const unsigned blocks = detail::grid_for(n, threads);
   switch (y_type) {
-    case cpu::Storage::f32: convert_kernel<<<blocks, threads, 0, stream>>>(x, static_cast<float*>(y), n); break;
-    case cpu::Storage::bf16: convert_kernel<<<blocks, threads, 0, stream>>>(x, static_cast<__nv_bfloat16*>(y), n); break;
-    case cpu::Storage::f16: convert_kernel<<<blocks, threads, 0, stream>>>(x, static_cast<__half*>(y), n); break;
-    default: throw std::invalid_argument(std::string("copy_tensor: cannot convert to ") + cpu::name_of(y_type));
+    case host::Storage::f32: convert_kernel<<<blocks, threads, 0, stream>>>(x, static_cast<float*>(y), n); break;
+    case host::Storage::bf16: convert_kernel<<<blocks, threads, 0, stream>>>(x, static_cast<__nv_bfloat16*>(y), n); break;
+    case host::Storage::f16: convert_kernel<<<blocks, threads, 0, stream>>>(x, static_cast<__half*>(y), n); break;
+    default: throw std::invalid_argument(std::string("copy_tensor: cannot convert to ") + host::name_of(y_type));
   }
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
@@ -78,8 +78,8 @@ int copy_threads(int64_t words) {
 }  // namespace
 
 template <class T>
-void paged_kv_append(const T* k_new, T* pages, const int32_t* block_table, const cpu::KvAppendShape& s,
-                     const cpu::PagedLayout& p, cudaStream_t stream) {
+void paged_kv_append(const T* k_new, T* pages, const int32_t* block_table, const ops::KvAppendShape& s,
+                     const ops::PagedLayout& p, cudaStream_t stream) {
   if (s.position < 0 || s.position + s.seq_new > p.block * p.max_blocks)
     throw std::out_of_range("kv_append: rows " + std::to_string(s.position) + ".." +
                             std::to_string(s.position + s.seq_new - 1) + " do not fit " +
@@ -125,7 +125,7 @@ void gather_rows(const T* x, const int32_t* rows, T* y, int64_t n, int64_t x_row
 }
 
 template <class T>
-void kv_append(const T* k_new, T* cache, const cpu::KvAppendShape& s, cudaStream_t stream) {
+void kv_append(const T* k_new, T* cache, const ops::KvAppendShape& s, cudaStream_t stream) {
   if (s.position < 0 || s.position + s.seq_new > s.capacity)
     // (std::to_string: fmt's compile-time format checks do not build under nvcc)
     throw std::out_of_range("kv_append: rows " + std::to_string(s.position) + ".." +
@@ -148,26 +148,26 @@ void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols
                                        stream));
 }
 
-void copy_tensor(const void* x, cpu::Storage x_type, void* y, cpu::Storage y_type, int64_t n,
+void copy_tensor(const void* x, host::Storage x_type, void* y, host::Storage y_type, int64_t n,
                  cudaStream_t stream) {
   if (n <= 0) return;
   if (x_type == y_type) {
-    PERFSIM_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * static_cast<size_t>(cpu::bytes_of(x_type)),
+    PERFSIM_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * static_cast<size_t>(host::bytes_of(x_type)),
                                        cudaMemcpyDeviceToDevice, stream));
     return;
   }
   switch (x_type) {
-    case cpu::Storage::f32: convert_from(static_cast<const float*>(x), y, y_type, n, stream); break;
-    case cpu::Storage::bf16: convert_from(static_cast<const __nv_bfloat16*>(x), y, y_type, n, stream); break;
-    case cpu::Storage::f16: convert_from(static_cast<const __half*>(x), y, y_type, n, stream); break;
-    default: throw std::invalid_argument(std::string("copy_tensor: cannot convert from ") + cpu::name_of(x_type));
+    case host::Storage::f32: convert_from(static_cast<const float*>(x), y, y_type, n, stream); break;
+    case host::Storage::bf16: convert_from(static_cast<const __nv_bfloat16*>(x), y, y_type, n, stream); break;
+    case host::Storage::f16: convert_from(static_cast<const __half*>(x), y, y_type, n, stream); break;
+    default: throw std::invalid_argument(std::string("copy_tensor: cannot convert from ") + host::name_of(x_type));
   }
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_MEMORY(T)                                                    \
-  template void kv_append<T>(const T*, T*, const cpu::KvAppendShape&, cudaStream_t);         \
-  template void paged_kv_append<T>(const T*, T*, const int32_t*, const cpu::KvAppendShape&,   \
-                                   const cpu::PagedLayout&, cudaStream_t);                    \
+  template void kv_append<T>(const T*, T*, const ops::KvAppendShape&, cudaStream_t);         \
+  template void paged_kv_append<T>(const T*, T*, const int32_t*, const ops::KvAppendShape&,   \
+                                   const ops::PagedLayout&, cudaStream_t);                    \
   template void slice_last_token<T>(const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);  \
   template void kv_append_slots<T>(const T*, T*, const int32_t*, int64_t, int64_t, int64_t,  \
                                    cudaStream_t);                                            \

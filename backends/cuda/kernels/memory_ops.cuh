@@ -10,19 +10,19 @@
 
 #include <cstdint>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 
 namespace perfsim::cuda {
 
 // k_new [batch, seq_new, row] into cache [batch, capacity, row] at rows position.. (throws
 // std::out_of_range on the host when the rows do not fit, as the CPU kernel does).
-template <class T> void kv_append(const T* k_new, T* cache, const cpu::KvAppendShape& s,
+template <class T> void kv_append(const T* k_new, T* cache, const ops::KvAppendShape& s,
                                   cudaStream_t stream);
 // k_new [batch, seq_new, row] into pages [num_blocks, block, row] through block_table
 // [batch, max_blocks] (cpu::paged_kv_append): one kernel, a block per new row. A table entry
 // outside the pool skips its row on the device (the host throws for rows past the table).
 template <class T> void paged_kv_append(const T* k_new, T* pages, const int32_t* block_table,
-                                        const cpu::KvAppendShape& s, const cpu::PagedLayout& p,
+                                        const ops::KvAppendShape& s, const ops::PagedLayout& p,
                                         cudaStream_t stream);
 // x [batch·seq, cols] -> y [batch, cols]: each sequence's last row.
 template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols,
@@ -37,7 +37,7 @@ template <class T> void gather_rows(const T* x, const int32_t* rows, T* y, int64
                                     int64_t cols, cudaStream_t stream);
 // y = x for n elements, converting between float storages (f32, bf16, f16; round to
 // nearest-even when narrowing). Same storage: a device-to-device memcpy.
-void copy_tensor(const void* x, cpu::Storage x_type, void* y, cpu::Storage y_type, int64_t n,
+void copy_tensor(const void* x, host::Storage x_type, void* y, host::Storage y_type, int64_t n,
                  cudaStream_t stream);
 
 // Largest finite e4m3 magnitude (OCP FP8 spec: S.1111.110 = 448).

@@ -14,7 +14,7 @@ namespace {
 
 // The buffer row choice i fills, or −1 when it was dropped (or names no row of the buffers).
 __device__ __forceinline__ int64_t buffer_row(const int32_t* experts, const int32_t* slots, int64_t i,
-                                              const cpu::MoeShape& s) {
+                                              const ops::MoeShape& s) {
   const int64_t e = experts[i], slot = slots[i];
   if (slot < 0 || slot >= s.capacity || e < 0 || e >= s.experts) return -1;
   return e * s.capacity + slot;
@@ -22,7 +22,7 @@ __device__ __forceinline__ int64_t buffer_row(const int32_t* experts, const int3
 
 template <class T, int V>
 __global__ void dispatch_kernel(const T* __restrict__ x, const int32_t* __restrict__ experts,
-                                const int32_t* __restrict__ slots, T* __restrict__ xe, cpu::MoeShape s) {
+                                const int32_t* __restrict__ slots, T* __restrict__ xe, ops::MoeShape s) {
   using P = detail::Pack<T, V>;
   const int64_t per_row = s.hidden / V;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -41,7 +41,7 @@ __global__ void dispatch_kernel(const T* __restrict__ x, const int32_t* __restri
 template <class T, int V>
 __global__ void gather_kernel(const T* __restrict__ buffers, const int32_t* __restrict__ experts,
                               const int32_t* __restrict__ slots, const float* __restrict__ weights,
-                              T* __restrict__ out, float after, cpu::MoeShape s) {
+                              T* __restrict__ out, float after, ops::MoeShape s) {
   const int64_t per_row = s.hidden / V;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < s.tokens * per_row;
@@ -70,7 +70,7 @@ template <class T, int V>
 __global__ void combine_bwd_kernel(const T* __restrict__ dy, const T* __restrict__ ye,
                                    const int32_t* __restrict__ experts, const int32_t* __restrict__ slots,
                                    const float* __restrict__ weights, T* __restrict__ dye,
-                                   float* __restrict__ dweights, cpu::MoeShape s) {
+                                   float* __restrict__ dweights, ops::MoeShape s) {
   const int64_t t = blockIdx.x;
   const T* g = dy + t * s.hidden;
   for (int64_t i = t * s.top_k; i < (t + 1) * s.top_k; ++i) {
@@ -99,19 +99,19 @@ __global__ void combine_bwd_kernel(const T* __restrict__ dy, const T* __restrict
 
 // 16-byte chunks when every row starts on a 16-byte boundary.
 template <class T>
-bool vectorizable(const cpu::MoeShape& s, const void* a, const void* b) {
+bool vectorizable(const ops::MoeShape& s, const void* a, const void* b) {
   return s.hidden % detail::vec_of<T> == 0 && detail::aligned(16, a, b);
 }
 
 template <class T>
-void zero_buffers(T* buffers, const cpu::MoeShape& s, cudaStream_t stream) {
+void zero_buffers(T* buffers, const ops::MoeShape& s, cudaStream_t stream) {
   const auto bytes = static_cast<size_t>(s.experts * s.capacity * s.hidden) * sizeof(T);
   if (bytes > 0) PERFSIM_CUDA_CHECK(cudaMemsetAsync(buffers, 0, bytes, stream));
 }
 
 template <class T>
 void gather(const T* buffers, const int32_t* experts, const int32_t* slots, const float* weights, float after,
-            T* out, const cpu::MoeShape& s, cudaStream_t stream) {
+            T* out, const ops::MoeShape& s, cudaStream_t stream) {
   if (s.tokens <= 0 || s.hidden <= 0) return;
   constexpr int threads = 256, vec = detail::vec_of<T>;
   if (vectorizable<T>(s, buffers, out))
@@ -126,7 +126,7 @@ void gather(const T* buffers, const int32_t* experts, const int32_t* slots, cons
 }  // namespace
 
 template <class T>
-void moe_dispatch(const T* x, const int32_t* experts, const int32_t* slots, T* xe, const cpu::MoeShape& s,
+void moe_dispatch(const T* x, const int32_t* experts, const int32_t* slots, T* xe, const ops::MoeShape& s,
                   cudaStream_t stream) {
   zero_buffers(xe, s, stream);
   if (s.tokens <= 0 || s.hidden <= 0) return;
@@ -141,7 +141,7 @@ void moe_dispatch(const T* x, const int32_t* experts, const int32_t* slots, T* x
 }
 
 template <class T>
-void moe_dispatch_bwd(const T* dxe, const int32_t* experts, const int32_t* slots, T* dx, const cpu::MoeShape& s,
+void moe_dispatch_bwd(const T* dxe, const int32_t* experts, const int32_t* slots, T* dx, const ops::MoeShape& s,
                       cudaStream_t stream) {
   // The experts' gradient came in scaled by expert_grad_scale (moe_combine_bwd): the tokens' is not.
   gather(dxe, experts, slots, nullptr, 1.0f / s.expert_grad_scale, dx, s, stream);
@@ -149,13 +149,13 @@ void moe_dispatch_bwd(const T* dxe, const int32_t* experts, const int32_t* slots
 
 template <class T>
 void moe_combine(const T* ye, const int32_t* experts, const int32_t* slots, const float* weights, T* y,
-                 const cpu::MoeShape& s, cudaStream_t stream) {
+                 const ops::MoeShape& s, cudaStream_t stream) {
   gather(ye, experts, slots, weights, 1.0f, y, s, stream);
 }
 
 template <class T>
 void moe_combine_bwd(const T* dy, const T* ye, const int32_t* experts, const int32_t* slots, const float* weights,
-                     T* dye, float* dweights, const cpu::MoeShape& s, cudaStream_t stream) {
+                     T* dye, float* dweights, const ops::MoeShape& s, cudaStream_t stream) {
   zero_buffers(dye, s, stream);
   if (s.tokens <= 0) return;
   constexpr int vec = detail::vec_of<T>;
@@ -170,14 +170,14 @@ void moe_combine_bwd(const T* dy, const T* ye, const int32_t* experts, const int
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_MOE(T)                                                                      \
-  template void moe_dispatch<T>(const T*, const int32_t*, const int32_t*, T*, const cpu::MoeShape&,            \
+  template void moe_dispatch<T>(const T*, const int32_t*, const int32_t*, T*, const ops::MoeShape&,            \
                                 cudaStream_t);                                                               \
-  template void moe_dispatch_bwd<T>(const T*, const int32_t*, const int32_t*, T*, const cpu::MoeShape&,        \
+  template void moe_dispatch_bwd<T>(const T*, const int32_t*, const int32_t*, T*, const ops::MoeShape&,        \
                                     cudaStream_t);                                                           \
-  template void moe_combine<T>(const T*, const int32_t*, const int32_t*, const float*, T*, const cpu::MoeShape&, \
+  template void moe_combine<T>(const T*, const int32_t*, const int32_t*, const float*, T*, const ops::MoeShape&, \
                                cudaStream_t);                                                                \
   template void moe_combine_bwd<T>(const T*, const T*, const int32_t*, const int32_t*, const float*, T*, float*, \
-                                   const cpu::MoeShape&, cudaStream_t);
+                                   const ops::MoeShape&, cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_MOE(float)
 PERFSIM_CUDA_INSTANTIATE_MOE(__nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_MOE(__half)

@@ -29,7 +29,7 @@ __device__ __forceinline__ bool ranks_above(float a, int ai, float b, int bi) {
 
 template <class T>
 __global__ void route_topk_kernel(const T* __restrict__ logits, float* __restrict__ weights,
-                                  int32_t* __restrict__ experts, cpu::MoeShape s) {
+                                  int32_t* __restrict__ experts, ops::MoeShape s) {
   const int lane = threadIdx.x % 32;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32;
   if (t >= s.tokens) return;  // the whole warp
@@ -67,7 +67,7 @@ __global__ void route_topk_kernel(const T* __restrict__ logits, float* __restric
 
 // Block e: slot = the number of earlier choices of expert e, −1 from capacity on.
 __global__ void route_slots_kernel(const int32_t* __restrict__ experts, int32_t* __restrict__ slots,
-                                   cpu::MoeShape s) {
+                                   ops::MoeShape s) {
   __shared__ int warp_counts[scan_threads / 32];
   const int e = static_cast<int>(blockIdx.x);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -97,7 +97,7 @@ __global__ void route_slots_kernel(const int32_t* __restrict__ experts, int32_t*
 template <class T>
 __global__ void route_bwd_kernel(const T* __restrict__ logits, const int32_t* __restrict__ experts,
                                  const float* __restrict__ dweights, float* __restrict__ dlogits,
-                                 cpu::MoeShape s) {
+                                 ops::MoeShape s) {
   __shared__ int chosen[warps_per_block][32];
   __shared__ float grad[warps_per_block][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -131,7 +131,7 @@ unsigned warp_blocks(int64_t tokens) {
 }  // namespace
 
 template <class T>
-void moe_route(const T* logits, float* weights, int32_t* experts, int32_t* slots, const cpu::MoeShape& s,
+void moe_route(const T* logits, float* weights, int32_t* experts, int32_t* slots, const ops::MoeShape& s,
                cudaStream_t stream) {
   if (s.experts > moe_route_max_experts || s.top_k > moe_route_max_top_k || s.top_k > s.experts)
     throw std::invalid_argument("moe_route: the router takes at most " + std::to_string(moe_route_max_experts) +
@@ -147,7 +147,7 @@ void moe_route(const T* logits, float* weights, int32_t* experts, int32_t* slots
 
 template <class T>
 void moe_route_bwd(const T* logits, const int32_t* experts, const float* dweights, float* dlogits,
-                   const cpu::MoeShape& s, cudaStream_t stream) {
+                   const ops::MoeShape& s, cudaStream_t stream) {
   if (s.top_k > moe_route_max_top_k)
     throw std::invalid_argument("moe_route_bwd: top_k " + std::to_string(s.top_k) + " exceeds " +
                                 std::to_string(moe_route_max_top_k));
@@ -158,8 +158,8 @@ void moe_route_bwd(const T* logits, const int32_t* experts, const float* dweight
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_MOE_ROUTE(T)                                                       \
-  template void moe_route<T>(const T*, float*, int32_t*, int32_t*, const cpu::MoeShape&, cudaStream_t); \
-  template void moe_route_bwd<T>(const T*, const int32_t*, const float*, float*, const cpu::MoeShape&,  \
+  template void moe_route<T>(const T*, float*, int32_t*, int32_t*, const ops::MoeShape&, cudaStream_t); \
+  template void moe_route_bwd<T>(const T*, const int32_t*, const float*, float*, const ops::MoeShape&,  \
                                  cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_MOE_ROUTE(float)
 PERFSIM_CUDA_INSTANTIATE_MOE_ROUTE(__nv_bfloat16)

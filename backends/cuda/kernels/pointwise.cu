@@ -196,7 +196,7 @@ void residual_add(const T* a, const T* b, T* out, int64_t n, cudaStream_t stream
 }
 
 template <class T>
-void rope_at(const T* x, const int32_t* positions, T* y, const cpu::RopeShape& r, cudaStream_t stream) {
+void rope_at(const T* x, const int32_t* positions, T* y, const ops::RopeShape& r, cudaStream_t stream) {
   if (r.tokens <= 0 || r.heads <= 0 || r.head_dim <= 0) return;
   constexpr int V = detail::vec_of<T>;
   const int64_t half_d = r.head_dim / 2;
@@ -220,7 +220,7 @@ void rope_at(const T* x, const int32_t* positions, T* y, const cpu::RopeShape& r
   template void silu_mul<T>(const T*, const T*, T*, int64_t, cudaStream_t);                    \
   template void silu_mul_bwd<T>(const T*, const T*, const T*, T*, T*, int64_t, cudaStream_t);  \
   template void residual_add<T>(const T*, const T*, T*, int64_t, cudaStream_t);                \
-  template void rope_at<T>(const T*, const int32_t*, T*, const cpu::RopeShape&, cudaStream_t);
+  template void rope_at<T>(const T*, const int32_t*, T*, const ops::RopeShape&, cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_POINTWISE(float)
 PERFSIM_CUDA_INSTANTIATE_POINTWISE(__nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_POINTWISE(__half)

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 
 namespace perfsim::cuda {
 
@@ -25,11 +25,11 @@ template <class T> void residual_add(const T* a, const T* b, T* out, int64_t n,
 // x, y [tokens, heads, head_dim]; pairs (i, i + d/2) rotate by pos·10000^(−2i/d), token t at
 // r.position_of(t). Computed as the CPU reference does (frequency rounded to float, angle
 // and sin/cos in double), so the two agree to fp32 rounding even at positions in the thousands.
-template <class T> void rope(const T* x, T* y, const cpu::RopeShape& r, cudaStream_t stream);
-template <class T> void rope_bwd(const T* dy, T* dx, const cpu::RopeShape& r, cudaStream_t stream);
+template <class T> void rope(const T* x, T* y, const ops::RopeShape& r, cudaStream_t stream);
+template <class T> void rope_bwd(const T* dy, T* dx, const ops::RopeShape& r, cudaStream_t stream);
 // rope with token t at positions[t] (int32 on the device; r.seq and r.position unused), the
 // rotation of cpu::rope_at (pointwise.cu).
-template <class T> void rope_at(const T* x, const int32_t* positions, T* y, const cpu::RopeShape& r,
+template <class T> void rope_at(const T* x, const int32_t* positions, T* y, const ops::RopeShape& r,
                                 cudaStream_t stream);
 
 }  // namespace perfsim::cuda

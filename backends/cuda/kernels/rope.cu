@@ -16,7 +16,7 @@ namespace {
 
 template <class T>
 __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t tokens,
-                            int64_t heads, int64_t d, cpu::RopeShape r, float sign) {
+                            int64_t heads, int64_t d, ops::RopeShape r, float sign) {
   const int64_t half_d = d / 2;
   const int64_t pairs = half_d > 0 ? half_d : 1;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -46,7 +46,7 @@ __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
 
 template <class T, int V>
 __global__ void rope_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t heads,
-                                int64_t d, cpu::RopeShape r, float sign) {
+                                int64_t d, ops::RopeShape r, float sign) {
   extern __shared__ float cos_sin[];  // [half_d] cos, then [half_d] sign·sin
   const int64_t t = blockIdx.x, half_d = d / 2;
   const double pos = static_cast<double>(r.position_of(t));
@@ -79,7 +79,7 @@ __global__ void rope_vec_kernel(const T* __restrict__ x, T* __restrict__ y, int6
 }
 
 template <class T>
-void rotate(const T* x, T* y, cpu::RopeShape r, float sign, cudaStream_t stream) {
+void rotate(const T* x, T* y, ops::RopeShape r, float sign, cudaStream_t stream) {
   if (r.tokens <= 0 || r.heads <= 0 || r.head_dim <= 0) return;
   if (r.seq <= 0) r.seq = 1;
   constexpr int V = detail::vec_of<T>;
@@ -103,17 +103,17 @@ void rotate(const T* x, T* y, cpu::RopeShape r, float sign, cudaStream_t stream)
 }  // namespace
 
 template <class T>
-void rope(const T* x, T* y, const cpu::RopeShape& r, cudaStream_t stream) {
+void rope(const T* x, T* y, const ops::RopeShape& r, cudaStream_t stream) {
   rotate(x, y, r, 1.0f, stream);
 }
 template <class T>
-void rope_bwd(const T* dy, T* dx, const cpu::RopeShape& r, cudaStream_t stream) {
+void rope_bwd(const T* dy, T* dx, const ops::RopeShape& r, cudaStream_t stream) {
   rotate(dy, dx, r, -1.0f, stream);
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_ROPE(T)                                         \
-  template void rope<T>(const T*, T*, const cpu::RopeShape&, cudaStream_t);      \
-  template void rope_bwd<T>(const T*, T*, const cpu::RopeShape&, cudaStream_t);
+  template void rope<T>(const T*, T*, const ops::RopeShape&, cudaStream_t);      \
+  template void rope_bwd<T>(const T*, T*, const ops::RopeShape&, cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_ROPE(float)
 PERFSIM_CUDA_INSTANTIATE_ROPE(__nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_ROPE(__half)

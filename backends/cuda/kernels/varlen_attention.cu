@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(32 * k_combine_lanes) varlen_combine_kernel(De
 
 // Splits of the workspace mode: enough CTAs for k_ctas_per_sm per SM, no split under
 // k_min_split_len keys, none over k_max_split_len where k_max_splits allow.
-int workspace_splits(const cpu::VarlenAttnShape& a) {
+int workspace_splits(const ops::VarlenAttnShape& a) {
   if (a.decode_seqs <= 0 || !decode_head_dim(a.head_dim)) return 1;
   const int64_t ctas = std::max<int64_t>(1, a.decode_seqs * a.kv_heads);
   const int64_t target = int64_t(detail::sm_count()) * k_ctas_per_sm;
@@ -332,7 +332,7 @@ int workspace_splits(const cpu::VarlenAttnShape& a) {
 
 template <class T>
 void launch_decode(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
-                   const int32_t* kv_len, T* o, float* lse, const cpu::VarlenAttnShape& a, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+                   const int32_t* kv_len, T* o, float* lse, const ops::VarlenAttnShape& a, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   DecodeParams p{q, k_pages, v_pages, o, lse, table, kv_len, nullptr, nullptr, a.tokens,
                  int(a.decode_seqs), int(a.heads), int(a.kv_heads), int(a.group()), int(a.paged.max_blocks),
                  detail::PageDivider::make(a.paged.block), 0, a.scale()};
@@ -385,12 +385,12 @@ void launch_decode(const T* q, const T* k_pages, const T* v_pages, const int32_t
 
 }  // namespace
 
-int64_t varlen_attention_workspace_bytes(const cpu::VarlenAttnShape& a) {
+int64_t varlen_attention_workspace_bytes(const ops::VarlenAttnShape& a) {
   const int splits = workspace_splits(a);
   return splits < 2 ? 0 : int64_t(splits) * a.decode_seqs * a.heads * (a.head_dim + 2) * int64_t(sizeof(float));
 }
 
-int varlen_decode_splits(const cpu::VarlenAttnShape& a) {
+int varlen_decode_splits(const ops::VarlenAttnShape& a) {
   if (a.decode_seqs <= 0 || !decode_head_dim(a.head_dim)) return 1;
   // Enough CTAs (splits × kv heads × decodes) to fill every SM k_ctas_per_sm times, no split
   // shorter than k_min_split_len keys, and splits of the longest context short enough that
@@ -406,7 +406,7 @@ int varlen_decode_splits(const cpu::VarlenAttnShape& a) {
 template <class T>
 void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
                             const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
-                            const cpu::VarlenAttnShape& a, cudaStream_t stream, void* workspace,
+                            const ops::VarlenAttnShape& a, cudaStream_t stream, void* workspace,
                             int64_t workspace_bytes) {
   if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     throw ConfigError("varlen flash_attention: heads (" + std::to_string(a.heads) +
@@ -428,7 +428,7 @@ void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, cons
 
 #define PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(T)                                                          \
   template void varlen_flash_attention<T>(const T*, const T*, const T*, const int32_t*, const int32_t*, \
-                                          const int32_t*, T*, float*, const cpu::VarlenAttnShape&,      \
+                                          const int32_t*, T*, float*, const ops::VarlenAttnShape&,      \
                                           cudaStream_t, void*, int64_t);
 PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(float)
 PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(__nv_bfloat16)

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 
 namespace perfsim::cuda {
 
@@ -29,17 +29,17 @@ namespace perfsim::cuda {
 template <class T>
 void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
                             const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
-                            const cpu::VarlenAttnShape& a, cudaStream_t stream, void* workspace = nullptr,
+                            const ops::VarlenAttnShape& a, cudaStream_t stream, void* workspace = nullptr,
                             int64_t workspace_bytes = 0);
 
 // Cluster size C of the cluster merge: enough CTAs (C × kv heads × decodes) for 4 per SM, no
 // split under 64 keys, the longest context cut below 512 keys a split where a cluster allows:
 //   clamp(max(min(⌈4·SMs / (decode_seqs·Hkv)⌉, ⌈max_kv / 64⌉), ⌈max_kv / 512⌉), 1, 8).
 // 1 when there is no decode or head_dim is not 32, 64, 128 or 256.
-[[nodiscard]] int varlen_decode_splits(const cpu::VarlenAttnShape& a);
+[[nodiscard]] int varlen_decode_splits(const ops::VarlenAttnShape& a);
 // Workspace bytes of the workspace merge: splits · decode_seqs · H · (head_dim + 2) · 4 with
 // splits as above but clamped to 1..256 instead of 1..8; 0 when splits < 2.
-[[nodiscard]] int64_t varlen_attention_workspace_bytes(const cpu::VarlenAttnShape& a);
+[[nodiscard]] int64_t varlen_attention_workspace_bytes(const ops::VarlenAttnShape& a);
 
 namespace detail {
 
@@ -69,7 +69,7 @@ struct PageDivider {
 template <class T>
 void varlen_flash_prefill(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
                           const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
-                          const cpu::VarlenAttnShape& a, int64_t first_seq, cudaStream_t stream);
+                          const ops::VarlenAttnShape& a, int64_t first_seq, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace perfsim::cuda

@@ -15,7 +15,7 @@ constexpr int k_threads = 256;
 
 template <class T>
 __global__ void vocab_embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
-                                       const T* __restrict__ positions, T* __restrict__ x, cpu::EmbeddingShape e,
+                                       const T* __restrict__ positions, T* __restrict__ x, ops::EmbeddingShape e,
                                        int64_t offset) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < e.tokens * e.hidden;
@@ -38,7 +38,7 @@ __global__ void vocab_embedding_kernel(const int32_t* __restrict__ ids, const T*
 // for the positions (null without them).
 template <class T>
 __global__ void vocab_scatter_add_kernel(const int32_t* __restrict__ ids, const T* __restrict__ dx, float* acc,
-                                         float* accp, cpu::EmbeddingShape e, int64_t offset) {
+                                         float* accp, ops::EmbeddingShape e, int64_t offset) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < e.tokens * e.hidden;
        w += stride) {
@@ -103,9 +103,9 @@ __global__ void vocab_loss_kernel(const T* __restrict__ logits, const int32_t* _
 
 template <class T>
 void vocab_embedding(const int32_t* ids, const T* table, const std::type_identity_t<T>* positions, T* x,
-                     const cpu::EmbeddingShape& e, int64_t offset, cudaStream_t stream) {
+                     const ops::EmbeddingShape& e, int64_t offset, cudaStream_t stream) {
   if (e.tokens <= 0 || e.hidden <= 0) return;
-  cpu::EmbeddingShape s = e;
+  ops::EmbeddingShape s = e;
   if (s.seq <= 0) s.seq = 1;
   vocab_embedding_kernel<T><<<detail::grid_for(e.tokens * e.hidden, k_threads), k_threads, 0, stream>>>(
       ids, table, positions, x, s, offset);
@@ -114,8 +114,8 @@ void vocab_embedding(const int32_t* ids, const T* table, const std::type_identit
 
 template <class T>
 void vocab_embedding_bwd(const int32_t* ids, const T* dx, T* dtable, std::type_identity_t<T>* dpositions,
-                         const cpu::EmbeddingShape& e, int64_t offset, float* workspace, cudaStream_t stream) {
-  cpu::EmbeddingShape s = e;
+                         const ops::EmbeddingShape& e, int64_t offset, float* workspace, cudaStream_t stream) {
+  ops::EmbeddingShape s = e;
   if (s.seq <= 0) s.seq = 1;
   const int64_t table_n = e.vocab * e.hidden, pos_n = e.max_positions * e.hidden;
   float* acc = nullptr;
@@ -181,9 +181,9 @@ void vocab_cross_entropy_loss(const T* logits, const int32_t* targets, const flo
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_VOCAB_PARALLEL(T)                                                                \
-  template void vocab_embedding<T>(const int32_t*, const T*, const T*, T*, const cpu::EmbeddingShape&, int64_t,   \
+  template void vocab_embedding<T>(const int32_t*, const T*, const T*, T*, const ops::EmbeddingShape&, int64_t,   \
                                    cudaStream_t);                                                                 \
-  template void vocab_embedding_bwd<T>(const int32_t*, const T*, T*, T*, const cpu::EmbeddingShape&, int64_t,     \
+  template void vocab_embedding_bwd<T>(const int32_t*, const T*, T*, T*, const ops::EmbeddingShape&, int64_t,     \
                                        float*, cudaStream_t);                                                     \
   template void vocab_row_max<T>(const T*, float*, int64_t, int64_t, cudaStream_t);                               \
   template void vocab_row_sum_exp<T>(const T*, const float*, float*, int64_t, int64_t, cudaStream_t);             \

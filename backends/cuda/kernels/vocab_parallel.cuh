@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 
 namespace perfsim::cuda {
 
@@ -22,7 +22,7 @@ namespace perfsim::cuda {
 // positions[e.position + t % e.seq] when `positions` is given (the caller gives it on the
 // group's first rank only, so the all-reduce after the op adds the positions once).
 template <class T> void vocab_embedding(const int32_t* ids, const T* table, const std::type_identity_t<T>* positions,
-                                        T* x, const cpu::EmbeddingShape& e, int64_t offset, cudaStream_t stream);
+                                        T* x, const ops::EmbeddingShape& e, int64_t offset, cudaStream_t stream);
 
 // dtable[ids[t] − offset] += dx[t] for the ids in this rank's rows; dpositions[e.position +
 // t % e.seq] += dx[t] for every token (the positions are replicated: each rank's gradient is the
@@ -30,7 +30,7 @@ template <class T> void vocab_embedding(const int32_t* ids, const T* table, cons
 // (embedding_bwd_workspace_floats in embedding.cuh), none for fp32. Float atomics: the order of
 // the sums (and the last bit) may vary between runs.
 template <class T> void vocab_embedding_bwd(const int32_t* ids, const T* dx, T* dtable,
-                                            std::type_identity_t<T>* dpositions, const cpu::EmbeddingShape& e,
+                                            std::type_identity_t<T>* dpositions, const ops::EmbeddingShape& e,
                                             int64_t offset, float* workspace, cudaStream_t stream);
 
 // row_max[r] = max over this rank's columns of logits [rows, cols].

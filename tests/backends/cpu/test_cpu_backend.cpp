@@ -13,7 +13,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/registry.hpp"
-#include "backends/timed_runs.hpp"
+#include "backends/common/timed_runs.hpp"
 #include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"
 #include "cpu_test_util.hpp"

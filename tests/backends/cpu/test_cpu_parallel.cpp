@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "backends/cpu/cpu_kernels.hpp"
-#include "backends/cpu/parallel.hpp"
+#include "backends/common/parallel.hpp"
 #include "cpu_test_util.hpp"
 
 using namespace perfsim::cpu;

@@ -1,5 +1,5 @@
 // Ring attention on the CPU kernels without ranks: every context-parallel rank's blocks (the
-// part each computes, cpu_context_parallel.hpp), merged by attn_merge, give the whole sequence's
+// part each computes, backends/ops/context_parallel.hpp), merged by attn_merge, give the whole sequence's
 // causal attention at the rank's rows, and the blocks' backward (dQ summed on the rank, dK/dV
 // summed on the block's rank) its gradients; the merge alone, and the positions of the rank's
 // rows for rope and learned embeddings.
@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/cpu_context_parallel.hpp"
+#include "backends/ops/context_parallel.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "cpu_test_util.hpp"
 
@@ -153,7 +153,7 @@ TEST_CASE("ring attention (cpu): every rank's blocks give the whole sequence's c
       std::vector<float> out, out_lse;
       for (int step = 0; step < cp; ++step) {
         const int owner = ((r - step) % cp + cp) % cp;
-        const AttnShape a = on_context_rank(block, context_op(OpKind::flash_attention, cp, step), r);
+        const AttnShape a = ops::on_context_rank(block, context_op(OpKind::flash_attention, cp, step), r);
         std::vector<float> ob(qr.size()), lb(static_cast<std::size_t>(batch * heads * local));
         flash_attention(qr.data(), kr[static_cast<std::size_t>(owner)].data(), vr[static_cast<std::size_t>(owner)].data(),
                         ob.data(), lb.data(), a);
@@ -171,7 +171,7 @@ TEST_CASE("ring attention (cpu): every rank's blocks give the whole sequence's c
       std::vector<float> dq_sum(qr.size(), 0.0f);
       for (int step = 0; step < cp; ++step) {
         const auto owner = static_cast<std::size_t>(((r - step) % cp + cp) % cp);
-        const AttnShape a = on_context_rank(block, context_op(OpKind::flash_attention_bwd, cp, step), r);
+        const AttnShape a = ops::on_context_rank(block, context_op(OpKind::flash_attention_bwd, cp, step), r);
         std::vector<float> gq(qr.size()), gk(kr[0].size()), gv(kr[0].size());
         flash_attention_bwd(qr.data(), kr[owner].data(), vr[owner].data(), out.data(), dor.data(), out_lse.data(),
                             gq.data(), gk.data(), gv.data(), a);
@@ -194,7 +194,7 @@ TEST_CASE("ring attention (cpu): rope and learned positions of a rank's rows are
   op.attrs.cp_stride = 2;  // ranks 0, 1 are tensor-parallel: context places 0 at ranks 0-1, 1 at 2-3
   RopeShape r;
   r.tokens = 16, r.seq = 8;
-  const RopeShape r0 = on_context_rank(r, op, 1), r1 = on_context_rank(r, op, 2);
+  const RopeShape r0 = ops::on_context_rank(r, op, 1), r1 = ops::on_context_rank(r, op, 2);
   const std::vector<int64_t> want0{0, 1, 2, 3, 12, 13, 14, 15}, want1{4, 5, 6, 7, 8, 9, 10, 11};
   for (int64_t t = 0; t < 16; ++t) {
     CAPTURE(t);
@@ -203,7 +203,7 @@ TEST_CASE("ring attention (cpu): rope and learned positions of a rank's rows are
   }
   EmbeddingShape e;
   e.tokens = 8, e.seq = 8, e.position = 100;  // an offset applies to both chunks
-  CHECK(on_context_rank(e, op, 3).position_of(5) == 109);
+  CHECK(ops::on_context_rank(e, op, 3).position_of(5) == 109);
   op.attrs.cp = 1;  // without context parallelism the rows are the sequence's
-  CHECK(on_context_rank(e, op, 3).position_of(5) == 105);
+  CHECK(ops::on_context_rank(e, op, 3).position_of(5) == 105);
 }

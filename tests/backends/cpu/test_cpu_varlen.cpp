@@ -14,7 +14,7 @@
 #include "backends/cpu/buffer.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/cpu_op_exec.hpp"
-#include "backends/cpu/cpu_op_shapes.hpp"
+#include "backends/ops/op_shapes.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_metrics.hpp"
 #include "cpu_test_util.hpp"
@@ -313,9 +313,9 @@ TEST_CASE("cpu varlen shapes: check_op accepts the step's ops and names what is 
   StepGraph s;
   for (const Op* op : {&s.rope_op, &s.append_op, &s.attention_op, &s.slice_op}) {
     CAPTURE(op->name);
-    CHECK_NOTHROW(check_op(*op, s.g));
+    CHECK_NOTHROW(ops::check_op(*op, s.g));
   }
-  const VarlenAttnShape a = varlen_attn_shape(s.attention_op, s.g);
+  const VarlenAttnShape a = ops::varlen_attn_shape(s.attention_op, s.g);
   CHECK(a.seqs == 2);
   CHECK(a.tokens == 4);
   CHECK(a.group() == 2);
@@ -323,17 +323,17 @@ TEST_CASE("cpu varlen shapes: check_op accepts the step's ops and names what is 
   CHECK(a.max_kv == 6);
   CHECK(a.paged.max_blocks == 2);
   CHECK(a.paged.num_blocks == 5);
-  const KvSlotsShape k = kv_slots_shape(s.append_op, s.g);
+  const ops::KvSlotsShape k = ops::kv_slots_shape(s.append_op, s.g);
   CHECK(k.tokens == 4);
   CHECK(k.row == 16);
   CHECK(k.pool_rows == 20);
-  const GatherShape gs = gather_shape(s.slice_op, s.g);
+  const ops::GatherShape gs = ops::gather_shape(s.slice_op, s.g);
   CHECK(gs.n == 2);
   CHECK(gs.x_rows == 4);
   CHECK(gs.cols == 32);
 
   auto rejects = [&](const Op& op, const char* what) {
-    CHECK_THROWS_WITH_AS(check_op(op, s.g), doctest::Contains(what), NotExecutable);
+    CHECK_THROWS_WITH_AS(ops::check_op(op, s.g), doctest::Contains(what), NotExecutable);
   };
   s.g.tensor(s.lse).shape = {s.heads, 3};
   rejects(s.attention_op, "LSE: [heads, tokens]");
@@ -367,9 +367,9 @@ TEST_CASE("cpu varlen shapes: check_op accepts the step's ops and names what is 
   rejects(s.slice_op, "y: [rows kept, cols]");
   s.g.tensor(s.y).shape = {2, s.heads * s.head_dim};
   // A shape function of the fixed-length form refuses a varlen op rather than misread it.
-  CHECK_THROWS_AS((void)kv_append_shape(s.append_op, s.g), NotExecutable);
-  CHECK_THROWS_AS((void)slice_shape(s.slice_op, s.g), NotExecutable);
-  CHECK_THROWS_AS((void)attn_shape(s.attention_op, s.g), NotExecutable);
+  CHECK_THROWS_AS((void)ops::kv_append_shape(s.append_op, s.g), NotExecutable);
+  CHECK_THROWS_AS((void)ops::slice_shape(s.slice_op, s.g), NotExecutable);
+  CHECK_THROWS_AS((void)ops::attn_shape(s.attention_op, s.g), NotExecutable);
 }
 
 TEST_CASE("cpu varlen graph: execute_op runs the step's ops as the kernels compute them") {
@@ -417,7 +417,7 @@ TEST_CASE("cpu varlen graph: execute_op runs the step's ops as the kernels compu
   kv_append_slots(floats(s.k_new), pages.data(), slots.data(), s.tokens, s.kv_heads * s.head_dim, 5 * s.block);
   CHECK(copy_of(s.pages) == pages);
   CHECK(copy_of(s.pages) != copy_of(s.pages_in));
-  const VarlenAttnShape a = varlen_attn_shape(s.attention_op, s.g);
+  const VarlenAttnShape a = ops::varlen_attn_shape(s.attention_op, s.g);
   std::vector<float> o(xr.size()), lse(at(s.heads * s.tokens));
   varlen_flash_attention(xr.data(), pages.data(), floats(s.v_pages), table.data(), query_start.data(),
                          kv_len.data(), o.data(), lse.data(), a);

@@ -9,7 +9,7 @@
 
 #include "approx.hpp"
 #include "backends/cpu/cpu_backend.hpp"
-#include "backends/measurement.hpp"
+#include "backends/common/measurement.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"

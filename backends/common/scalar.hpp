@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cpu/bf16.hpp"
-#include "backends/cpu/half.hpp"
+#include "backends/common/bf16.hpp"
+#include "backends/common/half.hpp"
 #include "core/config/dtype.hpp"
 
-namespace perfsim::cpu {
+namespace perfsim::host {
 
 [[nodiscard]] inline float to_f32(float x) { return x; }
 [[nodiscard]] inline float to_f32(bf16 x) { return bf16::to_float(x.bits); }
@@ -30,4 +30,4 @@ enum class Storage { f32, bf16, f16, i32, unsupported };
 // nearest-even when narrowing. src and dst must not overlap.
 void convert(const void* src, Storage src_type, void* dst, Storage dst_type, int64_t n);
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::host

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 #include "core/graph/graph.hpp"
 
-namespace perfsim::cpu {
+namespace perfsim::ops {
 
 struct RowsCols {
   int64_t rows = 0, cols = 0;
@@ -68,4 +68,4 @@ struct GatherShape {
 // Runs the checks above that apply to the op's kind.
 void check_op(const Op& op, const Graph& g);
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::ops

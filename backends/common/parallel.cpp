@@ -1,5 +1,5 @@
 // Persistent thread pool behind parallel_for (see parallel.hpp).
-#include "backends/cpu/parallel.hpp"
+#include "backends/common/parallel.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace perfsim::cpu {
+namespace perfsim::host {
 
 namespace {
 
@@ -132,4 +132,4 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   if (!pool().run(n, chunk, fn)) fn(0, n);
 }
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::host

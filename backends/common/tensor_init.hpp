@@ -9,7 +9,7 @@
 
 #include "core/graph/graph.hpp"
 
-namespace perfsim::cpu {
+namespace perfsim::host {
 
 // block_table: a shuffled permutation of the page ids 0 .. n − 1 (a paged cache's block
 // table: every sequence's pages scattered through the pool, none shared).
@@ -39,4 +39,4 @@ struct InitSpec {
 // holds, so every layout of a parallel step starts from the unsharded step's values.
 void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed, int rank = 0);
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::host

@@ -2,9 +2,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "backends/cpu/scalar.hpp"
+#include "backends/common/scalar.hpp"
 
-namespace perfsim::cpu {
+namespace perfsim::host {
 
 Storage storage_of(DType t) {
   switch (t) {
@@ -73,4 +73,4 @@ void convert(const void* src, Storage src_type, void* dst, Storage dst_type, int
   }
 }
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::host

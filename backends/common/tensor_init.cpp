@@ -1,17 +1,17 @@
-// Initial values of persistent tensors (see cpu_init.hpp). Each tensor is split into
+// Initial values of persistent tensors (see tensor_init.hpp). Each tensor is split into
 // fixed chunks with their own generator seeded from (seed, tensor, chunk), so the values do
 // not depend on which thread fills which chunk.
-#include "backends/cpu/cpu_init.hpp"
+#include "backends/common/tensor_init.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <string_view>
 #include <utility>
 
-#include "backends/cpu/parallel.hpp"
-#include "backends/cpu/scalar.hpp"
+#include "backends/common/parallel.hpp"
+#include "backends/common/scalar.hpp"
 
-namespace perfsim::cpu {
+namespace perfsim::host {
 
 namespace {
 
@@ -227,4 +227,4 @@ void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t
   }
 }
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::host

@@ -1,5 +1,5 @@
-// Derivation and checking of kernel shapes from ops (see cpu_op_shapes.hpp).
-#include "backends/cpu/cpu_op_shapes.hpp"
+// Derivation and checking of kernel shapes from ops (see op_shapes.hpp).
+#include "backends/ops/op_shapes.hpp"
 
 #include <fmt/format.h>
 
@@ -7,12 +7,12 @@
 
 #include "core/errors.hpp"
 
-namespace perfsim::cpu {
+namespace perfsim::ops {
 
 namespace {
 
 [[noreturn]] void fail(const Op& op, const std::string& what) {
-  throw NotExecutable(fmt::format("cpu backend: op '{}' ({}): {}", op.name, name_of(op.kind), what));
+  throw NotExecutable(fmt::format("op '{}' ({}): {}", op.name, name_of(op.kind), what));
 }
 
 const Tensor& input(const Op& op, const Graph& g, std::size_t i) { return g.tensor(op.inputs.at(i)); }
@@ -622,4 +622,4 @@ void check_op(const Op& op, const Graph& g) {
   }
 }
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::ops

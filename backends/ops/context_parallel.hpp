@@ -3,10 +3,10 @@
 // block it computes follow from the executing rank (core/builders/rank.hpp). Shapes of ops without
 // context parallelism come back unchanged. The GPU backend uses them too.
 #pragma once
-#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/kernel_shapes.hpp"
 #include "core/graph/graph.hpp"
 
-namespace perfsim::cpu {
+namespace perfsim::ops {
 
 // The positions of the rows of each sequence: the rank's two load-balanced chunks.
 [[nodiscard]] RopeShape on_context_rank(RopeShape r, const Op& op, int rank);
@@ -14,4 +14,4 @@ namespace perfsim::cpu {
 // A ring block's part (q_first, the keys used) or the own block (causal), for flash_attention(_bwd).
 [[nodiscard]] AttnShape on_context_rank(AttnShape a, const Op& op, int rank);
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::ops

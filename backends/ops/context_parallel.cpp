@@ -1,9 +1,9 @@
-// Kernel shapes on a context-parallel rank (see cpu_context_parallel.hpp).
-#include "backends/cpu/cpu_context_parallel.hpp"
+// Kernel shapes on a context-parallel rank (see context_parallel.hpp).
+#include "backends/ops/context_parallel.hpp"
 
 #include "core/builders/rank.hpp"
 
-namespace perfsim::cpu {
+namespace perfsim::ops {
 
 namespace {
 
@@ -37,4 +37,4 @@ AttnShape on_context_rank(AttnShape a, const Op& op, int rank) {
   return a;
 }
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::ops

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace perfsim::cpu {
+namespace perfsim::host {
 
 // Threads that parallel_for uses, the caller included (hardware threads).
 [[nodiscard]] int thread_count();
@@ -15,4 +15,4 @@ namespace perfsim::cpu {
 // The first exception thrown by a chunk is rethrown to the caller.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::host

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace perfsim::cpu {
+namespace perfsim::host {
 
 struct half {
   uint16_t bits = 0;
@@ -67,4 +67,4 @@ struct half {
 
 static_assert(sizeof(half) == 2);
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::host

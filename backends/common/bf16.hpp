@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace perfsim::cpu {
+namespace perfsim::host {
 
 struct bf16 {
   uint16_t bits = 0;
@@ -31,4 +31,4 @@ struct bf16 {
 
 static_assert(sizeof(bf16) == 2);
 
-}  // namespace perfsim::cpu
+}  // namespace perfsim::host
