@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "backends/cpu/cpu_collectives.hpp"
+#include "backends/cpu/cpu_kernel_table.hpp"
 #include "backends/cpu/cpu_graph_runner.hpp"
 #include "backends/cpu/host_names.hpp"
 #include "backends/common/measurement.hpp"
@@ -66,6 +67,7 @@ std::string CpuBackend::unsupported_reason(const Op& op, const Graph& g) const {
                               : collective_unsupported_reason(op);
   if (op.kind == OpKind::host)
     return fmt::format("cpu backend does not run host ops ('{}'): they have no kernel to time", op.name);
+  if (!has_kernel(op.kind)) return fmt::format("cpu backend has no {} kernel", name_of(op.kind));
   for (DType t : {DType::fp8, DType::int8}) {
     if (op.dtype != t && !has_dtype(op, g, t)) continue;
     if (op.kind == OpKind::gemm) return fmt::format("cpu backend has no {} GEMM", name_of(t));

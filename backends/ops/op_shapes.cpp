@@ -137,6 +137,24 @@ void check_arity(const Op& op) {
                          ni, no, op.attrs.varlen ? " (varlen)" : "", a.in_min, a.in_max, a.out_min, a.out_max));
 }
 
+std::vector<InPlace> in_place_operands(const Op& op) {
+  if (op.kind == OpKind::kv_append) return {{1, 0}};
+  std::vector<InPlace> out;
+  if (op.kind == OpKind::embedding_bwd && op.attrs.accumulate)
+    for (std::size_t j = 0; j < op.outputs.size() && 2 + j < op.inputs.size(); ++j) out.push_back({2 + j, j});
+  return out;
+}
+
+GemmIds gemm_ids(const Op& op) {
+  check_arity(op);
+  return {op.inputs[0], op.inputs[1], op.inputs.size() > 2 ? op.inputs[2] : -1, op.outputs[0]};
+}
+
+CopyIds copy_ids(const Op& op) {
+  check_arity(op);
+  return {op.inputs[0], op.outputs[0]};
+}
+
 GemmShape gemm_shape(const Op& op, const Graph& g) {
   const OpAttrs& at = op.attrs;
   expect_positive(op, at.m, "m");

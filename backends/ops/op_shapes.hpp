@@ -25,6 +25,26 @@ struct AdamWGroupIds {
   int param_out = -1, m_out = -1, v_out = -1, weight_out = -1;
 };
 
+// A GEMM's operands by tensor id: {A, B} (+ C when accumulating) -> {C}; c_in is -1 when the
+// GEMM overwrites C.
+struct GemmIds {
+  int a = -1, b = -1, c_in = -1, c = -1;
+};
+[[nodiscard]] GemmIds gemm_ids(const Op& op);
+// A copy's operands by tensor id: {x} -> {y}.
+struct CopyIds {
+  int x = -1, y = -1;
+};
+[[nodiscard]] CopyIds copy_ids(const Op& op);
+
+// Outputs that start from an input's values, the kernel then updating them in place: a KV
+// cache appended to, an accumulating embedding_bwd's tables. Each pair is (input index, output
+// index); a backend copies the input into the output first when the graph names two tensors.
+struct InPlace {
+  std::size_t input = 0, output = 0;
+};
+[[nodiscard]] std::vector<InPlace> in_place_operands(const Op& op);
+
 // Throws unless the op has as many inputs and outputs as its kind takes.
 void check_arity(const Op& op);
 

@@ -76,8 +76,12 @@ enum class OpKind {
   copy,               // {x} -> {y}: same bytes; the residences say the direction: upload
                       // (host x), download (host y) or device to device
   collective,         // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
-  host,               // host-side work with a fixed cost
+  host,               // host-side work with a fixed cost (stays last: op_kind_count)
 };
+
+inline constexpr std::size_t op_kind_count = static_cast<std::size_t>(OpKind::host) + 1;
+// Every kind, in declaration order (for tables indexed by kind and tests that sweep them).
+[[nodiscard]] constexpr OpKind op_kind_at(std::size_t i) { return static_cast<OpKind>(i); }
 
 // Report groups. Efficiency tables are keyed by class, not kind.
 enum class OpClass { gemm, attention, norm, pointwise, embedding, loss, optimizer, memory,

@@ -1,0 +1,310 @@
+// The CPU backend's kernel table (see cpu_kernel_table.hpp): one entry per op kind it runs.
+#include "backends/cpu/cpu_kernel_table.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/context_parallel.hpp"
+#include "backends/ops/op_io.hpp"
+#include "backends/ops/op_shapes.hpp"
+#include "core/errors.hpp"
+
+namespace perfsim::cpu {
+
+namespace {
+
+using namespace ops;  // the views and shape functions every entry names
+
+bool is_float(Storage s) { return s == Storage::f32 || s == Storage::bf16 || s == Storage::f16; }
+Storage storage(const Graph& g, int id) { return storage_of(g.tensor(id).dtype); }
+void* buffer(const MixedCall& c, int id) { return c.buffers[static_cast<std::size_t>(id)]; }
+
+[[noreturn]] void fail(const Op& op, const std::string& what) {
+  throw NotExecutable(fmt::format("cpu backend: op '{}' ({}): {}", op.name, name_of(op.kind), what));
+}
+
+// Makes an output hold its input's values when the graph names two tensors.
+void copy_if_distinct(const MixedCall& c, int from, int to) {
+  if (from == to) return;
+  copy_tensor(buffer(c, from), storage(c.g, from), buffer(c, to), storage(c.g, to), c.g.tensor(to).elements());
+}
+
+void run_gemm(const MixedCall& c) {
+  const GemmShape s = gemm_shape(c.op, c.g);
+  const GemmIds id = gemm_ids(c.op);
+  if (s.accumulate) copy_if_distinct(c, id.c_in, id.c);
+  const Storage ta = storage(c.g, id.a), tb = storage(c.g, id.b), tc = storage(c.g, id.c);
+  for (Storage t : {ta, tb, tc})
+    if (!is_float(t)) fail(c.op, fmt::format("gemm operands must be fp32/tf32/bf16/fp16, got {}", name_of(t)));
+  const int64_t ws = gemm_workspace_floats(s, ta, tb, tc);
+  auto* workspace = static_cast<float*>(c.scratch.get(static_cast<std::size_t>(ws) * sizeof(float)));
+  gemm(buffer(c, id.a), ta, buffer(c, id.b), tb, buffer(c, id.c), tc, s, workspace);
+}
+
+void run_adamw(const MixedCall& c) {
+  std::vector<AdamWGroup> groups;
+  for (const AdamWGroupIds& ids : adamw_groups(c.op, c.g)) {
+    copy_if_distinct(c, ids.param, ids.param_out);
+    copy_if_distinct(c, ids.m, ids.m_out);
+    copy_if_distinct(c, ids.v, ids.v_out);
+    AdamWGroup gr;
+    gr.param = buffer(c, ids.param_out), gr.param_type = storage(c.g, ids.param_out);
+    gr.grad = buffer(c, ids.grad), gr.grad_type = storage(c.g, ids.grad);
+    gr.m = buffer(c, ids.m_out), gr.m_type = storage(c.g, ids.m_out);
+    gr.v = buffer(c, ids.v_out), gr.v_type = storage(c.g, ids.v_out);
+    if (ids.weight_out >= 0) gr.weight = buffer(c, ids.weight_out), gr.weight_type = storage(c.g, ids.weight_out);
+    gr.n = c.g.tensor(ids.param).elements();
+    for (Storage t : {gr.param_type, gr.grad_type, gr.m_type, gr.v_type})
+      if (!is_float(t)) fail(c.op, fmt::format("AdamW tensors must be floating point, got {}", name_of(t)));
+    groups.push_back(gr);
+  }
+  adamw(groups, adamw_params(c.op), c.op.attrs.passes);
+}
+
+void run_copy(const MixedCall& c) {
+  const int64_t n = elementwise_count(c.op, c.g);
+  const CopyIds id = copy_ids(c.op);
+  const Storage tx = storage(c.g, id.x), ty = storage(c.g, id.y);
+  if ((c.g.tensor(id.x).on_host() || c.g.tensor(id.y).on_host()) && tx == ty) {
+    // An upload or download: host and "device" are both host memory here, so it is one plain
+    // memcpy by the calling thread, as a driver's staging copy is.
+    std::memcpy(buffer(c, id.y), buffer(c, id.x), static_cast<std::size_t>(n * bytes_of(tx)));
+    return;
+  }
+  copy_tensor(buffer(c, id.x), tx, buffer(c, id.y), ty, n);
+}
+
+// A ring block's part or a context-parallel rank's rows (context_parallel.hpp).
+template <class Shape, class T> Shape on_rank(Shape s, const TypedCall<T>& c) { return on_context_rank(s, c.op, c.rank); }
+
+template <class T>
+const KernelTable<TypedKernel<T>> typed_table{
+    {OpKind::attn_scores,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<AttnScoresIO<T>>();
+       attn_scores(io.q, io.k, io.s, attn_shape(c.op, c.g));
+     }},
+    {OpKind::attn_softmax,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<AttnSoftmaxIO<T>>();
+       attn_softmax(io.s, io.p, attn_shape(c.op, c.g));
+     }},
+    {OpKind::attn_context,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<AttnContextIO<T>>();
+       attn_context(io.p, io.v, io.o, attn_shape(c.op, c.g));
+     }},
+    {OpKind::attn_context_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<AttnContextBwdIO<T>>();
+       attn_context_bwd(io.d_o, io.p, io.v, io.dp, io.dv, attn_shape(c.op, c.g));
+     }},
+    {OpKind::attn_softmax_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<AttnSoftmaxBwdIO<T>>();
+       attn_softmax_bwd(io.p, io.dp, io.ds, attn_shape(c.op, c.g));
+     }},
+    {OpKind::attn_scores_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<AttnScoresBwdIO<T>>();
+       attn_scores_bwd(io.ds, io.q, io.k, io.dq, io.dk, attn_shape(c.op, c.g));
+     }},
+    {OpKind::flash_attention,
+     [](const TypedCall<T>& c) {
+       if (c.op.attrs.varlen) {
+         const auto io = c.template view<VarlenFlashAttnIO<T>>();
+         varlen_flash_attention(io.q, io.k_pages, io.v_pages, io.table, io.query_start, io.kv_len, io.o, io.lse,
+                                varlen_attn_shape(c.op, c.g));
+       } else if (c.op.attrs.kv_block > 0) {
+         const auto io = c.template view<PagedFlashAttnIO<T>>();
+         const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
+         paged_flash_attention(io.q, io.k_pages, io.v_pages, io.table, a.paged, io.o, io.lse, a);
+       } else {
+         const auto io = c.template view<FlashAttnIO<T>>();
+         flash_attention(io.q, io.k, io.v, io.o, io.lse, on_rank(attn_shape(c.op, c.g), c));
+       }
+     }},
+    {OpKind::flash_attention_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<FlashAttnBwdIO<T>>();
+       flash_attention_bwd(io.q, io.k, io.v, io.o, io.d_o, io.lse, io.dq, io.dk, io.dv,
+                           on_rank(attn_shape(c.op, c.g), c));
+     }},
+    {OpKind::attn_merge,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<AttnMergeIO<T>>();
+       attn_merge(io.o_a, io.lse_a, io.o_b, io.lse_b, io.o, io.lse, attn_shape(c.op, c.g));
+     }},
+    {OpKind::layernorm,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<LayernormIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       layernorm(io.x, io.gamma, io.beta, io.y, rc.rows, rc.cols, static_cast<float>(c.op.attrs.eps));
+     }},
+    {OpKind::layernorm_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<LayernormBwdIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       layernorm_bwd(io.x, io.gamma, io.dy, io.dx, io.dgamma, io.dbeta, rc.rows, rc.cols,
+                     static_cast<float>(c.op.attrs.eps));
+     }},
+    {OpKind::rmsnorm,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<RmsnormIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       rmsnorm(io.x, io.gamma, io.y, rc.rows, rc.cols, static_cast<float>(c.op.attrs.eps));
+     }},
+    {OpKind::rmsnorm_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<RmsnormBwdIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       rmsnorm_bwd(io.x, io.gamma, io.dy, io.dx, io.dgamma, rc.rows, rc.cols, static_cast<float>(c.op.attrs.eps));
+     }},
+    {OpKind::add_rmsnorm,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<AddRmsnormIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       add_rmsnorm(io.a, io.b, io.gamma, io.sum, io.y, rc.rows, rc.cols, static_cast<float>(c.op.attrs.eps));
+     }},
+    {OpKind::add_layernorm,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<AddLayernormIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       add_layernorm(io.a, io.b, io.gamma, io.beta, io.sum, io.y, rc.rows, rc.cols,
+                     static_cast<float>(c.op.attrs.eps));
+     }},
+    {OpKind::cross_entropy,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<CrossEntropyIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       cross_entropy(io.logits, io.targets, io.loss, io.dlogits, rc.rows, rc.cols, c.op.attrs.loss_rows);
+     }},
+    {OpKind::gelu,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<UnaryIO<T>>();
+       gelu(io.x, io.y, elementwise_count(c.op, c.g));
+     }},
+    {OpKind::gelu_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<GeluBwdIO<T>>();
+       gelu_bwd(io.x, io.dy, io.dx, elementwise_count(c.op, c.g));
+     }},
+    {OpKind::silu_mul,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<SiluMulIO<T>>();
+       silu_mul(io.gate, io.up, io.y, elementwise_count(c.op, c.g));
+     }},
+    {OpKind::silu_mul_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<SiluMulBwdIO<T>>();
+       silu_mul_bwd(io.gate, io.up, io.dy, io.dgate, io.dup, elementwise_count(c.op, c.g));
+     }},
+    {OpKind::residual_add,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<ResidualAddIO<T>>();
+       residual_add(io.a, io.b, io.out, elementwise_count(c.op, c.g));
+     }},
+    {OpKind::rope,
+     [](const TypedCall<T>& c) {
+       if (c.op.attrs.varlen) {
+         const auto io = c.template view<VarlenRopeIO<T>>();
+         rope_at(io.x, io.positions, io.y, rope_shape(c.op, c.g));
+       } else {
+         const auto io = c.template view<RopeIO<T>>();
+         rope(io.x, io.y, on_rank(rope_shape(c.op, c.g), c));
+       }
+     }},
+    {OpKind::rope_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<RopeIO<T>>();
+       rope_bwd(io.x, io.y, on_rank(rope_shape(c.op, c.g), c));
+     }},
+    {OpKind::embedding,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<EmbeddingIO<T>>();
+       embedding(io.ids, io.table, io.positions, io.x, on_rank(embedding_shape(c.op, c.g), c));
+     }},
+    {OpKind::embedding_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<EmbeddingBwdIO<T>>();
+       embedding_bwd(io.ids, io.dx, io.dtable, io.dpositions, on_rank(embedding_shape(c.op, c.g), c));
+     }},
+    {OpKind::kv_append,
+     [](const TypedCall<T>& c) {
+       if (c.op.attrs.varlen) {
+         const auto io = c.template view<VarlenKvAppendIO<T>>();
+         const KvSlotsShape s = kv_slots_shape(c.op, c.g);
+         kv_append_slots(io.k_new, io.pages, io.slots, s.tokens, s.row, s.pool_rows);
+       } else if (c.op.attrs.kv_block > 0) {
+         const auto io = c.template view<PagedKvAppendIO<T>>();
+         const KvAppendShape s = kv_append_shape(c.op, c.g);
+         paged_kv_append(io.k_new, io.pages, io.table, s, s.paged);
+       } else {
+         const auto io = c.template view<KvAppendIO<T>>();
+         kv_append(io.k_new, io.cache, kv_append_shape(c.op, c.g));
+       }
+     }},
+    {OpKind::slice_last_token,
+     [](const TypedCall<T>& c) {
+       if (c.op.attrs.varlen) {
+         const auto io = c.template view<GatherRowsIO<T>>();
+         const GatherShape s = gather_shape(c.op, c.g);
+         gather_rows(io.x, io.rows, io.y, s.n, s.x_rows, s.cols);
+       } else {
+         const auto io = c.template view<SliceLastTokenIO<T>>();
+         const SliceShape s = slice_shape(c.op, c.g);
+         slice_last_token(io.x, io.y, s.batch, s.seq, s.cols);
+       }
+     }},
+    {OpKind::moe_route,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<MoeRouteIO<T>>();
+       moe_route(io.logits, io.weights, io.experts, io.slots, moe_shape(c.op, c.g));
+     }},
+    {OpKind::moe_route_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<MoeRouteBwdIO<T>>();
+       moe_route_bwd(io.logits, io.experts, io.dweights, io.dlogits, moe_shape(c.op, c.g));
+     }},
+    {OpKind::moe_dispatch,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<MoeDispatchIO<T>>();
+       moe_dispatch(io.x, io.experts, io.slots, io.y, moe_shape(c.op, c.g));
+     }},
+    {OpKind::moe_dispatch_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<MoeDispatchIO<T>>();
+       moe_dispatch_bwd(io.x, io.experts, io.slots, io.y, moe_shape(c.op, c.g));
+     }},
+    {OpKind::moe_combine,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<MoeCombineIO<T>>();
+       moe_combine(io.ye, io.experts, io.slots, io.weights, io.y, moe_shape(c.op, c.g));
+     }},
+    {OpKind::moe_combine_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<MoeCombineBwdIO<T>>();
+       moe_combine_bwd(io.dy, io.ye, io.experts, io.slots, io.weights, io.dye, io.dweights, moe_shape(c.op, c.g));
+     }},
+};
+
+const KernelTable<MixedKernel> mixed_table{
+    {OpKind::gemm, run_gemm},
+    {OpKind::adamw, run_adamw},
+    {OpKind::copy, run_copy},
+};
+
+}  // namespace
+
+template <class T> const KernelTable<TypedKernel<T>>& typed_kernels() { return typed_table<T>; }
+template const KernelTable<TypedKernel<float>>& typed_kernels<float>();
+template const KernelTable<TypedKernel<bf16>>& typed_kernels<bf16>();
+template const KernelTable<TypedKernel<half>>& typed_kernels<half>();
+
+const KernelTable<MixedKernel>& mixed_kernels() { return mixed_table; }
+
+bool has_kernel(OpKind k) { return mixed_table.has(k) || typed_table<float>.has(k); }
+
+}  // namespace perfsim::cpu
