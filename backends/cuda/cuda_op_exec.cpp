@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_convert.hpp"
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_fp8_activation.hpp"
+#include "backends/cuda/cuda_kernel_table.hpp"
 #include "backends/cuda/stream_wait.hpp"
 #include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
@@ -72,6 +73,8 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
         (x.residence == Residence::host_pageable || y.residence == Residence::host_pageable))
       return fmt::format("{} (op '{}')", pageable_capture_message, op.name);
   }
+  if (op.kind != OpKind::collective && op.kind != OpKind::host && !has_kernel(op.kind))
+    return fmt::format("cuda backend has no {} kernel", name_of(op.kind));
   if (op.kind == OpKind::collective)
     return "cuda backend runs one GPU for now: collectives (NCCL, several GPUs) are not executed yet";
   if (op.kind == OpKind::host)
@@ -218,27 +221,34 @@ void OpExecutor::run(const Op& op, const std::vector<void*>& buf, const std::vec
   m_stream = stream;
   begin_workspace(op);
   auto done = [&] { end_workspace(op, hold_scratch); };
-  const bool host_copy = op.kind == OpKind::copy &&
-                         (m_graph.tensor(op.inputs[0]).on_host() || m_graph.tensor(op.outputs[0]).on_host());
   try {
-    if (host_copy) {
-      run_host_copy(op, buf, capturing);
-      done();
-      return;
-    }
-    switch (op.kind) {
-      case OpKind::gemm:
-        if (touches_fp8(op, m_graph)) run_fp8_gemm(op, buf, scales);
-        else run_gemm(op, buf, scales);
-        break;
-      case OpKind::adamw: run_adamw(op, buf, capturing); break;
-      default: run_generic(op, buf); break;
-    }
+    if (const OwnPath own = own_paths().find(op.kind)) (this->*own)(op, buf, scales, capturing);
+    else run_generic(op, buf);
   } catch (...) {
     done();
     throw;
   }
   done();
+}
+
+const ops::KernelTable<OpExecutor::OwnPath>& OpExecutor::own_paths() {
+  static const ops::KernelTable<OwnPath> table{
+      {OpKind::gemm, &OpExecutor::run_any_gemm},
+      {OpKind::adamw, &OpExecutor::run_adamw},
+      {OpKind::copy, &OpExecutor::run_copy},
+  };
+  return table;
+}
+
+void OpExecutor::run_any_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales, bool) {
+  if (touches_fp8(op, m_graph)) run_fp8_gemm(op, buf, scales);
+  else run_gemm(op, buf, scales);
+}
+
+void OpExecutor::run_copy(const Op& op, const std::vector<void*>& buf, const std::vector<float*>&, bool capturing) {
+  const ops::CopyIds id = ops::copy_ids(op);
+  if (m_graph.tensor(id.x).on_host() || m_graph.tensor(id.y).on_host()) run_host_copy(op, buf, capturing);
+  else run_device_copy(op, buf);
 }
 
 // Upload (host x -> device y) or download (device x -> host y) on the op's stream. Equal
@@ -305,7 +315,7 @@ void OpExecutor::run_gemm(const Op& op, const std::vector<void*>& buf, const std
 
 // run_fp8_gemm: cuda_fp8_gemm.cpp
 
-void OpExecutor::run_adamw(const Op& op, const std::vector<void*>& buf, bool capturing) {
+void OpExecutor::run_adamw(const Op& op, const std::vector<void*>& buf, const std::vector<float*>&, bool capturing) {
   const Graph& g = m_graph;
   std::vector<ops::AdamWGroup> groups;
   auto ptr = [&](int id) { return buf[static_cast<std::size_t>(id)]; };

@@ -1,5 +1,4 @@
-// Runs one graph op on the GPU: derives its shapes with the CPU backend's cpu::*_shape
-// functions, stages operands whose storage differs from what the kernel takes, and calls the
+// Runs one graph op on the GPU: derives its shapes with backends/ops/op_shapes.hpp, stages operands whose storage differs from what the kernel takes, and calls the
 // launcher of backends/cuda/kernels/<op>.cuh, or cuBLASLt for GEMMs, on the op's stream. A
 // `copy` with a host side is a cudaMemcpyAsync on that stream (upload or download, by the
 // residences). Converted copies and kernel workspaces are carved out of ONE block per op of
@@ -18,6 +17,7 @@
 #include "backends/cuda/cuda_blas.hpp"
 #include "backends/cuda/cuda_gemm.hpp"
 #include "backends/cuda/nccl_ranks.hpp"
+#include "backends/ops/kernel_table.hpp"
 #include "core/cost/hardware.hpp"
 #include "core/graph/graph.hpp"
 
@@ -82,11 +82,19 @@ class OpExecutor {
   [[nodiscard]] const std::vector<Fp8Storage>& fp8_layouts() const { return m_fp8_storage; }
 
  private:
+  // The kinds with a path of their own (operands in several storages, the executor's state):
+  // GEMMs (cuBLASLt, fp8), AdamW (device descriptors), copies (host transfers). Every other
+  // kind is run_generic's: staged operands and the kernel table (cuda_kernel_table.hpp).
+  using OwnPath = void (OpExecutor::*)(const Op&, const std::vector<void*>&, const std::vector<float*>&, bool);
+  [[nodiscard]] static const ops::KernelTable<OwnPath>& own_paths();
+  void run_any_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales, bool capturing);
+  void run_adamw(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales, bool capturing);
+  void run_copy(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales, bool capturing);
   void run_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales);
   void run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales);
-  void run_adamw(const Op& op, const std::vector<void*>& buf, bool capturing);
   void run_generic(const Op& op, const std::vector<void*>& buf);
   void run_host_copy(const Op& op, const std::vector<void*>& buf, bool capturing);
+  void run_device_copy(const Op& op, const std::vector<void*>& buf);
   void copy_if_distinct(const std::vector<void*>& buf, int from, int to);
   // The next `bytes` (rounded to workspace_alignment) of the op's workspace block.
   void* scratch(std::size_t bytes);
