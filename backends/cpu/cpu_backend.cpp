@@ -106,10 +106,11 @@ Measurement CpuBackend::run(const Graph& g, const RunOptions& o) {
   return m;
 }
 
-std::vector<std::vector<float>> CpuBackend::evaluate(const Graph& g, uint64_t seed,
-                                                     const std::vector<int>& ids) {
+std::vector<std::vector<float>> CpuBackend::evaluate(const Graph& g, uint64_t seed, const std::vector<int>& ids,
+                                                     const std::map<int, std::vector<int32_t>>& writes) {
   if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
   GraphRunner runner(g, seed, m_ranks);
+  for (const auto& [id, values] : writes) runner.write(id, values);
   std::vector<char> keep(g.tensors.size(), 0);
   for (int id : ids) keep.at(static_cast<std::size_t>(id)) = 1;
   runner.run_once(nullptr, &keep);

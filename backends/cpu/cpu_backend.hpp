@@ -3,6 +3,7 @@
 // schedule so the measured peak is comparable with the predicted one.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,9 +25,10 @@ class CpuBackend final : public Backend {
   // Runs the graph once, untimed, from the values run() would start from (same seed), and
   // returns the final values of the tensors in `ids`, widened to float, in that order. Kept
   // tensors outlive their last use, so the allocation schedule differs from run()'s. The
-  // reference other backends and graph passes are checked against.
-  [[nodiscard]] std::vector<std::vector<float>> evaluate(const Graph& g, uint64_t seed,
-                                                         const std::vector<int>& ids);
+  // reference other backends and graph passes are checked against. `writes`: int32 inputs
+  // overwritten before the run (metadata whose values must follow rules, as a serving step's).
+  [[nodiscard]] std::vector<std::vector<float>> evaluate(const Graph& g, uint64_t seed, const std::vector<int>& ids,
+                                                         const std::map<int, std::vector<int32_t>>& writes = {});
 
   // One rank of a parallel run: collectives go between the ranks (cpu_collectives.hpp) and
   // shards start from their part of the whole's values (backends/common/tensor_init.hpp).

@@ -239,9 +239,11 @@ std::optional<Measurement> CudaBackend::run_traced(GraphRunner& runner, const Gr
   return m;
 }
 
-std::vector<std::vector<float>> CudaBackend::evaluate(const Graph& g, uint64_t seed, const std::vector<int>& ids) {
+std::vector<std::vector<float>> CudaBackend::evaluate(const Graph& g, uint64_t seed, const std::vector<int>& ids,
+                                                      const std::map<int, std::vector<int32_t>>& writes) {
   if (const std::string why = graph_unsupported_reason(*this, g); !why.empty()) throw NotExecutable(why);
   GraphRunner runner(g, seed, *m_alloc, *m_gemm, m_stream, m_ranks.get());
+  for (const auto& [id, values] : writes) runner.write(id, values);
   std::vector<char> keep(g.tensors.size(), 0);
   for (int id : ids) keep.at(static_cast<std::size_t>(id)) = 1;
   if (g.graphed) {

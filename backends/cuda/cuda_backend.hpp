@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,13 +44,15 @@ class CudaBackend final : public Backend {
   // Runs the graph once from the values run() starts from (same seed) and returns the final
   // values of `ids` widened to float, as CpuBackend::evaluate does. g.graphed: the pass is a
   // replay of a captured CUDA graph (after an eager warm-up and a reset of the state).
+  // `writes`: int32 inputs overwritten before the run.
   // Visible GPUs; time_collective() runs NCCL over the first `group` of them
   // (cuda_backend_collectives.cpp), with the nccl-tests timing loop of nccl_collectives.hpp.
   [[nodiscard]] int gpu_count() const override;
   [[nodiscard]] std::vector<double> time_collective(Collective c, int group,
                                                     const std::vector<double>& payload_bytes) override;
 
-  [[nodiscard]] std::vector<std::vector<float>> evaluate(const Graph& g, uint64_t seed, const std::vector<int>& ids);
+  [[nodiscard]] std::vector<std::vector<float>> evaluate(const Graph& g, uint64_t seed, const std::vector<int>& ids,
+                                                         const std::map<int, std::vector<int32_t>>& writes = {});
 
   [[nodiscard]] const CachingAllocator& allocator() const { return *m_alloc; }
 

@@ -26,6 +26,7 @@ namespace {
 
 using perfsim::ops::AttnShape;
 namespace cpu = perfsim::cpu;
+namespace host = perfsim::host;
 namespace gpu = perfsim::cuda;
 
 // The device type with the same bits as a CPU storage type.

@@ -30,14 +30,14 @@ inline std::vector<int32_t> random_ids(std::size_t n, int64_t vocab, uint64_t se
 template <class T>
 std::vector<T> to_storage(const std::vector<float>& v) {
   std::vector<T> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = from_f32<T>(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = host::from_f32<T>(v[i]);
   return out;
 }
 
 template <class T>
 std::vector<float> to_floats(const std::vector<T>& v) {
   std::vector<float> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = to_f32(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = host::to_f32(v[i]);
   return out;
 }
 
