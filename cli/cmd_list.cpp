@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/subcommands.hpp"
@@ -186,6 +187,14 @@ const std::vector<Category>& categories() {
 }
 
 }  // namespace
+
+void add_list_options(CLI::App& cmd, ListArgs& a) {
+  cmd.add_option("category", a.category, "hardware, models, optimizations or profiles")
+      ->required()
+      ->type_name("CATEGORY");
+  cmd.add_option("--module-path", a.module_path, "Directory searched first for stdlib modules (custom catalogs)")
+      ->type_name("DIR");
+}
 
 int cmd_list(const ListArgs& a) {
   const std::string wanted = to_lower(a.category);

@@ -34,8 +34,8 @@ struct ValidateArgs {
 // ranks each take one GPU (the scenarios' `gpus` option is set to the rank count).
 inline constexpr const char* ranks_suite = "scenarios/validation_ranks";
 
-// Registers the subcommand and its options on `app`, filling `a` when parsed.
-CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a);
+// Registers the command's options on `cmd`, filling `a` when parsed.
+void add_validate_options(CLI::App& cmd, ValidateArgs& a);
 
 // --max-error "10" or "10%" as a fraction (0.1). Throws UsageError unless it is a finite
 // percentage > 0.

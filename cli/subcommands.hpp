@@ -1,5 +1,6 @@
-// The subcommands behind `perfsim run | list | explain | search`: parsed arguments in, exit code out.
-// commands.cpp owns argument parsing and turns exceptions into "perfsim: error: ..." lines.
+// The subcommands behind `perfsim run | list | explain | search`: their options, parsed arguments
+// in, exit code out. command_table.cpp lists the commands; commands.cpp parses the command line and
+// turns exceptions into "perfsim: error: ..." lines.
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -7,6 +8,10 @@
 #include <vector>
 
 #include "dsl/dsl.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace perfsim {
 
@@ -45,6 +50,7 @@ struct ListArgs {
 };
 
 struct ExplainArgs : ScriptArgs {
+  ExplainArgs() { backend = "none"; }  // explain prices; with a backend only its device's profile
   std::string step;                 // empty: the last stack step
   std::string hardware;             // empty: the backend's device, else the scenario's first
   int stage = 0;                    // pipeline stage whose rank is shown (parallel layouts)
@@ -52,6 +58,7 @@ struct ExplainArgs : ScriptArgs {
 
 // `perfsim search`: the layout space of core/parallel/search.hpp, from the command line.
 struct SearchArgs : ScriptArgs {
+  SearchArgs() { backend = "none"; }  // search only prices
   int gpus = 0;                     // --gpus; 0: the scenario's layout's GPUs
   int top = 10;
   std::string hardware;             // --hardware NAME; empty: --profile, else the scenario's first
@@ -67,6 +74,12 @@ struct SearchArgs : ScriptArgs {
   bool quiet = false;               // no progress line on stderr
 };
 
+// Each command's arguments and options registered on its CLI11 subcommand `cmd`, filling `a` when
+// parsed; then the command itself.
+void add_run_options(CLI::App& cmd, RunArgs& a);
+void add_list_options(CLI::App& cmd, ListArgs& a);
+void add_explain_options(CLI::App& cmd, ExplainArgs& a);
+void add_search_options(CLI::App& cmd, SearchArgs& a);
 [[nodiscard]] int cmd_run(const RunArgs& a);
 [[nodiscard]] int cmd_list(const ListArgs& a);
 [[nodiscard]] int cmd_explain(const ExplainArgs& a);
