@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/run/rank_execution.hpp"
 #include "dsl/dsl.hpp"
 
 namespace CLI {
@@ -28,7 +29,7 @@ struct ScriptArgs {
   std::string backend = "auto";     // auto | cpu | cuda | none
   std::string profile;              // --profile NAME|FILE|datasheet; empty: resolve_device_profile's search
   bool unsafe = false;              // --unsafe: no file sandbox for the script
-  double timeout = 60;              // --timeout SECONDS the script may run; 0 = no limit
+  double timeout = default_script_timeout_s;  // --timeout SECONDS the script may run; 0 = no limit
   double run_timeout = 0;           // --run-timeout SECONDS the whole command may run; 0 = no limit
   std::string output_dir;           // --output-dir DIR for perfsim.write
 };
@@ -41,7 +42,7 @@ struct RunArgs : ScriptArgs {
   std::string plots;                // --plots DIR: the report's charts (cli/charts.hpp)
   bool quiet = false;
   int gpus = 0;                     // --gpus N: run as N ranks under mpirun (0, 1: this process)
-  double rank_timeout = 900;        // --rank-timeout SECONDS a rank may spend on one step
+  double rank_timeout = default_rank_timeout_s;  // --rank-timeout SECONDS a rank may spend on one step
 };
 
 struct ListArgs {

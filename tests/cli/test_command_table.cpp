@@ -1,5 +1,6 @@
 // The command table: every command is registered, listed in `perfsim --help` with its summary,
-// named in the hint of an unknown command, and parses its own --help.
+// named in the hint of an unknown command, and parses its own --help; the defaults its help
+// shows are the lower layers' constants.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,8 +9,12 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
+#include "cli/cmd_validate.hpp"
 #include "cli/command_table.hpp"
+#include "cli/subcommands.hpp"
+#include "core/run/runner.hpp"
 
 using namespace perfsim;
 
@@ -55,5 +60,22 @@ TEST_CASE("command table: each command parses its --help, and reads what run_cli
     // Only run and validate run on several ranks; run and explain list a script's options.
     CHECK(c->runs_on_ranks == (name == "run" || name == "validate"));
     CHECK((c->common().script_help != nullptr) == (name == "run" || name == "explain"));
+  }
+}
+
+TEST_CASE("command table: the time limits' defaults are the ones the layers below state") {
+  CHECK(RunArgs{}.timeout == DslSettings{}.timeout_s);
+  CHECK(ValidateArgs{}.timeout == default_script_timeout_s);
+  CHECK(RunArgs{}.rank_timeout == RunnerHooks{}.rank_timeout_s);
+  CHECK(ValidateArgs{}.rank_timeout == default_rank_timeout_s);
+  CHECK(RunOptions{}.repeats == ExecuteOptions{}.repeats);
+  CHECK(RunOptions{}.warmup == ExecuteOptions{}.warmup);
+  std::vector<Command> commands = make_commands();
+  const auto app = make_app(commands);
+  for (const char* name : {"run", "validate"}) {
+    CAPTURE(name);
+    const std::string help = app->get_subcommand(name)->help();
+    CHECK(help.find(fmt::format("--timeout SECONDS={}", default_script_timeout_s)) != std::string::npos);
+    CHECK(help.find(fmt::format("NONNEGATIVE={}", default_rank_timeout_s)) != std::string::npos);
   }
 }
