@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -103,6 +104,35 @@ int merge_points(const CalibrateArgs& a) {
 }
 
 }  // namespace
+
+void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a) {
+  cmd.add_option("--backend", a.backend, "Device to measure: auto (CUDA when present, else CPU), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cmd.add_flag("--quick", a.quick, "Coarser sweeps (under a minute on an H100)");
+  cmd.add_option("-o,--output", a.output, "Write the profile to FILE (whole or not at all)")
+      ->required()
+      ->type_name("FILE");
+  cmd.add_option("--points", a.points,
+                 "Also write every timed op behind the fit (shape, curve key, roofline and measured "
+                 "seconds, efficiency) to FILE as CSV")
+      ->type_name("FILE");
+  cmd.add_option("--name", a.name, "Profile name (default: the device's catalog entry + \"-local\", lowercased)")
+      ->type_name("NAME");
+  cmd.add_option("--module-path", a.module_path, "Directory searched first for the hardware catalog")->type_name("DIR");
+  cmd.add_option("--merge", a.merge,
+                 "Measure nothing: fit the curves and GEMM tables of the --profile again from the points "
+                 "of one or more calibrations (files written by --points; repeat the option or list "
+                 "several), pooled")
+      ->type_name("FILE")
+      ->expected(1, -1);
+  cmd.add_option("--profile", a.profile,
+                 "With --merge: the profile whose other figures (launch, host dispatch, links) the "
+                 "result keeps, a name in 'profiles' or a file written by 'perfsim calibrate'")
+      ->type_name("NAME|FILE");
+  cmd.add_flag("-q,--quiet", a.quiet, "No progress or status lines on stderr");
+  cmd.footer("docs/CALIBRATION.md describes the sweeps, the fit and --merge.");
+}
 
 int cmd_calibrate(const CalibrateArgs& a) {
   if (!a.merge.empty()) return merge_points(a);

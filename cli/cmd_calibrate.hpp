@@ -3,6 +3,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace perfsim {
 
 struct CalibrateArgs {
@@ -17,6 +21,9 @@ struct CalibrateArgs {
   std::vector<std::string> merge;
   std::string profile;
 };
+
+// Registers the command's options on `cmd`, filling `a` when parsed.
+void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a);
 
 [[nodiscard]] int cmd_calibrate(const CalibrateArgs& a);
 

@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <memory>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
 #include "cli/device_profile.hpp"
+#include "cli/script_options.hpp"
 #include "cli/subcommands.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/errors.hpp"
@@ -59,6 +61,21 @@ Hardware choose_hardware(const ExplainArgs& a, const Scenario& s) {
 }
 
 }  // namespace
+
+void add_explain_options(CLI::App& cmd, ExplainArgs& a) {
+  cmd.add_option("scenario", a.scenario, "Lua scenario")->required()->type_name("SCENARIO");
+  cmd.add_option("--step", a.step, "Stack step to explain (default: the last)")->type_name("NAME");
+  cmd.add_option("--hardware", a.hardware,
+                 "Catalog hardware to price on (default: the backend's device, else the "
+                 "scenario's first hardware)")
+      ->type_name("NAME");
+  cmd.add_option("--stage", a.stage,
+                 "Pipeline stage whose rank to show, with its collectives (parallel layouts; "
+                 "default 0)")
+      ->type_name("N");
+  add_script_options(cmd, a, "With a backend, price on its device's profile (nothing is executed)");
+  cmd.footer("'perfsim explain SCENARIO --help' also lists the options the script declares.");
+}
 
 int cmd_explain(const ExplainArgs& a) {
   const ScriptOutcome outcome = run_script(a.scenario, make_dsl_settings(a));

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/subcommands.hpp"
@@ -106,13 +107,25 @@ std::string list_models(const std::string& module_path) {
                        columns, model_zoo(module_path));
 }
 
+// Serving knobs list with the graph passes: both are given as a step's passes and leave the
+// workload and the layout alone.
+const char* kind_name(OptimizationKind k) {
+  switch (k) {
+    case OptimizationKind::workload: return "workload";
+    case OptimizationKind::parallel: return "parallel layout";
+    case OptimizationKind::graph:
+    case OptimizationKind::serve: return "graph pass";
+  }
+  return "?";
+}
+
 std::string list_optimizations() {
   const std::vector<Column<OptimizationInfo>> columns = {
       {"name", left, [](const OptimizationInfo& o) { return o.name; }},
       {"kind", left,
        [](const OptimizationInfo& o) {
-         std::string kind = o.workload_pass ? "workload" : o.parallel_pass ? "parallel layout" : "graph pass";
-         if (o.needs_value) kind += ", takes a value";
+         std::string kind = kind_name(o.kind);
+         if (o.value == PassValue::required) kind += ", takes a value";
          return kind;
        }},
       {"summary", left, [](const OptimizationInfo& o) { return o.summary; }},
@@ -174,6 +187,14 @@ const std::vector<Category>& categories() {
 }
 
 }  // namespace
+
+void add_list_options(CLI::App& cmd, ListArgs& a) {
+  cmd.add_option("category", a.category, "hardware, models, optimizations or profiles")
+      ->required()
+      ->type_name("CATEGORY");
+  cmd.add_option("--module-path", a.module_path, "Directory searched first for stdlib modules (custom catalogs)")
+      ->type_name("DIR");
+}
 
 int cmd_list(const ListArgs& a) {
   const std::string wanted = to_lower(a.category);

@@ -9,33 +9,32 @@
 
 namespace perfsim {
 
-CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
-  CLI::App* cmd = app.add_subcommand(
-      "plot", "Draw charts of a saved JSON report (perfsim run -o r.json, perfsim validate -o v.json) "
-              "or trace (--trace t.json) into DIR, each as SVG and PNG.");
-  cmd->add_option("report", a.report, "JSON report written by 'perfsim run ... -o r.json' or "
-                                      "'perfsim validate ... -o v.json', or a trace ('--trace t.json')")
+void add_plot_options(CLI::App& cmd, PlotArgs& a) {
+  cmd.add_option("report", a.report,
+                 "JSON report written by 'perfsim run ... -o r.json' or "
+                 "'perfsim validate ... -o v.json', or a trace ('--trace t.json')")
       ->required()
       ->type_name("REPORT.json");
-  cmd->add_option("dir", a.dir, "Directory the charts go to (created when missing; a chart of the "
-                                "same name is replaced)")
+  cmd.add_option("dir", a.dir,
+                 "Directory the charts go to (created when missing; a chart of the "
+                 "same name is replaced)")
       ->required()
       ->type_name("DIR");
-  cmd->add_option("--step", a.step,
-                  "Stack step the roofline and per-rank charts show (default: the last measured step, "
-                  "else the last); of a trace, the step the timeline shows (default: the first step "
-                  "executed on ranks, else the first)")
+  cmd.add_option("--step", a.step,
+                 "Stack step the roofline and per-rank charts show (default: the last measured step, "
+                 "else the last); of a trace, the step the timeline shows (default: the first step "
+                 "executed on ranks, else the first)")
       ->type_name("NAME");
-  cmd->add_option("--point", a.point, "Sweep point the per-step charts show, 1 for the first")
+  cmd.add_option("--point", a.point, "Sweep point the per-step charts show, 1 for the first")
       ->type_name("N")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  cmd->add_option("--dpi", a.dpi, "Resolution of the PNG files")
+  cmd.add_option("--dpi", a.dpi, "Resolution of the PNG files")
       ->type_name("N")
       ->capture_default_str()
       ->check(CLI::Range(20, 600));
-  cmd->add_flag("-q,--quiet", a.quiet, "No notes on stderr (charts skipped and why, what was written)");
-  cmd->footer(
+  cmd.add_flag("-q,--quiet", a.quiet, "No notes on stderr (charts skipped and why, what was written)");
+  cmd.footer(
       "Charts, each drawn when the report holds its data (the others are named on stderr with the reason):\n"
       "  roofline    one step's ops on the device's roofline (peak FLOP/s, memory bandwidth),\n"
       "              at their predicted and measured times\n"
@@ -64,7 +63,6 @@ CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
       "Files: DIR/NAME.svg and DIR/NAME.png; written together or not at all. Needs python3 with\n"
       "matplotlib (Debian: python3-matplotlib, installed by make deps; PERFSIM_PYTHON picks the\n"
       "interpreter). docs/LOOKING_AT_A_RUN.md shows each chart and how to read it.");
-  return cmd;
 }
 
 int cmd_plot(const PlotArgs& a) {

@@ -17,8 +17,8 @@ struct PlotArgs {
   bool quiet = false;
 };
 
-// Registers the subcommand and its options on `app`, filling `a` when parsed.
-CLI::App* add_plot_command(CLI::App& app, PlotArgs& a);
+// Registers the command's arguments and options on `cmd`, filling `a` when parsed.
+void add_plot_options(CLI::App& cmd, PlotArgs& a);
 
 [[nodiscard]] int cmd_plot(const PlotArgs& a);
 

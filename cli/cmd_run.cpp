@@ -8,6 +8,7 @@
 #include <optional>
 #include <string_view>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
@@ -16,6 +17,7 @@
 #include "cli/output_file.hpp"
 #include "cli/progress.hpp"
 #include "cli/ranks.hpp"
+#include "cli/script_options.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/report/report.hpp"
@@ -107,6 +109,41 @@ void write_vllm_json(const std::string& dir, const std::vector<RunResult>& resul
 }
 
 }  // namespace
+
+void add_run_options(CLI::App& cmd, RunArgs& a) {
+  cmd.add_option("scenario", a.scenario, "Lua scenario or plain script")->required()->type_name("SCENARIO");
+  add_script_options(cmd, a,
+                     "Where to execute: auto (CUDA when present, else CPU), cpu, cuda, or none "
+                     "(prediction only)");
+  cmd.add_option("--format", a.format, "Report format (default: from -o's extension, else table)")
+      ->check(CLI::IsMember({"table", "md", "markdown", "json", "csv"}));
+  cmd.add_option("-o,--output", a.output, "Write the report to FILE (whole or not at all)")->type_name("FILE");
+  cmd.add_option("--trace", a.trace,
+                 "Write each step's predicted and measured timelines to FILE as Chrome trace-event JSON "
+                 "(open it in ui.perfetto.dev or chrome://tracing)")
+      ->type_name("FILE");
+  cmd.add_option("--vllm-json", a.vllm_json,
+                 "Serving scenarios: write each sweep point's and stack step's predicted run into DIR as the "
+                 "JSON 'vllm bench serve --save-result' writes, one file each")
+      ->type_name("DIR");
+  cmd.add_option("--plots", a.plots,
+                 "Also draw the report's charts into DIR as SVG and PNG (as 'perfsim plot' does; needs "
+                 "python3-matplotlib)")
+      ->type_name("DIR");
+  cmd.add_flag("-q,--quiet", a.quiet, "No progress or status lines on stderr");
+  cmd.add_option("--gpus", a.gpus,
+                 "Run as N ranks on this node (mpirun -np N): a parallel layout of N GPUs executes "
+                 "across them, rank 0 reports (CPU ranks with --backend cpu)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1024));
+  cmd.add_option("--rank-timeout", a.rank_timeout,
+                 "Seconds a rank may spend executing one step before it ends every rank (a lost peer "
+                 "must not hang the run; 0: no limit)")
+      ->type_name("SECONDS")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd.footer("'perfsim run SCENARIO --help' also lists the options the script declares.");
+}
 
 int cmd_run(const RunArgs& a) {
   const ReportFormat format = resolve_report_format(a.format, a.output);

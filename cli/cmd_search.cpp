@@ -2,10 +2,12 @@
 // over N GPUs ranked by predicted tokens/s (core/parallel/search.hpp), printed or written.
 #include <cstdio>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/output_file.hpp"
 #include "cli/progress.hpp"
+#include "cli/script_options.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/parallel/search.hpp"
@@ -29,6 +31,73 @@ Hardware search_hardware(const SearchArgs& a, const Scenario& s) {
 }
 
 }  // namespace
+
+void add_search_options(CLI::App& cmd, SearchArgs& a) {
+  cmd.add_option("scenario", a.scenario, "Lua scenario (its last stack step is searched)")
+      ->required()
+      ->type_name("SCENARIO");
+  cmd.add_option("--gpus", a.gpus, "GPUs every layout spans, dp · tp · pp · cp (default: the scenario's layout)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--top", a.top, "Layouts shown in the table (JSON and CSV carry every one)")
+      ->type_name("N")
+      ->capture_default_str();
+  cmd.add_option("--hardware", a.hardware, "Catalog hardware to price on (default: the scenario's first hardware)")
+      ->type_name("NAME");
+  cmd.add_option("--profile", a.profile,
+                 "Price on a profile instead: a name in 'perfsim list profiles' or a file written by "
+                 "'perfsim calibrate'")
+      ->type_name("NAME|FILE");
+  cmd.add_option("--global-batch", a.global_batch,
+                 "Sequences per optimizer step, kept for every layout (default: the scenario's batch · "
+                 "grad_accum · dp)")
+      ->type_name("N");
+  cmd.add_option("--micro-batch", a.micro_batch, "Micro-batch sizes to try (default: 1,2,4,8 and the scenario's batch)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  cmd.add_option("--tp", a.tp, "Tensor-parallel degrees to try (default: powers of two up to the GPUs of a node)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  cmd.add_option("--pp", a.pp, "Pipeline degrees to try (default: divisors of --gpus up to the layers)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  cmd.add_option("--zero", a.zero, "ZeRO stages to try (default: 0,1,2,3; 3 is FSDP's full_shard)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  cmd.add_option("--interleave", a.interleave, "Model chunks per pipeline stage to try (default: 1,2,4)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  cmd.add_option("--ep", a.ep,
+                 "Expert-parallel degrees to try, each dividing dp (default: a mixture-of-experts model's "
+                 "powers of two up to its experts; 1 otherwise)")
+      ->type_name("LIST")
+      ->delimiter(',');
+  cmd.add_flag("--recompute", a.recompute,
+               "Also try every layout with full activation recompute (the stack's own recompute is "
+               "searched, not assumed)");
+  cmd.add_flag("--cp", a.cp, "Also try context parallelism (powers of two up to 16 that split the sequence in 2·cp)");
+  cmd.add_flag("--uneven-pp", a.uneven_pp, "Keep pipelines whose stages hold unequal layer counts (pruned by default)");
+  cmd.add_option("--format", a.format, "Output format (default: from -o's extension, else table)")
+      ->check(CLI::IsMember({"table", "json", "csv"}));
+  cmd.add_option("-o,--output", a.output,
+                 "Write the result to FILE (whole or not at all); JSON and CSV list every priced layout")
+      ->type_name("FILE");
+  cmd.add_option("--threads", a.threads, "Worker threads (default: the machine's cores)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 4096));
+  cmd.add_flag("-q,--quiet", a.quiet, "No progress line on stderr");
+  cmd.add_option("--set", a.sets, "Override a script option: --set NAME=VALUE (repeatable)")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false)
+      ->check(CLI::Validator(check_set, "", "set"));
+  cmd.add_option("--module-path", a.module_path,
+                 "Directory searched first by require() (before $PERFSIM_PATH and the stdlib)")
+      ->type_name("DIR");
+  add_sandbox_options(cmd, a);
+  cmd.footer(
+      "Prediction only: each layout's ranks are built with one transformer layer and priced; docs/CLI.md "
+      "(perfsim search) states the space, the pruning and the limiter.");
+}
 
 int cmd_search(const SearchArgs& a) {
   const ReportFormat format = resolve_report_format(a.format, a.output);

@@ -19,6 +19,7 @@
 #include "cli/output_file.hpp"
 #include "cli/progress.hpp"
 #include "cli/ranks.hpp"
+#include "cli/script_options.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/report/trace.hpp"
@@ -73,89 +74,73 @@ std::string describe(const CheckedFigure& f) {
 
 }  // namespace
 
-CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a) {
-  CLI::App* cmd = app.add_subcommand(
-      "validate",
-      "Run the validation suite on a backend and report prediction errors (per op, step time, "
-      "speedups, memory; collectives when the backend spans 2 or more GPUs).");
-  cmd->add_option("--backend", a.backend, "Where to measure: auto (CUDA when present, else CPU), "
-                                          "cpu or cuda")
+void add_validate_options(CLI::App& cmd, ValidateArgs& a) {
+  cmd.add_option("--backend", a.backend,
+                 "Where to measure: auto (CUDA when present, else CPU), "
+                 "cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--profile", a.profile,
-                  "Profile that prices the predictions: a name (profiles/NAME.lua), a file, or "
-                  "'datasheet' for the device's catalog entry (default: a calibrated profile of "
-                  "this device, else its catalog entry)")
+  cmd.add_option("--profile", a.profile,
+                 "Profile that prices the predictions: a name (profiles/NAME.lua), a file, or "
+                 "'datasheet' for the device's catalog entry (default: a calibrated profile of "
+                 "this device, else its catalog entry)")
       ->type_name("NAME|FILE");
-  cmd->add_option("--max-error", a.max_error,
-                  "Fail (exit 1) when a checked figure's |error| exceeds PCT percent: each step's "
-                  "time and peak memory, each op class's median per-op error, each "
-                  "optimization's speedup, each collective's median error (default: report only)")
+  cmd.add_option("--max-error", a.max_error,
+                 "Fail (exit 1) when a checked figure's |error| exceeds PCT percent: each step's "
+                 "time and peak memory, each op class's median per-op error, each "
+                 "optimization's speedup, each collective's median error (default: report only)")
       ->type_name("PCT")
       ->check(CLI::Validator(max_error_check, "", "max-error"));
-  cmd->add_option("--format", a.format, "Report format (default: from -o's extension, else table)")
+  cmd.add_option("--format", a.format, "Report format (default: from -o's extension, else table)")
       ->check(CLI::IsMember({"table", "md", "markdown", "json", "csv"}));
-  cmd->add_option("-o,--output", a.output, "Write the report to FILE (whole or not at all)")
+  cmd.add_option("-o,--output", a.output, "Write the report to FILE (whole or not at all)")->type_name("FILE");
+  cmd.add_option("--trace", a.trace,
+                 "Write every suite step's predicted and measured timelines to FILE as Chrome trace-event "
+                 "JSON (ui.perfetto.dev, chrome://tracing)")
       ->type_name("FILE");
-  cmd->add_option("--trace", a.trace,
-                  "Write every suite step's predicted and measured timelines to FILE as Chrome trace-event "
-                  "JSON (ui.perfetto.dev, chrome://tracing)")
-      ->type_name("FILE");
-  cmd->add_option("--plots", a.plots,
-                  "Also draw the report's charts into DIR as SVG and PNG: predicted vs measured per op "
-                  "(as 'perfsim plot' does; needs python3-matplotlib)")
+  cmd.add_option("--plots", a.plots,
+                 "Also draw the report's charts into DIR as SVG and PNG: predicted vs measured per op "
+                 "(as 'perfsim plot' does; needs python3-matplotlib)")
       ->type_name("DIR");
-  cmd->add_flag("--quick", a.quick,
-                "CPU-sized models: sets the option quick=true in every scenario of the suite");
-  cmd->add_option("--suite", a.suite, "Directory of scenario files (*.lua), run in name order")
+  cmd.add_flag("--quick", a.quick, "CPU-sized models: sets the option quick=true in every scenario of the suite");
+  cmd.add_option("--suite", a.suite, "Directory of scenario files (*.lua), run in name order")
       ->type_name("DIR")
       ->capture_default_str();
-  cmd->add_option("--module-path", a.module_path,
-                  "Directory searched first by require() and for profiles/NAME.lua")
+  cmd.add_option("--module-path", a.module_path, "Directory searched first by require() and for profiles/NAME.lua")
       ->type_name("DIR");
-  cmd->add_option("--measurements", a.measurements,
-                  "Execute nothing: price the measurements saved in FILE (a report of perfsim validate "
-                  "--format json) again, with --profile or the current cost model. Given more than once: "
-                  "compare the runs, each run's figures and the ops over --op-error in every run")
+  cmd.add_option("--measurements", a.measurements,
+                 "Execute nothing: price the measurements saved in FILE (a report of perfsim validate "
+                 "--format json) again, with --profile or the current cost model. Given more than once: "
+                 "compare the runs, each run's figures and the ops over --op-error in every run")
       ->type_name("FILE");
-  cmd->add_option("--op-error", a.op_error,
-                  "With several --measurements: the per-op |error| that counts an op as over, in "
-                  "percent (default 15)")
+  cmd.add_option("--op-error", a.op_error,
+                 "With several --measurements: the per-op |error| that counts an op as over, in "
+                 "percent (default 15)")
       ->type_name("PCT")
       ->check(CLI::Validator(max_error_check, "", "op-error"));
-  cmd->add_flag("-q,--quiet", a.quiet, "No progress or status lines on stderr");
-  cmd->add_option("--timeout", a.timeout, "Stop a scenario script still running after SECONDS (0: no limit)")
+  cmd.add_flag("-q,--quiet", a.quiet, "No progress or status lines on stderr");
+  cmd.add_option("--timeout", a.timeout, "Stop a scenario script still running after SECONDS (0: no limit)")
       ->type_name("SECONDS")
-      ->check(CLI::Validator(
-          [](const std::string& text) -> std::string {
-            try {
-              std::size_t used = 0;
-              const double v = std::stod(text, &used);
-              if (used == text.size() && v >= 0 && v <= 1e9) return {};
-            } catch (const std::exception&) {
-            }
-            return "expects seconds >= 0 (0: no limit), got '" + text + "'";
-          },
-          "", "timeout"))
+      ->check(CLI::Validator(check_seconds, "", "timeout"))
       ->capture_default_str();
-  cmd->add_option("--gpus", a.gpus,
-                  "Run as N ranks on this node (mpirun -np N) and validate the multi-GPU suite (" +
-                      std::string(ranks_suite) +
-                      " unless --suite is given): each scenario's layout over N GPUs, errors per step, per op and per "
-                      "collective (CPU ranks with --backend cpu)")
+  cmd.add_option("--gpus", a.gpus,
+                 "Run as N ranks on this node (mpirun -np N) and validate the multi-GPU suite (" +
+                     std::string(ranks_suite) +
+                     " unless --suite is given): each scenario's layout over N GPUs, errors per step, per op and per "
+                     "collective (CPU ranks with --backend cpu)")
       ->type_name("N")
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--rank-timeout", a.rank_timeout,
-                  "Seconds a rank may spend executing one step before it ends every rank (0: no limit)")
+  cmd.add_option("--rank-timeout", a.rank_timeout,
+                 "Seconds a rank may spend executing one step before it ends every rank (0: no limit)")
       ->type_name("SECONDS")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--unsafe", a.unsafe,
-                "Run the scenarios without the sandbox: they may read and write any file (trusted scripts only)");
-  cmd->footer("Exit status: 0 when every checked figure is within --max-error (or none is given), "
-              "1 otherwise or on an error, 2 on a usage error. docs/VALIDATION.md defines every "
-              "figure.");
-  return cmd;
+  cmd.add_flag("--unsafe", a.unsafe,
+               "Run the scenarios without the sandbox: they may read and write any file (trusted scripts only)");
+  cmd.footer(
+      "Exit status: 0 when every checked figure is within --max-error (or none is given), "
+      "1 otherwise or on an error, 2 on a usage error. docs/VALIDATION.md defines every "
+      "figure.");
 }
 
 double parse_max_error(const std::string& text) {

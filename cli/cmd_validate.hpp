@@ -4,6 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "core/run/rank_execution.hpp"
+#include "dsl/dsl.hpp"
+
 namespace CLI {
 class App;
 }
@@ -25,17 +28,17 @@ struct ValidateArgs {
   std::string op_error;                        // --op-error PCT as given (several measurements)
   bool quiet = false;
   bool unsafe = false;                         // --unsafe: no file sandbox for the scenarios
-  double timeout = 60;                         // --timeout SECONDS per scenario script; 0 = none
+  double timeout = default_script_timeout_s;   // --timeout SECONDS per scenario script; 0 = none
   int gpus = 0;                                // --gpus N: run as N ranks (the multi-GPU suite)
-  double rank_timeout = 900;                   // --rank-timeout SECONDS a rank may spend on one step
+  double rank_timeout = default_rank_timeout_s;  // --rank-timeout SECONDS a rank may spend on one step
 };
 
 // The suite a run of several ranks validates when --suite is not given: parallel layouts whose
 // ranks each take one GPU (the scenarios' `gpus` option is set to the rank count).
 inline constexpr const char* ranks_suite = "scenarios/validation_ranks";
 
-// Registers the subcommand and its options on `app`, filling `a` when parsed.
-CLI::App* add_validate_command(CLI::App& app, ValidateArgs& a);
+// Registers the command's options on `cmd`, filling `a` when parsed.
+void add_validate_options(CLI::App& cmd, ValidateArgs& a);
 
 // --max-error "10" or "10%" as a fraction (0.1). Throws UsageError unless it is a finite
 // percentage > 0.

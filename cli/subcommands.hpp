@@ -1,12 +1,18 @@
-// The subcommands behind `perfsim run | list | explain | search`: parsed arguments in, exit code out.
-// commands.cpp owns argument parsing and turns exceptions into "perfsim: error: ..." lines.
+// The subcommands behind `perfsim run | list | explain | search`: their options, parsed arguments
+// in, exit code out. command_table.cpp lists the commands; commands.cpp parses the command line and
+// turns exceptions into "perfsim: error: ..." lines.
 #pragma once
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/run/rank_execution.hpp"
 #include "dsl/dsl.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace perfsim {
 
@@ -23,7 +29,7 @@ struct ScriptArgs {
   std::string backend = "auto";     // auto | cpu | cuda | none
   std::string profile;              // --profile NAME|FILE|datasheet; empty: resolve_device_profile's search
   bool unsafe = false;              // --unsafe: no file sandbox for the script
-  double timeout = 60;              // --timeout SECONDS the script may run; 0 = no limit
+  double timeout = default_script_timeout_s;  // --timeout SECONDS the script may run; 0 = no limit
   double run_timeout = 0;           // --run-timeout SECONDS the whole command may run; 0 = no limit
   std::string output_dir;           // --output-dir DIR for perfsim.write
 };
@@ -36,7 +42,7 @@ struct RunArgs : ScriptArgs {
   std::string plots;                // --plots DIR: the report's charts (cli/charts.hpp)
   bool quiet = false;
   int gpus = 0;                     // --gpus N: run as N ranks under mpirun (0, 1: this process)
-  double rank_timeout = 900;        // --rank-timeout SECONDS a rank may spend on one step
+  double rank_timeout = default_rank_timeout_s;  // --rank-timeout SECONDS a rank may spend on one step
 };
 
 struct ListArgs {
@@ -45,6 +51,7 @@ struct ListArgs {
 };
 
 struct ExplainArgs : ScriptArgs {
+  ExplainArgs() { backend = "none"; }  // explain prices; with a backend only its device's profile
   std::string step;                 // empty: the last stack step
   std::string hardware;             // empty: the backend's device, else the scenario's first
   int stage = 0;                    // pipeline stage whose rank is shown (parallel layouts)
@@ -52,6 +59,7 @@ struct ExplainArgs : ScriptArgs {
 
 // `perfsim search`: the layout space of core/parallel/search.hpp, from the command line.
 struct SearchArgs : ScriptArgs {
+  SearchArgs() { backend = "none"; }  // search only prices
   int gpus = 0;                     // --gpus; 0: the scenario's layout's GPUs
   int top = 10;
   std::string hardware;             // --hardware NAME; empty: --profile, else the scenario's first
@@ -67,6 +75,12 @@ struct SearchArgs : ScriptArgs {
   bool quiet = false;               // no progress line on stderr
 };
 
+// Each command's arguments and options registered on its CLI11 subcommand `cmd`, filling `a` when
+// parsed; then the command itself.
+void add_run_options(CLI::App& cmd, RunArgs& a);
+void add_list_options(CLI::App& cmd, ListArgs& a);
+void add_explain_options(CLI::App& cmd, ExplainArgs& a);
+void add_search_options(CLI::App& cmd, SearchArgs& a);
 [[nodiscard]] int cmd_run(const RunArgs& a);
 [[nodiscard]] int cmd_list(const ListArgs& a);
 [[nodiscard]] int cmd_explain(const ExplainArgs& a);

@@ -34,6 +34,9 @@ struct ScriptOutcome {
   std::vector<ScenarioPoint> points;          // the sweep expanded (one point without a sweep)
 };
 
+// Seconds a script, and the work it asks for, may run unless told otherwise (--timeout).
+inline constexpr double default_script_timeout_s = 60;
+
 struct DslSettings {
   std::vector<std::pair<std::string, std::string>> overrides;  // --set key=value
   std::string module_path;        // extra directory searched before the embedded stdlib
@@ -44,7 +47,7 @@ struct DslSettings {
   bool measure_and_search_allowed = true;
   // Sandbox and limits (docs/DSL.md, "Sandbox and limits").
   bool unsafe = false;            // --unsafe: scripts may write and read any file
-  double timeout_s = 60;          // --timeout: seconds a script may run; 0 = no limit
+  double timeout_s = default_script_timeout_s;  // --timeout: seconds a script may run; 0 = no limit
   std::size_t memory_limit = std::size_t{2} << 30;  // bytes of Lua memory; 0 = no limit
   std::string output_dir;         // --output-dir: where perfsim.write puts files ("" = refused)
   // Files and directories named on the command line, readable besides the script's directory

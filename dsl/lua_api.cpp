@@ -133,9 +133,9 @@ int api_optimizations(lua_State* L) {
     lua_setfield(L, -2, "name");
     lua_pushstring(L, all[i].summary.c_str());
     lua_setfield(L, -2, "summary");
-    lua_pushboolean(L, all[i].needs_value ? 1 : 0);
+    lua_pushboolean(L, all[i].value == PassValue::required ? 1 : 0);
     lua_setfield(L, -2, "needs_value");
-    lua_pushboolean(L, all[i].workload_pass ? 1 : 0);
+    lua_pushboolean(L, all[i].kind == OptimizationKind::workload ? 1 : 0);
     lua_setfield(L, -2, "workload_pass");
     lua_rawseti(L, -2, static_cast<int>(i) + 1);
   }

@@ -61,12 +61,6 @@ const char* name_of(Limiter l) {
 
 namespace {
 
-bool is_pass_kind(const std::string& name, bool OptimizationInfo::*flag) {
-  for (const OptimizationInfo& info : optimizations())
-    if (info.name == name) return info.*flag;
-  return false;
-}
-
 // Steps 0..upto with their graph passes only: workload passes are applied to the workload
 // beforehand and each candidate sets its own layout (and recompute, when searched).
 std::vector<StackStep> graph_stack(const std::vector<StackStep>& stack, std::size_t upto, bool drop_recompute) {
@@ -74,8 +68,8 @@ std::vector<StackStep> graph_stack(const std::vector<StackStep>& stack, std::siz
   for (std::size_t i = 0; i <= upto && i < stack.size(); ++i) {
     StackStep s{stack[i].name, {}, stack[i].where};
     for (const PassSpec& p : stack[i].passes) {
-      if (is_pass_kind(p.name, &OptimizationInfo::workload_pass) ||
-          is_pass_kind(p.name, &OptimizationInfo::parallel_pass) || (drop_recompute && p.name == "recompute"))
+      if (is_kind(p, OptimizationKind::workload) || is_kind(p, OptimizationKind::parallel) ||
+          (drop_recompute && p.name == "recompute"))
         continue;
       s.passes.push_back(p);
     }

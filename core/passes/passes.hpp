@@ -3,7 +3,9 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/builders/builders.hpp"
@@ -37,39 +39,73 @@ struct StackStep {
   std::string where;
 };
 
-struct OptimizationInfo {
-  std::string name;
-  std::string summary;        // one line: what it changes in the graph
-  bool needs_value = false;   // batch needs a number (paged_kv's is optional)
-  bool workload_pass = false; // changes the workload before building (batch, kv_cache)
-  bool parallel_pass = false; // changes the parallel layout (dp, tp, pp, cp, ep, sp, zero, interleave)
+// What an optimization changes, each kind applied at its own point of building a step.
+enum class OptimizationKind {
+  graph,     // rewrites the built graph (precision, flash_attention, fusion, ...)
+  workload,  // changes the workload before building (batch, kv_cache)
+  parallel,  // changes the parallel layout (dp, tp, pp, cp, ep, sp, zero, interleave)
   // A serving engine's knob (scheduler, max_batch, chunked_prefill, prefix_cache, ...): read by
-  // serve{} workloads (core/serve/scheduler.hpp), refused elsewhere; the graph is unchanged.
-  bool serve_pass = false;
-  const char* text_choices = nullptr;  // the words a text-valued knob takes, "a|b|c"
+  // serve{} workloads (core/serve/scheduler_config.hpp), refused elsewhere; the graph is unchanged.
+  serve,
 };
 
-// Every known optimization, for `perfsim list optimizations` and "did you mean".
+// Whether an optimization takes a value: `none` still accepts 1 ("on").
+enum class PassValue { none, optional, required };
+
+// The numbers a pass's value may be, and how an error states them.
+struct ValueRange {
+  double low = 1, high = 1;
+  bool low_open = false, high_open = false;  // the bound itself is excluded
+  bool whole = true;
+  std::string text;  // "takes a whole number from 1 to 3": the error's words for the range
+
+  [[nodiscard]] bool contains(double v) const;
+};
+
+// What a pass does, by kind. A serving knob has none here: core/serve reads it.
+using GraphPassFn = void (*)(const PassSpec&, Graph&);
+using WorkloadPassFn = void (*)(const PassSpec&, Workload&);
+using ParallelPassFn = void (*)(const PassSpec&, ParallelSpec&);
+using PassApply = std::variant<std::monostate, GraphPassFn, WorkloadPassFn, ParallelPassFn>;
+
+// One optimization: everything validate() and the apply_* functions need to know of it.
+struct OptimizationInfo {
+  std::string name;
+  std::string summary;  // one line: what it changes in the graph
+  OptimizationKind kind = OptimizationKind::graph;
+  PassValue value = PassValue::none;  // batch needs a number; paged_kv's is optional
+  ValueRange range;                   // the numbers it takes, unless `value` is none
+  std::string example;                // "{tp = 2}": shown when a required value is missing
+  std::vector<std::string> choices;   // the words a text-valued knob takes (scheduler = "static")
+  PassApply apply;                    // the apply function of its kind (none for a serving knob)
+};
+
+// Every known optimization, for `perfsim list optimizations` and "did you mean"
+// (core/passes/optimizations.cpp).
 [[nodiscard]] const std::vector<OptimizationInfo>& optimizations();
+
+// The optimization called `name`; nullptr when there is none.
+[[nodiscard]] const OptimizationInfo* find_optimization(std::string_view name);
+
+// True when `p` names a known optimization of kind `k`.
+[[nodiscard]] bool is_kind(const PassSpec& p, OptimizationKind k);
 
 // Throws ConfigError for an unknown name (with a suggestion) or a missing/invalid value.
 void validate(const PassSpec& p);
 
-// True for a serving knob (OptimizationInfo::serve_pass).
-[[nodiscard]] bool is_serve_pass(const PassSpec& p);
-
-// Applies a workload pass (batch, kv_cache); returns false when p is a graph pass.
+// Validates `p`; applies it to `w` when it is a workload pass and returns true, false for any
+// other kind.
 bool apply_workload_pass(const PassSpec& p, Workload& w);
-// Applies a parallel-layout pass (dp, tp, pp, cp, ep, sp, zero, interleave) to `p`; returns
-// false for any other pass.
+// Applies a parallel-layout pass to `p` (validating it) and returns true; returns false for any
+// other pass.
 bool apply_parallel_pass(const PassSpec& pass, ParallelSpec& p);
 // The layout of step `upto` of `stack`: `base` (the scenario's parallel table) with the
 // parallel passes of steps 0..upto applied in order.
 [[nodiscard]] ParallelSpec step_parallel(const ParallelSpec& base, const std::vector<StackStep>& stack,
                                          std::size_t upto);
 
-// Applies a graph pass in place (precision, flash_attention, paged_kv, fusion, cuda_graphs,
-// fused_optimizer, recompute, pinned_memory, prefetch); no-op for workload passes.
+// Validates `p`; applies it to `g` in place when it is a graph pass; any other kind leaves the
+// graph as it is.
 void apply_graph_pass(const PassSpec& p, Graph& g);
 
 // Builds the graph for step `upto` of `stack` (inclusive): workload passes first, then the

@@ -13,6 +13,7 @@
 #include "core/errors.hpp"
 #include "core/graph/graph.hpp"
 #include "core/run/communicator.hpp"
+#include "core/run/execute_counts.hpp"
 #include "core/run/results.hpp"
 
 namespace perfsim {
@@ -30,8 +31,8 @@ struct DeviceInfo {
 };
 
 struct RunOptions {
-  int warmup = 1;
-  int repeats = 5;
+  int warmup = default_warmup_runs;
+  int repeats = default_timed_runs;
   uint64_t seed = 42;
   // Eager CUDA runs: also time each op with the stream held until the step is issued
   // (OpMeasurement::device). Calibration, which fits the eager pacing itself, turns it off.

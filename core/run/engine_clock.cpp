@@ -12,11 +12,9 @@ namespace perfsim {
 namespace {
 
 bool serving_only_pass(const PassSpec& p) {
-  if (is_serve_pass(p) || p.name == "batch" || p.name == "kv_cache") return true;
   if (p.name == "flash_attention" || p.name == "paged_kv" || p.name == "cuda_graphs") return true;
-  for (const OptimizationInfo& o : optimizations())
-    if (o.name == p.name) return o.parallel_pass;
-  return false;
+  const OptimizationInfo* o = find_optimization(p.name);
+  return o != nullptr && o->kind != OptimizationKind::graph;
 }
 
 }  // namespace

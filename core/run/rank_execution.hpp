@@ -13,6 +13,10 @@
 
 namespace perfsim {
 
+// Seconds a rank may spend executing one step unless told otherwise (--rank-timeout): a peer
+// lost or stuck in a collective is bounded by neither MPI nor NCCL, so this is.
+inline constexpr double default_rank_timeout_s = 900;
+
 // Empty when `ranks` can execute `layout`; otherwise why not (the same on every
 // rank).
 [[nodiscard]] std::string layout_unexecutable_reason(const ParallelSpec& layout, const Communicator& ranks);

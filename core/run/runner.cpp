@@ -5,16 +5,11 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <optional>
-#include <thread>
-
 #include "core/cost/memory_model.hpp"
 #include "core/deadline.hpp"
 #include "core/errors.hpp"
-#include "core/parallel/plan.hpp"
-#include "core/parallel/search.hpp"
 #include "core/run/rank_execution.hpp"
+#include "core/run/step_pricing.hpp"
 
 namespace perfsim {
 
@@ -34,7 +29,6 @@ std::string sampling_text(const Graph& g, bool executing, int pipeline_stages) {
                      g.layers_total, of_what, g.layer_scale());
 }
 
-// Executes one step's graph, or says why it was not executed.
 // Executed ops timed at zero: per-op times that do not hold together. On a GPU a replay's
 // timing-probe correction once exceeded three decode ops' own brackets while the whole step
 // ran 14% slow (docs/CUDA.md).
@@ -44,8 +38,9 @@ int zero_timed_ops(const Measurement& m) {
   return n;
 }
 
-void execute_step(StepResult& r, Backend& backend, const DeviceInfo& device, const RunOptions& o) {
-  const std::string reason = graph_unsupported_reason(backend, r.graph);
+// Executes one step's graph `g`, or says why it was not executed.
+void execute_step(StepResult& r, const Graph& g, Backend& backend, const DeviceInfo& device, const RunOptions& o) {
+  const std::string reason = graph_unsupported_reason(backend, g);
   if (!reason.empty()) {
     r.not_executed = reason;
     return;
@@ -60,10 +55,10 @@ void execute_step(StepResult& r, Backend& backend, const DeviceInfo& device, con
     return;
   }
   try {
-    r.measured = backend.run(r.graph, o);
+    r.measured = backend.run(g, o);
     // Such a step is measured once more, and the run with fewer zero-timed ops kept.
     if (const int zeros = zero_timed_ops(*r.measured); zeros > 0) {
-      Measurement again = backend.run(r.graph, o);
+      Measurement again = backend.run(g, o);
       if (zero_timed_ops(again) < zeros) r.measured = std::move(again);
       r.measured->attempts = 2;
     }
@@ -73,78 +68,48 @@ void execute_step(StepResult& r, Backend& backend, const DeviceInfo& device, con
   }
 }
 
-// Layouts the step's layout names beside "does not fit": at most this many, each a different
-// layout (its best micro-batch).
-constexpr std::size_t fitting_layouts_shown = 3;
+// What executing a step needs, the same for every step of a run.
+struct Execution {
+  Backend* backend = nullptr;  // nullptr: predict only
+  bool enabled = false;        // a backend, and execute.enabled
+  DeviceInfo device;
+  RunOptions options;
+  Communicator* ranks = nullptr;  // this process is one rank of several (RunnerHooks::ranks)
+  double rank_timeout_s = 0;
+};
 
-// When step `i`'s layout does not fit `hw`: the layouts of the same GPU count that fit, found by
-// the layout search over that step alone (its passes, the search's default space, recompute as
-// the stack has it; cp as the step has it), best predicted tokens/s first.
-// The fitting layouts of `space`'s GPU count (at most fitting_layouts_shown, distinct), best
-// first; nullopt when the space has no usable layout (no micro-batch divides the global batch).
-std::optional<std::vector<FittingLayout>> fitting_layouts(const Scenario& s, const std::vector<StackStep>& stack,
-                                                          std::size_t i, const ParallelSpec& base,
-                                                          const Hardware& hw, SearchSpace space) {
-  // As many layers a stage as the step's own graphs (execute.layers, 2 by default), so a layout
-  // named here prices as it would in a row of its own; at most 2 (0, all, is 1 here), to keep
-  // the search cheap. A few threads: the search is small.
-  space.layers = std::clamp<int64_t>(s.execute.layers, 1, 2);
-  space.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1U, 4U));
-  SearchResult found;
+// Step `i`'s graphs for its layout on `primary`. A pass that refuses names the step: earlier
+// steps built already, so it is one of this step's.
+StepGraphs step_graphs(const Scenario& s, const std::vector<StackStep>& stack, std::size_t i, const Hardware& primary) {
+  ParallelSpec layout = step_parallel(s.parallel, stack, i);
+  layout.node_gpus = primary.gpus_per_node;
   try {
-    found = search_layouts(s.model, s.workload, stack, i, base, hw, space);
-  } catch (const ConfigError&) {
-    return std::nullopt;
-  }
-  std::vector<FittingLayout> out;
-  for (const SearchCandidate& c : found.layouts) {
-    if (!c.fits || out.size() >= fitting_layouts_shown) break;
-    const std::string name = describe(c.layout);
-    if (std::any_of(out.begin(), out.end(), [&](const FittingLayout& f) { return describe(f.layout) == name; }))
-      continue;
-    out.push_back({c.layout, c.micro_batch, c.grad_accum, c.tokens_per_second_per_gpu});
-  }
-  return out;
-}
-
-// When step `i`'s layout does not fit `hw`: the layouts of the same GPU count that fit, found by
-// the layout search over that step alone (its passes, the search's default space, recompute as
-// the stack has it; cp as the step has it), best predicted tokens/s first.
-void find_layouts_that_fit(LayoutPrediction& lp, const Scenario& s, const std::vector<StackStep>& stack,
-                           std::size_t i, const Hardware& hw) {
-  SearchSpace space;
-  space.gpus = lp.layout.gpus();
-  if (lp.layout.cp > 1) space.cp = {1, lp.layout.cp};
-  if (auto found = fitting_layouts(s, stack, i, lp.layout, hw, space)) {
-    lp.fit_searched = true;
-    lp.layouts_that_fit = std::move(*found);
+    return StepGraphs(s, stack, i, layout);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}step '{}': {}", stack[i].where, stack[i].name, e.what()));
   }
 }
 
-// When single-GPU step `i` does not fit `hw`: the fewest GPUs, doubling from 2 up to 1,024,
-// some layout of which fits. Each GPU keeps the step's micro-batch (training: the global batch
-// grows with the GPUs, as adding data-parallel replicas does); inference splits the step's
-// batch. The layouts searched are the search's defaults at that micro-batch, one chunk a stage.
-void find_gpus_that_fit(StepResult& r, const Scenario& s, const std::vector<StackStep>& stack, std::size_t i,
-                        const Hardware& hw) {
-  constexpr int most_gpus = 1024;
-  const Workload& w = s.workload;
-  r.fit_searched = true;
-  for (int gpus = 2; gpus <= most_gpus; gpus *= 2) {
-    SearchSpace space;
-    space.gpus = gpus;
-    space.interleave = {1};
-    if (w.phase == Phase::train) {
-      space.micro_batches = {r.graph.workload.batch};
-      space.global_batch = r.graph.workload.batch * r.graph.workload.grad_accum * gpus;
-    }
-    const std::optional<std::vector<FittingLayout>> found = fitting_layouts(s, stack, i, ParallelSpec{}, hw, space);
-    if (found && !found->empty()) {
-      r.fit_gpus = gpus;
-      r.layouts_that_fit = *found;
-      return;
-    }
-  }
+// Executes the step (a layout: this rank's graph, on the ranks), or says in r.not_executed why
+// it is not executed.
+void execute(StepResult& r, const StepGraphs& graphs, const Execution& x) {
+  const ParallelSpec& layout = graphs.layout();
+  if (!x.enabled)
+    r.not_executed =
+        x.backend == nullptr ? "predicted only (no backend)" : "execution disabled (execute.enabled = false)";
+  else if (layout.parallel() && x.ranks != nullptr)
+    execute_on_ranks(r, graphs.ranks(), layout, *x.backend, *x.ranks, x.device, x.options, x.rank_timeout_s);
+  else if (layout.parallel())
+    r.not_executed = layout.gpus() == 1
+                         ? fmt::format("predicted only: a one-GPU layout ({}) is not executed", describe(layout))
+                         : fmt::format(
+                               "predicted only: a layout of {} GPUs ({}) executes on as many ranks "
+                               "(mpirun -np {}, or perfsim run --gpus {})",
+                               layout.gpus(), describe(layout), layout.gpus(), layout.gpus());
+  else if (x.ranks != nullptr && x.ranks->rank() != 0)
+    r.not_executed = "a single-GPU step runs on rank 0";
+  else
+    execute_step(r, graphs.graph(), *x.backend, x.device, x.options);
 }
 
 }  // namespace
@@ -161,92 +126,39 @@ RunResult run_header(const Scenario& s, const Backend* backend) {
   return out;
 }
 
-RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* device_hw,
-                       const RunnerHooks& hooks) {
+RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* device_hw, const RunnerHooks& hooks) {
   validate(s);
   if (s.serve) return run_serving(s, backend, device_hw, hooks);
-  const bool executing = backend != nullptr && s.execute.enabled;
-  const DeviceInfo device = backend != nullptr ? backend->device() : DeviceInfo{};
+  Execution x;
+  x.backend = backend;
+  x.enabled = backend != nullptr && s.execute.enabled;
+  x.device = backend != nullptr ? backend->device() : DeviceInfo{};
+  x.options.warmup = s.execute.warmup;
+  x.options.repeats = s.execute.repeats;
+  x.options.min_time = s.execute.min_time;
+  x.ranks = hooks.ranks;
+  x.rank_timeout_s = hooks.rank_timeout_s;
   // The measured run is compared with a prediction for the device that ran it.
-  const Hardware& primary = executing && device_hw != nullptr ? *device_hw : s.hardware.front();
+  const Hardware& primary = x.enabled && device_hw != nullptr ? *device_hw : s.hardware.front();
 
   const std::vector<StackStep> baseline = {StackStep{"baseline", {}, ""}};
   const std::vector<StackStep>& stack = s.stacks.empty() ? baseline : s.stacks;
 
   RunResult out = run_header(s, backend);
   out.workload = describe(s.workload);
-  out.device = backend != nullptr ? device.name : primary.name;
+  out.device = backend != nullptr ? x.device.name : primary.name;
   out.steps.reserve(stack.size());
-
-  RunOptions run_options;
-  run_options.warmup = s.execute.warmup;
-  run_options.repeats = s.execute.repeats;
-  run_options.min_time = s.execute.min_time;
   for (std::size_t i = 0; i < stack.size(); ++i) {
     check_deadline();
     if (hooks.progress) hooks.progress(i, stack.size(), stack[i].name);
-    run_options.label = fmt::format("{} / {}", s.name, stack[i].name);
+    x.options.label = fmt::format("{} / {}", s.name, stack[i].name);
     StepResult r;
     r.step = stack[i].name;
-    ParallelSpec layout = step_parallel(s.parallel, stack, i);
-    layout.node_gpus = primary.gpus_per_node;
-    std::vector<RankGraph> ranks;
-    try {
-      if (layout.parallel())
-        ranks = build_rank_graphs(s.model, s.workload, stack, i, layout, s.execute.layers);
-      else
-        r.graph = build_stack_graph(s.model, s.workload, stack, i, BuildOptions::sampled(s.execute.layers));
-    } catch (const ConfigError& e) {
-      // Earlier steps built already, so the pass that refused is one of this step's.
-      throw ConfigError(fmt::format("{}step '{}': {}", stack[i].where, stack[i].name, e.what()));
-    }
-    if (layout.parallel()) {
-      r.layout = predict_layout(ranks, layout, primary);
-      if (!r.layout->fits && hooks.find_layouts_that_fit && layout.gpus() > 1)
-        find_layouts_that_fit(*r.layout, s, stack, i, primary);
-      r.predicted = step_prediction(*r.layout);
-      for (const Hardware& hw : s.hardware)
-        if (hw.name != primary.name) {
-          if (hw.gpus_per_node == layout.node_gpus) {
-            r.what_if_layout.push_back(predict_layout(ranks, layout, hw));
-          } else {
-            // Nodes of another size shard hybrid_shard differently: that hardware's own ranks.
-            ParallelSpec other = layout;
-            other.node_gpus = hw.gpus_per_node;
-            r.what_if_layout.push_back(predict_layout(
-                build_rank_graphs(s.model, s.workload, stack, i, other, s.execute.layers), other, hw));
-          }
-          r.what_if.push_back(step_prediction(r.what_if_layout.back()));
-        }
-      if (executing && hooks.ranks != nullptr)
-        execute_on_ranks(r, ranks, layout, *backend, *hooks.ranks, device, run_options, hooks.rank_timeout_s);
-      r.graph = std::move(ranks.front().graph);
-      // One GPU with ZeRO on: what fits is a question of more GPUs, as without a layout.
-      if (!r.layout->fits && hooks.find_layouts_that_fit && layout.gpus() == 1)
-        find_gpus_that_fit(r, s, stack, i, primary);
-    } else {
-      r.predicted = predict(r.graph, primary);
-      if (!r.predicted.fits && hooks.find_layouts_that_fit) find_gpus_that_fit(r, s, stack, i, primary);
-      for (const Hardware& hw : s.hardware)
-        if (hw.name != primary.name) r.what_if.push_back(predict(r.graph, hw));
-    }
-
-    if (executing && layout.parallel() && hooks.ranks == nullptr)
-      r.not_executed = layout.gpus() == 1
-                           ? fmt::format("predicted only: a one-GPU layout ({}) is not executed", describe(layout))
-                           : fmt::format("predicted only: a layout of {} GPUs ({}) executes on as many ranks "
-                                         "(mpirun -np {}, or perfsim run --gpus {})",
-                                         layout.gpus(), describe(layout), layout.gpus(), layout.gpus());
-    else if (executing && layout.parallel())
-      ;  // executed on the ranks above
-    else if (executing && hooks.ranks != nullptr && hooks.ranks->rank() != 0)
-      r.not_executed = "a single-GPU step runs on rank 0";
-    else if (executing)
-      execute_step(r, *backend, device, run_options);
-    else
-      r.not_executed = backend == nullptr ? "predicted only (no backend)"
-                                          : "execution disabled (execute.enabled = false)";
-    if (i == 0) out.sampling = sampling_text(r.graph, executing, layout.pp);
+    StepGraphs graphs = step_graphs(s, stack, i, primary);
+    predict_step(r, graphs, primary, hooks.find_layouts_that_fit);
+    execute(r, graphs, x);
+    r.graph = graphs.take_graph();
+    if (i == 0) out.sampling = sampling_text(r.graph, x.enabled, graphs.layout().pp);
     out.steps.push_back(std::move(r));
   }
   return out;

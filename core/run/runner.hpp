@@ -8,6 +8,7 @@
 
 #include "core/run/backend.hpp"
 #include "core/run/communicator.hpp"
+#include "core/run/rank_execution.hpp"
 #include "core/run/results.hpp"
 #include "core/run/scenario.hpp"
 
@@ -24,7 +25,7 @@ struct RunnerHooks {
   Communicator* ranks = nullptr;
   // Seconds a rank may spend executing one step before it ends every rank (a peer lost or
   // stuck in a collective must not hang the run); 0: no limit.
-  double rank_timeout_s = 900;
+  double rank_timeout_s = default_rank_timeout_s;
 };
 
 // A run's header fields from its scenario (scenario, file, description, model and its

@@ -58,7 +58,7 @@ void validate_context(const Workload& w, const ModelConfig& m) {
 void validate_serving(const Scenario& s) {
   for (const StackStep& step : s.stacks)
     for (const PassSpec& p : step.passes) {
-      if (!s.serve && is_serve_pass(p))
+      if (!s.serve && is_kind(p, OptimizationKind::serve))
         throw ConfigError(fmt::format("{}step '{}': '{}' is a serving engine's knob; it needs workload = serve{{...}}",
                                       step.where, step.name, p.name));
       if (s.serve && (p.name == "batch" || p.name == "kv_cache"))

@@ -11,17 +11,15 @@
 #include "core/config/parallel.hpp"
 #include "core/config/serve.hpp"
 #include "core/config/workload.hpp"
+#include "core/run/execute_counts.hpp"
 
 namespace perfsim {
-
-// Timed and untimed runs of one step: more gives no better median, only a run without end.
-inline constexpr int max_execute_runs = 10000;
 
 struct ExecuteOptions {
   bool enabled = true;   // false: predict only
   int64_t layers = 2;    // transformer layers to execute (0 = all); the rest are scaled
-  int warmup = 1;        // untimed runs before measuring
-  int repeats = 5;       // timed runs; per-op figures are medians
+  int warmup = default_warmup_runs;  // untimed runs before measuring
+  int repeats = default_timed_runs;  // timed runs; per-op figures are medians
   double min_time = 0;   // seconds: after `repeats`, more timed runs until they last this long
   // Serving: the executed engine runs in real time, every layer, so a run the prediction says
   // lasts longer than this (seconds, on the executing device) is predicted only.

@@ -86,7 +86,7 @@ SchedulerConfig scheduler_config(const std::vector<StackStep>& stack, std::size_
         c.block = static_cast<int64_t>(p.value.value_or(static_cast<double>(default_kv_block)));
         continue;
       }
-      if (!is_serve_pass(p)) continue;
+      if (!is_kind(p, OptimizationKind::serve)) continue;
       set_here.push_back(p.name);
       const double v = p.value.value_or(1);
       if (p.name == "max_batch") c.max_batch = static_cast<int64_t>(v);

@@ -14,14 +14,6 @@ namespace {
 // Ops inside a layer that attend: they scale with each sequence's context, not with tokens.
 bool attends(const Op& op) { return op.layer >= 0 && (class_of(op.kind) == OpClass::attention || op.kind == OpKind::kv_append); }
 
-bool is_workload_pass(const PassSpec& p) { return p.name == "batch" || p.name == "kv_cache"; }
-
-bool is_parallel_pass(const PassSpec& p) {
-  for (const OptimizationInfo& o : optimizations())
-    if (o.name == p.name) return o.parallel_pass;
-  return false;
-}
-
 double lerp(std::pair<double, double> at, double x1, double x2, double x) {
   if (x2 <= x1) return at.first;
   return at.first + (at.second - at.first) * (x - x1) / (x2 - x1);
@@ -39,7 +31,9 @@ StepPricer::StepPricer(const ModelConfig& m, const Hardware& hw, const std::vect
         m_cuda_graphs = true;
         continue;
       }
-      if (is_serve_pass(p) || is_workload_pass(p) || is_parallel_pass(p)) continue;
+      // Only graph passes shape the engine step's graph (an unknown name stays, for its error).
+      if (const OptimizationInfo* o = find_optimization(p.name); o != nullptr && o->kind != OptimizationKind::graph)
+        continue;
       kept.passes.push_back(p);
     }
     m_stack.push_back(std::move(kept));

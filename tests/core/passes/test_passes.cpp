@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <variant>
 
 #include "approx.hpp"
 #include "core/builders/builders.hpp"
@@ -98,6 +99,87 @@ TEST_CASE("passes: registry names and validation") {
     CAPTURE(bad);
     CHECK(config_error({"paged_kv", bad}).find("rows per page, a whole number from 1 to 4096") != std::string::npos);
   }
+}
+
+namespace {
+
+// A value the optimization takes: its range's lowest (or just above it), or its first word.
+PassSpec valid_spec(const OptimizationInfo& o) {
+  if (!o.choices.empty()) return {o.name, std::nullopt, o.choices.front()};
+  if (o.value == PassValue::none) return {o.name};
+  return {o.name, o.range.low_open ? o.range.low + 1 : o.range.low};
+}
+
+// True when `apply` holds a function of type Fn.
+template <class Fn>
+bool holds_function(const PassApply& apply) {
+  const Fn* f = std::get_if<Fn>(&apply);
+  return f != nullptr && *f != nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("passes: each optimization's apply function is the one its kind calls for") {
+  for (const OptimizationInfo& o : optimizations()) {
+    CAPTURE(o.name);
+    CHECK(find_optimization(o.name) == &o);  // one entry per name
+    switch (o.kind) {
+      case OptimizationKind::graph: CHECK(holds_function<GraphPassFn>(o.apply)); break;
+      case OptimizationKind::workload: CHECK(holds_function<WorkloadPassFn>(o.apply)); break;
+      case OptimizationKind::parallel: CHECK(holds_function<ParallelPassFn>(o.apply)); break;
+      // Read by core/serve; nothing here applies it.
+      case OptimizationKind::serve: CHECK(std::holds_alternative<std::monostate>(o.apply)); break;
+    }
+    if (o.value != PassValue::none && o.choices.empty()) CHECK_FALSE(o.range.text.empty());
+    if (o.value == PassValue::required && o.choices.empty()) CHECK_FALSE(o.example.empty());
+    CHECK(config_error(valid_spec(o)).empty());
+  }
+}
+
+TEST_CASE("passes: the apply functions dispatch by kind") {
+  for (const OptimizationInfo& o : optimizations()) {
+    CAPTURE(o.name);
+    const PassSpec p = valid_spec(o);
+    Workload w;
+    ParallelSpec layout;
+    CHECK(apply_workload_pass(p, w) == (o.kind == OptimizationKind::workload));
+    CHECK(apply_parallel_pass(p, layout) == (o.kind == OptimizationKind::parallel));
+    CHECK(is_kind(p, o.kind));
+  }
+  Workload w;
+  CHECK(apply_workload_pass({"batch", 8.0}, w));
+  CHECK(w.batch == 8);
+  CHECK(apply_workload_pass({"kv_cache", 0.0}, w));
+  CHECK_FALSE(w.kv_cache);
+  CHECK_FALSE(is_kind({"no_such_pass"}, OptimizationKind::graph));
+  CHECK(find_optimization("no_such_pass") == nullptr);
+}
+
+TEST_CASE("passes: a value outside its optimization's rule is named in the error") {
+  CHECK(config_error({"fusion", 2.0}) ==
+        "optimization 'fusion' takes no value (got 2); leave it out of the step to disable it");
+  CHECK(config_error({"fusion", std::nullopt, "swap"}) == "optimization 'fusion' takes no value (got the word 'swap')");
+  CHECK(config_error({"batch", std::nullopt, "x"}) == "optimization 'batch' takes a number (got the word 'x')");
+  CHECK(config_error({"batch", 0.5}) == "optimization 'batch' needs a positive whole number (got 0.5)");
+  CHECK(config_error({"kv_cache", 2.0}) == "optimization 'kv_cache' takes 0 (off) or 1 (on) (got 2)");
+  CHECK(config_error({"sp", 2.0}) == "optimization 'sp' takes a whole number from 0 to 1 (got 2)");
+  CHECK(config_error({"scheduler"}) ==
+        "optimization 'scheduler' takes one of static, dynamic, continuous (e.g. {scheduler = \"static\"})");
+  CHECK(config_error({"scheduler", std::nullopt, "statc"}) ==
+        "optimization 'scheduler' takes one of static, dynamic, continuous (e.g. {scheduler = \"static\"}); got "
+        "'statc' (did you mean 'static'?)");
+  CHECK(config_error({"max_batch"}) == "optimization 'max_batch' needs a value (e.g. {max_batch = ...})");
+  CHECK(config_error({"max_batch", 16777217.0}) ==
+        "optimization 'max_batch' takes a whole number from 1 to 16777216 (got 16777217)");
+  CHECK(config_error({"max_wait", 3601.0}) == "optimization 'max_wait' takes seconds from 0 to 3600 (got 3601)");
+  CHECK(config_error({"max_wait", 0.5}).empty());
+  CHECK(config_error({"gpu_memory", 0.0}) == "optimization 'gpu_memory' takes a fraction in (0, 1] (got 0)");
+  CHECK(config_error({"gpu_memory", 1.0}).empty());
+  CHECK(config_error({"kv_watermark", 1.0}) == "optimization 'kv_watermark' takes a fraction in [0, 1) (got 1)");
+  CHECK(config_error({"prefix_cache", 2.0}) ==
+        "optimization 'prefix_cache' takes no value (got 2); leave it out to disable it");
+  CHECK(config_error({"prefix_cache", std::nullopt, "on"}) ==
+        "optimization 'prefix_cache' takes a number, not the word 'on'");
 }
 
 TEST_CASE("passes: parallel passes change the step's layout, step by step") {
