@@ -195,7 +195,8 @@ void read_collectives(lua_State* L, int index, Calibration& cal, const std::stri
   }
 }
 
-// Provenance's fields but op_timing, which profiles leave out where the backend does not say.
+// Provenance's fields but op_timing and kernels, which profiles leave out where the backend
+// does not say or the profile predates fingerprints.
 const ScalarFields<Provenance>& provenance_scalars() {
   static const ScalarFields<Provenance> f = {
       {"backend", &Provenance::backend}, {"device", &Provenance::device}, {"driver", &Provenance::driver},
@@ -206,9 +207,11 @@ const ScalarFields<Provenance>& provenance_scalars() {
 void read_provenance(lua_State* L, int index, Provenance& p, const std::string& what) {
   std::vector<std::string> known = provenance_scalars().keys();
   known.emplace_back("op_timing");
+  known.emplace_back("kernels");
   const FieldReader r(L, index, what, known);
   provenance_scalars().read(r, p);
   r.read("op_timing", p.op_timing);
+  r.read("kernels", p.kernels);
 }
 
 void push_numbers(lua_State* L, const double* values, std::size_t n) {
@@ -261,6 +264,7 @@ void push_calibration_fields(lua_State* L, const Calibration& cal) {
   lua_createtable(L, 0, 7);
   provenance_scalars().push(L, p);
   if (!p.op_timing.empty()) set_string(L, "op_timing", p.op_timing);
+  if (!p.kernels.empty()) set_string(L, "kernels", p.kernels);
   lua_setfield(L, -2, "measured");
 
   lua_createtable(L, 0, static_cast<int>(cal.gemm.size()));

@@ -172,9 +172,10 @@ std::string profile_to_lua(const Hardware& hw) {
   if (!hw.source.empty()) out += fmt::format("  source = {},\n", quoted(hw.source));
   out += fmt::format("  calibrated = {},\n", hw.calibrated ? "true" : "false");
   out += fmt::format(
-      "  measured = {{backend = {}, device = {}, driver = {}, runtime = {}, date = {}, mode = {}{}}},\n",
+      "  measured = {{backend = {}, device = {}, driver = {}, runtime = {}, date = {}, mode = {}{}{}}},\n",
       quoted(p.backend), quoted(p.device), quoted(p.driver), quoted(p.runtime), quoted(p.date),
-      quoted(p.mode), p.op_timing.empty() ? "" : ", op_timing = " + quoted(p.op_timing));
+      quoted(p.mode), p.op_timing.empty() ? "" : ", op_timing = " + quoted(p.op_timing),
+      p.kernels.empty() ? "" : ", kernels = " + quoted(p.kernels));
   // Datasheet figures the fitted efficiencies are relative to: written out so the profile
   // means the same thing wherever it is loaded (a CPU's base entry is estimated per machine).
   out += "  peak_flops = {";

@@ -1,6 +1,7 @@
 // calibrate(): the sweeps in order (launch, GEMM grid, kernel curves, host copies,
 // collectives) and the calibrated profile assembled from their fits.
 #include "core/calibrate/calibrate.hpp"
+#include "core/kernel_fingerprint.hpp"
 
 #include <fmt/format.h>
 
@@ -122,7 +123,9 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   hw.base = base.name;
   hw.calibrated = true;
   hw.source = "perfsim calibrate " + date;
-  hw.calibration.measured_on = Provenance{d.backend, d.name, d.driver, d.runtime, date, plan.mode, samples.op_timing};
+  hw.calibration.measured_on = Provenance{d.backend, d.name,          d.driver,          d.runtime,
+                                             date,      plan.mode,       samples.op_timing,
+                                             std::string(kernel_fingerprint(d.backend))};
 
   r.sweeps.push_back(launch);
   for (SweepSummary& s : gemm) r.sweeps.push_back(std::move(s));

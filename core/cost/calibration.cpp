@@ -2,6 +2,7 @@
 // space (efficiencies and sizes span decades; a straight line there is a power law between two
 // points); GEMM grids blend reciprocal efficiencies linearly in 1/size (GemmTable::at).
 #include "core/cost/calibration.hpp"
+#include "core/kernel_fingerprint.hpp"
 
 #include <fmt/format.h>
 
@@ -106,6 +107,14 @@ double GemmTable::at(double m_rows, double n_cols, double k_depth) const {
     }
   }
   return 1.0 / inverse;
+}
+
+std::string kernels_freshness(const Provenance& p) {
+  if (p.kernels.empty()) return {};
+  const std::string_view today = kernel_fingerprint(p.backend);
+  if (today.empty() || today == p.kernels) return {};
+  return fmt::format("its {} kernels ({}) are not this build's ({}): recalibrate to price today's kernels",
+                     p.backend, p.kernels, today);
 }
 
 std::string calibration_key(OpKind kind, DType dtype, bool compute_bound, std::string_view variant) {

@@ -71,7 +71,14 @@ struct Provenance {
   // How the calibration's ops were timed in its graph mode (Measurement::op_timing: "event
   // nodes", "CUPTI records"); "" where the backend does not say (CPU, older profiles).
   std::string op_timing;
+  // The fingerprint of the backend's kernel sources it timed (core/kernel_fingerprint.hpp); ""
+  // in profiles that record none. A merge keeps its base calibration's.
+  std::string kernels;
 };
+
+// "" when a profile timed this build's kernels or records no fingerprint; otherwise one clause
+// for report headers saying that they differ and what to do.
+[[nodiscard]] std::string kernels_freshness(const Provenance& p);
 
 struct Calibration {
   // key: calibration_key(kind, dtype, bound), e.g. "rmsnorm/bf16/memory".

@@ -73,7 +73,9 @@ std::string describe_profile(const Hardware& hw, const std::vector<OpCost>& ops)
   std::string where;
   if (!m.device.empty()) where += " on " + m.device;
   if (!m.date.empty()) where += " " + m.date;
-  return fmt::format("calibrated{}; {} of {} ops from fitted tables", where, fitted, ops.size());
+  std::string text = fmt::format("calibrated{}; {} of {} ops from fitted tables", where, fitted, ops.size());
+  if (const std::string stale = kernels_freshness(m); !stale.empty()) text += "; " + stale;
+  return text;
 }
 
 // An eager step on a profile that models host dispatch: each op also waits for the host to

@@ -274,8 +274,9 @@ std::string profile_status(const ValidationContext& c) {
   std::vector<std::string> parts;
   for (const std::string* s : {&p.backend, &p.device, &p.date, &p.mode})
     if (!s->empty()) parts.push_back(*s);
-  if (parts.empty()) return "calibrated";
-  return fmt::format("calibrated, measured on {}", fmt::join(parts, ", "));
+  const std::string stale = kernels_freshness(p);
+  if (parts.empty()) return stale.empty() ? "calibrated" : "calibrated; " + stale;
+  return fmt::format("calibrated, measured on {}{}", fmt::join(parts, ", "), stale.empty() ? "" : "; " + stale);
 }
 
 // Replayed ops timed otherwise than the profile's points differ by the method too (eager events

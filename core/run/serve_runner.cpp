@@ -48,6 +48,7 @@ std::string profile_text(const Hardware& hw) {
   std::string s = "calibrated";
   if (!m.device.empty()) s += " on " + m.device;
   if (!m.date.empty()) s += " " + m.date;
+  if (const std::string stale = kernels_freshness(m); !stale.empty()) s += "; " + stale;
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include "core/cost/cost_model.hpp"
 #include "core/cost/roofline.hpp"
 #include "core/errors.hpp"
+#include "core/kernel_fingerprint.hpp"
 #include "dsl/dsl.hpp"
 
 using namespace perfsim;
@@ -160,4 +161,51 @@ TEST_CASE("profiles: bad files and names are errors that say what to fix") {
                        doctest::Contains("unknown profile 'no-such-profile'"), ConfigError);
   CHECK_THROWS_WITH_AS((void)load_profile("/nonexistent/p.lua"), doctest::Contains("not found"),
                        ConfigError);
+}
+
+TEST_CASE("profiles: the kernel fingerprint is written, loaded back and compared with this build's") {
+  // The build's fingerprints: 12 hex digits per backend, none for other names.
+  for (const char* b : {"cpu", "cuda"}) {
+    const std::string_view f = kernel_fingerprint(b);
+    CAPTURE(b);
+    REQUIRE(f.size() == 12);
+    CHECK(f.find_first_not_of("0123456789abcdef") == std::string_view::npos);
+  }
+  CHECK(kernel_fingerprint("cpu") != kernel_fingerprint("cuda"));
+  CHECK(kernel_fingerprint("tpu").empty());
+
+  Hardware hw = find_hardware("H100-SXM");
+  hw.name = "fingerprinted";
+  hw.base = "H100-SXM";
+  hw.calibrated = true;
+  hw.calibration.kernels["rmsnorm/bf16/memory"] = EfficiencyCurve{{1e-7, 1e-5}, {0.05, 0.85}};
+  hw.calibration.measured_on = {"cuda", "Test GPU", "580.1", "CUDA 13.0", "2026-11-22", "full", "", "0123456789ab"};
+  const std::string text = profile_to_lua(hw);
+  CHECK(text.find("mode = \"full\", kernels = \"0123456789ab\"}") != std::string::npos);
+  const Hardware back = load_profile(temp_file("perfsim_test_fingerprint.lua", text));
+  CHECK(back.calibration.measured_on.kernels == "0123456789ab");
+
+  // Other kernels than today's: the report's profile line says so, naming both.
+  const std::string stale = kernels_freshness(back.calibration.measured_on);
+  CHECK(stale.find("its cuda kernels (0123456789ab) are not this build's (" + std::string(kernel_fingerprint("cuda")) +
+                   "): recalibrate") == 0);
+  Graph g;
+  Tensor x;
+  x.name = "x", x.shape = {64, 64}, x.dtype = DType::bf16, x.role = TensorRole::input;
+  const int in = g.add_tensor(x);
+  x.name = "y", x.role = TensorRole::activation;
+  const int out = g.add_tensor(x);
+  Op op;
+  op.name = "norm", op.kind = OpKind::rmsnorm, op.dtype = DType::bf16, op.inputs = {in, in}, op.outputs = {out};
+  op.attrs.rows = 64, op.attrs.cols = 64;
+  g.add_op(op);
+  CHECK(predict(g, back).profile.find(stale) != std::string::npos);
+  // Today's kernels, or a profile that records none: nothing to say.
+  Provenance today = back.calibration.measured_on;
+  today.kernels = std::string(kernel_fingerprint("cuda"));
+  CHECK(kernels_freshness(today).empty());
+  today.kernels.clear();
+  CHECK(kernels_freshness(today).empty());
+  hw.calibration.measured_on.kernels.clear();
+  CHECK(profile_to_lua(hw).find("kernels = \"") == std::string::npos);
 }
