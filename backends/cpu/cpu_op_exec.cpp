@@ -110,17 +110,17 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::attn_context_bwd: attn_context_bwd(I(0), I(1), I(2), O(0), O(1), ops::attn_shape(op, g)); return;
     case OpKind::attn_softmax_bwd: attn_softmax_bwd(I(0), I(1), O(0), ops::attn_shape(op, g)); return;
     case OpKind::attn_scores_bwd: attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), ops::attn_shape(op, g)); return;
-    case OpKind::flash_attention: {
-      if (op.attrs.varlen) {
-        varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), ops::varlen_attn_shape(op, g));
-        return;
-      }
+    case OpKind::flash_attention:
+      flash_attention(I(0), I(1), I(2), O(0), f32_out(1), ops::on_context_rank(ops::attn_shape(op, g), op, rank));
+      return;
+    case OpKind::paged_flash_attention: {
       const AttnShape a = ops::on_context_rank(ops::attn_shape(op, g), op, rank);
-      auto* lse = static_cast<float*>(out.at(1));
-      if (op.attrs.kv_block > 0) paged_flash_attention(I(0), I(1), I(2), ids(3), a.paged, O(0), lse, a);
-      else flash_attention(I(0), I(1), I(2), O(0), lse, a);
+      paged_flash_attention(I(0), I(1), I(2), ids(3), a.paged, O(0), f32_out(1), a);
       return;
     }
+    case OpKind::varlen_flash_attention:
+      varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), ops::varlen_attn_shape(op, g));
+      return;
     case OpKind::flash_attention_bwd:
       flash_attention_bwd(I(0), I(1), I(2), I(3), I(4), static_cast<const float*>(in.at(5)), O(0), O(1),
                           O(2), ops::on_context_rank(ops::attn_shape(op, g), op, rank));
@@ -169,10 +169,8 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), ops::elementwise_count(op, g)); return;
     case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), ops::elementwise_count(op, g)); return;
     case OpKind::residual_add: residual_add(I(0), I(1), O(0), ops::elementwise_count(op, g)); return;
-    case OpKind::rope:
-      if (op.attrs.varlen) rope_at(I(0), ids(1), O(0), ops::rope_shape(op, g));
-      else rope(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank));
-      return;
+    case OpKind::rope: rope(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank)); return;
+    case OpKind::varlen_rope: rope_at(I(0), ids(1), O(0), ops::rope_shape(op, g)); return;
     case OpKind::rope_bwd: rope_bwd(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank)); return;
     case OpKind::embedding:
       embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0), ops::on_context_rank(ops::embedding_shape(op, g), op, rank));
@@ -181,25 +179,26 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       embedding_bwd(ids(0), I(1), O(0), out.size() > 1 ? O(1) : nullptr,
                     ops::on_context_rank(ops::embedding_shape(op, g), op, rank));
       return;
-    case OpKind::kv_append: {
-      if (op.attrs.varlen) {  // in place: prepare_in_place made the output hold the pages
-        const ops::KvSlotsShape s = ops::kv_slots_shape(op, g);
-        kv_append_slots(I(0), O(0), ids(2), s.tokens, s.row, s.pool_rows);
-        return;
-      }
+    // The appends work in place: prepare_in_place made the output hold the cache or pages.
+    case OpKind::kv_append: kv_append(I(0), O(0), ops::kv_append_shape(op, g)); return;
+    case OpKind::paged_kv_append: {
       const KvAppendShape s = ops::kv_append_shape(op, g);
-      if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, s.paged);
-      else kv_append(I(0), O(0), s);
+      paged_kv_append(I(0), O(0), ids(2), s, s.paged);
+      return;
+    }
+    case OpKind::varlen_kv_append: {
+      const ops::KvSlotsShape s = ops::kv_slots_shape(op, g);
+      kv_append_slots(I(0), O(0), ids(2), s.tokens, s.row, s.pool_rows);
       return;
     }
     case OpKind::slice_last_token: {
-      if (op.attrs.varlen) {
-        const ops::GatherShape s = ops::gather_shape(op, g);
-        gather_rows(I(0), ids(1), O(0), s.n, s.x_rows, s.cols);
-        return;
-      }
       const ops::SliceShape s = ops::slice_shape(op, g);
       slice_last_token(I(0), O(0), s.batch, s.seq, s.cols);
+      return;
+    }
+    case OpKind::varlen_slice_last_token: {
+      const ops::GatherShape s = ops::gather_shape(op, g);
+      gather_rows(I(0), ids(1), O(0), s.n, s.x_rows, s.cols);
       return;
     }
     case OpKind::moe_route:
@@ -219,7 +218,8 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
 // Ops whose outputs must start from the values of an input: copy when the graph names two
 // different tensors for them (the kernels then work in place on the output).
 void prepare_in_place(const Op& op, const Graph& g, const std::vector<void*>& buf) {
-  if (op.kind == OpKind::kv_append) copy_if_distinct(g, buf, op.inputs[1], op.outputs[0]);
+  if (op.kind == OpKind::kv_append || op.kind == OpKind::paged_kv_append || op.kind == OpKind::varlen_kv_append)
+    copy_if_distinct(g, buf, op.inputs[1], op.outputs[0]);
   if (op.kind == OpKind::embedding_bwd && op.attrs.accumulate)
     for (std::size_t j = 0; j < op.outputs.size(); ++j)
       copy_if_distinct(g, buf, op.inputs.at(2 + j), op.outputs[j]);

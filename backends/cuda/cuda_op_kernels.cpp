@@ -79,23 +79,23 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       else attn_scores_bwd(I(0), I(1), I(2), O(0), O(1), a, blas, st);
       return;
     }
+    case OpKind::varlen_flash_attention:  // {Q, K pages, V pages, table, query starts, KV lengths}
+      // No workspace (workspace.cpp plans none): the decodes' splits merge inside a thread-block
+      // cluster. With varlen_attention_workspace_bytes(a) planned and passed, they would merge
+      // through it instead, faster on long contexts (varlen_attention.cuh).
+      varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), ops::varlen_attn_shape(op, g),
+                             st);
+      return;
+    case OpKind::paged_flash_attention: {
+      const ops::AttnShape a = ops::on_context_rank(ops::attn_shape(op, g), op, rank);
+      void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
+      paged_decode_attention(I(0), I(1), I(2), ids(3), int(a.paged.block), int(a.paged.max_blocks), O(0), f32_out(1), a,
+                             ws, st);
+      return;
+    }
     case OpKind::flash_attention: {
-      if (op.attrs.varlen) {  // {Q, K pages, V pages, table, query starts, KV lengths}
-        // No workspace (workspace.cpp plans none): the decodes' splits merge inside a thread-block
-        // cluster. With varlen_attention_workspace_bytes(a) planned and passed, they would merge
-        // through it instead, faster on long contexts (varlen_attention.cuh).
-        varlen_flash_attention(I(0), I(1), I(2), ids(3), ids(4), ids(5), O(0), f32_out(1), ops::varlen_attn_shape(op, g),
-                               st);
-        return;
-      }
       const ops::AttnShape a = ops::on_context_rank(ops::attn_shape(op, g), op, rank);
       auto* lse = static_cast<float*>(out.at(1));
-      if (op.attrs.kv_block > 0) {
-        void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
-        paged_decode_attention(I(0), I(1), I(2), ids(3), int(a.paged.block), int(a.paged.max_blocks), O(0), lse, a,
-                               ws, st);
-        return;
-      }
       // Ring attention's blocks after the first run the flash kernel on every rank (workspace.cpp).
       if (a.seq_q <= decode_max_seq_q && op.attrs.ring_step == 0) {
         void* ws = scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
@@ -158,10 +158,8 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
     case OpKind::silu_mul: silu_mul(I(0), I(1), O(0), ops::elementwise_count(op, g), st); return;
     case OpKind::silu_mul_bwd: silu_mul_bwd(I(0), I(1), I(2), O(0), O(1), ops::elementwise_count(op, g), st); return;
     case OpKind::residual_add: residual_add(I(0), I(1), O(0), ops::elementwise_count(op, g), st); return;
-    case OpKind::rope:
-      if (op.attrs.varlen) rope_at(I(0), ids(1), O(0), ops::rope_shape(op, g), st);
-      else rope(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank), st);
-      return;
+    case OpKind::rope: rope(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank), st); return;
+    case OpKind::varlen_rope: rope_at(I(0), ids(1), O(0), ops::rope_shape(op, g), st); return;
     case OpKind::rope_bwd: rope_bwd(I(0), O(0), ops::on_context_rank(ops::rope_shape(op, g), op, rank), st); return;
     case OpKind::embedding:
       embedding(ids(0), I(1), in.size() > 2 ? I(2) : nullptr, O(0),
@@ -175,25 +173,26 @@ void run_typed(const Op& op, const Graph& g, const std::vector<void*>& in, const
       embedding_bwd(ids(0), I(1), O(0), with_pos ? O(1) : nullptr, e, ws, st);
       return;
     }
-    case OpKind::kv_append: {
-      if (op.attrs.varlen) {  // run_generic made the output hold the pages
-        const ops::KvSlotsShape s = ops::kv_slots_shape(op, g);
-        kv_append_slots(I(0), O(0), ids(2), s.tokens, s.row, s.pool_rows, st);
-        return;
-      }
+    // The appends work in place: run_generic made the output hold the cache or pages.
+    case OpKind::kv_append: kv_append(I(0), O(0), ops::kv_append_shape(op, g), st); return;
+    case OpKind::paged_kv_append: {
       const ops::KvAppendShape s = ops::kv_append_shape(op, g);
-      if (op.attrs.kv_block > 0) paged_kv_append(I(0), O(0), ids(2), s, s.paged, st);
-      else kv_append(I(0), O(0), s, st);
+      paged_kv_append(I(0), O(0), ids(2), s, s.paged, st);
+      return;
+    }
+    case OpKind::varlen_kv_append: {
+      const ops::KvSlotsShape s = ops::kv_slots_shape(op, g);
+      kv_append_slots(I(0), O(0), ids(2), s.tokens, s.row, s.pool_rows, st);
       return;
     }
     case OpKind::slice_last_token: {
-      if (op.attrs.varlen) {
-        const ops::GatherShape s = ops::gather_shape(op, g);
-        gather_rows(I(0), ids(1), O(0), s.n, s.x_rows, s.cols, st);
-        return;
-      }
       const ops::SliceShape s = ops::slice_shape(op, g);
       slice_last_token(I(0), O(0), s.batch, s.seq, s.cols, st);
+      return;
+    }
+    case OpKind::varlen_slice_last_token: {
+      const ops::GatherShape s = ops::gather_shape(op, g);
+      gather_rows(I(0), ids(1), O(0), s.n, s.x_rows, s.cols, st);
       return;
     }
     case OpKind::moe_route: moe_route(I(0), f32_out(0), ids_out(1), ids_out(2), ops::moe_shape(op, g), st); return;
@@ -222,7 +221,9 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
     return;
   }
   // Outputs that start from an input's values (in place when the graph names one tensor).
-  if (op.kind == OpKind::kv_append) copy_if_distinct(buf, op.inputs[1], op.outputs[0]);
+  const bool appends =
+      op.kind == OpKind::kv_append || op.kind == OpKind::paged_kv_append || op.kind == OpKind::varlen_kv_append;
+  if (appends) copy_if_distinct(buf, op.inputs[1], op.outputs[0]);
   if (op.kind == OpKind::embedding_bwd && op.attrs.accumulate)
     for (std::size_t j = 0; j < op.outputs.size(); ++j) copy_if_distinct(buf, op.inputs.at(2 + j), op.outputs[j]);
 
@@ -244,7 +245,7 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
     auto it = staged.find(id);
     if (it == staged.end()) {
       void* p = scratch(static_cast<std::size_t>(n) * static_cast<std::size_t>(bytes_of(need)));
-      if (!is_output || op.kind == OpKind::kv_append || op.kind == OpKind::embedding_bwd) convert(real, have, p, need, n, m_stream);
+      if (!is_output || appends || op.kind == OpKind::embedding_bwd) convert(real, have, p, need, n, m_stream);
       it = staged.emplace(id, p).first;
     }
     if (is_output) write_back.emplace_back(id, it->second, need);
