@@ -136,6 +136,12 @@ void read_kernels(lua_State* L, int index, Calibration& cal, const std::string& 
           "{}: key '{}' must read kind/dtype/bound[/variant] (variant: decode, unaligned[_<layout>_<operands>] or fused), "
           "e.g. \"rmsnorm/bf16/memory\"",
           what, key));
+    // Curves are keyed by kind family (calibration_key): a key naming a paged or varlen kind
+    // would never be read.
+    if (const OpKind k = *parse_op_kind(parts[0]); calibration_family(k) != k)
+      throw ConfigError(fmt::format("{}: key '{}': {} ops are priced by the curves of {}; name that kind (a paged "
+                                    "cache's curve has the variant \"paged\")",
+                                    what, key, parts[0], name_of(calibration_family(k))));
     lua_getfield(L, index, key.c_str());
     cal.kernels[key] = read_curve(L, -1, fmt::format("{}[\"{}\"]", what, key));
     lua_pop(L, 1);

@@ -49,10 +49,11 @@ int64_t vocab_of(const Graph& g, int id) {
   return 1;
 }
 
-// Whether an int32 tensor is the block table of a paged cache (the last input of a paged op).
+// Whether an int32 tensor is the block table of a paged cache (the last input of an op that
+// reads KV pages).
 bool is_block_table(const Graph& g, int id) {
   for (const Op& op : g.ops)
-    if (op.attrs.kv_block > 0 && !op.inputs.empty() && op.inputs.back() == id) return true;
+    if (reads_kv_pages(op.kind) && !op.inputs.empty() && op.inputs.back() == id) return true;
   return false;
 }
 

@@ -113,18 +113,20 @@ const KernelTable<TypedKernel<T>> typed_table{
      }},
     {OpKind::flash_attention,
      [](const TypedCall<T>& c) {
-       if (c.op.attrs.varlen) {
-         const auto io = c.template view<VarlenFlashAttnIO<T>>();
-         varlen_flash_attention(io.q, io.k_pages, io.v_pages, io.table, io.query_start, io.kv_len, io.o, io.lse,
-                                varlen_attn_shape(c.op, c.g));
-       } else if (c.op.attrs.kv_block > 0) {
-         const auto io = c.template view<PagedFlashAttnIO<T>>();
-         const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
-         paged_flash_attention(io.q, io.k_pages, io.v_pages, io.table, a.paged, io.o, io.lse, a);
-       } else {
-         const auto io = c.template view<FlashAttnIO<T>>();
-         flash_attention(io.q, io.k, io.v, io.o, io.lse, on_rank(attn_shape(c.op, c.g), c));
-       }
+       const auto io = c.template view<FlashAttnIO<T>>();
+       flash_attention(io.q, io.k, io.v, io.o, io.lse, on_rank(attn_shape(c.op, c.g), c));
+     }},
+    {OpKind::paged_flash_attention,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<PagedFlashAttnIO<T>>();
+       const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
+       paged_flash_attention(io.q, io.k_pages, io.v_pages, io.table, a.paged, io.o, io.lse, a);
+     }},
+    {OpKind::varlen_flash_attention,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<VarlenFlashAttnIO<T>>();
+       varlen_flash_attention(io.q, io.k_pages, io.v_pages, io.table, io.query_start, io.kv_len, io.o, io.lse,
+                              varlen_attn_shape(c.op, c.g));
      }},
     {OpKind::flash_attention_bwd,
      [](const TypedCall<T>& c) {
@@ -208,13 +210,13 @@ const KernelTable<TypedKernel<T>> typed_table{
      }},
     {OpKind::rope,
      [](const TypedCall<T>& c) {
-       if (c.op.attrs.varlen) {
-         const auto io = c.template view<VarlenRopeIO<T>>();
-         rope_at(io.x, io.positions, io.y, rope_shape(c.op, c.g));
-       } else {
-         const auto io = c.template view<RopeIO<T>>();
-         rope(io.x, io.y, on_rank(rope_shape(c.op, c.g), c));
-       }
+       const auto io = c.template view<RopeIO<T>>();
+       rope(io.x, io.y, on_rank(rope_shape(c.op, c.g), c));
+     }},
+    {OpKind::varlen_rope,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<VarlenRopeIO<T>>();
+       rope_at(io.x, io.positions, io.y, rope_shape(c.op, c.g));
      }},
     {OpKind::rope_bwd,
      [](const TypedCall<T>& c) {
@@ -233,30 +235,32 @@ const KernelTable<TypedKernel<T>> typed_table{
      }},
     {OpKind::kv_append,
      [](const TypedCall<T>& c) {
-       if (c.op.attrs.varlen) {
-         const auto io = c.template view<VarlenKvAppendIO<T>>();
-         const KvSlotsShape s = kv_slots_shape(c.op, c.g);
-         kv_append_slots(io.k_new, io.pages, io.slots, s.tokens, s.row, s.pool_rows);
-       } else if (c.op.attrs.kv_block > 0) {
-         const auto io = c.template view<PagedKvAppendIO<T>>();
-         const KvAppendShape s = kv_append_shape(c.op, c.g);
-         paged_kv_append(io.k_new, io.pages, io.table, s, s.paged);
-       } else {
-         const auto io = c.template view<KvAppendIO<T>>();
-         kv_append(io.k_new, io.cache, kv_append_shape(c.op, c.g));
-       }
+       const auto io = c.template view<KvAppendIO<T>>();
+       kv_append(io.k_new, io.cache, kv_append_shape(c.op, c.g));
+     }},
+    {OpKind::paged_kv_append,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<PagedKvAppendIO<T>>();
+       const KvAppendShape s = kv_append_shape(c.op, c.g);
+       paged_kv_append(io.k_new, io.pages, io.table, s, s.paged);
+     }},
+    {OpKind::varlen_kv_append,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<VarlenKvAppendIO<T>>();
+       const KvSlotsShape s = kv_slots_shape(c.op, c.g);
+       kv_append_slots(io.k_new, io.pages, io.slots, s.tokens, s.row, s.pool_rows);
      }},
     {OpKind::slice_last_token,
      [](const TypedCall<T>& c) {
-       if (c.op.attrs.varlen) {
-         const auto io = c.template view<GatherRowsIO<T>>();
-         const GatherShape s = gather_shape(c.op, c.g);
-         gather_rows(io.x, io.rows, io.y, s.n, s.x_rows, s.cols);
-       } else {
-         const auto io = c.template view<SliceLastTokenIO<T>>();
-         const SliceShape s = slice_shape(c.op, c.g);
-         slice_last_token(io.x, io.y, s.batch, s.seq, s.cols);
-       }
+       const auto io = c.template view<SliceLastTokenIO<T>>();
+       const SliceShape s = slice_shape(c.op, c.g);
+       slice_last_token(io.x, io.y, s.batch, s.seq, s.cols);
+     }},
+    {OpKind::varlen_slice_last_token,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<GatherRowsIO<T>>();
+       const GatherShape s = gather_shape(c.op, c.g);
+       gather_rows(io.x, io.rows, io.y, s.n, s.x_rows, s.cols);
      }},
     {OpKind::moe_route,
      [](const TypedCall<T>& c) {

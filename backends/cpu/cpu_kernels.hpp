@@ -168,7 +168,7 @@ template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_
 // y = x, converting between float storages when they differ.
 void copy_tensor(const void* x, Storage x_type, void* y, Storage y_type, int64_t n);
 
-// ---- cpu_varlen.cpp: a serving engine's step, T tokens of S sequences packed (attrs.varlen) --
+// ---- cpu_varlen.cpp: a serving engine's step, T tokens of S sequences packed (varlen kinds) --
 // Throws std::out_of_range when the metadata breaks the rules above or names a page outside
 // the pool.
 template <class T> void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages,

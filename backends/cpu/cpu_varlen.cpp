@@ -1,4 +1,4 @@
-// A serving engine's step on the CPU (attrs.varlen): T tokens of S sequences of different
+// A serving engine's step on the CPU (the varlen kinds): T tokens of S sequences of different
 // lengths packed in one tensor. Attention reads each sequence's keys through its block table,
 // the query rows it owns given by query_start; appends write each token's row to its page slot;
 // the last-token slice gathers the rows asked for. rope_at sits beside rope (cpu_pointwise.cpp),

@@ -88,24 +88,8 @@ const KernelTable<CudaKernel<T>> typed_table{
      }},
     {OpKind::flash_attention,
      [](const CudaCall<T>& c) {
-       if (c.op.attrs.varlen) {
-         // No workspace (workspace.cpp plans none): the decodes' splits merge inside a thread-block
-         // cluster. With varlen_attention_workspace_bytes(a) planned and passed, they would merge
-         // through it instead, faster on long contexts (varlen_attention.cuh).
-         const auto io = c.template view<VarlenFlashAttnIO<T>>();
-         varlen_flash_attention(io.q, io.k_pages, io.v_pages, io.table, io.query_start, io.kv_len, io.o, io.lse,
-                                varlen_attn_shape(c.op, c.g), c.stream);
-         return;
-       }
-       const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
-       if (c.op.attrs.kv_block > 0) {
-         const auto io = c.template view<PagedFlashAttnIO<T>>();
-         void* ws = c.scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
-         paged_decode_attention(io.q, io.k_pages, io.v_pages, io.table, int(a.paged.block), int(a.paged.max_blocks),
-                                io.o, io.lse, a, ws, c.stream);
-         return;
-       }
        const auto io = c.template view<FlashAttnIO<T>>();
+       const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
        // Ring attention's blocks after the first run the flash kernel on every rank (workspace.cpp).
        if (a.seq_q <= decode_max_seq_q && c.op.attrs.ring_step == 0) {
          void* ws = c.scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
@@ -113,6 +97,23 @@ const KernelTable<CudaKernel<T>> typed_table{
          return;
        }
        flash_attention(io.q, io.k, io.v, io.o, io.lse, a, c.stream);
+     }},
+    {OpKind::paged_flash_attention,
+     [](const CudaCall<T>& c) {
+       const auto io = c.template view<PagedFlashAttnIO<T>>();
+       const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
+       void* ws = c.scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
+       paged_decode_attention(io.q, io.k_pages, io.v_pages, io.table, int(a.paged.block), int(a.paged.max_blocks),
+                              io.o, io.lse, a, ws, c.stream);
+     }},
+    {OpKind::varlen_flash_attention,
+     [](const CudaCall<T>& c) {
+       // No workspace (workspace.cpp plans none): the decodes' splits merge inside a thread-block
+       // cluster. With varlen_attention_workspace_bytes(a) planned and passed, they would merge
+       // through it instead, faster on long contexts (varlen_attention.cuh).
+       const auto io = c.template view<VarlenFlashAttnIO<T>>();
+       varlen_flash_attention(io.q, io.k_pages, io.v_pages, io.table, io.query_start, io.kv_len, io.o, io.lse,
+                              varlen_attn_shape(c.op, c.g), c.stream);
      }},
     {OpKind::flash_attention_bwd,
      [](const CudaCall<T>& c) {
@@ -197,13 +198,13 @@ const KernelTable<CudaKernel<T>> typed_table{
      }},
     {OpKind::rope,
      [](const CudaCall<T>& c) {
-       if (c.op.attrs.varlen) {
-         const auto io = c.template view<VarlenRopeIO<T>>();
-         rope_at(io.x, io.positions, io.y, rope_shape(c.op, c.g), c.stream);
-         return;
-       }
        const auto io = c.template view<RopeIO<T>>();
        rope(io.x, io.y, on_rank(rope_shape(c.op, c.g), c), c.stream);
+     }},
+    {OpKind::varlen_rope,
+     [](const CudaCall<T>& c) {
+       const auto io = c.template view<VarlenRopeIO<T>>();
+       rope_at(io.x, io.positions, io.y, rope_shape(c.op, c.g), c.stream);
      }},
     {OpKind::rope_bwd,
      [](const CudaCall<T>& c) {
@@ -224,32 +225,32 @@ const KernelTable<CudaKernel<T>> typed_table{
      }},
     {OpKind::kv_append,
      [](const CudaCall<T>& c) {
-       if (c.op.attrs.varlen) {  // run_generic made the output hold the pages
-         const auto io = c.template view<VarlenKvAppendIO<T>>();
-         const KvSlotsShape s = kv_slots_shape(c.op, c.g);
-         kv_append_slots(io.k_new, io.pages, io.slots, s.tokens, s.row, s.pool_rows, c.stream);
-         return;
-       }
-       const KvAppendShape s = kv_append_shape(c.op, c.g);
-       if (c.op.attrs.kv_block > 0) {
-         const auto io = c.template view<PagedKvAppendIO<T>>();
-         paged_kv_append(io.k_new, io.pages, io.table, s, s.paged, c.stream);
-         return;
-       }
        const auto io = c.template view<KvAppendIO<T>>();
-       kv_append(io.k_new, io.cache, s, c.stream);
+       kv_append(io.k_new, io.cache, kv_append_shape(c.op, c.g), c.stream);
+     }},
+    {OpKind::paged_kv_append,
+     [](const CudaCall<T>& c) {
+       const auto io = c.template view<PagedKvAppendIO<T>>();
+       const KvAppendShape s = kv_append_shape(c.op, c.g);
+       paged_kv_append(io.k_new, io.pages, io.table, s, s.paged, c.stream);
+     }},
+    {OpKind::varlen_kv_append,
+     [](const CudaCall<T>& c) {  // run_generic made the output hold the pages
+       const auto io = c.template view<VarlenKvAppendIO<T>>();
+       const KvSlotsShape s = kv_slots_shape(c.op, c.g);
+       kv_append_slots(io.k_new, io.pages, io.slots, s.tokens, s.row, s.pool_rows, c.stream);
      }},
     {OpKind::slice_last_token,
      [](const CudaCall<T>& c) {
-       if (c.op.attrs.varlen) {
-         const auto io = c.template view<GatherRowsIO<T>>();
-         const GatherShape s = gather_shape(c.op, c.g);
-         gather_rows(io.x, io.rows, io.y, s.n, s.x_rows, s.cols, c.stream);
-         return;
-       }
        const auto io = c.template view<SliceLastTokenIO<T>>();
        const SliceShape s = slice_shape(c.op, c.g);
        slice_last_token(io.x, io.y, s.batch, s.seq, s.cols, c.stream);
+     }},
+    {OpKind::varlen_slice_last_token,
+     [](const CudaCall<T>& c) {
+       const auto io = c.template view<GatherRowsIO<T>>();
+       const GatherShape s = gather_shape(c.op, c.g);
+       gather_rows(io.x, io.rows, io.y, s.n, s.x_rows, s.cols, c.stream);
      }},
     {OpKind::moe_route,
      [](const CudaCall<T>& c) {

@@ -87,10 +87,10 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
       return fmt::format("cuda backend cannot hold {} tensor '{}'", name_of(g.tensor(id).dtype), g.tensor(id).name);
   // Varlen attention runs any head_dim up to 256 (the decodes' split kernel takes 32, 64, 128 or
   // 256, a simple kernel the rest).
-  if (op.kind == OpKind::flash_attention && op.attrs.varlen && !(op.attrs.head_dim >= 1 && op.attrs.head_dim <= 256))
+  if (op.kind == OpKind::varlen_flash_attention && !(op.attrs.head_dim >= 1 && op.attrs.head_dim <= 256))
     return fmt::format("cuda backend: varlen attention '{}' needs head_dim 1..256 (has {})", op.name,
                        op.attrs.head_dim);
-  if (op.kind == OpKind::flash_attention && op.attrs.kv_block > 0 && !op.attrs.varlen &&
+  if (op.kind == OpKind::paged_flash_attention &&
       !(op.attrs.head_dim == 32 || op.attrs.head_dim == 64 || op.attrs.head_dim == 128 || op.attrs.head_dim == 256))
     return fmt::format("cuda backend: paged attention '{}' needs head_dim 32, 64, 128 or 256 (has {})", op.name,
                        op.attrs.head_dim);

@@ -123,7 +123,7 @@ template <class T> struct RopeIO {  // rope {x} -> {y}; rope_bwd {dy} -> {dx}
   const T* x; T* y;
   static RopeIO read(OperandReader& r) { return {r.in<T>(), r.out<T>()}; }
 };
-template <class T> struct VarlenRopeIO {  // row t at positions[t]
+template <class T> struct VarlenRopeIO {  // varlen_rope: row t at positions[t]
   const T* x; const int32_t* positions; T* y;
   static VarlenRopeIO read(OperandReader& r) { return {r.in<T>(), r.in<int32_t>(), r.out<T>()}; }
 };
@@ -183,7 +183,7 @@ template <class T> struct SliceLastTokenIO {
   const T* x; T* y;
   static SliceLastTokenIO read(OperandReader& r) { return {r.in<T>(), r.out<T>()}; }
 };
-template <class T> struct GatherRowsIO {  // varlen slice_last_token: y[i] = x[rows[i]]
+template <class T> struct GatherRowsIO {  // varlen_slice_last_token: y[i] = x[rows[i]]
   const T* x; const int32_t* rows; T* y;
   static GatherRowsIO read(OperandReader& r) { return {r.in<T>(), r.in<int32_t>(), r.out<T>()}; }
 };

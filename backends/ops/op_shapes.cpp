@@ -54,7 +54,8 @@ AttnOperands attn_operands(OpKind k) {
     case OpKind::attn_context_bwd: return {{A::q, A::scores, A::kv}, {A::scores, A::grad_kv}};
     case OpKind::attn_softmax_bwd: return {{A::scores, A::scores}, {A::scores}};
     case OpKind::attn_scores_bwd: return {{A::scores, A::q, A::kv}, {A::q, A::grad_kv}};
-    case OpKind::flash_attention: return {{A::q, A::kv, A::kv}, {A::q, A::lse}};
+    case OpKind::flash_attention:
+    case OpKind::paged_flash_attention: return {{A::q, A::kv, A::kv}, {A::q, A::lse}};  // + the table
     case OpKind::flash_attention_bwd:
       return {{A::q, A::kv, A::kv, A::q, A::q, A::lse}, {A::q, A::grad_kv, A::grad_kv}};
     case OpKind::attn_merge: return {{A::q, A::lse, A::q, A::lse}, {A::q, A::lse}};
@@ -75,7 +76,9 @@ Arity arity_of(OpKind k) {
     case OpKind::attn_context_bwd: return {3, 3, 2, 2};
     case OpKind::attn_softmax_bwd: return {2, 2, 1, 1};
     case OpKind::attn_scores_bwd: return {3, 3, 2, 2};
-    case OpKind::flash_attention: return {3, 4, 2, 2};  // + block table when paged
+    case OpKind::flash_attention: return {3, 3, 2, 2};
+    case OpKind::paged_flash_attention: return {4, 4, 2, 2};   // + block table
+    case OpKind::varlen_flash_attention: return {6, 6, 2, 2};  // + table, query starts, KV lengths
     case OpKind::flash_attention_bwd: return {6, 6, 3, 3};
     case OpKind::attn_merge: return {4, 4, 2, 2};
     case OpKind::layernorm: return {3, 3, 1, 1};
@@ -87,6 +90,7 @@ Arity arity_of(OpKind k) {
     case OpKind::silu_mul: return {2, 2, 1, 1};
     case OpKind::silu_mul_bwd: return {3, 3, 2, 2};
     case OpKind::rope: return {1, 1, 1, 1};
+    case OpKind::varlen_rope: return {2, 2, 1, 1};  // + positions
     case OpKind::rope_bwd: return {1, 1, 1, 1};
     case OpKind::residual_add: return {2, 2, 1, 1};
     case OpKind::embedding: return {2, 3, 1, 1};
@@ -95,8 +99,11 @@ Arity arity_of(OpKind k) {
     case OpKind::adamw: return {4, 1 << 30, 3, 1 << 30};
     case OpKind::add_rmsnorm: return {3, 3, 2, 2};
     case OpKind::add_layernorm: return {4, 4, 2, 2};
-    case OpKind::kv_append: return {2, 3, 1, 1};  // + block table when paged
+    case OpKind::kv_append: return {2, 2, 1, 1};
+    case OpKind::paged_kv_append: return {3, 3, 1, 1};   // + block table
+    case OpKind::varlen_kv_append: return {3, 3, 1, 1};  // + slots
     case OpKind::slice_last_token: return {1, 1, 1, 1};
+    case OpKind::varlen_slice_last_token: return {2, 2, 1, 1};  // + rows kept
     case OpKind::moe_route: return {1, 1, 3, 3};
     case OpKind::moe_route_bwd: return {3, 3, 1, 1};
     case OpKind::moe_dispatch: return {3, 3, 1, 1};
@@ -110,18 +117,6 @@ Arity arity_of(OpKind k) {
   return {0, 0, 0, 0};
 }
 
-// The varlen forms (attrs.varlen) take their int32 metadata as further inputs; kinds without
-// one keep their usual arity.
-Arity varlen_arity_of(OpKind k) {
-  switch (k) {
-    case OpKind::flash_attention: return {6, 6, 2, 2};  // + table, query starts, KV lengths
-    case OpKind::kv_append: return {3, 3, 1, 1};        // + slots
-    case OpKind::rope: return {2, 2, 1, 1};             // + positions
-    case OpKind::slice_last_token: return {2, 2, 1, 1}; // + rows kept
-    default: return arity_of(k);
-  }
-}
-
 void expect_int32(const Op& op, const Tensor& t, const char* what) {
   if (t.dtype != DType::int32) fail(op, fmt::format("{} '{}' must be int32", what, t.name));
 }
@@ -129,16 +124,18 @@ void expect_int32(const Op& op, const Tensor& t, const char* what) {
 }  // namespace
 
 void check_arity(const Op& op) {
-  const Arity a = op.attrs.varlen ? varlen_arity_of(op.kind) : arity_of(op.kind);
+  const Arity a = arity_of(op.kind);
   const auto ni = static_cast<int>(op.inputs.size()), no = static_cast<int>(op.outputs.size());
   if (ni < a.in_min || ni > a.in_max || no < a.out_min || no > a.out_max)
-    fail(op, fmt::format("has {} inputs and {} outputs; the kind{} takes {}..{} inputs and {}..{} "
+    fail(op, fmt::format("has {} inputs and {} outputs; the kind takes {}..{} inputs and {}..{} "
                          "outputs (core/graph/op_kind.hpp)",
-                         ni, no, op.attrs.varlen ? " (varlen)" : "", a.in_min, a.in_max, a.out_min, a.out_max));
+                         ni, no, a.in_min, a.in_max, a.out_min, a.out_max));
 }
 
 std::vector<InPlace> in_place_operands(const Op& op) {
-  if (op.kind == OpKind::kv_append) return {{1, 0}};
+  // The cache or pages appended to: input 1 of every append.
+  if (op.kind == OpKind::kv_append || op.kind == OpKind::paged_kv_append || op.kind == OpKind::varlen_kv_append)
+    return {{1, 0}};
   std::vector<InPlace> out;
   if (op.kind == OpKind::embedding_bwd && op.attrs.accumulate)
     for (std::size_t j = 0; j < op.outputs.size() && 2 + j < op.inputs.size(); ++j) out.push_back({2 + j, j});
@@ -180,7 +177,7 @@ GemmShape gemm_shape(const Op& op, const Graph& g) {
 
 AttnShape attn_shape(const Op& op, const Graph& g) {
   const OpAttrs& at = op.attrs;
-  if (at.varlen) fail(op, "is varlen: its shapes are varlen_attn_shape's");
+  if (op.kind == OpKind::varlen_flash_attention) fail(op, "is varlen: its shapes are varlen_attn_shape's");
   AttnShape a;
   a.batch = std::max<int64_t>(1, at.batch);
   a.seq_q = at.seq_q, a.seq_kv = at.seq_kv;
@@ -195,11 +192,9 @@ AttnShape attn_shape(const Op& op, const Graph& g) {
   if (a.heads % a.kv_heads != 0)
     fail(op, fmt::format("heads ({}) is not a multiple of kv_heads ({})", a.heads, a.kv_heads));
   const AttnOperands ops = attn_operands(op.kind);
-  const bool paged = at.kv_block > 0;
-  if (paged && op.kind != OpKind::flash_attention) fail(op, "only flash_attention reads a paged KV cache");
-  if (!paged && op.inputs.size() > ops.in.size())
-    fail(op, fmt::format("takes {} inputs ({} with a paged cache), has {}", ops.in.size(), ops.in.size() + 1,
-                         op.inputs.size()));
+  const bool paged = op.kind == OpKind::paged_flash_attention;
+  if (op.inputs.size() != ops.in.size() + (paged ? 1 : 0))
+    fail(op, fmt::format("takes {} inputs, has {}", ops.in.size() + (paged ? 1 : 0), op.inputs.size()));
   // Capacities come from the tensors themselves: a KV cache is longer than the valid rows.
   // A paged cache's logical capacity is its table's pages per sequence.
   a.kv_capacity = a.seq_kv;
@@ -291,7 +286,6 @@ int64_t elementwise_count(const Op& op, const Graph& g) {
 
 RopeShape rope_shape(const Op& op, const Graph& g) {
   const Tensor& x = input(op, g, 0);
-  if (op.attrs.varlen && op.kind != OpKind::rope) fail(op, "has no varlen form (only rope takes positions)");
   RopeShape r;
   r.head_dim = op.attrs.head_dim;
   expect_positive(op, r.head_dim, "head_dim");
@@ -306,7 +300,7 @@ RopeShape rope_shape(const Op& op, const Graph& g) {
   r.tokens = x.elements() / (r.heads * r.head_dim);
   expect_elements(op, x, r.tokens * r.heads * r.head_dim, "[tokens, heads, head_dim]");
   expect_elements(op, output(op, g, 0), r.tokens * r.heads * r.head_dim, "[tokens, heads, head_dim]");
-  if (op.attrs.varlen) {
+  if (op.kind == OpKind::varlen_rope) {
     // Each token's position comes from the positions tensor: seq and position take no part.
     if (op.inputs.size() != 2) fail(op, "varlen rope takes {x, positions}");
     const Tensor& positions = input(op, g, 1);
@@ -352,10 +346,11 @@ EmbeddingShape embedding_shape(const Op& op, const Graph& g) {
 }
 
 PagedLayout paged_layout(const Op& op, const Graph& g, int64_t batch) {
-  const bool attention = op.kind == OpKind::flash_attention;
-  const bool varlen = op.attrs.varlen;
-  if (op.attrs.kv_block <= 0) fail(op, "is not paged (attribute kv_block is 0)");
-  if (varlen && !attention) fail(op, "is varlen: it writes through per-token slots, not a block table");
+  const bool attention = op.kind == OpKind::paged_flash_attention || op.kind == OpKind::varlen_flash_attention;
+  const bool varlen = op.kind == OpKind::varlen_flash_attention;
+  if (op.kind == OpKind::varlen_kv_append) fail(op, "writes through per-token slots, not a block table");
+  if (!reads_kv_pages(op.kind)) fail(op, "reads no KV pages");
+  if (op.attrs.kv_block <= 0) fail(op, "reads KV pages, but attribute kv_block is not positive");
   // The table is input 3 of attention (the last, or followed by a varlen op's query starts and
   // KV lengths) and input 2, the last, of kv_append.
   const std::size_t inputs = attention ? (varlen ? 6u : 4u) : 3u;
@@ -380,7 +375,7 @@ PagedLayout paged_layout(const Op& op, const Graph& g, int64_t batch) {
 }
 
 KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
-  if (op.attrs.varlen) fail(op, "is varlen: its shapes are kv_slots_shape's");
+  if (op.kind == OpKind::varlen_kv_append) fail(op, "is varlen: its shapes are kv_slots_shape's");
   const Tensor& k_new = input(op, g, 0);
   const Tensor& cache = input(op, g, 1);
   KvAppendShape s;
@@ -390,13 +385,13 @@ KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
   else if (cache.shape.size() == 4)
     s.row = cache.shape[2] * cache.shape[3];
   expect_positive(op, s.row, "kv_heads·head_dim");
-  if (op.attrs.kv_block > 0) {
+  if (op.kind == OpKind::paged_kv_append) {
     s.paged = paged_layout(op, g, s.batch);
     s.capacity = s.paged.block * s.paged.max_blocks;
     expect_elements(op, cache, s.paged.num_blocks * s.paged.block * s.row,
                     "pages: [num_blocks, kv_block, kv_heads, head_dim]");
   } else {
-    if (op.inputs.size() != 2) fail(op, "takes {k_new, cache} (a block table only with a paged cache)");
+    if (op.inputs.size() != 2) fail(op, "takes {k_new, cache} (paged_kv_append reads a block table)");
     s.capacity = rows_of(op, cache, s.batch, 1, s.row, "cache: [batch, capacity, kv_heads, head_dim]");
   }
   s.seq_new = rows_of(op, k_new, s.batch, 1, s.row, "k_new: [batch, seq_q, kv_heads, head_dim]");
@@ -411,7 +406,7 @@ KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
 }
 
 SliceShape slice_shape(const Op& op, const Graph& g) {
-  if (op.attrs.varlen) fail(op, "is varlen: its shapes are gather_shape's");
+  if (op.kind == OpKind::varlen_slice_last_token) fail(op, "is varlen: its shapes are gather_shape's");
   const Tensor& x = input(op, g, 0);
   const Tensor& y = output(op, g, 0);
   SliceShape s;
@@ -529,7 +524,7 @@ AdamWParams adamw_params(const Op& op) {
 
 VarlenAttnShape varlen_attn_shape(const Op& op, const Graph& g) {
   const OpAttrs& at = op.attrs;
-  if (op.kind != OpKind::flash_attention || !at.varlen) fail(op, "is not a varlen flash_attention");
+  if (op.kind != OpKind::varlen_flash_attention) fail(op, "is not a varlen_flash_attention");
   VarlenAttnShape a;
   a.seqs = at.batch, a.tokens = at.rows;
   a.heads = at.heads;
@@ -547,7 +542,7 @@ VarlenAttnShape varlen_attn_shape(const Op& op, const Graph& g) {
     fail(op, fmt::format("heads ({}) is not a multiple of kv_heads ({})", a.heads, a.kv_heads));
   if (a.decode_seqs < 0 || a.decode_seqs > a.seqs)
     fail(op, fmt::format("decode_seqs = {} is outside 0..{} sequences", a.decode_seqs, a.seqs));
-  if (at.kv_block <= 0) fail(op, "is varlen: it reads a paged cache, attribute kv_block must be positive");
+  if (at.kv_block <= 0) fail(op, "reads a paged cache: attribute kv_block must be positive");
   a.paged = paged_layout(op, g, a.seqs);
   if (a.max_kv > a.paged.block * a.paged.max_blocks)
     fail(op, fmt::format("seq_kv = {} is more than the {} rows a sequence's pages hold", a.max_kv,
@@ -570,10 +565,10 @@ VarlenAttnShape varlen_attn_shape(const Op& op, const Graph& g) {
 
 KvSlotsShape kv_slots_shape(const Op& op, const Graph& g) {
   const OpAttrs& at = op.attrs;
-  if (op.kind != OpKind::kv_append || !at.varlen) fail(op, "is not a varlen kv_append");
+  if (op.kind != OpKind::varlen_kv_append) fail(op, "is not a varlen_kv_append");
   const Tensor& pages = input(op, g, 1);
   const Tensor& slots = input(op, g, 2);
-  if (at.kv_block <= 0) fail(op, "is varlen: it writes into pages, attribute kv_block must be positive");
+  if (at.kv_block <= 0) fail(op, "writes into pages: attribute kv_block must be positive");
   if (pages.shape.size() != 4 || pages.shape[1] != at.kv_block)
     fail(op, fmt::format("pages '{}' must be [num_blocks, {}, kv_heads, head_dim]", pages.name, at.kv_block));
   KvSlotsShape s;
@@ -590,7 +585,7 @@ KvSlotsShape kv_slots_shape(const Op& op, const Graph& g) {
 }
 
 GatherShape gather_shape(const Op& op, const Graph& g) {
-  if (op.kind != OpKind::slice_last_token || !op.attrs.varlen) fail(op, "is not a varlen slice_last_token");
+  if (op.kind != OpKind::varlen_slice_last_token) fail(op, "is not a varlen_slice_last_token");
   const Tensor& x = input(op, g, 0);
   const Tensor& rows = input(op, g, 1);
   GatherShape s;
@@ -607,31 +602,28 @@ GatherShape gather_shape(const Op& op, const Graph& g) {
 
 void check_op(const Op& op, const Graph& g) {
   check_arity(op);
-  if (op.attrs.varlen) {
-    switch (op.kind) {
-      case OpKind::flash_attention: (void)varlen_attn_shape(op, g); return;
-      case OpKind::kv_append: (void)kv_slots_shape(op, g); return;
-      case OpKind::slice_last_token: (void)gather_shape(op, g); return;
-      default: break;  // rope checks its positions in rope_shape; other kinds have no varlen form
-    }
-  }
+  if (const std::string why = kv_block_error(op); !why.empty()) throw NotExecutable(why);  // names the op
   switch (op.kind) {
     case OpKind::gemm: (void)gemm_shape(op, g); break;
     case OpKind::attn_scores: case OpKind::attn_softmax: case OpKind::attn_context:
     case OpKind::attn_context_bwd: case OpKind::attn_softmax_bwd: case OpKind::attn_scores_bwd:
-    case OpKind::flash_attention: case OpKind::flash_attention_bwd: case OpKind::attn_merge:
+    case OpKind::flash_attention: case OpKind::paged_flash_attention: case OpKind::flash_attention_bwd:
+    case OpKind::attn_merge:
       (void)attn_shape(op, g);
       break;
+    case OpKind::varlen_flash_attention: (void)varlen_attn_shape(op, g); break;
     case OpKind::layernorm: case OpKind::layernorm_bwd: case OpKind::rmsnorm:
     case OpKind::rmsnorm_bwd: case OpKind::add_rmsnorm: case OpKind::add_layernorm:
     case OpKind::cross_entropy: (void)row_shape(op, g); break;
     case OpKind::gelu: case OpKind::gelu_bwd: case OpKind::silu_mul: case OpKind::silu_mul_bwd:
     case OpKind::residual_add: case OpKind::copy: (void)elementwise_count(op, g); break;
-    case OpKind::rope: case OpKind::rope_bwd: (void)rope_shape(op, g); break;
+    case OpKind::rope: case OpKind::varlen_rope: case OpKind::rope_bwd: (void)rope_shape(op, g); break;
     case OpKind::embedding: case OpKind::embedding_bwd: (void)embedding_shape(op, g); break;
     case OpKind::adamw: (void)adamw_groups(op, g); break;
-    case OpKind::kv_append: (void)kv_append_shape(op, g); break;
+    case OpKind::kv_append: case OpKind::paged_kv_append: (void)kv_append_shape(op, g); break;
+    case OpKind::varlen_kv_append: (void)kv_slots_shape(op, g); break;
     case OpKind::slice_last_token: (void)slice_shape(op, g); break;
+    case OpKind::varlen_slice_last_token: (void)gather_shape(op, g); break;
     case OpKind::moe_route: case OpKind::moe_route_bwd: case OpKind::moe_dispatch:
     case OpKind::moe_dispatch_bwd: case OpKind::moe_combine: case OpKind::moe_combine_bwd:
       (void)moe_shape(op, g);

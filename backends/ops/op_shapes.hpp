@@ -57,10 +57,10 @@ void check_arity(const Op& op);
 [[nodiscard]] RopeShape rope_shape(const Op& op, const Graph& g);
 [[nodiscard]] EmbeddingShape embedding_shape(const Op& op, const Graph& g);
 [[nodiscard]] KvAppendShape kv_append_shape(const Op& op, const Graph& g);
-// The page pool of a paged kv_append / flash_attention (attrs.kv_block > 0): block size, table
-// columns and pages, checked against the pages tensor (input 1) and the table (the last input;
-// input 3 of a varlen flash_attention, before its query starts and KV lengths). A varlen
-// kv_append has no table (kv_slots_shape).
+// The page pool of a paged_kv_append, paged_flash_attention or varlen_flash_attention
+// (attrs.kv_block rows per page): block size, table columns and pages, checked against the
+// pages tensor (input 1) and the table (the last input; input 3 of a varlen_flash_attention,
+// before its query starts and KV lengths). A varlen_kv_append has no table (kv_slots_shape).
 [[nodiscard]] PagedLayout paged_layout(const Op& op, const Graph& g, int64_t batch);
 [[nodiscard]] SliceShape slice_shape(const Op& op, const Graph& g);
 // Mixture-of-experts ops: E, k, C and T from the attributes (T, when rows is 0, from the
@@ -69,23 +69,24 @@ void check_arity(const Op& op);
 [[nodiscard]] std::vector<AdamWGroupIds> adamw_groups(const Op& op, const Graph& g);
 [[nodiscard]] AdamWParams adamw_params(const Op& op);
 
-// Varlen ops (attrs.varlen, a serving engine's step; op_kind.hpp gives the operands).
-// flash_attention: shapes from the attributes (batch = S, rows = T, seq_q, seq_kv, heads,
+// The varlen kinds (a serving engine's step; op_kind.hpp gives the operands).
+// varlen_flash_attention: shapes from the attributes (batch = S, rows = T, seq_q, seq_kv, heads,
 // kv_heads, head_dim, decode_seqs) checked against Q, the pages, the table [S, max_blocks],
 // query starts [S + 1], KV lengths [S], O and LSE [heads, T].
 [[nodiscard]] VarlenAttnShape varlen_attn_shape(const Op& op, const Graph& g);
-// kv_append: k_new [T, kv_heads, head_dim] into pages through slots [T].
+// varlen_kv_append: k_new [T, kv_heads, head_dim] into pages through slots [T].
 struct KvSlotsShape {
   int64_t tokens = 0, row = 0, pool_rows = 0;
 };
 [[nodiscard]] KvSlotsShape kv_slots_shape(const Op& op, const Graph& g);
-// slice_last_token: x [x_rows, cols] -> y [n, cols] through rows [n].
+// varlen_slice_last_token: x [x_rows, cols] -> y [n, cols] through rows [n].
 struct GatherShape {
   int64_t n = 0, x_rows = 0, cols = 0;
 };
 [[nodiscard]] GatherShape gather_shape(const Op& op, const Graph& g);
 
-// Runs the checks above that apply to the op's kind.
+// Runs the checks above that apply to the op's kind, and that its kv_block suits the kind
+// (kv_block_error, core/graph/graph.hpp).
 void check_op(const Op& op, const Graph& g);
 
 }  // namespace perfsim::ops

@@ -299,16 +299,13 @@ LayerActivations GraphBuilder::forward_layer(int l, int x, const LayerWeights& l
   a.k_att = a.k;
   const VarlenAttention* vl = s.varlen;
   if (m.rope) {
+    // A packed step's rows each rotate by their own position (varlen_rope reads them).
+    const OpKind kind = vl != nullptr ? OpKind::varlen_rope : OpKind::rope;
     auto rope_in = [&](int x) { return vl != nullptr ? std::vector<int>{x, vl->positions} : std::vector<int>{x}; };
-    auto attrs = [&](int64_t heads) {
-      OpAttrs ra = rope_attrs(s, heads);
-      ra.varlen = vl != nullptr;
-      return ra;
-    };
     a.q_att = activation_like(n("attn.rope_q.out"), a.q);
-    op(OpKind::rope, n("attn.rope_q"), rope_in(a.q), {a.q_att}, attrs(r.heads), l, Stage::forward);
+    op(kind, n("attn.rope_q"), rope_in(a.q), {a.q_att}, rope_attrs(s, r.heads), l, Stage::forward);
     a.k_att = activation_like(n("attn.rope_k.out"), a.k);
-    op(OpKind::rope, n("attn.rope_k"), rope_in(a.k), {a.k_att}, attrs(r.kv_heads), l, Stage::forward);
+    op(kind, n("attn.rope_k"), rope_in(a.k), {a.k_att}, rope_attrs(s, r.kv_heads), l, Stage::forward);
   }
   a.k_src = a.k_att;
   a.v_src = a.v;
@@ -374,18 +371,16 @@ void GraphBuilder::varlen_attention(int l, LayerActivations& a, const VarlenAtte
   // The step's new K/V rows go to their page slots, then every query attends its sequence's
   // pages (cached rows and the ones just written) through the block table.
   OpAttrs ap;
-  ap.varlen = true;
   ap.kv_block = v.kv_block;
   ap.rows = v.tokens;
   ap.seq_q = v.tokens;
   ap.kv_heads = r.kv_heads;
   ap.head_dim = d;
-  op(OpKind::kv_append, n("attn.k_append"), {a.k_att, pages.k, v.slots}, {pages.k}, ap, l, Stage::forward);
-  op(OpKind::kv_append, n("attn.v_append"), {a.v, pages.v, v.slots}, {pages.v}, ap, l, Stage::forward);
+  op(OpKind::varlen_kv_append, n("attn.k_append"), {a.k_att, pages.k, v.slots}, {pages.k}, ap, l, Stage::forward);
+  op(OpKind::varlen_kv_append, n("attn.v_append"), {a.v, pages.v, v.slots}, {pages.v}, ap, l, Stage::forward);
   a.k_src = pages.k;
   a.v_src = pages.v;
   OpAttrs fa;
-  fa.varlen = true;
   fa.causal = true;
   fa.batch = v.seqs;
   fa.rows = v.tokens;
@@ -401,7 +396,7 @@ void GraphBuilder::varlen_attention(int l, LayerActivations& a, const VarlenAtte
   fa.decode_seqs = v.decode_seqs;
   a.context = tensor(n("attn.context.out"), {v.tokens, r.q_dim}, TensorRole::activation);
   const int lse = tensor(n("attn.flash_attention.lse"), {r.heads, v.tokens}, TensorRole::activation);
-  op(OpKind::flash_attention, n("attn.flash_attention"),
+  op(OpKind::varlen_flash_attention, n("attn.flash_attention"),
      {a.q_att, pages.k, pages.v, v.table, v.query_start, v.kv_len}, {a.context, lse}, fa, l, Stage::forward);
 }
 

@@ -46,7 +46,7 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
-// A serving engine's packed step (OpAttrs::varlen, engine_step.cpp): its int32 metadata
+// A serving engine's packed step (the varlen kinds, engine_step.cpp): its int32 metadata
 // tensors and what the attention's attributes say of them.
 struct VarlenAttention {
   int positions = -1, slots = -1, table = -1, query_start = -1, kv_len = -1;
@@ -66,7 +66,7 @@ struct AttentionShape {
   int64_t kv_capacity = 1;  // rows allocated per sequence in the K/V the attention reads
   int64_t position = 0;     // absolute position of the first new token
   // Set for a packed step: batch = 1 and seq_q = T for the dense ops; rope, the KV appends and
-  // the (flash, paged) attention read the metadata instead.
+  // the attention are their varlen kinds, which read the metadata instead.
   const VarlenAttention* varlen = nullptr;
 };
 

@@ -101,12 +101,11 @@ Graph build_engine_step(const ModelConfig& m, const EngineStepShape& s, const Bu
     const int rows = b.input(std::string(engine_input::sample_rows), s.sampled);
     const int kept = b.tensor("slice_last_token.out", {s.sampled, h}, TensorRole::activation);
     OpAttrs a;
-    a.varlen = true;
     a.rows = v.tokens;
     a.cols = h;
     a.batch = s.sampled;
     a.elements = s.sampled * h;
-    b.op(OpKind::slice_last_token, "slice_last_token", {x, rows}, {kept}, a, -1, Stage::forward);
+    b.op(OpKind::varlen_slice_last_token, "slice_last_token", {x, rows}, {kept}, a, -1, Stage::forward);
     const int xf = b.norm("final_norm", kept, mw.final_norm, s.sampled, -1);
     (void)b.lm_head(xf, mw, s.sampled);
   }

@@ -19,10 +19,12 @@ bool usable(const EagerCase& c, std::size_t i) {
 }
 
 // The host's issue of one op: fixed + per kernel × kernels launched (nothing for unknown kinds).
+// Fitted per calibration_family, as profiles key dispatch.
 HostIssue issue_of(const Op& op, const DispatchFit& d) {
-  const auto per = d.by_kind.find(op.kind);
+  const OpKind family = calibration_family(op.kind);
+  const auto per = d.by_kind.find(family);
   if (op.kind == OpKind::host || per == d.by_kind.end()) return HostIssue{0, 0, 1};
-  const auto fixed = d.fixed_by_kind.find(op.kind);
+  const auto fixed = d.fixed_by_kind.find(family);
   return HostIssue{fixed == d.fixed_by_kind.end() ? 0.0 : fixed->second, per->second, kernel_launches(op)};
 }
 
@@ -130,7 +132,7 @@ DispatchFit fit_dispatch(const std::vector<EagerCase>& cases, double launch_grap
       if (!usable(c, i)) continue;
       any = true;
       if (!c.host_medians.empty() && c.host_medians[i] > 0) {
-        auto& [launches, host] = host_by_kind[c.graph.ops[i].kind];
+        auto& [launches, host] = host_by_kind[calibration_family(c.graph.ops[i].kind)];
         launches.push_back(kernel_launches(c.graph.ops[i]));
         host.push_back(c.host_medians[i]);
       }

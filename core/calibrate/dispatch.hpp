@@ -28,7 +28,9 @@ struct DispatchFit {
   double launch_eager = 0;              // launch_graph + the device's extra cost per eager kernel
   double launch_wait = 0;               // and more on a kernel the device waited for
   double dispatch_eager = 0;            // the median of by_kind: kinds never measured
-  std::map<OpKind, double> by_kind;     // host seconds per kernel an op of each kind launches
+  // Host seconds per kernel an op of each kind launches, keyed by calibration_family (a paged
+  // or varlen op counts with its dense kind).
+  std::map<OpKind, double> by_kind;
   std::map<OpKind, double> fixed_by_kind;  // host seconds per op on top (kinds fitted by a line)
   double step_error = 0;                // median |relative error| of the cases' eager steps
 };

@@ -100,7 +100,8 @@ namespace {
 // The op kind a curve key names ("kv_append/bf16/memory" -> kv_append).
 std::optional<OpKind> kind_of_key(std::string_view key) { return parse_op_kind(key.substr(0, key.find('/'))); }
 
-// The op a point was taken from, as far as its curve variant depends on it.
+// The op a point was taken from, as far as its curve variant depends on it. Keys name the
+// kind's calibration_family; a paged curve's point came from the family's paged kind.
 Op variant_probe(const SavedPoint& p, OpKind kind) {
   Op op;
   op.kind = kind;
@@ -108,7 +109,10 @@ Op variant_probe(const SavedPoint& p, OpKind kind) {
   op.attrs.batch = p.batch;
   op.attrs.rows = p.rows;
   op.attrs.cols = p.cols;
-  op.attrs.kv_block = p.key.ends_with("/paged") ? 1 : 0;
+  if (const std::optional<OpKind> paged = paged_kind_of(kind); paged && p.key.ends_with("/paged")) {
+    op.kind = *paged;
+    op.attrs.kv_block = 1;
+  }
   return op;
 }
 

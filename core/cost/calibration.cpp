@@ -118,8 +118,9 @@ std::string kernels_freshness(const Provenance& p) {
 }
 
 std::string calibration_key(OpKind kind, DType dtype, bool compute_bound, std::string_view variant) {
-  return fmt::format("{}/{}/{}{}{}", name_of(kind), name_of(dtype), compute_bound ? "compute" : "memory",
-                     variant.empty() ? "" : "/", variant);
+  // By family: a paged or varlen kind's layout is its variant ("paged"), as profiles name it.
+  return fmt::format("{}/{}/{}{}{}", name_of(calibration_family(kind)), name_of(dtype),
+                     compute_bound ? "compute" : "memory", variant.empty() ? "" : "/", variant);
 }
 
 bool is_decode_attention(OpKind kind, int64_t seq_q) {
@@ -167,7 +168,7 @@ std::string gemm_layout_variant(const Op& op) {
 
 std::string decode_rows_variant(const Op& op) {
   const OpAttrs& a = op.attrs;
-  if (op.kind != OpKind::flash_attention || a.kv_block > 0 || !is_decode_attention(op.kind, a.seq_q)) return {};
+  if (op.kind != OpKind::flash_attention || !is_decode_attention(op.kind, a.seq_q)) return {};
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   const int64_t rows = (kv_heads > 0 ? a.heads / kv_heads : 1) * a.seq_q;
   return rows <= 1 ? "decode_q1" : rows <= 4 ? "decode_q4" : "decode_qn";
@@ -195,9 +196,9 @@ int64_t batched_gemm_calls(const Op& op) {
 }
 
 std::string copy_rows_variant(const Op& op) {
-  // A varlen slice gathers rows anywhere in the step: not one block per sequence.
-  const bool row_per_sequence = (op.kind == OpKind::slice_last_token && !op.attrs.varlen) ||
-                                (op.kind == OpKind::kv_append && op.attrs.kv_block == 0);
+  // The varlen slice gathers rows anywhere in the step and paged appends write through a
+  // table: neither is one block per sequence.
+  const bool row_per_sequence = op.kind == OpKind::slice_last_token || op.kind == OpKind::kv_append;
   return row_per_sequence && op.attrs.batch == 1 ? "contiguous" : "";
 }
 
@@ -245,13 +246,13 @@ bool is_calibration_variant(std::string_view v) {
 }
 
 std::string_view calibration_variant(const Op& op) {
-  if (op.attrs.kv_block > 0) return "paged";
+  if (reads_kv_pages(op.kind)) return "paged";
   return unpaged_calibration_variant(op);
 }
 
 std::string_view unpaged_calibration_variant(const Op& op) {
   // A varlen step's longest query run is seq_q: a decode only when every sequence decodes.
-  if (op.attrs.varlen && op.kind == OpKind::flash_attention) return op.attrs.seq_q == 1 ? "decode" : "";
+  if (op.kind == OpKind::varlen_flash_attention) return op.attrs.seq_q == 1 ? "decode" : "";
   if (is_decode_attention(op.kind, op.attrs.seq_q)) return "decode";
   if (op.kind == OpKind::gemm && !gemm_rows_aligned(op)) return "unaligned";
   if (op.kind == OpKind::adamw && op.attrs.passes <= 1) return "fused";

@@ -94,21 +94,22 @@ struct Calibration {
 
 // The table key of an op of `kind` computing in `dtype` (the precision it is priced at),
 // compute-bound or memory-bound at the datasheet roofline, and its variant (below), e.g.
-// "flash_attention/bf16/compute" or "attn_scores/bf16/memory/decode".
+// "flash_attention/bf16/compute" or "attn_scores/bf16/memory/decode". Keyed by the kind's
+// calibration_family: a paged_flash_attention reads "flash_attention/bf16/memory/paged".
 [[nodiscard]] std::string calibration_key(OpKind kind, DType dtype, bool compute_bound,
                                           std::string_view variant = {});
 
 // Ops of one kind that run other kernels, or the same kernels far from their design point,
 // get curves of their own (an empty variant: none):
-//   "decode"    attention over at most decode_query_rows query rows per sequence (a varlen
-//               flash_attention: only when every sequence has one query);
+//   "decode"    attention over at most decode_query_rows query rows per sequence (a
+//               varlen_flash_attention: only when every sequence has one query);
 //   "unaligned" a GEMM with a leading dimension that is not a multiple of 16 bytes (an odd
 //               vocabulary, say), which rules out the tensor-core kernels that need
 //               aligned rows;
 //   "fused"     AdamW streaming its tensors once (the multi-tensor kernel), against the
 //               per-tensor, multi-pass one;
-//   "paged"     KV appends and attention reading a paged cache through its block table
-//               (paged_kv); a profile without their curve prices them by the unpaged one.
+//   "paged"     the kinds that read KV pages (paged and varlen KV appends and attention);
+//               a profile without their curve prices them by the unpaged one.
 [[nodiscard]] std::string_view calibration_variant(const Op& op);
 // The variant the op would have with a contiguous cache: its paged curve's fallback.
 [[nodiscard]] std::string_view unpaged_calibration_variant(const Op& op);
@@ -129,10 +130,10 @@ inline constexpr int64_t skinny_gemm_rows = 8;
 // K/V row (GQA group × query rows) 1 at a time, up to 4 in one pass, or in several passes, and
 // runs at different speeds for the same bytes (MHA near the copy bandwidth, groups of 4 at
 // 53–74% of it, groups of 5–7 read K/V twice). "decode_q1", "decode_q4" (2–4 rows) or
-// "decode_qn" (more) for flash_attention over a contiguous cache at decode sizes; empty for
+// "decode_qn" (more) for flash_attention (a contiguous cache) at decode sizes; empty for
 // every other op. Its curve is read first; the pooled "decode" curve is the fallback.
 [[nodiscard]] std::string decode_rows_variant(const Op& op);
-// A strided copy's finer variant: kv_append into a contiguous cache and slice_last_token copy
+// A strided copy's finer variant: kv_append (a contiguous cache) and slice_last_token copy
 // one block of rows per sequence (a 2-D copy of `batch` rows); with one sequence it is a
 // plain contiguous copy, which runs faster for its bytes (an H100 calibration: K and V appends
 // moving 10.5 MB over 2 sequences at 0.40-0.53 of their roofline, 6.3 MB over 1 sequence at

@@ -38,6 +38,8 @@ struct Hardware {
   // host never holds the device back. dispatch_by_kind overrides it per op kind (calibrated);
   // dispatch_fixed_by_kind adds host seconds per op of kinds whose ops launch a varying
   // number of kernels (materialized attention: one cuBLAS call per sequence and head group).
+  // A kind neither table names takes its calibration_family's entry (calibrate fits paged and
+  // varlen ops with their dense kind's), then the default.
   double dispatch_eager = 0;
   std::map<OpKind, double> dispatch_by_kind;
   std::map<OpKind, double> dispatch_fixed_by_kind;
@@ -72,14 +74,8 @@ struct Hardware {
 
   [[nodiscard]] double peak(DType t) const { return peak_flops[static_cast<int>(t)]; }
   [[nodiscard]] bool supports(DType t) const { return peak(t) > 0; }
-  [[nodiscard]] double dispatch(OpKind k) const {
-    const auto it = dispatch_by_kind.find(k);
-    return it == dispatch_by_kind.end() ? dispatch_eager : it->second;
-  }
-  [[nodiscard]] double dispatch_fixed(OpKind k) const {
-    const auto it = dispatch_fixed_by_kind.find(k);
-    return it == dispatch_fixed_by_kind.end() ? 0.0 : it->second;
-  }
+  [[nodiscard]] double dispatch(OpKind k) const { return by_kind(dispatch_by_kind, k, dispatch_eager); }
+  [[nodiscard]] double dispatch_fixed(OpKind k) const { return by_kind(dispatch_fixed_by_kind, k, 0.0); }
   [[nodiscard]] bool models_dispatch() const { return dispatch_eager > 0 || !dispatch_by_kind.empty(); }
   [[nodiscard]] double compute_eff(OpClass c) const;
   [[nodiscard]] double memory_eff(OpClass c) const;
@@ -89,6 +85,13 @@ struct Hardware {
   }
   // Arithmetic intensity (FLOP/byte) where compute and memory time are equal.
   [[nodiscard]] double ridge_point(DType t) const { return peak(t) / memory_bandwidth; }
+
+ private:
+  static double by_kind(const std::map<OpKind, double>& table, OpKind k, double otherwise) {
+    auto it = table.find(k);
+    if (it == table.end()) it = table.find(calibration_family(k));
+    return it == table.end() ? otherwise : it->second;
+  }
 };
 
 // Throws ConfigError naming `where` (the profile or its file) and the field when a number is

@@ -84,7 +84,7 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
                      roofline, compute_bound, roofline / static_cast<double>(batched_gemm_calls(op)),
                      finer.empty() ? std::string() : calibration_key(op.kind, c.priced_as, compute_bound, finer),
                      {}};
-  if (op.attrs.kv_block > 0)
+  if (reads_kv_pages(op.kind))
     p.fallback_key = calibration_key(op.kind, c.priced_as, compute_bound, unpaged_calibration_variant(op));
   return p;
 }

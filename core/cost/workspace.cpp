@@ -141,13 +141,13 @@ int64_t kernel_workspace(const Op& op, const Graph& g, int64_t elem, const Hardw
       if (elem >= 4 || kv_heads <= 0 || at.heads / kv_heads <= 1) return 0;
       return g.tensor(op.outputs.at(1)).elements() * 4;  // [b, grad_capacity, Hkv, d] fp32
     }
+    case OpKind::varlen_flash_attention: return 0;  // the varlen kernels keep no split-KV partials
+    // A paged cache is always read by the split-KV kernel.
+    case OpKind::paged_flash_attention: return decode_workspace(at, hw.sm_count);
     case OpKind::flash_attention:
-      if (at.varlen) return 0;  // the varlen kernels keep no split-KV partials
-      // A paged cache is always read by the split-KV kernel; ring attention's blocks after the
-      // first never are (on some ranks they skip query rows, which only the flash kernel does).
-      return (at.seq_q <= decode_kernel_max_seq_q && at.ring_step == 0) || at.kv_block > 0
-                 ? decode_workspace(at, hw.sm_count)
-                 : 0;
+      // Ring attention's blocks after the first never run the split-KV kernel (on some ranks
+      // they skip query rows, which only the flash kernel does).
+      return at.seq_q <= decode_kernel_max_seq_q && at.ring_step == 0 ? decode_workspace(at, hw.sm_count) : 0;
     case OpKind::flash_attention_bwd: {
       // dQ accumulators (rounded to 16 bytes) and D = rowsum(dO ⊙ O); where the tensor-core
       // kernel (16-bit storage, head_dim 64 or 128) splits a GQA group over CTAs, D rounded to

@@ -43,8 +43,8 @@ inline constexpr int64_t decode_kernel_max_seq_q = 8;
 //     partials (4 bytes per block) above 65536 elements;
 //   - rmsnorm_bwd / layernorm_bwd: dgamma and dbeta partials 2 · min(rows, 512) · cols fp32;
 //   - flash_attention_bwd: dQ accumulators b·sq·H·d fp32 (rounded to 16 B) + D b·H·sq fp32;
-//   - flash_attention with seq_q ≤ 8 (split-KV decode; neither varlen nor a ring-attention
-//     block after the first): splits · b·H·sq · (d + 2) fp32,
+//   - flash_attention with seq_q ≤ 8 (split-KV decode; not a ring-attention block after the
+//     first) and every paged_flash_attention: splits · b·H·sq · (d + 2) fp32,
 //     splits = clamp(min(⌈4·SMs / (b·Hkv)⌉, ⌈seq_kv / 64⌉), 1, 256) — SMs from the Hardware;
 //   - embedding_bwd with a 16-bit table: an fp32 copy of dtable (and dpositions);
 //   - attn_context_bwd / attn_scores_bwd, 16-bit with GQA: the dK/dV group sum in fp32;

@@ -174,6 +174,20 @@ double Graph::layer_scale() const {
                           : 1.0;
 }
 
+std::string kv_block_error(const Op& op) {
+  const int64_t block = op.attrs.kv_block;
+  if (reads_kv_pages(op.kind) && block <= 0)
+    return fmt::format("op '{}' ({}) reads KV pages, but its attribute kv_block (rows per page) is {}", op.name,
+                       name_of(op.kind), block);
+  if (!reads_kv_pages(op.kind) && block != 0) {
+    const std::optional<OpKind> paged = paged_kind_of(op.kind);
+    return fmt::format("op '{}' ({}) has kv_block = {}, but {} reads no KV pages{}", op.name, name_of(op.kind), block,
+                       name_of(op.kind),
+                       paged ? fmt::format(": a paged cache is read by {} (the paged_kv pass)", name_of(*paged)) : "");
+  }
+  return {};
+}
+
 void Graph::check() const {
   std::vector<bool> written(tensors.size(), false);
   for (const auto& t : tensors) {
@@ -185,6 +199,7 @@ void Graph::check() const {
     (void)t.elements();  // ConfigError when a pass made the shape overflow
   }
   for (const auto& op : ops) {
+    if (std::string why = kv_block_error(op); !why.empty()) throw std::logic_error("graph: " + why);
     for (int id : op.inputs) {
       if (id < 0 || static_cast<std::size_t>(id) >= tensors.size())
         throw std::logic_error(fmt::format("graph: op '{}' reads unknown tensor {}", op.name, id));

@@ -124,19 +124,17 @@ struct OpAttrs {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
   int64_t seq_q = 0, seq_kv = 0, kv_capacity = 0;
   bool causal = false;             // query i (at position seq_kv - seq_q + i) sees kv <= its position
-  // Paged KV cache (paged_kv pass): > 0 is the rows per page. The cache is then pages
-  // [num_blocks, kv_block, kv_heads, head_dim]; kv_append and flash_attention take the block
-  // table [batch, max_blocks] int32 as their last input, and kv_capacity = max_blocks·kv_block.
+  // The rows per page of a paged KV cache: > 0 for the kinds that read one (reads_kv_pages:
+  // paged_flash_attention and paged_kv_append, made by the paged_kv pass, and the varlen
+  // attention and append), 0 for every other kind. The cache is then pages [num_blocks,
+  // kv_block, kv_heads, head_dim] read through a block table [batch, max_blocks] int32 (or the
+  // varlen append's slots), and kv_capacity = max_blocks·kv_block.
   int64_t kv_block = 0;
-  // Packed sequences of different lengths (a serving engine's step, core/builders/engine_step.cpp):
-  // T = rows tokens of batch = S sequences in one tensor, each op told where they lie by int32
-  // inputs (op_kind.hpp): rope by each token's position, kv_append (paged) by each token's page
-  // slot, flash_attention (paged) by the block table, query starts and KV lengths,
-  // slice_last_token by the rows to keep. seq_q, seq_kv: the longest query run and KV length.
-  bool varlen = false;
-  // varlen flash_attention: query–key pairs scored over all sequences and heads' one head
-  // (Σ over queries of the keys each sees), for FLOPs; and how many leading sequences have a
-  // single query (decodes), which kernels may treat apart. Its `cols` is the key rows read per
+  // The varlen kinds (a serving engine's packed step, core/builders/engine_step.cpp): T = rows
+  // tokens of batch = S sequences in one tensor; seq_q, seq_kv: the longest query run and KV
+  // length. varlen_flash_attention: query–key pairs scored over all sequences and heads' one
+  // head (Σ over queries of the keys each sees), for FLOPs; and how many leading sequences have
+  // a single query (decodes), which kernels may treat apart. Its `cols` is the key rows read per
   // KV head, Σ_s kv_len[s], for bytes (K and V: 2·cols·kv_heads·head_dim elements).
   double kv_pairs = 0;
   int64_t decode_seqs = 0;
@@ -216,6 +214,11 @@ struct Op {
   int stream = 0;
 };
 
+// Why op's kv_block does not suit its kind ("" when it does): a kind that reads KV pages needs
+// kv_block > 0, every other kind kv_block == 0 (a contiguous cache is read by the dense kinds
+// only; the paged_kv pass turns them into their paged kinds).
+[[nodiscard]] std::string kv_block_error(const Op& op);
+
 struct Graph {
   std::string model;                 // model name
   Workload workload;
@@ -234,8 +237,9 @@ struct Graph {
   [[nodiscard]] int find_tensor(std::string_view name) const;
   // Scale from the built layers to the model: L / built.
   [[nodiscard]] double layer_scale() const;
-  // Checks ids, that every activation is written before it is read, and shapes are positive.
-  // Throws std::logic_error naming the op: a failure is a bug in a builder or pass.
+  // Checks ids, that every activation is written before it is read, shapes are positive and
+  // each op's kv_block suits its kind (kv_block_error). Throws std::logic_error naming the op: a
+  // failure is a bug in a builder or pass.
   void check() const;
 };
 

@@ -7,11 +7,12 @@ OpClass class_of(OpKind k) {
     case OpKind::gemm: return OpClass::gemm;
     case OpKind::attn_scores: case OpKind::attn_softmax: case OpKind::attn_context:
     case OpKind::attn_scores_bwd: case OpKind::attn_softmax_bwd: case OpKind::attn_context_bwd:
-    case OpKind::flash_attention: case OpKind::flash_attention_bwd: return OpClass::attention;
+    case OpKind::flash_attention: case OpKind::paged_flash_attention: case OpKind::varlen_flash_attention:
+    case OpKind::flash_attention_bwd: return OpClass::attention;
     case OpKind::layernorm: case OpKind::layernorm_bwd: case OpKind::rmsnorm:
     case OpKind::rmsnorm_bwd: return OpClass::norm;
     case OpKind::gelu: case OpKind::gelu_bwd: case OpKind::silu_mul: case OpKind::silu_mul_bwd:
-    case OpKind::rope: case OpKind::rope_bwd: case OpKind::residual_add:
+    case OpKind::rope: case OpKind::varlen_rope: case OpKind::rope_bwd: case OpKind::residual_add:
       return OpClass::pointwise;
     // Joining two attention blocks' outputs is element-wise, memory-bound like an add.
     case OpKind::attn_merge: return OpClass::pointwise;
@@ -26,7 +27,8 @@ OpClass class_of(OpKind k) {
     case OpKind::embedding: case OpKind::embedding_bwd: return OpClass::embedding;
     case OpKind::cross_entropy: return OpClass::loss;
     case OpKind::adamw: return OpClass::optimizer;
-    case OpKind::kv_append: case OpKind::copy: case OpKind::slice_last_token:
+    case OpKind::kv_append: case OpKind::paged_kv_append: case OpKind::varlen_kv_append:
+    case OpKind::copy: case OpKind::slice_last_token: case OpKind::varlen_slice_last_token:
       return OpClass::memory;
     case OpKind::collective: return OpClass::communication;
     case OpKind::host: return OpClass::host;
@@ -44,6 +46,8 @@ std::string_view name_of(OpKind k) {
     case OpKind::attn_softmax_bwd: return "attn_softmax_bwd";
     case OpKind::attn_context_bwd: return "attn_context_bwd";
     case OpKind::flash_attention: return "flash_attention";
+    case OpKind::paged_flash_attention: return "paged_flash_attention";
+    case OpKind::varlen_flash_attention: return "varlen_flash_attention";
     case OpKind::flash_attention_bwd: return "flash_attention_bwd";
     case OpKind::attn_merge: return "attn_merge";
     case OpKind::layernorm: return "layernorm";
@@ -55,6 +59,7 @@ std::string_view name_of(OpKind k) {
     case OpKind::silu_mul: return "silu_mul";
     case OpKind::silu_mul_bwd: return "silu_mul_bwd";
     case OpKind::rope: return "rope";
+    case OpKind::varlen_rope: return "varlen_rope";
     case OpKind::rope_bwd: return "rope_bwd";
     case OpKind::residual_add: return "residual_add";
     case OpKind::embedding: return "embedding";
@@ -64,6 +69,7 @@ std::string_view name_of(OpKind k) {
     case OpKind::add_rmsnorm: return "add_rmsnorm";
     case OpKind::add_layernorm: return "add_layernorm";
     case OpKind::slice_last_token: return "slice_last_token";
+    case OpKind::varlen_slice_last_token: return "varlen_slice_last_token";
     case OpKind::moe_route: return "moe_route";
     case OpKind::moe_route_bwd: return "moe_route_bwd";
     case OpKind::moe_dispatch: return "moe_dispatch";
@@ -71,6 +77,8 @@ std::string_view name_of(OpKind k) {
     case OpKind::moe_combine: return "moe_combine";
     case OpKind::moe_combine_bwd: return "moe_combine_bwd";
     case OpKind::kv_append: return "kv_append";
+    case OpKind::paged_kv_append: return "paged_kv_append";
+    case OpKind::varlen_kv_append: return "varlen_kv_append";
     case OpKind::copy: return "copy";
     case OpKind::collective: return "collective";
     case OpKind::host: return "host";
@@ -124,6 +132,29 @@ std::optional<Collective> parse_collective(std::string_view s) {
   return std::nullopt;
 }
 
+bool reads_kv_pages(OpKind k) {
+  return k == OpKind::paged_flash_attention || k == OpKind::varlen_flash_attention ||
+         k == OpKind::paged_kv_append || k == OpKind::varlen_kv_append;
+}
+
+std::optional<OpKind> paged_kind_of(OpKind k) {
+  if (k == OpKind::flash_attention) return OpKind::paged_flash_attention;
+  if (k == OpKind::kv_append) return OpKind::paged_kv_append;
+  return std::nullopt;
+}
+
+OpKind calibration_family(OpKind k) {
+  switch (k) {
+    case OpKind::paged_flash_attention:
+    case OpKind::varlen_flash_attention: return OpKind::flash_attention;
+    case OpKind::paged_kv_append:
+    case OpKind::varlen_kv_append: return OpKind::kv_append;
+    case OpKind::varlen_rope: return OpKind::rope;
+    case OpKind::varlen_slice_last_token: return OpKind::slice_last_token;
+    default: return k;
+  }
+}
+
 std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i) {
   switch (k) {
     case OpKind::embedding:
@@ -136,16 +167,21 @@ std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i
       break;
     case OpKind::flash_attention:
       if (is_output && i == 1) return DType::fp32;    // LSE
-      if (!is_output && i >= 3) return DType::int32;  // paged: the block table (varlen: query starts, KV lengths)
       break;
-    case OpKind::kv_append:
-      if (!is_output && i == 2) return DType::int32;  // paged: the block table (varlen: the slots)
+    case OpKind::paged_flash_attention:
+    case OpKind::varlen_flash_attention:
+      if (is_output && i == 1) return DType::fp32;    // LSE
+      if (!is_output && i >= 3) return DType::int32;  // the block table (varlen: query starts, KV lengths)
       break;
-    case OpKind::rope:
-      if (!is_output && i == 1) return DType::int32;  // varlen: positions
+    case OpKind::paged_kv_append:
+    case OpKind::varlen_kv_append:
+      if (!is_output && i == 2) return DType::int32;  // the block table (varlen: the slots)
       break;
-    case OpKind::slice_last_token:
-      if (!is_output && i == 1) return DType::int32;  // varlen: the rows kept
+    case OpKind::varlen_rope:
+      if (!is_output && i == 1) return DType::int32;  // positions
+      break;
+    case OpKind::varlen_slice_last_token:
+      if (!is_output && i == 1) return DType::int32;  // the rows kept
       break;
     case OpKind::flash_attention_bwd:
       if (!is_output && i == 5) return DType::fp32;   // LSE

@@ -9,7 +9,10 @@
 namespace perfsim {
 
 // Inputs -> outputs (tensor ids, in this order) and layouts. Shapes are row-major;
-// T = tokens (batch*seq), h = features. Backends and builders both follow this table.
+// T = tokens (batch*seq), h = features. Backends and builders both follow this table. Each kind
+// has one layout: a KV cache read through pages is its own kind (paged_*), and so is a serving
+// engine's packed step of sequences of different lengths (varlen_*, core/builders/engine_step.cpp:
+// S sequences, T tokens, told where they lie by int32 inputs).
 enum class OpKind {
   gemm,               // {A, B} (+C when accumulate) -> {C}: C[m,n] (+)= op(A)[m,k]·op(B)[k,n];
                       // batch > 1: [batch, ...] contiguous per operand
@@ -20,9 +23,12 @@ enum class OpKind {
   attn_softmax_bwd,   // {P, dP} -> {dS}: dS = P ⊙ (dP − rowsum(dP ⊙ P))
   attn_scores_bwd,    // {dS, Q, K} -> {dQ, dK} (scale applied; GQA sums dK over the group)
   flash_attention,    // {Q, K, V} -> {O, LSE[b,h,q] fp32}: no S or P in memory (decode too);
-                      // paged (attrs.kv_block): {Q, K pages, V pages, block table};
-                      // varlen paged: {Q[T,H,d], K pages, V pages, block table[S,max_blocks],
-                      // query_start[S+1], kv_len[S]} -> {O[T,H,d], LSE[H,T]}: query i of
+                      // K, V [b, kv_capacity, kv_heads, d], attrs.kv_block == 0
+  paged_flash_attention,  // {Q, K pages, V pages, block table[b, max_blocks] int32} -> {O, LSE}:
+                      // pages [num_blocks, attrs.kv_block, kv_heads, d]; key j of sequence s in
+                      // page table[s][j / kv_block], row j % kv_block (the paged_kv pass)
+  varlen_flash_attention, // {Q[T,H,d], K pages, V pages, block table[S,max_blocks], query_start[S+1],
+                      // kv_len[S]} (int32 metadata) -> {O[T,H,d], LSE[H,T] fp32}: query i of
                       // sequence s (rows query_start[s].., q_len of them) sees its keys
                       // 0 .. kv_len[s] − q_len + i
   flash_attention_bwd,// {Q, K, V, O, dO, LSE} -> {dQ, dK, dV}, recomputing S tile by tile
@@ -38,8 +44,8 @@ enum class OpKind {
   silu_mul,           // {gate, up} -> {y}: SwiGLU y = silu(gate) ⊙ up
   silu_mul_bwd,       // {gate, up, dy} -> {dgate, dup}
   rope,               // {x[T, heads, head_dim]} -> {y}: rotate pairs (i, i + d/2), base 10000;
-                      // row t of a sequence of seq_q rows sits at position attrs.position + t % seq_q;
-                      // varlen: {x, positions[T] int32} -> {y}, row t at positions[t]
+                      // row t of a sequence of seq_q rows sits at position attrs.position + t % seq_q
+  varlen_rope,        // {x[T, heads, head_dim], positions[T] int32} -> {y}: row t at positions[t]
   rope_bwd,           // {dy} -> {dx}: the inverse rotation
   residual_add,       // {a, b} -> {out = a + b} (also accumulates gradients of two branches)
   embedding,          // {ids[T] int32, table[V,h]} (+ positions[max_seq,h]) -> {x[T,h]}
@@ -52,13 +58,15 @@ enum class OpKind {
                       // make several passes over the data, a fused one makes one.
   add_rmsnorm,        // {a, b, gamma} -> {sum, y}: residual_add + rmsnorm in one pass (fusion)
   add_layernorm,      // {a, b, gamma, beta} -> {sum, y}: residual_add + layernorm (fusion)
-  kv_append,          // {k_new[b, seq_q, kv_heads, d], cache[b, capacity, kv_heads, d]} -> {cache}
-                      // writes rows at attrs.position; paged (attrs.kv_block):
-                      // {k_new, pages, block table} -> {pages}; varlen paged:
-                      // {k_new[T, kv_heads, d], pages, slots[T] int32} -> {pages}, row t into
+  kv_append,          // {k_new[b, seq_q, kv_heads, d], cache[b, capacity, kv_heads, d]} -> {cache}:
+                      // writes rows at attrs.position; attrs.kv_block == 0
+  paged_kv_append,    // {k_new[b, seq_q, kv_heads, d], pages, block table[b, max_blocks] int32}
+                      // -> {pages}: pages [num_blocks, attrs.kv_block, kv_heads, d], rows at
+                      // attrs.position through the table (the paged_kv pass)
+  varlen_kv_append,   // {k_new[T, kv_heads, d], pages, slots[T] int32} -> {pages}: row t into
                       // page slots[t] / kv_block, row slots[t] % kv_block (−1: not written)
-  slice_last_token,   // {x[b*seq_q, cols]} -> {y[b, cols]}: each sequence's last row;
-                      // varlen: {x[T, cols], rows[n] int32} -> {y[n, cols]}, y[i] = x[rows[i]]
+  slice_last_token,   // {x[b*seq_q, cols]} -> {y[b, cols]}: each sequence's last row
+  varlen_slice_last_token,  // {x[T, cols], rows[n] int32} -> {y[n, cols]}: y[i] = x[rows[i]]
   // Mixture of experts (E experts, top-k routing, capacity C rows per expert). T = tokens.
   moe_route,          // {logits[T,E]} -> {weights[T,k] fp32, experts[T,k] int32, slots[T,k] int32}:
                       // each token's k largest logits (ties: lower expert), weights = softmax over
@@ -105,10 +113,23 @@ inline constexpr Collective all_collectives[] = {Collective::all_reduce, Collect
 [[nodiscard]] std::optional<OpKind> parse_op_kind(std::string_view s);
 [[nodiscard]] std::optional<Collective> parse_collective(std::string_view s);
 
-// The dtype an operand has whatever the op's precision: token ids, targets and block tables
-// are int32; losses and log-sum-exps are fp32. nullopt: the operand follows the op's
-// precision. Input or output i in the order of the OpKind table above; every backend and the
-// workspace plan read operands through this one table.
+// Whether a kind's K/V operand is a page pool of attrs.kv_block rows per page: the paged kinds
+// and varlen_flash_attention, varlen_kv_append. Every other kind has attrs.kv_block == 0.
+[[nodiscard]] bool reads_kv_pages(OpKind k);
+// The paged kind of a kind that reads or writes a contiguous KV cache (flash_attention,
+// kv_append), what the paged_kv pass makes of it; nullopt for the others.
+[[nodiscard]] std::optional<OpKind> paged_kind_of(OpKind k);
+// The kind whose calibration curves and host dispatch an op of kind k shares: its dense kind
+// for a paged or varlen kind (paged_flash_attention -> flash_attention), k itself otherwise.
+// Profiles and saved calibration points key curves and dispatch by this name, the layout by the
+// curve's variant ("flash_attention/bf16/memory/paged"), so profiles written by earlier
+// versions, which knew no paged or varlen kind, price these ops as they did.
+[[nodiscard]] OpKind calibration_family(OpKind k);
+
+// The dtype an operand has whatever the op's precision: token ids, targets, block tables and a
+// varlen op's metadata are int32; losses and log-sum-exps are fp32. nullopt: the operand follows
+// the op's precision. Input or output i in the order of the OpKind table above; every backend
+// and the workspace plan read operands through this one table.
 [[nodiscard]] std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i);
 
 }  // namespace perfsim

@@ -32,7 +32,7 @@ double moe_kept(const OpAttrs& a) { return std::min(moe_choices(a), d(a.experts)
 // op's block table is read whole (max_blocks entries per sequence, all of them in use).
 double attention_read_bytes(const Op& op, const Tensor& t) {
   const OpAttrs& a = op.attrs;
-  if (t.role == TensorRole::kv_cache && (a.kv_capacity > 0 || a.kv_block > 0))
+  if (t.role == TensorRole::kv_cache && (a.kv_capacity > 0 || reads_kv_pages(op.kind)))
     return d(a.batch) * d(a.seq_kv) * d(a.kv_heads) * d(a.head_dim) * bytes_of(t.dtype);
   return t.bytes();
 }
@@ -55,11 +55,11 @@ double op_flops(const Op& op, const Graph& g) {
     // dS = P ⊙ (dP − rowsum(dP ⊙ P)) (Dao et al. 2022, FlashAttention, App. B.2): multiply, sum,
     // subtract, multiply.
     case OpKind::attn_softmax_bwd: return 4.0 * score_elements(a);
-    // Flash forward: the two gemms, 4·b·h·q·kv·d (Dao 2023, FlashAttention-2 §3.1); varlen: the
-    // pairs each query scores (OpAttrs::kv_pairs, one head's) in place of the rectangle.
+    // Flash forward: the two gemms, 4·b·h·q·kv·d (Dao 2023, FlashAttention-2 §3.1).
     case OpKind::flash_attention:
-      if (a.varlen) return 4.0 * d(a.heads) * d(a.head_dim) * a.kv_pairs;
-      return 4.0 * score_elements(a) * d(a.head_dim);
+    case OpKind::paged_flash_attention: return 4.0 * score_elements(a) * d(a.head_dim);
+    // The pairs each query scores (OpAttrs::kv_pairs, one head's) in place of the rectangle.
+    case OpKind::varlen_flash_attention: return 4.0 * d(a.heads) * d(a.head_dim) * a.kv_pairs;
     // Flash backward = 2.5× forward: S recomputed plus four gemms (FlashAttention-2 §4).
     case OpKind::flash_attention_bwd: return 2.5 * 4.0 * score_elements(a) * d(a.head_dim);
     // Per query row and head: the larger LSE, two differences, two exps, their sum, a log, the
@@ -87,6 +87,7 @@ double op_flops(const Op& op, const Graph& g) {
     case OpKind::silu_mul_bwd: return 10.0 * d(a.elements);
     // RoPE (Su et al. 2021, RoFormer): a 2-D rotation per pair, 6 FLOPs per 2 elements.
     case OpKind::rope:
+    case OpKind::varlen_rope:
     case OpKind::rope_bwd: return 3.0 * d(a.elements);
     case OpKind::residual_add: return d(a.elements);
     // A table lookup; learned positions add one vector per row.
@@ -111,7 +112,10 @@ double op_flops(const Op& op, const Graph& g) {
     case OpKind::moe_combine_bwd: return 3.0 * moe_kept(a) * d(a.cols);
     case OpKind::moe_dispatch:  // a row copy
     case OpKind::kv_append:
+    case OpKind::paged_kv_append:
+    case OpKind::varlen_kv_append:
     case OpKind::slice_last_token:
+    case OpKind::varlen_slice_last_token:
     case OpKind::copy:
     case OpKind::collective:
     case OpKind::host: return 0.0;
@@ -126,35 +130,32 @@ double op_bytes(const Op& op, const Graph& g) {
     for (int id : ids) b += g.tensor(id).bytes();
     return b;
   };
-  if (a.varlen) {
-    switch (op.kind) {
-      case OpKind::flash_attention: {
-        // Q, the metadata (table, query starts, KV lengths), O and LSE once; of the pages the
-        // rows the sequences hold: attrs.cols key rows per KV head, in K and in V.
-        double b = g.tensor(op.inputs.at(0)).bytes() + sum(op.outputs);
-        for (std::size_t i = 3; i < op.inputs.size(); ++i) b += g.tensor(op.inputs[i]).bytes();
-        const double element = bytes_of(g.tensor(op.inputs.at(1)).dtype);
-        const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
-        return b + 2.0 * d(a.cols) * d(kv_heads) * d(a.head_dim) * element;
-      }
-      case OpKind::kv_append: {
-        // The T new rows read, written into their page slots; the slots.
-        const Tensor& k_new = g.tensor(op.inputs.at(0));
-        return k_new.bytes() + d(k_new.elements()) * bytes_of(g.tensor(op.outputs.at(0)).dtype) +
-               g.tensor(op.inputs.at(2)).bytes();
-      }
-      // The n rows kept, read and written; the row indices.
-      case OpKind::slice_last_token: return 2.0 * sum(op.outputs) + g.tensor(op.inputs.at(1)).bytes();
-      default: break;  // rope: x, the positions and y once, as the default below counts
-    }
-  }
   switch (op.kind) {
-    case OpKind::kv_append: {
+    case OpKind::varlen_flash_attention: {
+      // Q, the metadata (table, query starts, KV lengths), O and LSE once; of the pages the
+      // rows the sequences hold: attrs.cols key rows per KV head, in K and in V.
+      double b = g.tensor(op.inputs.at(0)).bytes() + sum(op.outputs);
+      for (std::size_t i = 3; i < op.inputs.size(); ++i) b += g.tensor(op.inputs[i]).bytes();
+      const double element = bytes_of(g.tensor(op.inputs.at(1)).dtype);
+      const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+      return b + 2.0 * d(a.cols) * d(kv_heads) * d(a.head_dim) * element;
+    }
+    case OpKind::varlen_kv_append: {
+      // The T new rows read, written into their page slots; the slots.
+      const Tensor& k_new = g.tensor(op.inputs.at(0));
+      return k_new.bytes() + d(k_new.elements()) * bytes_of(g.tensor(op.outputs.at(0)).dtype) +
+             g.tensor(op.inputs.at(2)).bytes();
+    }
+    // The n rows kept, read and written; the row indices.
+    case OpKind::varlen_slice_last_token: return 2.0 * sum(op.outputs) + g.tensor(op.inputs.at(1)).bytes();
+    // varlen_rope: x, the positions and y once, as the default below counts.
+    case OpKind::kv_append:
+    case OpKind::paged_kv_append: {
       // Reads the new rows and writes them into the cache; the rest of the cache is untouched.
       // A paged cache also reads one block-table entry (int32) per new row.
       const Tensor& cache = g.tensor(op.outputs.at(0));
       const double rows = d(a.batch) * d(a.seq_q) * d(a.kv_heads) * d(a.head_dim);
-      const double table = a.kv_block > 0 ? d(a.batch) * d(a.seq_q) * 4.0 : 0.0;
+      const double table = op.kind == OpKind::paged_kv_append ? d(a.batch) * d(a.seq_q) * 4.0 : 0.0;
       return g.tensor(op.inputs.at(0)).bytes() + rows * bytes_of(cache.dtype) + table;
     }
     case OpKind::embedding: {
@@ -290,8 +291,8 @@ int kernel_launches(const Op& op) {
       return 2;
     case OpKind::flash_attention_bwd:  // row dot products, the main kernel, dQ from fp32
       return 3;
-    case OpKind::flash_attention:  // varlen mixing decodes and prefills: a kernel for each
-      return a.varlen && a.decode_seqs > 0 && a.decode_seqs < a.batch ? 2 : 1;
+    case OpKind::varlen_flash_attention:  // a step mixing decodes and prefills: a kernel for each
+      return a.decode_seqs > 0 && a.decode_seqs < a.batch ? 2 : 1;
     case OpKind::moe_route:         // top-k and softmax per token, then the slot scan per expert
     case OpKind::moe_dispatch:      // zero the expert buffers, then scatter the token rows
     case OpKind::moe_combine_bwd:   // zero dye, then scatter scaled rows and reduce dweights

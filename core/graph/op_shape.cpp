@@ -23,12 +23,12 @@ std::string op_shape_text(const Op& op, const Graph& g) {
     std::string s = fmt::format("{}×{}×{}", a.m, a.n, a.k);
     return a.batch > 1 ? fmt::format("{}×({})", a.batch, s) : s;
   }
-  // A paged cache (paged_kv) adds its rows per page.
-  const std::string paged = a.kv_block > 0 ? fmt::format(" pages of {}", a.kv_block) : "";
+  // A paged cache (paged_kv, a serving engine's step) adds its rows per page.
+  const std::string paged = reads_kv_pages(op.kind) ? fmt::format(" pages of {}", a.kv_block) : "";
   if (class_of(op.kind) == OpClass::attention && a.heads > 0)
     return fmt::format("b{} h{}/{} q{} kv{} d{}{}", a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv,
                        a.head_dim, paged);
-  if (op.kind == OpKind::kv_append && a.kv_block > 0)
+  if (op.kind == OpKind::paged_kv_append || op.kind == OpKind::varlen_kv_append)
     return fmt::format("b{} q{} at {}{}", a.batch, a.seq_q, a.position, paged);
   if (!op.outputs.empty()) {
     std::string s = join_dims(g.tensor(op.outputs.front()).shape);

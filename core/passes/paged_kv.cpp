@@ -3,8 +3,9 @@
 // they grow (Kwon et al. 2023, vLLM). One block table [batch, max_blocks] int32, shared by
 // every layer, maps kv position j of sequence b to page table[b][j / block], row j % block.
 // The step holds the pages its sequences fill (max_blocks = ceil(rows / block) per sequence)
-// instead of prompt + new_tokens rows each. KV appends and the fused (flash) attention read
-// the table; materialized attention cannot read pages, so flash_attention must come first.
+// instead of prompt + new_tokens rows each. KV appends and the fused (flash) attention become
+// their paged kinds (paged_kv_append, paged_flash_attention), which read the table;
+// materialized attention cannot read pages, so flash_attention must come first.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -35,9 +36,9 @@ void apply_paged_kv(Graph& g, int64_t block) {
     const Op& op = g.ops[i];
     const bool reads_cache = std::any_of(op.inputs.begin(), op.inputs.end(), [&](int id) { return is_cache(g, id); });
     if (!reads_cache) continue;
-    if (op.attrs.kv_block > 0)
+    if (reads_kv_pages(op.kind))
       throw ConfigError("optimization 'paged_kv' is already applied by this or an earlier step (steps are cumulative): list it once");
-    if (op.kind != OpKind::kv_append && op.kind != OpKind::flash_attention)
+    if (!paged_kind_of(op.kind))
       throw ConfigError(fmt::format(
           "optimization 'paged_kv' needs 'flash_attention' earlier in the stack: op '{}' ({}) reads "
           "the KV cache as contiguous rows, and only the fused attention reads pages",
@@ -66,6 +67,7 @@ void apply_paged_kv(Graph& g, int64_t block) {
   }
   for (std::size_t i : users) {
     Op& op = g.ops[i];
+    op.kind = *paged_kind_of(op.kind);
     op.inputs.push_back(table_id);
     op.attrs.kv_block = block;
     op.attrs.kv_capacity = max_blocks * block;

@@ -12,7 +12,11 @@ namespace perfsim {
 namespace {
 
 // Ops inside a layer that attend: they scale with each sequence's context, not with tokens.
-bool attends(const Op& op) { return op.layer >= 0 && (class_of(op.kind) == OpClass::attention || op.kind == OpKind::kv_append); }
+bool attends(const Op& op) {
+  const bool appends =
+      op.kind == OpKind::kv_append || op.kind == OpKind::paged_kv_append || op.kind == OpKind::varlen_kv_append;
+  return op.layer >= 0 && (class_of(op.kind) == OpClass::attention || appends);
+}
 
 double lerp(std::pair<double, double> at, double x1, double x2, double x) {
   if (x2 <= x1) return at.first;

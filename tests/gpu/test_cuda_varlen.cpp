@@ -1,4 +1,4 @@
-// CUDA kernels of a serving engine's packed step (attrs.varlen) against the CPU reference
+// CUDA kernels of a serving engine's packed step (the varlen kinds) against the CPU reference
 // (cpu_varlen.cpp, cpu::rope_at) on the same random inputs: varlen paged attention with decodes
 // (splits merged in a cluster or through a workspace, or unsplit) and prefill chunks after cached
 // keys in one call, pages shuffled in the pool and unused table entries −1; rope at per-token

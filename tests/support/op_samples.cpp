@@ -151,7 +151,7 @@ std::vector<OpSample> flash_attention(DType d) {
   {  // K, V in pages: a decode of two sequences over 4 pages of 4 rows each (the table filled
      // as a permutation of the pool).
     const Attn a{2, 1, 11, 4, 2, 64, 16, true};
-    Sample s(OpKind::flash_attention, d, "paged decode");
+    Sample s(OpKind::paged_flash_attention, d, "decode");
     s.in("Q", a.q()), s.in("K.pages", {8, 4, 2, 64}, TensorRole::kv_cache), s.in("V.pages", {8, 4, 2, 64}, TensorRole::kv_cache);
     s.in("block_table", {2, 4});
     s.out("O", a.q()), s.out("LSE", a.lse());
@@ -161,14 +161,14 @@ std::vector<OpSample> flash_attention(DType d) {
   }
   {  // A serving step of three sequences packed: a decode (1 query over 5 keys), a prefill (3
      // over 3), a chunk (2 over 6).
-    Sample s(OpKind::flash_attention, d, "varlen");
+    Sample s(OpKind::varlen_flash_attention, d, "three sequences");
     s.in("Q", {6, 4, 64}), s.in("K.pages", {6, 4, 2, 64}, TensorRole::kv_cache), s.in("V.pages", {6, 4, 2, 64}, TensorRole::kv_cache);
     s.write(s.in("block_table", {3, 2}), {4, 1, 0, 5, 3, 2});
     s.write(s.in("query_start", {4}), {0, 1, 4, 6});
     s.write(s.in("kv_len", {3}), {5, 3, 6});
     s.out("O", {6, 4, 64}), s.out("LSE", {4, 6});
     OpAttrs& at = s.attrs();
-    at.varlen = true, at.kv_block = 4, at.batch = 3, at.rows = 6, at.seq_q = 3, at.seq_kv = 6;
+    at.kv_block = 4, at.batch = 3, at.rows = 6, at.seq_q = 3, at.seq_kv = 6;
     at.heads = 4, at.kv_heads = 2, at.head_dim = 64, at.decode_seqs = 1, at.causal = true;
     at.kv_pairs = 5 + (1 + 2 + 3) + (5 + 6);
     at.cols = 5 + 3 + 6;
@@ -252,23 +252,19 @@ std::vector<OpSample> pointwise(OpKind k, DType d) {
 }
 
 std::vector<OpSample> rope(OpKind k, DType d) {
-  std::vector<OpSample> out;
-  {
-    Sample s(k, d, "two sequences of 3 from position 2");
-    s.in(k == OpKind::rope ? "x" : "dy", {6, 4, 16});
-    s.out(k == OpKind::rope ? "y" : "dx", {6, 4, 16});
-    s.attrs().heads = 4, s.attrs().head_dim = 16, s.attrs().seq_q = 3, s.attrs().position = 2;
-    out.push_back(s.done());
-  }
-  if (k == OpKind::rope) {  // varlen: each token at its own position
-    Sample s(k, d, "varlen");
+  if (k == OpKind::varlen_rope) {  // each token at its own position
+    Sample s(k, d, "positions");
     s.in("x", {6, 4, 16});
     s.write(s.in("positions", {6}), {0, 1, 2, 7, 8, 3});
     s.out("y", {6, 4, 16});
-    s.attrs().heads = 4, s.attrs().head_dim = 16, s.attrs().varlen = true;
-    out.push_back(s.done());
+    s.attrs().heads = 4, s.attrs().head_dim = 16;
+    return {s.done()};
   }
-  return out;
+  Sample s(k, d, "two sequences of 3 from position 2");
+  s.in(k == OpKind::rope ? "x" : "dy", {6, 4, 16});
+  s.out(k == OpKind::rope ? "y" : "dx", {6, 4, 16});
+  s.attrs().heads = 4, s.attrs().head_dim = 16, s.attrs().seq_q = 3, s.attrs().position = 2;
+  return {s.done()};
 }
 
 // ---- embedding ------------------------------------------------------------------------------
@@ -342,7 +338,7 @@ std::vector<OpSample> kv_append(DType d) {
     out.push_back(s.done());
   }
   {
-    Sample s(OpKind::kv_append, d, "paged, row 5");
+    Sample s(OpKind::paged_kv_append, d, "row 5");
     s.in("k_new", {2, 1, 2, 16}), s.in("pages", {8, 4, 2, 16}, TensorRole::kv_cache), s.in("block_table", {2, 4});
     s.out("pages.out", {8, 4, 2, 16});
     OpAttrs& at = s.attrs();
@@ -350,12 +346,12 @@ std::vector<OpSample> kv_append(DType d) {
     out.push_back(s.done());
   }
   {
-    Sample s(OpKind::kv_append, d, "varlen slots");
+    Sample s(OpKind::varlen_kv_append, d, "slots");
     s.in("k_new", {6, 2, 16}), s.in("pages", {6, 4, 2, 16}, TensorRole::kv_cache);
     s.write(s.in("slots", {6}), {3, 9, 10, 11, -1, 20});
     s.out("pages.out", {6, 4, 2, 16});
     OpAttrs& at = s.attrs();
-    at.varlen = true, at.kv_block = 4, at.rows = 6, at.kv_heads = 2, at.head_dim = 16;
+    at.kv_block = 4, at.rows = 6, at.kv_heads = 2, at.head_dim = 16;
     out.push_back(s.done());
   }
   return out;
@@ -370,11 +366,11 @@ std::vector<OpSample> slice_last_token(DType d) {
     out.push_back(s.done());
   }
   {
-    Sample s(OpKind::slice_last_token, d, "varlen rows");
+    Sample s(OpKind::varlen_slice_last_token, d, "rows");
     s.in("x", {6, 16});
     s.write(s.in("rows", {3}), {0, 3, 5});
     s.out("y", {3, 16});
-    s.attrs().cols = 16, s.attrs().varlen = true, s.attrs().batch = 3;
+    s.attrs().cols = 16, s.attrs().batch = 3;
     out.push_back(s.done());
   }
   return out;
@@ -434,11 +430,8 @@ std::vector<OpSample> copy(DType d) {
   return out;
 }
 
-}  // namespace
-
-bool is_sampled(OpKind k) { return k != OpKind::collective && k != OpKind::host; }
-
-std::vector<OpSample> op_samples(OpKind k, DType d) {
+// The samples of k's family (the functions above build a family's kinds together).
+std::vector<OpSample> family_samples(OpKind k, DType d) {
   switch (k) {
     case OpKind::gemm: return gemm(d);
     case OpKind::attn_scores:
@@ -447,7 +440,9 @@ std::vector<OpSample> op_samples(OpKind k, DType d) {
     case OpKind::attn_context_bwd:
     case OpKind::attn_softmax_bwd:
     case OpKind::attn_scores_bwd: return materialized(k, d);
-    case OpKind::flash_attention: return flash_attention(d);
+    case OpKind::flash_attention:
+    case OpKind::paged_flash_attention:
+    case OpKind::varlen_flash_attention: return flash_attention(d);
     case OpKind::flash_attention_bwd: return flash_attention_bwd(d);
     case OpKind::attn_merge: return attn_merge(d);
     case OpKind::layernorm:
@@ -463,12 +458,16 @@ std::vector<OpSample> op_samples(OpKind k, DType d) {
     case OpKind::silu_mul_bwd:
     case OpKind::residual_add: return pointwise(k, d);
     case OpKind::rope:
+    case OpKind::varlen_rope:
     case OpKind::rope_bwd: return rope(k, d);
     case OpKind::embedding:
     case OpKind::embedding_bwd: return embedding(k, d);
     case OpKind::adamw: return adamw(d);
-    case OpKind::kv_append: return kv_append(d);
-    case OpKind::slice_last_token: return slice_last_token(d);
+    case OpKind::kv_append:
+    case OpKind::paged_kv_append:
+    case OpKind::varlen_kv_append: return kv_append(d);
+    case OpKind::slice_last_token:
+    case OpKind::varlen_slice_last_token: return slice_last_token(d);
     case OpKind::moe_route:
     case OpKind::moe_route_bwd:
     case OpKind::moe_dispatch:
@@ -480,6 +479,17 @@ std::vector<OpSample> op_samples(OpKind k, DType d) {
     case OpKind::host: return {};
   }
   return {};
+}
+
+}  // namespace
+
+bool is_sampled(OpKind k) { return k != OpKind::collective && k != OpKind::host; }
+
+std::vector<OpSample> op_samples(OpKind k, DType d) {
+  std::vector<OpSample> out;
+  for (OpSample& s : family_samples(k, d))
+    if (s.op().kind == k) out.push_back(std::move(s));
+  return out;
 }
 
 std::vector<int> sample_outputs(const OpSample& s) { return s.op().outputs; }

@@ -1,5 +1,5 @@
 // Varlen paged attention on the GPU: a serving engine's step, T tokens of S sequences of
-// different lengths packed in one tensor (attrs.varlen), with exactly the semantics of
+// different lengths packed in one tensor (varlen_flash_attention), with exactly the semantics of
 // cpu::varlen_flash_attention (cpu_kernels.hpp): Q, O [T, H, d]; LSE [H, T] fp32; K/V pages
 // [num_blocks, block, Hkv, d]; table [S, max_blocks]; query_start [S + 1]; kv_len [S]; query i
 // of sequence s sees its keys 0 .. kv_len[s] − q_len + i. The int32 metadata lives on the device

@@ -144,7 +144,7 @@ TEST_CASE("cpu engine: a decode beside another sequence's prompt gives each one'
   const auto step = engine_step(m, {{a, 8, 9, a_blocks, true}, {b, 0, 7, b_blocks, true}}, 4, 8);
   const Op* flash = nullptr;
   for (const Op& op : step.first.ops)
-    if (op.kind == OpKind::flash_attention) flash = &op;
+    if (op.kind == OpKind::varlen_flash_attention) flash = &op;
   REQUIRE(flash != nullptr);
   CHECK(flash->attrs.decode_seqs == 1);
   const std::vector<float> logits = logits_of(step.first, step.second, &shared);

@@ -1,4 +1,4 @@
-// A serving engine's packed step on the CPU (attrs.varlen): varlen attention against the paged
+// A serving engine's packed step on the CPU (the varlen kinds): varlen attention against the paged
 // kernel run one sequence at a time (decodes, a prefill chunk after cached tokens, a whole
 // prompt; GQA groups; shuffled pages), rope at explicit positions against rope, appends through
 // page slots, the row gather, every metadata rule, the ops' shape checks and execution in a
@@ -293,17 +293,18 @@ struct StepGraph {
     rows = add(g, "last_rows", {2}, DType::int32, TensorRole::input);
     y = add(g, "last", {2, heads * head_dim});
     OpAttrs a;
-    a.varlen = true;
     a.batch = 2, a.rows = tokens;
     a.heads = heads, a.kv_heads = kv_heads, a.head_dim = head_dim;
     a.seq_q = 3, a.seq_kv = 6, a.kv_block = block, a.decode_seqs = 1, a.causal = true;
     a.elements = tokens * heads * head_dim;
-    rope_op = make(OpKind::rope, "rope", {x, positions}, {xr}, a);
-    append_op = make(OpKind::kv_append, "k_append", {k_new, pages_in, slots}, {pages}, a);
-    attention_op = make(OpKind::flash_attention, "attn", {xr, pages, v_pages, table, query_start, kv_len}, {o, lse}, a);
+    append_op = make(OpKind::varlen_kv_append, "k_append", {k_new, pages_in, slots}, {pages}, a);
+    attention_op = make(OpKind::varlen_flash_attention, "attn", {xr, pages, v_pages, table, query_start, kv_len},
+                        {o, lse}, a);
+    a.kv_block = 0;  // rope and the slice read no pages
+    rope_op = make(OpKind::varlen_rope, "rope", {x, positions}, {xr}, a);
     OpAttrs s = a;
     s.cols = heads * head_dim;
-    slice_op = make(OpKind::slice_last_token, "slice", {o, rows}, {y}, s);
+    slice_op = make(OpKind::varlen_slice_last_token, "slice", {o, rows}, {y}, s);
   }
 };
 
@@ -345,11 +346,16 @@ TEST_CASE("cpu varlen shapes: check_op accepts the step's ops and names what is 
   rejects(s.attention_op, "kv_len: [sequences]");
   s.g.tensor(s.kv_len).shape = {2};
   Op op = s.attention_op;
-  op.inputs.resize(4);  // the paged form's inputs
-  rejects(op, "the kind (varlen) takes 6..6 inputs");
+  op.inputs.resize(4);  // paged_flash_attention's inputs
+  rejects(op, "the kind takes 6..6 inputs");
   op = s.attention_op;
-  op.attrs.varlen = false;
-  rejects(op, "takes 3..4 inputs");
+  op.kind = OpKind::paged_flash_attention;
+  rejects(op, "the kind takes 4..4 inputs");
+  op.kind = OpKind::flash_attention;
+  rejects(op, "the kind takes 3..3 inputs");
+  op.inputs.resize(3);
+  rejects(op, "op 'attn' (flash_attention) has kv_block = 4, but flash_attention reads no KV pages: a paged cache is "
+              "read by paged_flash_attention");
   op = s.attention_op;
   op.attrs.seq_kv = 9;  // more than 2 pages of 4 rows
   rejects(op, "seq_kv = 9");
@@ -366,7 +372,7 @@ TEST_CASE("cpu varlen shapes: check_op accepts the step's ops and names what is 
   s.g.tensor(s.y).shape = {3, s.heads * s.head_dim};
   rejects(s.slice_op, "y: [rows kept, cols]");
   s.g.tensor(s.y).shape = {2, s.heads * s.head_dim};
-  // A shape function of the fixed-length form refuses a varlen op rather than misread it.
+  // A shape function of the fixed-length kind refuses a varlen op rather than misread it.
   CHECK_THROWS_AS((void)ops::kv_append_shape(s.append_op, s.g), NotExecutable);
   CHECK_THROWS_AS((void)ops::slice_shape(s.slice_op, s.g), NotExecutable);
   CHECK_THROWS_AS((void)ops::attn_shape(s.attention_op, s.g), NotExecutable);
@@ -436,9 +442,9 @@ TEST_CASE("op metrics: varlen attention counts the pairs scored and the key rows
   const int v = add(g, "v", {2, 4, 1, 4}, DType::fp32, TensorRole::kv_cache);
   const int table = add(g, "table", {2, 2}, DType::int32), qs = add(g, "qs", {3}, DType::int32);
   const int kvl = add(g, "kvl", {2}, DType::int32), o = add(g, "o", {3, 2, 4}), lse = add(g, "lse", {2, 3});
-  Op op = make(OpKind::flash_attention, "attn", {q, k, v, table, qs, kvl}, {o, lse}, {});
+  Op op = make(OpKind::varlen_flash_attention, "attn", {q, k, v, table, qs, kvl}, {o, lse}, {});
   OpAttrs& a = op.attrs;
-  a.varlen = true, a.batch = 2, a.rows = 3, a.heads = 2, a.kv_heads = 1, a.head_dim = 4;
+  a.batch = 2, a.rows = 3, a.heads = 2, a.kv_heads = 1, a.head_dim = 4;
   a.seq_q = 2, a.seq_kv = 5, a.kv_block = 4, a.kv_pairs = 10, a.cols = 8, a.decode_seqs = 1;
   CHECK(op_flops(op, g) == 320);  // 4 · 2 heads · 4 · 10 pairs
   // Q 96 + O 96 + LSE 24 + table 16 + query starts 12 + KV lengths 8, and K, V: 2 · 8 rows · 1 · 4 · 4 B.
@@ -451,13 +457,14 @@ TEST_CASE("op metrics: varlen attention counts the pairs scored and the key rows
 
   const int k_new = add(g, "k_new", {3, 1, 4}), slots = add(g, "slots", {3}, DType::int32);
   const int k_out = add(g, "k_out", {2, 4, 1, 4}, DType::fp32, TensorRole::kv_cache);
-  const Op append = make(OpKind::kv_append, "append", {k_new, k, slots}, {k_out}, a);
+  const Op append = make(OpKind::varlen_kv_append, "append", {k_new, k, slots}, {k_out}, a);
+  a.kv_block = 0;
   CHECK(op_bytes(append, g) == 48 + 48 + 12);  // rows read, rows written, slots
   const int x = add(g, "x", {3, 5}), rows = add(g, "rows", {2}, DType::int32), y = add(g, "y", {2, 5});
-  const Op slice = make(OpKind::slice_last_token, "slice", {x, rows}, {y}, a);
+  const Op slice = make(OpKind::varlen_slice_last_token, "slice", {x, rows}, {y}, a);
   CHECK(op_bytes(slice, g) == 40 + 40 + 8);  // the kept rows read and written, their indices
   const int pos = add(g, "positions", {3}, DType::int32), xr = add(g, "q.rope", {3, 2, 4});
-  Op rope = make(OpKind::rope, "rope", {q, pos}, {xr}, a);
+  Op rope = make(OpKind::varlen_rope, "rope", {q, pos}, {xr}, a);
   rope.attrs.elements = 24;
   CHECK(op_bytes(rope, g) == 96 + 12 + 96);
   CHECK(op_flops(rope, g) == 72);

@@ -135,6 +135,38 @@ TEST_CASE("calibrate merge: cells take the median of the files, curves the poole
   CHECK(hw.calibration.measured_on.mode == "full, 2 calibrations merged");
 }
 
+TEST_CASE("calibrate merge: points naming paged ops by their dense kind merge as those naming the paged kinds") {
+  // Files written before the paged and varlen kinds existed name a paged append "kv_append" and
+  // a paged attention "flash_attention" in their kind column; the curve keys are the same.
+  auto points = [](OpKind append, OpKind attention) {
+    MeasuredPoint a = point("cal decode 1x256 +paged", append, DType::bf16, "kv_append/bf16/memory/paged", 1e-6, 0.3);
+    a.op.attrs.batch = 1, a.op.attrs.kv_block = 16;
+    MeasuredPoint f = point("cal decode 1x256 +paged", attention, DType::bf16, "flash_attention/bf16/memory/paged",
+                            2e-6, 0.6);
+    f.op.attrs.batch = 1, f.op.attrs.kv_block = 16;
+    return std::vector<MeasuredPoint>{a, f};
+  };
+  const std::vector<MeasuredPoint> old_points = points(OpKind::kv_append, OpKind::flash_attention);
+  const std::vector<MeasuredPoint> new_points = points(OpKind::paged_kv_append, OpKind::paged_flash_attention);
+  CHECK(points_to_csv(old_points).find(",kv_append,") != std::string::npos);
+  CHECK(points_to_csv(new_points).find(",paged_kv_append,") != std::string::npos);
+  MergeSummary from_old, from_new;
+  const Hardware a = merge_calibrations(base_profile(), {saved(old_points)}, from_old);
+  const Hardware b = merge_calibrations(base_profile(), {saved(new_points)}, from_new);
+  // A one-sequence paged append is no contiguous copy, whichever kind the file names.
+  CHECK(from_old.updated.rekeyed == 0);
+  CHECK(from_new.updated.rekeyed == 0);
+  CHECK(a.calibration.kernels.count("kv_append/bf16/memory/contiguous") == 0);
+  for (const char* key : {"kv_append/bf16/memory/paged", "flash_attention/bf16/memory/paged"}) {
+    CAPTURE(key);
+    REQUIRE(a.calibration.kernels.count(key) == 1);
+    REQUIRE(b.calibration.kernels.count(key) == 1);
+    CHECK(a.calibration.kernels.at(key).seconds == b.calibration.kernels.at(key).seconds);
+    CHECK(a.calibration.kernels.at(key).efficiency == b.calibration.kernels.at(key).efficiency);
+  }
+  CHECK(a.calibration.kernels.size() == b.calibration.kernels.size());
+}
+
 TEST_CASE("calibrate merge: files without a point are refused") {
   MergeSummary s;
   CHECK_THROWS_WITH_AS((void)merge_calibrations(base_profile(), {saved({}), saved({})}, s),

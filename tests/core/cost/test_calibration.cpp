@@ -116,6 +116,16 @@ TEST_CASE("calibration: keys name the kind, the priced dtype and the bound") {
   CHECK(calibration_key(OpKind::rmsnorm, DType::bf16, false) == "rmsnorm/bf16/memory");
   CHECK(calibration_key(OpKind::flash_attention, DType::fp16, true) == "flash_attention/fp16/compute");
   CHECK(calibration_key(OpKind::attn_scores, DType::bf16, false, "decode") == "attn_scores/bf16/memory/decode");
+  // Paged and varlen kinds read their dense kind's curves, the layout in the variant.
+  CHECK(calibration_key(OpKind::paged_flash_attention, DType::bf16, false, "paged") ==
+        "flash_attention/bf16/memory/paged");
+  CHECK(calibration_key(OpKind::varlen_flash_attention, DType::bf16, true, "paged") ==
+        "flash_attention/bf16/compute/paged");
+  CHECK(calibration_key(OpKind::paged_kv_append, DType::bf16, false, "paged") == "kv_append/bf16/memory/paged");
+  CHECK(calibration_key(OpKind::varlen_kv_append, DType::fp32, false, "paged") == "kv_append/fp32/memory/paged");
+  CHECK(calibration_key(OpKind::varlen_rope, DType::bf16, false) == "rope/bf16/memory");
+  CHECK(calibration_key(OpKind::varlen_slice_last_token, DType::bf16, false) == "slice_last_token/bf16/memory");
+  CHECK(is_decode_attention(OpKind::paged_flash_attention, 1));
   CHECK(is_decode_attention(OpKind::flash_attention, 1));
   CHECK(is_decode_attention(OpKind::attn_context, 16));
   CHECK_FALSE(is_decode_attention(OpKind::attn_context, 17));   // a prompt
@@ -280,7 +290,7 @@ TEST_CASE("calibration: decode attention reads the curve of its query rows per K
   CHECK(decode_rows_variant(f) == "decode_qn");      // a group of 5
   f.attrs.seq_q = 64;
   CHECK(decode_rows_variant(f).empty());             // a prompt
-  f.attrs.seq_q = 1, f.attrs.kv_block = 16;
+  f.attrs.seq_q = 1, f.attrs.kv_block = 16, f.kind = OpKind::paged_flash_attention;
   CHECK(decode_rows_variant(f).empty());             // paged: its own curve
   Op scores = f;
   scores.kind = OpKind::attn_scores, scores.attrs.kv_block = 0;
@@ -316,14 +326,18 @@ TEST_CASE("calibration: a one-sequence KV append or last-token slice reads the c
   CHECK(finer_calibration_variant(k) == "contiguous");
   k.attrs.batch = 2;
   CHECK(copy_rows_variant(k).empty());          // a 2-D copy of 2 blocks
-  k.attrs.batch = 1, k.attrs.kv_block = 16;
+  k.attrs.batch = 1, k.attrs.kv_block = 16, k.kind = OpKind::paged_kv_append;
   CHECK(copy_rows_variant(k).empty());          // paged: its own kernel and curve
+  k.kind = OpKind::varlen_kv_append;
+  CHECK(copy_rows_variant(k).empty());
   Op s;
   s.kind = OpKind::slice_last_token;
   s.attrs.batch = 1;
   CHECK(copy_rows_variant(s) == "contiguous");
   s.attrs.batch = 3;
   CHECK(copy_rows_variant(s).empty());
+  s.kind = OpKind::varlen_slice_last_token, s.attrs.batch = 1;
+  CHECK(copy_rows_variant(s).empty());          // a gather of rows anywhere in the step
   Op add;
   add.kind = OpKind::residual_add;
   add.attrs.batch = 1;
@@ -421,8 +435,8 @@ TEST_CASE("calibration: paged ops read their paged curve, else the unpaged one")
   const Op* attn = nullptr;
   const Op* append = nullptr;
   for (const Op& op : g.ops) {
-    if (op.kind == OpKind::flash_attention && attn == nullptr) attn = &op;
-    if (op.kind == OpKind::kv_append && append == nullptr) append = &op;
+    if (op.kind == OpKind::paged_flash_attention && attn == nullptr) attn = &op;
+    if (op.kind == OpKind::paged_kv_append && append == nullptr) append = &op;
   }
   REQUIRE(attn != nullptr);
   REQUIRE(append != nullptr);

@@ -177,8 +177,16 @@ TEST_CASE("operands whose dtype the op fixes: ids, targets and block tables int3
   CHECK(fixed_operand_dtype(OpKind::cross_entropy, true, 0) == DType::fp32);
   CHECK_FALSE(fixed_operand_dtype(OpKind::cross_entropy, true, 1));  // dlogits
   CHECK(fixed_operand_dtype(OpKind::flash_attention, true, 1) == DType::fp32);
-  CHECK(fixed_operand_dtype(OpKind::flash_attention, false, 3) == DType::int32);
-  CHECK(fixed_operand_dtype(OpKind::kv_append, false, 2) == DType::int32);
+  CHECK(fixed_operand_dtype(OpKind::paged_flash_attention, true, 1) == DType::fp32);
+  CHECK(fixed_operand_dtype(OpKind::paged_flash_attention, false, 3) == DType::int32);  // the block table
+  CHECK_FALSE(fixed_operand_dtype(OpKind::paged_flash_attention, false, 1));           // the pages
+  for (std::size_t i = 3; i < 6; ++i) CHECK(fixed_operand_dtype(OpKind::varlen_flash_attention, false, i) == DType::int32);
+  CHECK(fixed_operand_dtype(OpKind::varlen_flash_attention, true, 1) == DType::fp32);
+  CHECK(fixed_operand_dtype(OpKind::paged_kv_append, false, 2) == DType::int32);
+  CHECK(fixed_operand_dtype(OpKind::varlen_kv_append, false, 2) == DType::int32);   // the slots
+  CHECK(fixed_operand_dtype(OpKind::varlen_rope, false, 1) == DType::int32);        // positions
+  CHECK(fixed_operand_dtype(OpKind::varlen_slice_last_token, false, 1) == DType::int32);
+  CHECK_FALSE(fixed_operand_dtype(OpKind::varlen_rope, false, 0));
   CHECK(fixed_operand_dtype(OpKind::flash_attention_bwd, false, 5) == DType::fp32);
   CHECK_FALSE(fixed_operand_dtype(OpKind::gemm, false, 0));
   CHECK_FALSE(fixed_operand_dtype(OpKind::rmsnorm, true, 0));

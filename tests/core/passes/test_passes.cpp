@@ -352,14 +352,17 @@ TEST_CASE("passes: paged_kv pages the cache and wires the block table into appen
   CHECK(role_bytes(g, TensorRole::kv_cache) == role_bytes(flat, TensorRole::kv_cache) * 160 / 200);
   for (const Tensor& t : g.tensors)
     if (t.role == TensorRole::kv_cache) CHECK(t.shape == std::vector<int64_t>{20, 16, 2, 16});
+  // The appends and the attention become their paged kinds; no contiguous-cache kind is left.
+  CHECK(count_kind(g, OpKind::kv_append) == 0);
+  CHECK(count_kind(g, OpKind::flash_attention) == 0);
   int appends = 0, attends = 0;
   for (const Op& op : g.ops) {
-    if (op.kind != OpKind::kv_append && op.kind != OpKind::flash_attention) continue;
+    if (op.kind != OpKind::paged_kv_append && op.kind != OpKind::paged_flash_attention) continue;
     CHECK(op.attrs.kv_block == 16);
     CHECK(op.attrs.kv_capacity == 160);
     CHECK(op.inputs.back() == table_id);
-    appends += op.kind == OpKind::kv_append;
-    attends += op.kind == OpKind::flash_attention;
+    appends += op.kind == OpKind::paged_kv_append;
+    attends += op.kind == OpKind::paged_flash_attention;
   }
   CHECK(appends == 8);  // K and V of 4 layers
   CHECK(attends == 4);

@@ -2,6 +2,7 @@
 // shapes, attention work worked out by hand, and the order and slots of the packed tokens.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <random>
 #include <string>
 
@@ -43,9 +44,10 @@ TEST_CASE("engine step graph: one varlen paged attention per layer, its work cou
   int flashes = 0;
   for (const Op& op : g.ops) {
     CHECK(op.kind != OpKind::attn_scores);
-    if (op.kind != OpKind::flash_attention) continue;
+    CHECK(op.kind != OpKind::flash_attention);
+    if (op.kind != OpKind::varlen_flash_attention) continue;
     ++flashes;
-    CHECK(op.attrs.varlen);
+    CHECK(op.attrs.kv_block == 4);
     CHECK(op.attrs.batch == 4);
     CHECK(op.attrs.rows == 9);         // 1 + 1 + 4 + 3 tokens
     CHECK(op.attrs.decode_seqs == 2);
@@ -57,6 +59,14 @@ TEST_CASE("engine step graph: one varlen paged attention per layer, its work cou
     CHECK(op_flops(op, g) == doctest::Approx(4.0 * 4 * 16 * 54));
   }
   CHECK(flashes == m.layers);
+  // Each kind of the step is the varlen one: rope, the appends, the attention and the slice.
+  std::map<OpKind, int> kinds;
+  for (const Op& op : g.ops) ++kinds[op.kind];
+  CHECK(kinds[OpKind::varlen_rope] == 2 * m.layers);
+  CHECK(kinds[OpKind::varlen_kv_append] == 2 * m.layers);
+  CHECK(kinds[OpKind::varlen_slice_last_token] == 1);
+  for (OpKind dense : {OpKind::rope, OpKind::kv_append, OpKind::paged_kv_append, OpKind::slice_last_token})
+    CHECK(kinds[dense] == 0);
   // The head runs on the three sampling rows only.
   for (const Op& op : g.ops)
     if (op.name == "lm_head") CHECK(op.attrs.m == 3);

@@ -16,7 +16,9 @@
 #include "cli/cmd_validate.hpp"
 #include "cli/subcommands.hpp"
 #include "core/errors.hpp"
+#include "core/passes/passes.hpp"
 #include "core/validate/replay.hpp"
+#include "graph_test_models.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;
@@ -154,6 +156,40 @@ TEST_CASE("replay backend: steps by scenario and name, ops by name, unmeasured s
   b.select("other");
   g.applied = {"eager"};
   CHECK_THROWS_AS(b.run(g, RunOptions{}), NotExecutable);
+}
+
+TEST_CASE("replay backend: a report that names paged ops by their dense kind replays onto the paged kinds") {
+  // Reports written before the paged kinds existed recorded a paged decode's attention and
+  // appends as flash_attention and kv_append: ops match by name, so they measure the same ops.
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 2, w.prompt = 64, w.new_tokens = 8;
+  const std::vector<StackStep> stack{
+      {"+paged", {{"bf16", std::nullopt}, {"flash_attention", std::nullopt}, {"paged_kv", std::nullopt}}}};
+  const Graph g = build_stack_graph(test_models::tiny_llama(), w, stack, 0);
+  const std::string text = R"({"validate": {"device": "Fake", "backend": "cuda", "catalog": "H100-SXM"},
+    "steps": [{"scenario": "s", "step": "+paged", "measured_s": 0.002}],
+    "ops": [{"scenario": "s", "step": "+paged", "op": "layer0.attn.flash_attention", "kind": "flash_attention",
+             "measured_s": 4e-6},
+            {"scenario": "s", "step": "+paged", "op": "layer0.attn.k_append", "kind": "kv_append",
+             "measured_s": 2e-6}]})";
+  ReplayBackend b = ReplayBackend::from_json_text(text, "old.json");
+  b.select("s");
+  const Measurement m = b.run(g, RunOptions{});
+  int measured = 0;
+  for (const Op& op : g.ops) {
+    if (!m.ops[static_cast<std::size_t>(op.id)].executed) continue;
+    ++measured;
+    if (op.name == "layer0.attn.flash_attention") {
+      CHECK(op.kind == OpKind::paged_flash_attention);
+      CHECK(m.ops[static_cast<std::size_t>(op.id)].median == approx(4e-6));
+    } else {
+      CHECK(op.name == "layer0.attn.k_append");
+      CHECK(op.kind == OpKind::paged_kv_append);
+      CHECK(m.ops[static_cast<std::size_t>(op.id)].median == approx(2e-6));
+    }
+  }
+  CHECK(measured == 2);
 }
 
 TEST_CASE("replay backend: a report that does not record its timed runs says none") {
