@@ -63,60 +63,6 @@ AttnOperands attn_operands(OpKind k) {
   }
 }
 
-struct Arity {
-  int in_min, in_max, out_min, out_max;
-};
-
-Arity arity_of(OpKind k) {
-  switch (k) {
-    case OpKind::gemm: return {2, 3, 1, 1};
-    case OpKind::attn_scores: return {2, 2, 1, 1};
-    case OpKind::attn_softmax: return {1, 1, 1, 1};
-    case OpKind::attn_context: return {2, 2, 1, 1};
-    case OpKind::attn_context_bwd: return {3, 3, 2, 2};
-    case OpKind::attn_softmax_bwd: return {2, 2, 1, 1};
-    case OpKind::attn_scores_bwd: return {3, 3, 2, 2};
-    case OpKind::flash_attention: return {3, 3, 2, 2};
-    case OpKind::paged_flash_attention: return {4, 4, 2, 2};   // + block table
-    case OpKind::varlen_flash_attention: return {6, 6, 2, 2};  // + table, query starts, KV lengths
-    case OpKind::flash_attention_bwd: return {6, 6, 3, 3};
-    case OpKind::attn_merge: return {4, 4, 2, 2};
-    case OpKind::layernorm: return {3, 3, 1, 1};
-    case OpKind::layernorm_bwd: return {3, 3, 3, 3};
-    case OpKind::rmsnorm: return {2, 2, 1, 1};
-    case OpKind::rmsnorm_bwd: return {3, 3, 2, 2};
-    case OpKind::gelu: return {1, 1, 1, 1};
-    case OpKind::gelu_bwd: return {2, 2, 1, 1};
-    case OpKind::silu_mul: return {2, 2, 1, 1};
-    case OpKind::silu_mul_bwd: return {3, 3, 2, 2};
-    case OpKind::rope: return {1, 1, 1, 1};
-    case OpKind::varlen_rope: return {2, 2, 1, 1};  // + positions
-    case OpKind::rope_bwd: return {1, 1, 1, 1};
-    case OpKind::residual_add: return {2, 2, 1, 1};
-    case OpKind::embedding: return {2, 3, 1, 1};
-    case OpKind::embedding_bwd: return {2, 4, 1, 2};
-    case OpKind::cross_entropy: return {2, 2, 1, 2};
-    case OpKind::adamw: return {4, 1 << 30, 3, 1 << 30};
-    case OpKind::add_rmsnorm: return {3, 3, 2, 2};
-    case OpKind::add_layernorm: return {4, 4, 2, 2};
-    case OpKind::kv_append: return {2, 2, 1, 1};
-    case OpKind::paged_kv_append: return {3, 3, 1, 1};   // + block table
-    case OpKind::varlen_kv_append: return {3, 3, 1, 1};  // + slots
-    case OpKind::slice_last_token: return {1, 1, 1, 1};
-    case OpKind::varlen_slice_last_token: return {2, 2, 1, 1};  // + rows kept
-    case OpKind::moe_route: return {1, 1, 3, 3};
-    case OpKind::moe_route_bwd: return {3, 3, 1, 1};
-    case OpKind::moe_dispatch: return {3, 3, 1, 1};
-    case OpKind::moe_dispatch_bwd: return {3, 3, 1, 1};
-    case OpKind::moe_combine: return {4, 4, 1, 1};
-    case OpKind::moe_combine_bwd: return {5, 5, 2, 2};
-    case OpKind::copy: return {1, 1, 1, 1};
-    case OpKind::collective:
-    case OpKind::host: return {0, 1 << 30, 0, 1 << 30};
-  }
-  return {0, 0, 0, 0};
-}
-
 void expect_int32(const Op& op, const Tensor& t, const char* what) {
   if (t.dtype != DType::int32) fail(op, fmt::format("{} '{}' must be int32", what, t.name));
 }
@@ -124,12 +70,16 @@ void expect_int32(const Op& op, const Tensor& t, const char* what) {
 }  // namespace
 
 void check_arity(const Op& op) {
-  const Arity a = arity_of(op.kind);
-  const auto ni = static_cast<int>(op.inputs.size()), no = static_cast<int>(op.outputs.size());
-  if (ni < a.in_min || ni > a.in_max || no < a.out_min || no > a.out_max)
+  // The kind's signature (core/graph/op_kind.cpp); a variadic one takes any number more.
+  const OpSignature& sig = signature_of(op.kind);
+  constexpr std::size_t any = std::size_t{1} << 30;
+  const std::size_t in_max = sig.variadic ? any : sig.inputs.size();
+  const std::size_t out_max = sig.variadic ? any : sig.outputs.size();
+  const std::size_t ni = op.inputs.size(), no = op.outputs.size();
+  if (ni < sig.min_inputs() || ni > in_max || no < sig.min_outputs() || no > out_max)
     fail(op, fmt::format("has {} inputs and {} outputs; the kind takes {}..{} inputs and {}..{} "
-                         "outputs (core/graph/op_kind.hpp)",
-                         ni, no, a.in_min, a.in_max, a.out_min, a.out_max));
+                         "outputs ({})",
+                         ni, no, sig.min_inputs(), in_max, sig.min_outputs(), out_max, signature_text(op.kind)));
 }
 
 std::vector<InPlace> in_place_operands(const Op& op) {

@@ -1,90 +1,150 @@
+// The op table (one row per kind) and what is read from it.
 #include "core/graph/op_kind.hpp"
+
+#include <iterator>
 
 namespace perfsim {
 
-OpClass class_of(OpKind k) {
-  switch (k) {
-    case OpKind::gemm: return OpClass::gemm;
-    case OpKind::attn_scores: case OpKind::attn_softmax: case OpKind::attn_context:
-    case OpKind::attn_scores_bwd: case OpKind::attn_softmax_bwd: case OpKind::attn_context_bwd:
-    case OpKind::flash_attention: case OpKind::paged_flash_attention: case OpKind::varlen_flash_attention:
-    case OpKind::flash_attention_bwd: return OpClass::attention;
-    case OpKind::layernorm: case OpKind::layernorm_bwd: case OpKind::rmsnorm:
-    case OpKind::rmsnorm_bwd: return OpClass::norm;
-    case OpKind::gelu: case OpKind::gelu_bwd: case OpKind::silu_mul: case OpKind::silu_mul_bwd:
-    case OpKind::rope: case OpKind::varlen_rope: case OpKind::rope_bwd: case OpKind::residual_add:
-      return OpClass::pointwise;
-    // Joining two attention blocks' outputs is element-wise, memory-bound like an add.
-    case OpKind::attn_merge: return OpClass::pointwise;
-    // Routing is a row-wise top-k and softmax over E logits, pointwise-like in cost; the
-    // rest move rows between token and expert order (combine also scales them) in kernels that
-    // stream device memory as element-wise kernels do, not on the copy engines the memory class
-    // is fitted to (copies to and from the host, memsets).
-    case OpKind::moe_route: case OpKind::moe_route_bwd: return OpClass::pointwise;
-    case OpKind::moe_dispatch: case OpKind::moe_dispatch_bwd: case OpKind::moe_combine:
-    case OpKind::moe_combine_bwd: return OpClass::pointwise;
-    case OpKind::add_rmsnorm: case OpKind::add_layernorm: return OpClass::norm;
-    case OpKind::embedding: case OpKind::embedding_bwd: return OpClass::embedding;
-    case OpKind::cross_entropy: return OpClass::loss;
-    case OpKind::adamw: return OpClass::optimizer;
-    case OpKind::kv_append: case OpKind::paged_kv_append: case OpKind::varlen_kv_append:
-    case OpKind::copy: case OpKind::slice_last_token: case OpKind::varlen_slice_last_token:
-      return OpClass::memory;
-    case OpKind::collective: return OpClass::communication;
-    case OpKind::host: return OpClass::host;
+namespace {
+
+// The op table: one row per kind, in declaration order. class: the report group efficiency
+// tables are keyed by; family: the kind whose calibration curves and host dispatch it shares
+// (calibration_family); pages: whether it reads a page pool of attrs.kv_block rows per page;
+// paged: what the paged_kv pass makes of it (itself: nothing). signature: its operands, each a
+// name with ":i32" or ":f32" when its type is fixed and "?" when it may be left out, "..." for
+// operand lists of any length.
+struct KindRow {
+  OpKind kind;
+  std::string_view name;
+  OpClass cls;
+  OpKind family;
+  bool pages;
+  OpKind paged;
+  std::string_view signature;
+};
+
+using K = OpKind;
+using C = OpClass;
+
+// Joining two attention blocks' outputs (attn_merge) is element-wise, memory-bound like an add.
+// Routing is a row-wise top-k and softmax over E logits, pointwise-like in cost; the other
+// expert ops move rows between token and expert order (combine also scales them) in kernels
+// that stream device memory as element-wise kernels do, not on the copy engines the memory class
+// is fitted to (copies to and from the host, memsets).
+constexpr KindRow kind_rows[] = {
+    {K::gemm, "gemm", C::gemm, K::gemm, false, K::gemm, "A B C? -> C"},
+    {K::attn_scores, "attn_scores", C::attention, K::attn_scores, false, K::attn_scores, "Q K -> S"},
+    {K::attn_softmax, "attn_softmax", C::attention, K::attn_softmax, false, K::attn_softmax, "S -> P"},
+    {K::attn_context, "attn_context", C::attention, K::attn_context, false, K::attn_context, "P V -> O"},
+    {K::attn_context_bwd, "attn_context_bwd", C::attention, K::attn_context_bwd, false, K::attn_context_bwd,
+     "dO P V -> dP dV"},
+    {K::attn_softmax_bwd, "attn_softmax_bwd", C::attention, K::attn_softmax_bwd, false, K::attn_softmax_bwd,
+     "P dP -> dS"},
+    {K::attn_scores_bwd, "attn_scores_bwd", C::attention, K::attn_scores_bwd, false, K::attn_scores_bwd,
+     "dS Q K -> dQ dK"},
+    {K::flash_attention, "flash_attention", C::attention, K::flash_attention, false, K::paged_flash_attention,
+     "Q K V -> O LSE:f32"},
+    {K::paged_flash_attention, "paged_flash_attention", C::attention, K::flash_attention, true,
+     K::paged_flash_attention, "Q K_pages V_pages table:i32 -> O LSE:f32"},
+    {K::varlen_flash_attention, "varlen_flash_attention", C::attention, K::flash_attention, true,
+     K::varlen_flash_attention, "Q K_pages V_pages table:i32 query_start:i32 kv_len:i32 -> O LSE:f32"},
+    {K::flash_attention_bwd, "flash_attention_bwd", C::attention, K::flash_attention_bwd, false,
+     K::flash_attention_bwd, "Q K V O dO LSE:f32 -> dQ dK dV"},
+    {K::attn_merge, "attn_merge", C::pointwise, K::attn_merge, false, K::attn_merge,
+     "O_a LSE_a:f32 O_b LSE_b:f32 -> O LSE:f32"},
+    {K::layernorm, "layernorm", C::norm, K::layernorm, false, K::layernorm, "x gamma beta -> y"},
+    {K::layernorm_bwd, "layernorm_bwd", C::norm, K::layernorm_bwd, false, K::layernorm_bwd,
+     "x gamma dy -> dx dgamma dbeta"},
+    {K::rmsnorm, "rmsnorm", C::norm, K::rmsnorm, false, K::rmsnorm, "x gamma -> y"},
+    {K::rmsnorm_bwd, "rmsnorm_bwd", C::norm, K::rmsnorm_bwd, false, K::rmsnorm_bwd, "x gamma dy -> dx dgamma"},
+    {K::gelu, "gelu", C::pointwise, K::gelu, false, K::gelu, "x -> y"},
+    {K::gelu_bwd, "gelu_bwd", C::pointwise, K::gelu_bwd, false, K::gelu_bwd, "x dy -> dx"},
+    {K::silu_mul, "silu_mul", C::pointwise, K::silu_mul, false, K::silu_mul, "gate up -> y"},
+    {K::silu_mul_bwd, "silu_mul_bwd", C::pointwise, K::silu_mul_bwd, false, K::silu_mul_bwd,
+     "gate up dy -> dgate dup"},
+    {K::rope, "rope", C::pointwise, K::rope, false, K::rope, "x -> y"},
+    {K::varlen_rope, "varlen_rope", C::pointwise, K::rope, false, K::varlen_rope, "x positions:i32 -> y"},
+    {K::rope_bwd, "rope_bwd", C::pointwise, K::rope_bwd, false, K::rope_bwd, "dy -> dx"},
+    {K::residual_add, "residual_add", C::pointwise, K::residual_add, false, K::residual_add, "a b -> out"},
+    {K::embedding, "embedding", C::embedding, K::embedding, false, K::embedding, "ids:i32 table positions? -> x"},
+    {K::embedding_bwd, "embedding_bwd", C::embedding, K::embedding_bwd, false, K::embedding_bwd,
+     "ids:i32 dx dtable_in? dpositions_in? -> dtable dpositions?"},
+    {K::cross_entropy, "cross_entropy", C::loss, K::cross_entropy, false, K::cross_entropy,
+     "logits targets:i32 -> loss:f32 dlogits?"},
+    {K::adamw, "adamw", C::optimizer, K::adamw, false, K::adamw, "param grad m v ... -> param m v ..."},
+    {K::add_rmsnorm, "add_rmsnorm", C::norm, K::add_rmsnorm, false, K::add_rmsnorm, "a b gamma -> sum y"},
+    {K::add_layernorm, "add_layernorm", C::norm, K::add_layernorm, false, K::add_layernorm,
+     "a b gamma beta -> sum y"},
+    {K::kv_append, "kv_append", C::memory, K::kv_append, false, K::paged_kv_append, "k_new cache -> cache"},
+    {K::paged_kv_append, "paged_kv_append", C::memory, K::kv_append, true, K::paged_kv_append,
+     "k_new pages table:i32 -> pages"},
+    {K::varlen_kv_append, "varlen_kv_append", C::memory, K::kv_append, true, K::varlen_kv_append,
+     "k_new pages slots:i32 -> pages"},
+    {K::slice_last_token, "slice_last_token", C::memory, K::slice_last_token, false, K::slice_last_token, "x -> y"},
+    {K::varlen_slice_last_token, "varlen_slice_last_token", C::memory, K::slice_last_token, false,
+     K::varlen_slice_last_token, "x rows:i32 -> y"},
+    {K::moe_route, "moe_route", C::pointwise, K::moe_route, false, K::moe_route,
+     "logits -> weights:f32 experts:i32 slots:i32"},
+    {K::moe_route_bwd, "moe_route_bwd", C::pointwise, K::moe_route_bwd, false, K::moe_route_bwd,
+     "logits experts:i32 dweights:f32 -> dlogits:f32"},
+    {K::moe_dispatch, "moe_dispatch", C::pointwise, K::moe_dispatch, false, K::moe_dispatch,
+     "x experts:i32 slots:i32 -> xe"},
+    {K::moe_dispatch_bwd, "moe_dispatch_bwd", C::pointwise, K::moe_dispatch_bwd, false, K::moe_dispatch_bwd,
+     "dxe experts:i32 slots:i32 -> dx"},
+    {K::moe_combine, "moe_combine", C::pointwise, K::moe_combine, false, K::moe_combine,
+     "ye experts:i32 slots:i32 weights:f32 -> y"},
+    {K::moe_combine_bwd, "moe_combine_bwd", C::pointwise, K::moe_combine_bwd, false, K::moe_combine_bwd,
+     "dy ye experts:i32 slots:i32 weights:f32 -> dye dweights:f32"},
+    {K::copy, "copy", C::memory, K::copy, false, K::copy, "x -> y"},
+    {K::collective, "collective", C::communication, K::collective, false, K::collective, "... -> ..."},
+    {K::host, "host", C::host, K::host, false, K::host, "... -> ..."},
+};
+static_assert(std::size(kind_rows) == op_kind_count, "one row per op kind");
+
+constexpr bool rows_in_order() {
+  for (std::size_t i = 0; i < std::size(kind_rows); ++i)
+    if (kind_rows[i].kind != op_kind_at(i)) return false;
+  return true;
+}
+static_assert(rows_in_order(), "kind_rows follows the OpKind declaration order");
+
+const KindRow& row(OpKind k) { return kind_rows[static_cast<std::size_t>(k)]; }
+
+// One side of a signature ("Q K V", "param grad m v ...").
+void parse_operands(std::string_view text, std::vector<OperandSpec>& out, bool& variadic) {
+  while (!text.empty()) {
+    const std::size_t space = text.find(' ');
+    std::string_view word = text.substr(0, space);
+    text = space == std::string_view::npos ? std::string_view{} : text.substr(space + 1);
+    if (word.empty()) continue;
+    if (word == "...") {
+      variadic = true;
+      continue;
+    }
+    OperandSpec o;
+    if (word.back() == '?') o.optional = true, word.remove_suffix(1);
+    if (const std::size_t colon = word.find(':'); colon != std::string_view::npos) {
+      o.fixed = word.substr(colon + 1) == "i32" ? DType::int32 : DType::fp32;
+      word = word.substr(0, colon);
+    }
+    o.name = word;
+    out.push_back(o);
   }
-  return OpClass::host;
 }
 
-std::string_view name_of(OpKind k) {
-  switch (k) {
-    case OpKind::gemm: return "gemm";
-    case OpKind::attn_scores: return "attn_scores";
-    case OpKind::attn_softmax: return "attn_softmax";
-    case OpKind::attn_context: return "attn_context";
-    case OpKind::attn_scores_bwd: return "attn_scores_bwd";
-    case OpKind::attn_softmax_bwd: return "attn_softmax_bwd";
-    case OpKind::attn_context_bwd: return "attn_context_bwd";
-    case OpKind::flash_attention: return "flash_attention";
-    case OpKind::paged_flash_attention: return "paged_flash_attention";
-    case OpKind::varlen_flash_attention: return "varlen_flash_attention";
-    case OpKind::flash_attention_bwd: return "flash_attention_bwd";
-    case OpKind::attn_merge: return "attn_merge";
-    case OpKind::layernorm: return "layernorm";
-    case OpKind::layernorm_bwd: return "layernorm_bwd";
-    case OpKind::rmsnorm: return "rmsnorm";
-    case OpKind::rmsnorm_bwd: return "rmsnorm_bwd";
-    case OpKind::gelu: return "gelu";
-    case OpKind::gelu_bwd: return "gelu_bwd";
-    case OpKind::silu_mul: return "silu_mul";
-    case OpKind::silu_mul_bwd: return "silu_mul_bwd";
-    case OpKind::rope: return "rope";
-    case OpKind::varlen_rope: return "varlen_rope";
-    case OpKind::rope_bwd: return "rope_bwd";
-    case OpKind::residual_add: return "residual_add";
-    case OpKind::embedding: return "embedding";
-    case OpKind::embedding_bwd: return "embedding_bwd";
-    case OpKind::cross_entropy: return "cross_entropy";
-    case OpKind::adamw: return "adamw";
-    case OpKind::add_rmsnorm: return "add_rmsnorm";
-    case OpKind::add_layernorm: return "add_layernorm";
-    case OpKind::slice_last_token: return "slice_last_token";
-    case OpKind::varlen_slice_last_token: return "varlen_slice_last_token";
-    case OpKind::moe_route: return "moe_route";
-    case OpKind::moe_route_bwd: return "moe_route_bwd";
-    case OpKind::moe_dispatch: return "moe_dispatch";
-    case OpKind::moe_dispatch_bwd: return "moe_dispatch_bwd";
-    case OpKind::moe_combine: return "moe_combine";
-    case OpKind::moe_combine_bwd: return "moe_combine_bwd";
-    case OpKind::kv_append: return "kv_append";
-    case OpKind::paged_kv_append: return "paged_kv_append";
-    case OpKind::varlen_kv_append: return "varlen_kv_append";
-    case OpKind::copy: return "copy";
-    case OpKind::collective: return "collective";
-    case OpKind::host: return "host";
-  }
-  return "?";
+OpSignature parse_signature(std::string_view text) {
+  OpSignature sig;
+  const std::size_t arrow = text.find(" -> ");
+  parse_operands(text.substr(0, arrow), sig.inputs, sig.variadic);
+  parse_operands(text.substr(arrow + 4), sig.outputs, sig.variadic);
+  return sig;
 }
+
+}  // namespace
+
+OpClass class_of(OpKind k) { return row(k).cls; }
+
+std::string_view name_of(OpKind k) { return row(k).name; }
 
 std::string_view name_of(OpClass c) {
   switch (c) {
@@ -120,9 +180,8 @@ std::optional<OpClass> parse_op_class(std::string_view s) {
 }
 
 std::optional<OpKind> parse_op_kind(std::string_view s) {
-  // OpKind values are consecutive from gemm to host.
-  for (int k = 0; k <= static_cast<int>(OpKind::host); ++k)
-    if (s == name_of(static_cast<OpKind>(k))) return static_cast<OpKind>(k);
+  for (const KindRow& r : kind_rows)
+    if (s == r.name) return r.kind;
   return std::nullopt;
 }
 
@@ -132,87 +191,42 @@ std::optional<Collective> parse_collective(std::string_view s) {
   return std::nullopt;
 }
 
-bool reads_kv_pages(OpKind k) {
-  return k == OpKind::paged_flash_attention || k == OpKind::varlen_flash_attention ||
-         k == OpKind::paged_kv_append || k == OpKind::varlen_kv_append;
-}
+bool reads_kv_pages(OpKind k) { return row(k).pages; }
 
 std::optional<OpKind> paged_kind_of(OpKind k) {
-  if (k == OpKind::flash_attention) return OpKind::paged_flash_attention;
-  if (k == OpKind::kv_append) return OpKind::paged_kv_append;
-  return std::nullopt;
+  if (row(k).paged == k) return std::nullopt;
+  return row(k).paged;
 }
 
-OpKind calibration_family(OpKind k) {
-  switch (k) {
-    case OpKind::paged_flash_attention:
-    case OpKind::varlen_flash_attention: return OpKind::flash_attention;
-    case OpKind::paged_kv_append:
-    case OpKind::varlen_kv_append: return OpKind::kv_append;
-    case OpKind::varlen_rope: return OpKind::rope;
-    case OpKind::varlen_slice_last_token: return OpKind::slice_last_token;
-    default: return k;
-  }
+OpKind calibration_family(OpKind k) { return row(k).family; }
+
+std::size_t OpSignature::min_inputs() const {
+  std::size_t n = 0;
+  for (const OperandSpec& o : inputs) n += o.optional ? 0 : 1;
+  return n;
 }
+
+std::size_t OpSignature::min_outputs() const {
+  std::size_t n = 0;
+  for (const OperandSpec& o : outputs) n += o.optional ? 0 : 1;
+  return n;
+}
+
+const OpSignature& signature_of(OpKind k) {
+  static const std::vector<OpSignature> signatures = [] {
+    std::vector<OpSignature> all;
+    for (const KindRow& r : kind_rows) all.push_back(parse_signature(r.signature));
+    return all;
+  }();
+  return signatures[static_cast<std::size_t>(k)];
+}
+
+std::string_view signature_text(OpKind k) { return row(k).signature; }
 
 std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i) {
-  switch (k) {
-    case OpKind::embedding:
-    case OpKind::embedding_bwd:
-      if (!is_output && i == 0) return DType::int32;  // ids
-      break;
-    case OpKind::cross_entropy:
-      if (!is_output && i == 1) return DType::int32;  // targets
-      if (is_output && i == 0) return DType::fp32;    // loss
-      break;
-    case OpKind::flash_attention:
-      if (is_output && i == 1) return DType::fp32;    // LSE
-      break;
-    case OpKind::paged_flash_attention:
-    case OpKind::varlen_flash_attention:
-      if (is_output && i == 1) return DType::fp32;    // LSE
-      if (!is_output && i >= 3) return DType::int32;  // the block table (varlen: query starts, KV lengths)
-      break;
-    case OpKind::paged_kv_append:
-    case OpKind::varlen_kv_append:
-      if (!is_output && i == 2) return DType::int32;  // the block table (varlen: the slots)
-      break;
-    case OpKind::varlen_rope:
-      if (!is_output && i == 1) return DType::int32;  // positions
-      break;
-    case OpKind::varlen_slice_last_token:
-      if (!is_output && i == 1) return DType::int32;  // the rows kept
-      break;
-    case OpKind::flash_attention_bwd:
-      if (!is_output && i == 5) return DType::fp32;   // LSE
-      break;
-    case OpKind::attn_merge:
-      if (i % 2 == 1) return DType::fp32;             // the LSEs
-      break;
-    // Routing: weights and their gradients fp32, expert ids and buffer slots int32.
-    case OpKind::moe_route:
-      if (is_output) return i == 0 ? DType::fp32 : DType::int32;  // weights; experts, slots
-      break;
-    case OpKind::moe_route_bwd:
-      if (is_output) return DType::fp32;              // dlogits
-      if (i == 1) return DType::int32;                // experts
-      if (i == 2) return DType::fp32;                 // dweights
-      break;
-    case OpKind::moe_dispatch:
-    case OpKind::moe_dispatch_bwd:
-      if (!is_output && (i == 1 || i == 2)) return DType::int32;  // experts, slots
-      break;
-    case OpKind::moe_combine:
-      if (!is_output && (i == 1 || i == 2)) return DType::int32;  // experts, slots
-      if (!is_output && i == 3) return DType::fp32;                // weights
-      break;
-    case OpKind::moe_combine_bwd:
-      if (!is_output && (i == 2 || i == 3)) return DType::int32;  // experts, slots
-      if (!is_output && i == 4) return DType::fp32;                // weights
-      if (is_output && i == 1) return DType::fp32;                 // dweights
-      break;
-    default: break;
-  }
+  const OpSignature& sig = signature_of(k);
+  const std::vector<OperandSpec>& side = is_output ? sig.outputs : sig.inputs;
+  if (i < side.size()) return side[i].fixed;
   return std::nullopt;
 }
 

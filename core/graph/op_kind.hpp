@@ -3,12 +3,15 @@
 #include <cstddef>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "core/config/dtype.hpp"
 
 namespace perfsim {
 
-// Inputs -> outputs (tensor ids, in this order) and layouts. Shapes are row-major;
+// Inputs -> outputs (tensor ids, in this order) and layouts, with what each kind computes. The
+// operands' names, fixed types and optional ones are data: each kind's row in the table of
+// op_kind.cpp (signature_of), with its name, class and calibration family. Shapes are row-major;
 // T = tokens (batch*seq), h = features. Backends and builders both follow this table. Each kind
 // has one layout: a KV cache read through pages is its own kind (paged_*), and so is a serving
 // engine's packed step of sequences of different lengths (varlen_*, core/builders/engine_step.cpp:
@@ -126,10 +129,30 @@ inline constexpr Collective all_collectives[] = {Collective::all_reduce, Collect
 // versions, which knew no paged or varlen kind, price these ops as they did.
 [[nodiscard]] OpKind calibration_family(OpKind k);
 
-// The dtype an operand has whatever the op's precision: token ids, targets, block tables and a
-// varlen op's metadata are int32; losses and log-sum-exps are fp32. nullopt: the operand follows
-// the op's precision. Input or output i in the order of the OpKind table above; every backend
-// and the workspace plan read operands through this one table.
+// One operand of a kind's signature: its name, its dtype when the kind fixes it (token ids,
+// targets, block tables and a varlen op's metadata are int32; losses and log-sum-exps fp32;
+// nullopt: the op's precision), and whether it may be left out (trailing operands only).
+struct OperandSpec {
+  std::string_view name;
+  std::optional<DType> fixed;
+  bool optional = false;
+};
+// A kind's inputs and outputs in order, as the table in op_kind.cpp states them
+// ("Q K V -> O LSE:f32"). variadic: groups or lists of any length follow the named operands
+// (adamw's parameter groups, a collective's buffers, a host op's).
+struct OpSignature {
+  std::vector<OperandSpec> inputs, outputs;
+  bool variadic = false;
+  [[nodiscard]] std::size_t min_inputs() const;
+  [[nodiscard]] std::size_t min_outputs() const;
+};
+[[nodiscard]] const OpSignature& signature_of(OpKind k);
+// The signature as written in the table, for messages and docs ("Q K V -> O LSE:f32").
+[[nodiscard]] std::string_view signature_text(OpKind k);
+
+// The dtype input or output i of kind k has whatever the op's precision (signature_of); nullopt
+// when it follows the op's precision. Every backend and the workspace plan read operand types
+// through this one table.
 [[nodiscard]] std::optional<DType> fixed_operand_dtype(OpKind k, bool is_output, std::size_t i);
 
 }  // namespace perfsim

@@ -3,6 +3,7 @@
 // profile figures (curves, host dispatch) they share with their dense kind.
 #include <doctest/doctest.h>
 
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -143,4 +144,38 @@ TEST_CASE("op kinds: paged and varlen kinds share their dense kind's curves and 
   hw.dispatch_by_kind[OpKind::paged_flash_attention] = 7e-6;
   CHECK(hw.dispatch(OpKind::paged_flash_attention) == 7e-6);
   CHECK(hw.dispatch(OpKind::varlen_flash_attention) == 9e-6);
+}
+
+TEST_CASE("op kinds: the op table gives every kind a unique name and a signature") {
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < op_kind_count; ++i) {
+    const OpKind k = op_kind_at(i);
+    CAPTURE(name_of(k));
+    CHECK(names.insert(name_of(k)).second);
+    CHECK(parse_op_kind(name_of(k)) == k);
+    const OpSignature& sig = signature_of(k);
+    if (k == OpKind::collective || k == OpKind::host) {
+      CHECK(sig.variadic);
+      continue;
+    }
+    CHECK(!sig.outputs.empty());
+    CHECK(sig.min_outputs() >= 1);
+    // Optional operands only at the end of a side.
+    for (const auto* side : {&sig.inputs, &sig.outputs})
+      for (std::size_t j = 1; j < side->size(); ++j) CHECK((!(*side)[j - 1].optional || (*side)[j].optional));
+  }
+  // Read back as the table states them.
+  const OpSignature& flash = signature_of(OpKind::varlen_flash_attention);
+  REQUIRE(flash.inputs.size() == 6);
+  CHECK(flash.inputs[4].name == "query_start");
+  CHECK(flash.inputs[4].fixed == DType::int32);
+  CHECK(fixed_operand_dtype(OpKind::varlen_flash_attention, true, 1) == DType::fp32);
+  CHECK(!fixed_operand_dtype(OpKind::varlen_flash_attention, true, 0));
+  const OpSignature& embed = signature_of(OpKind::embedding_bwd);
+  CHECK(embed.min_inputs() == 2);
+  CHECK(embed.inputs.size() == 4);
+  CHECK(embed.min_outputs() == 1);
+  CHECK(signature_of(OpKind::adamw).variadic);
+  CHECK(signature_of(OpKind::adamw).min_inputs() == 4);
+  CHECK(signature_text(OpKind::flash_attention) == "Q K V -> O LSE:f32");
 }
