@@ -121,6 +121,20 @@ double op_flops(const Op& op, const Graph& g) {
 
 double op_bytes(const Op& op, const Graph& g) {
   const OpAttrs& a = op.attrs;
+double op_matmul_flops(const Op& op, const Graph& g, bool model) {
+  switch (op.kind) {
+    case OpKind::gemm:
+    case OpKind::attn_scores:
+    case OpKind::attn_context:
+    case OpKind::attn_context_bwd:
+    case OpKind::attn_scores_bwd:
+    case OpKind::flash_attention: return op_flops(op, g);
+    // dQ, dK, dV and dP: four products of the forward's size; the fifth rebuilds S.
+    case OpKind::flash_attention_bwd: return model ? 0.8 * op_flops(op, g) : op_flops(op, g);
+    default: return 0.0;
+  }
+}
+
   auto sum = [&](const std::vector<int>& ids) {
     double b = 0;
     for (int id : ids) b += g.tensor(id).bytes();
