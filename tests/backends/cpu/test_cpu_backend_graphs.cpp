@@ -220,3 +220,23 @@ TEST_CASE("cpu backend graphs: a paged decode step appends into its pages and at
   const Measurement meas = cpu::CpuBackend().run(g, once());
   CHECK(meas.peak_bytes == predict_memory(g, false).peak);
 }
+
+TEST_CASE("cpu backend graphs: selective recompute leaves gradients unchanged") {
+  // The rerun attention core reads the same Q, K and V: P, and so every gradient, is the same.
+  for (const ModelConfig& m : {small(test_models::tiny_llama()), small(test_models::tiny_gpt())}) {
+    CAPTURE(m.name);
+    const Workload w = train_workload();
+    const Graph base = graph_with(m, w, {});
+    std::vector<StackStep> stack{{"step", {PassSpec{"recompute", std::nullopt, "selective"}}}};
+    const Graph selective = build_stack_graph(m, w, stack, 0);
+    int reruns = 0;
+    for (const Op& op : selective.ops) reruns += op.recomputed;
+    REQUIRE(reruns == 6);  // scores, softmax and context of 2 layers
+    check_same_values(base, selective, TensorRole::gradient, 1e-6);
+    // With fusion on top, then full recompute taking its place, still the same step.
+    stack[0].passes.push_back(PassSpec{"fusion", std::nullopt});
+    check_same_values(base, build_stack_graph(m, w, stack, 0), TensorRole::gradient, 1e-5);
+    stack[0].passes.push_back(PassSpec{"recompute", std::nullopt});
+    check_same_values(base, build_stack_graph(m, w, stack, 0), TensorRole::gradient, 1e-5);
+  }
+}
