@@ -124,6 +124,9 @@ struct OpAttrs {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
   int64_t seq_q = 0, seq_kv = 0, kv_capacity = 0;
   bool causal = false;             // query i (at position seq_kv - seq_q + i) sees kv <= its position
+  // ALiBi (core/graph/alibi.hpp): the model's query heads, whose slopes bias the scores (the
+  // softmax adds them to S; flash attention to its tiles); 0: no bias.
+  int64_t alibi_heads = 0;
   // Paged KV cache (paged_kv pass): > 0 is the rows per page. The cache is then pages
   // [num_blocks, kv_block, kv_heads, head_dim]; kv_append and flash_attention take the block
   // table [batch, max_blocks] int32 as their last input, and kv_capacity = max_blocks·kv_block.

@@ -50,8 +50,10 @@ double op_flops(const Op& op, const Graph& g) {
     // Each backward computes two gemms of the forward's size (dP and dV; dQ and dK).
     case OpKind::attn_context_bwd:
     case OpKind::attn_scores_bwd: return 4.0 * score_elements(a) * d(a.head_dim);
-    // Safe softmax: max, subtract, exp, sum, divide (Milakov & Gimelshein 2018, Algorithm 2).
-    case OpKind::attn_softmax: return 5.0 * score_elements(a);
+    // Safe softmax: max, subtract, exp, sum, divide (Milakov & Gimelshein 2018, Algorithm 2);
+    // ALiBi first adds its bias, slope × distance (Press et al. 2022, §3): 2 more. Inside flash
+    // attention the same 2 per score are left out, as its exps and sums are: it counts products.
+    case OpKind::attn_softmax: return (a.alibi_heads > 0 ? 7.0 : 5.0) * score_elements(a);
     // dS = P ⊙ (dP − rowsum(dP ⊙ P)) (Dao et al. 2022, FlashAttention, App. B.2): multiply, sum,
     // subtract, multiply.
     case OpKind::attn_softmax_bwd: return 4.0 * score_elements(a);
@@ -119,8 +121,6 @@ double op_flops(const Op& op, const Graph& g) {
   return 0.0;
 }
 
-double op_bytes(const Op& op, const Graph& g) {
-  const OpAttrs& a = op.attrs;
 double op_matmul_flops(const Op& op, const Graph& g, bool model) {
   switch (op.kind) {
     case OpKind::gemm:
@@ -135,6 +135,8 @@ double op_matmul_flops(const Op& op, const Graph& g, bool model) {
   }
 }
 
+double op_bytes(const Op& op, const Graph& g) {
+  const OpAttrs& a = op.attrs;
   auto sum = [&](const std::vector<int>& ids) {
     double b = 0;
     for (int id : ids) b += g.tensor(id).bytes();

@@ -240,3 +240,32 @@ TEST_CASE("cpu backend graphs: selective recompute leaves gradients unchanged") 
     check_same_values(base, build_stack_graph(m, w, stack, 0), TensorRole::gradient, 1e-5);
   }
 }
+
+TEST_CASE("cpu backend graphs: ALiBi trains the same through materialized and flash attention") {
+  // Both paths add the bias, the softmax to S and flash attention to its tiles (forward and
+  // backward): gradients must agree as they do without ALiBi (test_cpu_attention.cpp checks the
+  // bias itself against a naive attention).
+  ModelConfig m = small(test_models::tiny_gpt());
+  m.alibi = true;
+  const Workload w = train_workload();
+  const Graph base = graph_with(m, w, {});
+  check_same_values(base, graph_with(m, w, {"flash_attention"}), TensorRole::gradient, 1e-4);
+  check_same_values(base, graph_with(m, w, {"recompute"}), TensorRole::gradient, 1e-6);
+  // Memory as the model predicts it: no position table, nothing else held for the bias.
+  check_peak(base, predict_memory(base, false));
+}
+
+TEST_CASE("cpu backend graphs: ALiBi on a tensor-parallel rank is declined, naming why") {
+  // The rank's kernels would give its heads the slopes of heads 0.. rather than its own.
+  ModelConfig m = small(test_models::tiny_gpt());
+  m.alibi = true;
+  BuildOptions o{1};
+  o.parallel.tp = 2;
+  const Graph g = build_graph(m, train_workload(), o);
+  const cpu::CpuBackend be;
+  std::string why;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::attn_softmax) why = be.unsupported_reason(op, g);
+  CHECK(why == "cpu backend: ALiBi attention 'layer0.attn.softmax' holds 2 of 4 heads (a tensor-parallel rank); its "
+               "slopes are not placed yet");
+}
