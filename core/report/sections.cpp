@@ -145,7 +145,8 @@ ReportSection layout_section(const RunResult& r, const std::vector<StepFigures>&
                format_bytes(l.memory_worst), format_bytes(l.memory_least)});
   }
   s.notes.push_back("tok/s/GPU: every replica's tokens per second over every GPU of the layout");
-  if (any_hfu) s.notes.push_back("MFU (HFU): HFU also counts the FLOPs recomputation repeats");
+  if (any_hfu)
+    s.notes.push_back("MFU (HFU): HFU also counts the products recomputed (recompute, flash attention's backward)");
   // An inference pipeline's bubble is no simulated schedule: one batch passes the stages in turn.
   const bool inference_pipeline = std::any_of(r.steps.begin(), r.steps.end(), [](const StepResult& st) {
     return st.layout && st.layout->layout.pp > 1 && st.graph.workload.phase != Phase::train;
