@@ -202,3 +202,26 @@ TEST_CASE("selective recompute keeps a layer-sampled graph's peak that of the fu
   const double whole = predict_memory(with(m, train_w(2, 64), {selective}, 0)).peak;
   for (int64_t built : {1, 2}) CHECK(predict_memory(with(m, train_w(2, 64), {selective}, built)).peak == approx(whole));
 }
+
+TEST_CASE("selective recompute under tensor and sequence parallelism: Table 2's selective rows") {
+  // Korthikanti et al. 2022, Table 2, selective recompute: TP sbh(10 + 24/t), TP + SP 34·sbh/t.
+  // Less dropout's masks (2·sbh, split by t with SP) the graphs save sbh(8 + 24/t) and 32·sbh/t:
+  // GPT-2 medium dims, b 1, s 1024, bf16, t = 2: 20·sbh and 16·sbh a layer.
+  const ModelConfig m = gpt2_medium();
+  const int64_t s = 1024, b = 1, tp = 2;
+  const double sbh = static_cast<double>(s * b * m.hidden);
+  using formulas::ActivationRecompute;
+  for (const bool sp : {false, true}) {
+    CAPTURE(sp);
+    BuildOptions o{2};
+    o.parallel.tp = tp;
+    o.parallel.sp = sp;
+    std::vector<StackStep> stack{{"bf16", {{"bf16"}}}, {"+selective", {selective}}};
+    const Graph g = build_stack_graph(m, train_w(b, s), stack, 1, o);
+    const double table2 =
+        formulas::megatron_layer_activation_bytes(s, b, m.hidden, m.heads, tp, sp, ActivationRecompute::selective);
+    const double dropout = 2 * sbh / (sp ? tp : 1);
+    CHECK(saved_activation_bytes(g) == approx(24 * (table2 - dropout)));
+    CHECK(saved_activation_bytes(g) == approx(24 * (sp ? 16 : 20) * sbh));
+  }
+}
