@@ -59,4 +59,13 @@ std::string format_rate(double per_second) {
   return per_second < 0 ? "-" + out : out;
 }
 
+std::string format_flops_rate(double per_second) {
+  if (!std::isfinite(per_second)) return "—";
+  static constexpr const char* units[] = {"FLOP/s", "kFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"};
+  double v = per_second;
+  int u = 0;
+  while (std::fabs(v) >= 1000 && u < 5) v /= 1000, ++u;
+  return format_sig3(v) + " " + units[u];
+}
+
 }  // namespace perfsim

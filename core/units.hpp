@@ -13,5 +13,6 @@ namespace perfsim {
 [[nodiscard]] std::string format_speedup(double ratio);          // 2.5 -> "2.50×"
 [[nodiscard]] std::string format_rate(double per_second);        // 1234.5 -> "1,235"
 [[nodiscard]] std::string format_sig3(double v);                 // 3 significant digits
+[[nodiscard]] std::string format_flops_rate(double per_second);  // 1.29e14 -> "129 TFLOP/s"
 
 }  // namespace perfsim

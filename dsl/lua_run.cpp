@@ -54,6 +54,7 @@ void push_row(lua_State* L, const StepResult& r, const StepResult& base,
   set_number(L, "memory_executed", p.memory_executed.peak);
   set_bool(L, "fits", p.fits);
   set_number(L, "flops", p.flops);
+  set_number(L, "model_flops", p.model_flops);
   set_number(L, "mfu", p.mfu);
   // The layout: a single GPU unless the step runs on several.
   push_parallel(L, r.layout ? r.layout->layout : ParallelSpec{});
@@ -83,6 +84,8 @@ void push_row(lua_State* L, const StepResult& r, const StepResult& base,
     set_number(L, "measured_tokens_per_s", m.step_time > 0 ? tokens / m.step_time : 0.0);
     set_number(L, "measured_memory", m.peak_bytes);
     set_number(L, "error", relative_error(p.step_time, m.step_time));
+    // The same model FLOPs over the measured step (COST_MODEL.md §4).
+    if (m.step_time > 0) set_number(L, "measured_mfu", p.mfu * p.step_time / m.step_time);
     push_by_class(L, m.time_by_class);
     lua_setfield(L, -2, "measured_by_class");
   } else {

@@ -5,6 +5,8 @@
 // sums onto K/V rows). fp32 runs each (batch, head) slice as an OpenBLAS sgemm with strided
 // operands; bf16/fp16 use float-accumulating loops parallel over rows, where dK/dV rows are
 // owned by one (batch, kv head, kv position) each, summing the query heads of the GQA group.
+// With ALiBi the softmax adds each head's linear bias to S as it reads it (core/graph/alibi.hpp);
+// S itself stays Q·K^T·scale, and the backward needs nothing more than P.
 #include <cblas.h>
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/kernel_util.hpp"
 #include "backends/cpu/host_names.hpp"
+#include "core/graph/alibi.hpp"
 
 namespace perfsim::cpu {
 
@@ -194,11 +197,16 @@ void attn_softmax(const T* s, T* p, const AttnShape& a) {
       const T* srow = s + st.s(b, h, i);
       T* prow = p + st.s(b, h, i);
       const int64_t vis = a.visible(i);
+      // Query row i sits at position seq_kv − seq_q + i, as the causal mask places it.
+      const double slope = a.alibi_heads > 0 ? alibi_slope(h, a.alibi_heads) : 0.0;
+      const int64_t pos = a.seq_kv - a.seq_q + i;
+      for (int64_t j = 0; j < vis; ++j)
+        e[j] = to_f32(srow[j]) + (slope != 0 ? static_cast<float>(alibi_bias(slope, pos, j)) : 0.0f);
       float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < vis; ++j) mx = std::max(mx, to_f32(srow[j]));
+      for (int64_t j = 0; j < vis; ++j) mx = std::max(mx, e[j]);
       float sum = 0;
       for (int64_t j = 0; j < vis; ++j) {
-        e[j] = std::exp(to_f32(srow[j]) - mx);
+        e[j] = std::exp(e[j] - mx);
         sum += e[j];
       }
       const float inv = sum > 0 ? 1.0f / sum : 0.0f;

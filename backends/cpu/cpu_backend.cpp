@@ -68,6 +68,12 @@ std::string CpuBackend::unsupported_reason(const Op& op, const Graph& g) const {
   if (op.kind == OpKind::host)
     return fmt::format("cpu backend does not run host ops ('{}'): they have no kernel to time", op.name);
   if (!has_kernel(op.kind)) return fmt::format("cpu backend has no {} kernel", name_of(op.kind));
+  // A tensor-parallel rank holds heads/tp of the heads; which ones its slopes belong to depends
+  // on its place in the group, which the kernels are not told.
+  if (op.attrs.alibi_heads > 0 && op.attrs.heads != op.attrs.alibi_heads)
+    return fmt::format("cpu backend: ALiBi attention '{}' holds {} of {} heads (a tensor-parallel rank); its "
+                       "slopes are not placed yet",
+                       op.name, op.attrs.heads, op.attrs.alibi_heads);
   for (DType t : {DType::fp8, DType::int8}) {
     if (op.dtype != t && !has_dtype(op, g, t)) continue;
     if (op.kind == OpKind::gemm) return fmt::format("cpu backend has no {} GEMM", name_of(t));

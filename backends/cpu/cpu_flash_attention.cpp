@@ -3,7 +3,8 @@
 // the backward recomputes score tiles from Q, K and LSE (Dao, FlashAttention-2, Alg. 1-2).
 // No score matrix is ever held: the largest temporary is a tile×tile block per thread.
 // Shapes as AttnShape in cpu_kernels.hpp; LSE [b, h, sq] fp32. The forward also reads K/V
-// from a paged cache through its block table (paged_flash_attention).
+// from a paged cache through its block table (paged_flash_attention). With ALiBi every score
+// tile, forward and backward, carries its head's linear bias (core/graph/alibi.hpp).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/kernel_util.hpp"
 #include "backends/cpu/host_names.hpp"
+#include "core/graph/alibi.hpp"
 
 namespace perfsim::cpu {
 
@@ -64,13 +66,22 @@ void load_kv_tile(const T* base, const Rows& rows, const AttnShape& a, int64_t b
     detail::load_rows(base + (rows.row(b, j0 + c) * a.kv_heads + kh) * d, d, 1, d, dst + c * d);
 }
 
-// s[r, c] = scale · q[r]·k[c] for the tile, −inf where query i0+r may not see kv j0+c.
+// s[r, c] = scale · q[r]·k[c] (+ head h's ALiBi bias) for the tile, −inf where query i0+r may
+// not see kv j0+c.
 void score_tile(const float* qf, const float* kf, int64_t br, int64_t bc, int64_t d, float scale,
-                int64_t i0, int64_t j0, const AttnShape& a, float* s) {
+                int64_t i0, int64_t j0, int64_t h, const AttnShape& a, float* s) {
+  const double slope = a.alibi_heads > 0 ? alibi_slope(h, a.alibi_heads) : 0.0;
   for (int64_t r = 0; r < br; ++r) {
     const int64_t vis = a.visible(i0 + r);
-    for (int64_t c = 0; c < bc; ++c)
-      s[r * bc + c] = j0 + c < vis ? dot(qf + r * d, kf + c * d, d) * scale : neg_inf;
+    const int64_t pos = a.seq_kv - a.seq_q + i0 + r;  // the query's position, as the mask has it
+    for (int64_t c = 0; c < bc; ++c) {
+      if (j0 + c >= vis) {
+        s[r * bc + c] = neg_inf;
+        continue;
+      }
+      s[r * bc + c] = dot(qf + r * d, kf + c * d, d) * scale;
+      if (slope != 0) s[r * bc + c] += static_cast<float>(alibi_bias(slope, pos, j0 + c));
+    }
   }
 }
 
@@ -117,7 +128,7 @@ void flash_forward(const T* q, const T* k, const T* v, const Rows& rows, T* o, f
         const int64_t bc = std::min(tile, kv_end - j0);
         load_kv_tile(k, rows, a, b, j0, bc, kh, kf);
         load_kv_tile(v, rows, a, b, j0, bc, kh, vf);
-        score_tile(qf, kf, br, bc, d, scale, i0, j0, a, s);
+        score_tile(qf, kf, br, bc, d, scale, i0, j0, h, a, s);
         for (int64_t r = 0; r < br; ++r) {
           float* srow = s + r * bc;
           float m_new = mx[r];
@@ -225,9 +236,9 @@ struct BwdTiles {
 
   // Recomputes P for the tile pair from the scores and LSE, then dS = P ⊙ (dO·V^T − D):
   // s holds P and ds holds dS afterwards (both [br, bc]).
-  void probs_and_dscores(int64_t br, int64_t bc, int64_t i0, int64_t j0, const AttnShape& a) {
+  void probs_and_dscores(int64_t br, int64_t bc, int64_t i0, int64_t j0, int64_t h, const AttnShape& a) {
     const int64_t d = a.head_dim;
-    score_tile(qf, kf, br, bc, d, a.scale(), i0, j0, a, s);
+    score_tile(qf, kf, br, bc, d, a.scale(), i0, j0, h, a, s);
     for (int64_t r = 0; r < br; ++r)
       for (int64_t c = 0; c < bc; ++c) {
         float& p = s[r * bc + c];
@@ -270,7 +281,7 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
             const int64_t br = std::min(tile, a.seq_q - i0);
             if (a.visible(i0 + br - 1) <= j0) continue;  // the whole tile is masked
             w.load_query(q, o, d_o, lse, a, b, h, i0, br);
-            w.probs_and_dscores(br, bc, i0, j0, a);
+            w.probs_and_dscores(br, bc, i0, j0, h, a);
             for (int64_t r = 0; r < br; ++r)
               for (int64_t c = 0; c < bc; ++c) {
                 const float p = w.s[r * bc + c];
@@ -300,7 +311,7 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
       for (int64_t j0 = 0; j0 < kv_end; j0 += tile) {
         const int64_t bc = std::min(tile, kv_end - j0);
         w.load_kv(k, v, a, b, h / g, j0, bc);
-        w.probs_and_dscores(br, bc, i0, j0, a);
+        w.probs_and_dscores(br, bc, i0, j0, h, a);
         for (int64_t r = 0; r < br; ++r)
           for (int64_t c = 0; c < bc; ++c) {
             const float ds = w.ds[r * bc + c];

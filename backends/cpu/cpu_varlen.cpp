@@ -2,7 +2,8 @@
 // lengths packed in one tensor. Attention reads each sequence's keys through its block table,
 // the query rows it owns given by query_start; appends write each token's row to its page slot;
 // the last-token slice gathers the rows asked for. rope_at sits beside rope (cpu_pointwise.cpp),
-// whose rotation it shares. Every kernel checks its metadata before touching memory.
+// whose rotation it shares. Every kernel checks its metadata before touching memory. With ALiBi
+// attention biases each query's scores by its position in its sequence.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/kernel_util.hpp"
 #include "backends/cpu/host_names.hpp"
+#include "core/graph/alibi.hpp"
 
 namespace perfsim::cpu {
 
@@ -92,6 +94,8 @@ void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, cons
       const int64_t s = seq_of[static_cast<std::size_t>(token)];
       const int64_t q_len = query_start[s + 1] - query_start[s];
       const int64_t visible = kv_len[s] - q_len + (token - query_start[s]) + 1;  // ≥ 1: q_len ≤ kv_len
+      // ALiBi: the query sits at position visible − 1 (core/graph/alibi.hpp).
+      const double slope = a.alibi_heads > 0 ? alibi_slope(h, a.alibi_heads) : 0.0;
       auto key_row = [&](const T* pages, int64_t j) {
         return pages + (a.paged.row(table, s, j) * a.kv_heads + kh) * d;
       };
@@ -104,6 +108,7 @@ void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, cons
         for (int64_t c = 0; c < n; ++c) {
           detail::load_rows(key_row(k_pages, j0 + c), d, 1, d, kf);
           scores[c] = dot(qf, kf, d) * scale;
+          if (slope != 0) scores[c] += static_cast<float>(alibi_bias(slope, visible - 1, j0 + c));
           m_new = std::max(m_new, scores[c]);
         }
         const float corr = std::exp(mx - m_new);  // exp(−inf) = 0 on the first block

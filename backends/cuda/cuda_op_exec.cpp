@@ -73,6 +73,7 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
         (x.residence == Residence::host_pageable || y.residence == Residence::host_pageable))
       return fmt::format("{} (op '{}')", pageable_capture_message, op.name);
   }
+  if (op.attrs.alibi_heads > 0) return fmt::format("cuda backend: '{}' has no GPU kernel for ALiBi yet", op.name);
   if (op.kind != OpKind::collective && op.kind != OpKind::host && !has_kernel(op.kind))
     return fmt::format("cuda backend has no {} kernel", name_of(op.kind));
   if (op.kind == OpKind::collective)

@@ -47,6 +47,7 @@ struct AttnShape {
   int64_t q_first = 0;
   PagedLayout paged;          // flash_attention over a paged cache; block 0: contiguous K, V
   bool causal = false;
+  int64_t alibi_heads = 0;    // ALiBi over this many heads (OpAttrs::alibi_heads); 0: no bias
   [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   [[nodiscard]] int64_t group() const { return heads / kv_heads; }
   // Number of kv positions query row i may attend to.
@@ -125,6 +126,7 @@ struct VarlenAttnShape {
   int64_t seqs = 0, tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int64_t max_q = 0, max_kv = 0;  // the longest query run and KV length (attrs.seq_q, seq_kv)
   int64_t decode_seqs = 0;        // leading sequences with exactly one query
+  int64_t alibi_heads = 0;        // as AttnShape
   PagedLayout paged;
   [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   [[nodiscard]] int64_t group() const { return heads / kv_heads; }

@@ -135,6 +135,7 @@ AttnShape attn_shape(const Op& op, const Graph& g) {
   a.kv_heads = at.kv_heads > 0 ? at.kv_heads : at.heads;
   a.head_dim = at.head_dim;
   a.causal = at.causal;
+  a.alibi_heads = at.alibi_heads;
   expect_positive(op, a.seq_q, "seq_q");
   expect_positive(op, a.seq_kv, "seq_kv");
   expect_positive(op, a.heads, "heads");
@@ -482,6 +483,7 @@ VarlenAttnShape varlen_attn_shape(const Op& op, const Graph& g) {
   a.head_dim = at.head_dim;
   a.max_q = at.seq_q, a.max_kv = at.seq_kv;
   a.decode_seqs = at.decode_seqs;
+  a.alibi_heads = at.alibi_heads;
   expect_positive(op, a.seqs, "batch (sequences)");
   expect_positive(op, a.tokens, "rows (tokens)");
   expect_positive(op, a.heads, "heads");

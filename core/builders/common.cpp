@@ -17,7 +17,7 @@ std::string layer_name(int layer, const std::string& what) {
 }
 
 void check_positions(const ModelConfig& m, int64_t positions, const char* what) {
-  if (!m.rope && positions > m.max_seq)
+  if (!m.rope && !m.alibi && positions > m.max_seq)
     throw ConfigError(fmt::format(
         "{} needs {} positions but model '{}' has learned positions for only max_seq = {}; "
         "shorten the sequence or raise max_seq",
@@ -151,7 +151,7 @@ ModelWeights GraphBuilder::add_weights() {
   // A last stage with tied embeddings keeps its own copy of the table for the head (Megatron).
   if (r.first_stage() || (r.last_stage() && m.tied_embeddings))
     mw.embedding = tp_param("embedding.weight", {vocab, h}, 0, -1);
-  if (!m.rope && r.first_stage()) mw.positions = param("position_embedding.weight", {m.max_seq, h}, -1);
+  if (!m.rope && !m.alibi && r.first_stage()) mw.positions = param("position_embedding.weight", {m.max_seq, h}, -1);
   for (int l = 0; l < static_cast<int>(layers_built()); ++l) {
     LayerWeights lw;
     lw.attn_norm = add_norm_weights("attn_norm", l);
@@ -239,6 +239,7 @@ OpAttrs GraphBuilder::attention_attrs(const AttentionShape& s) const {
   a.seq_kv = s.seq_kv;
   a.kv_capacity = s.kv_capacity;
   a.causal = true;
+  a.alibi_heads = m_model.alibi ? m_model.heads : 0;
   a.position = s.position;
   a.rows = s.batch * m_rank.heads * s.seq_q;  // softmax rows
   a.cols = s.seq_kv;
@@ -394,6 +395,7 @@ void GraphBuilder::varlen_attention(int l, LayerActivations& a, const VarlenAtte
   fa.kv_pairs = v.kv_pairs;
   fa.cols = v.kv_rows;
   fa.decode_seqs = v.decode_seqs;
+  fa.alibi_heads = m_model.alibi ? m_model.heads : 0;
   a.context = tensor(n("attn.context.out"), {v.tokens, r.q_dim}, TensorRole::activation);
   const int lse = tensor(n("attn.flash_attention.lse"), {r.heads, v.tokens}, TensorRole::activation);
   op(OpKind::varlen_flash_attention, n("attn.flash_attention"),

@@ -20,9 +20,9 @@ using build::VarlenAttention;
 namespace {
 
 void check_step(const ModelConfig& m, const EngineStepShape& s, const BuildOptions& o) {
-  if (!m.rope)
-    throw ConfigError(fmt::format("an executed serving engine runs models with rotary positions; '{}' learns "
-                                  "its positions",
+  if (!m.rope && !m.alibi)
+    throw ConfigError(fmt::format("an executed serving engine runs models with rotary or ALiBi positions; '{}' "
+                                  "learns its positions",
                                   m.name));
   if (o.parallel.gpus() != 1 || o.parallel.ep > 1)
     throw ConfigError("an executed serving engine runs on one GPU (no parallel layout yet)");

@@ -46,7 +46,7 @@ template <class I>
 I non_layer(const ModelConfig& m) {
   const I hidden = m.hidden;
   I p = m.vocab * hidden;                            // token embedding
-  if (!m.rope) p += m.max_seq * hidden;              // learned positions
+  if (!m.rope && !m.alibi) p += m.max_seq * hidden;  // learned positions
   if (!m.tied_embeddings) p += m.vocab * hidden;     // lm_head
   p += m.norm == NormKind::layernorm ? 2 * hidden : hidden;  // final norm
   return p;
@@ -121,6 +121,9 @@ void validate(const ModelConfig& m) {
     throw ConfigError(fmt::format("model '{}': {} parameters is beyond {}; lower layers, hidden, "
                                   "ffn_hidden, experts or vocab", m.name,
                                   size_text(static_cast<double>(params)), grouped(max_params)));
+  if (m.rope && m.alibi)
+    throw ConfigError(fmt::format("model '{}': rope and alibi are two ways of placing positions; choose one",
+                                  m.name));
   if (m.rope && m.head_dim() % 2 != 0)
     throw ConfigError(fmt::format("model '{}': rotary embeddings need an even head_dim (got {})",
                                   m.name, m.head_dim()));

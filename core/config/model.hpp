@@ -19,7 +19,10 @@ struct ModelConfig {
   int64_t max_seq = 0;
   Activation activation = Activation::gelu;
   NormKind norm = NormKind::layernorm;
-  bool rope = false;             // rotary embeddings (else learned positions)
+  bool rope = false;             // rotary embeddings (else learned positions, unless alibi)
+  // ALiBi (Press et al. 2022): no position embedding; each head's attention scores get a linear
+  // bias −m_h·(i − j) (core/graph/alibi.hpp). Excludes rope.
+  bool alibi = false;
   bool tied_embeddings = false;  // lm_head shares the embedding matrix
   bool bias = false;             // linear layers carry biases (GPT-2); counted in params only
   // Mixture of experts: each MoE layer's MLP is `experts` routed experts, each token sent to

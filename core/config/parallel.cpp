@@ -78,8 +78,13 @@ void check_pipeline(const ParallelSpec& p, const ModelConfig& m, const Workload&
         w.grad_accum, p.pp));
 }
 
-void check_context_parallel(const ParallelSpec& p, const Workload& w) {
+void check_context_parallel(const ParallelSpec& p, const ModelConfig& m, const Workload& w) {
   if (p.cp == 1) return;
+  // Ring attention's blocks pair a rank's two chunks with another rank's keys: ALiBi's distances
+  // between them are not placed.
+  if (m.alibi)
+    throw ConfigError(fmt::format("parallel.cp = {} with ALiBi ({}) is not modelled yet: use cp = 1", p.cp,
+                                  model_name(m)));
   if (w.phase == Phase::decode)
     throw ConfigError(fmt::format("parallel.cp = {} splits a sequence over GPUs; a decode step has one "
                                   "new token per sequence: use cp = 1",
@@ -230,7 +235,7 @@ void validate(const ParallelSpec& p, const ModelConfig& m, const Workload& w, in
   check_sequence_parallel(p);
   check_tensor_parallel(p, m);
   check_pipeline(p, m, w);
-  check_context_parallel(p, w);
+  check_context_parallel(p, m, w);
   check_expert_parallel(p, m);
   check_sharding(p, w);
   if (gpus > 0 && p.gpus() != gpus)

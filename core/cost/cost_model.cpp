@@ -123,19 +123,22 @@ Prediction predict(const Graph& g, const Hardware& hw) {
   p.ops.reserve(g.ops.size());
   const ClassEfficiencies eff = ClassEfficiencies::of(hw);
 
-  // Model FLOPs (recomputed ops excluded) per dtype, for gemms and for all ops.
+  // Model FLOPs (matrix products, recomputed ops excluded) per dtype, for gemms and for all
+  // products; hardware FLOPs count every product the step performs.
   std::array<double, dtype_count> gemm_flops{}, model_flops{};
   std::array<bool, dtype_count> lacking{};
-  double model_total = 0;
+  double hardware_flops = 0;
   for (const Op& op : g.ops) {
     OpCost c = price_op(op, g, hw, eff);
     const auto dt = static_cast<std::size_t>(op.dtype);
     p.flops += c.flops * op.count;
+    const double share = op.count * op.attrs.model_share;
+    hardware_flops += op_matmul_flops(op, g, false) * share;
     if (!op.recomputed) {
-      const double useful = c.flops * op.count * op.attrs.model_share;
+      const double useful = op_matmul_flops(op, g, true) * share;
       model_flops[dt] += useful;
       if (op.kind == OpKind::gemm) gemm_flops[dt] += useful;
-      model_total += useful;
+      p.model_flops += useful;
     }
     if (!c.supported) lacking[dt] = true;
     p.ops.push_back(c);
@@ -168,16 +171,17 @@ Prediction predict(const Graph& g, const Hardware& hw) {
   // Unknown capacity (0) cannot rule a run out.
   p.fits = hw.memory_bytes <= 0 || p.memory.peak <= hw.memory_bytes;
 
-  // MFU (Chowdhery et al. 2022, PaLM App. B): model FLOPs (no recomputation) per second over
-  // the peak of the precision carrying most gemm FLOPs (most FLOPs overall without gemms).
+  // MFU (Chowdhery et al. 2022, PaLM App. B; Korthikanti et al. 2022): model FLOPs per
+  // second over the peak of the precision carrying most gemm FLOPs (most products without gemms).
   const auto& weights =
       *std::max_element(gemm_flops.begin(), gemm_flops.end()) > 0 ? gemm_flops : model_flops;
   const auto main =
       static_cast<DType>(std::max_element(weights.begin(), weights.end()) - weights.begin());
   const std::optional<DType> priced = priced_dtype(main, hw);
   const double peak = priced && *priced != DType::int32 ? hw.peak(*priced) : 0.0;
-  p.mfu = p.step_time > 0 && peak > 0 ? model_total / (p.step_time * peak) : 0.0;
-  p.hfu = p.step_time > 0 && peak > 0 ? p.flops / (p.step_time * peak) : 0.0;
+  p.mfu_peak = peak;
+  p.mfu = p.step_time > 0 && peak > 0 ? p.model_flops / (p.step_time * peak) : 0.0;
+  p.hfu = p.step_time > 0 && peak > 0 ? hardware_flops / (p.step_time * peak) : 0.0;
   return p;
 }
 

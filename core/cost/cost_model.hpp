@@ -61,9 +61,16 @@ struct Prediction {
   bool fits = true;                              // memory.peak <= hardware memory
   std::vector<std::string> unsupported;          // dtypes the hardware lacks, if any
   [[nodiscard]] double tokens_per_second(const Graph& g) const;
-  // Model FLOP utilisation: flops / (step_time · peak of the graph's main dtype).
+  // Model FLOPs (docs/COST_MODEL.md §4): the matrix products the model needs, once each
+  // (op_matmul_flops, recomputation left out); for a parallel layout, every GPU's.
+  double model_flops = 0;
+  // The dense peak (FLOP/s) utilisation is taken over: that of the precision carrying most GEMM
+  // FLOPs, as the hardware prices it; 0 when it has none.
+  double mfu_peak = 0;
+  // Model FLOP utilisation: model FLOPs per second per GPU over mfu_peak.
   double mfu = 0;
-  // Hardware FLOP utilisation: the same with recomputed FLOPs counted (= mfu without recompute).
+  // Hardware FLOP utilisation: the same with the recomputed products counted (the recompute
+  // pass's and flash attention's backward); = mfu when nothing is recomputed.
   double hfu = 0;
 };
 

@@ -124,6 +124,9 @@ struct OpAttrs {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
   int64_t seq_q = 0, seq_kv = 0, kv_capacity = 0;
   bool causal = false;             // query i (at position seq_kv - seq_q + i) sees kv <= its position
+  // ALiBi (core/graph/alibi.hpp): the model's query heads, whose slopes bias the scores (the
+  // softmax adds them to S; flash attention to its tiles); 0: no bias.
+  int64_t alibi_heads = 0;
   // The rows per page of a paged KV cache: > 0 for the kinds that read one (reads_kv_pages:
   // paged_flash_attention and paged_kv_append, made by the paged_kv pass, and the varlen
   // attention and append), 0 for every other kind. The cache is then pages [num_blocks,

@@ -50,8 +50,10 @@ double op_flops(const Op& op, const Graph& g) {
     // Each backward computes two gemms of the forward's size (dP and dV; dQ and dK).
     case OpKind::attn_context_bwd:
     case OpKind::attn_scores_bwd: return 4.0 * score_elements(a) * d(a.head_dim);
-    // Safe softmax: max, subtract, exp, sum, divide (Milakov & Gimelshein 2018, Algorithm 2).
-    case OpKind::attn_softmax: return 5.0 * score_elements(a);
+    // Safe softmax: max, subtract, exp, sum, divide (Milakov & Gimelshein 2018, Algorithm 2);
+    // ALiBi first adds its bias, slope × distance (Press et al. 2022, §3): 2 more. Inside flash
+    // attention the same 2 per score are left out, as its exps and sums are: it counts products.
+    case OpKind::attn_softmax: return (a.alibi_heads > 0 ? 7.0 : 5.0) * score_elements(a);
     // dS = P ⊙ (dP − rowsum(dP ⊙ P)) (Dao et al. 2022, FlashAttention, App. B.2): multiply, sum,
     // subtract, multiply.
     case OpKind::attn_softmax_bwd: return 4.0 * score_elements(a);
@@ -121,6 +123,22 @@ double op_flops(const Op& op, const Graph& g) {
     case OpKind::host: return 0.0;
   }
   return 0.0;
+}
+
+double op_matmul_flops(const Op& op, const Graph& g, bool model) {
+  switch (op.kind) {
+    case OpKind::gemm:
+    case OpKind::attn_scores:
+    case OpKind::attn_context:
+    case OpKind::attn_context_bwd:
+    case OpKind::attn_scores_bwd:
+    case OpKind::flash_attention:
+    case OpKind::paged_flash_attention:
+    case OpKind::varlen_flash_attention: return op_flops(op, g);
+    // dQ, dK, dV and dP: four products of the forward's size; the fifth rebuilds S.
+    case OpKind::flash_attention_bwd: return model ? 0.8 * op_flops(op, g) : op_flops(op, g);
+    default: return 0.0;
+  }
 }
 
 double op_bytes(const Op& op, const Graph& g) {

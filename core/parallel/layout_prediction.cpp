@@ -145,6 +145,10 @@ Prediction step_prediction(const LayoutPrediction& lp) {
   p.step_time = lp.step_time;
   p.mfu = lp.mfu;
   p.hfu = lp.hfu;
+  // Every GPU's: a stage's ranks are alike, gpus / pp of them.
+  p.model_flops = 0;
+  for (const RankPrediction& r : lp.ranks)
+    p.model_flops += r.prediction.model_flops * lp.gpus / std::max(1, lp.layout.pp);
   p.communication_time = lp.communication_time;
   p.exposed_communication = lp.exposed_communication;
   p.memory = worst.prediction.memory;

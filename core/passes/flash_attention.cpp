@@ -1,7 +1,11 @@
 // flash_attention pass: each materialized attn_scores -> attn_softmax -> attn_context chain
 // becomes one flash_attention op {Q, K, V} -> {O, LSE}, and in training the three backward
 // ops become one flash_attention_bwd {Q, K, V, O, dO, LSE} -> {dQ, dK, dV}. The score and
-// probability tensors (and their gradients) disappear from the graph.
+// probability tensors (and their gradients) disappear from the graph. A chain that selective
+// recompute reran in backward from the forward's own Q, K and V fuses into nothing: the
+// backward reads the forward's O and LSE, as it does when flash attention comes first.
+#include <algorithm>
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,6 +48,7 @@ void apply_flash_attention(Graph& g) {
   std::vector<bool> drop(g.ops.size(), false);
   std::map<int, Op> replace;       // op index -> the fused op taking its place
   std::map<int, Chain> by_probs;   // probability tensor id -> its forward chain
+  std::map<std::array<int, 3>, Chain> by_qkv;  // the forward chains by their Q, K, V
 
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& sm = g.ops[i];
@@ -58,6 +63,14 @@ void apply_flash_attention(Graph& g) {
     const Op& sc = g.ops[static_cast<std::size_t>(c.scores)];
     const Op& cx = g.ops[static_cast<std::size_t>(c.context)];
     const OpAttrs& a = sc.attrs;
+    const std::array<int, 3> qkv{sc.inputs.at(0), sc.inputs.at(1), cx.inputs.at(1)};
+    if (sm.recomputed) {
+      if (const auto fwd = by_qkv.find(qkv); fwd != by_qkv.end()) {
+        drop[static_cast<std::size_t>(c.scores)] = drop[i] = drop[static_cast<std::size_t>(c.context)] = true;
+        by_probs[sm.outputs.at(0)] = fwd->second;
+        continue;
+      }
+    }
     c.o = cx.outputs.at(0);
     Tensor lse;
     lse.name = renamed(sm.name, "softmax", "flash_attention") + ".lse";
@@ -75,6 +88,7 @@ void apply_flash_attention(Graph& g) {
     replace[c.context] = std::move(f);
     drop[static_cast<std::size_t>(c.scores)] = drop[i] = true;
     by_probs[sm.outputs.at(0)] = c;
+    if (!sm.recomputed) by_qkv[qkv] = c;
   }
 
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
@@ -98,7 +112,7 @@ void apply_flash_attention(Graph& g) {
     drop[static_cast<std::size_t>(sb)] = drop[static_cast<std::size_t>(kb)] = true;
   }
 
-  if (replace.empty()) return;
+  if (replace.empty() && std::find(drop.begin(), drop.end(), true) == drop.end()) return;
   std::vector<Op> ops;
   ops.reserve(g.ops.size());
   for (std::size_t i = 0; i < g.ops.size(); ++i) {

@@ -39,6 +39,15 @@ OptimizationInfo graph_pass(std::string name, std::string summary, GraphPassFn a
   return o;
 }
 
+// A graph pass that may take one of `choices` (recompute = "selective"); named alone it is the
+// first.
+OptimizationInfo graph_choice(std::string name, std::string summary, GraphPassFn apply,
+                              std::vector<std::string> choices) {
+  OptimizationInfo o = graph_pass(std::move(name), std::move(summary), apply, PassValue::optional);
+  o.choices = std::move(choices);
+  return o;
+}
+
 OptimizationInfo workload_pass(std::string name, std::string summary, WorkloadPassFn apply, PassValue value,
                                ValueRange range, std::string example = {}) {
   OptimizationInfo o = entry(std::move(name), std::move(summary), OptimizationKind::workload, apply);
@@ -116,9 +125,14 @@ const std::vector<OptimizationInfo>& optimizations() {
                  [](const PassSpec&, Graph& g) { g.graphed = true; }),
       graph_pass("fused_optimizer", "per-tensor multi-pass AdamW ops become one single-pass AdamW op",
                  [](const PassSpec&, Graph& g) { passes::apply_fused_optimizer(g); }),
-      graph_pass("recompute",
-                 "activation checkpointing: each layer's forward reruns in backward; only layer inputs saved",
-                 [](const PassSpec&, Graph& g) { passes::apply_recompute(g); }),
+      graph_choice("recompute",
+                   "activation checkpointing: each layer's forward reruns in backward, only its input saved; "
+                   "\"selective\": only the attention core (scores, softmax, context)",
+                   [](const PassSpec& p, Graph& g) {
+                     if (p.text && *p.text == "selective") passes::apply_selective_recompute(g);
+                     else passes::apply_recompute(g);
+                   },
+                   {"full", "selective"}),
       graph_pass("pinned_memory",
                  "host input buffers are page-locked: uploads skip the driver's staging copy (host_data)",
                  [](const PassSpec&, Graph& g) { passes::apply_pinned_memory(g); }),

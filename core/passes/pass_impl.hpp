@@ -21,8 +21,13 @@ void apply_paged_kv(Graph& g, int64_t block);
 void apply_fusion(Graph& g);
 // All adamw ops become one single-pass adamw op.
 void apply_fused_optimizer(Graph& g);
-// Per-layer activation checkpointing: forward ops rerun before each layer's backward.
+// Per-layer activation checkpointing: forward ops rerun before each layer's backward. After
+// selective recompute it takes the place of that one.
 void apply_recompute(Graph& g);
+// Selective recompute: each layer's attention core (scores, softmax, context) reruns before
+// its backward, and the softmax output is no longer saved; nothing to do with flash attention
+// or after full recompute.
+void apply_selective_recompute(Graph& g);
 // Every host tensor becomes page-locked (host_pinned).
 void apply_pinned_memory(Graph& g);
 // Each upload becomes a prefetch of the next step's input into `<dst>.next` on side stream 1,

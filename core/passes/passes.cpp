@@ -54,6 +54,8 @@ void validate(const PassSpec& p) {
     throw ConfigError(fmt::format("unknown optimization '{}'{}", p.name, did_you_mean(p.name, names)));
   }
   if (!info->choices.empty()) {
+    // A word that may be left out (recompute): named alone, or as true, it takes its first.
+    if (!p.text && info->value != PassValue::required && (!p.value || *p.value == 1)) return;
     validate_choice(p, *info);
     return;
   }

@@ -103,7 +103,8 @@ std::string format_csv(const std::vector<RunResult>& points) {
                         "time_error", "predicted_peak_executed_bytes", "measured_peak_bytes",
                         "memory_error", "predicted_peak_model_bytes", "fits", "predicted_speedup",
                         "measured_speedup", "predicted_tokens_per_s", "measured_tokens_per_s",
-                        "predicted_mfu", "note", "layers_built", "layers_total"})
+                        "predicted_mfu", "measured_mfu", "predicted_model_flops_s_per_gpu",
+                        "measured_model_flops_s_per_gpu", "note", "layers_built", "layers_total"})
     header.emplace_back(h);
   // Host memory columns only when some graph holds data in host memory.
   if (host) header.insert(header.end(), {"predicted_host_bytes", "predicted_host_pinned_bytes"});
@@ -164,7 +165,8 @@ std::string format_csv(const std::vector<RunResult>& points) {
                   num(f.measured_peak), num(f.memory_error), num(f.predicted_peak_model),
                   flag(f.fits), num(f.predicted_speedup), num(f.measured_speedup),
                   num(f.predicted_tokens_per_s), num(f.measured_tokens_per_s),
-                  num(s.predicted.mfu), f.note, std::to_string(s.graph.layers_built),
+                  num(s.predicted.mfu), num(f.measured_mfu), num(f.predicted_model_flops_per_gpu),
+                  num(f.measured_model_flops_per_gpu), f.note, std::to_string(s.graph.layers_built),
                   std::to_string(s.graph.layers_total)});
       if (host) row.insert(row.end(), {num(f.host_bytes), num(f.host_pinned_bytes)});
       if (ws) row.insert(row.end(), {num(f.predicted_workspace), num(f.measured_workspace)});

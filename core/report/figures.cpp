@@ -140,6 +140,8 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
     f.fits = p.fits;
     f.predicted_tokens_per_s = p.step_time > 0 ? f.tokens_per_step / p.step_time : 0.0;
     f.predicted_mfu = p.mfu;
+    const int gpus = s.layout ? std::max(1, s.layout->gpus) : 1;
+    f.predicted_model_flops_per_gpu = p.step_time > 0 ? p.model_flops / p.step_time / gpus : 0.0;
     if (s.measured) {
       const Measurement& m = *s.measured;
       f.measured_time = m.step_time;
@@ -148,7 +150,12 @@ std::vector<StepFigures> step_figures(const RunResult& r) {
       f.measured_workspace = ws == m.bytes_by_role_at_peak.end() ? 0.0 : ws->second;
       f.time_error = finite(relative_error(p.step_time, m.step_time));
       f.memory_error = finite(relative_error(p.memory_executed.peak, m.peak_bytes));
-      if (m.step_time > 0) f.measured_tokens_per_s = f.tokens_per_step / m.step_time;
+      if (m.step_time > 0) {
+        f.measured_tokens_per_s = f.tokens_per_step / m.step_time;
+        // The step's model FLOPs do not depend on who ran it: only the time differs.
+        f.measured_model_flops_per_gpu = p.model_flops / m.step_time / gpus;
+        if (p.mfu_peak > 0) f.measured_mfu = *f.measured_model_flops_per_gpu / p.mfu_peak;
+      }
     }
     if (!out.empty()) {
       const StepFigures& base = out.front();

@@ -171,7 +171,11 @@ json step_object(const StepResult& s, const StepFigures& f) {
   pj["tokens_per_s"] = f.predicted_tokens_per_s;
   pj["speedup"] = f.predicted_speedup;
   pj["flops"] = p.flops;
+  pj["model_flops"] = p.model_flops;
+  pj["model_flops_s_per_gpu"] = f.predicted_model_flops_per_gpu;
+  pj["mfu_peak_flops_s"] = p.mfu_peak;
   pj["mfu"] = p.mfu;
+  pj["hfu"] = p.hfu;
   if (s.layout && f.layout) pj["parallel"] = layout_object(*s.layout, *f.layout);
   pj["peak_bytes_executed"] = p.memory_executed.peak;
   pj["peak_bytes_model"] = p.memory.peak;
@@ -207,6 +211,8 @@ json step_object(const StepResult& s, const StepFigures& f) {
     mj["executed_wall_s"] = m.executed_wall;
     mj["tokens_per_s"] = opt(f.measured_tokens_per_s);
     mj["speedup"] = opt(f.measured_speedup);
+    mj["model_flops_s_per_gpu"] = opt(f.measured_model_flops_per_gpu);
+    mj["mfu"] = opt(f.measured_mfu);
     mj["peak_bytes"] = m.peak_bytes;
     mj["bytes_by_role_at_peak"] = role_bytes(m.bytes_by_role_at_peak);
     mj["time_by_class_s"] = class_times(m.time_by_class);

@@ -75,7 +75,12 @@ struct StepFigures {
   std::optional<double> measured_speedup;      // needs the first step measured too
   double predicted_tokens_per_s = 0;
   std::optional<double> measured_tokens_per_s;
-  double predicted_mfu = 0;                    // over every GPU of a layout
+  // Model FLOP utilisation over every GPU of a layout, and the model FLOPs per second per GPU
+  // behind it (docs/COST_MODEL.md §4); measured: the same FLOPs over the measured step.
+  double predicted_mfu = 0;
+  double predicted_model_flops_per_gpu = 0;    // FLOP/s
+  std::optional<double> measured_mfu;
+  std::optional<double> measured_model_flops_per_gpu;
   std::string note;                            // "not executed: ..." / unsupported dtypes
   std::optional<LayoutFigures> layout;         // a parallel layout's figures (predicted)
 };

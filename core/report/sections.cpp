@@ -52,6 +52,11 @@ std::string timing_text(const RunResult& r) {
   return text;
 }
 
+// "41.2% (129 TFLOP/s)": utilisation and the model FLOPs per second per GPU behind it.
+std::string mfu_text(double mfu, double flops_per_gpu) {
+  return fmt::format("{:.1f}% ({})", mfu * 100, format_flops_rate(flops_per_gpu));
+}
+
 std::string primary_hardware(const RunResult& r) {
   return r.steps.empty() ? std::string("?") : r.steps.front().predicted.hardware;
 }
@@ -72,6 +77,8 @@ ReportSection step_time_section(const RunResult& r, const std::vector<StepFigure
   if (exec) t.add_column("meas speedup");
   t.add_column("pred tok/s");
   if (exec) t.add_column("meas tok/s");
+  t.add_column("pred MFU");
+  if (exec) t.add_column("meas MFU");
   if (any_note) t.add_column("note", Align::left);
   for (const auto& f : figs) {
     std::vector<std::string> row{f.step, format_duration(f.predicted_time)};
@@ -80,11 +87,16 @@ ReportSection step_time_section(const RunResult& r, const std::vector<StepFigure
     if (exec) row.push_back(opt_speedup(f.measured_speedup));
     row.push_back(format_rate(f.predicted_tokens_per_s));
     if (exec) row.push_back(opt_rate(f.measured_tokens_per_s));
+    row.push_back(mfu_text(f.predicted_mfu, f.predicted_model_flops_per_gpu));
+    if (exec)
+      row.push_back(f.measured_mfu ? mfu_text(*f.measured_mfu, f.measured_model_flops_per_gpu.value_or(0)) : dash);
     if (any_note) row.push_back(f.note);
     t.add_row(std::move(row));
   }
   s.notes.push_back("speedup: throughput (tokens/s) relative to the first step");
   if (exec) s.notes.push_back("time err: (predicted − measured) / measured");
+  s.notes.push_back("MFU: model FLOP/s per GPU (in brackets: matrix products, no recomputation) over the dense "
+                    "peak at the step's precision");
   return s;
 }
 
@@ -133,7 +145,8 @@ ReportSection layout_section(const RunResult& r, const std::vector<StepFigures>&
                format_bytes(l.memory_worst), format_bytes(l.memory_least)});
   }
   s.notes.push_back("tok/s/GPU: every replica's tokens per second over every GPU of the layout");
-  if (any_hfu) s.notes.push_back("MFU (HFU): HFU also counts the FLOPs recomputation repeats");
+  if (any_hfu)
+    s.notes.push_back("MFU (HFU): HFU also counts the products recomputed (recompute, flash attention's backward)");
   // An inference pipeline's bubble is no simulated schedule: one batch passes the stages in turn.
   const bool inference_pipeline = std::any_of(r.steps.begin(), r.steps.end(), [](const StepResult& st) {
     return st.layout && st.layout->layout.pp > 1 && st.graph.workload.phase != Phase::train;

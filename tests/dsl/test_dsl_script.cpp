@@ -207,3 +207,35 @@ return scenario { name = "named_perfsim", model = "tiny-gpt", hardware = "L4", w
   CHECK(out.scenario->name == "named_perfsim");
   CHECK(out.scenario->stacks.size() == 1);
 }
+
+TEST_CASE("dsl: alibi in model{} and recompute's word in a step") {
+  const std::string file = write_script("alibi_selective.lua", R"(
+local m = model("gpt2", {alibi = true, layers = 2})
+assert(m.alibi == true and m.rope == false, "model() fills alibi in")
+return scenario {
+  name = "alibi", model = m, hardware = "H100",
+  workload = train { batch = 1, seq = 512 },
+  stacks = { step("sel", "bf16", {recompute = "selective"}), step("+full", "recompute") },
+}
+)");
+  const ScriptOutcome out = run_script(file);
+  REQUIRE(out.scenario.has_value());
+  const Scenario& s = *out.scenario;
+  CHECK(s.model.alibi);
+  REQUIRE(s.stacks.size() == 2);
+  REQUIRE(s.stacks[0].passes.size() == 2);
+  CHECK(s.stacks[0].passes[1].name == "recompute");
+  CHECK(s.stacks[0].passes[1].text == "selective");
+  CHECK_FALSE(s.stacks[1].passes[0].text.has_value());
+  // A word recompute does not take, and both position schemes at once, are errors.
+  CHECK(contains(script_error(write_script("bad_recompute.lua", R"(
+return scenario { model = "gpt2", hardware = "H100", workload = train { batch = 1, seq = 64 },
+  stacks = { step("x", {recompute = "partial"}) } }
+)")),
+                 "optimization 'recompute' takes one of full, selective"));
+  CHECK(contains(script_error(write_script("rope_alibi.lua", R"(
+return scenario { model = model("llama-3-8b", {alibi = true}), hardware = "H100",
+  workload = train { batch = 1, seq = 64 } }
+)")),
+                 "rope and alibi are two ways of placing positions"));
+}

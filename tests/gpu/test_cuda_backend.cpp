@@ -1,7 +1,8 @@
 // The CUDA backend as a whole on builder graphs of a tiny Llama: evaluate() against
 // CpuBackend::evaluate from the same initial values (decode, prefill, train; fp32 and bf16),
 // the measured peak against the memory model, the out-of-memory message, CUDA graph replay
-// against eager execution, an fp8 inference step against the fp32 one, and a paged decode step.
+// against eager execution, an fp8 inference step against the fp32 one, a paged decode step, and
+// ALiBi declined.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -279,6 +280,16 @@ TEST_CASE("cuda backend: an fp8 inference step stays close to the fp32 one") {
   // e4m3 keeps 3 mantissa bits (relative 2^-4 per input); through two layers the logits
   // stay within ~15% of their range.
   CHECK(rel_err(got[0], want[0]) < 0.15);
+}
+
+TEST_CASE("cuda backend: ALiBi attention is declined, not computed without its bias") {
+  ModelConfig m = tiny();
+  m.rope = false;
+  m.alibi = true;
+  std::vector<StackStep> stack{{"step", {}}};
+  const Graph g = build_stack_graph(m, training(), stack, 0);
+  cuda::CudaBackend be;
+  CHECK(graph_unsupported_reason(be, g).find("has no GPU kernel for ALiBi yet") != std::string::npos);
 }
 
 TEST_CASE("cuda backend: eager runs time the host's issue of every op, replays do not") {

@@ -1,7 +1,8 @@
 // CPU attention kernels against a naive reference (double loops written from the
 // definitions), and flash attention against the materialized chain, forward and backward:
 // GQA (8 query heads on 2 kv heads), causal and not, and decode (seq_q 1) reading a cache
-// longer than the valid rows; paged attention and appends through a shuffled block table.
+// longer than the valid rows; paged attention and appends through a shuffled block table; ALiBi
+// against Press et al.'s slopes written out as their reference code builds them.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "approx.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
+#include "core/graph/alibi.hpp"
 #include "cpu_test_util.hpp"
 
 using namespace perfsim::cpu;
@@ -35,8 +37,28 @@ std::size_t si(const AttnShape& a, int64_t b, int64_t h, int64_t i, int64_t j) {
   return static_cast<std::size_t>(((b * a.heads + h) * a.seq_q + i) * a.seq_kv + j);
 }
 
+// ALiBi slopes as Press et al.'s reference code (get_slopes) builds them: for n a power of two,
+// start = 2^(−2^−(log2 n − 3)) and slope i = start^(i+1); otherwise the closest power of two's
+// slopes, then every other slope of twice that, from the first.
+std::vector<double> press_slopes(int64_t n) {
+  const auto power_of_2 = [](int64_t m) {
+    const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(m)) - 3)));
+    std::vector<double> out;
+    for (int64_t i = 0; i < m; ++i) out.push_back(start * std::pow(start, static_cast<double>(i)));
+    return out;
+  };
+  const double l = std::log2(static_cast<double>(n));
+  if (l == std::floor(l)) return power_of_2(n);
+  const auto closest = static_cast<int64_t>(std::pow(2.0, std::floor(l)));
+  std::vector<double> out = power_of_2(closest);
+  const std::vector<double> twice = press_slopes(2 * closest);
+  for (std::size_t i = 0; i < twice.size() && static_cast<int64_t>(out.size()) < n; i += 2) out.push_back(twice[i]);
+  return out;
+}
+
 // Straight from the definitions: S = QK^T/sqrt(d), causal mask by absolute position,
-// P = softmax, O = PV; backward by the chain rule with dK/dV summed over each GQA group.
+// P = softmax (of S − m_h·|i − j| with ALiBi), O = PV; backward by the chain rule with dK/dV
+// summed over each GQA group.
 Ref reference(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
               const std::vector<float>& d_o, const AttnShape& a) {
   Ref r;
@@ -48,25 +70,30 @@ Ref reference(const std::vector<float>& q, const std::vector<float>& k, const st
   r.dk.assign(ng, 0), r.dv.assign(ng, 0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(a.head_dim));
   const int64_t group = a.heads / a.kv_heads;
+  const std::vector<double> slopes = a.alibi_heads > 0 ? press_slopes(a.alibi_heads) : std::vector<double>{};
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t h = 0; h < a.heads; ++h) {
       const int64_t kh = h / group;
       for (int64_t i = 0; i < a.seq_q; ++i) {
         const int64_t pos = a.seq_kv - a.seq_q + i;  // absolute position of query i
+        // The softmax's input: S plus the bias, −m_h·(pos − j) (its mirror for keys after pos).
+        std::vector<double> logit(static_cast<std::size_t>(a.seq_kv));
         double mx = -INFINITY;
         for (int64_t j = 0; j < a.seq_kv; ++j) {
           double dot = 0;
           for (int64_t x = 0; x < a.head_dim; ++x)
             dot += double(q[qi(a, b, i, h, x)]) * k[ki(a, a.kv_capacity, b, j, kh, x)];
           r.s[si(a, b, h, i, j)] = dot * scale;
-          if (!a.causal || j <= pos) mx = std::max(mx, dot * scale);
+          logit[static_cast<std::size_t>(j)] =
+              dot * scale - (slopes.empty() ? 0.0 : slopes[static_cast<std::size_t>(h)] * std::abs(double(pos - j)));
+          if (!a.causal || j <= pos) mx = std::max(mx, logit[static_cast<std::size_t>(j)]);
         }
         double sum = 0;
         for (int64_t j = 0; j < a.seq_kv; ++j)
-          if (!a.causal || j <= pos) sum += std::exp(r.s[si(a, b, h, i, j)] - mx);
+          if (!a.causal || j <= pos) sum += std::exp(logit[static_cast<std::size_t>(j)] - mx);
         r.lse[static_cast<std::size_t>((b * a.heads + h) * a.seq_q + i)] = mx + std::log(sum);
         for (int64_t j = 0; j < a.seq_kv; ++j)
-          r.p[si(a, b, h, i, j)] = (!a.causal || j <= pos) ? std::exp(r.s[si(a, b, h, i, j)] - mx) / sum : 0.0;
+          r.p[si(a, b, h, i, j)] = (!a.causal || j <= pos) ? std::exp(logit[static_cast<std::size_t>(j)] - mx) / sum : 0.0;
         for (int64_t x = 0; x < a.head_dim; ++x) {
           double acc = 0;
           for (int64_t j = 0; j < a.seq_kv; ++j) acc += r.p[si(a, b, h, i, j)] * v[ki(a, a.kv_capacity, b, j, kh, x)];
@@ -187,6 +214,44 @@ TEST_CASE("cpu attention: materialized chain matches the reference (bf16, fp16)"
     check_materialized<bf16>(a, seed++);
     check_materialized<half>(a, seed++);
   }
+}
+
+TEST_CASE("ALiBi slopes: Press et al.'s numbers and their reference construction") {
+  // §3: 8 heads take 1/2, 1/4, ..., 1/256; 16 heads interpolate, 1/√2, 1/2, ..., 1/256.
+  CHECK(perfsim::alibi_slope(0, 8) == 0.5);
+  CHECK(perfsim::alibi_slope(7, 8) == 1.0 / 256);
+  CHECK(perfsim::alibi_slope(0, 16) == approx(1 / std::sqrt(2.0)));
+  CHECK(perfsim::alibi_slope(15, 16) == 1.0 / 256);
+  // 12 heads: the 8 slopes of 8, then 2^−0.5, 2^−1.5, 2^−2.5, 2^−3.5 (every other of 16's).
+  CHECK(perfsim::alibi_slope(8, 12) == approx(std::pow(2.0, -0.5)));
+  CHECK(perfsim::alibi_slope(11, 12) == approx(std::pow(2.0, -3.5)));
+  for (int64_t n = 1; n <= 96; ++n) {
+    CAPTURE(n);
+    const std::vector<double> want = press_slopes(n);
+    REQUIRE(static_cast<int64_t>(want.size()) == n);
+    for (int64_t h = 0; h < n; ++h) CHECK(perfsim::alibi_slope(h, n) == approx(want[static_cast<std::size_t>(h)]));
+  }
+  // The bias of query position 5 against key 2 on the first of 8 heads: −0.5·3.
+  CHECK(perfsim::alibi_bias(0.5, 5, 2) == -1.5);
+}
+
+TEST_CASE("cpu attention with ALiBi: materialized chain and flash attention match a naive attention") {
+  // The materialized scores stay Q·K^T·scale (the bias enters the softmax); the probabilities,
+  // outputs and every gradient carry it, as flash attention's do, forward and backward.
+  uint64_t seed = 900;
+  for (AttnShape a : cases) {
+    a.alibi_heads = a.heads;
+    CAPTURE(a.seq_q);
+    CAPTURE(a.seq_kv);
+    CAPTURE(a.heads);
+    check_materialized<float>(a, seed++);
+    check_materialized<bf16>(a, seed++);
+    for (int64_t tile : {2, 64}) check_flash<float>(a, seed++, tile);
+    check_flash<half>(a, seed++, 4);
+  }
+  AttnShape longer = shape(1, 70, 70, 8, 2, 8, 70, true);
+  longer.alibi_heads = 8;
+  check_flash<float>(longer, seed++, 64);
 }
 
 TEST_CASE("cpu attention: causal softmax zeroes future positions and rows sum to one") {
@@ -312,6 +377,10 @@ TEST_CASE("cpu paged attention: reads K/V through a shuffled block table") {
   check_paged_flash<float>(shape(3, 1, 133, 8, 2, 16, 160, true), 16, seed++);
   check_paged_flash<bf16>(shape(3, 1, 133, 8, 2, 16, 160, true), 16, seed++);
   check_paged_flash<half>(shape(2, 4, 50, 4, 4, 8, 64, true), 8, seed++);
+  // ALiBi decode: the query at position 132 against every page.
+  AttnShape alibi = shape(3, 1, 133, 8, 2, 16, 160, true);
+  alibi.alibi_heads = 8;
+  check_paged_flash<float>(alibi, 16, seed++);
 }
 
 TEST_CASE("cpu paged attention: a table entry outside the pool or too few pages throw") {

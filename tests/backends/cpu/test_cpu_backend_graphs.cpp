@@ -220,3 +220,52 @@ TEST_CASE("cpu backend graphs: a paged decode step appends into its pages and at
   const Measurement meas = cpu::CpuBackend().run(g, once());
   CHECK(meas.peak_bytes == predict_memory(g, false).peak);
 }
+
+TEST_CASE("cpu backend graphs: selective recompute leaves gradients unchanged") {
+  // The rerun attention core reads the same Q, K and V: P, and so every gradient, is the same.
+  for (const ModelConfig& m : {small(test_models::tiny_llama()), small(test_models::tiny_gpt())}) {
+    CAPTURE(m.name);
+    const Workload w = train_workload();
+    const Graph base = graph_with(m, w, {});
+    std::vector<StackStep> stack{{"step", {PassSpec{"recompute", std::nullopt, "selective"}}}};
+    const Graph selective = build_stack_graph(m, w, stack, 0);
+    int reruns = 0;
+    for (const Op& op : selective.ops) reruns += op.recomputed;
+    REQUIRE(reruns == 6);  // scores, softmax and context of 2 layers
+    check_same_values(base, selective, TensorRole::gradient, 1e-6);
+    // With fusion on top, then full recompute taking its place, still the same step.
+    stack[0].passes.push_back(PassSpec{"fusion", std::nullopt});
+    check_same_values(base, build_stack_graph(m, w, stack, 0), TensorRole::gradient, 1e-5);
+    stack[0].passes.push_back(PassSpec{"recompute", std::nullopt});
+    check_same_values(base, build_stack_graph(m, w, stack, 0), TensorRole::gradient, 1e-5);
+  }
+}
+
+TEST_CASE("cpu backend graphs: ALiBi trains the same through materialized and flash attention") {
+  // Both paths add the bias, the softmax to S and flash attention to its tiles (forward and
+  // backward): gradients must agree as they do without ALiBi (test_cpu_attention.cpp checks the
+  // bias itself against a naive attention).
+  ModelConfig m = small(test_models::tiny_gpt());
+  m.alibi = true;
+  const Workload w = train_workload();
+  const Graph base = graph_with(m, w, {});
+  check_same_values(base, graph_with(m, w, {"flash_attention"}), TensorRole::gradient, 1e-4);
+  check_same_values(base, graph_with(m, w, {"recompute"}), TensorRole::gradient, 1e-6);
+  // Memory as the model predicts it: no position table, nothing else held for the bias.
+  check_peak(base, predict_memory(base, false));
+}
+
+TEST_CASE("cpu backend graphs: ALiBi on a tensor-parallel rank is declined, naming why") {
+  // The rank's kernels would give its heads the slopes of heads 0.. rather than its own.
+  ModelConfig m = small(test_models::tiny_gpt());
+  m.alibi = true;
+  BuildOptions o{1};
+  o.parallel.tp = 2;
+  const Graph g = build_graph(m, train_workload(), o);
+  const cpu::CpuBackend be;
+  std::string why;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::attn_softmax) why = be.unsupported_reason(op, g);
+  CHECK(why == "cpu backend: ALiBi attention 'layer0.attn.softmax' holds 2 of 4 heads (a tensor-parallel rank); its "
+               "slopes are not placed yet");
+}

@@ -152,6 +152,24 @@ TEST_CASE("cpu engine: a decode beside another sequence's prompt gives each one'
   CHECK(max_rel_diff(row(logits, 1, m.vocab), prefill_logits(m, b)) < 1e-4);
 }
 
+TEST_CASE("cpu engine: an ALiBi model's decode beside a prompt gives the prefill's logits") {
+  // The packed step biases each query by its own sequence's position, as the prefill's
+  // materialized softmax does.
+  ModelConfig m = test_models::tiny_llama();
+  m.rope = false;
+  m.alibi = true;
+  const std::vector<int32_t> a = ids_of(9, 5), b = ids_of(7, 40);
+  cpu::SharedTensors shared;
+  const std::vector<int32_t> a_blocks{4, 0, 2}, b_blocks{7, 3};
+  const auto fill = engine_step(m, {{a, 0, 8, a_blocks, true}}, 4, 8);
+  (void)logits_of(fill.first, fill.second, &shared);
+  const auto step = engine_step(m, {{a, 8, 9, a_blocks, true}, {b, 0, 7, b_blocks, true}}, 4, 8);
+  for (const Op& op : step.first.ops) CHECK(op.kind != OpKind::rope);
+  const std::vector<float> logits = logits_of(step.first, step.second, &shared);
+  CHECK(max_rel_diff(row(logits, 0, m.vocab), prefill_logits(m, a)) < 1e-4);
+  CHECK(max_rel_diff(row(logits, 1, m.vocab), prefill_logits(m, b)) < 1e-4);
+}
+
 TEST_CASE("cpu engine: an executed run serves every request to its output length") {
   const ModelConfig m = test_models::tiny_llama();
   std::vector<Request> requests;

@@ -31,6 +31,7 @@ std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
 struct Step {
   std::vector<int32_t> q_len, kv_len;
   int64_t heads = 0, kv_heads = 0, head_dim = 0, block = 0;
+  int64_t alibi_heads = 0;  // ALiBi over this many heads; 0: none
 };
 
 // The step's metadata and pages: a table naming distinct pages of a shuffled pool with a few
@@ -45,6 +46,7 @@ Packed pack(const Step& st, uint64_t seed) {
   VarlenAttnShape& a = p.a;
   a.seqs = static_cast<int64_t>(st.q_len.size());
   a.heads = st.heads, a.kv_heads = st.kv_heads, a.head_dim = st.head_dim;
+  a.alibi_heads = st.alibi_heads;
   p.query_start.assign(1, 0);
   for (int32_t q : st.q_len) p.query_start.push_back(p.query_start.back() + q);
   p.kv_len = st.kv_len;
@@ -88,6 +90,7 @@ void check_against_paged(const Step& st, uint64_t seed) {
     one.kv_capacity = a.paged.block * a.paged.max_blocks;
     one.grad_capacity = one.seq_kv;
     one.causal = true;
+    one.alibi_heads = a.alibi_heads;  // the same positions: kv_len − q_len + i
     std::vector<T> o_ref(at(q_len * hd));
     std::vector<float> lse_ref(at(a.heads * q_len));
     paged_flash_attention(q.data() + first * hd, k.data(), v.data(), p.table.data() + s * a.paged.max_blocks,
@@ -130,6 +133,18 @@ TEST_CASE("cpu varlen attention: bf16 and fp16 storages") {
   check_against_paged<bf16>(mixed_step(8, 2, 8, 4), seed++);
   check_against_paged<bf16>({{1, 70}, {100, 70}, 8, 2, 16, 16}, seed++);
   check_against_paged<half>(mixed_step(6, 3, 8, 4), seed++);
+}
+
+TEST_CASE("cpu varlen attention: ALiBi places each query where its sequence has it") {
+  // The paged kernel (checked against a naive ALiBi attention in test_cpu_attention.cpp) run on
+  // each sequence alone is the reference; 6 heads take Press et al.'s slopes for a non-power of two.
+  uint64_t seed = 3000;
+  for (const int64_t heads : {8, 6}) {
+    Step st = mixed_step(heads, 2, 8, 4);
+    st.alibi_heads = heads;
+    check_against_paged<float>(st, seed++);
+  }
+  check_against_paged<float>({{1, 70}, {100, 70}, 8, 2, 16, 16, 8}, seed++);
 }
 
 TEST_CASE("cpu varlen attention: metadata breaking a rule throws before anything is read") {

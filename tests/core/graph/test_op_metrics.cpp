@@ -6,6 +6,7 @@
 #include "core/cost/formulas.hpp"
 #include "core/graph/op_metrics.hpp"
 #include "graph_test_models.hpp"
+#include "op_samples.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;
@@ -231,4 +232,15 @@ TEST_CASE("op metrics: mixture-of-experts routing and row moves, by hand") {
   c1.attrs.capacity = 1, c1.attrs.rows = 8;
   CHECK(op_bytes(c1, g) == 80 + 3 * 64 + 80);
   CHECK(op_flops(c1, g) == 80);
+}
+
+TEST_CASE("op metrics: every flash attention kind's products are model FLOPs") {
+  for (OpKind k : {OpKind::flash_attention, OpKind::paged_flash_attention, OpKind::varlen_flash_attention}) {
+    CAPTURE(name_of(k));
+    for (const test::OpSample& s : test::op_samples(k, DType::bf16)) {
+      CAPTURE(s.label);
+      CHECK(op_flops(s.op(), s.graph) > 0);
+      CHECK(op_matmul_flops(s.op(), s.graph, true) == op_flops(s.op(), s.graph));
+    }
+  }
 }

@@ -152,6 +152,51 @@ TEST_CASE("report units") {
   CHECK(format_duration(std::nan("")) == "—");
 }
 
+TEST_CASE("report: model TFLOP/s per GPU and MFU, GPT-3 175B on 1024 A100s (Narayanan et al. 2021, §5.1)") {
+  // The paper's 175B run (B = 1536, s = 2048, l = 96, h = 12288, V = 51200) sustains 140
+  // teraFLOP/s per GPU counted with eq. 3's full-recompute form, F96 = 4.5110e18 FLOPs an
+  // iteration: 4.5110e18 / (1024 · 140e12) = 31.466 s. Its model FLOPs leave the recomputed
+  // forward out, F72 = 3.3862e18: 105.1 TFLOP/s per GPU, 33.7% of the A100's 312 TFLOP/s (bf16).
+  const double f96 = 4510970753323106304.0, f72 = 3.386196746387325e18;
+  const double step = f96 / (1024 * 140e12);
+  RunResult r = hand_result();
+  r.steps.resize(1);
+  StepResult& s = r.steps[0];
+  s.predicted.model_flops = f72;  // every GPU's, as a layout's prediction carries it
+  s.predicted.mfu_peak = 312e12;
+  s.predicted.step_time = step;
+  s.predicted.mfu = f72 / 1024 / step / 312e12;
+  LayoutPrediction lp;
+  lp.layout.tp = 8, lp.layout.pp = 8, lp.layout.dp = 16;
+  lp.gpus = 1024;
+  lp.step_time = step;
+  s.layout = lp;
+  s.measured->step_time = 2 * step;  // a run half as fast as predicted: half the utilisation
+  const StepFigures f = step_figures(r).at(0);
+  CHECK(f.predicted_model_flops_per_gpu == approx(105.092e12).epsilon(1e-5));
+  CHECK(f.predicted_mfu == approx(0.336834).epsilon(1e-5));
+  CHECK(*f.measured_model_flops_per_gpu == approx(52.546e12).epsilon(1e-5));
+  CHECK(*f.measured_mfu == approx(0.168417).epsilon(1e-5));
+  const std::string t = format_table({r});
+  CHECK(contains(t, "pred MFU"));
+  CHECK(contains(t, "33.7% (105 TFLOP/s)"));
+  CHECK(contains(t, "16.8% (52.5 TFLOP/s)"));
+  const nlohmann::json j = nlohmann::json::parse(format_json({r}));
+  const auto& js = j["results"][0]["steps"][0];
+  CHECK(js["predicted"]["model_flops"].get<double>() == approx(f72));
+  CHECK(js["predicted"]["model_flops_s_per_gpu"].get<double>() == approx(105.092e12).epsilon(1e-5));
+  CHECK(js["predicted"]["mfu_peak_flops_s"].get<double>() == 312e12);
+  CHECK(js["measured"]["mfu"].get<double>() == approx(0.168417).epsilon(1e-5));
+  const std::string csv = format_csv({r});
+  CHECK(contains(csv, "predicted_mfu,measured_mfu,predicted_model_flops_s_per_gpu,measured_model_flops_s_per_gpu"));
+  // Without a measurement or a peak, nothing is invented.
+  r.steps[0].measured.reset();
+  CHECK_FALSE(step_figures(r).at(0).measured_mfu.has_value());
+  CHECK(format_flops_rate(1.29e14) == "129 TFLOP/s");
+  CHECK(format_flops_rate(2.5e9) == "2.50 GFLOP/s");
+  CHECK(format_flops_rate(0) == "0.00 FLOP/s");
+}
+
 TEST_CASE("report format selection") {
   CHECK(parse_report_format("md") == ReportFormat::markdown);
   CHECK(parse_report_format("JSON") == ReportFormat::json);
