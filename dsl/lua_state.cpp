@@ -161,6 +161,11 @@ int traceback_handler(lua_State* L) {
   if (is_stop_marker(L, 1)) return 1;
   const ScriptContext& ctx = context(L);
   const std::string text = restore_long_path(error_text(L, 1), ctx.file);
+  // A wrong value given to a perfsim function: its message says where and what to change.
+  if (!ctx.config_error.empty() && error_text(L, 1) == ctx.config_error) {
+    lua_pushlstring(L, text.data(), text.size());
+    return 1;
+  }
   luaL_traceback(L, L, text.c_str(), 1);
   const std::string traceback = tidy_traceback(L, lua_tostring(L, -1), ctx);
   lua_pop(L, 1);
@@ -287,6 +292,7 @@ int detail::run_guarded(lua_State* L, int (*f)(lua_State*)) {
       const std::string& file = context(L).file;
       const std::string what = e.what();
       message = !file.empty() && what.rfind(file + ":", 0) == 0 ? what : where + what;
+      if (dynamic_cast<const ConfigError*>(&e) != nullptr) context(L).config_error = message;
     }
     if (stop)
       push_stop_marker(L);

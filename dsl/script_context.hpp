@@ -26,6 +26,9 @@ struct ScriptContext {
   // the script's frame; errors raised inside it are placed from this line (lua_state.cpp).
   // Atomic: the time limit's watchdog reads it to say where a script was stopped.
   std::atomic<int> last_line{0};
+  // The message of the last ConfigError a perfsim function raised: a wrong value the message
+  // names with its line and fix, so it is reported on one line, without a stack traceback.
+  std::string config_error;
 };
 
 }  // namespace perfsim::dsl

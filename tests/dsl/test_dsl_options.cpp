@@ -53,7 +53,7 @@ TEST_CASE("dsl: a bad override value names the option and the expected type") {
   const std::string file = dsl_fixture("options.lua");
   const std::string msg = script_error(file, with({{"batch", "eight"}}));
   CHECK(starts_with(msg, file + ":2: option 'batch' expects a number (got 'eight')"));
-  CHECK(contains(msg, "stack traceback:"));
+  CHECK_FALSE(contains(msg, "stack traceback:"));  // one line: --set batch=eight is a value, not a bug
   const std::string b = script_error(file, with({{"graphs", "maybe"}}));
   CHECK(contains(b, "option 'graphs' expects a boolean: true or false (got 'maybe')"));
   // "1e1" is a number; "8x" is not.
