@@ -115,9 +115,7 @@ void add_run_options(CLI::App& cmd, RunArgs& a) {
   add_script_options(cmd, a,
                      "Where to execute: auto (CUDA when present, else CPU), cpu, cuda, or none "
                      "(prediction only)");
-  cmd.add_option("--format", a.format, "Report format (default: from -o's extension, else table)")
-      ->check(CLI::IsMember({"table", "md", "markdown", "json", "csv"}));
-  cmd.add_option("-o,--output", a.output, "Write the report to FILE (whole or not at all)")->type_name("FILE");
+  add_report_options(cmd, a.format, a.output);
   cmd.add_option("--trace", a.trace,
                  "Write each step's predicted and measured timelines to FILE as Chrome trace-event JSON "
                  "(open it in ui.perfetto.dev or chrome://tracing)")

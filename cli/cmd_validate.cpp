@@ -91,9 +91,7 @@ void add_validate_options(CLI::App& cmd, ValidateArgs& a) {
                  "optimization's speedup, each collective's median error (default: report only)")
       ->type_name("PCT")
       ->check(CLI::Validator(max_error_check, "", "max-error"));
-  cmd.add_option("--format", a.format, "Report format (default: from -o's extension, else table)")
-      ->check(CLI::IsMember({"table", "md", "markdown", "json", "csv"}));
-  cmd.add_option("-o,--output", a.output, "Write the report to FILE (whole or not at all)")->type_name("FILE");
+  add_report_options(cmd, a.format, a.output);
   cmd.add_option("--trace", a.trace,
                  "Write every suite step's predicted and measured timelines to FILE as Chrome trace-event "
                  "JSON (ui.perfetto.dev, chrome://tracing)")

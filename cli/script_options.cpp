@@ -25,6 +25,12 @@ std::string check_seconds(const std::string& text) {
   return "expects seconds >= 0 (0: no limit), got '" + text + "'";
 }
 
+void add_report_options(CLI::App& cmd, std::string& format, std::string& output) {
+  cmd.add_option("--format", format, "Report format (default: from -o's extension, else table)")
+      ->check(CLI::IsMember({"table", "md", "markdown", "json", "csv"}));
+  cmd.add_option("-o,--output", output, "Write the report to FILE (whole or not at all)")->type_name("FILE");
+}
+
 void add_sandbox_options(CLI::App& cmd, ScriptArgs& a) {
   cmd.add_option("--output-dir", a.output_dir, "Directory where the script's perfsim.write(name, text) puts its files")
       ->type_name("DIR");

@@ -17,6 +17,10 @@ void add_script_options(CLI::App& cmd, ScriptArgs& a, const std::string& backend
 // --output-dir, --timeout, --run-timeout and --unsafe.
 void add_sandbox_options(CLI::App& cmd, ScriptArgs& a);
 
+// --format (table, md, markdown, json, csv; default from -o's extension) and -o FILE, for the
+// commands that write a report (run, validate).
+void add_report_options(CLI::App& cmd, std::string& format, std::string& output);
+
 // Checks for CLI11 validators, so a bad value is a usage error: "" when `text` is acceptable,
 // else what is wrong with it.
 [[nodiscard]] std::string check_set(const std::string& text);      // --set NAME=VALUE

@@ -292,9 +292,4 @@ template const KernelTable<CudaKernel<float>>& typed_kernels<float>();
 template const KernelTable<CudaKernel<__nv_bfloat16>>& typed_kernels<__nv_bfloat16>();
 template const KernelTable<CudaKernel<__half>>& typed_kernels<__half>();
 
-bool has_kernel(OpKind k) {
-  // GEMMs, AdamW and copies are OpExecutor's own paths (cuda_op_exec.cpp).
-  return k == OpKind::gemm || k == OpKind::adamw || k == OpKind::copy || typed_table<float>.has(k);
-}
-
 }  // namespace perfsim::cuda

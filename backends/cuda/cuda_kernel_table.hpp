@@ -33,7 +33,4 @@ template <class T> using CudaKernel = void (*)(const CudaCall<T>&);
 
 template <class T> [[nodiscard]] const ops::KernelTable<CudaKernel<T>>& typed_kernels();
 
-// Whether the CUDA backend runs kind k (a table entry here, or one of OpExecutor's own).
-[[nodiscard]] bool has_kernel(OpKind k);
-
 }  // namespace perfsim::cuda

@@ -74,7 +74,7 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
       return fmt::format("{} (op '{}')", pageable_capture_message, op.name);
   }
   if (op.attrs.alibi_heads > 0) return fmt::format("cuda backend: '{}' has no GPU kernel for ALiBi yet", op.name);
-  if (op.kind != OpKind::collective && op.kind != OpKind::host && !has_kernel(op.kind))
+  if (op.kind != OpKind::collective && op.kind != OpKind::host && !OpExecutor::runs(op.kind))
     return fmt::format("cuda backend has no {} kernel", name_of(op.kind));
   if (op.kind == OpKind::collective)
     return "cuda backend runs one GPU for now: collectives (NCCL, several GPUs) are not executed yet";
@@ -240,6 +240,8 @@ const ops::KernelTable<OpExecutor::OwnPath>& OpExecutor::own_paths() {
   };
   return table;
 }
+
+bool OpExecutor::runs(OpKind k) { return own_paths().has(k) || typed_kernels<float>().has(k); }
 
 void OpExecutor::run_any_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales, bool) {
   if (touches_fp8(op, m_graph)) run_fp8_gemm(op, buf, scales);

@@ -63,6 +63,9 @@ class OpExecutor {
   OpExecutor& operator=(const OpExecutor&) = delete;
   ~OpExecutor();
 
+  // Whether the executor runs kind k: one of its own paths or an entry of the kernel table.
+  [[nodiscard]] static bool runs(OpKind k);
+
   // op: checked by the caller once per graph (ops::check_op, op_unsupported_reason: the
   // GraphRunner's constructor does), not again here, on the eager dispatch path.
   // buffers[id]: device data of tensor id (every operand of op allocated by the caller);
