@@ -63,13 +63,7 @@ void check_writable(const std::string& path) {
     throw ConfigError(fmt::format("cannot write '{}': directory '{}' does not exist", path, dir));
   if (::access(dir.c_str(), W_OK) != 0)
     throw ConfigError(fmt::format("cannot write '{}': directory '{}' is not writable", path, dir));
-  // Creating a file is the only reliable test (read-only file systems, /proc, ACLs): a unique
-  // one, created exclusively, so no existing name or planted link is touched.
-  std::string probe = path + ".XXXXXX.tmp";
-  const int fd = ::mkstemps(probe.data(), 4);
-  if (fd < 0) fail(path, errno);
-  ::close(fd);
-  ::unlink(probe.c_str());
+  if (const int err = probe_file_creation(path)) fail(path, err);
 }
 
 ReportFormat resolve_report_format(const std::string& format, const std::string& output) {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 #include "core/errors.hpp"
 
@@ -75,6 +76,37 @@ void forget_temporary(int slot) {
   if (slot < 0) return;
   const std::lock_guard<std::mutex> lock(g_temporaries_mutex);
   g_temporaries[static_cast<std::size_t>(slot)].used.store(false);
+}
+
+// Creates `path`.XXXXXX.tmp exclusively (O_CREAT | O_EXCL: an existing name, link or not, is
+// never opened, and concurrent writers each get their own) and records it for removal *before*
+// it exists, so an interruption at any moment, in any thread, leaves no file behind. Returns
+// the descriptor (or -1 with errno set), the name and the slot.
+struct Temporary {
+  int fd = -1;
+  std::string name;
+  int slot = -1;
+};
+Temporary create_temporary(const std::string& path) {
+  static constexpr char letters[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 random{std::random_device{}() ^ static_cast<std::uint64_t>(::getpid())};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    Temporary t;
+    t.name = path + ".";
+    for (int i = 0; i < 6; ++i) t.name += letters[random() % (sizeof letters - 1)];
+    t.name += ".tmp";
+    t.slot = remember_temporary(t.name);
+    t.fd = ::open(t.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (t.fd >= 0) return t;
+    const int err = errno;
+    forget_temporary(t.slot);
+    if (err != EEXIST) {
+      errno = err;
+      return {};
+    }
+  }
+  errno = EEXIST;
+  return {};
 }
 
 void on_signal(int sig) {
@@ -165,15 +197,13 @@ void write_file_atomically(const std::string& path, std::string_view content) {
     if (const int err = write_all(fd.get(), content)) fail_write(path, err);
     return;
   }
-  // mkstemps creates the file with O_CREAT | O_EXCL: an existing name, link or not, is never
-  // opened, and concurrent writers each get their own.
-  std::string name = path + ".XXXXXX.tmp";
-  const int fd_raw = ::mkstemps(name.data(), 4);
-  if (fd_raw < 0) fail_write(path, errno);
-  Fd fd(fd_raw);
-  const int slot = remember_temporary(name);
+  Temporary tmp = create_temporary(path);
+  if (tmp.fd < 0) fail_write(path, errno);
+  Fd fd(tmp.fd);
+  const std::string& name = tmp.name;
+  const int slot = tmp.slot;
   int err = 0;
-  // mkstemps makes the file private (0600); a report is as readable as any new file.
+  // The file was created private (0600); a report is as readable as any new file.
   if (::fchmod(fd.get(), 0666 & ~current_umask()) != 0) err = errno;
   if (err == 0) err = write_all(fd.get(), content);
   if (::close(fd.release()) != 0 && err == 0) err = errno != 0 ? errno : EIO;
@@ -181,6 +211,15 @@ void write_file_atomically(const std::string& path, std::string_view content) {
   if (err != 0) ::unlink(name.c_str());
   forget_temporary(slot);
   if (err != 0) fail_write(path, err);
+}
+
+int probe_file_creation(const std::string& path) {
+  const Temporary tmp = create_temporary(path);
+  if (tmp.fd < 0) return errno != 0 ? errno : EIO;
+  ::close(tmp.fd);
+  ::unlink(tmp.name.c_str());
+  forget_temporary(tmp.slot);
+  return 0;
 }
 
 void remove_temporary_files() noexcept {

@@ -26,6 +26,11 @@ inline constexpr std::size_t max_input_file_bytes = std::size_t{256} << 20;
 // 'path': ..." on failure, leaving the target as it was and no temporary file.
 void write_file_atomically(const std::string& path, std::string_view content);
 
+// Creates and removes a temporary file beside `path` (the only reliable test that a file can be
+// made there: read-only file systems, /proc, ACLs), recorded like a write's so an interruption
+// leaves nothing. Returns 0 or the errno of the failure.
+[[nodiscard]] int probe_file_creation(const std::string& path);
+
 // Removes the temporary files of writes in progress; async-signal-safe (the interruption
 // handlers and the hard time-limit stop call it before the process ends).
 void remove_temporary_files() noexcept;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <cerrno>
 #include <unistd.h>
 
 #include <filesystem>
@@ -80,7 +81,7 @@ TEST_CASE("write_file_atomically: a planted link at the old temporary name is ne
   CHECK(slurp(victim) == "keep");
   // Only the report, the victim and the planted link: no temporary file is left.
   CHECK(names_in(dir.path).size() == 3);
-  // A new report is as readable as any new file (mkstemps makes it 0600).
+  // A new report is as readable as any new file (the temporary file is created 0600).
   struct stat st {};
   REQUIRE(::stat(target.c_str(), &st) == 0);
   const mode_t mask = ::umask(022);
@@ -111,4 +112,11 @@ TEST_CASE("write_file_atomically: a failed write leaves the target as it was and
   CHECK(fs::is_directory(sub));
   CHECK(names_in(dir.path) == std::vector<std::string>{"sub"});
   CHECK_THROWS_AS(write_file_atomically((dir.path / "no" / "such" / "r.json").string(), "x"), ConfigError);
+}
+
+TEST_CASE("probe_file_creation: leaves nothing behind and names the failure") {
+  ScratchDir dir;
+  CHECK(probe_file_creation((dir.path / "report.json").string()) == 0);
+  CHECK(names_in(dir.path).empty());
+  CHECK(probe_file_creation((dir.path / "missing" / "report.json").string()) == ENOENT);
 }
