@@ -100,6 +100,10 @@ void add_validate_options(CLI::App& cmd, ValidateArgs& a) {
                  "Also draw the report's charts into DIR as SVG and PNG: predicted vs measured per op "
                  "(as 'perfsim plot' does; needs python3-matplotlib)")
       ->type_name("DIR");
+  cmd.add_flag("--published", a.published,
+               "Predict the published-results suite (" + std::string(published_suite) +
+                   " unless --suite is given): configurations from papers and vendor pages, each "
+                   "compared with its published figure; executes nothing");
   cmd.add_flag("--quick", a.quick, "CPU-sized models: sets the option quick=true in every scenario of the suite");
   cmd.add_option("--suite", a.suite, "Directory of scenario files (*.lua), run in name order")
       ->type_name("DIR")
@@ -319,6 +323,11 @@ int cmd_validate(const ValidateArgs& given) {
     if (ranks->rank() != 0) a.quiet = true;
   }
   const ReportFormat format = resolve_report_format(a.format, a.output);
+  if (a.published) {
+    if (ranks != nullptr) throw UsageError("--published executes nothing: drop --gpus (or the launcher)");
+    if (!a.output.empty()) check_writable(a.output);
+    return validate_published(a, format);
+  }
   if (!a.op_error.empty() && a.measurements.size() < 2)
     throw UsageError("--op-error counts ops across runs: give two or more --measurements files");
   std::optional<double> max_error;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/run/rank_execution.hpp"
+#include "core/report/report.hpp"
 #include "dsl/dsl.hpp"
 
 namespace CLI {
@@ -31,11 +32,15 @@ struct ValidateArgs {
   double timeout = default_script_timeout_s;   // --timeout SECONDS per scenario script; 0 = none
   int gpus = 0;                                // --gpus N: run as N ranks (the multi-GPU suite)
   double rank_timeout = default_rank_timeout_s;  // --rank-timeout SECONDS a rank may spend on one step
+  bool published = false;                      // --published: the published-results suite, predicted
 };
 
 // The suite a run of several ranks validates when --suite is not given: parallel layouts whose
 // ranks each take one GPU (the scenarios' `gpus` option is set to the rank count).
 inline constexpr const char* ranks_suite = "scenarios/validation_ranks";
+
+// The suite `--published` predicts when --suite is not given: published measurements to reproduce.
+inline constexpr const char* published_suite = "scenarios/published";
 
 // Registers the command's options on `cmd`, filling `a` when parsed.
 void add_validate_options(CLI::App& cmd, ValidateArgs& a);
@@ -45,5 +50,8 @@ void add_validate_options(CLI::App& cmd, ValidateArgs& a);
 [[nodiscard]] double parse_max_error(const std::string& text);
 
 [[nodiscard]] int cmd_validate(const ValidateArgs& a);
+
+// --published (cli/cmd_validate_published.cpp).
+[[nodiscard]] int validate_published(const ValidateArgs& a, ReportFormat format);
 
 }  // namespace perfsim

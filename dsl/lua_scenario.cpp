@@ -20,6 +20,7 @@
 #include "dsl/lua_state.hpp"
 #include "dsl/lua_parallel.hpp"
 #include "dsl/sweep.hpp"
+#include "core/run/published_metrics.hpp"
 
 namespace perfsim::dsl {
 
@@ -170,6 +171,32 @@ Workload serve_decode_step(const ServeSpec& s, const ModelConfig& m) {
   return w;
 }
 
+// published = {source = ..., citation = ..., url = ..., metric = ..., value = ..., note = ...}
+PublishedFigure read_published(lua_State* L, int index) {
+  if (!lua_istable(L, index))
+    throw ConfigError(fmt::format("published must be a table {{source = ..., citation = ..., metric = ..., "
+                                  "value = ...}}, got {}",
+                                  describe_value(L, index)));
+  const FieldReader f(L, index, "published", {"source", "citation", "url", "metric", "value", "note"});
+  PublishedFigure p;
+  for (const char* key : {"source", "citation", "metric"}) {
+    const std::optional<std::string> v = f.string(key);
+    if (!v || v->empty()) throw ConfigError(fmt::format("published.{} is missing: every published case names it", key));
+  }
+  p.source = *f.string("source");
+  p.citation = *f.string("citation");
+  p.metric = *f.string("metric");
+  p.url = f.string("url").value_or("");
+  p.note = f.string("note").value_or("");
+  if (!is_published_metric(p.metric))
+    throw ConfigError(fmt::format("published.metric '{}' is not one of: {}", p.metric, published_metric_names()));
+  const std::optional<double> value = f.number("value");
+  if (!value || !std::isfinite(*value) || *value <= 0)
+    throw ConfigError("published.value must be the published figure, a number > 0 in the metric's unit");
+  p.value = *value;
+  return p;
+}
+
 std::string default_name(const std::string& file) {
   if (file.empty()) return "scenario";
   return std::filesystem::path(file).stem().string();
@@ -182,7 +209,7 @@ const std::vector<std::string>& scenario_fields() {
   // (Workload::host_data); the pinned_memory and prefetch passes act on those uploads.
   static const std::vector<std::string> f = {"name",   "description", "model",   "hardware",
                                              "workload", "stacks",    "execute", "sweep",
-                                             "host_data", "parallel"};
+                                             "host_data", "parallel", "published"};
   return f;
 }
 
@@ -224,6 +251,7 @@ BuiltScenario build_scenario(lua_State* L, int index, const std::string& what,
   r.push("stacks");
   s.stacks = read_stacks(L, lua_gettop(L));
   if (r.push("execute") != LUA_TNIL) s.execute = to_execute(L, lua_gettop(L));
+  if (r.push("published") != LUA_TNIL) s.published = read_published(L, lua_gettop(L));
   SweepCatalog named;
   r.push("sweep");
   s.sweep = read_sweep(L, lua_gettop(L), s.workload.phase, s.serve.has_value(), named);

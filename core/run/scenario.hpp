@@ -32,6 +32,17 @@ struct SweepAxis {
   std::vector<std::string> values;
 };
 
+// A figure a paper or vendor page published for this scenario's configuration
+// (`perfsim validate --published`, core/validate/published.hpp): what it was, where it came from.
+struct PublishedFigure {
+  std::string source;    // short key grouping the cases of one table: "megatron-sc21"
+  std::string citation;  // "Narayanan et al. 2021 (SC21), Table 1"
+  std::string url;
+  std::string metric;    // a published_metrics() name: "step_time", "tokens_per_s_per_gpu", ...
+  double value = 0;      // in the metric's unit
+  std::string note;      // how the configuration was read off the source, where it needed reading
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -48,6 +59,8 @@ struct Scenario {
   // workload = serve{...}: serving traffic through an engine; `workload` is then the decode step
   // of one sequence at the mean lengths (what explain shows).
   std::optional<ServeSpec> serve;
+  // The published measurement of this configuration, for `perfsim validate --published`.
+  std::optional<PublishedFigure> published;
 };
 
 // Throws ConfigError when the model, workload, stack or hardware list is unusable.
