@@ -49,6 +49,15 @@ local COMPUTE_EFFICIENCY = {
   optimizer = 0.5,
   memory = 0.5,
 }
+-- Hopper reaches a smaller share of its dense peak than Ampere: its tensor cores need
+-- warpgroup-wide asynchronous kernels to be fed, and library kernels of the generation before
+-- (FlashAttention-2 among them) leave much of it idle. Measured, not datasheet: the class
+-- efficiencies `perfsim calibrate` fitted on an H100 SXM over every GEMM and flash-attention
+-- kernel it timed (stdlib/profiles/h100-local.lua: gemm 0.664, attention 0.387);
+-- FlashAttention-2 reaches 35-37% of H100 peak forward (Shah et al. 2024, FlashAttention-3,
+-- arXiv:2407.08608, Fig. 5), in line with it.
+local HOPPER_COMPUTE = {gemm = 0.66, attention = 0.39}
+
 -- Fraction of the HBM bandwidth reached per op class (documented defaults, not measurements).
 local MEMORY_EFFICIENCY = {
   gemm = 0.8,           -- weight-streaming GEMV/skinny GEMMs (decode) reach ~80% of HBM bandwidth
@@ -92,6 +101,8 @@ local function gpu(e)
   e.pcie = link(e.pcie, PCIE_LATENCY)
   e.infiniband = link(INFINIBAND_NDR, IB_LATENCY)
   e.compute_efficiency = copy(COMPUTE_EFFICIENCY)
+  for class, share in pairs(e.compute_share or {}) do e.compute_efficiency[class] = share end
+  e.compute_share = nil
   e.memory_efficiency = copy(MEMORY_EFFICIENCY)
   e.calibrated = false
   return e
@@ -140,6 +151,7 @@ local catalog = {
   -- SMs and L2: https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper
   gpu {
     name = "H100-SXM", aliases = {"h100", "h100-sxm5", "h100-80gb"},
+    compute_share = HOPPER_COMPUTE,
     peak_flops = {fp32 = 67 * T, tf32 = 494.7 * T, bf16 = 989.4 * T, fp16 = 989.4 * T,
                   fp8 = 1978.9 * T, int8 = 1978.9 * T},
     memory_bytes = 80 * GB, memory_bandwidth = 3350 * GB, l2_bytes = 50 * MiB, sm_count = 132,
@@ -153,6 +165,7 @@ local catalog = {
   },
   gpu {
     name = "H100-PCIe", aliases = {"h100-pcie-80gb"},
+    compute_share = HOPPER_COMPUTE,
     peak_flops = {fp32 = 51 * T, tf32 = 378 * T, bf16 = 756 * T, fp16 = 756 * T,
                   fp8 = 1513 * T, int8 = 1513 * T},
     memory_bytes = 80 * GB, memory_bandwidth = 2000 * GB, l2_bytes = 50 * MiB, sm_count = 114,
@@ -165,6 +178,7 @@ local catalog = {
   -- H200 SXM: https://www.nvidia.com/en-us/data-center/h200/ (H100 SXM compute, HBM3e)
   gpu {
     name = "H200", aliases = {"h200-sxm", "h200-141gb"},
+    compute_share = HOPPER_COMPUTE,
     peak_flops = {fp32 = 67 * T, tf32 = 494.7 * T, bf16 = 989.4 * T, fp16 = 989.4 * T,
                   fp8 = 1978.9 * T, int8 = 1978.9 * T},
     memory_bytes = 141 * GB, memory_bandwidth = 4800 * GB, l2_bytes = 50 * MiB, sm_count = 132,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <span>
 
+#include "core/cost/gemm_shape.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_metrics.hpp"
 
@@ -123,6 +124,10 @@ OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& h
     // Compute roof: FLOPs at the datasheet peak scaled by the class efficiency (Williams et al.
     // 2009).
     c.compute_time = c.flops / (hw.peak(*priced) * eff.compute[cls]);
+    // A GPU GEMM reaches its class efficiency only with whole waves of tiles and a long K loop
+    // (gemm_shape.hpp); a fitted table below, where the profile has one, replaces this.
+    if (op.kind == OpKind::gemm && hw.kind == "gpu")
+      c.compute_time /= gemm_shape_efficiency(op.attrs.m, op.attrs.n, op.attrs.k, op.attrs.batch, hw.sm_count).factor();
   }
   if (c.bytes > 0) {
     if (hw.memory_bandwidth <= 0 || eff.memory[cls] <= 0)

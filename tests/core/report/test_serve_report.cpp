@@ -415,7 +415,14 @@ TEST_CASE("serve report: vLLM benchmark JSON of a serve step") {
   CHECK(j["median_tpot_ms"].get<double>() == sig6_of(m.tpot.median * 1000));
   CHECK(j["p99_e2el_ms"].get<double>() == sig6_of(m.e2e.p99 * 1000));
   CHECK(j["mean_itl_ms"].get<double>() == sig6_of(m.itl.mean * 1000));
-  CHECK(j["std_ttft_ms"].get<double>() > 0);
+  // numpy's np.std (ddof 0) of the served requests' TTFTs, in ms.
+  std::vector<double> ttfts;
+  for (std::size_t i = 0; i < j["ttfts"].size(); ++i)
+    if (j["errors"][i] == "") ttfts.push_back(j["ttfts"][i].get<double>() * 1000);
+  double mean = 0, var = 0;
+  for (double t : ttfts) mean += t / static_cast<double>(ttfts.size());
+  for (double t : ttfts) var += (t - mean) * (t - mean) / static_cast<double>(ttfts.size());
+  CHECK(j["std_ttft_ms"].get<double>() == approx(std::sqrt(var)).epsilon(1e-4).scale(1e-6));
 }
 
 TEST_CASE("serve report: vLLM benchmark JSON traffic fields") {
