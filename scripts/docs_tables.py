@@ -9,7 +9,8 @@ A region is two HTML comments around the text this script owns:
 
 FILE is a path under docs/results/ (`h100/validate.json`); VIEW says what to draw from it:
 
-    text         the file verbatim, in a fenced block (a saved `perfsim run` report)
+    text         the file verbatim, in a fenced block (a saved `perfsim run` report);
+                 `blocks=N` after FILE keeps its first N blank-line-separated sections
     overall      a `perfsim validate` report's overall figures; several FILEs: one column each
     steps        step time and peak memory per scenario and step
     speedups     the speedup of each optimization over the step before it
@@ -117,7 +118,7 @@ def source_line(name, report):
     if m.get("measured"):
         parts.append(f"measured {m['measured']}")
     if m.get("commit"):
-        parts.append(f"commit {m['commit']}")
+        parts.append(f"written at commit {m['commit']}")
     return "Source: " + "; ".join(parts) + ".\n\n"
 
 
@@ -128,11 +129,17 @@ def label(name):
 # ---- views ---------------------------------------------------------------------------------------
 
 def view_text(names):
+    opts = dict(n.split("=", 1) for n in names if "=" in n)
+    names = [n for n in names if "=" not in n]
     body = "".join(load(n) for n in names)
     m = manifest().get(names[0], {})
     note = f"Source: `docs/results/{names[0]}`"
     if m.get("command"):
         note += f", written by `{m['command']}`"
+    if "blocks" in opts:  # the first N blank-line-separated blocks only
+        kept = body.strip("\n").split("\n\n")[: int(opts["blocks"])]
+        body = "\n\n".join(kept) + "\n"
+        note += f" (its first {opts['blocks']} sections)"
     return note + ".\n\n```\n" + body + ("" if body.endswith("\n") else "\n") + "```\n"
 
 
@@ -238,7 +245,7 @@ def render(spec, where):
     if len(words) < 2 or words[0] not in VIEWS:
         sys.exit(f"docs_tables: {where}: bad region '{spec}': want VIEW FILE... with VIEW one of {', '.join(VIEWS)}")
     for n in words[1:]:
-        if not (RESULTS / n).is_file():
+        if "=" not in n and not (RESULTS / n).is_file():
             sys.exit(f"docs_tables: {where}: no result file docs/results/{n}")
     return VIEWS[words[0]](words[1:])
 
