@@ -1,6 +1,6 @@
 -- Prefill at a long prompt: materialized attention (scores and probabilities in memory) against
 -- FlashAttention, which never writes them. The gap grows with prompt² in time and memory.
--- Defaults keep a CPU run near a minute; on a GPU try --set prompt=8192 --set repeats=5.
+-- The defaults take minutes on a CPU of two cores; on a GPU try --set prompt=8192 --set repeats=5.
 local opt = options {
   model   = {"model from the zoo (perfsim list models)", "llama-3-8b"},
   batch   = {"sequences prefilled together", 1},
