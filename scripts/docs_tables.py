@@ -234,7 +234,26 @@ def view_collectives(names):
     return out + table(header, rows, "lr" + "l" * len(names))
 
 
-VIEWS = {"text": view_text, "overall": view_overall, "steps": view_steps, "speedups": view_speedups,
+def view_published(names):
+    r = load(names[0])
+    m = manifest().get(names[0], {})
+    out = f"Source: `docs/results/{names[0]}`"
+    if m.get("command"):
+        out += f", written by `{m['command']}`"
+    if m.get("commit"):
+        out += f" at commit {m['commit']}"
+    out += ".\n\n"
+    rows = [[s["source"], str(s["cases"]), pct(s["mean_abs_error"]), pct(s["max_abs_error"]), s["worst"], s["citation"]]
+            for s in r["sources"]]
+    rows.append(["all", str(len(r["cases"])), pct(r["mean_abs_error"]), pct(r["max_abs_error"]), "", ""])
+    out += table(["source", "cases", "mean abs error", "max abs error", "worst case", "citation"], rows, "lrrrll")
+    out += "\n"
+    rows = [[c["scenario"], c["hardware"], c["metric"], sig3(c["published"]), sig3(c["predicted"]), pct(c["error"], True)]
+            for c in r["cases"]]
+    return out + table(["case", "hardware", "metric", "published", "predicted", "error"], rows, "lllrrr")
+
+
+VIEWS = {"published": view_published, "text": view_text, "overall": view_overall, "steps": view_steps, "speedups": view_speedups,
          "classes": view_classes, "op_times": view_op_times, "collectives": view_collectives}
 
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <ctime>
 
 #include "core/report/text_table.hpp"
 #include "core/run/published_metrics.hpp"
@@ -74,6 +75,11 @@ std::string as_json(const PublishedSummary& s) {
   json j;
   j["perfsim"] = perfsim_version;
   j["suite"] = "published";
+  // The day the prediction was made: the cost model changes, the published figures do not.
+  const std::time_t now = std::time(nullptr);
+  char day[16] = {};
+  std::strftime(day, sizeof day, "%Y-%m-%d", std::gmtime(&now));
+  j["date"] = day;
   json cases = json::array();
   for (const PublishedCase& c : s.cases) {
     json o;
