@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/cost/transfer.hpp"
 #include "core/errors.hpp"
 #include "core/text.hpp"
 #include "dsl/lua_catalog.hpp"
@@ -132,6 +133,21 @@ std::vector<std::string> profile_names(lua_State* L) {
 int api_profile(lua_State* L) {
   if (lua_type(L, 1) == LUA_TSTRING) {
     const std::string arg = lua_tostring(L, 1);
+    // "h100-local@H200": a calibrated profile carried to another catalog entry
+    // (core/cost/transfer.hpp). A file whose name holds '@' stays a file.
+    const auto at = arg.rfind('@');
+    std::error_code ec;
+    if (at != std::string::npos && at > 0 && at + 1 < arg.size() && !std::filesystem::exists(arg, ec)) {
+      const std::string from_spec = arg.substr(0, at);
+      if (is_path(from_spec))
+        load_by_path(L, from_spec);
+      else
+        load_by_name(L, from_spec);
+      const Hardware from = to_hardware(L, -1, "profile '" + from_spec + "'");
+      lua_pop(L, 1);
+      push_hardware(L, transfer_profile(from, lookup_hardware(L, arg.substr(at + 1))));
+      return 1;
+    }
     if (is_path(arg))
       load_by_path(L, arg);
     else
