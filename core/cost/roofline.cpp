@@ -57,20 +57,20 @@ std::span<const DType> fallbacks(DType t) {
 // at its calibration point. An unaligned GEMM reads the curve of its layout, else the pooled
 // unaligned curve, else the grid; decode attention reads the curve of its query rows per K/V
 // row, else the pooled decode curve; a paged op reads its paged curve, else its unpaged one.
-// A curve's efficiency at the op's point. Past its largest measured kernel a curve is not held
-// flat: that kernel's time is the fixed part a bigger one still pays, and the extra work runs
-// at the better of the curve's last efficiency and the rate a broader curve of the kind (the
-// unpaged or coarser key) or, without one, the class reaches there. A curve fitted on small
-// kernels alone (paged KV appends of one row per sequence) would otherwise price a prefill's
-// append of thousands of rows at the small kernels' efficiency, tens of times too slow.
+// A curve's efficiency at the op's point. Past its largest measured kernel a curve is held at
+// its last efficiency, unless a broader curve of the kind (the coarser or unpaged key) measured
+// bigger kernels: then that kernel's time is the fixed part a bigger one still pays, and the
+// extra work runs at the better of the two curves' rates. A curve fitted on small kernels alone
+// (paged KV appends of one row per sequence) would otherwise price a prefill's append of
+// thousands of rows at the small kernels' efficiency, ten times too slow.
 double beyond_the_curve(std::map<std::string, EfficiencyCurve>::const_iterator curve, const CalibrationPoint& p,
-                        const Calibration& cal, double class_efficiency) {
+                        const Calibration& cal) {
   const EfficiencyCurve& c = curve->second;
   const double r = p.curve_seconds;
   if (c.seconds.empty() || r <= c.seconds.back()) return c.at(r);
   const double r_max = c.seconds.back();
   const double e_max = c.efficiency.back();
-  double e_stream = class_efficiency;
+  double e_stream = 0;
   for (const std::string* key : {&p.key, &p.fallback_key}) {
     if (key->empty() || *key == curve->first) continue;
     if (auto broader = cal.kernels.find(*key); broader != cal.kernels.end() && !broader->second.seconds.empty() &&
@@ -83,7 +83,7 @@ double beyond_the_curve(std::map<std::string, EfficiencyCurve>::const_iterator c
   return r / (r_max / e_max + (r - r_max) / e_stream);
 }
 
-std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Hardware& hw, double class_efficiency) {
+std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Hardware& hw) {
   const Calibration& cal = hw.calibration;
   if (cal.empty() || (c.flops <= 0 && c.bytes <= 0)) return std::nullopt;
   const CalibrationPoint p = calibration_point(op, c, hw);
@@ -96,7 +96,7 @@ std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Har
                            static_cast<double>(op.attrs.n), static_cast<double>(op.attrs.k));
   }
   if (curve == cal.kernels.end()) return std::nullopt;
-  return beyond_the_curve(curve, p, cal, class_efficiency);
+  return beyond_the_curve(curve, p, cal);
 }
 
 }  // namespace
@@ -167,8 +167,7 @@ OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& h
   c.compute_bound = c.flops > 0 && c.compute_time >= c.memory_time;
   // A fitted table for this kernel replaces the class efficiencies: both roofs at the datasheet
   // peaks, divided by the efficiency measured for kernels of this kind and size.
-  if (const std::optional<double> fitted =
-          fitted_efficiency(op, c, hw, c.compute_bound ? eff.compute[cls] : eff.memory[cls])) {
+  if (const std::optional<double> fitted = fitted_efficiency(op, c, hw)) {
     c.compute_time = c.flops > 0 ? c.flops / hw.peak(c.priced_as) / *fitted : 0.0;
     c.memory_time = c.bytes > 0 ? c.bytes / hw.memory_bandwidth / *fitted : 0.0;
     c.compute_bound = c.flops > 0 && c.compute_time >= c.memory_time;

@@ -464,3 +464,32 @@ TEST_CASE("calibration: paged ops read their paged curve, else the unpaged one")
   const double bytes = 2.0 * 4 * 251 * 32 * 2 + 2.0 * 4 * 64 * 2 + 4 * 16 * 4 + 4 * 4 * 4;
   CHECK(plain.bytes == approx(bytes));
 }
+
+TEST_CASE("calibration: past its largest kernel a curve streams at a broader curve's rate") {
+  // A paged KV append bigger than any the paged curve measured: the largest measured one's time
+  // is kept as a fixed part and the rest runs at the unpaged curve's efficiency there.
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 4, w.prompt = 200, w.new_tokens = 100;
+  const std::vector<StackStep> stack{
+      {"paged", {{"bf16", std::nullopt}, {"flash_attention", std::nullopt}, {"paged_kv", std::nullopt}}}};
+  const Graph g = build_stack_graph(test_models::tiny_llama(), w, stack, 0);
+  Hardware hw = bare_gpu();
+  const Op* append = nullptr;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::paged_kv_append && append == nullptr) append = &op;
+  REQUIRE(append != nullptr);
+  const CalibrationPoint p = calibration_point(*append, predict_op(*append, g, hw), hw);
+  const double r = p.curve_seconds;
+  const double r_max = r / 4;  // the paged curve's largest kernel: a quarter of this one
+  hw.calibration.kernels["kv_append/bf16/memory/paged"] = EfficiencyCurve{{r_max / 10, r_max}, {0.01, 0.02}};
+  // Without a broader curve the paged one holds its last efficiency.
+  CHECK(predict_op(*append, g, hw).memory_time == approx(p.roofline_seconds / 0.02));
+  // The unpaged curve measured bigger kernels, at 0.5: r_max / 0.02 + (r − r_max) / 0.5.
+  hw.calibration.kernels["kv_append/bf16/memory"] = EfficiencyCurve{{r_max / 10, 10 * r}, {0.5, 0.5}};
+  const double efficiency = r / (r_max / 0.02 + (r - r_max) / 0.5);
+  CHECK(predict_op(*append, g, hw).memory_time == approx(p.roofline_seconds / efficiency));
+  // A broader curve no faster than the paged one's last point changes nothing.
+  hw.calibration.kernels["kv_append/bf16/memory"] = EfficiencyCurve{{r_max / 10, 10 * r}, {0.01, 0.01}};
+  CHECK(predict_op(*append, g, hw).memory_time == approx(p.roofline_seconds / 0.02));
+}
