@@ -253,7 +253,34 @@ def view_published(names):
     return out + table(["case", "hardware", "metric", "published", "predicted", "error"], rows, "lllrrr")
 
 
-VIEWS = {"published": view_published, "text": view_text, "overall": view_overall, "steps": view_steps, "speedups": view_speedups,
+SERVE_FIGURES = [("ttft", "median", "TTFT p50"), ("ttft", "p99", "TTFT p99"), ("tpot", "median", "TPOT p50"),
+                 ("tpot", "p99", "TPOT p99"), ("e2e", "median", "E2E p50"), ("e2e", "p99", "E2E p99"),
+                 ("output_throughput", None, "output tok/s")]
+
+
+def view_serve(names):
+    """serve EXECUTED.json PREDICTED.json: each stack step's executed serving figures against the
+    prediction of the same requests; error = (predicted - measured) / measured."""
+    executed, predicted = load(names[0]), load(names[1])
+    m = manifest()
+    out = "".join(f"Source: `docs/results/{n}`, written by `{m.get(n, {}).get('command', '?')}`"
+                  f"{'; measured ' + m[n]['measured'] if m.get(n, {}).get('measured', '').startswith('2') else ''}.\n\n"
+                  for n in names)
+    ex = executed["results"][0]["serve"]["steps"]
+    pr = predicted["results"][0]["serve"]["steps"]
+    rows = []
+    for e, p in zip(ex, pr):
+        me, mp = e["executed"]["metrics"], p["predicted"]["metrics"]
+        cells = [e["step"]]
+        for key, stat, _ in SERVE_FIGURES:
+            a = mp[key][stat] if stat else mp[key]
+            b = me[key][stat] if stat else me[key]
+            cells.append(pct((a - b) / b, True) if b else "—")
+        rows.append(cells)
+    return out + table(["step"] + [w for _, _, w in SERVE_FIGURES], rows, "l" + "r" * len(SERVE_FIGURES))
+
+
+VIEWS = {"serve": view_serve, "published": view_published, "text": view_text, "overall": view_overall, "steps": view_steps, "speedups": view_speedups,
          "classes": view_classes, "op_times": view_op_times, "collectives": view_collectives}
 
 
