@@ -19,6 +19,12 @@ local DISPATCH_EAGER = LAUNCH_EAGER
 -- Typical host work per step of a lean C++ runtime (sampling, bookkeeping); Python serving
 -- frameworks spend 10-100x more. Calibration replaces it.
 local HOST_OVERHEAD = 10e-6
+-- Host work of perfsim's own serving engine per eagerly run engine step (building the step's
+-- graph, writing its inputs, planning): what `perfsim calibrate` fitted on an H200's machine on
+-- 2026-11-29 (stdlib/profiles/h200-local.lua: 611 µs per step and 1.23 µs per op). A property of
+-- the host CPU more than of the GPU; CUDA-graph replays skip it. Calibration replaces it.
+local ENGINE_HOST_PER_STEP = 611e-6
+local ENGINE_HOST_PER_OP = 1.23e-6
 -- Typical per-message latencies (alpha) of NCCL point-to-point transfers on each link kind.
 local NVLINK_LATENCY = 2e-6
 local PCIE_LATENCY = 5e-6
@@ -96,6 +102,8 @@ local function gpu(e)
   e.launch_graph = LAUNCH_GRAPH
   e.dispatch_eager = DISPATCH_EAGER
   e.host_overhead = HOST_OVERHEAD
+  e.engine_host_per_step = ENGINE_HOST_PER_STEP
+  e.engine_host_per_op = ENGINE_HOST_PER_OP
   e.host_copy_bandwidth = e.host_copy_bandwidth or HOST_COPY_BANDWIDTH
   e.nvlink = link(e.nvlink or 0, NVLINK_LATENCY)
   e.pcie = link(e.pcie, PCIE_LATENCY)
