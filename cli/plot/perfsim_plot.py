@@ -21,6 +21,7 @@ EXIT_NO_MATPLOTLIB = 3
 
 PREDICTED = "#4C72B0"
 MEASURED = "#DD8452"
+UNFIT = "#C44E52"      # steps whose memory exceeds the hardware's
 CLASS_ORDER = ["gemm", "attention", "norm", "pointwise", "embedding", "loss", "optimizer", "memory",
                "communication", "host"]
 CLASS_COLORS = {c: "C%d" % i for i, c in enumerate(CLASS_ORDER)}
@@ -307,6 +308,9 @@ def chart_stack(rep):
     meas = [num((measured_of(s) or {}).get("step_time_s")) for s in steps]
     pred_sp = [num((s.get("predicted") or {}).get("speedup")) for s in steps]
     meas_sp = [num((measured_of(s) or {}).get("speedup")) for s in steps]
+    # A step whose predicted memory exceeds the hardware's is no speedup anyone can have: its
+    # bars and points are drawn apart and say so.
+    fits = [(s.get("predicted") or {}).get("fits", True) is not False for s in steps]
     if not any(pred):
         raise Skip("no predicted step times")
     have_meas = any(meas)
@@ -334,13 +338,18 @@ def chart_stack(rep):
             top.annotate(fmt_time(t), (i + offset, t / scale), textcoords="offset points", xytext=(0, 2),
                          ha="center", fontsize=7)
             prev = t
-        fast = [k for k in range(len(xs)) if not slower[k]]
-        slow = [k for k in range(len(xs)) if slower[k]]
+        step_of = [i for i, t in enumerate(times) if t is not None]
+        unfit = [k for k in range(len(xs)) if side == "predicted" and not fits[step_of[k]]]
+        fast = [k for k in range(len(xs)) if not slower[k] and k not in unfit]
+        slow = [k for k in range(len(xs)) if slower[k] and k not in unfit]
         bars(top, [xs[k] for k in fast], [lows[k] for k in fast], [heights[k] for k in fast], width,
              "series-stack-time-%s" % side, color)
         if slow:
             bars(top, [xs[k] for k in slow], [lows[k] for k in slow], [heights[k] for k in slow], width,
                  "slower-stack-time-%s" % side, color, hatch="///")
+        if unfit:
+            bars(top, [xs[k] for k in unfit], [lows[k] for k in unfit], [heights[k] for k in unfit], width,
+                 "unfit-stack-time-%s" % side, UNFIT, hatch="xx")
         # A thin line carries each step's time to the next bar, where that bar starts.
         for k in range(len(xs) - 1):
             top.plot([xs[k] + width / 2, xs[k + 1] - width / 2], [levels[k]] * 2, color="#999999",
@@ -351,6 +360,8 @@ def chart_stack(rep):
     if have_meas:
         handles.append(proxy(MEASURED, "measured"))
     handles.append(proxy("#bbbbbb", "slower than\nthe step before", hatch="///"))
+    if not all(fits):
+        handles.append(proxy(UNFIT, "does not fit\nin memory", hatch="xx"))
     top.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
     for side, values, color, marker in (("predicted", pred_sp, PREDICTED, "o"), ("measured", meas_sp, MEASURED, "s")):
@@ -359,9 +370,16 @@ def chart_stack(rep):
             continue
         bottom.plot([i for i, _ in pts], [v for _, v in pts], marker=marker, color=color, linewidth=1.4,
                     label=side, gid="series-stack-speedup-%s" % side)
+        lost = [(i, v) for i, v in pts if side == "predicted" and not fits[i]]
+        if lost:
+            # Hollow: a speedup the step's memory does not allow.
+            bottom.plot([i for i, _ in lost], [v for _, v in lost], linestyle="none", marker=marker,
+                        markerfacecolor="white", markeredgecolor=UNFIT, markersize=8, gid="unfit-stack-speedup")
         for i, v in pts:
-            bottom.annotate("%.3g×" % v, (i, v), textcoords="offset points", xytext=(0, 5 if side == "predicted" else -11),
-                            ha="center", fontsize=7, color=color)
+            unfit = side == "predicted" and not fits[i]
+            bottom.annotate("%.3g×%s" % (v, " (does not fit)" if unfit else ""), (i, v), textcoords="offset points",
+                            xytext=(0, 5 if side == "predicted" else -11), ha="center", fontsize=7,
+                            color=UNFIT if unfit else color)
     bottom.axhline(1.0, color="#999999", linewidth=0.8, linestyle=":")
     bottom.set_ylabel("speedup (throughput ×)")
     bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))

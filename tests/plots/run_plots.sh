@@ -84,6 +84,15 @@ case $case_name in
     # --plots on run: the report just produced, drawn without a file of it.
     run 0 run tests/cli/tiny_decode.lua --backend cpu -q --plots "$tmp/run_plots/sub"
     check "$tmp/run_plots/sub" roofline=2 stack=4 memory=10 op_classes=12 --absent scaling ranks || failed=1
+    # Steps that do not fit in memory are drawn apart in the stack chart (bars and speedups),
+    # and only those.
+    run 0 run tests/plots/unfit.lua --backend none -q --plots "$tmp/unfit"
+    for id in unfit-stack-time-predicted unfit-stack-speedup; do
+      grep -q "id=\"$id" "$tmp/unfit/stack.svg" || fail "stack chart: no $id for the steps that do not fit"
+    done
+    n=$(grep -c 'does not fit)' "$tmp/unfit/stack.svg")
+    [ "$n" -eq 2 ] || fail "stack chart: $n speedups marked 'does not fit', expected 2"
+    grep -q 'id="unfit-' "$tmp/charts/stack.svg" && fail "stack chart: a report whose steps all fit marks one as unfit"
     ;;
   validate)
     # The saved H100 validation run priced again (nothing executed), charted through --plots.
