@@ -22,6 +22,8 @@ EXIT_NO_MATPLOTLIB = 3
 PREDICTED = "#4C72B0"
 MEASURED = "#DD8452"
 UNFIT = "#C44E52"      # steps whose memory exceeds the hardware's
+# Behind a value label: lines and markers passing under it stay readable.
+LABEL_BOX = {"boxstyle": "square,pad=0.05", "facecolor": "white", "edgecolor": "none", "alpha": 0.8}
 CLASS_ORDER = ["gemm", "attention", "norm", "pointwise", "embedding", "loss", "optimizer", "memory",
                "communication", "host"]
 CLASS_COLORS = {c: "C%d" % i for i, c in enumerate(CLASS_ORDER)}
@@ -119,7 +121,8 @@ def finish(fig, text, subtitle=""):
     width_in, height_in = fig.get_size_inches()
     lines = []
     for line in subtitle.split("\n") if subtitle else []:
-        lines += textwrap.wrap(line, width=int(width_in * 17)) or [""]
+        # About 15 characters an inch at 8 points: digits and capitals run wider than the average.
+        lines += textwrap.wrap(line, width=int(width_in * 15)) or [""]
     # Plain text, not suptitle: tight_layout would make room for a suptitle a second time.
     fig.text(0.01, 1 - 0.08 / height_in, text, fontsize=11, ha="left", va="top")
     if lines:
@@ -378,6 +381,7 @@ def chart_stack(rep):
         for i, v in pts:
             unfit = side == "predicted" and not fits[i]
             bottom.annotate("%.3g×%s" % (v, " (does not fit)" if unfit else ""), (i, v), textcoords="offset points",
+                            bbox=LABEL_BOX,
                             xytext=(0, 5 if side == "predicted" else -11), ha="center", fontsize=7,
                             color=UNFIT if unfit else color)
     bottom.axhline(1.0, color="#999999", linewidth=0.8, linestyle=":")
@@ -855,7 +859,7 @@ def chart_serve_percentiles(rep):
                 place = {"ha": "center"} if not measured else (
                     {"ha": "right", "xytext": (-4, dy)} if run == "predicted" else {"ha": "left", "xytext": (4, dy)})
                 for x, v in pts:
-                    ax.annotate(fmt_time(v), (x, v / scale), textcoords="offset points",
+                    ax.annotate(fmt_time(v), (x, v / scale), textcoords="offset points", bbox=LABEL_BOX,
                                 **dict({"xytext": (0, dy), "fontsize": 7, "color": color}, **place))
         # Steps that change a latency a thousandfold (static batching's queue) need a log axis.
         if max(values) / min(values) > 30:
