@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <cstdlib>
-#include <thread>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -17,6 +16,7 @@
 #include "cli/charts.hpp"
 #include "cli/data_paths.hpp"
 #include "cli/device_profile.hpp"
+#include "cli/host_load.hpp"
 #include "cli/host_profile_cache.hpp"
 #include "cli/output_file.hpp"
 #include "cli/progress.hpp"
@@ -44,7 +44,8 @@ struct ExecutionTarget {
 // The profile that prices the executing device: --profile, else a calibrated profile of this
 // device listed in the scenario's hardware, else resolve_device_profile's search, else (a CPU
 // that has none) the first-use calibration of this CPU, cached (cli/host_profile_cache.hpp).
-Hardware device_hardware(Backend& backend, const RunArgs& a, const Scenario& s) {
+// `busy`: other work kept the machine busy just before (a calibration then is not kept).
+Hardware device_hardware(Backend& backend, const RunArgs& a, const Scenario& s, bool busy) {
   const DeviceInfo device = backend.device();
   if (a.profile.empty())
     for (const Hardware& h : s.hardware)
@@ -56,6 +57,7 @@ Hardware device_hardware(Backend& backend, const RunArgs& a, const Scenario& s) 
     HostProfileOptions o;
     o.quiet = a.quiet;
     o.module_path = a.module_path;
+    o.busy = busy;
     if (std::optional<Hardware> hw = cached_host_profile(backend, o)) return std::move(*hw);
   }
   return std::move(found.hardware);
@@ -72,19 +74,6 @@ std::string absent_hardware_note(const Scenario& s, const Backend& backend, cons
   return fmt::format("no {} here: predicted only (serving executes in real time on the hardware it names; "
                      "--backend cpu runs it on this CPU)",
                      s.hardware.front().name);
-}
-
-// The load average over the last minute against the cores: measured times on a machine busy
-// with other work are slower and vary more than the model expects of it. "" when quiet enough.
-std::string busy_machine_warning() {
-  double load[1] = {0};
-  if (::getloadavg(load, 1) != 1) return "";
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  // Half the cores busy already halves what a multi-threaded kernel gets.
-  if (load[0] < 0.5 * cores) return "";
-  return fmt::format("this machine is busy (load average {:.1f} on {} core{}): the measured times are slower "
-                     "and noisier than on a quiet machine; re-run when it is idle",
-                     load[0], cores, cores == 1 ? "" : "s");
 }
 
 void write_stdout(const std::string& text) {
@@ -230,7 +219,7 @@ int cmd_run(const RunArgs& given) {
   ProgressLine line("run", root && progress_enabled(a.quiet));
   std::vector<RunResult> results;
   results.reserve(points.size());
-  std::string busy;                // busy_machine_warning() when something executes
+  std::string busy;                // busy_machine_warning() before the first execution
   std::vector<std::string> notes;  // one line each on stderr after the run
   for (std::size_t i = 0; i < points.size(); ++i) {
     ScenarioPoint& point = points[i];
@@ -245,8 +234,10 @@ int cmd_run(const RunArgs& given) {
       absent = absent_hardware_note(point.scenario, *target.backend, a);
       if (absent.empty()) {
         if (!target.hardware) {
-          target.hardware = device_hardware(*target.backend, a, point.scenario);
-          if (root && busy.empty()) busy = busy_machine_warning();
+          // Sampled while nothing of perfsim's runs, before the calibration and the measurements.
+          const std::optional<double> share = root ? sample_busy_share() : std::nullopt;
+          busy = busy_machine_warning(share, std::max(1u, std::thread::hardware_concurrency()));
+          target.hardware = device_hardware(*target.backend, a, point.scenario, !busy.empty());
         }
         backend = target.backend.get();
         device_hw = &*target.hardware;

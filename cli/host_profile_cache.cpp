@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/host_load.hpp"
 #include "cli/progress.hpp"
 #include "core/calibrate/calibrate.hpp"
 #include "core/errors.hpp"
@@ -59,8 +60,12 @@ std::string first_line(const std::string& path) {
 // "~/.cache/perfsim/…" for status lines.
 std::string shown(const std::string& path) {
   const std::string home = env("HOME");
-  if (!home.empty() && path.rfind(home + "/", 0) == 0) return "~" + path.substr(home.size());
-  return path;
+  if (home.empty() || path.size() <= home.size() || path.compare(0, home.size(), home) != 0 ||
+      path[home.size()] != '/')
+    return path;
+  std::string out(1, '~');
+  out.append(path, home.size(), std::string::npos);
+  return out;
 }
 
 }  // namespace
@@ -135,6 +140,15 @@ std::optional<Hardware> cached_host_profile(Backend& cpu, const HostProfileOptio
     return std::nullopt;
   }
   line.clear();
+  const std::optional<double> after = sample_busy_share();
+  if (o.busy || (after && *after > busy_machine_share)) {
+    if (!o.quiet)
+      fmt::print(stderr,
+                 "perfsim: calibrated this CPU in {:.0f} s while other work kept it busy: not kept, the next run "
+                 "measures again\n",
+                 r.wall_seconds);
+    return r.hw;
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
   try {

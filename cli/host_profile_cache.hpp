@@ -41,11 +41,14 @@ namespace perfsim {
 struct HostProfileOptions {
   bool quiet = false;          // no status lines on stderr
   std::string module_path;     // where the device's catalog entry is looked up
+  bool busy = false;           // other work kept the machine busy just before (cli/host_load.hpp)
 };
 
 // The cached calibrated profile of the CPU `cpu` runs on, or one measured now (a quick
 // calibration) and cached; nullopt when the cache is disabled, or the calibration cannot run
-// (with a warning on stderr).
+// (with a warning on stderr). A calibration measured while other work kept the machine busy
+// (before it, o.busy, or just after it) prices this run only: kept, it would misprice every
+// later run on a quiet machine.
 [[nodiscard]] std::optional<Hardware> cached_host_profile(Backend& cpu, const HostProfileOptions& o);
 
 }  // namespace perfsim
