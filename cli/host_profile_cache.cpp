@@ -29,6 +29,9 @@ namespace fs = std::filesystem;
 
 // The name the cached profile goes by in report headers.
 constexpr const char* cached_profile_name = "host-cpu-cached";
+// Raised whenever the quick CPU plan changes what it measures, so that profiles cached from an
+// earlier plan are measured again (core/calibrate/plan.cpp).
+constexpr int quick_plan_revision = 2;
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -87,8 +90,8 @@ std::string host_profile_path(const std::string& dir, const std::string& device)
 }
 
 std::string host_profile_stamp(const std::string& device) {
-  return fmt::format("-- perfsim {} host calibration of {}, cpu kernels {}", perfsim_version, device,
-                     kernel_fingerprint("cpu"));
+  return fmt::format("-- perfsim {} host calibration (quick plan r{}) of {}, cpu kernels {}", perfsim_version,
+                     quick_plan_revision, device, kernel_fingerprint("cpu"));
 }
 
 std::optional<Hardware> read_host_profile(const std::string& path, const std::string& device) {

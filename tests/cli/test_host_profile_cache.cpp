@@ -103,7 +103,7 @@ TEST_CASE("host profile cache: a file of this perfsim, these kernels and this de
   CHECK_FALSE(read_host_profile(file.string(), "Test CPU (4 threads)").has_value());
   // Written by another perfsim version (or for other kernels): the stamp differs.
   const std::string text = host_profile_text(calibrated_on(device), device);
-  write(file, "-- perfsim 0.0.1 host calibration of " + device + ", cpu kernels 000000000000" +
+  write(file, "-- perfsim 0.0.1 host calibration (quick plan r2) of " + device + ", cpu kernels 000000000000" +
                   text.substr(text.find('\n')));
   CHECK_FALSE(read_host_profile(file.string(), device).has_value());
   // Stamped right but measured on another device, or damaged: measured again.
