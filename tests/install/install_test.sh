@@ -30,4 +30,6 @@ grep -q "share/perfsim/scenarios/validation" <<<"$out" || fail "validate did not
 # A shipped scenario by its relative name, predicted only.
 "$bin" run scenarios/llm_decode.lua --backend none -q | grep -q '^scenario  llm_decode' \
   || fail "perfsim run scenarios/llm_decode.lua does not find the installed scenario"
+"$bin" run scenarios/llm_decode.lua --help | grep -q '^Options declared by .*scenarios/llm_decode.lua' \
+  || fail "perfsim run scenarios/llm_decode.lua --help does not list the installed scenario's options"
 echo "install_test: installed into a scratch prefix; list, validate and run work from another directory"
