@@ -102,6 +102,7 @@ std::vector<std::string> script_args(const std::string& report, const std::strin
   std::vector<std::string> args = {report, dir, "--point", std::to_string(o.point), "--dpi", std::to_string(o.dpi)};
   if (!o.step.empty()) args.insert(args.end(), {"--step", o.step});
   if (!o.label.empty()) args.insert(args.end(), {"--label", o.label});
+  if (!o.trace.empty()) args.insert(args.end(), {"--trace", o.trace});
   if (o.quiet) args.emplace_back("-q");
   return args;
 }

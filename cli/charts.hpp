@@ -11,6 +11,7 @@ struct ChartOptions {
   int dpi = 100;        // PNG resolution
   bool quiet = false;   // no notes on stderr (skipped charts, what was written)
   std::string label;    // how messages name the report; empty: its path
+  std::string trace;    // a trace of the same run (--trace FILE): the report's timeline chart comes from it
 };
 
 // Creates DIR when missing and throws ConfigError unless charts can be written there: checked

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
+#include "cli/data_paths.hpp"
 #include "cli/device_profile.hpp"
 #include "cli/script_options.hpp"
 #include "cli/subcommands.hpp"
@@ -77,7 +78,10 @@ void add_explain_options(CLI::App& cmd, ExplainArgs& a) {
   cmd.footer("'perfsim explain SCENARIO --help' also lists the options the script declares.");
 }
 
-int cmd_explain(const ExplainArgs& a) {
+int cmd_explain(const ExplainArgs& given) {
+  // A shipped scenario (scenarios/serve.lua) is found beside an installed binary too.
+  ExplainArgs a = given;
+  a.scenario = find_data_path(a.scenario);
   const ScriptOutcome outcome = run_script(a.scenario, make_dsl_settings(a));
   if (!outcome.scenario && outcome.points.empty())
     throw ConfigError(fmt::format("{} declares no scenario: explain needs scenario{{...}}",

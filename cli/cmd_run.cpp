@@ -7,13 +7,17 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
 #include "cli/charts.hpp"
+#include "cli/data_paths.hpp"
 #include "cli/device_profile.hpp"
+#include "cli/host_load.hpp"
+#include "cli/host_profile_cache.hpp"
 #include "cli/output_file.hpp"
 #include "cli/progress.hpp"
 #include "cli/ranks.hpp"
@@ -38,12 +42,38 @@ struct ExecutionTarget {
 };
 
 // The profile that prices the executing device: --profile, else a calibrated profile of this
-// device listed in the scenario's hardware, else resolve_device_profile's search.
-Hardware device_hardware(const DeviceInfo& device, const RunArgs& a, const Scenario& s) {
+// device listed in the scenario's hardware, else resolve_device_profile's search, else (a CPU
+// that has none) the first-use calibration of this CPU, cached (cli/host_profile_cache.hpp).
+// `busy`: other work kept the machine busy just before (a calibration then is not kept).
+Hardware device_hardware(Backend& backend, const RunArgs& a, const Scenario& s, bool busy) {
+  const DeviceInfo device = backend.device();
   if (a.profile.empty())
     for (const Hardware& h : s.hardware)
       if (h.calibrated && h.calibration.measured_on.device == device.name) return h;
-  return resolve_device_profile(device, a.profile, a.module_path).hardware;
+  DeviceProfile found = resolve_device_profile(device, a.profile, a.module_path);
+  // Ranks of one run would calibrate side by side on the same cores: they keep the estimate.
+  if (a.profile.empty() && !found.hardware.calibrated && backend.name() == "cpu" && !a.no_cache &&
+      launched_ranks() == nullptr) {
+    HostProfileOptions o;
+    o.quiet = a.quiet;
+    o.module_path = a.module_path;
+    o.busy = busy;
+    if (std::optional<Hardware> hw = cached_host_profile(backend, o)) return std::move(*hw);
+  }
+  return std::move(found.hardware);
+}
+
+// A serving scenario runs its engine in real time on the hardware it names; on this CPU instead
+// it would be priced and run as CPU serving, a different question. When the backend was chosen
+// automatically (no GPU here) and the scenario names no CPU, the scenario is predicted on its
+// own hardware: the note says so ("" when it executes as asked).
+std::string absent_hardware_note(const Scenario& s, const Backend& backend, const RunArgs& a) {
+  if (!s.serve || a.backend != "auto" || backend.name() != "cpu" || s.hardware.empty()) return "";
+  for (const Hardware& h : s.hardware)
+    if (h.kind == "cpu") return "";
+  return fmt::format("no {} here: predicted only (serving executes in real time on the hardware it names; "
+                     "--backend cpu runs it on this CPU)",
+                     s.hardware.front().name);
 }
 
 void write_stdout(const std::string& text) {
@@ -129,6 +159,9 @@ void add_run_options(CLI::App& cmd, RunArgs& a) {
                  "python3-matplotlib)")
       ->type_name("DIR");
   cmd.add_flag("-q,--quiet", a.quiet, "No progress or status lines on stderr");
+  cmd.add_flag("--no-cache", a.no_cache,
+               "On a CPU with no calibrated profile, price from estimates instead of calibrating it once "
+               "and keeping the profile in ~/.cache/perfsim (as PERFSIM_NO_CACHE=1 does)");
   cmd.add_option("--gpus", a.gpus,
                  "Run as N ranks on this node (mpirun -np N): a parallel layout of N GPUs executes "
                  "across them, rank 0 reports (CPU ranks with --backend cpu)")
@@ -143,7 +176,10 @@ void add_run_options(CLI::App& cmd, RunArgs& a) {
   cmd.footer("'perfsim run SCENARIO --help' also lists the options the script declares.");
 }
 
-int cmd_run(const RunArgs& a) {
+int cmd_run(const RunArgs& given) {
+  // A shipped scenario (scenarios/serve.lua) is found beside an installed binary too.
+  RunArgs a = given;
+  a.scenario = find_data_path(a.scenario);
   const ReportFormat format = resolve_report_format(a.format, a.output);
   if (!a.output.empty()) check_writable(a.output);
   if (!a.trace.empty()) check_writable(a.trace);
@@ -183,18 +219,29 @@ int cmd_run(const RunArgs& a) {
   ProgressLine line("run", root && progress_enabled(a.quiet));
   std::vector<RunResult> results;
   results.reserve(points.size());
+  std::string busy;                // busy_machine_warning() before the first execution
+  std::vector<std::string> notes;  // one line each on stderr after the run
   for (std::size_t i = 0; i < points.size(); ++i) {
     ScenarioPoint& point = points[i];
     Backend* backend = nullptr;
     const Hardware* device_hw = nullptr;
+    std::string absent;
     if (a.backend != "none" && point.scenario.execute.enabled) {
       if (!target.backend) {
         target.backend = make_backend(a.backend);
         target.backend->join_ranks(ranks);
-        target.hardware = device_hardware(target.backend->device(), a, point.scenario);
       }
-      backend = target.backend.get();
-      device_hw = &*target.hardware;
+      absent = absent_hardware_note(point.scenario, *target.backend, a);
+      if (absent.empty()) {
+        if (!target.hardware) {
+          // Sampled while nothing of perfsim's runs, before the calibration and the measurements.
+          const std::optional<double> share = root ? sample_busy_share() : std::nullopt;
+          busy = busy_machine_warning(share, std::max(1u, std::thread::hardware_concurrency()));
+          target.hardware = device_hardware(*target.backend, a, point.scenario, !busy.empty());
+        }
+        backend = target.backend.get();
+        device_hw = &*target.hardware;
+      }
     } else if (!a.profile.empty()) {
       point.scenario.hardware.insert(point.scenario.hardware.begin(),
                                      load_profile(a.profile, a.module_path));
@@ -214,6 +261,9 @@ int cmd_run(const RunArgs& a) {
       };
     }
     RunResult r = run_scenario(point.scenario, backend, device_hw, hooks);
+    for (ServeStepResult& step : r.serve)
+      if (!absent.empty() && step.not_executed.empty()) step.not_executed = absent;
+    if (!absent.empty() && notes.empty()) notes.push_back(absent);
     if (r.sweep_point.empty()) r.sweep_point = point.values;
     if (r.model_params == 0) r.model_params = point.scenario.model.params();
     if (r.file.empty()) r.file = point.scenario.file;
@@ -223,6 +273,11 @@ int cmd_run(const RunArgs& a) {
   line.clear();  // before the report
 
   if (!root) return 0;
+  if (!a.quiet) {
+    for (const std::string& n : notes) fmt::print(stderr, "perfsim: {}\n", n);
+    if (!busy.empty()) fmt::print(stderr, "perfsim: warning: {}\n", busy);
+    for (const std::string& w : measurement_warnings(results)) fmt::print(stderr, "perfsim: warning: {}\n", w);
+  }
   if (!a.trace.empty()) {
     write_file_atomically(a.trace, format_trace(results));
     if (!a.quiet) fmt::print(stderr, "perfsim: wrote {} (trace)\n", a.trace);
@@ -238,6 +293,7 @@ int cmd_run(const RunArgs& a) {
   if (!a.plots.empty()) {
     ChartOptions charts;
     charts.quiet = a.quiet;
+    charts.trace = a.trace;  // the timeline chart is drawn from it
     if (!draw_charts_of(format_report(results, ReportFormat::json), a.plots, charts)) return 1;
   }
   return 0;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/data_paths.hpp"
 #include "cli/output_file.hpp"
 #include "cli/progress.hpp"
 #include "cli/script_options.hpp"
@@ -99,7 +100,10 @@ void add_search_options(CLI::App& cmd, SearchArgs& a) {
       "(perfsim search) states the space, the pruning and the limiter.");
 }
 
-int cmd_search(const SearchArgs& a) {
+int cmd_search(const SearchArgs& given) {
+  // A shipped scenario (scenarios/serve.lua) is found beside an installed binary too.
+  SearchArgs a = given;
+  a.scenario = find_data_path(a.scenario);
   const ReportFormat format = resolve_report_format(a.format, a.output);
   if (format == ReportFormat::markdown)
     throw UsageError("search writes table, json or csv; choose --format table, json or csv");
@@ -154,6 +158,18 @@ int cmd_search(const SearchArgs& a) {
   in.result = &result;
   in.top = a.top;
   in.note = note;
+  in.step = fmt::format("{} (the last of {} stack step{}, every pass up to it applied)", stack[step].name,
+                        stack.size(), stack.size() == 1 ? "" : "s");
+  // The stack's own recompute, as its passes set it up to the searched step.
+  std::string own = "none";
+  for (std::size_t i = 0; i <= step; ++i)
+    for (const PassSpec& p : stack[i].passes)
+      if (p.name == "recompute") own = p.text && *p.text == "selective" ? "selective" : "full";
+  in.recompute = a.recompute ? fmt::format("every layout priced with and without full recompute (--recompute){}",
+                                           own == "none" ? "" : fmt::format("; the stack's own ({}) dropped", own))
+                             : fmt::format("{}, as the stack sets it, for every layout (--recompute prices each layout "
+                                           "with and without full recompute)",
+                                           own);
   const std::string text = format == ReportFormat::json  ? format_search_json(in)
                            : format == ReportFormat::csv ? format_search_csv(in)
                                                          : format_search_table(in);

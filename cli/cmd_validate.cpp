@@ -15,6 +15,7 @@
 
 #include "backends/registry.hpp"
 #include "cli/charts.hpp"
+#include "cli/data_paths.hpp"
 #include "cli/device_profile.hpp"
 #include "cli/output_file.hpp"
 #include "cli/progress.hpp"
@@ -322,6 +323,9 @@ int cmd_validate(const ValidateArgs& given) {
     if (a.suite == ValidateArgs{}.suite) a.suite = ranks_suite;
     if (ranks->rank() != 0) a.quiet = true;
   }
+  // The shipped suites are found beside an installed binary too, from any directory.
+  const bool default_suite = a.suite == ValidateArgs{}.suite;
+  if (default_suite || a.suite == ranks_suite) a.suite = find_data_path(a.suite);
   const ReportFormat format = resolve_report_format(a.format, a.output);
   if (a.published) {
     if (ranks != nullptr) throw UsageError("--published executes nothing: drop --gpus (or the launcher)");
@@ -363,7 +367,7 @@ int cmd_validate(const ValidateArgs& given) {
   const DeviceProfile profile = resolve_device_profile(device, a.profile, a.module_path);
   const Status status = status_printer(a.quiet);
 
-  if (replay == nullptr && backend->name() == "cpu" && !a.quick && a.suite == ValidateArgs{}.suite)
+  if (replay == nullptr && backend->name() == "cpu" && !a.quick && default_suite)
     status("the suite's full sizes are meant for a GPU and take long on a CPU; --quick runs "
            "CPU-sized models");
 

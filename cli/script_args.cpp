@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "cli/data_paths.hpp"
 #include "cli/subcommands.hpp"
 #include "core/report/text_table.hpp"
 
@@ -35,7 +36,10 @@ DslSettings make_dsl_settings(const ScriptArgs& a, bool options_only) {
   return s;
 }
 
-std::string describe_script_options(const ScriptArgs& a) {
+std::string describe_script_options(const ScriptArgs& given) {
+  // A shipped scenario is found beside an installed binary, as run and explain find it.
+  ScriptArgs a = given;
+  a.scenario = find_data_path(a.scenario);
   const ScriptOutcome out = run_script(a.scenario, make_dsl_settings(a, true));
   if (out.options.empty()) return fmt::format("{} declares no options.\n", a.scenario);
   TextTable t;

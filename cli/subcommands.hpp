@@ -41,6 +41,7 @@ struct RunArgs : ScriptArgs {
   std::string vllm_json;            // --vllm-json DIR: vLLM benchmark JSON per serve step
   std::string plots;                // --plots DIR: the report's charts (cli/charts.hpp)
   bool quiet = false;
+  bool no_cache = false;            // --no-cache: no first-use CPU calibration (cli/host_profile_cache.hpp)
   int gpus = 0;                     // --gpus N: run as N ranks under mpirun (0, 1: this process)
   double rank_timeout = default_rank_timeout_s;  // --rank-timeout SECONDS a rank may spend on one step
 };

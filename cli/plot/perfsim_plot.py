@@ -1470,6 +1470,7 @@ def parse_args(argv):
     ap.add_argument("--point", type=int, default=1)
     ap.add_argument("--dpi", type=int, default=100)
     ap.add_argument("--label", default="")
+    ap.add_argument("--trace", default="")
     ap.add_argument("-q", "--quiet", action="store_true")
     ap.add_argument("--check", action="store_true")
     return ap.parse_args(argv)
@@ -1496,6 +1497,21 @@ def draw(args):
     def no_trace():
         raise Skip("it needs a trace, not a report: perfsim run SCENARIO --trace t.json, then perfsim plot t.json DIR")
 
+    def trace_timeline():
+        # run --trace FILE --plots DIR: the timeline of the trace written beside the report.
+        try:
+            with open(args.trace, encoding="utf-8") as f:
+                trace = Trace(json.load(f), args.trace)
+        except (OSError, ValueError) as e:
+            raise Skip("cannot read the trace %s: %s" % (args.trace, e))
+        group = trace.pick(args.step)
+        if len(trace.groups) > 1:
+            say(args, "the timeline shows step %s of %d; perfsim plot %s DIR --step NAME draws another" %
+                (group["step"], len(trace.groups), args.trace))
+        return chart_timeline(trace, group)
+
+    timeline = trace_timeline if args.trace else no_trace
+
     charts = []
     if "traceEvents" in doc:
         if args.point != 1:
@@ -1516,11 +1532,11 @@ def draw(args):
         # the report holds.
         kinds = (RUN_CHARTS if rep.steps else []) + (SERVE_CHARTS if any(serve_steps(r) for r in rep.results) else [])
         charts = [(name, (lambda fn: lambda: fn(rep))(fn)) for name, fn in kinds]
-        charts.append(("timeline", no_trace))
+        charts.append(("timeline", timeline))
     elif "validate" in doc and "ops" in doc:
         if args.step or args.point != 1:
             raise Failure("--step and --point pick from a run report; %s is a validation report" % shown)
-        charts = [("validation", lambda: chart_validation(doc)), ("timeline", no_trace)]
+        charts = [("validation", lambda: chart_validation(doc)), ("timeline", timeline)]
     elif "validate" in doc:
         raise Failure("%s compares several validation runs: chart one run's report "
                       "(perfsim validate --measurements FILE -o v.json)" % shown)

@@ -242,7 +242,11 @@ CalibrationPlan cpu_plan(bool quick) {
     g.m = {1, 4, 16, 64, 256, 1024};
     g.n = {160, 640, 2560, 10240};
     g.k = {160, 640, 2560};
-    g.max_roofline_seconds = 2e-3;
+    // 4 ms at the estimated roofline admits the grid's largest skinny cells (1 × 10240 × 2560,
+    // 52 MB in bf16), which a 2 ms cap left to be filled from smaller ones: a CPU reads small
+    // weights at lower rates (8 MB at 18 GB/s, 50 MB at 25 GB/s on a 2-core EPYC), so decode
+    // GEMMs were priced near twice too slow. Costs about a second.
+    g.max_roofline_seconds = 4e-3;
   } else {
     g.m = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048};
     g.n = {160, 320, 640, 1280, 2560, 5120, 10240, 40960};

@@ -218,6 +218,7 @@ json step_object(const StepResult& s, const StepFigures& f) {
     mj["time_by_class_s"] = class_times(m.time_by_class);
     mj["warmup"] = m.warmup;
     mj["repeats"] = m.repeats;
+    mj["spread"] = opt(repeat_spread(s));
     if (!s.rank_measured.empty()) {
       // Executed on several ranks: step_time_s above is the slowest rank's.
       json ranks = json::array();

@@ -108,6 +108,16 @@ struct WhatIfFigures {
 // Ordered by hardware (in scenario order), then by step.
 [[nodiscard]] std::vector<WhatIfFigures> what_if_figures(const RunResult& r);
 
+// The spread of a measured step's timed repeats: (median − fastest) / median of its op time
+// sum, with every op at its median repeat and at its fastest; nullopt without a measurement of
+// two or more repeats. A quiet machine gives a few percent.
+[[nodiscard]] std::optional<double> repeat_spread(const StepResult& s);
+// A spread above this makes the run warn: a step error of that size could be noise.
+inline constexpr double large_repeat_spread = 0.10;
+// One line each (no "warning:" prefix) about the measurements of `points` that should not be
+// taken at face value: repeats that varied by more than large_repeat_spread. Empty when none.
+[[nodiscard]] std::vector<std::string> measurement_warnings(const std::vector<RunResult>& points);
+
 // All sweep points of one run in the chosen format. A single point prints without a sweep
 // summary; several points add one (text formats) or one row/object per point (csv/json).
 [[nodiscard]] std::string format_report(const std::vector<RunResult>& points, ReportFormat f);
@@ -147,6 +157,8 @@ struct SearchReportInput {
   const SearchResult* result = nullptr;
   int top = 10;
   std::string note;            // e.g. "first point (batch=1) of 3 of the sweep" ("" when none)
+  std::string step;            // the stack step searched, as the header says it ("" when not said)
+  std::string recompute;       // what the search does about activation recompute ("" when not said)
 };
 [[nodiscard]] std::string format_search_table(const SearchReportInput& in);
 [[nodiscard]] std::string format_search_json(const SearchReportInput& in);

@@ -1,5 +1,7 @@
 // `perfsim search` printed: the header, the top layouts and the pruned counts as text, and every
 // priced layout as JSON or CSV. Pure functions that return strings.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -119,6 +121,11 @@ std::string format_search_table(const SearchReportInput& in) {
       {"searched", fmt::format("{} layouts: {} priced, {} fit memory", r.enumerated, r.evaluated, r.fitting)},
   };
   if (!in.note.empty()) head.insert(head.begin() + 2, {"note", in.note});
+  // After the workload: which step's graph was laid out, and whether recompute was tried.
+  auto after_workload = std::find_if(head.begin(), head.end(), [](const auto& kv) { return kv.first == "workload"; });
+  if (after_workload != head.end()) ++after_workload;
+  if (!in.recompute.empty()) after_workload = head.insert(after_workload, {"recompute", in.recompute});
+  if (!in.step.empty()) head.insert(after_workload, {"step", in.step});
   out += format_key_values(head);
 
   const bool recompute = any_recompute(r);
@@ -194,6 +201,8 @@ std::string format_search_json(const SearchReportInput& in) {
   j["tokens_per_sequence"] = tokens_per_sequence(r.workload);
   j["gpus"] = r.gpus;
   j["global_batch"] = r.global_batch;
+  if (!in.step.empty()) j["step"] = in.step;
+  if (!in.recompute.empty()) j["recompute"] = in.recompute;
   json counts;
   counts["enumerated"] = r.enumerated;
   counts["evaluated"] = r.evaluated;

@@ -72,7 +72,7 @@ ReportSection step_time_section(const RunResult& r, const std::vector<StepFigure
   TextTable& t = s.table;
   t.add_column("step", Align::left);
   t.add_column("pred time");
-  if (exec) t.add_column("meas time"), t.add_column("time err");
+  if (exec) t.add_column("meas time"), t.add_column("time err"), t.add_column("spread");
   t.add_column("pred speedup");
   if (exec) t.add_column("meas speedup");
   t.add_column("pred tok/s");
@@ -80,9 +80,16 @@ ReportSection step_time_section(const RunResult& r, const std::vector<StepFigure
   t.add_column("pred MFU");
   if (exec) t.add_column("meas MFU");
   if (any_note) t.add_column("note", Align::left);
-  for (const auto& f : figs) {
+  int repeats = 0;
+  for (std::size_t i = 0; i < figs.size(); ++i) {
+    const auto& f = figs[i];
     std::vector<std::string> row{f.step, format_duration(f.predicted_time)};
     if (exec) row.push_back(opt_duration(f.measured_time)), row.push_back(opt_percent(f.time_error));
+    if (exec) {
+      const std::optional<double> spread = i < r.steps.size() ? repeat_spread(r.steps[i]) : std::nullopt;
+      row.push_back(spread ? fmt::format("{:.1f}%", *spread * 100) : dash);
+      if (spread) repeats = std::max(repeats, r.steps[i].measured->repeats);
+    }
     row.push_back(format_speedup(f.predicted_speedup));
     if (exec) row.push_back(opt_speedup(f.measured_speedup));
     row.push_back(format_rate(f.predicted_tokens_per_s));
@@ -95,6 +102,11 @@ ReportSection step_time_section(const RunResult& r, const std::vector<StepFigure
   }
   s.notes.push_back("speedup: throughput (tokens/s) relative to the first step");
   if (exec) s.notes.push_back("time err: (predicted − measured) / measured");
+  if (exec && repeats > 0)
+    s.notes.push_back(fmt::format(
+        "spread: how much the {} timed repeats varied, (median − fastest) / median of the step with each op at its "
+        "median and at its fastest repeat; above {:.0f}% the time err is within the noise",
+        repeats, large_repeat_spread * 100));
   s.notes.push_back("MFU: model FLOP/s per GPU (in brackets: matrix products, no recomputation) over the dense "
                     "peak at the step's precision");
   return s;
@@ -295,6 +307,25 @@ ReportSection what_if_section(const std::vector<WhatIfFigures>& wi) {
   return s;
 }
 
+// How to get a measured profile, for the header of a run that executed on a device priced
+// from figures not measured there (or from the quick first-use calibration of a CPU); "" when
+// the profile was calibrated on purpose or nothing executed.
+std::string calibration_hint(const RunResult& r, const Prediction& p) {
+  if (!is_executing(r)) return "";
+  const bool cpu = r.backend == "cpu";
+  const std::string make = fmt::format("perfsim calibrate{} -o {}.lua", cpu ? " --backend cpu" : "",
+                                       cpu ? "my-cpu" : "my-gpu");
+  if (p.hardware == "host-cpu-cached")
+    return fmt::format("a quick calibration of this CPU made on first use, kept in perfsim's cache folder "
+                       "(~/.cache/perfsim); `{}` measures a full one (then --profile my-cpu.lua)",
+                       make);
+  if (p.calibrated) return "";
+  return fmt::format("the profile is {}, not measured here: errors of tens of percent are usual; `{}` measures "
+                     "this {} (then --profile {}.lua){}",
+                     cpu ? "estimated from /proc/cpuinfo" : "the datasheet's", make, cpu ? "CPU" : "GPU",
+                     cpu ? "my-cpu" : "my-gpu", cpu ? ", or run without --no-cache to calibrate it once" : "");
+}
+
 }  // namespace
 
 ReportDocument build_report_document(const RunResult& r, std::size_t index, std::size_t count) {
@@ -318,6 +349,7 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
     const Prediction& p = r.steps.front().predicted;
     d.header.emplace_back("profile", fmt::format("{} ({})", p.hardware,
                                                  p.profile));
+    if (const std::string hint = calibration_hint(r, p); !hint.empty()) d.header.emplace_back("accuracy", hint);
   }
   if (!r.sampling.empty()) d.header.emplace_back("sampling", r.sampling);
   if (r.unsafe) d.header.emplace_back("unsafe", "scripts ran without the sandbox (--unsafe)");

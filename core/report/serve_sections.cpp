@@ -16,8 +16,13 @@ namespace perfsim {
 
 namespace {
 
+constexpr double long_latency_seconds = 10;
+
+// A latency in the tables' unit, ms; from 10 s on, in seconds and marked so: an overloaded
+// engine's hours of queueing read as "300,000 s", not as nine digits of milliseconds.
 std::string ms(double seconds) {
   if (!std::isfinite(seconds)) return "—";
+  if (std::fabs(seconds) >= long_latency_seconds) return format_sig3(seconds) + " s";
   return format_sig3(seconds * 1e3);
 }
 

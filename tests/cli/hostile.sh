@@ -9,6 +9,8 @@
 # Cases run from $scratch/outside (the working directory a victim would run in), the scripts
 # live in $scratch/scripts.
 set -uo pipefail
+# No run here calibrates this machine or writes to the user's cache (cli/host_profile_cache.hpp).
+export PERFSIM_NO_CACHE=1
 
 if [ $# -lt 1 ]; then
   echo "usage: $0 PERFSIM_BIN [CASE_SUBSTRING]" >&2

@@ -4,6 +4,8 @@
 # no progress at all.
 #   tests/cli/progress_tty.sh PERFSIM SOURCE_DIR
 set -uo pipefail
+# No run here calibrates this machine or writes to the user's cache (cli/host_profile_cache.hpp).
+export PERFSIM_NO_CACHE=1
 perfsim=$1; cd "$2" || exit 1
 command -v script >/dev/null || { echo "script(1) not found: skipped"; exit 77; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

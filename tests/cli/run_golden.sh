@@ -18,7 +18,11 @@
 #   reject=REGEX   the output must not match
 #   file=PATH      PATH must exist and be non-empty afterwards
 #   nofile=PATH    PATH must not exist afterwards
+#   needs=no-gpu   run only where no GPU is visible (nvidia-smi lists none); elsewhere skipped
 set -uo pipefail
+# Runs on the CPU are priced from the /proc estimate: no case calibrates this machine or
+# writes to the user's cache (cli/host_profile_cache.hpp).
+export PERFSIM_NO_CACHE=1
 
 if [ $# -ne 2 ]; then
   echo "usage: $0 PERFSIM_BIN SOURCE_DIR" >&2
@@ -60,6 +64,11 @@ run_case() {
   local tmp out rc t0 took patterned drops problems check kind value filtered golden i d argv
   tmp="$scratch/$name"
   mkdir -p "$tmp"
+  if [[ " ${fields[*]} " == *" needs=no-gpu "* ]] && nvidia-smi -L >/dev/null 2>&1; then
+    printf 'skip  %-40s (a GPU is visible)\n' "$name" >"$scratch/$index.ok"
+    echo "0 $name" >"$scratch/$index.time"
+    return
+  fi
   args=${args//\{tmp\}/$tmp}
   eval "argv=($args)"
 
@@ -88,6 +97,7 @@ run_case() {
     [[ $kind == file || $kind == nofile ]] && value=${value//\{tmp\}/$tmp}
     case $kind in
       drop) drops+=("$value") ;;
+      needs) ;;
       expect)
         patterned=1
         grep -Eq -- "$value" "$out" || problems+=("output does not match /$value/")

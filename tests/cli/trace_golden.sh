@@ -4,6 +4,8 @@
 # version) is left out of the comparison. UPDATE_GOLDEN=1 writes the golden file instead.
 #   tests/cli/trace_golden.sh PERFSIM SOURCE_DIR
 set -uo pipefail
+# No run here calibrates this machine or writes to the user's cache (cli/host_profile_cache.hpp).
+export PERFSIM_NO_CACHE=1
 perfsim=$1; cd "$2" || exit 1
 golden=tests/cli/golden/trace_tiny_decode.json
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
