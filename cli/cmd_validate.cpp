@@ -323,15 +323,17 @@ int cmd_validate(const ValidateArgs& given) {
     if (a.suite == ValidateArgs{}.suite) a.suite = ranks_suite;
     if (ranks->rank() != 0) a.quiet = true;
   }
-  // The shipped suites are found beside an installed binary too, from any directory.
-  const bool default_suite = a.suite == ValidateArgs{}.suite;
-  if (default_suite || a.suite == ranks_suite) a.suite = find_data_path(a.suite);
   const ReportFormat format = resolve_report_format(a.format, a.output);
   if (a.published) {
     if (ranks != nullptr) throw UsageError("--published executes nothing: drop --gpus (or the launcher)");
     if (!a.output.empty()) check_writable(a.output);
+    // Its own suite unless --suite names one, found beside an installed binary too.
+    a.suite = a.suite == ValidateArgs{}.suite ? find_data_path(published_suite) : a.suite;
     return validate_published(a, format);
   }
+  // The shipped suites are found beside an installed binary too, from any directory.
+  const bool default_suite = a.suite == ValidateArgs{}.suite;
+  if (default_suite || a.suite == ranks_suite) a.suite = find_data_path(a.suite);
   if (!a.op_error.empty() && a.measurements.size() < 2)
     throw UsageError("--op-error counts ops across runs: give two or more --measurements files");
   std::optional<double> max_error;
@@ -399,6 +401,7 @@ int cmd_validate(const ValidateArgs& given) {
   if (!a.plots.empty()) {
     ChartOptions charts;
     charts.quiet = a.quiet;
+    charts.trace = a.trace;  // written above: the timeline chart is drawn from it
     if (!draw_charts_of(format_validation(summary, context, ReportFormat::json), a.plots, charts)) return 1;
   }
 

@@ -44,7 +44,7 @@ int validate_published(const ValidateArgs& a, ReportFormat format) {
     throw UsageError("--published predicts published configurations: drop --measurements, --trace, --plots and --quick");
   if (a.backend != ValidateArgs{}.backend)
     throw UsageError("--published executes nothing (the configurations need up to thousands of GPUs): drop --backend");
-  const std::string dir = a.suite == ValidateArgs{}.suite ? std::string(published_suite) : a.suite;
+  const std::string& dir = a.suite;  // cmd_validate resolved the default (published_suite)
   const std::vector<std::string> files = published_files(dir);
   std::optional<Hardware> profile;
   if (!a.profile.empty()) profile = load_profile(a.profile, a.module_path);

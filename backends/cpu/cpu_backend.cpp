@@ -50,14 +50,14 @@ DeviceInfo CpuBackend::device() const {
   const HostCpuInfo cpu = read_host_cpu();
   DeviceInfo d;
   d.backend = "cpu";
-  d.name = fmt::format("{} ({} threads)", cpu.model_name, thread_count());
+  d.name = fmt::format("{} ({} thread{})", cpu.model_name, thread_count(), thread_count() == 1 ? "" : "s");
   d.catalog_name = "host-cpu";
   d.compute_units = thread_count();
   d.memory_bytes = cpu.memory_bytes;
   d.l2_bytes = read_cache_bytes("/sys/devices/system/cpu/cpu0/cache/index2/size");
   d.clock_hz = cpu.ghz * 1e9;
   // What a calibrated profile records as its runtime: the BLAS build and the threads used.
-  d.runtime = fmt::format("{} ({} threads)", openblas_get_config(), thread_count());
+  d.runtime = fmt::format("{} ({} thread{})", openblas_get_config(), thread_count(), thread_count() == 1 ? "" : "s");
   return d;
 }
 
