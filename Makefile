@@ -60,7 +60,9 @@ test: configure
 
 # The unit and CLI tests under AddressSanitizer and UndefinedBehaviorSanitizer (CPU only, clang,
 # in build-sanitize; any finding fails the run), with the libFuzzer targets built and their
-# seeds replayed. `make fuzz` then fuzzes each input reader for FUZZ_SECONDS.
+# seeds replayed. `make fuzz` then fuzzes each input reader for FUZZ_SECONDS. The docs test
+# (documented commands run verbatim, with their default time limits) checks the docs, not memory:
+# it runs in `make test` only.
 SANITIZE_FLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 FUZZ_SECONDS ?= 60
 test-sanitize: deps
@@ -70,7 +72,7 @@ test-sanitize: deps
 	  "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
 	@cmake --build build-sanitize -j $(JOBS) --target perfsim_test_targets
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir build-sanitize --output-on-failure -j $(JOBS) -LE gpu --timeout $(TEST_SECONDS)
+	  ctest --test-dir build-sanitize --output-on-failure -j $(JOBS) -LE 'gpu|docs' --timeout $(TEST_SECONDS)
 
 fuzz: test-sanitize
 	bash scripts/fuzz.sh build-sanitize $(FUZZ_SECONDS)

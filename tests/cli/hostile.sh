@@ -167,7 +167,7 @@ local s = string.rep("x", 2^31 - 1)
 EOF
 write table_bomb.lua <<'EOF'
 local t = {}
-for i = 1, 1e9 do t[i] = i end
+for i = 1, 1e9 do t[i] = {i, i, i, i} end
 EOF
 # --- sizes ---
 write gpus_huge.lua <<EOF
