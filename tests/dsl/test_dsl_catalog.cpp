@@ -201,3 +201,20 @@ TEST_CASE("dsl: find_model errors suggest a name and list the zoo") {
   CHECK(find_model("MINE", dsl_fixture("modpath")).name == "my-model");
   CHECK(model_zoo(dsl_fixture("modpath")).size() == 1);
 }
+
+TEST_CASE("dsl: Hopper reaches a smaller share of its peak; GPUs carry the engine's host work") {
+  // stdlib/hardware.lua: the H100 calibration's class fit for Hopper (gemm 0.664, attention
+  // 0.387, rounded), the guide's 0.75 and FlashAttention-2's 0.5 elsewhere.
+  for (const char* hopper : {"H100-SXM", "H100-PCIe", "H200"}) {
+    const Hardware hw = find_hardware(hopper);
+    CHECK_MESSAGE(hw.compute_eff(OpClass::gemm) == 0.66, hopper);
+    CHECK_MESSAGE(hw.compute_eff(OpClass::attention) == 0.39, hopper);
+    CHECK_MESSAGE(hw.compute_eff(OpClass::norm) == 0.5, hopper);  // the other classes keep theirs
+  }
+  const Hardware a100 = find_hardware("A100-80GB");
+  CHECK(a100.compute_eff(OpClass::gemm) == 0.75);
+  CHECK(a100.compute_eff(OpClass::attention) == 0.5);
+  // The H200 calibration's engine sweep (611 µs a step, 1.23 µs an op) on every GPU entry.
+  CHECK(a100.engine_host_per_step == approx(611e-6));
+  CHECK(a100.engine_host_per_op == approx(1.23e-6));
+}
