@@ -12,9 +12,18 @@ namespace perfsim {
 
 // The busy share (0..1) between two readings of /proc/stat's first ("cpu ...") line: 1 −
 // Δ(idle + iowait) / Δ(all fields). nullopt when either line does not parse or no time passed.
-[[nodiscard]] std::optional<double> busy_share(std::string_view stat_before, std::string_view stat_after);
+// `own_ticks`: clock ticks this process itself ran over the same interval (its threads, a
+// BLAS library's workers still spinning after their last call), taken out of the busy time:
+// only other work counts.
+[[nodiscard]] std::optional<double> busy_share(std::string_view stat_before, std::string_view stat_after,
+                                               double own_ticks = 0);
 
-// busy_share over `seconds` of this machine (nullopt where /proc/stat cannot be read).
+// utime + stime of /proc/self/stat (clock ticks, the unit of /proc/stat), nullopt when it does
+// not parse.
+[[nodiscard]] std::optional<double> process_ticks(std::string_view self_stat);
+
+// busy_share over `seconds` of this machine, this process's own time left out (nullopt where
+// /proc/stat cannot be read).
 [[nodiscard]] std::optional<double> sample_busy_share(double seconds = 0.2);
 
 // Above this share, other work competes with the kernels for the cores.

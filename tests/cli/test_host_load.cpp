@@ -30,3 +30,19 @@ TEST_CASE("busy machine warning: only above a quarter of the cores, with the sha
   CHECK(w.find("kept 87% of its 2 cores busy") != std::string::npos);
   CHECK(busy_machine_warning(0.5, 1).find("of its 1 core busy") != std::string::npos);
 }
+
+TEST_CASE("host load: this process's own time is not other work") {
+  // 100 ticks passed, 40 of them not idle; this process ran 30 of those (a BLAS library's
+  // workers spinning after their last call): other work kept 10%.
+  const std::string before = "cpu  100 0 100 600 0 0 0 0 0 0\n";
+  const std::string after = "cpu  130 0 110 660 0 0 0 0 0 0\n";
+  CHECK(*busy_share(before, after) == approx(0.4));
+  CHECK(*busy_share(before, after, 30) == approx(0.1));
+  CHECK(*busy_share(before, after, 60) == approx(0.0));  // never below zero
+  // /proc/self/stat: utime 1234 and stime 56 follow the state and ten more fields; a command
+  // name with spaces and parentheses does not shift them.
+  const std::string self = "4242 (perf sim (x)) S 1 4242 4242 0 -1 4194560 500 0 0 0 1234 56 0 0 20 0 3 0";
+  CHECK(*process_ticks(self) == approx(1290));
+  CHECK_FALSE(process_ticks("4242 perfsim S 1").has_value());
+  CHECK_FALSE(process_ticks("4242 (perfsim) S 1 2").has_value());
+}
