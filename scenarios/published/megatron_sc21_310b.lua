@@ -1,19 +1,6 @@
--- Megatron-LM SC21, Table 1: GPT 310B on 1920 A100s (Selene, 80 GB), full activation
--- recompute, fp16. Configuration from Megatron-LM's examples/sc21/run_table_1.sh: TP 8, PP 16,
--- micro-batch 1, global batch 2160, 2 model chunks per stage.
-local cases = require "lib.cases"
-return scenario {
-  name = "megatron-sc21 310b",
-  model = cases.megatron_gpt("megatron-310b", 96, 16384, 128),
-  hardware = "A100-80GB",
-  workload = train { batch = 1, seq = 2048, grad_accum = 144 },
-  parallel = { tp = 8, pp = 16, dp = 15, interleave = 2 },
-  stacks = { step("published", "fp16", "recompute", "fused_optimizer") },
-  execute = { enabled = false },
-  published = {
-    source = "megatron-sc21",
-    citation = "Narayanan et al. 2021 (SC21), Table 1",
-    url = "https://arxiv.org/abs/2104.04473",
-    metric = "hardware_tflops_per_gpu", value = 155,
-  },
+-- Megatron-LM SC21, Table 1: GPT 310B on 1,920 A100s. Layout from Megatron-LM's
+-- examples/sc21/run_table_1.sh (TP, PP, micro-batch, global batch, layers per virtual stage).
+return require("lib.cases").megatron_sc21 {
+  size = "310b", layers = 96, hidden = 16384, heads = 128,
+  tp = 8, pp = 16, micro = 1, global = 2160, gpus = 1920, interleave = 2, tflops = 155,
 }

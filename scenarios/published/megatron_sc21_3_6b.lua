@@ -1,19 +1,6 @@
--- Megatron-LM SC21, Table 1: GPT 3.6B on 64 A100s (Selene, 80 GB), full activation
--- recompute, fp16. Configuration from Megatron-LM's examples/sc21/run_table_1.sh: TP 2, PP 1,
--- micro-batch 16, global batch 512.
-local cases = require "lib.cases"
-return scenario {
-  name = "megatron-sc21 3.6b",
-  model = cases.megatron_gpt("megatron-3.6b", 30, 3072, 32),
-  hardware = "A100-80GB",
-  workload = train { batch = 16, seq = 2048, grad_accum = 1 },
-  parallel = { tp = 2, pp = 1, dp = 32 },
-  stacks = { step("published", "fp16", "recompute", "fused_optimizer") },
-  execute = { enabled = false },
-  published = {
-    source = "megatron-sc21",
-    citation = "Narayanan et al. 2021 (SC21), Table 1",
-    url = "https://arxiv.org/abs/2104.04473",
-    metric = "hardware_tflops_per_gpu", value = 138,
-  },
+-- Megatron-LM SC21, Table 1: GPT 3.6B on 64 A100s. Layout from Megatron-LM's
+-- examples/sc21/run_table_1.sh (TP, PP, micro-batch, global batch, layers per virtual stage).
+return require("lib.cases").megatron_sc21 {
+  size = "3.6b", layers = 30, hidden = 3072, heads = 32,
+  tp = 2, pp = 1, micro = 16, global = 512, gpus = 64, tflops = 138,
 }

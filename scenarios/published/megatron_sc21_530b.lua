@@ -1,19 +1,6 @@
--- Megatron-LM SC21, Table 1: GPT 530B on 2520 A100s (Selene, 80 GB), full activation
--- recompute, fp16. Configuration from Megatron-LM's examples/sc21/run_table_1.sh: TP 8, PP 35,
--- micro-batch 1, global batch 2520, 3 model chunks per stage.
-local cases = require "lib.cases"
-return scenario {
-  name = "megatron-sc21 530b",
-  model = cases.megatron_gpt("megatron-530b", 105, 20480, 128),
-  hardware = "A100-80GB",
-  workload = train { batch = 1, seq = 2048, grad_accum = 280 },
-  parallel = { tp = 8, pp = 35, dp = 9, interleave = 3 },
-  stacks = { step("published", "fp16", "recompute", "fused_optimizer") },
-  execute = { enabled = false },
-  published = {
-    source = "megatron-sc21",
-    citation = "Narayanan et al. 2021 (SC21), Table 1",
-    url = "https://arxiv.org/abs/2104.04473",
-    metric = "hardware_tflops_per_gpu", value = 163,
-  },
+-- Megatron-LM SC21, Table 1: GPT 530B on 2,520 A100s. Layout from Megatron-LM's
+-- examples/sc21/run_table_1.sh (TP, PP, micro-batch, global batch, layers per virtual stage).
+return require("lib.cases").megatron_sc21 {
+  size = "530b", layers = 105, hidden = 20480, heads = 128,
+  tp = 8, pp = 35, micro = 1, global = 2520, gpus = 2520, interleave = 3, tflops = 163,
 }

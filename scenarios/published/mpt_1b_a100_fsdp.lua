@@ -1,19 +1,5 @@
--- MosaicML llm-foundry training benchmarks: MPT-1b on 8 A100-80GB GPUs, sequence 2,048, FSDP
--- FULL_SHARD, bf16, flash attention, micro-batch 14, 4 micro-batches per step,
--- activation checkpointing off (the benchmark table's row, its columns read as given).
-local cases = require "lib.cases"
-return scenario {
-  name = "mpt-1b a100 fsdp",
-  model = cases.mpt("mpt-1b", 24, 2048, 16, 2048),
-  hardware = "A100-80GB",
-  workload = train { batch = 14, seq = 2048, grad_accum = 4 },
-  parallel = { dp = 8, zero = 3 },
-  stacks = { step("published", "bf16", "flash_attention", "fused_optimizer") },
-  execute = { enabled = false },
-  published = {
-    source = "mpt-fsdp",
-    citation = "MosaicML llm-foundry, MPT training benchmarks (scripts/train/benchmarking/README.md)",
-    url = "https://github.com/mosaicml/llm-foundry/blob/main/scripts/train/benchmarking/README.md",
-    metric = "tokens_per_s_per_gpu", value = 20513,
-  },
+-- MosaicML llm-foundry training benchmarks: MPT-1b on 8 A100-80GB GPUs, the table's row as given.
+return require("lib.cases").mpt_fsdp {
+  size = "1b", layers = 24, hidden = 2048, heads = 16, hardware = "A100-80GB", tag = "a100",
+  micro = 14, grad_accum = 4, tokens = 20513,
 }
