@@ -33,27 +33,24 @@
 
 namespace perfsim {
 
-namespace {
-
-constexpr int exit_over_max_error = 1;
-
-// The suite's scenario files: *.lua directly in `dir`, sorted by name.
-std::vector<std::string> suite_files(const std::string& dir) {
+std::vector<std::string> suite_files(const std::string& dir, const std::string& what) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw ConfigError(fmt::format("validation suite directory '{}' not found (run from the perfsim "
-                                  "source tree, or pass --suite DIR)",
-                                  dir));
+    throw ConfigError(fmt::format("{} directory '{}' not found (run from the perfsim source tree, or pass --suite DIR)",
+                                  what, dir));
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().extension() == ".lua" && e.is_regular_file(ec)) files.push_back(e.path().string());
   if (ec) throw ConfigError(fmt::format("cannot list '{}': {}", dir, ec.message()));
-  if (files.empty())
-    throw ConfigError(fmt::format("validation suite '{}' holds no scenarios (*.lua files)", dir));
+  if (files.empty()) throw ConfigError(fmt::format("{} '{}' holds no scenarios (*.lua files)", what, dir));
   std::sort(files.begin(), files.end());
   return files;
 }
+
+namespace {
+
+constexpr int exit_over_max_error = 1;
 
 std::string max_error_check(const std::string& text) {
   try {
@@ -348,7 +345,7 @@ int cmd_validate(const ValidateArgs& given) {
       check_chart_tools();
     }
   }
-  const std::vector<std::string> files = suite_files(a.suite);
+  const std::vector<std::string> files = suite_files(a.suite, "validation suite");
   if (a.measurements.size() > 1) return validate_runs(a, format, files);
 
   // Backend and profile first: an unknown profile fails before anything runs. Saved

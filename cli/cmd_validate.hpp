@@ -42,6 +42,10 @@ inline constexpr const char* ranks_suite = "scenarios/validation_ranks";
 // The suite `--published` predicts when --suite is not given: published measurements to reproduce.
 inline constexpr const char* published_suite = "scenarios/published";
 
+// The suite's scenario files: *.lua directly in `dir`, sorted by name. Throws ConfigError
+// naming `what` ("validation suite") when `dir` is missing or holds none.
+[[nodiscard]] std::vector<std::string> suite_files(const std::string& dir, const std::string& what);
+
 // Registers the command's options on `cmd`, filling `a` when parsed.
 void add_validate_options(CLI::App& cmd, ValidateArgs& a);
 

@@ -4,9 +4,7 @@
 // published figure.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <filesystem>
 
 #include "cli/cmd_validate.hpp"
 #include "cli/output_file.hpp"
@@ -21,23 +19,6 @@
 
 namespace perfsim {
 
-namespace {
-
-std::vector<std::string> published_files(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw ConfigError(fmt::format("published suite directory '{}' not found (pass --suite DIR)", dir));
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".lua" && e.is_regular_file(ec)) files.push_back(e.path().string());
-  if (ec) throw ConfigError(fmt::format("cannot list '{}': {}", dir, ec.message()));
-  if (files.empty()) throw ConfigError(fmt::format("published suite '{}' holds no scenarios (*.lua files)", dir));
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-}  // namespace
 
 int validate_published(const ValidateArgs& a, ReportFormat format) {
   if (!a.measurements.empty() || !a.trace.empty() || !a.plots.empty() || a.quick)
@@ -45,7 +26,7 @@ int validate_published(const ValidateArgs& a, ReportFormat format) {
   if (a.backend != ValidateArgs{}.backend)
     throw UsageError("--published executes nothing (the configurations need up to thousands of GPUs): drop --backend");
   const std::string& dir = a.suite;  // cmd_validate resolved the default (published_suite)
-  const std::vector<std::string> files = published_files(dir);
+  const std::vector<std::string> files = suite_files(dir, "published suite");
   std::optional<Hardware> profile;
   if (!a.profile.empty()) profile = load_profile(a.profile, a.module_path);
 
@@ -62,9 +43,9 @@ int validate_published(const ValidateArgs& a, ReportFormat format) {
                 static_cast<double>(i) / static_cast<double>(files.size()));
     const ScriptOutcome outcome = run_script(file, settings);
     if (!outcome.scenario) throw ConfigError(fmt::format("{}: declares no scenario", file));
-    Scenario s = outcome.scenario->sweep.empty() ? *outcome.scenario : Scenario{};
     if (!outcome.scenario->sweep.empty())
       throw ConfigError(fmt::format("{}: a published case is one configuration; drop its sweep", file));
+    Scenario s = *outcome.scenario;
     if (!s.published)
       throw ConfigError(fmt::format("{}: no published = {{source, citation, metric, value}}: every scenario of "
                                     "the published suite carries the figure it reproduces",
