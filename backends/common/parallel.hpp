@@ -1,6 +1,6 @@
 // A small persistent thread pool for the CPU kernels: parallel_for splits [0, n) into
-// chunks that the pool's threads and the caller take in turn. OpenBLAS has its own threads;
-// this pool serves the backend's own kernels.
+// chunks that the pool's threads and the caller take in turn. The CPU backend's
+// OpenBLAS products run on this pool too (backends/cpu/blas.hpp), OpenBLAS itself single-threaded.
 #pragma once
 #include <cstdint>
 #include <functional>

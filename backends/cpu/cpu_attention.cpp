@@ -7,13 +7,12 @@
 // owned by one (batch, kv head, kv position) each, summing the query heads of the GQA group.
 // With ALiBi the softmax adds each head's linear bias to S as it reads it (core/graph/alibi.hpp);
 // S itself stays Q·K^T·scale, and the backward needs nothing more than P.
-#include <cblas.h>
-
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "backends/cpu/blas.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/kernel_util.hpp"
 #include "backends/cpu/host_names.hpp"
@@ -58,34 +57,28 @@ RowIndex split_row(const AttnShape& a, int64_t r) {
   return {r / (a.heads * a.seq_q), (r / a.seq_q) % a.heads, r % a.seq_q};
 }
 
-// fp32 fast paths: one sgemm per (batch, head) on strided views of Q/K/V/O.
-namespace blas {
-
-blasint bl(int64_t v) { return static_cast<blasint>(v); }
-
-// C[rows, cols] (ldc) = alpha · op(A)·op(B) + beta · C.
-void sgemm(bool ta, bool tb, int64_t rows, int64_t cols, int64_t inner, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bl(rows),
-              bl(cols), bl(inner), alpha, a, bl(lda), b, bl(ldb), beta, c, bl(ldc));
-}
+// fp32 fast paths: one sgemm per (batch, head) on strided views of Q/K/V/O (backends/cpu/blas).
+namespace strided {
 
 // out[b, j, kh, :] = alpha · Σ_{h in group(kh)} W[b,h]^T · X[b,:,h,:] for j < seq_kv; zero rows
 // seq_kv .. grad_capacity. W is score-shaped (P or dS), X query-shaped (dO or Q).
 void reduce_to_kv(const float* w, const float* x, float* out, float alpha, const AttnShape& a) {
   const Strides st(a);
   const int64_t d = a.head_dim, g = a.group();
-  for (int64_t b = 0; b < a.batch; ++b)
-    for (int64_t kh = 0; kh < a.kv_heads; ++kh) {
+  // (batch, kv head) slices own their rows of out: in parallel, each product on its thread.
+  parallel_for(a.batch * a.kv_heads, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t bk = s0; bk < s1; ++bk) {
+      const int64_t b = bk / a.kv_heads, kh = bk % a.kv_heads;
       for (int64_t h = kh * g; h < (kh + 1) * g; ++h)
-        sgemm(true, false, a.seq_kv, d, a.seq_q, alpha, w + st.s(b, h, 0), a.seq_kv, x + st.q(b, 0, h),
-              a.heads * d, h == kh * g ? 0.0f : 1.0f, out + st.grad_kv(b, 0, kh), a.kv_heads * d);
+        blas::sgemm(true, false, a.seq_kv, d, a.seq_q, alpha, w + st.s(b, h, 0), a.seq_kv, x + st.q(b, 0, h),
+                    a.heads * d, h == kh * g ? 0.0f : 1.0f, out + st.grad_kv(b, 0, kh), a.kv_heads * d);
       for (int64_t j = a.seq_kv; j < a.grad_capacity; ++j)
         std::memset(out + st.grad_kv(b, j, kh), 0, static_cast<std::size_t>(d) * sizeof(float));
     }
+  });
 }
 
-}  // namespace blas
+}  // namespace strided
 
 // out[b, h, i, j] = scale · X[b, i, h, :] · KV[b, j, kh, :] for every j < seq_kv: the scores
 // (X = Q, KV = K) and dP (X = dO, KV = V). X query-shaped, out score-shaped.
@@ -94,11 +87,14 @@ void rows_dot_kv(const T* x, const T* kv, T* out, float scale, const AttnShape& 
   const Strides st(a);
   const int64_t d = a.head_dim;
   if constexpr (std::is_same_v<T, float>) {
-    for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t h = 0; h < a.heads; ++h)
+    // Slices in parallel, each product on its thread (blas::sgemm runs inline inside a chunk).
+    parallel_for(a.batch * a.heads, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t bh = s0; bh < s1; ++bh) {
+        const int64_t b = bh / a.heads, h = bh % a.heads;
         blas::sgemm(false, true, a.seq_q, a.seq_kv, d, scale, x + st.q(b, 0, h), a.heads * d,
-                    kv + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, out + st.s(b, h, 0),
-                    a.seq_kv);
+                    kv + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, out + st.s(b, h, 0), a.seq_kv);
+      }
+    });
     return;
   }
   parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
@@ -122,11 +118,13 @@ void rows_times_kv(const T* w, const T* kv, T* out, float scale, const AttnShape
   const Strides st(a);
   const int64_t d = a.head_dim;
   if constexpr (std::is_same_v<T, float>) {
-    for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t h = 0; h < a.heads; ++h)
+    parallel_for(a.batch * a.heads, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t bh = s0; bh < s1; ++bh) {
+        const int64_t b = bh / a.heads, h = bh % a.heads;
         blas::sgemm(false, false, a.seq_q, d, a.seq_kv, scale, w + st.s(b, h, 0), a.seq_kv,
-                    kv + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, out + st.q(b, 0, h),
-                    a.heads * d);
+                    kv + st.kv(b, 0, h / a.group()), a.kv_heads * d, 0.0f, out + st.q(b, 0, h), a.heads * d);
+      }
+    });
     return;
   }
   parallel_for(a.batch * a.heads * a.seq_q, grain_for(a.seq_kv * d), [&](int64_t r0, int64_t r1) {
@@ -152,7 +150,7 @@ void rows_times_kv(const T* w, const T* kv, T* out, float scale, const AttnShape
 template <class T>
 void reduce_to_kv(const T* w, const T* x, T* out, float scale, const AttnShape& a) {
   if constexpr (std::is_same_v<T, float>) {
-    blas::reduce_to_kv(w, x, out, scale, a);
+    strided::reduce_to_kv(w, x, out, scale, a);
     return;
   }
   const Strides st(a);

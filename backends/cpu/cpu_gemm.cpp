@@ -1,14 +1,15 @@
-// GEMM: C[batch][m,n] (+)= op(A)[m,k]·op(B)[k,n] on OpenBLAS sgemm. fp32 and tf32 operands
+// GEMM: C[batch][m,n] (+)= op(A)[m,k]·op(B)[k,n] on OpenBLAS sgemm (backends/cpu/blas). fp32 and tf32 operands
 // go to sgemm directly; bf16/fp16 operands are widened to fp32 one block at a time into a
 // bounded workspace (counted by the caller as transient memory) and C blocks narrowed back.
 // A few rows against a 16-bit B (decode) take a streaming path that reads B only once.
-#include <cblas.h>
+#include <cblas.h>  // blasint
 
 #include <fmt/format.h>
 
 #include <limits>
 #include <stdexcept>
 
+#include "backends/cpu/blas.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/kernel_util.hpp"
 #include "backends/cpu/host_names.hpp"
@@ -82,15 +83,11 @@ void check_blas_range(const GemmShape& s) {
     throw std::invalid_argument(fmt::format("gemm {}x{}x{} exceeds the BLAS index range", s.m, s.n, s.k));
 }
 
-CBLAS_TRANSPOSE trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
-blasint bl(int64_t v) { return static_cast<blasint>(v); }
-
 // One batch entry, fp32 everywhere: a single sgemm.
 void gemm_f32(const float* a, const float* b, float* c, const GemmShape& s) {
   const int64_t lda = s.trans_a ? s.m : s.k;
   const int64_t ldb = s.trans_b ? s.k : s.n;
-  cblas_sgemm(CblasRowMajor, trans(s.trans_a), trans(s.trans_b), bl(s.m), bl(s.n), bl(s.k), 1.0f, a,
-              bl(lda), b, bl(ldb), s.accumulate ? 1.0f : 0.0f, c, bl(s.n));
+  blas::sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, s.accumulate ? 1.0f : 0.0f, c, s.n);
 }
 
 // Rows r0 .. r0 + rows, columns c0 .. c0 + cols of op(X) as sgemm reads them: X itself when
@@ -136,8 +133,7 @@ void gemm_blocked(const void* a, Storage ta, const void* b, Storage tb, void* c,
         const int64_t kb = std::min(block_k, s.k - k0);
         const Panel ap = panel(a, ta, lda, s.trans_a, i0, k0, mb, kb, wa);
         const Panel bp = panel(b, tb, ldb, s.trans_b, k0, j0, kb, nb, wb);
-        cblas_sgemm(CblasRowMajor, trans(ap.trans), trans(bp.trans), bl(mb), bl(nb), bl(kb), 1.0f,
-                    ap.data, bl(ap.ld), bp.data, bl(bp.ld), beta, cp, bl(ldc));
+        blas::sgemm(ap.trans, bp.trans, mb, nb, kb, 1.0f, ap.data, ap.ld, bp.data, bp.ld, beta, cp, ldc);
         beta = 1.0f;
       }
       if (tc != Storage::f32) {
