@@ -109,7 +109,7 @@ void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a) {
   cmd.add_option("--backend", a.backend, "Device to measure: auto (CUDA when present, else CPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  cmd.add_flag("--quick", a.quick, "Coarser sweeps (under a minute on an H100)");
+  cmd.add_flag("--quick", a.quick, "Coarser sweeps (about a minute on an H100 or H200, seconds on a CPU)");
   cmd.add_option("-o,--output", a.output, "Write the profile to FILE (whole or not at all)")
       ->required()
       ->type_name("FILE");

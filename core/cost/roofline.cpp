@@ -83,6 +83,24 @@ double beyond_the_curve(std::map<std::string, EfficiencyCurve>::const_iterator c
   return r / (r_max / e_max + (r - r_max) / e_stream);
 }
 
+// A memory-bound kernel's efficiency is bytes moved over time, much the same at another element
+// size. With no curve at the op's precision (a quick calibration times the materialized
+// attention ops in fp32 only), the kernel's own curve at another 16- or 32-bit precision is a
+// far better guess than the class figure, which priced bf16 softmaxes 3.5x too slow on an H200.
+std::map<std::string, EfficiencyCurve>::const_iterator other_precision_curve(const Op& op, const CalibrationPoint& p,
+                                                                             DType priced, const Calibration& cal) {
+  if (p.compute_bound) return cal.kernels.end();
+  static constexpr DType streamed[] = {DType::bf16, DType::fp16, DType::fp32};
+  for (const std::string_view variant : {calibration_variant(op), std::string_view()}) {
+    for (const DType d : streamed) {
+      if (d == priced) continue;
+      if (auto it = cal.kernels.find(calibration_key(op.kind, d, false, variant)); it != cal.kernels.end()) return it;
+    }
+    if (variant.empty()) break;
+  }
+  return cal.kernels.end();
+}
+
 std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Hardware& hw) {
   const Calibration& cal = hw.calibration;
   if (cal.empty() || (c.flops <= 0 && c.bytes <= 0)) return std::nullopt;
@@ -90,6 +108,7 @@ std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Har
   auto curve = p.finer_key.empty() ? cal.kernels.end() : cal.kernels.find(p.finer_key);
   if (curve == cal.kernels.end()) curve = cal.kernels.find(p.key);
   if (curve == cal.kernels.end() && !p.fallback_key.empty()) curve = cal.kernels.find(p.fallback_key);
+  if (curve == cal.kernels.end() && op.kind != OpKind::gemm) curve = other_precision_curve(op, p, c.priced_as, cal);
   if (op.kind == OpKind::gemm && (gemm_rows_aligned(op) || curve == cal.kernels.end())) {
     if (auto it = cal.gemm.find(c.priced_as); it != cal.gemm.end())
       return it->second.at(static_cast<double>(op.attrs.m * op.attrs.batch),

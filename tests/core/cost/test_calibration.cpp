@@ -215,8 +215,16 @@ TEST_CASE("calibration: the cost model prices a kernel from its fitted curve") {
   CHECK(fitted.calibrated);
   CHECK(fitted.memory_time == approx(4 * 2.001e-6));
   CHECK(fitted.time == approx(4 * 2.001e-6 + 5e-6));
-  // Another dtype has no curve: class efficiencies price it.
+  // fp32 has no curve of its own: a memory-bound kernel takes its kind's bf16 curve, as
+  // bytes over time. 8.004 MB at 2 TB/s = 4.002 us of roofline, past the curve's last point:
+  // 0.25, 16.008 us.
   const Graph g32 = one_op_graph(OpKind::rmsnorm, DType::fp32, 1000, 1000);
+  const OpCost borrowed = predict_op(g32.ops[0], g32, hw);
+  CHECK(borrowed.calibrated);
+  CHECK(borrowed.memory_time == approx(4 * 4.002e-6));
+  // Without a curve of the kind at any precision, class efficiencies price it.
+  hw.calibration.kernels.erase("rmsnorm/bf16/memory");
+  hw.calibration.kernels["layernorm/bf16/memory"] = EfficiencyCurve{{1e-7, 1e-6}, {0.05, 0.25}};
   CHECK_FALSE(predict_op(g32.ops[0], g32, hw).calibrated);
 }
 
