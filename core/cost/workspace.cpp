@@ -201,6 +201,9 @@ int64_t staging_bytes(const Op& op, const Graph& g, Storage kernel, int64_t alig
   auto operand = [&](int id, bool is_output, std::size_t i) {
     Storage need = kernel;
     (void)fixed_storage(op.kind, is_output, i, need);
+    // An fp8 KV cache is read and written in place by the kernels of the fp8_kv pass's kinds.
+    const Tensor& t = g.tensor(id);
+    if (t.role == TensorRole::kv_cache && t.dtype == DType::fp8) return;
     if (storage(g, id) == need || staged.count(id) > 0) return;
     staged[id] = true;
     const int64_t bytes = g.tensor(id).elements() * size_of(need);

@@ -133,6 +133,10 @@ struct OpAttrs {
   // kv_block, kv_heads, head_dim] read through a block table [batch, max_blocks] int32 (or the
   // varlen append's slots), and kv_capacity = max_blocks·kv_block.
   int64_t kv_block = 0;
+  // An fp8 KV cache (the fp8_kv pass: cache tensors of dtype fp8, OCP e4m3): the appends store
+  // round(x / kv_scale) saturated to ±448, attention reads stored · kv_scale. One scale per
+  // tensor; 1 where a checkpoint brings none (vLLM's default).
+  double kv_scale = 1;
   // The varlen kinds (a serving engine's packed step, core/builders/engine_step.cpp): T = rows
   // tokens of batch = S sequences in one tensor; seq_q, seq_kv: the longest query run and KV
   // length. varlen_flash_attention: query–key pairs scored over all sequences and heads' one

@@ -106,6 +106,10 @@ const std::vector<OptimizationInfo>& optimizations() {
                  [](const PassSpec&, Graph& g) { passes::set_precision(g, DType::fp16); }),
       graph_pass("fp8", "linear-layer GEMMs compute in fp8; inference stores their weights in fp8",
                  [](const PassSpec&, Graph& g) { passes::apply_fp8(g); }),
+      graph_pass("fp8_kv",
+                 "inference: the KV cache stored in fp8 (e4m3, one scale per tensor): half the bytes per token, "
+                 "twice the sequences (needs flash_attention)",
+                 [](const PassSpec&, Graph& g) { passes::apply_fp8_kv(g); }),
       graph_pass("flash_attention",
                  "scores -> softmax -> context (and backward) fused into one op; S and P never stored",
                  [](const PassSpec&, Graph& g) { passes::apply_flash_attention(g); }),

@@ -12,6 +12,10 @@ void set_precision(Graph& g, DType t);
 void apply_tf32(Graph& g);
 // Linear-layer GEMMs compute in fp8; inference stores the weights only GEMMs read in fp8.
 void apply_fp8(Graph& g);
+// Inference: the KV cache (cache or pages) stored in fp8 e4m3 with a per-tensor scale (1),
+// half of bf16's bytes. Every op on the cache must have an fp8 path (the appends and the
+// flash kinds): throws ConfigError otherwise, or without a cache.
+void apply_fp8_kv(Graph& g);
 // scores -> softmax -> context (and their backward) become flash_attention (_bwd).
 void apply_flash_attention(Graph& g);
 // The KV cache becomes pages of `block` rows read through one block table (needs flash

@@ -1,8 +1,11 @@
 // Precision passes: fp32 / bf16 / fp16 (whole-graph formats, with fp32 master weights for
-// mixed-precision training), tf32 (GEMM compute mode) and fp8 (linear-layer GEMMs).
+// mixed-precision training), tf32 (GEMM compute mode), fp8 (linear-layer GEMMs) and fp8_kv (the KV cache).
 #include <optional>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
 #include "core/graph/rewrite.hpp"
 #include "core/passes/pass_impl.hpp"
 
@@ -115,6 +118,47 @@ void apply_fp8(Graph& g) {
     if (x.role == TensorRole::weight && gemm_reads[i] > 0 && other_reads[i] == 0)
       x.dtype = DType::fp8;
   }
+}
+
+namespace {
+
+// The kinds with an fp8 path for the KV cache they append to or attend over.
+bool has_fp8_kv_path(OpKind k) {
+  switch (k) {
+    case OpKind::kv_append:
+    case OpKind::paged_kv_append:
+    case OpKind::varlen_kv_append:
+    case OpKind::flash_attention:
+    case OpKind::paged_flash_attention:
+    case OpKind::varlen_flash_attention: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+void apply_fp8_kv(Graph& g) {
+  std::vector<bool> cache(g.tensors.size(), false);
+  bool any = false;
+  for (const Tensor& t : g.tensors)
+    if (t.role == TensorRole::kv_cache) cache[static_cast<std::size_t>(t.id)] = any = true;
+  if (!any || is_training_graph(g))
+    throw ConfigError("optimization 'fp8_kv' stores the KV cache in fp8, but this step has none (decode with "
+                      "kv_cache, a prefill that fills a cache, or serving)");
+  for (Op& op : g.ops) {
+    bool touches = false;
+    for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+      for (int id : *ids) touches = touches || cache[static_cast<std::size_t>(id)];
+    if (!touches) continue;
+    if (!has_fp8_kv_path(op.kind))
+      throw ConfigError(fmt::format("optimization 'fp8_kv' needs 'flash_attention' earlier in the stack: op '{}' "
+                                    "({}) reads the KV cache, and only the fused attention and the appends read "
+                                    "and write fp8 rows",
+                                    op.name, name_of(op.kind)));
+    op.attrs.kv_scale = 1;
+  }
+  for (Tensor& t : g.tensors)
+    if (cache[static_cast<std::size_t>(t.id)]) t.dtype = DType::fp8;
 }
 
 }  // namespace perfsim::passes

@@ -79,7 +79,7 @@ TEST_CASE("passes: registry names and validation") {
     names.insert(o.name);
     CHECK_FALSE(o.summary.empty());
   }
-  CHECK(names == std::set<std::string>{"fp32", "tf32", "bf16", "fp16", "fp8", "flash_attention",
+  CHECK(names == std::set<std::string>{"fp32", "tf32", "bf16", "fp16", "fp8", "fp8_kv", "flash_attention",
                                        "paged_kv", "fusion", "cuda_graphs", "fused_optimizer", "recompute",
                                        "pinned_memory", "prefetch", "kv_cache", "batch", "dp", "tp", "pp",
                                        "cp", "ep", "sp", "zero", "interleave", "scheduler", "max_batch", "max_wait", "preferred_batch", "max_tokens",
@@ -384,6 +384,43 @@ TEST_CASE("passes: paged_kv on Llama-3-8B at a 1024 + 256 token decode holds 116
   CHECK(role_bytes(flat, TensorRole::kv_cache) == approx(1280.0 * 131072));
   CHECK(role_bytes(g, TensorRole::kv_cache) == approx(1168.0 * 131072));
   CHECK(role_bytes(flat, TensorRole::kv_cache) == approx(formulas::kv_cache_bytes(llama3_8b(), 1, 1280, DType::bf16)));
+}
+
+TEST_CASE("passes: fp8_kv stores the KV cache in one byte per element, contiguous or paged") {
+  // Llama-3-8B at a 1024 + 256 token decode: per row 2 · 32 layers · 8 kv heads · 128 = 65,536
+  // elements; fp8 holds them in 65,536 bytes, half of bf16's 131,072.
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 1, w.prompt = 1024, w.new_tokens = 256;
+  auto stack = paged_stack(std::nullopt);  // bf16, flash_attention, paged_kv
+  stack.insert(stack.begin() + 2, StackStep{"+fp8_kv", {{"fp8_kv", {}}}});
+  const Graph flat = build_stack_graph(llama3_8b(), w, stack, 2, BuildOptions{1});
+  const Graph paged = build_stack_graph(llama3_8b(), w, stack, 3, BuildOptions{1});
+  CHECK(role_bytes(flat, TensorRole::kv_cache) == approx(1280.0 * 65536));
+  CHECK(role_bytes(paged, TensorRole::kv_cache) == approx(1168.0 * 65536));
+  CHECK(role_bytes(flat, TensorRole::kv_cache) == approx(formulas::kv_cache_bytes(llama3_8b(), 1, 1280, DType::fp8)));
+  for (const Graph* g : {&flat, &paged})
+    for (const Op& op : g->ops) {
+      bool touches = false;
+      for (int id : op.inputs) touches = touches || g->tensor(id).role == TensorRole::kv_cache;
+      if (!touches) continue;
+      // The cache is fp8; the kernels still compute in the step's precision.
+      CHECK(op.dtype == DType::bf16);
+      CHECK(op.attrs.kv_scale == 1.0);
+    }
+}
+
+TEST_CASE("passes: fp8_kv explains what it needs") {
+  const std::vector<StackStep> no_flash = {{"bf16", {{"bf16", {}}}}, {"+fp8_kv", {{"fp8_kv", {}}}}};
+  CHECK(stack_error(tiny_llama(), decode_w(), no_flash).find("needs 'flash_attention' earlier in the stack") !=
+        std::string::npos);
+  const std::vector<StackStep> flash = {{"bf16", {{"bf16", {}}}},
+                                        {"+flash", {{"flash_attention", {}}}},
+                                        {"+fp8_kv", {{"fp8_kv", {}}}}};
+  CHECK(stack_error(tiny_llama(), train_w(), flash).find("this step has none") != std::string::npos);
+  Workload w = decode_w();
+  w.kv_cache = false;
+  CHECK(stack_error(tiny_llama(), w, flash).find("this step has none") != std::string::npos);
 }
 
 TEST_CASE("passes: paged_kv explains what it needs") {
