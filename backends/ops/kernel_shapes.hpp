@@ -38,6 +38,14 @@ struct PagedLayout {
 // [batch, grad_capacity, kv_heads, head_dim] (rows >= seq_kv written as 0).
 // GQA: query head h reads kv head h / (heads / kv_heads). Causal: query i sits at position
 // seq_kv - seq_q + i and sees kv positions <= that.
+// How K/V rows of a cache are stored: in the op's float type, or (the fp8_kv pass) as OCP fp8
+// e4m3 bytes whose value is stored · scale; the appends store round(x / scale), saturated to
+// ±448. Ops that read or write no cache keep the default.
+struct KvStorage {
+  bool fp8 = false;
+  float scale = 1;
+};
+
 struct AttnShape {
   int64_t batch = 1, seq_q = 0, seq_kv = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int64_t kv_capacity = 0;    // rows allocated in K and V
@@ -48,6 +56,7 @@ struct AttnShape {
   PagedLayout paged;          // flash_attention over a paged cache; block 0: contiguous K, V
   bool causal = false;
   int64_t alibi_heads = 0;    // ALiBi over this many heads (OpAttrs::alibi_heads); 0: no bias
+  KvStorage kv;               // K and V (forward kinds over a cache)
   [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   [[nodiscard]] int64_t group() const { return heads / kv_heads; }
   // Number of kv positions query row i may attend to.
@@ -115,6 +124,7 @@ struct AdamWParams {
 struct KvAppendShape {
   int64_t batch = 1, seq_new = 0, capacity = 0, row = 0, position = 0;
   PagedLayout paged;  // block 0: a contiguous cache
+  KvStorage kv;       // the cache's
 };
 
 // Q, O [T, heads, head_dim]; LSE [heads, T] fp32; K/V pages [num_blocks, block, kv_heads,
@@ -128,6 +138,8 @@ struct VarlenAttnShape {
   int64_t decode_seqs = 0;        // leading sequences with exactly one query
   int64_t alibi_heads = 0;        // as AttnShape
   PagedLayout paged;
+  KvStorage kv;                   // the pages'
+
   [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   [[nodiscard]] int64_t group() const { return heads / kv_heads; }
 };

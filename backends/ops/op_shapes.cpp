@@ -125,6 +125,17 @@ GemmShape gemm_shape(const Op& op, const Graph& g) {
   return s;
 }
 
+// The storage of a cache tensor `t` an op reads or writes: fp8 e4m3 with the op's scale, or
+// the op's own float type.
+KvStorage kv_storage(const Op& op, const Tensor& t) {
+  KvStorage k;
+  if (t.dtype != DType::fp8) return k;
+  if (!(op.attrs.kv_scale > 0)) fail(op, fmt::format("an fp8 KV cache needs kv_scale > 0 (got {})", op.attrs.kv_scale));
+  k.fp8 = true;
+  k.scale = static_cast<float>(op.attrs.kv_scale);
+  return k;
+}
+
 AttnShape attn_shape(const Op& op, const Graph& g) {
   const OpAttrs& at = op.attrs;
   if (op.kind == OpKind::varlen_flash_attention) fail(op, "is varlen: its shapes are varlen_attn_shape's");
@@ -197,6 +208,11 @@ AttnShape attn_shape(const Op& op, const Graph& g) {
   };
   for (std::size_t i = 0; i < ops.in.size(); ++i) check(input(op, g, i), ops.in[i]);
   for (std::size_t i = 0; i < ops.out.size(); ++i) check(output(op, g, i), ops.out[i]);
+  for (std::size_t i = 0; i < ops.in.size(); ++i)
+    if (ops.in[i] == AttnOperand::kv) {
+      a.kv = kv_storage(op, input(op, g, i));
+      break;
+    }
   return a;
 }
 
@@ -353,6 +369,7 @@ KvAppendShape kv_append_shape(const Op& op, const Graph& g) {
     fail(op, fmt::format("rows {}..{} do not fit a cache of {} rows", s.position,
                          s.position + s.seq_new - 1, s.capacity));
   expect_elements(op, output(op, g, 0), cache.elements(), "the cache");
+  s.kv = kv_storage(op, cache);
   return s;
 }
 
@@ -512,6 +529,7 @@ VarlenAttnShape varlen_attn_shape(const Op& op, const Graph& g) {
   expect_elements(op, kv_len, a.seqs, "kv_len: [sequences]");
   expect_elements(op, output(op, g, 0), q_elements, "O: [tokens, heads, head_dim]");
   expect_elements(op, output(op, g, 1), a.heads * a.tokens, "LSE: [heads, tokens]");
+  a.kv = kv_storage(op, input(op, g, 1));
   return a;
 }
 
@@ -533,6 +551,7 @@ KvSlotsShape kv_slots_shape(const Op& op, const Graph& g) {
   if (at.rows > 0) expect_elements(op, slots, at.rows, "slots: [tokens]");
   expect_elements(op, input(op, g, 0), s.tokens * s.row, "k_new: [tokens, kv_heads·head_dim]");
   expect_elements(op, output(op, g, 0), pages.elements(), "the pages");
+  s.kv = kv_storage(op, pages);
   return s;
 }
 

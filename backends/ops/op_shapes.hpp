@@ -77,6 +77,7 @@ void check_arity(const Op& op);
 // varlen_kv_append: k_new [T, kv_heads, head_dim] into pages through slots [T].
 struct KvSlotsShape {
   int64_t tokens = 0, row = 0, pool_rows = 0;
+  KvStorage kv;  // the pages'
 };
 [[nodiscard]] KvSlotsShape kv_slots_shape(const Op& op, const Graph& g);
 // varlen_slice_last_token: x [x_rows, cols] -> y [n, cols] through rows [n].
