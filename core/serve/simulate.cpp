@@ -23,7 +23,7 @@ KvPool kv_pool(StepPricer& pricer, const SchedulerConfig& c, const Hardware& hw,
   if (pool.blocks < 1)
     throw ConfigError(fmt::format(
         "{} on {}: weights and activations take {} of the {} the engine may use (gpu_memory = {}): no room for "
-        "one sequence's KV cache ({}); use a larger GPU, fp8, paged_kv, or a smaller max_tokens",
+        "one sequence's KV cache ({}); use a larger GPU, fp8, fp8_kv, paged_kv, or a smaller max_tokens",
         model, hw.name, format_bytes(besides), format_bytes(c.gpu_memory * hw.memory_bytes), c.gpu_memory,
         format_bytes(pool.block_bytes)));
   return pool;

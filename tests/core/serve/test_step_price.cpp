@@ -120,6 +120,27 @@ TEST_CASE("serve price: the KV pool is what the GPU has left, in blocks") {
   CHECK_THROWS_AS((void)kv_pool(pricer, c, hw, m.max_seq, m.name), ConfigError);
 }
 
+TEST_CASE("serve price: an fp8 KV cache holds twice the tokens in the same memory") {
+  const ModelConfig m = test_models::tiny_llama();
+  Hardware hw = test_models::h100_node();
+  hw.memory_bytes = 1e9;
+  const auto bf16 = stack({{"bf16"}, {"flash_attention"}, {"paged_kv"}});
+  const auto fp8 = stack({{"bf16"}, {"flash_attention"}, {"paged_kv"}, {"fp8_kv"}});
+  StepPricer p16(m, hw, bf16, 0), p8(m, hw, fp8, 0);
+  // K and V, 4 layers, 2 KV heads × head_dim 16, 1 byte: 2 · 4 · 32 · 1 = 256 bytes a token.
+  CHECK(p8.kv_bytes_per_token() == doctest::Approx(256));
+  const SchedulerConfig c = scheduler_config(fp8, 0);
+  const KvPool pool8 = kv_pool(p8, c, hw, m.max_seq, m.name);
+  const KvPool pool16 = kv_pool(p16, scheduler_config(bf16, 0), hw, m.max_seq, m.name);
+  CHECK(pool8.block_bytes == doctest::Approx(16 * 256));
+  // The weights and activations are the same (within a few KB of step buffers); the block is
+  // half as large, so the pool holds twice the blocks.
+  const double besides = p8.memory_besides_kv(c.step_tokens(m.max_seq), c.max_batch);
+  CHECK(besides == doctest::Approx(p16.memory_besides_kv(c.step_tokens(m.max_seq), c.max_batch)).epsilon(1e-3));
+  CHECK(pool8.blocks == static_cast<int64_t>((0.9e9 - besides) / (16 * 256)));
+  CHECK(static_cast<double>(pool8.blocks) / static_cast<double>(pool16.blocks) == doctest::Approx(2).epsilon(1e-3));
+}
+
 TEST_CASE("serve knobs: cumulative, reset by a new scheduler, contradictions refused") {
   auto knobs = [](std::vector<StackStep> s) { return scheduler_config(s, s.size() - 1); };
   const StackStep st{"static", {{"scheduler", std::nullopt, "static"}, {"max_batch", 8}}, ""};
