@@ -1,0 +1,178 @@
+// The driver of one or more engines (router.hpp): arrivals in time order, each routed, and
+// always the engine whose next event comes first advanced by one event.
+#include "core/serve/router.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <queue>
+#include <stdexcept>
+
+#include "core/deadline.hpp"
+#include "core/serve/engine_loop.hpp"
+
+namespace perfsim {
+
+namespace {
+
+constexpr double never = std::numeric_limits<double>::infinity();
+
+struct Arrival {
+  double time;
+  int64_t id;
+  bool operator>(const Arrival& o) const { return time != o.time ? time > o.time : id > o.id; }
+};
+
+using serve::EngineLoop;
+using serve::Finished;
+
+std::size_t least_outstanding(const std::vector<std::unique_ptr<EngineLoop>>& engines) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < engines.size(); ++i)
+    if (engines[i]->outstanding() < engines[best]->outstanding()) best = i;
+  return best;
+}
+
+}  // namespace
+
+const char* name_of(RouterPolicy p) {
+  switch (p) {
+    case RouterPolicy::round_robin: return "round_robin";
+    case RouterPolicy::least_outstanding: return "least_outstanding";
+    case RouterPolicy::prefix: return "prefix";
+  }
+  return "?";
+}
+
+bool router_policy_of(std::string_view name, RouterPolicy& out) {
+  for (RouterPolicy p : {RouterPolicy::round_robin, RouterPolicy::least_outstanding, RouterPolicy::prefix})
+    if (name == name_of(p)) {
+      out = p;
+      return true;
+    }
+  return false;
+}
+
+ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerConfig& config, const KvPool& pool,
+                         int64_t max_seq, double think, const std::vector<StepClock*>& clocks, RouterPolicy policy) {
+  if (clocks.empty()) throw std::invalid_argument("run_replicas: no engine");
+  std::vector<std::unique_ptr<EngineLoop>> engines;
+  for (StepClock* c : clocks) engines.push_back(std::make_unique<EngineLoop>(requests, config, pool, max_seq, *c));
+  ReplicasRun out;
+  out.replica_of.assign(requests.size(), -1);
+
+  // Open loop: every arrival is known. Closed loop: each client's first request at 0, the next
+  // one `think` after its previous one finished.
+  std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> arrivals;
+  std::vector<std::deque<int64_t>> next_of_user;
+  for (const Request& r : requests) {
+    if (r.user < 0) {
+      arrivals.push({r.arrival, r.id});
+      continue;
+    }
+    if (static_cast<std::size_t>(r.user) >= next_of_user.size()) next_of_user.resize(static_cast<std::size_t>(r.user) + 1);
+    next_of_user[static_cast<std::size_t>(r.user)].push_back(r.id);
+  }
+  auto send_next = [&](int user, double at) {
+    if (user < 0) return;
+    auto& q = next_of_user[static_cast<std::size_t>(user)];
+    if (q.empty()) return;
+    const int64_t id = q.front();
+    q.pop_front();
+    arrivals.push({at, id});
+  };
+  const double t0 = engines.front()->now();
+  for (std::size_t u = 0; u < next_of_user.size(); ++u) send_next(static_cast<int>(u), t0);
+  const double start = arrivals.empty() ? t0 : arrivals.top().time;
+
+  int64_t left = static_cast<int64_t>(requests.size());
+  std::vector<Finished> done;
+  auto settle = [&] {
+    for (const Finished& f : done) {
+      --left;
+      send_next(requests[static_cast<std::size_t>(f.id)].user, f.at + think);
+    }
+    done.clear();
+  };
+  int64_t routed = 0;
+  auto route = [&](int64_t id) -> std::size_t {
+    const std::size_t n = engines.size();
+    if (n == 1) return 0;
+    switch (policy) {
+      case RouterPolicy::round_robin: return static_cast<std::size_t>(routed % static_cast<int64_t>(n));
+      case RouterPolicy::least_outstanding: return least_outstanding(engines);
+      case RouterPolicy::prefix: {
+        std::size_t best = least_outstanding(engines);
+        int64_t most = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          if (const int64_t c = engines[i]->cached_prefix(id); c > most) most = c, best = i;
+        return best;
+      }
+    }
+    return 0;
+  };
+
+  while (left > 0) {
+    check_deadline();
+    std::size_t first = 0;
+    for (std::size_t i = 1; i < engines.size(); ++i)
+      if (engines[i]->next_event() < engines[first]->next_event()) first = i;
+    const double engine_at = engines[first]->next_event();
+    const bool arrivals_done =
+        arrivals.empty() && std::all_of(next_of_user.begin(), next_of_user.end(), [](const auto& q) { return q.empty(); });
+    if (!arrivals.empty() && arrivals.top().time <= engine_at) {
+      const Arrival a = arrivals.top();
+      arrivals.pop();
+      const std::size_t r = route(a.id);
+      ++routed;
+      out.replica_of[static_cast<std::size_t>(a.id)] = static_cast<int>(r);
+      engines[r]->arrive(a.id, a.time, done);
+    } else if (engine_at < never) {
+      engines[first]->advance(arrivals_done, done);
+    } else {
+      // No arrival and no engine can act: a request waits that can never be placed.
+      bool resolved = false;
+      for (auto& e : engines)
+        if (e->outstanding() > 0) {
+          e->resolve_stall(done);
+          resolved = true;
+          break;
+        }
+      if (!resolved) throw std::logic_error("serving engines stalled with requests left");
+    }
+    settle();
+  }
+
+  // Each replica's own requests, and every request merged by id.
+  out.merged.pool = pool;
+  out.merged.requests.resize(requests.size());
+  for (std::size_t r = 0; r < engines.size(); ++r) {
+    EngineRun& run = engines[r]->run();
+    EngineRun own;
+    own.pool = run.pool;
+    own.steps = run.steps;
+    own.itl = run.itl;
+    own.preemptions = run.preemptions;
+    own.start = start;
+    own.end = start;
+    for (std::size_t id = 0; id < requests.size(); ++id) {
+      if (out.replica_of[id] != static_cast<int>(r)) continue;
+      own.requests.push_back(run.requests[id]);
+      out.merged.requests[id] = run.requests[id];
+      if (run.requests[id].rejected.empty()) own.end = std::max(own.end, run.requests[id].finished);
+    }
+    out.merged.steps.insert(out.merged.steps.end(), run.steps.begin(), run.steps.end());
+    out.merged.itl.insert(out.merged.itl.end(), run.itl.begin(), run.itl.end());
+    out.merged.preemptions += run.preemptions;
+    out.replicas.push_back(std::move(own));
+  }
+  out.merged.start = start;
+  out.merged.end = start;
+  for (const RequestRecord& r : out.merged.requests)
+    if (r.rejected.empty()) out.merged.end = std::max(out.merged.end, r.finished);
+  return out;
+}
+
+}  // namespace perfsim

@@ -1,0 +1,38 @@
+// Several engines (data-parallel replicas, each its own GPU, KV pool and scheduler) behind a
+// router that sends each arriving request to one of them, as vLLM's and SGLang's routers or a
+// llm-d gateway do. The engines run interleaved in time (engine_loop.hpp), so a router that
+// reads their state sees it as of the request's arrival.
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "core/serve/engine.hpp"
+
+namespace perfsim {
+
+enum class RouterPolicy {
+  round_robin,        // replica (n mod N) for the n-th arrival
+  least_outstanding,  // the replica with the fewest requests waiting or running (ties: lowest index)
+  prefix,             // the replica whose prefix cache holds most of the prompt; else least_outstanding
+};
+
+[[nodiscard]] const char* name_of(RouterPolicy p);
+// "round_robin", "least_outstanding", "prefix"; nullopt-like false when unknown.
+[[nodiscard]] bool router_policy_of(std::string_view name, RouterPolicy& out);
+
+struct ReplicasRun {
+  EngineRun merged;                 // every request by id; the steps of every replica, in replica order
+  std::vector<EngineRun> replicas;  // each replica's own requests (in id order), steps and gaps
+  std::vector<int> replica_of;      // by request id: where the router sent it
+};
+
+// Runs `requests` on one engine per clock (all with `config` and `pool`), each arrival routed
+// by `policy`. Closed-loop requests (Request::user >= 0) arrive `think` seconds after their
+// client's previous request finished, on whichever replica it finished; the first of each
+// client at 0. Requests longer than max_seq or than a pool are refused (recorded).
+[[nodiscard]] ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerConfig& config,
+                                       const KvPool& pool, int64_t max_seq, double think,
+                                       const std::vector<StepClock*>& clocks, RouterPolicy policy);
+
+}  // namespace perfsim
