@@ -198,6 +198,11 @@ const std::vector<OptimizationInfo>& optimizations() {
                    "serving, continuous: when KV blocks run out the last admitted request is preempted: "
                    "recompute (default) or swap (its blocks to host memory)",
                    {"recompute", "swap"}),
+      serve_choice("router",
+                   "serving, replicas (dp > 1): where each request goes: round_robin (default), least_outstanding "
+                   "(fewest requests waiting or running), prefix (the replica caching most of its prompt, else "
+                   "least_outstanding; needs prefix_cache)",
+                   {"round_robin", "least_outstanding", "prefix"}),
       serve_knob("gpu_memory",
                  "serving: fraction of GPU memory for weights, activations and the KV pool (vLLM's "
                  "gpu_memory_utilization, default 0.9)",

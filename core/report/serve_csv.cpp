@@ -1,5 +1,5 @@
-// Serving runs' CSV rows: the ServeMetrics of each stack step (predicted, and measured when it
-// executed) and what-if hardware.
+// Serving runs' CSV rows: the ServeMetrics of each stack step (predicted, each replica's behind a
+// router, and measured when it executed) and what-if hardware.
 #include "core/report/serve_csv.hpp"
 
 #include <fmt/format.h>
@@ -57,7 +57,7 @@ std::vector<std::vector<std::string>> serve_csv_rows(const RunResult& r) {
   std::vector<std::vector<std::string>> rows;
   const std::size_t width = serve_csv_columns().size();
   for (const ServeStepResult& s : r.serve) {
-    auto row_of = [&](const std::string& hardware, const ServeMetrics* m, const char* source) {
+    auto row_of = [&](const std::string& hardware, const ServeMetrics* m, const std::string& source) {
       std::vector<std::string> row = {s.step, hardware, s.scheduler};
       if (m != nullptr) {
         const auto cells = metric_cells(*m);
@@ -68,6 +68,9 @@ std::vector<std::vector<std::string>> serve_csv_rows(const RunResult& r) {
       return row;
     };
     rows.push_back(row_of(s.hardware, &s.predicted.metrics, "predicted"));
+    // Behind a router: a row per replica after the service's.
+    for (std::size_t i = 0; i < s.predicted.replicas.size(); ++i)
+      rows.push_back(row_of(s.hardware, &s.predicted.replicas[i].metrics, fmt::format("predicted replica {}", i)));
     if (s.executed) rows.push_back(row_of(s.hardware, &s.executed->metrics, "measured"));
     for (const ServeStepResult::WhatIf& w : s.what_if)
       rows.push_back(row_of(w.hardware, w.error.empty() ? &w.metrics : nullptr, "predicted"));

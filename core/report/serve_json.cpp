@@ -138,9 +138,22 @@ json step_json(const ServeStepResult& s) {
   j["scheduler"] = s.scheduler;
   j["not_executed"] = s.not_executed;
   j["pool"] = pool_json(p.pool);
+  j["replicas"] = p.config.replicas;
+  j["router"] = name_of(p.config.router);
   j["predicted"] = {{"metrics", serve_metrics_json(p.metrics)},
                     {"requests", requests_json(p.run)},
                     {"timeline", timeline_json(p.run)}};
+  // Behind a router: each replica's figures over the requests it was sent.
+  if (!p.replicas.empty()) {
+    json replicas = json::array();
+    for (const ReplicaSummary& r : p.replicas) replicas.push_back(serve_metrics_json(r.metrics));
+    j["predicted"]["replicas"] = std::move(replicas);
+    // Where each served request went, beside its figures in "requests".
+    json replica = json::array();
+    for (const RequestRecord& r : p.run.requests)
+      if (r.rejected.empty()) replica.push_back(p.replica_of.at(static_cast<std::size_t>(r.request.id)));
+    j["predicted"]["requests"]["replica"] = std::move(replica);
+  }
   if (s.executed) j["executed"] = executed_json(*s.executed);
   json what_if = json::array();
   for (const ServeStepResult::WhatIf& w : s.what_if)

@@ -127,6 +127,29 @@ ReportSection engine_steps_section(const RunResult& r, const ServeStepResult& ba
   return sec;
 }
 
+// Each replica's share of a service behind a router (steps with dp > 1).
+std::optional<ReportSection> replicas_section(const RunResult& r) {
+  ReportSection sec;
+  sec.title = "Replicas (predicted; ms)";
+  TextTable& t = sec.table;
+  t.add_column("step", Align::left);
+  t.add_column("replica");
+  for (const char* c : {"requests", "steps", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99", "KV use",
+                        "prefix hit"})
+    t.add_column(c);
+  for (const ServeStepResult& s : r.serve)
+    for (std::size_t i = 0; i < s.predicted.replicas.size(); ++i) {
+      const ServeMetrics& m = s.predicted.replicas[i].metrics;
+      t.add_row({s.step, std::to_string(i), count(m.requests), count(m.steps), format_rate(m.output_throughput),
+                 ms(m.ttft.median), ms(m.ttft.p99), ms(m.tpot.median), ms(m.e2e.p99), pct(m.kv_utilization_mean),
+                 pct(m.prefix_hit_rate)});
+    }
+  if (t.empty()) return std::nullopt;
+  sec.notes.push_back("each replica an engine on its own GPU with the step's scheduler and KV pool; the router (engine "
+                      "line) sends it these requests; out tok/s over the whole run");
+  return sec;
+}
+
 }  // namespace
 
 std::vector<ReportSection> serve_sections(const RunResult& r) {
@@ -217,6 +240,7 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
   eng.notes.push_back("KV pool: blocks × tokens per block (one max_seq reservation per block without paged_kv); KV use: "
                       "held blocks over the pool, weighted by step time");
   out.push_back(std::move(eng));
+  if (std::optional<ReportSection> rep = replicas_section(r)) out.push_back(std::move(*rep));
   if (executed) out.push_back(engine_steps_section(r, *measured_base));
 
   bool any_what_if = false;

@@ -1,4 +1,4 @@
-// A serving run in the trace (trace.hpp): per stack step one process holding the engine's
+// A serving run in the trace (trace.hpp): per stack step (and replica) one process holding the engine's
 // predicted steps as spans, its load as counters and the first served requests as async slices,
 // and one more alike for the executed run, its steps carrying the cost model's price of each.
 #include "core/report/trace.hpp"
@@ -163,7 +163,14 @@ void add_run_process(const RunResult& r, const ServeStepResult& s, const EngineR
 
 int add_serve_processes(const RunResult& r, int pid, nlohmann::ordered_json& events) {
   for (const ServeStepResult& s : r.serve) {
-    add_run_process(r, s, s.predicted.run, nullptr, "predicted, " + s.hardware, ++pid, events);
+    // Behind a router: a process per replica, each with its own engine steps and requests.
+    if (!s.predicted.replicas.empty()) {
+      for (std::size_t i = 0; i < s.predicted.replicas.size(); ++i)
+        add_run_process(r, s, s.predicted.replicas[i].run, nullptr,
+                        fmt::format("predicted, {}, replica {}", s.hardware, i), ++pid, events);
+    } else {
+      add_run_process(r, s, s.predicted.run, nullptr, "predicted, " + s.hardware, ++pid, events);
+    }
     // The executed run beside it, on the same time axis (seconds from the run's start).
     if (s.executed) add_run_process(r, s, s.executed->run, &s.executed->steps, "measured, " + r.backend, ++pid, events);
   }

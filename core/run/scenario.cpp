@@ -69,14 +69,13 @@ void validate_serving(const Scenario& s) {
     }
   if (!s.serve) return;
   validate(*s.serve);
-  bool parallel = s.parallel.gpus() > 1 || s.parallel.ep > 1;
-  for (std::size_t i = 0; i < s.stacks.size(); ++i) {
-    const ParallelSpec p = step_parallel(s.parallel, s.stacks, i);
-    parallel = parallel || p.gpus() > 1 || p.ep > 1;
-  }
+  // dp is the replicas behind the router; each engine runs on one GPU.
+  auto within_engine = [](const ParallelSpec& p) { return p.gpus() / std::max(1, p.dp) > 1 || p.ep > 1 || p.zero > 0; };
+  bool parallel = within_engine(s.parallel);
+  for (std::size_t i = 0; i < s.stacks.size(); ++i) parallel = parallel || within_engine(step_parallel(s.parallel, s.stacks, i));
   if (parallel)
-    throw ConfigError("serving runs one engine on one GPU: a parallel layout (tp, pp, dp, ...) does not serve; "
-                      "plan replicas with perfsim.capacity{} instead");
+    throw ConfigError("serving runs each engine on one GPU: a layout inside an engine (tp, pp, cp, ep) does not serve "
+                      "yet; dp = N serves with N engines behind a router ({router = ...})");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/errors.hpp"
+#include "core/passes/passes.hpp"
 #include "core/run/engine_clock.hpp"
 #include "core/serve/kv_blocks.hpp"
 #include "core/serve/traffic.hpp"
@@ -144,8 +145,9 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
     r.step = stack[i].name;
     r.hardware = primary.name;
     r.profile = profile_text(primary);
+    const int replicas = std::max(1, step_parallel(s.parallel, stack, i).dp);
     try {
-      r.predicted = predict_serving(s.model, primary, spec, requests, stack, i);
+      r.predicted = predict_serving(s.model, primary, spec, requests, stack, i, replicas);
     } catch (const ConfigError& e) {
       const std::string msg = e.what();
       // Scheduler knobs name their step already.
@@ -158,14 +160,17 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
       ServeStepResult::WhatIf w;
       w.hardware = hw.name;
       try {
-        w.metrics = predict_serving(s.model, hw, spec, requests, stack, i).metrics;
+        w.metrics = predict_serving(s.model, hw, spec, requests, stack, i, replicas).metrics;
       } catch (const ConfigError& e) {
         w.error = e.what();
       }
       r.what_if.push_back(std::move(w));
     }
     if (executing && session == nullptr) r.not_executed = no_session;
-    if (session != nullptr) {
+    if (session != nullptr && replicas > 1) {
+      r.not_executed = fmt::format("{} replicas are predicted; an executed run serves one engine on this device",
+                                   replicas);
+    } else if (session != nullptr) {
       try {
         r.executed = execute_serving(s, *session, primary, requests, stack, i, r.predicted, r.not_executed);
       } catch (const NotExecutable& e) {

@@ -17,7 +17,7 @@ PromptTokens EngineState::prompt_of(int64_t id) const {
   const Request& r = req(id);
   PromptTokens p;
   p.request = id;
-  p.tokens = r.prompt + live[static_cast<std::size_t>(id)].generated;
+  p.tokens = r.prompt + state(id).generated;
   p.prefix_group = r.prefix_group;
   p.prefix_tokens = r.prefix_tokens;
   return p;
@@ -44,21 +44,16 @@ std::string refusal(const Request& r, const SchedulerConfig& c, const KvPool& po
 
 }  // namespace
 
-EngineLoop::EngineLoop(const std::vector<Request>& requests, const SchedulerConfig& config, const KvPool& pool,
-                       int64_t max_seq, StepClock& clock)
-    : m_config(config), m_pool(pool), m_max_seq(max_seq), m_clock(clock), m_last_token(requests.size(), 0.0) {
+EngineLoop::EngineLoop(RequestTable& table, const SchedulerConfig& config, const KvPool& pool, int64_t max_seq,
+                       StepClock& clock)
+    : m_config(config), m_pool(pool), m_max_seq(max_seq), m_clock(clock), m_table(table) {
   if (pool.blocks <= 0 || pool.block <= 0) throw std::invalid_argument("run_engine: empty KV pool");
   m_run.pool = pool;
-  m_run.requests.resize(requests.size());
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].id != static_cast<int64_t>(i)) throw std::invalid_argument("run_engine: request ids must be 0..n-1");
-    m_run.requests[i].request = requests[i];
-  }
   const int64_t block = config.paged ? pool.block : max_seq;
   m_state = std::make_unique<EngineState>(EngineState{
       config, max_seq,
       std::make_unique<KvBlockManager>(pool.blocks, block, config.watermark, config.prefix_cache && config.paged),
-      m_run, std::vector<Live>(requests.size()), {}, {}, false});
+      m_run, table, {}, {}, false});
   m_scheduler = config.kind == SchedulerKind::continuous ? make_continuous_scheduler() : make_batch_scheduler();
 }
 
@@ -80,7 +75,7 @@ void EngineLoop::finish(int64_t id, double at, std::vector<Finished>& done) {
 void EngineLoop::arrive(int64_t id, double t, std::vector<Finished>& done) {
   // Idle or waiting for something to happen: time moves on to the arrival.
   if (m_clock.now() < t) m_clock.wait_until(t);
-  m_run.requests[static_cast<std::size_t>(id)].request.arrival = t;
+  m_state->record(id).request.arrival = t;
   const std::string why = refusal(m_state->req(id), m_config, m_pool, m_max_seq);
   if (!why.empty()) {
     m_state->record(id).rejected = why;
@@ -144,8 +139,8 @@ void EngineLoop::advance(bool arrivals_done, std::vector<Finished>& done) {
     ++l.generated;
     rec.generated = l.generated;
     if (l.generated == 1) rec.first_token = end;
-    else m_run.itl.push_back(end - m_last_token[static_cast<std::size_t>(w.request)]);
-    m_last_token[static_cast<std::size_t>(w.request)] = end;
+    else m_run.itl.push_back(end - m_table.last_token[static_cast<std::size_t>(w.request)]);
+    m_table.last_token[static_cast<std::size_t>(w.request)] = end;
     if (l.generated < rec.request.output) continue;
     finish(w.request, end, done);
     if (m_scheduler->releases_on_finish()) {

@@ -13,6 +13,7 @@
 namespace perfsim::serve {
 
 struct EngineState;
+struct RequestTable;
 class Scheduler;
 
 // A request that left an engine: served to its last token, or refused.
@@ -23,8 +24,9 @@ struct Finished {
 
 class EngineLoop {
  public:
-  // `requests` are every request of the run, by id; the engine serves those it is given.
-  EngineLoop(const std::vector<Request>& requests, const SchedulerConfig& config, const KvPool& pool, int64_t max_seq,
+  // `table` holds every request of the run by id (shared by the engines of a run); the engine
+  // serves those it is given.
+  EngineLoop(RequestTable& table, const SchedulerConfig& config, const KvPool& pool, int64_t max_seq,
              StepClock& clock);
   ~EngineLoop();
   EngineLoop(const EngineLoop&) = delete;
@@ -48,6 +50,7 @@ class EngineLoop {
   // Leading prompt tokens of request `id` this engine's prefix cache holds now (0 without one).
   [[nodiscard]] int64_t cached_prefix(int64_t id) const;
   [[nodiscard]] double now() const;
+  // This engine's steps, gaps between tokens and preemptions (its requests are in the table).
   [[nodiscard]] EngineRun& run() { return m_run; }
 
  private:
@@ -58,9 +61,9 @@ class EngineLoop {
   KvPool m_pool;
   int64_t m_max_seq = 0;
   StepClock& m_clock;
+  RequestTable& m_table;
   std::unique_ptr<EngineState> m_state;
   std::unique_ptr<Scheduler> m_scheduler;
-  std::vector<double> m_last_token;
   bool m_blocked = false;  // the last attempt formed no step; only an arrival or m_wake changes that
   double m_wake = 0;       // when blocked: the scheduler's wake time (+inf: none)
 };

@@ -20,19 +20,28 @@ struct Live {
   [[nodiscard]] int64_t known(const Request& r) const { return r.prompt + generated; }
 };
 
+// What the engines of a run share, by request id: each engine touches only the requests it was
+// given, so several engines behind a router need one copy of these, not one each.
+struct RequestTable {
+  std::vector<RequestRecord> records;
+  std::vector<Live> live;
+  std::vector<double> last_token;  // when each request's latest token came (for the gaps between tokens)
+};
+
 struct EngineState {
   const SchedulerConfig& config;
   int64_t max_seq = 0;
   std::unique_ptr<KvBlockManager> kv;
-  EngineRun& run;
-  std::vector<Live> live;          // by request id
+  EngineRun& run;                  // this engine's steps, gaps and preemptions
+  RequestTable& table;
   std::deque<int64_t> waiting;     // arrived, not running (preempted ones at the front)
   std::vector<int64_t> running;    // in admission order
   bool arrivals_done = false;      // no request is still to arrive
 
-  [[nodiscard]] const Request& req(int64_t id) const { return run.requests[static_cast<std::size_t>(id)].request; }
-  [[nodiscard]] Live& state(int64_t id) { return live[static_cast<std::size_t>(id)]; }
-  [[nodiscard]] RequestRecord& record(int64_t id) { return run.requests[static_cast<std::size_t>(id)]; }
+  [[nodiscard]] const Request& req(int64_t id) const { return table.records[static_cast<std::size_t>(id)].request; }
+  [[nodiscard]] Live& state(int64_t id) { return table.live[static_cast<std::size_t>(id)]; }
+  [[nodiscard]] const Live& state(int64_t id) const { return table.live[static_cast<std::size_t>(id)]; }
+  [[nodiscard]] RequestRecord& record(int64_t id) { return table.records[static_cast<std::size_t>(id)]; }
   // The prompt as the cache sees it (prompt plus tokens generated before a preemption).
   [[nodiscard]] PromptTokens prompt_of(int64_t id) const;
 };

@@ -12,6 +12,7 @@
 
 #include "core/deadline.hpp"
 #include "core/serve/engine_loop.hpp"
+#include "core/serve/engine_state.hpp"
 
 namespace perfsim {
 
@@ -58,8 +59,16 @@ bool router_policy_of(std::string_view name, RouterPolicy& out) {
 ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerConfig& config, const KvPool& pool,
                          int64_t max_seq, double think, const std::vector<StepClock*>& clocks, RouterPolicy policy) {
   if (clocks.empty()) throw std::invalid_argument("run_replicas: no engine");
+  serve::RequestTable table;
+  table.records.resize(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].id != static_cast<int64_t>(i)) throw std::invalid_argument("run_engine: request ids must be 0..n-1");
+    table.records[i].request = requests[i];
+  }
+  table.live.resize(requests.size());
+  table.last_token.assign(requests.size(), 0.0);
   std::vector<std::unique_ptr<EngineLoop>> engines;
-  for (StepClock* c : clocks) engines.push_back(std::make_unique<EngineLoop>(requests, config, pool, max_seq, *c));
+  for (StepClock* c : clocks) engines.push_back(std::make_unique<EngineLoop>(table, config, pool, max_seq, *c));
   ReplicasRun out;
   out.replica_of.assign(requests.size(), -1);
 
@@ -114,12 +123,33 @@ ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerCo
     return 0;
   };
 
+  // The engines by their next event, earliest first (ties: lowest index). An engine's entry is
+  // renewed whenever it acts or receives a request; older entries of it are stale and skipped,
+  // so finding the next engine costs log N rather than a scan of all. (An executing engine's
+  // next event is its wall clock's now, which moves on by itself: entries are told apart by
+  // their renewal, not by their time.)
+  struct Entry {
+    double at;
+    std::size_t engine;
+    uint64_t renewal;
+    bool operator>(const Entry& o) const { return at != o.at ? at > o.at : engine > o.engine; }
+  };
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> upcoming;
+  std::vector<uint64_t> renewals(engines.size(), 0);
+  auto renew = [&](std::size_t i) {
+    ++renewals[i];
+    if (const double t = engines[i]->next_event(); t < never) upcoming.push({t, i, renewals[i]});
+  };
+  for (std::size_t i = 0; i < engines.size(); ++i) renew(i);
+  auto next_engine = [&]() -> std::size_t {
+    while (!upcoming.empty() && upcoming.top().renewal != renewals[upcoming.top().engine]) upcoming.pop();
+    return upcoming.empty() ? engines.size() : upcoming.top().engine;
+  };
+
   while (left > 0) {
     check_deadline();
-    std::size_t first = 0;
-    for (std::size_t i = 1; i < engines.size(); ++i)
-      if (engines[i]->next_event() < engines[first]->next_event()) first = i;
-    const double engine_at = engines[first]->next_event();
+    const std::size_t first = next_engine();
+    const double engine_at = first < engines.size() ? engines[first]->next_event() : never;
     const bool arrivals_done =
         arrivals.empty() && std::all_of(next_of_user.begin(), next_of_user.end(), [](const auto& q) { return q.empty(); });
     if (!arrivals.empty() && arrivals.top().time <= engine_at) {
@@ -129,49 +159,55 @@ ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerCo
       ++routed;
       out.replica_of[static_cast<std::size_t>(a.id)] = static_cast<int>(r);
       engines[r]->arrive(a.id, a.time, done);
+      renew(r);
     } else if (engine_at < never) {
+      upcoming.pop();
       engines[first]->advance(arrivals_done, done);
+      renew(first);
     } else {
       // No arrival and no engine can act: a request waits that can never be placed.
       bool resolved = false;
-      for (auto& e : engines)
-        if (e->outstanding() > 0) {
-          e->resolve_stall(done);
+      for (std::size_t i = 0; i < engines.size() && !resolved; ++i)
+        if (engines[i]->outstanding() > 0) {
+          engines[i]->resolve_stall(done);
+          renew(i);
           resolved = true;
-          break;
         }
       if (!resolved) throw std::logic_error("serving engines stalled with requests left");
     }
     settle();
   }
 
-  // Each replica's own requests, and every request merged by id.
+  // Every request by id, and (behind a router) each replica's own requests and steps.
   out.merged.pool = pool;
-  out.merged.requests.resize(requests.size());
+  out.merged.start = start;
+  out.merged.end = start;
+  for (const RequestRecord& r : table.records)
+    if (r.rejected.empty()) out.merged.end = std::max(out.merged.end, r.finished);
+  if (engines.size() > 1) {
+    out.replicas.resize(engines.size());
+    for (EngineRun& own : out.replicas) {
+      own.pool = pool;
+      own.start = own.end = start;
+    }
+    for (std::size_t id = 0; id < requests.size(); ++id) {
+      EngineRun& own = out.replicas[static_cast<std::size_t>(out.replica_of[id])];
+      own.requests.push_back(table.records[id]);
+      if (table.records[id].rejected.empty()) own.end = std::max(own.end, table.records[id].finished);
+    }
+  }
   for (std::size_t r = 0; r < engines.size(); ++r) {
     EngineRun& run = engines[r]->run();
-    EngineRun own;
-    own.pool = run.pool;
-    own.steps = run.steps;
-    own.itl = run.itl;
-    own.preemptions = run.preemptions;
-    own.start = start;
-    own.end = start;
-    for (std::size_t id = 0; id < requests.size(); ++id) {
-      if (out.replica_of[id] != static_cast<int>(r)) continue;
-      own.requests.push_back(run.requests[id]);
-      out.merged.requests[id] = run.requests[id];
-      if (run.requests[id].rejected.empty()) own.end = std::max(own.end, run.requests[id].finished);
-    }
     out.merged.steps.insert(out.merged.steps.end(), run.steps.begin(), run.steps.end());
     out.merged.itl.insert(out.merged.itl.end(), run.itl.begin(), run.itl.end());
     out.merged.preemptions += run.preemptions;
-    out.replicas.push_back(std::move(own));
+    if (engines.size() > 1) {
+      out.replicas[r].steps = std::move(run.steps);
+      out.replicas[r].itl = std::move(run.itl);
+      out.replicas[r].preemptions = run.preemptions;
+    }
   }
-  out.merged.start = start;
-  out.merged.end = start;
-  for (const RequestRecord& r : out.merged.requests)
-    if (r.rejected.empty()) out.merged.end = std::max(out.merged.end, r.finished);
+  out.merged.requests = std::move(table.records);
   return out;
 }
 

@@ -4,26 +4,15 @@
 // reads their state sees it as of the request's arrival.
 #pragma once
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "core/serve/engine.hpp"
 
 namespace perfsim {
 
-enum class RouterPolicy {
-  round_robin,        // replica (n mod N) for the n-th arrival
-  least_outstanding,  // the replica with the fewest requests waiting or running (ties: lowest index)
-  prefix,             // the replica whose prefix cache holds most of the prompt; else least_outstanding
-};
-
-[[nodiscard]] const char* name_of(RouterPolicy p);
-// "round_robin", "least_outstanding", "prefix"; nullopt-like false when unknown.
-[[nodiscard]] bool router_policy_of(std::string_view name, RouterPolicy& out);
-
 struct ReplicasRun {
   EngineRun merged;                 // every request by id; the steps of every replica, in replica order
-  std::vector<EngineRun> replicas;  // each replica's own requests (in id order), steps and gaps
+  std::vector<EngineRun> replicas;  // behind a router: each replica's own requests (in id order), steps and gaps
   std::vector<int> replica_of;      // by request id: where the router sent it
 };
 

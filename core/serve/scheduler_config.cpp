@@ -61,6 +61,9 @@ void check(const SchedulerConfig& c, const StackStep& step, const std::vector<st
   }
   if (c.prefix_cache && !c.paged)
     fail("'prefix_cache' shares KV blocks and needs 'paged_kv' in this or an earlier step");
+  if (c.router == RouterPolicy::prefix && !c.prefix_cache)
+    fail("router = \"prefix\" sends a request where its prefix is cached and needs 'prefix_cache' in this or an "
+         "earlier step");
   if (c.kind == SchedulerKind::dynamic && c.preferred_batch > c.max_batch)
     fail(fmt::format("preferred_batch = {} is above max_batch = {}", c.preferred_batch, c.max_batch));
   if (c.max_tokens > 0 && c.chunked_prefill > 0)
@@ -98,6 +101,7 @@ SchedulerConfig scheduler_config(const std::vector<StackStep>& stack, std::size_
       else if (p.name == "preemption") c.preemption = *p.text == "swap" ? Preemption::swap : Preemption::recompute;
       else if (p.name == "gpu_memory") c.gpu_memory = v;
       else if (p.name == "kv_watermark") c.watermark = v;
+      else if (p.name == "router") (void)router_policy_of(*p.text, c.router);
     }
     check(c, step, set_here);
   }
@@ -120,6 +124,7 @@ std::string describe(const SchedulerConfig& c, int64_t max_seq) {
   s += c.paged ? fmt::format(", paged KV ({} tokens/block)", c.block) : ", KV reserved per sequence";
   if (c.prefix_cache) s += ", prefix cache";
   if (c.kind == SchedulerKind::continuous && c.preemption == Preemption::swap) s += ", swap on preemption";
+  if (c.replicas > 1) s += fmt::format("; {} replicas, router {}", c.replicas, name_of(c.router));
   return s;
 }
 

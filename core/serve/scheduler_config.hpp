@@ -1,9 +1,11 @@
 // A serving engine's knobs, as a stack step sets them (serve passes: scheduler, max_batch,
 // max_wait, preferred_batch, max_tokens, chunked_prefill, prefix_cache, preemption, gpu_memory,
-// kv_watermark; paged_kv too, which pages the KV cache).
+// kv_watermark, router; paged_kv too, which pages the KV cache), and the replicas behind the
+// router (the layout's dp, set by the caller).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/passes/passes.hpp"
@@ -17,6 +19,12 @@ enum class SchedulerKind {
   continuous,    // admits and retires requests every engine step (Orca, vLLM)
 };
 enum class Preemption { recompute, swap };
+// How requests reach the replicas of a service (core/serve/router.hpp).
+enum class RouterPolicy {
+  round_robin,        // replica (n mod N) for the n-th arrival
+  least_outstanding,  // the replica with the fewest requests waiting or running (ties: lowest index)
+  prefix,             // the replica whose prefix cache holds most of the prompt; else least_outstanding
+};
 
 struct SchedulerConfig {
   SchedulerKind kind = SchedulerKind::continuous;
@@ -31,6 +39,8 @@ struct SchedulerConfig {
   Preemption preemption = Preemption::recompute;
   double gpu_memory = 0.9;      // fraction of GPU memory the engine may use
   double watermark = 0.01;      // fraction of blocks kept free at admission
+  int replicas = 1;             // engines behind the router (the layout's dp)
+  RouterPolicy router = RouterPolicy::round_robin;
 
   // Tokens one engine step may hold: chunked_prefill, else max_tokens, else max(max_seq, 2048).
   [[nodiscard]] int64_t step_tokens(int64_t max_seq) const;
@@ -46,5 +56,8 @@ struct SchedulerConfig {
 // "continuous, max 256 sequences, 2048 tokens/step, paged KV (16), prefix cache"
 [[nodiscard]] std::string describe(const SchedulerConfig& c, int64_t max_seq);
 [[nodiscard]] const char* name_of(SchedulerKind k);
+[[nodiscard]] const char* name_of(RouterPolicy p);
+// "round_robin", "least_outstanding", "prefix"; false when `name` is none of them.
+[[nodiscard]] bool router_policy_of(std::string_view name, RouterPolicy& out);
 
 }  // namespace perfsim

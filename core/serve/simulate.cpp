@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "core/serve/router.hpp"
 #include "core/units.hpp"
 
 namespace perfsim {
@@ -31,16 +33,29 @@ KvPool kv_pool(StepPricer& pricer, const SchedulerConfig& c, const Hardware& hw,
 
 ServePrediction predict_serving(const ModelConfig& m, const Hardware& hw, const ServeSpec& spec,
                                 const std::vector<Request>& requests, const std::vector<StackStep>& stack,
-                                std::size_t upto) {
+                                std::size_t upto, int replicas) {
   const auto start = std::chrono::steady_clock::now();
   ServePrediction out;
   out.config = scheduler_config(stack, upto);
+  out.config.replicas = std::max(1, replicas);
   StepPricer pricer(m, hw, stack, upto);
   out.pool = kv_pool(pricer, out.config, hw, m.max_seq, m.name);
   pricer.set_swap_block_bytes(out.pool.block_bytes);
-  PricedClock clock(pricer);
-  out.run = run_engine(requests, out.config, out.pool, m.max_seq, spec.arrivals.think, clock);
+  // Every replica prices its steps alike: one pricer (and its built graphs), a clock each.
+  std::vector<PricedClock> clocks(static_cast<std::size_t>(out.config.replicas), PricedClock(pricer));
+  std::vector<StepClock*> engines;
+  for (PricedClock& c : clocks) engines.push_back(&c);
+  ReplicasRun run = run_replicas(requests, out.config, out.pool, m.max_seq, spec.arrivals.think, engines,
+                                 out.config.router);
+  out.run = std::move(run.merged);
   out.metrics = serve_metrics(out.run, spec.slo);
+  if (out.config.replicas > 1) {
+    for (EngineRun& r : run.replicas) {
+      ServeMetrics rm = serve_metrics(r, spec.slo);
+      out.replicas.push_back({std::move(rm), std::move(r)});
+    }
+    out.replica_of = std::move(run.replica_of);
+  }
   out.graph_builds = pricer.graph_builds();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

@@ -31,18 +31,28 @@ class PricedClock final : public StepClock {
 [[nodiscard]] KvPool kv_pool(StepPricer& pricer, const SchedulerConfig& c, const Hardware& hw, int64_t max_seq,
                              const std::string& model);
 
+// One replica's share of a run behind a router.
+struct ReplicaSummary {
+  ServeMetrics metrics;  // over the requests the router sent it (durations from the run's start)
+  EngineRun run;         // those requests and the replica's steps
+};
+
 struct ServePrediction {
   SchedulerConfig config;
-  KvPool pool;
-  EngineRun run;
-  ServeMetrics metrics;
+  KvPool pool;           // each replica's
+  EngineRun run;         // every request; the steps of every replica
+  ServeMetrics metrics;  // the whole service
+  std::vector<ReplicaSummary> replicas;  // with config.replicas > 1
+  std::vector<int> replica_of;           // with config.replicas > 1: by request id, where it was sent
   double seconds = 0;      // host seconds the simulation took
   int64_t graph_builds = 0;
 };
 
-// Predicts stack step `upto` of a serving scenario on `hw` for `requests`.
+// Predicts stack step `upto` of a serving scenario on `hw` for `requests`, served by `replicas`
+// engines (one GPU each) behind the stack's router.
 [[nodiscard]] ServePrediction predict_serving(const ModelConfig& m, const Hardware& hw, const ServeSpec& spec,
                                               const std::vector<Request>& requests,
-                                              const std::vector<StackStep>& stack, std::size_t upto);
+                                              const std::vector<StackStep>& stack, std::size_t upto,
+                                              int replicas = 1);
 
 }  // namespace perfsim

@@ -91,5 +91,5 @@ TEST_CASE("dsl: serve{} errors name the field") {
   CHECK(contains(err("e9.lua", head + "serve { arrivals = closed { users = 2 } }, sweep = { rate = {1} } }"),
                  "sweep.rate varies the arrival rate"));
   CHECK(contains(err("e10.lua", head + "serve { arrivals = poisson { rate = 1 } }, parallel = { tp = 2 } }"),
-                 "one engine on one GPU"));
+                 "runs each engine on one GPU"));
 }
