@@ -13,7 +13,7 @@ Storage storage_of(DType t) {
     case DType::bf16: return Storage::bf16;
     case DType::fp16: return Storage::f16;
     case DType::int32: return Storage::i32;
-    case DType::fp8:
+    case DType::fp8: return Storage::f8e4m3;
     case DType::int8: return Storage::unsupported;
   }
   return Storage::unsupported;
@@ -25,6 +25,7 @@ const char* name_of(Storage s) {
     case Storage::bf16: return "bf16";
     case Storage::f16: return "fp16";
     case Storage::i32: return "int32";
+    case Storage::f8e4m3: return "fp8";
     case Storage::unsupported: return "unsupported";
   }
   return "?";
@@ -36,6 +37,7 @@ int bytes_of(Storage s) {
     case Storage::i32: return 4;
     case Storage::bf16:
     case Storage::f16: return 2;
+    case Storage::f8e4m3:
     case Storage::unsupported: return 1;
   }
   return 1;
@@ -54,6 +56,7 @@ void convert_from(const S* src, void* dst, Storage dst_type, int64_t n) {
     case Storage::f32: convert_typed(src, static_cast<float*>(dst), n); return;
     case Storage::bf16: convert_typed(src, static_cast<bf16*>(dst), n); return;
     case Storage::f16: convert_typed(src, static_cast<half*>(dst), n); return;
+    case Storage::f8e4m3: convert_typed(src, static_cast<fp8_e4m3*>(dst), n); return;
     default: throw std::logic_error("convert: destination is not a float storage");
   }
 }
@@ -69,6 +72,7 @@ void convert(const void* src, Storage src_type, void* dst, Storage dst_type, int
     case Storage::f32: convert_from(static_cast<const float*>(src), dst, dst_type, n); return;
     case Storage::bf16: convert_from(static_cast<const bf16*>(src), dst, dst_type, n); return;
     case Storage::f16: convert_from(static_cast<const half*>(src), dst, dst_type, n); return;
+    case Storage::f8e4m3: convert_from(static_cast<const fp8_e4m3*>(src), dst, dst_type, n); return;
     default: throw std::logic_error("convert: source is not a float storage");
   }
 }

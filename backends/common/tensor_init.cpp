@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "backends/common/parallel.hpp"
@@ -101,18 +102,27 @@ float normal_at(uint64_t seed, int64_t i, float stddev) {
   return stddev * 1.7320508f / 65536.0f * static_cast<float>(sum - 131070);  // mean 4 · 32767.5
 }
 
+// Value x as T stores it: an fp8 tensor (a KV cache under fp8_kv) holds x / scale, so that
+// its readers' stored · scale gives x back (to fp8's precision).
+template <class T>
+T stored(float x, float scale) {
+  if constexpr (std::is_same_v<T, fp8_e4m3>) return fp8_e4m3(x / scale);
+  else return from_f32<T>(x);
+}
+
 // Elements [local, local + n) of `data` get the whole tensor's elements [whole, whole + n).
 template <class T>
-void fill_run(T* data, int64_t local, int64_t whole, int64_t n, const InitSpec& spec, uint64_t seed) {
+void fill_run(T* data, int64_t local, int64_t whole, int64_t n, const InitSpec& spec, uint64_t seed,
+              float scale = 1) {
   switch (spec.kind) {
     case InitKind::normal:
       parallel_for((n + chunk - 1) / chunk, 1, [&](int64_t c0, int64_t c1) {
         for (int64_t i = c0 * chunk; i < std::min(n, c1 * chunk); ++i)
-          data[local + i] = from_f32<T>(normal_at(seed, whole + i, spec.stddev));
+          data[local + i] = stored<T>(normal_at(seed, whole + i, spec.stddev), scale);
       });
       return;
-    case InitKind::ones: std::fill(data + local, data + local + n, from_f32<T>(1.0f)); return;
-    default: std::fill(data + local, data + local + n, from_f32<T>(0.0f)); return;
+    case InitKind::ones: std::fill(data + local, data + local + n, stored<T>(1.0f, scale)); return;
+    default: std::fill(data + local, data + local + n, stored<T>(0.0f, scale)); return;
   }
 }
 
@@ -139,6 +149,14 @@ void fill_permutation(int32_t* data, int64_t n, uint64_t seed) {
 }
 
 }  // namespace
+
+float kv_scale_of(const Graph& g, int id) {
+  for (const Op& op : g.ops)
+    for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+      if (std::find(ids->begin(), ids->end(), id) != ids->end())
+        return op.attrs.kv_scale > 0 ? static_cast<float>(op.attrs.kv_scale) : 1.0f;
+  return 1.0f;
+}
 
 std::string data_name(const Tensor& t) {
   constexpr std::string_view suffix = ".host";
@@ -216,11 +234,13 @@ void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t
     // A padded shard's tail is not in the whole: zeros.
     const int64_t bytes = n * static_cast<int64_t>(bytes_of(t.dtype));
     if (shard != nullptr) std::memset(p, 0, static_cast<std::size_t>(bytes));
+    const float scale = storage == Storage::f8e4m3 ? kv_scale_of(g, t.id) : 1.0f;
     for_each_whole_run(t, rank, [&](int64_t local, int64_t whole, int64_t count) {
       switch (storage) {
         case Storage::f32: fill_run(static_cast<float*>(p), local, whole, count, spec, tseed); break;
         case Storage::bf16: fill_run(static_cast<bf16*>(p), local, whole, count, spec, tseed); break;
         case Storage::f16: fill_run(static_cast<half*>(p), local, whole, count, spec, tseed); break;
+        case Storage::f8e4m3: fill_run(static_cast<fp8_e4m3*>(p), local, whole, count, spec, tseed, scale); break;
         case Storage::i32: fill_ids(static_cast<int32_t*>(p), local, whole, count, spec.vocab, tseed); break;
         case Storage::unsupported: break;
       }

@@ -30,6 +30,10 @@ struct InitSpec {
 // gets without host data, so a graph reads the same data whether it uploads it or not.
 [[nodiscard]] std::string data_name(const Tensor& t);
 
+// The scale of an fp8 KV cache `id` (value = stored · scale): OpAttrs::kv_scale of the first op
+// reading or writing it (the fp8_kv pass gives them all one), 1 when none does.
+[[nodiscard]] float kv_scale_of(const Graph& g, int id);
+
 // How tensor t of g is initialized.
 [[nodiscard]] InitSpec init_spec(const Graph& g, const Tensor& t);
 
@@ -37,6 +41,8 @@ struct InitSpec {
 // deterministic for a seed and data_name (independent of the thread count and of tensor ids).
 // A shard (Tensor::shard) gets its part of its whole's values, the part global rank `rank`
 // holds, so every layout of a parallel step starts from the unsharded step's values.
+// An fp8 tensor (a KV cache of the fp8_kv pass) holds its values as e4m3(value / kv_scale),
+// the scale its ops read it with; tensors of a storage the host has none of are left as they are.
 void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t seed, int rank = 0);
 
 }  // namespace perfsim::host

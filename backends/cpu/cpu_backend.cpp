@@ -36,11 +36,15 @@ double read_cache_bytes(const char* path) {
   }
 }
 
+// Whether op has a tensor of dtype t, leaving out an fp8 KV cache of a kind that reads or
+// writes one (has_fp8_kv_kernel).
 bool has_dtype(const Op& op, const Graph& g, DType t) {
-  for (int id : op.inputs)
-    if (g.tensor(id).dtype == t) return true;
-  for (int id : op.outputs)
-    if (g.tensor(id).dtype == t) return true;
+  const bool fp8_kv = has_fp8_kv_kernel(op.kind);
+  for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+    for (int id : *ids) {
+      const Tensor& x = g.tensor(id);
+      if (x.dtype == t && !(fp8_kv && is_fp8_kv_cache(x))) return true;
+    }
   return false;
 }
 

@@ -3,8 +3,9 @@
 // the backward recomputes score tiles from Q, K and LSE (Dao, FlashAttention-2, Alg. 1-2).
 // No score matrix is ever held: the largest temporary is a tile×tile block per thread.
 // Shapes as AttnShape in cpu_kernels.hpp; LSE [b, h, sq] fp32. The forward also reads K/V
-// from a paged cache through its block table (paged_flash_attention). With ALiBi every score
-// tile, forward and backward, carries its head's linear bias (core/graph/alibi.hpp).
+// from a paged cache through its block table (paged_flash_attention), and the forward's K/V
+// from an fp8 cache (each row widened with the cache's scale as its tile is loaded). With ALiBi
+// every score tile, forward and backward, carries its head's linear bias (core/graph/alibi.hpp).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -58,12 +59,12 @@ struct PagedKv {
 };
 
 // Loads kv positions j0 .. j0 + bc − 1 of head kh of sequence b as a [bc, d] float tile.
-template <class T, class Rows>
-void load_kv_tile(const T* base, const Rows& rows, const AttnShape& a, int64_t b, int64_t j0, int64_t bc,
+template <class C, class Rows>
+void load_kv_tile(const C* base, const Rows& rows, const AttnShape& a, int64_t b, int64_t j0, int64_t bc,
                   int64_t kh, float* dst) {
   const int64_t d = a.head_dim;
   for (int64_t c = 0; c < bc; ++c)
-    detail::load_rows(base + (rows.row(b, j0 + c) * a.kv_heads + kh) * d, d, 1, d, dst + c * d);
+    detail::load_kv_row(base + (rows.row(b, j0 + c) * a.kv_heads + kh) * d, d, a.kv.scale, dst + c * d);
 }
 
 // s[r, c] = scale · q[r]·k[c] (+ head h's ALiBi bias) for the tile, −inf where query i0+r may
@@ -96,9 +97,10 @@ void clear_skipped_rows(T* rows, float* lse, const AttnShape& a) {
   }
 }
 
-template <class T, class Rows>
-void flash_forward(const T* q, const T* k, const T* v, const Rows& rows, T* o, float* lse, const AttnShape& a,
+template <class T, class C, class Rows>
+void flash_forward(const T* q, const C* k, const C* v, const Rows& rows, T* o, float* lse, const AttnShape& a,
                    int64_t tile) {
+  detail::check_kv_storage<C>(a.kv, "flash attention");
   const int64_t d = a.head_dim;
   const int64_t q_tiles = (a.seq_q - a.q_first + tile - 1) / tile;
   const float scale = a.scale();
@@ -160,8 +162,8 @@ void flash_forward(const T* q, const T* k, const T* v, const Rows& rows, T* o, f
 
 }  // namespace
 
-template <class T>
-void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+template <class T, class C>
+void flash_attention(const T* q, const C* k, const C* v, T* o, float* lse, const AttnShape& a,
                      int64_t tile) {
   flash_forward(q, k, v, ContiguousKv{a.kv_capacity}, o, lse, a, tile);
 }
@@ -174,8 +176,8 @@ int64_t paged_row(const int32_t* table, const PagedLayout& p, int64_t b, int64_t
   return p.row(table, b, j);
 }
 
-template <class T>
-void paged_flash_attention(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
+template <class T, class C>
+void paged_flash_attention(const T* q, const C* k_pages, const C* v_pages, const int32_t* table,
                            const PagedLayout& p, T* o, float* lse, const AttnShape& a) {
   if (p.block <= 0 || p.block * p.max_blocks < a.seq_kv)
     throw std::out_of_range(fmt::format("paged attention: {} pages of {} rows do not cover seq_kv = {}",
@@ -323,13 +325,15 @@ void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o, const T
   });
 }
 
-#define PERFSIM_INSTANTIATE_FLASH(T)                                                        \
-  template void flash_attention<T>(const T*, const T*, const T*, T*, float*, const AttnShape&, \
-                                   int64_t);                                                \
-  template void flash_attention_bwd<T>(const T*, const T*, const T*, const T*, const T*,     \
-                                       const float*, T*, T*, T*, const AttnShape&, int64_t); \
-  template void paged_flash_attention<T>(const T*, const T*, const T*, const int32_t*,         \
-                                         const PagedLayout&, T*, float*, const AttnShape&);
+#define PERFSIM_INSTANTIATE_FLASH_KV(T, C)                                                       \
+  template void flash_attention<T, C>(const T*, const C*, const C*, T*, float*, const AttnShape&, int64_t); \
+  template void paged_flash_attention<T, C>(const T*, const C*, const C*, const int32_t*, const PagedLayout&, \
+                                            T*, float*, const AttnShape&);
+PERFSIM_CPU_INSTANTIATE_KV(PERFSIM_INSTANTIATE_FLASH_KV)
+
+#define PERFSIM_INSTANTIATE_FLASH(T)                                                    \
+  template void flash_attention_bwd<T>(const T*, const T*, const T*, const T*, const T*, \
+                                       const float*, T*, T*, T*, const AttnShape&, int64_t);
 PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_FLASH)
 
 }  // namespace perfsim::cpu

@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_collectives.hpp"
 #include "backends/cpu/host_names.hpp"
 #include "backends/cpu/cpu_vocab_parallel.hpp"
+#include "backends/cpu/cpu_kernel_table.hpp"
 #include "backends/cpu/cpu_op_exec.hpp"
 #include "backends/ops/op_shapes.hpp"
 #include "backends/ops/vocab_shard.hpp"
@@ -28,9 +29,12 @@ std::size_t bytes_of_tensor(const Tensor& t) {
 GraphRunner::GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks, SharedTensors* shared)
     : m_graph(g), m_ranks(ranks) {
   g.check();
-  for (const Tensor& t : g.tensors)
-    if (storage_of(t.dtype) == Storage::unsupported)
+  for (const Tensor& t : g.tensors) {
+    const Storage s = storage_of(t.dtype);
+    // fp8 only as a KV cache: no CPU kernel reads fp8 weights or activations.
+    if (s == Storage::unsupported || (s == Storage::f8e4m3 && !is_fp8_kv_cache(t)))
       throw NotExecutable(fmt::format("cpu backend cannot hold {} tensor '{}'", name_of(t.dtype), t.name));
+  }
   for (const Op& op : g.ops) ops::check_op(op, g);
 
   const std::vector<int> last = last_use(g);
@@ -128,6 +132,10 @@ std::vector<float> GraphRunner::read(int id) const {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(ids[i]);
   } else {
     convert(p, s, out.data(), Storage::f32, t.elements());
+    if (s == Storage::f8e4m3) {
+      const float scale = kv_scale_of(m_graph, id);
+      for (float& x : out) x *= scale;
+    }
   }
   return out;
 }

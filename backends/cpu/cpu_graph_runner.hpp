@@ -35,7 +35,8 @@ class GraphRunner {
                 const std::vector<char>* keep = nullptr, std::vector<double>* starts = nullptr,
                 std::vector<double>* ends = nullptr);
 
-  // Values of a live tensor widened to float (token ids converted exactly).
+  // Values of a live tensor widened to float (token ids converted exactly; an fp8 KV cache's
+  // stored values times its scale).
   [[nodiscard]] std::vector<float> read(int id) const;
   // Overwrites persistent int32 tensor `id` with `values` (as many as it holds).
   void write(int id, const std::vector<int32_t>& values);

@@ -76,6 +76,11 @@ void run_copy(const MixedCall& c) {
   copy_tensor(buffer(c, id.x), tx, buffer(c, id.y), ty, n);
 }
 
+// An fp8 KV cache's bytes behind a view's T pointer: execute_op hands such a cache over as it is
+// (has_fp8_kv_kernel), and the kernels then read or write it as fp8 (the shape's KvStorage).
+template <class T> const fp8_e4m3* fp8_rows(const T* p) { return reinterpret_cast<const fp8_e4m3*>(p); }
+template <class T> fp8_e4m3* fp8_rows(T* p) { return reinterpret_cast<fp8_e4m3*>(p); }
+
 // A ring block's part or a context-parallel rank's rows (context_parallel.hpp).
 template <class Shape, class T> Shape on_rank(Shape s, const TypedCall<T>& c) { return on_context_rank(s, c.op, c.rank); }
 
@@ -114,19 +119,28 @@ const KernelTable<TypedKernel<T>> typed_table{
     {OpKind::flash_attention,
      [](const TypedCall<T>& c) {
        const auto io = c.template view<FlashAttnIO<T>>();
-       flash_attention(io.q, io.k, io.v, io.o, io.lse, on_rank(attn_shape(c.op, c.g), c));
+       const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
+       if (a.kv.fp8) flash_attention(io.q, fp8_rows(io.k), fp8_rows(io.v), io.o, io.lse, a);
+       else flash_attention(io.q, io.k, io.v, io.o, io.lse, a);
      }},
     {OpKind::paged_flash_attention,
      [](const TypedCall<T>& c) {
        const auto io = c.template view<PagedFlashAttnIO<T>>();
        const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
-       paged_flash_attention(io.q, io.k_pages, io.v_pages, io.table, a.paged, io.o, io.lse, a);
+       if (a.kv.fp8)
+         paged_flash_attention(io.q, fp8_rows(io.k_pages), fp8_rows(io.v_pages), io.table, a.paged, io.o, io.lse, a);
+       else
+         paged_flash_attention(io.q, io.k_pages, io.v_pages, io.table, a.paged, io.o, io.lse, a);
      }},
     {OpKind::varlen_flash_attention,
      [](const TypedCall<T>& c) {
        const auto io = c.template view<VarlenFlashAttnIO<T>>();
-       varlen_flash_attention(io.q, io.k_pages, io.v_pages, io.table, io.query_start, io.kv_len, io.o, io.lse,
-                              varlen_attn_shape(c.op, c.g));
+       const VarlenAttnShape a = varlen_attn_shape(c.op, c.g);
+       if (a.kv.fp8)
+         varlen_flash_attention(io.q, fp8_rows(io.k_pages), fp8_rows(io.v_pages), io.table, io.query_start,
+                                io.kv_len, io.o, io.lse, a);
+       else
+         varlen_flash_attention(io.q, io.k_pages, io.v_pages, io.table, io.query_start, io.kv_len, io.o, io.lse, a);
      }},
     {OpKind::flash_attention_bwd,
      [](const TypedCall<T>& c) {
@@ -236,19 +250,23 @@ const KernelTable<TypedKernel<T>> typed_table{
     {OpKind::kv_append,
      [](const TypedCall<T>& c) {
        const auto io = c.template view<KvAppendIO<T>>();
-       kv_append(io.k_new, io.cache, kv_append_shape(c.op, c.g));
+       const KvAppendShape s = kv_append_shape(c.op, c.g);
+       if (s.kv.fp8) kv_append(io.k_new, fp8_rows(io.cache), s);
+       else kv_append(io.k_new, io.cache, s);
      }},
     {OpKind::paged_kv_append,
      [](const TypedCall<T>& c) {
        const auto io = c.template view<PagedKvAppendIO<T>>();
        const KvAppendShape s = kv_append_shape(c.op, c.g);
-       paged_kv_append(io.k_new, io.pages, io.table, s, s.paged);
+       if (s.kv.fp8) paged_kv_append(io.k_new, fp8_rows(io.pages), io.table, s, s.paged);
+       else paged_kv_append(io.k_new, io.pages, io.table, s, s.paged);
      }},
     {OpKind::varlen_kv_append,
      [](const TypedCall<T>& c) {
        const auto io = c.template view<VarlenKvAppendIO<T>>();
        const KvSlotsShape s = kv_slots_shape(c.op, c.g);
-       kv_append_slots(io.k_new, io.pages, io.slots, s.tokens, s.row, s.pool_rows);
+       if (s.kv.fp8) kv_append_slots(io.k_new, fp8_rows(io.pages), io.slots, s.tokens, s.row, s.pool_rows, s.kv);
+       else kv_append_slots(io.k_new, io.pages, io.slots, s.tokens, s.row, s.pool_rows, s.kv);
      }},
     {OpKind::slice_last_token,
      [](const TypedCall<T>& c) {
@@ -310,5 +328,19 @@ template const KernelTable<TypedKernel<half>>& typed_kernels<half>();
 const KernelTable<MixedKernel>& mixed_kernels() { return mixed_table; }
 
 bool has_kernel(OpKind k) { return mixed_table.has(k) || typed_table<float>.has(k); }
+
+bool has_fp8_kv_kernel(OpKind k) {
+  switch (k) {
+    case OpKind::kv_append:
+    case OpKind::paged_kv_append:
+    case OpKind::varlen_kv_append:
+    case OpKind::flash_attention:
+    case OpKind::paged_flash_attention:
+    case OpKind::varlen_flash_attention: return true;
+    default: return false;
+  }
+}
+
+bool is_fp8_kv_cache(const Tensor& t) { return t.role == TensorRole::kv_cache && t.dtype == DType::fp8; }
 
 }  // namespace perfsim::cpu

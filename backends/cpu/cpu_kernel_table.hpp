@@ -40,5 +40,10 @@ template <class T> [[nodiscard]] const ops::KernelTable<TypedKernel<T>>& typed_k
 
 // Whether the CPU backend has a kernel for kind k.
 [[nodiscard]] bool has_kernel(OpKind k);
+// Whether kind k's kernel reads or writes a KV cache stored in fp8 (the fp8_kv pass's kinds: the
+// appends and the forward flash attentions). Such a cache (is_fp8_kv_cache) is handed to the
+// kernel as it is, never as a converted copy: the memory model plans no staging for it.
+[[nodiscard]] bool has_fp8_kv_kernel(OpKind k);
+[[nodiscard]] bool is_fp8_kv_cache(const Tensor& t);
 
 }  // namespace perfsim::cpu

@@ -1,7 +1,10 @@
 // The CPU backend's kernels: free functions, one op family per cpu_*.cpp file, shapes
 // passed explicitly (backends/ops/kernel_shapes.hpp, shared with every backend). They compute
 // in float and store in the storage type T (float, bf16, half); templates are instantiated for
-// exactly those three. Layouts follow core/graph/op_kind.hpp (row-major; T = tokens = batch·seq).
+// exactly those three. The kernels over a KV cache also take the cache's storage C: T itself or
+// fp8 e4m3 (the fp8_kv pass), which they read and write in place, a row at a time, with the
+// scale of the shape's KvStorage (a C the shape does not name throws std::logic_error).
+// Layouts follow core/graph/op_kind.hpp (row-major; T = tokens = batch·seq).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -21,6 +24,7 @@ using ops::AttnShape;
 using ops::EmbeddingShape;
 using ops::GemmShape;
 using ops::KvAppendShape;
+using ops::KvStorage;
 using ops::MoeShape;
 using ops::PagedLayout;
 using ops::RopeShape;
@@ -58,8 +62,9 @@ template <class T> void attn_scores_bwd(const T* ds, const T* q, const T* k, T* 
                                         const AttnShape& a);
 // Tiled online-softmax attention: O and LSE[b, h, seq_q] (natural log of the softmax
 // denominator of the scaled scores). Never holds more than a tile×tile block of scores.
-template <class T> void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse,
-                                        const AttnShape& a, int64_t tile = 64);
+// K and V in the cache's storage C (a.kv).
+template <class T, class C = T> void flash_attention(const T* q, const C* k, const C* v, T* o, float* lse,
+                                                     const AttnShape& a, int64_t tile = 64);
 // Backward of flash_attention recomputing scores tile by tile from Q, K and LSE:
 // one sweep owns dK/dV per kv tile, a second owns dQ per query tile (no atomics, no S).
 template <class T> void flash_attention_bwd(const T* q, const T* k, const T* v, const T* o,
@@ -152,17 +157,18 @@ template <class T> void moe_combine_bwd(const T* dy, const T* ye, const int32_t*
 void adamw(const std::vector<AdamWGroup>& groups, const AdamWParams& p, int passes);
 
 // ---- cpu_memory_ops.cpp --------------------------------------------------------------
-template <class T> void kv_append(const T* k_new, T* cache, const KvAppendShape& s);
+// k_new's rows into the cache, stored as its storage C says (s.kv).
+template <class T, class C = T> void kv_append(const T* k_new, C* cache, const KvAppendShape& s);
 // The page row (in units of a kv row) of position j of sequence b; throws std::out_of_range
 // when the table names a page outside the pool.
 [[nodiscard]] int64_t paged_row(const int32_t* table, const PagedLayout& p, int64_t b, int64_t j);
 // kv_append into pages.
-template <class T> void paged_kv_append(const T* k_new, T* pages, const int32_t* table,
-                                        const KvAppendShape& s, const PagedLayout& p);
+template <class T, class C = T> void paged_kv_append(const T* k_new, C* pages, const int32_t* table,
+                                                     const KvAppendShape& s, const PagedLayout& p);
 // flash_attention reading K and V from pages (a.kv_capacity: the logical rows per sequence).
-template <class T> void paged_flash_attention(const T* q, const T* k_pages, const T* v_pages,
-                                              const int32_t* table, const PagedLayout& p, T* o,
-                                              float* lse, const AttnShape& a);
+template <class T, class C = T> void paged_flash_attention(const T* q, const C* k_pages, const C* v_pages,
+                                                           const int32_t* table, const PagedLayout& p, T* o,
+                                                           float* lse, const AttnShape& a);
 // x [batch·seq, cols] -> y [batch, cols]: each sequence's last row.
 template <class T> void slice_last_token(const T* x, T* y, int64_t batch, int64_t seq, int64_t cols);
 // y = x, converting between float storages when they differ.
@@ -171,17 +177,18 @@ void copy_tensor(const void* x, Storage x_type, void* y, Storage y_type, int64_t
 // ---- cpu_varlen.cpp: a serving engine's step, T tokens of S sequences packed (varlen kinds) --
 // Throws std::out_of_range when the metadata breaks the rules above or names a page outside
 // the pool.
-template <class T> void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages,
-                                               const int32_t* table, const int32_t* query_start,
-                                               const int32_t* kv_len, T* o, float* lse,
-                                               const VarlenAttnShape& a);
+// K/V pages in the cache's storage C (a.kv).
+template <class T, class C = T> void varlen_flash_attention(const T* q, const C* k_pages, const C* v_pages,
+                                                            const int32_t* table, const int32_t* query_start,
+                                                            const int32_t* kv_len, T* o, float* lse,
+                                                            const VarlenAttnShape& a);
 // rope with token t at positions[t] (r.seq and r.position unused); a negative position throws
 // std::out_of_range. Defined beside rope (cpu_pointwise.cpp), whose rotation it shares.
 template <class T> void rope_at(const T* x, const int32_t* positions, T* y, const RopeShape& r);
-// Row t of k_new [tokens, row] into pool row slots[t] of pages [pool_rows, row]; a slot of −1
-// is skipped, one past the pool throws std::out_of_range.
-template <class T> void kv_append_slots(const T* k_new, T* pages, const int32_t* slots, int64_t tokens,
-                                        int64_t row, int64_t pool_rows);
+// Row t of k_new [tokens, row] into pool row slots[t] of pages [pool_rows, row], stored as the
+// pages' storage C says (kv); a slot of −1 is skipped, one past the pool throws std::out_of_range.
+template <class T, class C = T> void kv_append_slots(const T* k_new, C* pages, const int32_t* slots, int64_t tokens,
+                                                     int64_t row, int64_t pool_rows, const ops::KvStorage& kv = {});
 // y[i] = x[rows[i]] for i < n; x [x_rows, cols], y [n, cols]; a row outside x throws.
 template <class T> void gather_rows(const T* x, const int32_t* rows, T* y, int64_t n, int64_t x_rows,
                                     int64_t cols);

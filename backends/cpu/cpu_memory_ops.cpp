@@ -1,5 +1,6 @@
-// Data movement: appending new K/V rows into a preallocated (or paged) cache, taking each sequence's
-// last row (the only one decode/prefill needs logits for), and plain copies.
+// Data movement: appending new K/V rows into a preallocated (or paged) cache, in the op's type or
+// quantized into an fp8 one, taking each sequence's last row (the only one decode/prefill needs
+// logits for), and plain copies.
 #include <fmt/format.h>
 
 #include <cstring>
@@ -11,26 +12,28 @@
 
 namespace perfsim::cpu {
 
-template <class T>
-void kv_append(const T* k_new, T* cache, const KvAppendShape& s) {
+template <class T, class C>
+void kv_append(const T* k_new, C* cache, const KvAppendShape& s) {
+  detail::check_kv_storage<C>(s.kv, "kv_append");
   if (s.position < 0 || s.position + s.seq_new > s.capacity)
     throw std::out_of_range(fmt::format("kv_append: rows {}..{} do not fit a cache of {} rows",
                                         s.position, s.position + s.seq_new - 1, s.capacity));
   for (int64_t b = 0; b < s.batch; ++b)
-    std::memcpy(cache + (b * s.capacity + s.position) * s.row, k_new + b * s.seq_new * s.row,
-                static_cast<std::size_t>(s.seq_new * s.row) * sizeof(T));
+    detail::store_kv_row(k_new + b * s.seq_new * s.row, s.seq_new * s.row, s.kv.scale,
+                         cache + (b * s.capacity + s.position) * s.row);
 }
 
-template <class T>
-void paged_kv_append(const T* k_new, T* pages, const int32_t* table, const KvAppendShape& s,
+template <class T, class C>
+void paged_kv_append(const T* k_new, C* pages, const int32_t* table, const KvAppendShape& s,
                      const PagedLayout& p) {
+  detail::check_kv_storage<C>(s.kv, "paged kv_append");
   if (s.position < 0 || s.position + s.seq_new > p.block * p.max_blocks)
     throw std::out_of_range(fmt::format("kv_append: rows {}..{} do not fit {} pages of {} rows",
                                         s.position, s.position + s.seq_new - 1, p.max_blocks, p.block));
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t t = 0; t < s.seq_new; ++t)
-      std::memcpy(pages + paged_row(table, p, b, s.position + t) * s.row, k_new + (b * s.seq_new + t) * s.row,
-                  static_cast<std::size_t>(s.row) * sizeof(T));
+      detail::store_kv_row(k_new + (b * s.seq_new + t) * s.row, s.row, s.kv.scale,
+                           pages + paged_row(table, p, b, s.position + t) * s.row);
 }
 
 template <class T>
@@ -54,11 +57,12 @@ void copy_tensor(const void* x, Storage x_type, void* y, Storage y_type, int64_t
   });
 }
 
-#define PERFSIM_INSTANTIATE_MEMORY(T)                                         \
-  template void kv_append<T>(const T*, T*, const KvAppendShape&);            \
-  template void paged_kv_append<T>(const T*, T*, const int32_t*, const KvAppendShape&, \
-                                   const PagedLayout&);                                  \
-  template void slice_last_token<T>(const T*, T*, int64_t, int64_t, int64_t);
+#define PERFSIM_INSTANTIATE_KV_APPEND(T, C)                                 \
+  template void kv_append<T, C>(const T*, C*, const KvAppendShape&);        \
+  template void paged_kv_append<T, C>(const T*, C*, const int32_t*, const KvAppendShape&, const PagedLayout&);
+PERFSIM_CPU_INSTANTIATE_KV(PERFSIM_INSTANTIATE_KV_APPEND)
+
+#define PERFSIM_INSTANTIATE_MEMORY(T) template void slice_last_token<T>(const T*, T*, int64_t, int64_t, int64_t);
 PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_MEMORY)
 
 }  // namespace perfsim::cpu

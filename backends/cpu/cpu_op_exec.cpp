@@ -76,6 +76,14 @@ void execute_op(const Op& op, const Graph& g, const std::vector<void*>& buf, Tra
   std::vector<WriteBack> write_back;
   auto operand = [&](int id, Storage need, bool is_output) -> void* {
     void* real = buf[static_cast<std::size_t>(id)];
+    // An fp8 KV cache goes to its kernel as it is: the kernel reads or writes its rows as fp8
+    // (a copy in the kernel's type would be workspace the memory model does not plan).
+    if (is_fp8_kv_cache(g.tensor(id))) {
+      if (!has_fp8_kv_kernel(op.kind))
+        fail(op, fmt::format("reads the fp8 KV cache '{}': only the appends and flash attentions take one",
+                             g.tensor(id).name));
+      return real;
+    }
     const Storage have = storage(g, id);
     if (have == need) return real;
     if (!is_float(have) || !is_float(need))

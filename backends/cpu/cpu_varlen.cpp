@@ -1,6 +1,7 @@
 // A serving engine's step on the CPU (the varlen kinds): T tokens of S sequences of different
 // lengths packed in one tensor. Attention reads each sequence's keys through its block table,
-// the query rows it owns given by query_start; appends write each token's row to its page slot;
+// the query rows it owns given by query_start; appends write each token's row to its page slot
+// (pages in the op's type or fp8, read and written a row at a time as kernel_util.hpp says);
 // the last-token slice gathers the rows asked for. rope_at sits beside rope (cpu_pointwise.cpp),
 // whose rotation it shares. Every kernel checks its metadata before touching memory. With ALiBi
 // attention biases each query's scores by its position in its sequence.
@@ -72,10 +73,11 @@ void check_metadata(const int32_t* table, const int32_t* query_start, const int3
 
 }  // namespace
 
-template <class T>
-void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
+template <class T, class C>
+void varlen_flash_attention(const T* q, const C* k_pages, const C* v_pages, const int32_t* table,
                             const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
                             const VarlenAttnShape& a) {
+  detail::check_kv_storage<C>(a.kv, "varlen attention");
   check_metadata(table, query_start, kv_len, a);
   // The sequence of each token, so that work splits by (token, head) whatever the lengths.
   std::vector<int32_t> seq_of(static_cast<std::size_t>(a.tokens));
@@ -96,7 +98,7 @@ void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, cons
       const int64_t visible = kv_len[s] - q_len + (token - query_start[s]) + 1;  // ≥ 1: q_len ≤ kv_len
       // ALiBi: the query sits at position visible − 1 (core/graph/alibi.hpp).
       const double slope = a.alibi_heads > 0 ? alibi_slope(h, a.alibi_heads) : 0.0;
-      auto key_row = [&](const T* pages, int64_t j) {
+      auto key_row = [&](const C* pages, int64_t j) {
         return pages + (a.paged.row(table, s, j) * a.kv_heads + kh) * d;
       };
       detail::load_rows(q + (token * a.heads + h) * d, d, 1, d, qf);
@@ -106,7 +108,7 @@ void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, cons
         const int64_t n = std::min(key_block, visible - j0);
         float m_new = mx;
         for (int64_t c = 0; c < n; ++c) {
-          detail::load_rows(key_row(k_pages, j0 + c), d, 1, d, kf);
+          detail::load_kv_row(key_row(k_pages, j0 + c), d, a.kv.scale, kf);
           scores[c] = dot(qf, kf, d) * scale;
           if (slope != 0) scores[c] += static_cast<float>(alibi_bias(slope, visible - 1, j0 + c));
           m_new = std::max(m_new, scores[c]);
@@ -117,7 +119,7 @@ void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, cons
         for (int64_t c = 0; c < n; ++c) {
           const float pr = std::exp(scores[c] - m_new);
           sum += pr;
-          detail::load_rows(key_row(v_pages, j0 + c), d, 1, d, vf);
+          detail::load_kv_row(key_row(v_pages, j0 + c), d, a.kv.scale, vf);
           axpy(pr, vf, acc, d);
         }
         den = den * corr + sum;
@@ -131,16 +133,17 @@ void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, cons
   });
 }
 
-template <class T>
-void kv_append_slots(const T* k_new, T* pages, const int32_t* slots, int64_t tokens, int64_t row,
-                     int64_t pool_rows) {
+template <class T, class C>
+void kv_append_slots(const T* k_new, C* pages, const int32_t* slots, int64_t tokens, int64_t row,
+                     int64_t pool_rows, const KvStorage& kv) {
+  detail::check_kv_storage<C>(kv, "varlen kv_append");
   for (int64_t t = 0; t < tokens; ++t)
     if (slots[t] < -1 || slots[t] >= pool_rows)
       throw std::out_of_range(fmt::format("varlen kv_append: token {} has slot {}, outside the {} rows of the pool",
                                           t, slots[t], pool_rows));
   for (int64_t t = 0; t < tokens; ++t)
     if (slots[t] >= 0)
-      std::memcpy(pages + int64_t{slots[t]} * row, k_new + t * row, static_cast<std::size_t>(row) * sizeof(T));
+      detail::store_kv_row(k_new + t * row, row, kv.scale, pages + int64_t{slots[t]} * row);
 }
 
 template <class T>
@@ -152,10 +155,13 @@ void gather_rows(const T* x, const int32_t* rows, T* y, int64_t n, int64_t x_row
     std::memcpy(y + i * cols, x + int64_t{rows[i]} * cols, static_cast<std::size_t>(cols) * sizeof(T));
 }
 
-#define PERFSIM_INSTANTIATE_VARLEN(T)                                                                   \
-  template void varlen_flash_attention<T>(const T*, const T*, const T*, const int32_t*, const int32_t*, \
-                                          const int32_t*, T*, float*, const VarlenAttnShape&);          \
-  template void kv_append_slots<T>(const T*, T*, const int32_t*, int64_t, int64_t, int64_t);            \
+#define PERFSIM_INSTANTIATE_VARLEN_KV(T, C)                                                                \
+  template void varlen_flash_attention<T, C>(const T*, const C*, const C*, const int32_t*, const int32_t*, \
+                                             const int32_t*, T*, float*, const VarlenAttnShape&);          \
+  template void kv_append_slots<T, C>(const T*, C*, const int32_t*, int64_t, int64_t, int64_t, const KvStorage&);
+PERFSIM_CPU_INSTANTIATE_KV(PERFSIM_INSTANTIATE_VARLEN_KV)
+
+#define PERFSIM_INSTANTIATE_VARLEN(T) \
   template void gather_rows<T>(const T*, const int32_t*, T*, int64_t, int64_t, int64_t);
 PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_VARLEN)
 

@@ -1,7 +1,9 @@
 // The CPU backend on graphs from the builders and passes: measured memory follows the
 // memory model exactly for fp32 graphs, and graph passes that must not change results
 // (flash attention, fusion, fused optimizer, recompute) give the same values as the
-// baseline when executed; a paged decode step reads and writes its pages through the table. Tiny models keep this fast.
+// baseline when executed; a paged decode step reads and writes its pages through the table; a
+// decode step over an fp8 KV cache (contiguous or paged) stores and reads e4m3 rows in the
+// memory model's bytes. Tiny models keep this fast.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,7 +12,9 @@
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
+#include "backends/ops/op_shapes.hpp"
 #include "core/cost/memory_model.hpp"
+#include "core/errors.hpp"
 #include "core/passes/passes.hpp"
 #include "cpu_test_util.hpp"
 #include "graph_test_models.hpp"
@@ -268,4 +272,136 @@ TEST_CASE("cpu backend graphs: ALiBi on a tensor-parallel rank is declined, nami
     if (op.kind == OpKind::attn_softmax) why = be.unsupported_reason(op, g);
   CHECK(why == "cpu backend: ALiBi attention 'layer0.attn.softmax' holds 2 of 4 heads (a tensor-parallel rank); its "
                "slopes are not placed yet");
+}
+
+namespace {
+
+// A decode step of `stack`'s last step, by name.
+Graph decode_step(const ModelConfig& m, const std::vector<StackStep>& stack) {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 3, w.prompt = 20, w.new_tokens = 8;  // step at position 24, 25 rows attended
+  return build_stack_graph(m, w, stack, stack.size() - 1);
+}
+
+const Op& op_touching(const Graph& g, int id, std::initializer_list<OpKind> kinds) {
+  for (const Op& op : g.ops)
+    if (std::find(kinds.begin(), kinds.end(), op.kind) != kinds.end())
+      for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+        if (std::find(ids->begin(), ids->end(), id) != ids->end()) return op;
+  FAIL("no op of the kinds asked for touches " << g.tensor(id).name);
+  return g.ops.front();
+}
+
+}  // namespace
+
+TEST_CASE("cpu backend graphs: a decode step over an fp8 KV cache, contiguous or paged, runs in the predicted bytes") {
+  const ModelConfig m = small(test_models::tiny_llama());  // 4 heads on 2 kv heads of 8
+  const std::vector<StackStep> flat{{"bf16", {{"bf16", std::nullopt}}},
+                                    {"+flash", {{"flash_attention", std::nullopt}}},
+                                    {"+fp8_kv", {{"fp8_kv", std::nullopt}}}};
+  std::vector<StackStep> paged = flat;
+  paged.insert(paged.begin() + 2, StackStep{"+paged", {{"paged_kv", 4.0}}});
+  Hardware cpu_hw;
+  cpu_hw.kind = "cpu";
+  for (const bool is_paged : {false, true}) {
+    CAPTURE(is_paged);
+    const Graph g = decode_step(m, is_paged ? paged : flat);
+    cpu::CpuBackend be;
+    CHECK(graph_unsupported_reason(be, g) == "");
+    int fp8 = 0;
+    for (const Tensor& t : g.tensors) {
+      CHECK((t.dtype == DType::fp8) == (t.role == TensorRole::kv_cache));
+      fp8 += t.dtype == DType::fp8;
+    }
+    CHECK(fp8 == 4);  // K and V of two layers
+
+    // Values: the new rows are stored as e4m3(k_new), the context attends over the cache as stored.
+    const int k_cache = g.find_tensor("layer0.attn.k_cache"), v_cache = g.find_tensor("layer0.attn.v_cache");
+    const int q = g.find_tensor("layer0.attn.rope_q.out"), k_new = g.find_tensor("layer0.attn.rope_k.out");
+    const int v_new = g.find_tensor("layer0.attn.v_proj.out"), context = g.find_tensor("layer0.attn.context.out");
+    const int table_id = is_paged ? g.find_tensor("kv_block_table") : -1;
+    for (int id : {k_cache, v_cache, q, k_new, v_new, context}) REQUIRE(id >= 0);
+    std::vector<int> ids{k_cache, v_cache, q, k_new, v_new, context};
+    if (is_paged) ids.push_back(table_id);
+    const auto v = be.evaluate(g, 5, ids);
+    const auto &kc = v[0], &vc = v[1], &qv = v[2], &kn = v[3], &vn = v[4], &o = v[5];
+    std::vector<int32_t> table;
+    if (is_paged) table.assign(v[6].begin(), v[6].end());
+    // The cache starts as valid e4m3 values (N(0, 1) quantized), not whatever bytes were there.
+    auto finite = [](float x) { return std::isfinite(x); };
+    CHECK(std::all_of(kc.begin(), kc.end(), finite));
+    CHECK(std::all_of(vc.begin(), vc.end(), finite));
+
+    const Op& flash = op_touching(g, context, {OpKind::flash_attention, OpKind::paged_flash_attention});
+    const cpu::AttnShape a = ops::attn_shape(flash, g);
+    CHECK(a.kv.fp8);
+    CHECK(a.kv.scale == 1.0f);
+    const cpu::KvAppendShape s =
+        ops::kv_append_shape(op_touching(g, k_cache, {OpKind::kv_append, OpKind::paged_kv_append}), g);
+    REQUIRE(s.seq_new == 1);
+    REQUIRE(s.position == 24);
+    REQUIRE(a.seq_kv == 25);
+    auto cache_row = [&](int64_t b, int64_t j) {
+      return is_paged ? cpu::paged_row(table.data(), a.paged, b, j) : b * a.kv_capacity + j;
+    };
+    const int64_t row = a.kv_heads * a.head_dim;
+    std::vector<float> k_flat(static_cast<std::size_t>(a.batch * a.seq_kv * row)), v_flat(k_flat.size());
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t j = 0; j < a.seq_kv; ++j)
+        for (int64_t x = 0; x < row; ++x) {
+          const auto flat_at = static_cast<std::size_t>((b * a.seq_kv + j) * row + x);
+          const auto cache_at = static_cast<std::size_t>(cache_row(b, j) * row + x);
+          k_flat[flat_at] = kc[cache_at];
+          v_flat[flat_at] = vc[cache_at];
+          if (j == s.position) {
+            const auto new_at = static_cast<std::size_t>(b * row + x);
+            CHECK(kc[cache_at] == cpu::to_f32(cpu::fp8_e4m3(kn[new_at])));
+            CHECK(vc[cache_at] == cpu::to_f32(cpu::fp8_e4m3(vn[new_at])));
+          }
+        }
+    cpu::AttnShape dense = a;
+    dense.kv = {};
+    dense.paged = {};
+    dense.kv_capacity = a.seq_kv;
+    std::vector<float> want(o.size()), lse(static_cast<std::size_t>(a.batch * a.heads));
+    cpu::flash_attention(qv.data(), k_flat.data(), v_flat.data(), want.data(), lse.data(), dense);
+    CHECK(rel_err(o, want) < 1e-2);  // O is stored in bf16
+
+    // Memory as the CPU profile predicts it: the cache at one byte an element, no staged copy of it.
+    check_peak(g, predict_memory(g, cpu_hw, false));
+  }
+}
+
+TEST_CASE("cpu backend graphs: fp8 is accepted only as the KV cache of the kinds that read and write one") {
+  const ModelConfig m = small(test_models::tiny_llama());
+  const std::vector<StackStep> stack{{"bf16", {{"bf16", std::nullopt}}},
+                                     {"+flash", {{"flash_attention", std::nullopt}}},
+                                     {"+fp8_kv", {{"fp8_kv", std::nullopt}}}};
+  const Graph g = decode_step(m, stack);
+  const cpu::CpuBackend be;
+  const int k_cache = g.find_tensor("layer0.attn.k_cache");
+  const Op& append = op_touching(g, k_cache, {OpKind::kv_append});
+  CHECK(be.unsupported_reason(append, g) == "");
+  // New rows in fp8: the append takes them in the op's float type only.
+  Graph other = g;
+  other.tensor(append.inputs[0]).dtype = DType::fp8;
+  CHECK(be.unsupported_reason(append, other) == "cpu backend has no fp8 kv_append kernel");
+  // An fp8 tensor that is not a KV cache.
+  other = g;
+  other.tensor(k_cache).role = TensorRole::activation;
+  CHECK(be.unsupported_reason(append, other) == "cpu backend has no fp8 kv_append kernel");
+  // A kind without an fp8 path reading the cache.
+  Op scores = append;
+  scores.kind = OpKind::attn_scores;
+  CHECK(be.unsupported_reason(scores, g) == "cpu backend has no fp8 attn_scores kernel");
+  // fp8 weights still need an fp8 GEMM.
+  other = g;
+  for (const Op& op : other.ops)
+    if (op.kind == OpKind::gemm) {
+      other.tensor(op.inputs[1]).dtype = DType::fp8;
+      CHECK(be.unsupported_reason(op, other) == "cpu backend has no fp8 GEMM");
+      CHECK_THROWS_AS((void)cpu::CpuBackend().run(other, once()), NotExecutable);
+      break;
+    }
 }

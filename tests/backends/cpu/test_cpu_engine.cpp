@@ -1,6 +1,6 @@
 // The executed serving engine on the CPU backend: a packed engine step over a page pool gives
-// the logits a plain prefill gives (whole, chunked, and beside other sequences), and an
-// executed run serves every request to its output length.
+// the logits a plain prefill gives (whole, chunked, and beside other sequences; close to them
+// over an fp8 pool), and an executed run serves every request to its output length (fp8 pool too).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_graph_runner.hpp"
 #include "backends/cpu/shared_tensors.hpp"
 #include "core/builders/builders.hpp"
+#include "core/passes/passes.hpp"
 #include "core/run/engine_clock.hpp"
 #include "core/serve/engine.hpp"
 #include "core/serve/metrics.hpp"
@@ -170,49 +171,80 @@ TEST_CASE("cpu engine: an ALiBi model's decode beside a prompt gives the prefill
   CHECK(max_rel_diff(row(logits, 1, m.vocab), prefill_logits(m, b)) < 1e-4);
 }
 
-TEST_CASE("cpu engine: an executed run serves every request to its output length") {
+TEST_CASE("cpu engine: over an fp8 KV pool, chunks and a decode beside a prompt stay near the prefill's logits") {
+  // The pool holds e4m3 rows (3 mantissa bits, errors to 1/16 of a value): the logits follow the
+  // fp32 prefill's to a few percent, where an fp32 pool gives them to 1e-4.
   const ModelConfig m = test_models::tiny_llama();
-  std::vector<Request> requests;
-  for (int64_t i = 0; i < 6; ++i) {
-    Request r;
-    r.id = i;
-    r.arrival = i < 3 ? 0.0 : 0.001;
-    r.prompt = 5 + 3 * i;
-    r.output = 2 + i % 3;
-    requests.push_back(r);
+  auto fp8 = [](std::pair<Graph, StepInputs> step) {
+    apply_graph_pass(PassSpec{"fp8_kv"}, step.first);
+    return step;
+  };
+  const std::vector<int32_t> a = ids_of(9, 5), b = ids_of(7, 40);
+  cpu::SharedTensors shared;
+  const std::vector<int32_t> a_blocks{4, 0, 2}, b_blocks{7, 3};
+  const auto first = fp8(engine_step(m, {{a, 0, 5, a_blocks, true}}, 4, 8));
+  (void)logits_of(first.first, first.second, &shared);
+  const auto second = fp8(engine_step(m, {{a, 5, 8, a_blocks, true}}, 4, 8));
+  (void)logits_of(second.first, second.second, &shared);
+  const auto step = fp8(engine_step(m, {{a, 8, 9, a_blocks, true}, {b, 0, 7, b_blocks, true}}, 4, 8));
+  for (const Tensor& t : step.first.tensors) CHECK((t.dtype == DType::fp8) == (t.role == TensorRole::kv_cache));
+  CHECK(graph_unsupported_reason(cpu::CpuBackend(), step.first) == "");
+  const std::vector<float> logits = logits_of(step.first, step.second, &shared);
+  const double err_a = max_rel_diff(row(logits, 0, m.vocab), prefill_logits(m, a));
+  const double err_b = max_rel_diff(row(logits, 1, m.vocab), prefill_logits(m, b));
+  CHECK(err_a < 0.1);
+  CHECK(err_b < 0.1);
+  CHECK(err_a > 1e-4);  // the rows really went through fp8
+}
+
+TEST_CASE("cpu engine: an executed run serves every request to its output length") {
+  for (const bool fp8_pool : {false, true}) {
+    CAPTURE(fp8_pool);
+    const ModelConfig m = test_models::tiny_llama();
+    std::vector<Request> requests;
+    for (int64_t i = 0; i < 6; ++i) {
+      Request r;
+      r.id = i;
+      r.arrival = i < 3 ? 0.0 : 0.001;
+      r.prompt = 5 + 3 * i;
+      r.output = 2 + i % 3;
+      requests.push_back(r);
+    }
+    SchedulerConfig c;
+    c.kind = SchedulerKind::continuous;
+    c.paged = true;
+    c.block = 4;
+    c.chunked_prefill = 8;
+    c.watermark = 0;
+    KvPool pool;
+    pool.blocks = 32;
+    pool.block = 4;
+    pool.block_bytes = 1024;
+    cpu::CpuBackend backend;
+    const auto session = backend.open_engine(seed);
+    std::vector<StackStep> graph_stack;
+    if (fp8_pool) graph_stack.push_back(StackStep{"+fp8_kv", {PassSpec{"fp8_kv"}}});
+    ExecutedClock clock(*session, m, graph_stack, pool, 1);
+    const EngineRun run = run_engine(requests, c, pool, m.max_seq, 0, clock);
+    REQUIRE(run.requests.size() == requests.size());
+    for (const RequestRecord& r : run.requests) {
+      CHECK(r.rejected.empty());
+      CHECK(r.generated == r.request.output);
+      CHECK(r.first_token >= r.request.arrival);
+      CHECK(r.finished >= r.first_token);
+    }
+    REQUIRE(clock.steps().size() == run.steps.size());
+    for (const ExecutedStep& s : clock.steps()) {
+      CHECK(s.wall > 0);
+      CHECK(s.device > 0);
+      CHECK(s.device <= s.wall);
+    }
+    // Chunks of 8 while earlier requests decode: some step mixes decodes and a chunk.
+    bool mixed = false;
+    for (const StepRecord& s : run.steps) mixed = mixed || (s.decodes > 0 && s.prefill_tokens > 0);
+    CHECK(mixed);
+    CHECK(session->held_bytes() > 0);
   }
-  SchedulerConfig c;
-  c.kind = SchedulerKind::continuous;
-  c.paged = true;
-  c.block = 4;
-  c.chunked_prefill = 8;
-  c.watermark = 0;
-  KvPool pool;
-  pool.blocks = 32;
-  pool.block = 4;
-  pool.block_bytes = 1024;
-  cpu::CpuBackend backend;
-  const auto session = backend.open_engine(seed);
-  ExecutedClock clock(*session, m, {}, pool, 1);
-  const EngineRun run = run_engine(requests, c, pool, m.max_seq, 0, clock);
-  REQUIRE(run.requests.size() == requests.size());
-  for (const RequestRecord& r : run.requests) {
-    CHECK(r.rejected.empty());
-    CHECK(r.generated == r.request.output);
-    CHECK(r.first_token >= r.request.arrival);
-    CHECK(r.finished >= r.first_token);
-  }
-  REQUIRE(clock.steps().size() == run.steps.size());
-  for (const ExecutedStep& s : clock.steps()) {
-    CHECK(s.wall > 0);
-    CHECK(s.device > 0);
-    CHECK(s.device <= s.wall);
-  }
-  // Chunks of 8 while earlier requests decode: some step mixes decodes and a chunk.
-  bool mixed = false;
-  for (const StepRecord& s : run.steps) mixed = mixed || (s.decodes > 0 && s.prefill_tokens > 0);
-  CHECK(mixed);
-  CHECK(session->held_bytes() > 0);
 }
 
 TEST_CASE("cpu engine: a step timed op by op gives each op its time and the same logits") {

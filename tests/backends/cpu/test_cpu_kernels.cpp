@@ -1,10 +1,11 @@
 // CPU storage types and the remaining kernel families against hand values and references:
-// bf16/fp16 rounding, embedding gather and scatter-add, cross-entropy and its gradient,
+// bf16/fp16/fp8 e4m3 rounding, embedding gather and scatter-add, cross-entropy and its gradient,
 // AdamW (fused == unfused, master weights), KV append, last-token slice and copies.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <stdexcept>
 
 #include "approx.hpp"
@@ -40,6 +41,105 @@ TEST_CASE("cpu types: fp16 rounding, range and subnormals") {
   CHECK(std::isnan(float(half(std::numeric_limits<float>::quiet_NaN()))));
   // Every fp16 value survives a round trip through float.
   for (uint32_t b = 0; b < 0x7c00u; ++b) CHECK_EQ(half::from_float(half::to_float(static_cast<uint16_t>(b))), b);
+}
+
+namespace {
+
+// The e4m3 code nearest to x, found by search over every finite code (ties to the even code,
+// |x| >= 448 saturating, NaN to 0x7f with x's sign): what fp8_e4m3::from_float must give.
+uint8_t nearest_e4m3(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return static_cast<uint8_t>(sign | 0x7f);
+  const double a = std::abs(static_cast<double>(x));
+  uint8_t best = 0;
+  for (uint8_t c = 1; c <= 0x7e; ++c) {
+    const double d = std::abs(double(fp8_e4m3::to_float(c)) - a);
+    const double d_best = std::abs(double(fp8_e4m3::to_float(best)) - a);
+    if (d < d_best || (d == d_best && (c & 1) == 0)) best = c;
+  }
+  return static_cast<uint8_t>(sign | best);
+}
+
+}  // namespace
+
+TEST_CASE("cpu types: fp8 e4m3 encodes by hand-checked values, rounding to nearest even and saturating") {
+  auto bits = [](float x) { return int{fp8_e4m3::from_float(x)}; };
+  CHECK(bits(0.0f) == 0x00);
+  CHECK(bits(-0.0f) == 0x80);
+  CHECK(bits(1.0f) == 0x38);      // exponent 7 (bias 7), mantissa 0
+  CHECK(bits(-1.5f) == 0xbc);     // sign, exponent 7, mantissa 4/8
+  CHECK(bits(0.0625f) == 0x18);   // 2^-4: exponent 3
+  CHECK(bits(448.0f) == 0x7e);    // largest finite
+  CHECK(bits(449.0f) == 0x7e);    // saturated, not NaN
+  CHECK(bits(464.0f) == 0x7e);    // the tie with the 480 e4m3 lacks
+  CHECK(bits(1e9f) == 0x7e);
+  CHECK(bits(-1e9f) == 0xfe);
+  CHECK(bits(std::numeric_limits<float>::infinity()) == 0x7e);   // SATFINITE: inf too
+  CHECK(bits(-std::numeric_limits<float>::infinity()) == 0xfe);
+  CHECK(bits(0x1.0p-9f) == 0x01);               // smallest subnormal
+  CHECK(bits(0x1.0p-10f) == 0x00);              // tie -> even (0)
+  CHECK(bits(3 * 0x1.0p-10f) == 0x02);          // tie -> even (2)
+  CHECK(bits(0x1.0p-6f) == 0x08);               // smallest normal
+  CHECK(bits(15 * 0x1.0p-10f) == 0x08);         // 7.5·2^-9: tie -> even rounds up into the normals
+  CHECK(bits(1.0f + 0x1.0p-4f) == 0x38);        // tie between 1 and 1.125 -> even (1)
+  CHECK(bits(1.0f + 3 * 0x1.0p-4f) == 0x3a);    // tie between 1.125 and 1.25 -> even (1.25)
+  CHECK(bits(1.0f + 0x1.0p-4f + 0x1.0p-12f) == 0x39);  // above the tie
+  CHECK(bits(432.0f) == 0x7e);                  // tie between 416 and 448 -> even (448)
+  CHECK((bits(std::numeric_limits<float>::quiet_NaN()) & 0x7f) == 0x7f);
+  CHECK(bits(std::numeric_limits<float>::denorm_min()) == 0x00);
+}
+
+TEST_CASE("cpu types: fp8 e4m3 decodes every code exactly and encodes as the nearest-code search does") {
+  CHECK(fp8_e4m3::to_float(0x38) == 1.0f);
+  CHECK(fp8_e4m3::to_float(0x7e) == 448.0f);
+  CHECK(fp8_e4m3::to_float(0xfe) == -448.0f);
+  CHECK(fp8_e4m3::to_float(0x01) == 0x1.0p-9f);
+  CHECK(fp8_e4m3::to_float(0x07) == 7 * 0x1.0p-9f);
+  CHECK(fp8_e4m3::to_float(0x08) == 0x1.0p-6f);
+  CHECK(std::signbit(fp8_e4m3::to_float(0x80)));
+  CHECK(std::isnan(fp8_e4m3::to_float(0x7f)));
+  CHECK(std::isnan(fp8_e4m3::to_float(0xff)));
+  CHECK(to_f32(fp8_e4m3(-2.5f)) == -2.5f);
+  // Every finite code survives a round trip through float, and the codes are ordered.
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;
+    CAPTURE(b);
+    CHECK(int{fp8_e4m3::from_float(fp8_e4m3::to_float(static_cast<uint8_t>(b)))} == b);
+    auto magnitude = [](int code) { return std::abs(fp8_e4m3::to_float(static_cast<uint8_t>(code))); };
+    if ((b & 0x7f) > 0) CHECK(magnitude(b) > magnitude(b - 1));
+  }
+  // Every midpoint between neighbouring codes, a hair either side of it, and random values over
+  // the whole range (subnormals to past saturation) round as the search says.
+  std::vector<float> xs;
+  for (uint8_t c = 0; c < 0x7e; ++c) {
+    const float lo = fp8_e4m3::to_float(c), hi = fp8_e4m3::to_float(static_cast<uint8_t>(c + 1));
+    const float mid = (lo + hi) / 2;  // exact: a few mantissa bits
+    xs.insert(xs.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1000.0f)});
+  }
+  std::mt19937_64 rng(123);
+  std::uniform_real_distribution<float> log2(-14.0f, 10.0f);
+  for (int i = 0; i < 20000; ++i) xs.push_back(std::exp2(log2(rng)));
+  for (const float x : xs)
+    for (const float v : {x, -x}) {
+      CAPTURE(v);
+      CHECK(int{fp8_e4m3::from_float(v)} == int{nearest_e4m3(v)});
+    }
+}
+
+TEST_CASE("cpu types: fp8 is a storage of one byte that convert() narrows into and widens from") {
+  CHECK(storage_of(perfsim::DType::fp8) == Storage::f8e4m3);
+  CHECK(bytes_of(Storage::f8e4m3) == 1);
+  CHECK(storage_of(perfsim::DType::int8) == Storage::unsupported);
+  const std::vector<float> src{0.0f, 1.0f, -3.3f, 500.0f, 0x1.0p-9f, 0.1f};
+  std::vector<fp8_e4m3> q(src.size());
+  convert(src.data(), Storage::f32, q.data(), Storage::f8e4m3, 6);
+  std::vector<bf16> wide(src.size());
+  convert(q.data(), Storage::f8e4m3, wide.data(), Storage::bf16, 6);  // every e4m3 value is a bf16 one
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    CHECK(q[i].bits == fp8_e4m3::from_float(src[i]));
+    CHECK(float(wide[i]) == fp8_e4m3::to_float(q[i].bits));
+  }
+  CHECK(float(wide[3]) == 448.0f);
 }
 
 TEST_CASE("cpu embedding: gather with learned positions, scatter-add backward") {
