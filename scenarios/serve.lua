@@ -1,6 +1,6 @@
 -- Serving Llama-3-8B on one H100: 2,000 requests arriving as a Poisson process, through the
 -- serving stack from static batching to continuous batching with paged KV, chunked prefill,
--- prefix caching, CUDA graphs and fp8. Each step replays the same requests through its engine;
+-- prefix caching, CUDA graphs, fp8 weights and an fp8 KV cache. Each step replays the same requests through its engine;
 -- the report gives vLLM's latency figures (TTFT, TPOT, ITL, E2E) and goodput under the SLO.
 local opt = options {
   model    = {"model from the zoo (perfsim list models)", "llama-3-8b"},
@@ -34,5 +34,6 @@ return scenario {
     step("+prefix_cache", "prefix_cache"),
     step("+cuda_graphs", "cuda_graphs"),
     step("+fp8", "fp8"),
+    step("+fp8_kv", "fp8_kv"),
   },
 }
