@@ -357,7 +357,9 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
 
   if (!r.serve.empty()) {
     d.header.emplace_back("profile", fmt::format("{} ({})", r.serve.front().hardware, r.serve.front().profile));
-    d.header.emplace_back("engine", fmt::format("{} requests drawn once, through each step's engine", r.serve.front().predicted.metrics.requests));
+    int64_t drawn = 0;
+    for (const ServeStepResult& st : r.serve) drawn = std::max(drawn, st.predicted.metrics.requests);
+    d.header.emplace_back("engine", fmt::format("{} requests drawn once, through each step's engine", drawn));
     for (ReportSection& s : serve_sections(r)) d.sections.push_back(std::move(s));
     return d;
   }

@@ -67,6 +67,10 @@ std::vector<std::vector<std::string>> serve_csv_rows(const RunResult& r) {
       row.back() = source;
       return row;
     };
+    if (!s.does_not_fit.empty()) {
+      rows.push_back(row_of(s.hardware, nullptr, "does not fit"));
+      continue;
+    }
     rows.push_back(row_of(s.hardware, &s.predicted.metrics, "predicted"));
     // Behind a router: a row per replica after the service's.
     for (std::size_t i = 0; i < s.predicted.replicas.size(); ++i)

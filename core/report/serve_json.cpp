@@ -137,6 +137,11 @@ json step_json(const ServeStepResult& s) {
   j["hardware"] = s.hardware;
   j["scheduler"] = s.scheduler;
   j["not_executed"] = s.not_executed;
+  if (!s.does_not_fit.empty()) {
+    // Nothing was priced: the engine does not fit its GPU.
+    j["does_not_fit"] = s.does_not_fit;
+    return j;
+  }
   j["pool"] = pool_json(p.pool);
   j["replicas"] = p.config.replicas;
   j["router"] = name_of(p.config.router);
@@ -227,6 +232,11 @@ json serve_metrics_json(const ServeMetrics& m) {
   j["completed"] = m.completed;
   j["rejected"] = m.rejected;
   j["preemptions"] = m.preemptions;
+  if (m.batches > 0) {  // static and dynamic batching
+    j["batches"] = m.batches;
+    j["kv_capped_batches"] = m.kv_capped_batches;
+    j["kv_capped_smallest"] = m.kv_capped_smallest;
+  }
   j["steps"] = m.steps;
   j["input_tokens"] = m.input_tokens;
   j["output_tokens"] = m.output_tokens;

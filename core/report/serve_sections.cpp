@@ -155,7 +155,14 @@ std::optional<ReportSection> replicas_section(const RunResult& r) {
 std::vector<ReportSection> serve_sections(const RunResult& r) {
   std::vector<ReportSection> out;
   if (r.serve.empty()) return out;
-  const ServeMetrics& base = r.serve.front().predicted.metrics;
+  // Speedups against the first step that fits its GPU.
+  const ServeStepResult* first_fit = &r.serve.front();
+  for (const ServeStepResult& st : r.serve)
+    if (st.does_not_fit.empty()) {
+      first_fit = &st;
+      break;
+    }
+  const ServeMetrics& base = first_fit->predicted.metrics;
 
   // An executed run adds a measured and an error row under each step's predicted one.
   const ServeStepResult* measured_base = first_executed(r);
@@ -174,6 +181,13 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
                         "ITL p50", "E2E p50", "E2E p99", "goodput", "SLO met", "preempt", "rejected"})
     t.add_column(c);
   for (const ServeStepResult& s : r.serve) {
+    if (!s.does_not_fit.empty()) {
+      std::vector<std::string> row{s.step};
+      if (executed) row.emplace_back("predicted");
+      row.resize(t.columns(), "—");
+      t.add_row(std::move(row));
+      continue;
+    }
     const ServeMetrics& m = s.predicted.metrics;
     const double predicted_vs_first = m.output_throughput / base.output_throughput;
     std::vector<std::string> row{s.step};
@@ -219,6 +233,8 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
       lat.notes.push_back("not executed: " + s.not_executed);
       break;
     }
+  for (const ServeStepResult& s : r.serve)
+    if (!s.does_not_fit.empty()) lat.notes.push_back(fmt::format("{} does not fit: {}", s.step, s.does_not_fit));
   out.push_back(std::move(lat));
 
   ReportSection eng;
@@ -230,6 +246,13 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
     e.add_column(c);
   e.add_column("scheduler", Align::left);
   for (const ServeStepResult& s : r.serve) {
+    if (!s.does_not_fit.empty()) {
+      std::vector<std::string> row{s.step};
+      row.resize(e.columns() - 1, "—");
+      row.push_back("does not fit its GPU (note above)");
+      e.add_row(std::move(row));
+      continue;
+    }
     const ServeMetrics& m = s.predicted.metrics;
     const KvPool& p = s.predicted.pool;
     e.add_row({s.step, count(m.steps), format_sig3(m.mean_batch), format_sig3(m.mean_step_tokens),
@@ -239,6 +262,15 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
   }
   eng.notes.push_back("KV pool: blocks × tokens per block (one max_seq reservation per block without paged_kv); KV use: "
                       "held blocks over the pool, weighted by step time");
+  for (const ServeStepResult& s : r.serve) {
+    const ServeMetrics& m = s.predicted.metrics;
+    if (m.kv_capped_batches > 0)
+      eng.notes.push_back(fmt::format(
+          "{}: the KV pool held {} of {} batches below max_batch while more requests waited (the smallest {} "
+          "sequences): their KV did not fit{}",
+          s.step, count(m.kv_capped_batches), count(m.batches), m.kv_capped_smallest,
+          s.predicted.config.paged ? "" : " (each sequence reserves max_seq without paged_kv)"));
+  }
   out.push_back(std::move(eng));
   if (std::optional<ReportSection> rep = replicas_section(r)) out.push_back(std::move(*rep));
   if (executed) out.push_back(engine_steps_section(r, *measured_base));
@@ -292,6 +324,7 @@ std::optional<ReportSection> serve_sweep_summary(const std::vector<RunResult>& p
     for (const char* c : {"meas out tok/s", "meas TTFT p50", "meas TPOT p50", "meas E2E p99"}) t.add_column(c);
   for (const auto& r : points)
     for (const ServeStepResult& st : r.serve) {
+      if (!st.does_not_fit.empty()) continue;  // noted in the point's own report
       std::vector<std::string> row;
       for (const auto& k : keys) {
         auto it = r.sweep_point.find(k);

@@ -163,6 +163,7 @@ void add_run_process(const RunResult& r, const ServeStepResult& s, const EngineR
 
 int add_serve_processes(const RunResult& r, int pid, nlohmann::ordered_json& events) {
   for (const ServeStepResult& s : r.serve) {
+    if (!s.does_not_fit.empty()) continue;
     // Behind a router: a process per replica, each with its own engine steps and requests.
     if (!s.predicted.replicas.empty()) {
       for (std::size_t i = 0; i < s.predicted.replicas.size(); ++i)

@@ -118,6 +118,8 @@ std::string format_vllm_bench_json(const RunResult& r, std::size_t step, const S
   if (step >= r.serve.size())
     throw std::out_of_range(fmt::format("{} has no serve step {} (it has {})", r.scenario, step, r.serve.size()));
   const ServeStepResult& s = r.serve[step];
+  if (!s.does_not_fit.empty())
+    throw std::out_of_range(fmt::format("{} step '{}' does not fit: {}", r.scenario, s.step, s.does_not_fit));
   const bool measured = which == ServeRun::measured;
   if (measured && !s.executed)
     throw std::invalid_argument(fmt::format("{} / {} has no executed run", r.scenario, s.step));

@@ -104,6 +104,8 @@ struct ServeStepResult {
   std::string hardware;                 // what `predicted` was priced on
   std::string profile;                  // "calibrated on DEVICE DATE" or "datasheet, uncalibrated"
   std::string scheduler;                // describe(SchedulerConfig)
+  std::string does_not_fit;             // why this step's engine does not fit its GPU ("" = it does; then
+                                        // `predicted` and the rest are empty)
   ServePrediction predicted;
   struct WhatIf {
     std::string hardware;

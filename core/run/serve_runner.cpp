@@ -148,6 +148,12 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
     const int replicas = std::max(1, step_parallel(s.parallel, stack, i).dp);
     try {
       r.predicted = predict_serving(s.model, primary, spec, requests, stack, i, replicas);
+    } catch (const DoesNotFit& e) {
+      // A step whose engine does not fit its GPU is noted; the other steps still run.
+      r.does_not_fit = e.what();
+      r.scheduler = describe(scheduler_config(stack, i), s.model.max_seq);
+      out.serve.push_back(std::move(r));
+      continue;
     } catch (const ConfigError& e) {
       const std::string msg = e.what();
       // Scheduler knobs name their step already.

@@ -87,6 +87,12 @@ class BatchScheduler final : public Scheduler {
       s.record(id).admitted = now;
     }
     if (m_batch.empty()) return false;
+    ++s.run.batches;
+    if (m_batch.size() < most) {
+      const auto size = static_cast<int64_t>(m_batch.size());
+      s.run.kv_capped_smallest = s.run.kv_capped_batches == 0 ? size : std::min(s.run.kv_capped_smallest, size);
+      ++s.run.kv_capped_batches;
+    }
     // The batch pads to its own longest prompt (those that did not fit wait for the next one).
     m_prompt = 0;
     for (int64_t id : m_batch) m_prompt = std::max(m_prompt, s.req(id).prompt);

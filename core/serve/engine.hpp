@@ -71,6 +71,9 @@ struct EngineRun {
   std::vector<StepRecord> steps;
   std::vector<double> itl;              // every gap between consecutive tokens, pooled (seconds)
   int64_t preemptions = 0;
+  // Static and dynamic batching: batches formed, and of them those held below max_batch while
+  // more requests waited because their KV did not fit the pool (the smallest such batch).
+  int64_t batches = 0, kv_capped_batches = 0, kv_capped_smallest = 0;
   KvPool pool;
   double start = 0, end = 0;            // first arrival .. last token
 };

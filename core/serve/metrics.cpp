@@ -32,6 +32,9 @@ ServeMetrics serve_metrics(const EngineRun& run, const Slo& slo) {
   ServeMetrics m;
   m.requests = static_cast<int64_t>(run.requests.size());
   m.preemptions = run.preemptions;
+  m.batches = run.batches;
+  m.kv_capped_batches = run.kv_capped_batches;
+  m.kv_capped_smallest = run.kv_capped_smallest;
   m.steps = static_cast<int64_t>(run.steps.size());
   std::vector<double> ttft, tpot, e2e, queue;
   int64_t good = 0, prompt_tokens = 0, cached_tokens = 0;

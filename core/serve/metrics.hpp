@@ -37,6 +37,8 @@ struct ServeMetrics {
   double kv_utilization_mean = 0;               // used blocks / pool, time-weighted
   double kv_utilization_max = 0;
   double prefix_hit_rate = 0;                   // prompt tokens found cached / prompt tokens
+  // Static and dynamic batching (EngineRun): batches, those the KV pool held below max_batch.
+  int64_t batches = 0, kv_capped_batches = 0, kv_capped_smallest = 0;
 };
 
 [[nodiscard]] ServeMetrics serve_metrics(const EngineRun& run, const Slo& slo);

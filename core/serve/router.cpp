@@ -201,10 +201,20 @@ ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerCo
     out.merged.steps.insert(out.merged.steps.end(), run.steps.begin(), run.steps.end());
     out.merged.itl.insert(out.merged.itl.end(), run.itl.begin(), run.itl.end());
     out.merged.preemptions += run.preemptions;
+    out.merged.batches += run.batches;
+    if (run.kv_capped_batches > 0)
+      out.merged.kv_capped_smallest = out.merged.kv_capped_batches == 0
+                                          ? run.kv_capped_smallest
+                                          : std::min(out.merged.kv_capped_smallest, run.kv_capped_smallest);
+    out.merged.kv_capped_batches += run.kv_capped_batches;
     if (engines.size() > 1) {
-      out.replicas[r].steps = std::move(run.steps);
-      out.replicas[r].itl = std::move(run.itl);
-      out.replicas[r].preemptions = run.preemptions;
+      EngineRun& own = out.replicas[r];
+      own.steps = std::move(run.steps);
+      own.itl = std::move(run.itl);
+      own.preemptions = run.preemptions;
+      own.batches = run.batches;
+      own.kv_capped_batches = run.kv_capped_batches;
+      own.kv_capped_smallest = run.kv_capped_smallest;
     }
   }
   out.merged.requests = std::move(table.records);

@@ -22,12 +22,15 @@ KvPool kv_pool(StepPricer& pricer, const SchedulerConfig& c, const Hardware& hw,
   if (hw.memory_bytes <= 0 || pool.block_bytes <= 0)
     throw ConfigError(fmt::format("{} has no memory size to hold a KV cache in", hw.name));
   pool.blocks = budget > 0 ? static_cast<int64_t>(std::floor(budget / pool.block_bytes)) : 0;
-  if (pool.blocks < 1)
-    throw ConfigError(fmt::format(
+  if (pool.blocks < 1) {
+    const double per_token = pricer.kv_bytes_per_token();
+    throw DoesNotFit(fmt::format(
         "{} on {}: weights and activations take {} of the {} the engine may use (gpu_memory = {}): no room for "
-        "one sequence's KV cache ({}); use a larger GPU, fp8, fp8_kv, paged_kv, or a smaller max_tokens",
+        "the KV cache of one sequence ({} a token, {} for max_seq = {} tokens); use a larger GPU, fp8, fp8_kv, "
+        "paged_kv, or a smaller max_tokens",
         model, hw.name, format_bytes(besides), format_bytes(c.gpu_memory * hw.memory_bytes), c.gpu_memory,
-        format_bytes(pool.block_bytes)));
+        format_bytes(per_token), format_bytes(per_token * static_cast<double>(max_seq)), max_seq));
+  }
   return pool;
 }
 
