@@ -34,6 +34,18 @@ std::size_t bytes_of_tensor(const Tensor& t) {
   return static_cast<std::size_t>(t.elements()) * static_cast<std::size_t>(bytes_of(elem_of(t.dtype)));
 }
 
+bool is_fp8_kv_cache(const Tensor& t) { return t.role == TensorRole::kv_cache && elem_of(t.dtype) == Elem::e4m3; }
+
+// The scale an fp8 KV cache is stored with: OpAttrs::kv_scale of the ops on it (the fp8_kv pass
+// gives them all the same), 1 when none says.
+float kv_cache_scale(const Graph& g, int id) {
+  for (const Op& op : g.ops)
+    for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+      for (int x : *ids)
+        if (x == id && op.attrs.kv_scale > 0) return static_cast<float>(op.attrs.kv_scale);
+  return 1.0f;
+}
+
 }  // namespace
 
 GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
@@ -110,6 +122,14 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
         p = m_alloc.allocate(bytes_of_tensor(t), t.role);
       }
     }
+    // An fp8 KV cache's slot holds its kv_scale (read() decodes with it), also where the cache
+    // is an engine's shared pages, which start as zeros and are not filled here.
+    for (const Tensor& t : g.tensors)
+      if (is_fp8_kv_cache(t) && !t.on_host()) {
+        const float scale = kv_cache_scale(g, t.id);
+        PERFSIM_CUDA_CHECK(cudaMemcpy(m_scales[static_cast<std::size_t>(t.id)], &scale, sizeof(float),
+                                      cudaMemcpyHostToDevice));
+      }
     fill_persistent_tensors();
     create_streams();
   } catch (...) {
@@ -186,7 +206,8 @@ void GraphRunner::release_all() {
 // Host-side values, one tensor at a time (a large model's state need not fit in host memory
 // twice): float and id tensors exactly as the CPU backend fills them; e4m3 tensors from the
 // fp32 values the same tensor would hold, quantized with a per-tensor scale amax / 448, and
-// stored transposed when fp8_storage says so (quantized once here, not per GEMM).
+// stored transposed when fp8_storage says so (quantized once here, not per GEMM); an fp8 KV
+// cache with its ops' kv_scale instead, as its appends store rows: e4m3(x / kv_scale).
 void GraphRunner::fill_persistent_tensors() {
   const Graph& g = m_graph;
   Graph as_fp32;  // e4m3 tensors re-typed fp32: their values come from the same generator
@@ -224,7 +245,9 @@ void GraphRunner::fill_persistent_tensors() {
       // The host's e4m3 conversion is a software one: the passes run on every thread (the
       // calibration's fp8 grid quantizes gigabytes of weights). Each chunk owns its outputs.
       constexpr int64_t grain = 1 << 16;
-      std::vector<float> chunk_amax(static_cast<std::size_t>((static_cast<int64_t>(n) + grain - 1) / grain), 0.0f);
+      const bool kv = is_fp8_kv_cache(t);  // a fixed scale: no amax
+      const auto chunks = static_cast<std::size_t>((static_cast<int64_t>(n) + grain - 1) / grain);
+      std::vector<float> chunk_amax(kv ? 0 : chunks, 0.0f);
       host::parallel_for(static_cast<int64_t>(chunk_amax.size()), 1, [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
           float m = 0;
@@ -234,7 +257,7 @@ void GraphRunner::fill_persistent_tensors() {
         }
       });
       const float amax = chunk_amax.empty() ? 0.0f : *std::max_element(chunk_amax.begin(), chunk_amax.end());
-      const float scale = amax > 0 ? amax / e4m3_max : 1.0f;
+      const float scale = kv ? kv_cache_scale(g, t.id) : amax > 0 ? amax / e4m3_max : 1.0f;
       std::vector<unsigned char> q(n);
       const float inv = 1.0f / scale;  // as the device quantizer (cuda_convert.cu) does
       const Fp8Storage& st = m_exec->fp8_layouts()[id];
@@ -246,6 +269,11 @@ void GraphRunner::fill_persistent_tensors() {
               q[static_cast<std::size_t>(row * st.k + r)] =
                   __nv_fp8_e4m3(x[static_cast<std::size_t>((bt * st.k + r) * st.n + c)] * inv).__x;
           }
+        });
+      } else if (kv) {  // as the appends store rows (memory_ops.cu)
+        host::parallel_for(static_cast<int64_t>(n), grain, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i)
+            q[static_cast<std::size_t>(i)] = __nv_fp8_e4m3(x[static_cast<std::size_t>(i)] / scale).__x;
         });
       } else {
         host::parallel_for(static_cast<int64_t>(n), grain, [&](int64_t i0, int64_t i1) {

@@ -3,8 +3,10 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "backends/cuda/kernels/attention_materialized.cuh"
 #include "backends/cuda/kernels/cross_entropy.cuh"
@@ -50,6 +52,24 @@ template <class T> float* float_scratch(const CudaCall<T>& c, int64_t floats) {
   return static_cast<float*>(c.scratch(static_cast<std::size_t>(floats) * sizeof(float)));
 }
 
+template <class P> auto* as_fp8(P* p) {
+  using Fp8 = std::conditional_t<std::is_const_v<P>, const __nv_fp8_e4m3, __nv_fp8_e4m3>;
+  return reinterpret_cast<Fp8*>(p);
+}
+
+// Calls f with the cache operands p... as stored. The views type every float operand T, and
+// run_generic hands an fp8 KV cache (the fp8_kv pass, kv.fp8) to the kernels as its bytes,
+// unstaged, so here they become __nv_fp8_e4m3. The appends write fp8 from any float type;
+// attention reads it under bf16/fp16 only (op_unsupported_reason declines fp32).
+template <class T, bool attention, class F, class... P>
+void as_stored(const KvStorage& kv, F&& f, P*... p) {
+  if (!kv.fp8) return f(p...);
+  if constexpr (attention && std::is_same_v<T, float>)
+    throw std::logic_error("cuda backend: fp32 attention over an fp8 KV cache (op_unsupported_reason declines it)");
+  else
+    f(as_fp8(p)...);
+}
+
 template <class T>
 const KernelTable<CudaKernel<T>> typed_table{
     {OpKind::attn_scores,
@@ -90,21 +110,31 @@ const KernelTable<CudaKernel<T>> typed_table{
      [](const CudaCall<T>& c) {
        const auto io = c.template view<FlashAttnIO<T>>();
        const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
-       // Ring attention's blocks after the first run the flash kernel on every rank (workspace.cpp).
-       if (a.seq_q <= decode_max_seq_q && c.op.attrs.ring_step == 0) {
-         void* ws = c.scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
-         decode_attention(io.q, io.k, io.v, io.o, io.lse, a, ws, c.stream);
-         return;
-       }
-       flash_attention(io.q, io.k, io.v, io.o, io.lse, a, c.stream);
+       as_stored<T, true>(
+           a.kv,
+           [&](const auto* k, const auto* v) {
+             // Ring attention's blocks after the first run the flash kernel on every rank (workspace.cpp).
+             if (a.seq_q <= decode_max_seq_q && c.op.attrs.ring_step == 0) {
+               void* ws = c.scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
+               decode_attention(io.q, k, v, io.o, io.lse, a, ws, c.stream);
+               return;
+             }
+             flash_attention(io.q, k, v, io.o, io.lse, a, c.stream);
+           },
+           io.k, io.v);
      }},
     {OpKind::paged_flash_attention,
      [](const CudaCall<T>& c) {
        const auto io = c.template view<PagedFlashAttnIO<T>>();
        const AttnShape a = on_rank(attn_shape(c.op, c.g), c);
        void* ws = c.scratch(static_cast<std::size_t>(decode_attention_workspace_bytes(a)));
-       paged_decode_attention(io.q, io.k_pages, io.v_pages, io.table, int(a.paged.block), int(a.paged.max_blocks),
-                              io.o, io.lse, a, ws, c.stream);
+       as_stored<T, true>(
+           a.kv,
+           [&](const auto* k, const auto* v) {
+             paged_decode_attention(io.q, k, v, io.table, int(a.paged.block), int(a.paged.max_blocks), io.o, io.lse,
+                                    a, ws, c.stream);
+           },
+           io.k_pages, io.v_pages);
      }},
     {OpKind::varlen_flash_attention,
      [](const CudaCall<T>& c) {
@@ -112,8 +142,13 @@ const KernelTable<CudaKernel<T>> typed_table{
        // cluster. With varlen_attention_workspace_bytes(a) planned and passed, they would merge
        // through it instead, faster on long contexts (varlen_attention.cuh).
        const auto io = c.template view<VarlenFlashAttnIO<T>>();
-       varlen_flash_attention(io.q, io.k_pages, io.v_pages, io.table, io.query_start, io.kv_len, io.o, io.lse,
-                              varlen_attn_shape(c.op, c.g), c.stream);
+       const VarlenAttnShape a = varlen_attn_shape(c.op, c.g);
+       as_stored<T, true>(
+           a.kv,
+           [&](const auto* k, const auto* v) {
+             varlen_flash_attention(io.q, k, v, io.table, io.query_start, io.kv_len, io.o, io.lse, a, c.stream);
+           },
+           io.k_pages, io.v_pages);
      }},
     {OpKind::flash_attention_bwd,
      [](const CudaCall<T>& c) {
@@ -226,19 +261,26 @@ const KernelTable<CudaKernel<T>> typed_table{
     {OpKind::kv_append,
      [](const CudaCall<T>& c) {
        const auto io = c.template view<KvAppendIO<T>>();
-       kv_append(io.k_new, io.cache, kv_append_shape(c.op, c.g), c.stream);
+       const KvAppendShape s = kv_append_shape(c.op, c.g);
+       as_stored<T, false>(s.kv, [&](auto* cache) { kv_append(io.k_new, cache, s, c.stream); }, io.cache);
      }},
     {OpKind::paged_kv_append,
      [](const CudaCall<T>& c) {
        const auto io = c.template view<PagedKvAppendIO<T>>();
        const KvAppendShape s = kv_append_shape(c.op, c.g);
-       paged_kv_append(io.k_new, io.pages, io.table, s, s.paged, c.stream);
+       as_stored<T, false>(
+           s.kv, [&](auto* pages) { paged_kv_append(io.k_new, pages, io.table, s, s.paged, c.stream); }, io.pages);
      }},
     {OpKind::varlen_kv_append,
      [](const CudaCall<T>& c) {  // run_generic made the output hold the pages
        const auto io = c.template view<VarlenKvAppendIO<T>>();
        const KvSlotsShape s = kv_slots_shape(c.op, c.g);
-       kv_append_slots(io.k_new, io.pages, io.slots, s.tokens, s.row, s.pool_rows, c.stream);
+       as_stored<T, false>(
+           s.kv,
+           [&](auto* pages) {
+             kv_append_slots(io.k_new, pages, io.slots, s.tokens, s.row, s.pool_rows, c.stream, s.kv);
+           },
+           io.pages);
      }},
     {OpKind::slice_last_token,
      [](const CudaCall<T>& c) {

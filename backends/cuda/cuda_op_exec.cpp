@@ -53,12 +53,58 @@ std::optional<Elem> fixed_elem(OpKind k, bool is_output, std::size_t i) {
   return std::nullopt;
 }
 
+bool fp8_kv_cache(const Graph& g, int id) {
+  const Tensor& t = g.tensor(id);
+  return t.role == TensorRole::kv_cache && elem_of(t.dtype) == Elem::e4m3;
+}
+
 }  // namespace op_detail
 
 using op_detail::elem;
 using op_detail::fail;
 using op_detail::fixed_elem;
+using op_detail::fp8_kv_cache;
 using op_detail::is_float;
+
+namespace {
+
+// Why op cannot run over its fp8 operands as an op on an fp8 KV cache (the fp8_kv pass), or ""
+// when it can: the appends write the cache from any float type and the three flash kinds read
+// it (K and V alike) under bf16/fp16 attention, all in place; no other kind, fp8 operand or
+// precision has a kernel.
+std::string fp8_kv_unsupported_reason(const Op& op, const Graph& g) {
+  bool attention = false;
+  switch (op.kind) {
+    case OpKind::flash_attention:
+    case OpKind::paged_flash_attention:
+    case OpKind::varlen_flash_attention: attention = true; break;
+    case OpKind::kv_append:
+    case OpKind::paged_kv_append:
+    case OpKind::varlen_kv_append: break;
+    default:
+      return fmt::format("cuda backend has no fp8 {} kernel (fp8 is a GEMM precision or a KV cache's)",
+                         name_of(op.kind));
+  }
+  for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+    for (int id : *ids)
+      if (elem(g, id) == Elem::e4m3 && !fp8_kv_cache(g, id))
+        return fmt::format("cuda backend: {} '{}' takes fp8 tensor '{}', which is not a KV cache (only the cache may "
+                           "be fp8 there)",
+                           name_of(op.kind), op.name, g.tensor(id).name);
+  if (!(op.attrs.kv_scale > 0))
+    return fmt::format("cuda backend: '{}' has an fp8 KV cache but kv_scale {} (needs > 0)", op.name,
+                       op.attrs.kv_scale);
+  if (!attention) return {};
+  // Inputs q, k, v first (op_io.hpp): one KvStorage holds for both caches.
+  if (op.inputs.size() < 3 || elem(g, op.inputs[1]) != Elem::e4m3 || elem(g, op.inputs[2]) != Elem::e4m3)
+    return fmt::format("cuda backend: attention '{}' reads an fp8 cache only with K and V both fp8", op.name);
+  if (const Tensor& q = g.tensor(op.inputs[0]); elem(g, q.id) != Elem::bf16 && elem(g, q.id) != Elem::f16)
+    return fmt::format("cuda backend reads an fp8 KV cache in bf16 or fp16 attention only ('{}' computes in {})",
+                       op.name, name_of(q.dtype));
+  return {};
+}
+
+}  // namespace
 
 std::string op_unsupported_reason(const Op& op, const Graph& g) {
   if (op.kind == OpKind::copy && op.inputs.size() == 1 && op.outputs.size() == 1) {
@@ -100,9 +146,8 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
       (op.kind == OpKind::moe_route_bwd && op.attrs.top_k > moe_route_max_top_k))
     return fmt::format("cuda backend: router '{}' takes at most {} experts and top_k {} (has {} and {})", op.name,
                        moe_route_max_experts, moe_route_max_top_k, op.attrs.experts, op.attrs.top_k);
+  if (touches_fp8(op, g) && op.kind != OpKind::gemm) return fp8_kv_unsupported_reason(op, g);
   if (touches_fp8(op, g)) {
-    if (op.kind != OpKind::gemm)
-      return fmt::format("cuda backend has no fp8 {} kernel (fp8 is a GEMM precision)", name_of(op.kind));
     if (elem(g, op.outputs.at(0)) == Elem::e4m3) return "cuda backend: fp8 gemm writes bf16/fp16/fp32, not fp8";
     try {
       ops::GemmShape s = ops::gemm_shape(op, g);

@@ -1,5 +1,6 @@
 // The generic ops on the GPU: OpExecutor::run_generic stages operands stored in another float
-// type than the op computes in, then calls the kind's entry of the kernel table
+// type than the op computes in (never an fp8 KV cache, which the kernels read and write as
+// stored), then calls the kind's entry of the kernel table
 // (cuda_kernel_table.hpp) with one storage type T for all float operands; on a rank whose graph
 // splits the vocabulary, the embedding and loss ops over it go to run_vocab_parallel
 // (cuda_vocab_parallel.hpp) instead.
@@ -29,6 +30,7 @@ namespace perfsim::cuda {
 using op_detail::elem;
 using op_detail::fail;
 using op_detail::fixed_elem;
+using op_detail::fp8_kv_cache;
 using op_detail::is_float;
 
 namespace {
@@ -70,7 +72,9 @@ void OpExecutor::run_generic(const Op& op, const std::vector<void*>& buf) {
   auto operand = [&](int id, Elem need, bool is_output, bool keep) -> void* {
     void* real = buf[static_cast<std::size_t>(id)];
     const Elem have = elem(g, id);
-    if (have == need) return real;
+    // An fp8 KV cache goes as its bytes: the kernels take its storage from the op's shapes
+    // (KvStorage) and read or write e4m3 in place (workspace.cpp plans no copy of it).
+    if (have == need || fp8_kv_cache(g, id)) return real;
     if (!is_float(have) || !is_float(need))
       fail(op, fmt::format("tensor '{}' is {} where the op needs {}", g.tensor(id).name, name_of(have), name_of(need)));
     const int64_t n = g.tensor(id).elements();

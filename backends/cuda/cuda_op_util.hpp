@@ -17,5 +17,9 @@ namespace perfsim::cuda::op_detail {
 // Operands whose storage is fixed by the op's definition rather than by its precision
 // (token ids, the loss, the log-sum-exp): the same table as the CPU runner's.
 [[nodiscard]] std::optional<Elem> fixed_elem(OpKind k, bool is_output, std::size_t i);
+// Whether tensor `id` is an fp8 KV cache (the fp8_kv pass): the kernels of the ops on it read and
+// write its e4m3 bytes in place, so the op paths never stage a converted copy of it (nor does
+// core/cost/workspace.cpp plan one).
+[[nodiscard]] bool fp8_kv_cache(const Graph& g, int id);
 
 }  // namespace perfsim::cuda::op_detail

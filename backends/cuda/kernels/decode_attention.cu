@@ -7,9 +7,15 @@
 // of every head of the GQA group (group·seq_q), so each K/V row is read from memory once per
 // group. A K/V row of d elements is read by L = min(32, d/pack) lanes with 16-byte loads, so a
 // warp covers G = 32/L kv positions per load and issues U = 4 such loads for K and for V
-// before using any (G·U positions, 4 KiB of bf16 at d = 128, in flight per warp). Scores are
-// sums over the L lanes of a row; the online softmax (max, denominator, acc) is updated once
-// per G·U positions with a warp-wide batch max. The 4 warps merge in shared memory and write an
+// before using any (2 KiB of K and 2 of V in flight per warp: 8 positions of bf16 at d = 128,
+// 16 of fp8). Scores are sums over the L lanes of a row; the online softmax (max, denominator,
+// acc) is updated once per G·U positions with a warp-wide batch max (split_kv_step,
+// attention_device.cuh). An fp8 cache (the fp8_kv pass) is read as stored, 16 elements per
+// load, and widened in registers, once per step whatever the rows; its scale is folded into the
+// softmax scale (K) and into the partial accumulator (V). So the fp8 kernel moves half the bytes
+// of the bf16 one and no converted copy of the cache exists anywhere; its lanes hold 16
+// elements of each row's query and accumulator (bf16: 8), so the 4-row kernel takes ~230
+// registers (2 CTAs per SM; bf16 ~155, 3). The 4 warps merge in shared memory and write an
 // unnormalized partial per (split, b, h, i): acc[d], max, denominator (natural-log domain of
 // scaled scores). Query rows beyond R per pass (R = 1 or 4) are handled by further passes.
 // Kernel 2: one block per (b, h, i) and 32 output columns merges the splits: M = max m_s,
@@ -49,7 +55,8 @@ struct DecodeParams {
   float* part_ml;   // [splits, b, H, seq_q, 2]
   int batch, seq_q, seq_kv, heads, kv_heads, group, splits, split_len;
   bool causal;
-  float scale;
+  float scale;      // 1/√d times K's scale (kv_scale_of)
+  float v_scale;    // V's
 };
 
 // Row of K/V holding kv position j of batch b (in units of Hkv·d elements).
@@ -78,30 +85,10 @@ int log2_if_power_of_two(int v) {
   return s;
 }
 
-// Lane geometry of a head_dim-D row of T: L lanes per row, E elements (P packs) per lane,
-// G rows per warp load.
-template <class T, int D>
-struct Geometry {
-  static constexpr int pack = 16 / int(sizeof(T));
-  static constexpr int L = D / pack < 32 ? D / pack : 32;
-  static constexpr int E = D / L;
-  static constexpr int P = E / pack;
-  static constexpr int G = 32 / L;
-};
-
-template <class T, int P>
-__device__ __forceinline__ void load_packs(const T* p, uint4 (&w)[P]) {
-#pragma unroll
-  for (int c = 0; c < P; ++c) w[c] = reinterpret_cast<const uint4*>(p)[c];
-}
-template <class T, int E, int P>
-__device__ __forceinline__ float elem(const uint4 (&w)[P], int e) {
-  return to_float(reinterpret_cast<const T*>(&w[0])[e]);
-}
-
-template <class T, int D, int R, class Rows>
+// Q and O stored as T, K and V as Kv (T, or fp8 e4m3).
+template <class T, class Kv, int D, int R, class Rows>
 __global__ void __launch_bounds__(k_warps * 32) decode_split_kernel(DecodeParams p, Rows rows) {
-  using Geo = Geometry<T, D>;
+  using Geo = SplitGeometry<T, Kv, D>;
   constexpr int L = Geo::L, E = Geo::E, P = Geo::P, G = Geo::G;
   __shared__ float red_acc[k_warps][R][D];
   __shared__ float red_ml[k_warps][R][2];
@@ -111,8 +98,8 @@ __global__ void __launch_bounds__(k_warps * 32) decode_split_kernel(DecodeParams
   const int j_begin = split * p.split_len;
   const int j_end = min(p.seq_kv, j_begin + p.split_len);
   const int64_t kv_stride = int64_t(p.kv_heads) * D;
-  const T* k = static_cast<const T*>(p.k) + int64_t(kh) * D + sub * E;
-  const T* v = static_cast<const T*>(p.v) + int64_t(kh) * D + sub * E;
+  const Kv* k = static_cast<const Kv*>(p.k) + int64_t(kh) * D + sub * E;
+  const Kv* v = static_cast<const Kv*>(p.v) + int64_t(kh) * D + sub * E;
   const int total_rows = p.group * p.seq_q;  // row r: head kh·group + r / seq_q, query r % seq_q
   constexpr int chunk = G * k_unroll;        // kv positions per warp iteration
 
@@ -126,10 +113,8 @@ __global__ void __launch_bounds__(k_warps * 32) decode_split_kernel(DecodeParams
       const int h = kh * p.group + (live ? rr / p.seq_q : 0);
       const int i = live ? rr % p.seq_q : 0;
       if (live) {
-        uint4 w[P];
-        load_packs<T, P>(static_cast<const T*>(p.q) + ((int64_t(b) * p.seq_q + i) * p.heads + h) * D + sub * E, w);
-#pragma unroll
-        for (int e = 0; e < E; ++e) qf[r][e] = elem<T, E, P>(w, e) * p.scale;
+        load_query<T, E, Geo::QP>(static_cast<const T*>(p.q) + ((int64_t(b) * p.seq_q + i) * p.heads + h) * D + sub * E,
+                                  p.scale, qf[r]);
       } else {
 #pragma unroll
         for (int e = 0; e < E; ++e) qf[r][e] = 0.f;
@@ -148,46 +133,20 @@ __global__ void __launch_bounds__(k_warps * 32) decode_split_kernel(DecodeParams
         const int j = base + u * G + grp;
         if (j < j_end) {
           const int64_t row = rows(b, j);
-          load_packs<T, P>(k + row * kv_stride, kw[u]);
-          load_packs<T, P>(v + row * kv_stride, vw[u]);
+          load_words<P>(k + row * kv_stride, kw[u]);
+          load_words<P>(v + row * kv_stride, vw[u]);
         } else {
 #pragma unroll
           for (int c = 0; c < P; ++c) kw[u][c] = vw[u][c] = make_uint4(0, 0, 0, 0);
         }
       }
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (r0 + r >= total_rows) break;
-        float s[k_unroll];
-        float bm = -INFINITY;
-#pragma unroll
-        for (int u = 0; u < k_unroll; ++u) {
-          float dot = 0.f;
-#pragma unroll
-          for (int e = 0; e < E; ++e) dot += qf[r][e] * elem<T, E, P>(kw[u], e);
-#pragma unroll
-          for (int o = L / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-          const int j = base + u * G + grp;
-          s[u] = j < j_end && j < vis[r] ? dot : -INFINITY;
-          bm = fmaxf(bm, s[u]);
-        }
-#pragma unroll
-        for (int o = L; o < 32; o <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
-        const float m_new = fmaxf(m[r], bm);
-        if (m_new == -INFINITY) continue;  // warp-uniform: nothing visible yet
-        const float corr = expf(m[r] - m_new);
-        l[r] *= corr;
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[r][e] *= corr;
-#pragma unroll
-        for (int u = 0; u < k_unroll; ++u) {
-          const float pj = expf(s[u] - m_new);  // 0 for masked positions
-          l[r] += pj;
-#pragma unroll
-          for (int e = 0; e < E; ++e) acc[r][e] += pj * elem<T, E, P>(vw[u], e);
-        }
-        m[r] = m_new;
-      }
+      split_kv_step<Kv, R, k_unroll, E, P, L>(
+          qf, kw, vw, total_rows - r0,
+          [&](int r, int u) {
+            const int j = base + u * G + grp;
+            return j < j_end && j < vis[r];
+          },
+          m, l, acc);
     }
 
     // Sum the G row groups of the warp (they share the warp-wide max), then merge the warps.
@@ -226,7 +185,7 @@ __global__ void __launch_bounds__(k_warps * 32) decode_split_kernel(DecodeParams
       }
       const int h = kh * p.group + rr / p.seq_q, i = rr % p.seq_q;
       const int64_t slot = ((int64_t(split) * p.batch + b) * p.heads + h) * p.seq_q + i;
-      p.part_acc[slot * D + x] = a;
+      p.part_acc[slot * D + x] = a * p.v_scale;
       if (x == 0) {
         p.part_ml[slot * 2] = mm;
         p.part_ml[slot * 2 + 1] = ll;
@@ -278,16 +237,17 @@ __global__ void __launch_bounds__(32 * k_combine_lanes) decode_combine_kernel(De
 
 bool split_kernel_head_dim(int64_t d) { return d == 32 || d == 64 || d == 128 || d == 256; }
 
-template <class T, class Rows>
-void launch_decode(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+template <class T, class Kv, class Rows>
+void launch_decode(const T* q, const Kv* k, const Kv* v, T* o, float* lse, const AttnShape& a,
                    void* workspace, Rows rows, cudaStream_t stream) {
   if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     throw ConfigError("decode_attention: heads must be a positive multiple of kv_heads");
   if (a.seq_q <= 0 || a.batch <= 0) return;
   const int splits = decode_attention_splits(a);
+  const float kv_scale = kv_scale_of<T, Kv>(a.kv, "decode_attention");
   DecodeParams p{q, k, v, nullptr, nullptr,
                  int(a.batch), int(a.seq_q), int(a.seq_kv), int(a.heads), int(a.kv_heads),
-                 int(a.group()), splits, 0, a.causal, a.scale()};
+                 int(a.group()), splits, 0, a.causal, a.scale() * kv_scale, kv_scale};
   p.split_len = int((a.seq_kv + splits - 1) / splits);
   const int64_t slots = int64_t(splits) * a.batch * a.heads * a.seq_q;
   p.part_acc = static_cast<float*>(workspace);
@@ -296,8 +256,8 @@ void launch_decode(const T* q, const T* k, const T* v, T* o, float* lse, const A
   const bool one_row = a.group() * a.seq_q == 1;
   auto launch = [&](auto d_c) {
     constexpr int D = decltype(d_c)::value;
-    if (one_row) decode_split_kernel<T, D, 1><<<grid, k_warps * 32, 0, stream>>>(p, rows);
-    else decode_split_kernel<T, D, 4><<<grid, k_warps * 32, 0, stream>>>(p, rows);
+    if (one_row) decode_split_kernel<T, Kv, D, 1><<<grid, k_warps * 32, 0, stream>>>(p, rows);
+    else decode_split_kernel<T, Kv, D, 4><<<grid, k_warps * 32, 0, stream>>>(p, rows);
   };
   switch (a.head_dim) {
     case 32: launch(std::integral_constant<int, 32>{}); break;
@@ -332,8 +292,8 @@ int64_t decode_attention_workspace_bytes(const AttnShape& a) {
   return slots * (a.head_dim + 2) * int64_t(sizeof(float));
 }
 
-template <class T>
-void decode_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+template <class T, class Kv>
+void decode_attention(const T* q, const Kv* k, const Kv* v, T* o, float* lse, const AttnShape& a,
                       void* workspace, cudaStream_t stream) {
   if (a.seq_kv > a.kv_capacity) throw ConfigError("decode_attention: seq_kv exceeds kv_capacity");
   // Query rows skipped (a ring-attention block's) are the flash kernel's to leave empty.
@@ -341,8 +301,8 @@ void decode_attention(const T* q, const T* k, const T* v, T* o, float* lse, cons
   launch_decode(q, k, v, o, lse, a, workspace, ContiguousRows{a.kv_capacity}, stream);
 }
 
-template <class T>
-void paged_decode_attention(const T* q, const T* k_pages, const T* v_pages,
+template <class T, class Kv>
+void paged_decode_attention(const T* q, const Kv* k_pages, const Kv* v_pages,
                             const int32_t* block_table, int block_size, int max_blocks, T* o,
                             float* lse, const AttnShape& a, void* workspace, cudaStream_t stream) {
   if (block_size <= 0 || int64_t(block_size) * max_blocks < a.seq_kv)
@@ -351,13 +311,16 @@ void paged_decode_attention(const T* q, const T* k_pages, const T* v_pages,
                 PagedRows{block_table, block_size, max_blocks, log2_if_power_of_two(block_size)}, stream);
 }
 
-#define PERFSIM_CUDA_INSTANTIATE_DECODE(T)                                                    \
-  template void decode_attention<T>(const T*, const T*, const T*, T*, float*, const AttnShape&, \
-                                    void*, cudaStream_t);                                     \
-  template void paged_decode_attention<T>(const T*, const T*, const T*, const int32_t*, int, int, \
-                                          T*, float*, const AttnShape&, void*, cudaStream_t);
-PERFSIM_CUDA_INSTANTIATE_DECODE(float)
-PERFSIM_CUDA_INSTANTIATE_DECODE(__nv_bfloat16)
-PERFSIM_CUDA_INSTANTIATE_DECODE(__half)
+#define PERFSIM_CUDA_INSTANTIATE_DECODE(T, Kv)                                                        \
+  template void decode_attention<T, Kv>(const T*, const Kv*, const Kv*, T*, float*, const AttnShape&, \
+                                        void*, cudaStream_t);                                       \
+  template void paged_decode_attention<T, Kv>(const T*, const Kv*, const Kv*, const int32_t*, int, int, \
+                                              T*, float*, const AttnShape&, void*, cudaStream_t);
+PERFSIM_CUDA_INSTANTIATE_DECODE(float, float)
+PERFSIM_CUDA_INSTANTIATE_DECODE(__nv_bfloat16, __nv_bfloat16)
+PERFSIM_CUDA_INSTANTIATE_DECODE(__half, __half)
+// An fp8 KV cache under bf16/fp16 attention (the tensor-core precisions inference runs in).
+PERFSIM_CUDA_INSTANTIATE_DECODE(__nv_bfloat16, __nv_fp8_e4m3)
+PERFSIM_CUDA_INSTANTIATE_DECODE(__half, __nv_fp8_e4m3)
 
 }  // namespace perfsim::cuda

@@ -3,7 +3,10 @@
 // (running max, denominator, weighted V sum) in a workspace; a second kernel merges them.
 // Same semantics and layouts as flash_attention (flash_attention.cuh): Q [b, seq_q, H, d],
 // O like Q, LSE [b, H, seq_q]; GQA; causal with query i at position seq_kv - seq_q + i.
+// K and V are stored as Kv: T, or __nv_fp8_e4m3 for an fp8 cache (a.kv.fp8, value = stored ·
+// a.kv.scale; T bf16 or fp16), read as stored and widened in registers.
 #pragma once
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,15 +25,15 @@ using ops::AttnShape;
 
 // Contiguous cache: K, V [b, kv_capacity, Hkv, d]. head_dim 32, 64, 128 or 256 runs the
 // split-KV kernel; other head_dims fall back to flash_attention (no workspace used).
-template <class T>
-void decode_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+template <class T, class Kv>
+void decode_attention(const T* q, const Kv* k, const Kv* v, T* o, float* lse, const AttnShape& a,
                       void* workspace, cudaStream_t stream);
 
 // Paged cache: K, V pages [num_blocks, block_size, Hkv, d]; block_table int32
 // [b, max_blocks] maps kv position j of batch b to page block_table[b][j / block_size],
 // row j % block_size. a.kv_capacity is ignored. head_dim must be 32, 64, 128 or 256.
-template <class T>
-void paged_decode_attention(const T* q, const T* k_pages, const T* v_pages,
+template <class T, class Kv>
+void paged_decode_attention(const T* q, const Kv* k_pages, const Kv* v_pages,
                             const int32_t* block_table, int block_size, int max_blocks, T* o,
                             float* lse, const AttnShape& a, void* workspace, cudaStream_t stream);
 

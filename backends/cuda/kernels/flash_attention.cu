@@ -17,6 +17,13 @@
 // Fallback path (fp32, other d <= 256): one warp per query row, lanes split d; kept simple
 // for correctness, not speed.
 //
+// An fp8 KV cache (K/V stored as __nv_fp8_e4m3 beside bf16/fp16 Q and O, the fp8_kv pass) is
+// read as stored: in the tensor-core kernel its tiles land by cp.async as raw bytes (half a
+// bf16 tile's, double-buffered) and are widened once per tile into one T tile of K and one of V
+// that the mma loop reads as usual (e4m3 -> bf16/fp16 is exact, so the products are those of
+// the dequantized cache); the per-row kernel widens element by element. The cache's scale
+// folds into the softmax scale (K) and the output's normalization (V).
+//
 // Both kernels take a row policy saying where a CTA's sequence lies: DenseRows (Q [b, seq_q,
 // H, d], K/V [b, kv_capacity, Hkv, d]) or VarlenRows (a serving engine's packed step,
 // varlen_attention.cuh: the sequence's queries from query_start, its keys through its block
@@ -51,8 +58,9 @@ struct FwdParams {
   float* lse;
   int heads, kv_heads, group;
   bool causal;
-  float scale;  // 1/sqrt(d)
-  int q_first;  // rows before it see nothing: O 0, LSE −inf (a ring-attention block)
+  float scale;    // 1/sqrt(d) times K's scale (kv_scale_of)
+  int q_first;    // rows before it see nothing: O 0, LSE −inf (a ring-attention block)
+  float v_scale;  // V's scale
 };
 
 // The sequence a CTA works on: its query rows are Q/O rows q_row0.. (of H·d elements), q_len
@@ -121,14 +129,58 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
   }
 }
 
-template <class T, int D, int WM, class Rows>
+// Two fp8 e4m3 values (the low byte first) as a pair of T (bf16 or fp16) in one register.
+template <class T>
+__device__ __forceinline__ uint32_t widen_fp8x2(uint32_t x) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), __NV_E4M3);
+  if constexpr (std::is_same_v<T, __half>) {
+    return uint32_t(h.x) | (uint32_t(h.y) << 16);
+  } else {
+    const float2 f = __half22float2(__half2(h));
+    return pack2<T>(f.x, f.y);
+  }
+}
+
+// A raw fp8 K/V tile [BN, D] (row-major) widened into the swizzled T tile: 16-byte chunk ch of
+// a raw row holds T chunks 2·ch and 2·ch + 1.
+template <class T, int D>
+__device__ __forceinline__ void widen_tile(const __nv_fp8_e4m3* raw, T* tile, int tid) {
+  constexpr int cpr = D / 16;
+#pragma unroll
+  for (int i = 0; i < k_block_n * cpr / (k_warps * 32); ++i) {
+    const int c = tid + i * k_warps * 32, row = c / cpr, ch = c % cpr;
+    const uint4 w = *reinterpret_cast<const uint4*>(raw + row * D + ch * 16);
+    *reinterpret_cast<uint4*>(tile + swz<D>(row, 2 * ch)) =
+        make_uint4(widen_fp8x2<T>(w.x), widen_fp8x2<T>(w.x >> 16), widen_fp8x2<T>(w.y), widen_fp8x2<T>(w.y >> 16));
+    *reinterpret_cast<uint4*>(tile + swz<D>(row, 2 * ch + 1)) =
+        make_uint4(widen_fp8x2<T>(w.z), widen_fp8x2<T>(w.z >> 16), widen_fp8x2<T>(w.w), widen_fp8x2<T>(w.w >> 16));
+  }
+}
+
+// Shared memory of the tensor-core kernel: Q [BM, D], K and V tiles [2, BN, D] of T; with an
+// fp8 cache, one T tile each plus the raw fp8 tiles [2, BN, D] of K and of V (the same total).
+template <class T, class Kv, int D, int WM>
+constexpr int tc_smem_bytes() {
+  constexpr int BM = 16 * k_warps * WM;
+  if constexpr (kv_is_fp8<T, Kv>) return (BM + 2 * k_block_n) * D * int(sizeof(T)) + 4 * k_block_n * D;
+  else return (BM + 4 * k_block_n) * D * int(sizeof(T));
+}
+
+template <class T, class Kv, int D, int WM, class Rows>
 __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams p, Rows rows) {
+  constexpr bool kFp8 = kv_is_fp8<T, Kv>;
   constexpr int BM = 16 * k_warps * WM;
   constexpr int BN = k_block_n;
+  constexpr int T_BUFS = kFp8 ? 1 : 2;  // T tiles of K and of V
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* q_s = reinterpret_cast<T*>(smem_raw);  // [BM, D]
-  T* k_s = q_s + BM * D;                    // [2, BN, D]
-  T* v_s = k_s + 2 * BN * D;                // [2, BN, D]
+  T* k_s = q_s + BM * D;                    // [T_BUFS, BN, D]
+  T* v_s = k_s + T_BUFS * BN * D;           // [T_BUFS, BN, D]
+  // Where cp.async lands K/V tiles [2, BN, D]: the T tiles themselves, or raw fp8 ones.
+  Kv* k_in = kFp8 ? reinterpret_cast<Kv*>(v_s + T_BUFS * BN * D) : reinterpret_cast<Kv*>(k_s);
+  Kv* v_in = kFp8 ? k_in + 2 * BN * D : reinterpret_cast<Kv*>(v_s);
+  // Element offset of 16-byte chunk ch of landed row r: swizzled in a T tile, row-major in a raw one.
+  auto in_off = [](int r, int ch) { return kFp8 ? r * D + ch * 16 : swz<D>(r, ch); };
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal tiles first
@@ -143,8 +195,8 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
   const int64_t q_stride = int64_t(p.heads) * D;
   const int64_t kv_stride = int64_t(p.kv_heads) * D;
   const T* q = static_cast<const T*>(p.q) + (sq.q_row0 + i0) * q_stride + int64_t(h) * D;
-  const T* k = static_cast<const T*>(p.k) + int64_t(kh) * D;
-  const T* v = static_cast<const T*>(p.v) + int64_t(kh) * D;
+  const Kv* k = static_cast<const Kv*>(p.k) + int64_t(kh) * D;
+  const Kv* v = static_cast<const Kv*>(p.v) + int64_t(kh) * D;
 
   // Causal: the tile's last row sees the most; rows see kv < seq_kv - seq_q + row + 1.
   const int diag = seq_kv - seq_q;  // query row i sees kv < diag + i + 1
@@ -158,7 +210,8 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
   // K/V tiles: this thread copies 16-byte chunk kv_ch of the KV_ROWS consecutive tile rows
   // from kv_r0. Where those rows always share a page (block a multiple of KV_ROWS, vLLM's 16),
   // one table entry serves them all, fetched a tile ahead; other blocks look each row up.
-  constexpr int KV_CPR = D / 8;
+  constexpr int KV_PACK = 16 / int(sizeof(Kv));  // elements of a 16-byte chunk
+  constexpr int KV_CPR = D / KV_PACK;
   constexpr int KV_ROWS = BN * KV_CPR / (k_warps * 32);
   const int kv_r0 = tid / KV_CPR * KV_ROWS, kv_ch = tid % KV_CPR;
   const bool one_entry = rows.shared_entry(KV_ROWS);
@@ -170,22 +223,22 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
   auto load_kv = [&](int buf, int j0) {
     const int j = j0 + kv_r0;
     if (one_entry) {  // consecutive rows of one page: one address, then a stride
-      const T* kr = k + kv_ch * 8 + (j < seq_kv ? rows.row(sq, kv_ent, j) * kv_stride : 0);
-      const T* vr = v + (kr - k);
+      const Kv* kr = k + kv_ch * KV_PACK + (j < seq_kv ? rows.row(sq, kv_ent, j) * kv_stride : 0);
+      const Kv* vr = v + (kr - k);
 #pragma unroll
       for (int u = 0; u < KV_ROWS; ++u) {
         const bool ok = j + u < seq_kv;
-        cp_async_16(k_s + buf * BN * D + swz<D>(kv_r0 + u, kv_ch), ok ? kr + u * kv_stride : k, ok);
-        cp_async_16(v_s + buf * BN * D + swz<D>(kv_r0 + u, kv_ch), ok ? vr + u * kv_stride : v, ok);
+        cp_async_16(k_in + buf * BN * D + in_off(kv_r0 + u, kv_ch), ok ? kr + u * kv_stride : k, ok);
+        cp_async_16(v_in + buf * BN * D + in_off(kv_r0 + u, kv_ch), ok ? vr + u * kv_stride : v, ok);
       }
       return;
     }
 #pragma unroll
     for (int u = 0; u < KV_ROWS; ++u) {
       const bool ok = j + u < seq_kv;
-      const int64_t off = kv_ch * 8 + (ok ? rows.row(sq, rows.entry(sq, j + u), j + u) * kv_stride : 0);
-      cp_async_16(k_s + buf * BN * D + swz<D>(kv_r0 + u, kv_ch), k + off, ok);
-      cp_async_16(v_s + buf * BN * D + swz<D>(kv_r0 + u, kv_ch), v + off, ok);
+      const int64_t off = kv_ch * KV_PACK + (ok ? rows.row(sq, rows.entry(sq, j + u), j + u) * kv_stride : 0);
+      cp_async_16(k_in + buf * BN * D + in_off(kv_r0 + u, kv_ch), k + off, ok);
+      cp_async_16(v_in + buf * BN * D + in_off(kv_r0 + u, kv_ch), v + off, ok);
     }
   };
 
@@ -225,8 +278,13 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
       if (t + 2 < n_tiles) locate(j0 + 2 * BN);  // consumed next iteration: no stall here
     }
     cp_async_commit();
-    const T* kt = k_s + (t & 1) * BN * D;
-    const T* vt = v_s + (t & 1) * BN * D;
+    if constexpr (kFp8) {  // every thread is past the previous tile's math (synced above)
+      widen_tile<T, D>(k_in + (t & 1) * BN * D, k_s, tid);
+      widen_tile<T, D>(v_in + (t & 1) * BN * D, v_s, tid);
+      __syncthreads();
+    }
+    const T* kt = k_s + (kFp8 ? 0 : (t & 1) * BN * D);
+    const T* vt = v_s + (kFp8 ? 0 : (t & 1) * BN * D);
 
     // S = Q · K^T for this warp's rows: [WM][BN/8 n-blocks][4]
     float s[WM][BN / 8][4];
@@ -338,7 +396,7 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int row = i0 + wrow0 + mi * 16 + g + 8 * hh;
       if (row >= seq_q) continue;
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float inv = l > 0.f ? p.v_scale / l : 0.f;
       T* orow = o + (sq.q_row0 + row) * q_stride + int64_t(h) * D + 2 * t4;
 #pragma unroll
       for (int nb = 0; nb < D / 8; ++nb)
@@ -353,7 +411,7 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
 // One warp per query row; lane x holds elements x, x+32, ... of q and of the accumulator.
 constexpr int k_simple_max_per_lane = 8;  // head_dim <= 256
 
-template <class T, class Rows>
+template <class T, class Kv, class Rows>
 __global__ void flash_fwd_simple_kernel(FwdParams p, Rows rows, int d) {
   const int lane = threadIdx.x % 32;
   const int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -363,8 +421,8 @@ __global__ void flash_fwd_simple_kernel(FwdParams p, Rows rows, int d) {
   const int kh = h / p.group;
   const int64_t q_stride = int64_t(p.heads) * d;
   const T* q = static_cast<const T*>(p.q) + (sq.q_row0 + i) * q_stride + int64_t(h) * d;
-  const T* k = static_cast<const T*>(p.k) + int64_t(kh) * d;
-  const T* v = static_cast<const T*>(p.v) + int64_t(kh) * d;
+  const Kv* k = static_cast<const Kv*>(p.k) + int64_t(kh) * d;
+  const Kv* v = static_cast<const Kv*>(p.v) + int64_t(kh) * d;
   const int64_t kv_stride = int64_t(p.kv_heads) * d;
   float qr[k_simple_max_per_lane], acc[k_simple_max_per_lane];
 #pragma unroll
@@ -396,7 +454,7 @@ __global__ void flash_fwd_simple_kernel(FwdParams p, Rows rows, int d) {
     }
     m = m_new;
   }
-  const float inv = l > 0.f ? 1.f / l : 0.f;
+  const float inv = l > 0.f ? p.v_scale / l : 0.f;
   T* o = static_cast<T*>(p.o) + (sq.q_row0 + i) * q_stride + int64_t(h) * d;
 #pragma unroll
   for (int u = 0; u < k_simple_max_per_lane; ++u) {
@@ -407,49 +465,49 @@ __global__ void flash_fwd_simple_kernel(FwdParams p, Rows rows, int d) {
 }
 
 // grid: (query tiles of the longest sequence, heads, sequences).
-template <class T, int D, int WM, class Rows>
+template <class T, class Kv, int D, int WM, class Rows>
 void launch_tc(const FwdParams& p, const Rows& rows, int max_q, int seqs, cudaStream_t stream) {
   constexpr int BM = 16 * k_warps * WM;
-  constexpr int smem = (BM + 4 * k_block_n) * D * int(sizeof(T));
-  auto kernel = flash_fwd_tc_kernel<T, D, WM, Rows>;
+  constexpr int smem = tc_smem_bytes<T, Kv, D, WM>();
+  auto kernel = flash_fwd_tc_kernel<T, Kv, D, WM, Rows>;
   PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(unsigned((max_q + BM - 1) / BM), unsigned(p.heads), unsigned(seqs));
   kernel<<<grid, k_warps * 32, smem, stream>>>(p, rows);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
-template <class T, int D, class Rows>
+template <class T, class Kv, int D, class Rows>
 void launch_tc_d(const FwdParams& p, const Rows& rows, int max_q, int seqs, int block_m, cudaStream_t stream) {
   // Varlen steps always take 64-row tiles (varlen_flash_prefill): no 128-row kernel for them.
   if constexpr (std::is_same_v<Rows, VarlenRows>) {
-    launch_tc<T, D, 1>(p, rows, max_q, seqs, stream);
+    launch_tc<T, Kv, D, 1>(p, rows, max_q, seqs, stream);
   } else {
     // 128-row tiles halve the shared-memory reads of K and V per flop.
     if (block_m == 0) block_m = 128;
-    if (block_m == 64) launch_tc<T, D, 1>(p, rows, max_q, seqs, stream);
-    else if (block_m == 128) launch_tc<T, D, 2>(p, rows, max_q, seqs, stream);
+    if (block_m == 64) launch_tc<T, Kv, D, 1>(p, rows, max_q, seqs, stream);
+    else if (block_m == 128) launch_tc<T, Kv, D, 2>(p, rows, max_q, seqs, stream);
     else throw ConfigError("flash_attention: block_m must be 64 or 128, got " + std::to_string(block_m));
   }
 }
 
 // The tensor-core kernel for 16-bit storage and head_dim 64 or 128, else the per-row one.
-template <class T, class Rows>
+template <class T, class Kv, class Rows>
 void launch_fwd(const FwdParams& p, const Rows& rows, int head_dim, int max_q, int seqs, int block_m,
                 cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float>) {
-    if (head_dim == 64) return launch_tc_d<T, 64>(p, rows, max_q, seqs, block_m, stream);
-    if (head_dim == 128) return launch_tc_d<T, 128>(p, rows, max_q, seqs, block_m, stream);
+    if (head_dim == 64) return launch_tc_d<T, Kv, 64>(p, rows, max_q, seqs, block_m, stream);
+    if (head_dim == 128) return launch_tc_d<T, Kv, 128>(p, rows, max_q, seqs, block_m, stream);
   }
   constexpr int rows_per_block = 4;
   const dim3 grid(unsigned((max_q + rows_per_block - 1) / rows_per_block), unsigned(p.heads), unsigned(seqs));
-  flash_fwd_simple_kernel<T><<<grid, rows_per_block * 32, 0, stream>>>(p, rows, head_dim);
+  flash_fwd_simple_kernel<T, Kv><<<grid, rows_per_block * 32, 0, stream>>>(p, rows, head_dim);
   PERFSIM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-template <class T>
-void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+template <class T, class Kv>
+void flash_attention(const T* q, const Kv* k, const Kv* v, T* o, float* lse, const AttnShape& a,
                      cudaStream_t stream, int block_m) {
   if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     throw ConfigError("flash_attention: heads (" + std::to_string(a.heads) +
@@ -460,38 +518,44 @@ void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const
   if (a.seq_kv > a.kv_capacity)
     throw ConfigError("flash_attention: seq_kv exceeds kv_capacity");
   if (a.seq_q <= 0 || a.batch <= 0) return;
-  const FwdParams p{q, k, v, o, lse, int(a.heads), int(a.kv_heads), int(a.group()), a.causal, a.scale(),
-                    int(a.q_first)};
+  const float kv_scale = kv_scale_of<T, Kv>(a.kv, "flash_attention");
+  const FwdParams p{q, k, v, o, lse, int(a.heads), int(a.kv_heads), int(a.group()), a.causal, a.scale() * kv_scale,
+                    int(a.q_first), kv_scale};
   const DenseRows rows{int(a.seq_q), int(a.seq_kv), a.kv_capacity};
-  launch_fwd<T>(p, rows, int(a.head_dim), int(a.seq_q), int(a.batch), block_m, stream);
+  launch_fwd<T, Kv>(p, rows, int(a.head_dim), int(a.seq_q), int(a.batch), block_m, stream);
 }
 
 namespace detail {
 
-template <class T>
-void varlen_flash_prefill(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
+template <class T, class Kv>
+void varlen_flash_prefill(const T* q, const Kv* k_pages, const Kv* v_pages, const int32_t* table,
                           const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
                           const ops::VarlenAttnShape& a, int64_t first_seq, cudaStream_t stream) {
   const int64_t seqs = a.seqs - first_seq;
   if (seqs <= 0 || a.max_q <= 0) return;
-  const FwdParams p{q, k_pages, v_pages, o, lse, int(a.heads), int(a.kv_heads), int(a.group()), true, a.scale(), 0};
+  const float kv_scale = kv_scale_of<T, Kv>(a.kv, "varlen flash_attention");
+  const FwdParams p{q, k_pages, v_pages, o, lse, int(a.heads), int(a.kv_heads), int(a.group()), true,
+                    a.scale() * kv_scale, 0, kv_scale};
   const VarlenRows rows{table, query_start, kv_len, a.tokens, int(a.paged.max_blocks),
                         PageDivider::make(a.paged.block), int(first_seq)};
   // 64-row query tiles: twice the CTAs for short chunks, and on an H100 the causal kernel ran
   // faster with them than with 128-row tiles at every length measured (512 to 4096 queries).
-  launch_fwd<T>(p, rows, int(a.head_dim), int(a.max_q), int(seqs), 64, stream);
+  launch_fwd<T, Kv>(p, rows, int(a.head_dim), int(a.max_q), int(seqs), 64, stream);
 }
 
 }  // namespace detail
 
-#define PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(T)                                                            \
-  template void flash_attention<T>(const T*, const T*, const T*, T*, float*, const AttnShape&,           \
-                                   cudaStream_t, int);                                                   \
-  template void detail::varlen_flash_prefill<T>(const T*, const T*, const T*, const int32_t*,            \
-                                                const int32_t*, const int32_t*, T*, float*,              \
-                                                const ops::VarlenAttnShape&, int64_t, cudaStream_t);
-PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(float)
-PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__nv_bfloat16)
-PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__half)
+#define PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(T, Kv)                                                        \
+  template void flash_attention<T, Kv>(const T*, const Kv*, const Kv*, T*, float*, const AttnShape&,     \
+                                       cudaStream_t, int);                                               \
+  template void detail::varlen_flash_prefill<T, Kv>(const T*, const Kv*, const Kv*, const int32_t*,      \
+                                                    const int32_t*, const int32_t*, T*, float*,          \
+                                                    const ops::VarlenAttnShape&, int64_t, cudaStream_t);
+PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(float, float)
+PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__nv_bfloat16, __nv_bfloat16)
+PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__half, __half)
+// An fp8 KV cache under bf16/fp16 attention.
+PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__nv_bfloat16, __nv_fp8_e4m3)
+PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__half, __nv_fp8_e4m3)
 
 }  // namespace perfsim::cuda

@@ -5,6 +5,7 @@
 // -inf for a row that sees nothing); GQA h -> h / (H / Hkv); causal with query i at
 // position seq_kv - seq_q + i. T is float, __nv_bfloat16 or __half.
 #pragma once
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,8 +20,10 @@ using ops::AttnShape;
 // m16n8k16, fp32 accumulation); fp32 and other head_dims (<= 256) run a simple per-row
 // kernel kept for correctness. block_m picks the query tile of the tensor-core kernel
 // (64 or 128 rows; 0 = the default for the head_dim); other values throw ConfigError.
-template <class T>
-void flash_attention(const T* q, const T* k, const T* v, T* o, float* lse, const AttnShape& a,
+// K and V are stored as Kv: T, or __nv_fp8_e4m3 for an fp8 cache (a.kv.fp8, value = stored ·
+// a.kv.scale; T bf16 or fp16), read as stored and widened on chip.
+template <class T, class Kv>
+void flash_attention(const T* q, const Kv* k, const Kv* v, T* o, float* lse, const AttnShape& a,
                      cudaStream_t stream, int block_m = 0);
 
 // Whether the backward's tensor-core kernel runs a CTA per query head of each GQA group

@@ -1,12 +1,15 @@
 // Device helpers shared by the memory-bound kernels: float widening/narrowing for the three
-// storage types, 16-byte vector packs, warp/block sums, and grid sizing for grid-stride loops.
-// Every kernel computes in fp32 and only rounds when it stores.
+// storage types, 16-byte vector packs, warp/block sums, grid sizing for grid-stride loops, and
+// how an fp8 KV cache is told apart. Every kernel computes in fp32 and only rounds when it stores.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace perfsim::cuda::detail {
 
@@ -21,6 +24,23 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
   return __float2bfloat16_rn(x);
 }
 template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+
+// K/V stored as Kv beside the op's float type T: Kv = T, or __nv_fp8_e4m3 for an fp8 cache (the
+// fp8_kv pass, ops::KvStorage: value = stored · scale; written as e4m3(x / scale), saturating).
+template <class T, class Kv>
+inline constexpr bool kv_is_fp8 = __is_same(Kv, __nv_fp8_e4m3) && !__is_same(T, Kv);
+
+// The scale of the K/V values of a cache (kv: ops::KvStorage) a launcher instantiated for Kv
+// reads or writes: an fp8 cache's, else 1. The attention launchers fold it in rather than
+// applying it per element: K's into the softmax scale (q·k·scale/√d), V's into the output's
+// normalization (Σ p·v · scale / l). Throws std::logic_error when the cache's storage is not Kv.
+template <class T, class Kv, class KvStorage>
+float kv_scale_of(const KvStorage& kv, const char* who) {
+  if (kv.fp8 != kv_is_fp8<T, Kv>)
+    throw std::logic_error(std::string(who) + (kv.fp8 ? ": an fp8 KV cache passed as the op's float type"
+                                                     : ": a float KV cache passed as fp8"));
+  return kv.fp8 ? kv.scale : 1.0f;
+}
 
 // Elements of T in one 16-byte load.
 template <class T> inline constexpr int vec_of = 16 / static_cast<int>(sizeof(T));

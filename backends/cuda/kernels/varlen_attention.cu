@@ -12,6 +12,8 @@
 // decode_attention.cu (a K/V row of d elements read by L lanes with 16-byte loads, 4 loads of
 // K and of V in flight per lane); the block-table entries of a warp's next keys are fetched
 // before the current keys' math, so the page lookup is off the loads' critical path.
+// An fp8 cache (the fp8_kv pass) is read as stored, 16 elements per load, widened in
+// registers; its scale folds into the softmax scale (K) and the partial accumulator (V).
 //
 // Prefill chunks (the other sequences, q_len ≥ 1 after kv_len − q_len cached keys): the
 // FlashAttention-2 kernel of flash_attention.cu with a row policy that finds a sequence's
@@ -59,40 +61,21 @@ struct DecodeParams {
   int seqs, heads, kv_heads, group, max_blocks;
   detail::PageDivider pages;
   int split_len;  // workspace mode: keys per split, the same for every sequence
-  float scale;
+  float scale;    // 1/√d times K's scale (kv_scale_of)
+  float v_scale;  // V's
 };
 
 bool decode_head_dim(int64_t d) { return d == 32 || d == 64 || d == 128 || d == 256; }
 
-// Lane geometry of a head_dim-D row of T: L lanes per row, E elements (P packs) per lane,
-// G rows per warp load.
-template <class T, int D>
-struct Geometry {
-  static constexpr int pack = 16 / int(sizeof(T));
-  static constexpr int L = D / pack < 32 ? D / pack : 32;
-  static constexpr int E = D / L;
-  static constexpr int P = E / pack;
-  static constexpr int G = 32 / L;
-};
-
-template <class T, int P>
-__device__ __forceinline__ void load_packs(const T* p, uint4 (&w)[P]) {
-#pragma unroll
-  for (int c = 0; c < P; ++c) w[c] = reinterpret_cast<const uint4*>(p)[c];
-}
-template <class T, int P>
-__device__ __forceinline__ float elem(const uint4 (&w)[P], int e) {
-  return to_float(reinterpret_cast<const T*>(&w[0])[e]);
-}
-
 // kCluster: the splits of a (sequence, kv head) are one cluster and merge in distributed shared
 // memory. Otherwise every split of every sequence covers p.split_len keys (CTAs past a
 // sequence's keys exit at once, as in vLLM v2) and leaves a partial in the workspace for the
-// combine kernel, except a sequence's only split, which writes O and LSE itself.
-template <class T, int D, int R, bool kCluster>
+// combine kernel, except a sequence's only split, which writes O and LSE itself. Q and O are
+// stored as T, K and V as Kv (T, or fp8 e4m3).
+template <class T, class Kv, int D, int R, bool kCluster>
 __global__ void __launch_bounds__(k_warps * 32) varlen_decode_kernel(DecodeParams p) {
   namespace cg = cooperative_groups;
-  using Geo = Geometry<T, D>;
+  using Geo = SplitGeometry<T, Kv, D>;
   constexpr int L = Geo::L, E = Geo::E, P = Geo::P, G = Geo::G;
   __shared__ float red_acc[k_warps][R][D];  // per warp; row of warp 0 then the CTA's partial
   __shared__ float red_ml[k_warps][R][2];
@@ -112,8 +95,8 @@ __global__ void __launch_bounds__(k_warps * 32) varlen_decode_kernel(DecodeParam
   const int64_t token = s;  // the decodes lead the step with one query each
   const int32_t* trow = p.table + int64_t(s) * p.max_blocks;
   const int64_t kv_stride = int64_t(p.kv_heads) * D;
-  const T* k = static_cast<const T*>(p.k) + int64_t(kh) * D + sub * E;
-  const T* v = static_cast<const T*>(p.v) + int64_t(kh) * D + sub * E;
+  const Kv* k = static_cast<const Kv*>(p.k) + int64_t(kh) * D + sub * E;
+  const Kv* v = static_cast<const Kv*>(p.v) + int64_t(kh) * D + sub * E;
   constexpr int chunk = G * k_unroll;  // keys per warp iteration
 
   for (int r0 = 0; r0 < p.group; r0 += R) {  // row r: head kh·group + r0 + r
@@ -122,10 +105,7 @@ __global__ void __launch_bounds__(k_warps * 32) varlen_decode_kernel(DecodeParam
     for (int r = 0; r < R; ++r) {
       if (r0 + r < p.group) {
         const int h = kh * p.group + r0 + r;
-        uint4 w[P];
-        load_packs<T, P>(static_cast<const T*>(p.q) + (token * p.heads + h) * D + sub * E, w);
-#pragma unroll
-        for (int e = 0; e < E; ++e) qf[r][e] = elem<T, P>(w, e) * p.scale;
+        load_query<T, E, Geo::QP>(static_cast<const T*>(p.q) + (token * p.heads + h) * D + sub * E, p.scale, qf[r]);
       } else {
 #pragma unroll
         for (int e = 0; e < E; ++e) qf[r][e] = 0.f;
@@ -153,45 +133,16 @@ __global__ void __launch_bounds__(k_warps * 32) varlen_decode_kernel(DecodeParam
         const int j = base + u * G + grp;
         if (j < j_end) {
           const int64_t row = p.pages.row(page[u], j);
-          load_packs<T, P>(k + row * kv_stride, kw[u]);
-          load_packs<T, P>(v + row * kv_stride, vw[u]);
+          load_words<P>(k + row * kv_stride, kw[u]);
+          load_words<P>(v + row * kv_stride, vw[u]);
         } else {
 #pragma unroll
           for (int c = 0; c < P; ++c) kw[u][c] = vw[u][c] = make_uint4(0, 0, 0, 0);
         }
       }
       locate(base + k_warps * chunk);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (r0 + r >= p.group) break;
-        float sc[k_unroll];
-        float bm = -INFINITY;
-#pragma unroll
-        for (int u = 0; u < k_unroll; ++u) {
-          float dot = 0.f;
-#pragma unroll
-          for (int e = 0; e < E; ++e) dot += qf[r][e] * elem<T, P>(kw[u], e);
-#pragma unroll
-          for (int o = L / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-          sc[u] = base + u * G + grp < j_end ? dot : -INFINITY;
-          bm = fmaxf(bm, sc[u]);
-        }
-#pragma unroll
-        for (int o = L; o < 32; o <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
-        const float m_new = fmaxf(m[r], bm);  // finite: key `base` is visible
-        const float corr = expf(m[r] - m_new);
-        l[r] *= corr;
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[r][e] *= corr;
-#pragma unroll
-        for (int u = 0; u < k_unroll; ++u) {
-          const float pj = expf(sc[u] - m_new);  // 0 past j_end
-          l[r] += pj;
-#pragma unroll
-          for (int e = 0; e < E; ++e) acc[r][e] += pj * elem<T, P>(vw[u], e);
-        }
-        m[r] = m_new;
-      }
+      split_kv_step<Kv, R, k_unroll, E, P, L>(
+          qf, kw, vw, p.group - r0, [&](int, int u) { return base + u * G + grp < j_end; }, m, l, acc);
     }
 
     // Sum the G row groups of the warp (they share the warp-wide max), then merge the warps
@@ -226,7 +177,7 @@ __global__ void __launch_bounds__(k_warps * 32) varlen_decode_kernel(DecodeParam
         a += red_acc[w][r][x] * f;
         ll += red_ml[w][r][1] * f;
       }
-      red_acc[0][r][x] = a;  // this thread alone reads and writes element (r, x)
+      red_acc[0][r][x] = a * p.v_scale;  // this thread alone reads and writes element (r, x)
       if (x == 0) part_ml[r][0] = mm, part_ml[r][1] = ll;
     }
     if constexpr (!kCluster) {
@@ -330,12 +281,13 @@ int workspace_splits(const ops::VarlenAttnShape& a) {
   return int(std::clamp<int64_t>(std::max(std::min(by_grid, by_len), longest), 1, k_max_splits));
 }
 
-template <class T>
-void launch_decode(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
+template <class T, class Kv>
+void launch_decode(const T* q, const Kv* k_pages, const Kv* v_pages, const int32_t* table,
                    const int32_t* kv_len, T* o, float* lse, const ops::VarlenAttnShape& a, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+  const float kv_scale = kv_scale_of<T, Kv>(a.kv, "varlen flash_attention");
   DecodeParams p{q, k_pages, v_pages, o, lse, table, kv_len, nullptr, nullptr, a.tokens,
                  int(a.decode_seqs), int(a.heads), int(a.kv_heads), int(a.group()), int(a.paged.max_blocks),
-                 detail::PageDivider::make(a.paged.block), 0, a.scale()};
+                 detail::PageDivider::make(a.paged.block), 0, a.scale() * kv_scale, kv_scale};
   // Workspace mode when the workspace holds the partials of at least 2 splits.
   const int64_t per_split = a.decode_seqs * a.heads * (a.head_dim + 2) * int64_t(sizeof(float));
   int ws_splits = std::min<int64_t>(workspace_splits(a), workspace == nullptr ? 0 : workspace_bytes / per_split);
@@ -362,9 +314,13 @@ void launch_decode(const T* q, const T* k_pages, const T* v_pages, const int32_t
   auto launch = [&](auto d_c, auto c_c) {
     constexpr int D = decltype(d_c)::value;
     constexpr bool C = decltype(c_c)::value;
-    if (group == 1) PERFSIM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, varlen_decode_kernel<T, D, 1, C>, p));
-    else if (group <= 4) PERFSIM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, varlen_decode_kernel<T, D, 4, C>, p));
-    else PERFSIM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, varlen_decode_kernel<T, D, 8, C>, p));
+    // Rows per pass: an fp8 lane holds 16 elements of each row's query and accumulator (a bf16
+    // lane 8), so 8 rows would spill; a group of 8 takes two passes of 4 (the second reads K/V
+    // again, mostly from L2).
+    constexpr int R_max = kv_is_fp8<T, Kv> ? 4 : 8;
+    if (group == 1) PERFSIM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, varlen_decode_kernel<T, Kv, D, 1, C>, p));
+    else if (group <= 4) PERFSIM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, varlen_decode_kernel<T, Kv, D, 4, C>, p));
+    else PERFSIM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, varlen_decode_kernel<T, Kv, D, R_max, C>, p));
   };
   auto launch_d = [&](auto c_c) {
     switch (a.head_dim) {
@@ -403,8 +359,8 @@ int varlen_decode_splits(const ops::VarlenAttnShape& a) {
   return int(std::clamp<int64_t>(std::max(std::min(by_grid, by_len), longest), 1, k_max_cluster));
 }
 
-template <class T>
-void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
+template <class T, class Kv>
+void varlen_flash_attention(const T* q, const Kv* k_pages, const Kv* v_pages, const int32_t* table,
                             const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
                             const ops::VarlenAttnShape& a, cudaStream_t stream, void* workspace,
                             int64_t workspace_bytes) {
@@ -426,12 +382,15 @@ void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, cons
   detail::varlen_flash_prefill(q, k_pages, v_pages, table, query_start, kv_len, o, lse, a, first_prefill, stream);
 }
 
-#define PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(T)                                                          \
-  template void varlen_flash_attention<T>(const T*, const T*, const T*, const int32_t*, const int32_t*, \
-                                          const int32_t*, T*, float*, const ops::VarlenAttnShape&,      \
-                                          cudaStream_t, void*, int64_t);
-PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(float)
-PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(__nv_bfloat16)
-PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(__half)
+#define PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(T, Kv)                                                          \
+  template void varlen_flash_attention<T, Kv>(const T*, const Kv*, const Kv*, const int32_t*, const int32_t*, \
+                                              const int32_t*, T*, float*, const ops::VarlenAttnShape&,      \
+                                              cudaStream_t, void*, int64_t);
+PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(float, float)
+PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(__nv_bfloat16, __nv_bfloat16)
+PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(__half, __half)
+// An fp8 KV cache under bf16/fp16 attention.
+PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(__nv_bfloat16, __nv_fp8_e4m3)
+PERFSIM_CUDA_INSTANTIATE_VARLEN_ATTN(__half, __nv_fp8_e4m3)
 
 }  // namespace perfsim::cuda

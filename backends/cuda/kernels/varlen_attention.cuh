@@ -5,6 +5,7 @@
 // of sequence s sees its keys 0 .. kv_len[s] − q_len + i. The int32 metadata lives on the device
 // and has been checked on the host: the kernels trust it. T is float, __nv_bfloat16 or __half.
 #pragma once
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -25,9 +26,10 @@ namespace perfsim::cuda {
 // The other sequences run the flash kernel of flash_attention.cu over (query tile, head,
 // sequence) with K/V rows read through the table (tensor cores for bf16/fp16 and head_dim 64 or
 // 128, else one warp per query row). head_dim 1..256; heads a multiple of kv_heads; sm_90
-// (clusters) when there are decodes.
-template <class T>
-void varlen_flash_attention(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
+// (clusters) when there are decodes. The pages are stored as Kv: T, or __nv_fp8_e4m3 for an fp8
+// cache (a.kv.fp8, value = stored · a.kv.scale; T bf16 or fp16), read as stored by both parts.
+template <class T, class Kv>
+void varlen_flash_attention(const T* q, const Kv* k_pages, const Kv* v_pages, const int32_t* table,
                             const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
                             const ops::VarlenAttnShape& a, cudaStream_t stream, void* workspace = nullptr,
                             int64_t workspace_bytes = 0);
@@ -66,8 +68,8 @@ struct PageDivider {
 };
 
 // Sequences first_seq .. S − 1 of the step through flash attention's kernels (flash_attention.cu).
-template <class T>
-void varlen_flash_prefill(const T* q, const T* k_pages, const T* v_pages, const int32_t* table,
+template <class T, class Kv>
+void varlen_flash_prefill(const T* q, const Kv* k_pages, const Kv* v_pages, const int32_t* table,
                           const int32_t* query_start, const int32_t* kv_len, T* o, float* lse,
                           const ops::VarlenAttnShape& a, int64_t first_seq, cudaStream_t stream);
 }  // namespace detail
