@@ -67,6 +67,7 @@ Elem elem_of(host::Storage s) {
     case host::Storage::bf16: return Elem::bf16;
     case host::Storage::f16: return Elem::f16;
     case host::Storage::i32: return Elem::i32;
+    case host::Storage::f8e4m3: return Elem::e4m3;
     case host::Storage::unsupported: return Elem::unsupported;
   }
   return Elem::unsupported;

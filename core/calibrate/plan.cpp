@@ -223,6 +223,20 @@ CalibrationPlan cuda_plan(bool quick) {
       for (const Workload& w : {decode(1, 256), decode(4, 1536), decode(16, 1536), prefill(2, 2560)})
         p.kernels.push_back({m, w, stack_of({"bf16", "fp8", "flash_attention", "fusion"}), false});
   }
+  // An fp8 KV cache's kernels (their own curves, "..._fp8kv"): decode over a contiguous and a
+  // paged cache, for GQA groups of 5 and 1 (the decode kernel's row families), and a prompt
+  // appended to one.
+  {
+    const std::vector<Workload> fp8_decodes =
+        quick ? std::vector<Workload>{decode(1, 512), decode(16, 2048)}
+              : std::vector<Workload>{decode(1, 256), decode(8, 1536), decode(32, 6144)};
+    for (const ModelConfig& m : {a, gpt})
+      for (const Workload& w : fp8_decodes) {
+        p.kernels.push_back({m, w, stack_of({"bf16", "flash_attention", "fp8_kv", "fusion"}), false});
+        p.kernels.push_back({m, w, stack_of({"bf16", "flash_attention", "paged_kv", "fp8_kv", "fusion"}), false});
+      }
+    p.kernels.push_back({a, prefill(1, 1536), stack_of({"bf16", "flash_attention", "fp8_kv", "fusion"}), false});
+  }
   // From 4 KiB: token uploads are a few KiB, and the latency is the fit's intercept.
   p.copy_bytes = quick ? std::vector<double>{4 << 10, 64 << 10, 1 << 20, 16 << 20, 128 << 20}
                        : std::vector<double>{4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20,

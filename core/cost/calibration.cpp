@@ -225,7 +225,16 @@ std::string finer_calibration_variant(const Op& op) {
   return decode_rows_variant(op);
 }
 
+std::string fp8_kv_variant(std::string_view variant) {
+  return variant.empty() ? std::string("fp8kv") : std::string(variant) + "_fp8kv";
+}
+
 bool is_calibration_variant(std::string_view v) {
+  if (v == "fp8kv") return true;
+  if (constexpr std::string_view fp8 = "_fp8kv"; v.ends_with(fp8)) {
+    const std::string_view base = v.substr(0, v.size() - fp8.size());
+    return std::find(calibration_variants.begin(), calibration_variants.end(), base) != calibration_variants.end();
+  }
   if (std::find(calibration_variants.begin(), calibration_variants.end(), v) != calibration_variants.end())
     return true;
   if (v == "decode_q1" || v == "decode_q4" || v == "decode_qn" || v == "contiguous") return true;

@@ -111,6 +111,9 @@ struct Calibration {
 //   "paged"     the kinds that read KV pages (paged and varlen KV appends and attention);
 //               a profile without their curve prices them by the unpaged one.
 [[nodiscard]] std::string_view calibration_variant(const Op& op);
+// The variant of an op on an fp8 KV cache (OpAttrs::kv_fp8): "fp8kv" after its own,
+// "paged_fp8kv", "decode_fp8kv"; its fallback is the 16-bit cache's curve.
+[[nodiscard]] std::string fp8_kv_variant(std::string_view variant);
 // The variant the op would have with a contiguous cache: its paged curve's fallback.
 [[nodiscard]] std::string_view unpaged_calibration_variant(const Op& op);
 inline constexpr std::array<std::string_view, 4> calibration_variants = {"decode", "unaligned", "fused",

@@ -132,6 +132,13 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
                      {}};
   if (reads_kv_pages(op.kind))
     p.fallback_key = calibration_key(op.kind, c.priced_as, compute_bound, unpaged_calibration_variant(op));
+  // An fp8 KV cache's kernels are others than the 16-bit cache's: curves of their own, and the
+  // 16-bit cache's curve where a profile has none. Their points feed no finer 16-bit curve.
+  if (op.attrs.kv_fp8) {
+    p.fallback_key = p.key;
+    p.key = calibration_key(op.kind, c.priced_as, compute_bound, fp8_kv_variant(calibration_variant(op)));
+    p.finer_key.clear();
+  }
   return p;
 }
 

@@ -137,6 +137,7 @@ struct OpAttrs {
   // round(x / kv_scale) saturated to ±448, attention reads stored · kv_scale. One scale per
   // tensor; 1 where a checkpoint brings none (vLLM's default).
   double kv_scale = 1;
+  bool kv_fp8 = false;  // the op reads or writes an fp8 KV cache (its kernels differ: own curves)
   // The varlen kinds (a serving engine's packed step, core/builders/engine_step.cpp): T = rows
   // tokens of batch = S sequences in one tensor; seq_q, seq_kv: the longest query run and KV
   // length. varlen_flash_attention: query–key pairs scored over all sequences and heads' one

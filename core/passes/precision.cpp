@@ -156,6 +156,7 @@ void apply_fp8_kv(Graph& g) {
                                     "and write fp8 rows",
                                     op.name, name_of(op.kind)));
     op.attrs.kv_scale = 1;
+    op.attrs.kv_fp8 = true;
   }
   for (Tensor& t : g.tensors)
     if (cache[static_cast<std::size_t>(t.id)]) t.dtype = DType::fp8;

@@ -501,3 +501,36 @@ TEST_CASE("calibration: past its largest kernel a curve streams at a broader cur
   hw.calibration.kernels["kv_append/bf16/memory"] = EfficiencyCurve{{r_max / 10, 10 * r}, {0.01, 0.01}};
   CHECK(predict_op(*append, g, hw).memory_time == approx(p.roofline_seconds / 0.02));
 }
+
+TEST_CASE("calibration: ops on an fp8 KV cache have curves of their own, the 16-bit cache's as fallback") {
+  const Hardware hw = bare_gpu();
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 2, w.prompt = 64, w.new_tokens = 16;
+  std::vector<StackStep> stack = {{"bf16", {{"bf16", {}}}}, {"+flash", {{"flash_attention", {}}}},
+                                  {"+paged", {{"paged_kv", {}}}}, {"+fp8_kv", {{"fp8_kv", {}}}}};
+  const Graph g = build_stack_graph(test_models::tiny_llama(), w, stack, 3, BuildOptions{1});
+  int seen = 0;
+  for (const Op& op : g.ops) {
+    if (op.kind != OpKind::paged_flash_attention && op.kind != OpKind::paged_kv_append) continue;
+    const CalibrationPoint p = calibration_point(op, predict_op(op, g, hw), hw);
+    const std::string family = op.kind == OpKind::paged_kv_append ? "kv_append" : "flash_attention";
+    CHECK(p.key == family + "/bf16/memory/paged_fp8kv");
+    CHECK(p.fallback_key == family + "/bf16/memory/paged");
+    CHECK(p.finer_key.empty());
+    ++seen;
+  }
+  CHECK(seen == 3);  // the K and V appends and the attention of the one layer built
+  // The same step over a contiguous cache: the decode attention's variant.
+  stack.erase(stack.begin() + 2);
+  const Graph flat = build_stack_graph(test_models::tiny_llama(), w, stack, 2, BuildOptions{1});
+  for (const Op& op : flat.ops)
+    if (op.kind == OpKind::flash_attention) {
+      const CalibrationPoint p = calibration_point(op, predict_op(op, flat, hw), hw);
+      CHECK(p.key == "flash_attention/bf16/memory/decode_fp8kv");
+      CHECK(p.fallback_key == "flash_attention/bf16/memory/decode");
+    }
+  CHECK(is_calibration_variant("paged_fp8kv"));
+  CHECK(is_calibration_variant("fp8kv"));
+  CHECK_FALSE(is_calibration_variant("wide_fp8kv"));
+}
