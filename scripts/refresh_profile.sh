@@ -9,6 +9,9 @@
 #   scripts/refresh_profile.sh            (BUILD=build-gpu JOBS=$(nproc) NAME=... to override)
 # Everything it changes is also copied under ${OUT:-build-gpu-logs}/refreshed/ (same paths), with
 # the calibration's log, profile and points, for a machine whose tree does not come back.
+#   NAME=h200-local BUILD=build scripts/refresh_profile.sh --from POINTS.csv PROFILE.lua
+# does the same on any machine from a calibration made elsewhere (its --points file and the
+# profile it wrote): nothing is built or measured.
 # Then say in the shipped profile's provenance comment (its lines from the fifth) what was
 # pooled: rebuild_profiles.sh keeps that comment as it is.
 set -uo pipefail
@@ -20,9 +23,17 @@ mkdir -p "$LOGS"
 # shellcheck source=scripts/steps.sh
 source scripts/steps.sh
 
-require_gpus refresh_profile
-use_deps
-gpu=$(head -1 "$LOGS/gpus.log")
+from_points="" from_profile=""
+if [ "${1:-}" = "--from" ]; then
+  [ $# -eq 3 ] || { echo "usage: NAME=... $0 --from POINTS.csv PROFILE.lua" >&2; exit 2; }
+  from_points=$2 from_profile=$3
+  [ -n "${NAME:-}" ] || { echo "refresh_profile: --from needs NAME=h100-local or h200-local" >&2; exit 2; }
+  gpu=""
+else
+  require_gpus refresh_profile
+  use_deps
+  gpu=$(head -1 "$LOGS/gpus.log")
+fi
 case "${NAME:-}:$gpu" in
   :*H100*) name=h100-local ;;
   :*H200*) name=h200-local ;;
@@ -31,19 +42,27 @@ case "${NAME:-}:$gpu" in
 esac
 pool=tests/profiles/$name
 [ -f "$pool/points.txt" ] || { echo "refresh_profile: $pool/points.txt missing: not a shipped profile" >&2; exit 2; }
-gen=""; command -v ninja >/dev/null && gen="-G Ninja"
-step configure configure.log cmake -S . -B "$BUILD" $gen -DCMAKE_BUILD_TYPE=Release -DPERFSIM_BENCH=OFF || { summary; exit 1; }
-step build build.log cmake --build "$BUILD" --target perfsim -j "$JOBS" || { summary; exit 1; }
 perfsim="$BUILD/perfsim"
-step calibrate calibrate.log "$perfsim" calibrate --backend cuda --name "$name" \
-  --points "$LOGS/$name-points.csv" -o "$LOGS/$name.lua" || { summary; exit 1; }
+if [ -z "$from_points" ]; then
+  gen=""; command -v ninja >/dev/null && gen="-G Ninja"
+  step configure configure.log cmake -S . -B "$BUILD" $gen -DCMAKE_BUILD_TYPE=Release -DPERFSIM_BENCH=OFF || { summary; exit 1; }
+  step build build.log cmake --build "$BUILD" --target perfsim -j "$JOBS" || { summary; exit 1; }
+  step calibrate calibrate.log "$perfsim" calibrate --backend cuda --name "$name" \
+    --points "$LOGS/$name-points.csv" -o "$LOGS/$name.lua" || { summary; exit 1; }
+  from_points="$LOGS/$name-points.csv" from_profile="$LOGS/$name.lua"
+fi
 
+# A second calibration on the same day gets its own file: run_DATE.csv.gz, then run_DATEb, ...
 run="run_$(date -u +%Y%m%d).csv.gz"
-gzip -9 -c "$LOGS/$name-points.csv" > "$pool/$run"
+for suffix in b c d e f g h; do
+  [ -e "$pool/$run" ] || break
+  run="run_$(date -u +%Y%m%d)$suffix.csv.gz"
+done
+gzip -9 -c "$from_points" > "$pool/$run"
 grep -qx "$run" "$pool/points.txt" || echo "$run" >> "$pool/points.txt"
 # The base keeps its figures; the fresh calibration gives the engine's host work and the
 # provenance (date, kernel fingerprint) of what was last timed.
-python3 - "$pool/base.lua.gz" "$LOGS/$name.lua" <<'PY'
+python3 - "$pool/base.lua.gz" "$from_profile" <<'PY'
 import gzip, re, sys
 base_path, fresh_path = sys.argv[1], sys.argv[2]
 base = gzip.open(base_path, "rt").read().splitlines()
