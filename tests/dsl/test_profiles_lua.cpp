@@ -2,6 +2,8 @@
 // that say what to fix.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include "approx.hpp"
 #include "calibration_test_util.hpp"
 #include "core/cost/calibration.hpp"
@@ -208,4 +210,18 @@ TEST_CASE("profiles: the kernel fingerprint is written, loaded back and compared
   CHECK(kernels_freshness(today).empty());
   hw.calibration.measured_on.kernels.clear();
   CHECK(profile_to_lua(hw).find("kernels = \"") == std::string::npos);
+}
+
+TEST_CASE("profiles: every shipped profile loads") {
+  namespace fs = std::filesystem;
+  int loaded = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(PERFSIM_SOURCE_DIR) / "stdlib" / "profiles")) {
+    if (e.path().extension() != ".lua") continue;
+    CAPTURE(e.path().string());
+    Hardware hw;
+    REQUIRE_NOTHROW(hw = load_profile(e.path().string()));
+    CHECK(hw.calibrated);
+    ++loaded;
+  }
+  CHECK(loaded >= 2);
 }
