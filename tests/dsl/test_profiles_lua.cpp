@@ -119,7 +119,7 @@ TEST_CASE("profiles: bad files and names are errors that say what to fix") {
   name = "bad", base = "H100-SXM",
   kernels = { ["rmsnorm/bf16/memory/wide"] = { seconds = {1e-6}, efficiency = {0.5} } },
 })");
-  CHECK_THROWS_WITH_AS((void)load_profile(bad_variant), doctest::Contains("decode, unaligned[_<layout>_<operands>] or fused"), ConfigError);
+  CHECK_THROWS_WITH_AS((void)load_profile(bad_variant), doctest::Contains("variant: decode, paged, fused, contiguous, unaligned[_<layout>_<operands>]"), ConfigError);
   const std::string bad_layout = temp_file("perfsim_test_layout.lua", R"(return profile {
   name = "bad", base = "H100-SXM",
   kernels = { ["gemm/bf16/compute/unaligned_nx_c"] = { seconds = {1e-6}, efficiency = {0.5} } },
