@@ -108,6 +108,10 @@ std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Har
   auto curve = p.finer_key.empty() ? cal.kernels.end() : cal.kernels.find(p.finer_key);
   if (curve == cal.kernels.end()) curve = cal.kernels.find(p.key);
   if (curve == cal.kernels.end() && !p.fallback_key.empty()) curve = cal.kernels.find(p.fallback_key);
+  // An fp8 KV cache without curves of its own: the 16-bit cache's, paged then unpaged.
+  if (curve == cal.kernels.end() && op.attrs.kv_fp8)
+    for (const std::string_view v : {calibration_variant(op), unpaged_calibration_variant(op)})
+      if (curve == cal.kernels.end()) curve = cal.kernels.find(calibration_key(op.kind, c.priced_as, p.compute_bound, v));
   if (curve == cal.kernels.end() && op.kind != OpKind::gemm) curve = other_precision_curve(op, p, c.priced_as, cal);
   if (op.kind == OpKind::gemm && (gemm_rows_aligned(op) || curve == cal.kernels.end())) {
     if (auto it = cal.gemm.find(c.priced_as); it != cal.gemm.end())
@@ -134,9 +138,14 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
     p.fallback_key = calibration_key(op.kind, c.priced_as, compute_bound, unpaged_calibration_variant(op));
   // An fp8 KV cache's kernels are others than the 16-bit cache's: curves of their own, and the
   // 16-bit cache's curve where a profile has none. Their points feed no finer 16-bit curve.
+  // A paged op's fallback is its unpaged fp8 curve (a prompt's appends measure it), as at 16
+  // bits; fitted_efficiency then tries the 16-bit cache's curves.
   if (op.attrs.kv_fp8) {
-    p.fallback_key = p.key;
-    p.key = calibration_key(op.kind, c.priced_as, compute_bound, fp8_kv_variant(calibration_variant(op)));
+    const std::string_view variant = calibration_variant(op);
+    p.fallback_key = reads_kv_pages(op.kind)
+                         ? calibration_key(op.kind, c.priced_as, compute_bound, fp8_kv_variant(unpaged_calibration_variant(op)))
+                         : p.key;
+    p.key = calibration_key(op.kind, c.priced_as, compute_bound, fp8_kv_variant(variant));
     p.finer_key.clear();
   }
   return p;

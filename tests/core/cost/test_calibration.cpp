@@ -516,11 +516,22 @@ TEST_CASE("calibration: ops on an fp8 KV cache have curves of their own, the 16-
     const CalibrationPoint p = calibration_point(op, predict_op(op, g, hw), hw);
     const std::string family = op.kind == OpKind::paged_kv_append ? "kv_append" : "flash_attention";
     CHECK(p.key == family + "/bf16/memory/paged_fp8kv");
-    CHECK(p.fallback_key == family + "/bf16/memory/paged");
+    // As at 16 bits, a paged curve falls back to the unpaged one: a prompt's appends measure it.
+    const std::string unpaged = op.kind == OpKind::paged_kv_append ? "fp8kv" : "decode_fp8kv";
+    CHECK(p.fallback_key == family + "/bf16/memory/" + unpaged);
     CHECK(p.finer_key.empty());
     ++seen;
   }
   CHECK(seen == 3);  // the K and V appends and the attention of the one layer built
+  // A profile without fp8 curves prices the ops by the 16-bit cache's.
+  Hardware with16 = hw;
+  with16.calibration.kernels["kv_append/bf16/memory/paged"] = EfficiencyCurve{{1e-9, 1e-3}, {0.25, 0.25}};
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::paged_kv_append) {
+      const OpCost c = predict_op(op, g, with16);
+      CHECK(c.calibrated);
+      CHECK(c.memory_time == approx(c.bytes / with16.memory_bandwidth / 0.25));
+    }
   // The same step over a contiguous cache: the decode attention's variant.
   stack.erase(stack.begin() + 2);
   const Graph flat = build_stack_graph(test_models::tiny_llama(), w, stack, 2, BuildOptions{1});
