@@ -44,15 +44,16 @@ if [ "${1:-}" = "--replay" ]; then
   if ! "$binary" "${common[@]}" "${files[@]}" >"$log" 2>&1; then
     # libFuzzer prints "Running: FILE" before each input: the last one is the input that failed.
     failed=$(grep '^Running: ' "$log" | tail -n 1 | sed 's/^Running: //')
-    finding=$(grep -E 'fuzz finding|ALARM|ERROR: |Deadly|SUMMARY' "$log" | head -n 1)
+    finding=$(grep -E 'fuzz finding|ALARM|ERROR: |Deadly|SUMMARY' "$log" | awk 'NR == 1')
     echo "$(basename "$binary"): ${failed:-an input}: ${finding:-failed}" >&2
     tail -n 40 "$log"
     exit 1
   fi
   grep -c '^Running:' "$log" | sed 's/$/ inputs ran clean/'
   # libFuzzer prints "Executed FILE in N ms" after each: the slowest three, for the record.
-  grep -E '^Executed .* in [0-9]+ ms' "$log" | awk '{print $(NF-1), $2}' | sort -rn | head -n 3 |
-    awk '{printf "  slowest: %s ms %s\n", $1, $2}'
+  # awk reads every line: a `head` closing the pipe early would fail it (pipefail) by SIGPIPE.
+  grep -E '^Executed .* in [0-9]+ ms' "$log" | awk '{print $(NF-1), $2}' | sort -rn |
+    awk 'NR <= 3 {printf "  slowest: %s ms %s\n", $1, $2}'
   exit 0
 fi
 
@@ -93,7 +94,7 @@ for target in scenario profile traffic; do
   else
     status=1
     echo "  $target: FOUND A CRASH; input in $work/crashes, log $work/log.txt:" >&2
-    grep -E 'ERROR|finding|Deadly|Test unit written' "$work/log.txt" | head -n 10 >&2
+    grep -E 'ERROR|finding|Deadly|Test unit written' "$work/log.txt" | awk 'NR <= 10' >&2
   fi
 done
 exit $status
