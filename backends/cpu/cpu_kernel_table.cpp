@@ -329,17 +329,7 @@ const KernelTable<MixedKernel>& mixed_kernels() { return mixed_table; }
 
 bool has_kernel(OpKind k) { return mixed_table.has(k) || typed_table<float>.has(k); }
 
-bool has_fp8_kv_kernel(OpKind k) {
-  switch (k) {
-    case OpKind::kv_append:
-    case OpKind::paged_kv_append:
-    case OpKind::varlen_kv_append:
-    case OpKind::flash_attention:
-    case OpKind::paged_flash_attention:
-    case OpKind::varlen_flash_attention: return true;
-    default: return false;
-  }
-}
+bool has_fp8_kv_kernel(OpKind k) { return appends_or_attends_kv(k); }
 
 bool is_fp8_kv_cache(const Tensor& t) { return t.role == TensorRole::kv_cache && t.dtype == DType::fp8; }
 

@@ -193,6 +193,11 @@ std::optional<Collective> parse_collective(std::string_view s) {
 
 bool reads_kv_pages(OpKind k) { return row(k).pages; }
 
+bool appends_or_attends_kv(OpKind k) {
+  const OpKind family = calibration_family(k);
+  return family == OpKind::kv_append || family == OpKind::flash_attention;
+}
+
 std::optional<OpKind> paged_kind_of(OpKind k) {
   if (row(k).paged == k) return std::nullopt;
   return row(k).paged;

@@ -119,6 +119,9 @@ inline constexpr Collective all_collectives[] = {Collective::all_reduce, Collect
 // Whether a kind's K/V operand is a page pool of attrs.kv_block rows per page: the paged kinds
 // and varlen_flash_attention, varlen_kv_append. Every other kind has attrs.kv_block == 0.
 [[nodiscard]] bool reads_kv_pages(OpKind k);
+// Whether a kind appends to a KV cache or attends over one (forward): the kv_append and
+// flash_attention families, contiguous, paged or varlen. Only these read or write an fp8 cache.
+[[nodiscard]] bool appends_or_attends_kv(OpKind k);
 // The paged kind of a kind that reads or writes a contiguous KV cache (flash_attention,
 // kv_append), what the paged_kv pass makes of it; nullopt for the others.
 [[nodiscard]] std::optional<OpKind> paged_kind_of(OpKind k);

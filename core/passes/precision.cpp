@@ -120,23 +120,6 @@ void apply_fp8(Graph& g) {
   }
 }
 
-namespace {
-
-// The kinds with an fp8 path for the KV cache they append to or attend over.
-bool has_fp8_kv_path(OpKind k) {
-  switch (k) {
-    case OpKind::kv_append:
-    case OpKind::paged_kv_append:
-    case OpKind::varlen_kv_append:
-    case OpKind::flash_attention:
-    case OpKind::paged_flash_attention:
-    case OpKind::varlen_flash_attention: return true;
-    default: return false;
-  }
-}
-
-}  // namespace
-
 void apply_fp8_kv(Graph& g) {
   std::vector<bool> cache(g.tensors.size(), false);
   bool any = false;
@@ -150,7 +133,7 @@ void apply_fp8_kv(Graph& g) {
     for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
       for (int id : *ids) touches = touches || cache[static_cast<std::size_t>(id)];
     if (!touches) continue;
-    if (!has_fp8_kv_path(op.kind))
+    if (!appends_or_attends_kv(op.kind))
       throw ConfigError(fmt::format("optimization 'fp8_kv' needs 'flash_attention' earlier in the stack: op '{}' "
                                     "({}) reads the KV cache, and only the fused attention and the appends read "
                                     "and write fp8 rows",
