@@ -253,6 +253,29 @@ def view_published(names):
     return out + table(["case", "hardware", "metric", "published", "predicted", "error"], rows, "lllrrr")
 
 
+def view_ranks(names):
+    """ranks RANKS.json [ONE_GPU.json]: each step of a `perfsim run --gpus N` report, predicted
+    against measured (the slowest rank), memory per rank, the exposed communication, and with the
+    same steps run on one GPU, the measured ratio of the ranks' step to it."""
+    m = manifest()
+    out = "".join(f"Source: `docs/results/{n}`, written by `{m.get(n, {}).get('command', '?')}`"
+                  f"{'; measured ' + m[n]['measured'] if m.get(n, {}).get('measured') else ''}.\n\n" for n in names)
+    steps = load(names[0])["results"][0]["steps"]
+    single = {s["step"]: s for s in load(names[1])["results"][0]["steps"]} if len(names) > 1 else {}
+    rows = []
+    for s in steps:
+        pr, me = s["predicted"], s.get("measured") or {}
+        ranks = me.get("ranks") or []
+        exposed = max((r.get("exposed_communication_s", 0) for r in ranks), default=None)
+        one = single.get(s["step"], {}).get("measured", {}).get("step_time_s")
+        ratio = f"{me['step_time_s'] / one:.3f}×" if one and me.get("step_time_s") else "—"
+        rows.append([s["step"], seconds(pr["step_time_s"]), seconds(me.get("step_time_s")), pct(s.get("time_error"), True),
+                     f"{gib(pr['peak_bytes_executed'])} / {gib(me.get('peak_bytes'))}",
+                     f"{seconds(pr['parallel']['exposed_communication_s'])} / {seconds(exposed)}", ratio])
+    return out + table(["step", "pred time", "meas time", "time err", "peak per rank, pred / meas",
+                        "exposed comm., pred / meas", "ranks / one GPU (meas)"], rows, "lrrrrrr")
+
+
 SERVE_FIGURES = [("ttft", "median", "TTFT p50"), ("ttft", "p99", "TTFT p99"), ("tpot", "median", "TPOT p50"),
                  ("tpot", "p99", "TPOT p99"), ("e2e", "median", "E2E p50"), ("e2e", "p99", "E2E p99"),
                  ("output_throughput", None, "output tok/s")]
@@ -281,7 +304,7 @@ def view_serve(names):
 
 
 VIEWS = {"serve": view_serve, "published": view_published, "text": view_text, "overall": view_overall, "steps": view_steps, "speedups": view_speedups,
-         "classes": view_classes, "op_times": view_op_times, "collectives": view_collectives}
+         "classes": view_classes, "op_times": view_op_times, "collectives": view_collectives, "ranks": view_ranks}
 
 
 # ---- regions -------------------------------------------------------------------------------------
