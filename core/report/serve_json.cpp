@@ -144,6 +144,8 @@ json step_json(const ServeStepResult& s) {
   }
   j["pool"] = pool_json(p.pool);
   j["replicas"] = p.config.replicas;
+  // Each replica's engine: tp GPUs a stage, pp stages; the service's GPUs.
+  j["layout"] = {{"dp", p.layout.dp}, {"tp", p.layout.tp}, {"pp", p.layout.pp}, {"gpus", p.layout.dp * p.layout.tp * p.layout.pp}};
   j["router"] = name_of(p.config.router);
   j["predicted"] = {{"metrics", serve_metrics_json(p.metrics)},
                     {"requests", requests_json(p.run)},

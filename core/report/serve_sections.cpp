@@ -145,7 +145,7 @@ std::optional<ReportSection> replicas_section(const RunResult& r) {
                  pct(m.prefix_hit_rate)});
     }
   if (t.empty()) return std::nullopt;
-  sec.notes.push_back("each replica an engine on its own GPU with the step's scheduler and KV pool; the router (engine "
+  sec.notes.push_back("each replica an engine on its own GPUs with the step's scheduler and KV pool; the router (engine "
                       "line) sends it these requests; out tok/s over the whole run");
   return sec;
 }

@@ -69,13 +69,23 @@ void validate_serving(const Scenario& s) {
     }
   if (!s.serve) return;
   validate(*s.serve);
-  // dp is the replicas behind the router; each engine runs on one GPU.
-  auto within_engine = [](const ParallelSpec& p) { return p.gpus() / std::max(1, p.dp) > 1 || p.ep > 1 || p.zero > 0; };
-  bool parallel = within_engine(s.parallel);
-  for (std::size_t i = 0; i < s.stacks.size(); ++i) parallel = parallel || within_engine(step_parallel(s.parallel, s.stacks, i));
-  if (parallel)
-    throw ConfigError("serving runs each engine on one GPU: a layout inside an engine (tp, pp, cp, ep) does not serve "
-                      "yet; dp = N serves with N engines behind a router ({router = ...})");
+  // dp is the replicas behind the router; tp and pp split each engine over GPUs. What serves
+  // no further (context and expert parallelism, sharded weights or states) is named.
+  auto serves = [&](const ParallelSpec& p, const std::string& where) {
+    std::string what;
+    if (p.cp > 1) what = fmt::format("cp = {} (context parallelism splits one sequence's prompt)", p.cp);
+    else if (p.ep > 1) what = fmt::format("ep = {} (expert parallelism)", p.ep);
+    else if (p.zero > 0 || p.fsdp != FsdpStrategy::none) what = "zero/fsdp (sharding of training state)";
+    else if (p.sp) what = "sp = true (sequence parallelism of training)";
+    else if (p.interleave > 1) what = fmt::format("interleave = {} (a training pipeline schedule)", p.interleave);
+    if (!what.empty())
+      throw ConfigError(fmt::format("{}a serving engine does not take {}: serve{{}} runs dp = N replicas of engines "
+                                    "split by tp (tensor parallelism) and pp (pipeline stages)",
+                                    where, what));
+  };
+  serves(s.parallel, "parallel: ");
+  for (std::size_t i = 0; i < s.stacks.size(); ++i)
+    serves(step_parallel(s.parallel, s.stacks, i), fmt::format("{}step '{}': ", s.stacks[i].where, s.stacks[i].name));
 }
 
 }  // namespace

@@ -145,9 +145,10 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
     r.step = stack[i].name;
     r.hardware = primary.name;
     r.profile = profile_text(primary);
-    const int replicas = std::max(1, step_parallel(s.parallel, stack, i).dp);
+    const ParallelSpec layout = step_parallel(s.parallel, stack, i);
+    const int replicas = std::max(1, layout.dp);
     try {
-      r.predicted = predict_serving(s.model, primary, spec, requests, stack, i, replicas);
+      r.predicted = predict_serving(s.model, primary, spec, requests, stack, i, layout);
     } catch (const DoesNotFit& e) {
       // A step whose engine does not fit its GPU is noted; the other steps still run.
       r.does_not_fit = e.what();
@@ -166,16 +167,16 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
       ServeStepResult::WhatIf w;
       w.hardware = hw.name;
       try {
-        w.metrics = predict_serving(s.model, hw, spec, requests, stack, i, replicas).metrics;
+        w.metrics = predict_serving(s.model, hw, spec, requests, stack, i, layout).metrics;
       } catch (const ConfigError& e) {
         w.error = e.what();
       }
       r.what_if.push_back(std::move(w));
     }
     if (executing && session == nullptr) r.not_executed = no_session;
-    if (session != nullptr && replicas > 1) {
-      r.not_executed = fmt::format("{} replicas are predicted; an executed run serves one engine on this device",
-                                   replicas);
+    if (session != nullptr && (replicas > 1 || layout.tp > 1 || layout.pp > 1)) {
+      r.not_executed = fmt::format("{} is predicted; an executed run serves one engine on one device",
+                                   describe_engine_layout(layout));
     } else if (session != nullptr) {
       try {
         r.executed = execute_serving(s, *session, primary, requests, stack, i, r.predicted, r.not_executed);

@@ -29,12 +29,36 @@ struct Arrival {
 using serve::EngineLoop;
 using serve::Finished;
 
-std::size_t least_outstanding(const std::vector<std::unique_ptr<EngineLoop>>& engines) {
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < engines.size(); ++i)
-    if (engines[i]->outstanding() < engines[best]->outstanding()) best = i;
-  return best;
-}
+// The replicas: `group` consecutive engines each.
+struct Replicas {
+  const std::vector<std::unique_ptr<EngineLoop>>& engines;
+  std::size_t group;
+
+  [[nodiscard]] std::size_t count() const { return engines.size() / group; }
+  [[nodiscard]] int64_t outstanding(std::size_t r) const {
+    int64_t n = 0;
+    for (std::size_t e = r * group; e < (r + 1) * group; ++e) n += engines[e]->outstanding();
+    return n;
+  }
+  [[nodiscard]] std::size_t least_outstanding() const {
+    std::size_t best = 0;
+    for (std::size_t r = 1; r < count(); ++r)
+      if (outstanding(r) < outstanding(best)) best = r;
+    return best;
+  }
+  // Replica r's engine with the longest cached prefix of `id` (0 when none holds one), else the
+  // one with the fewest outstanding requests.
+  [[nodiscard]] std::size_t engine_for(std::size_t r, int64_t id, int64_t* prefix = nullptr) const {
+    std::size_t best = r * group;
+    int64_t most = 0;
+    for (std::size_t e = r * group; e < (r + 1) * group; ++e) {
+      if (engines[e]->outstanding() < engines[best]->outstanding() && most == 0) best = e;
+      if (const int64_t c = engines[e]->cached_prefix(id); c > most) most = c, best = e;
+    }
+    if (prefix != nullptr) *prefix = most;
+    return best;
+  }
+};
 
 }  // namespace
 
@@ -57,8 +81,11 @@ bool router_policy_of(std::string_view name, RouterPolicy& out) {
 }
 
 ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerConfig& config, const KvPool& pool,
-                         int64_t max_seq, double think, const std::vector<StepClock*>& clocks, RouterPolicy policy) {
+                         int64_t max_seq, double think, const std::vector<StepClock*>& clocks, RouterPolicy policy,
+                         int group) {
   if (clocks.empty()) throw std::invalid_argument("run_replicas: no engine");
+  if (group < 1 || clocks.size() % static_cast<std::size_t>(group) != 0)
+    throw std::invalid_argument("run_replicas: the engines are not whole groups");
   serve::RequestTable table;
   table.records.resize(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -106,17 +133,22 @@ ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerCo
     done.clear();
   };
   int64_t routed = 0;
+  const Replicas replicas{engines, static_cast<std::size_t>(group)};
+  // The replica a request goes to.
   auto route = [&](int64_t id) -> std::size_t {
-    const std::size_t n = engines.size();
+    const std::size_t n = replicas.count();
     if (n == 1) return 0;
     switch (policy) {
       case RouterPolicy::round_robin: return static_cast<std::size_t>(routed % static_cast<int64_t>(n));
-      case RouterPolicy::least_outstanding: return least_outstanding(engines);
+      case RouterPolicy::least_outstanding: return replicas.least_outstanding();
       case RouterPolicy::prefix: {
-        std::size_t best = least_outstanding(engines);
+        std::size_t best = replicas.least_outstanding();
         int64_t most = 0;
-        for (std::size_t i = 0; i < n; ++i)
-          if (const int64_t c = engines[i]->cached_prefix(id); c > most) most = c, best = i;
+        for (std::size_t r = 0; r < n; ++r) {
+          int64_t c = 0;
+          (void)replicas.engine_for(r, id, &c);
+          if (c > most) most = c, best = r;
+        }
         return best;
       }
     }
@@ -156,10 +188,11 @@ ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerCo
       const Arrival a = arrivals.top();
       arrivals.pop();
       const std::size_t r = route(a.id);
+      const std::size_t e = replicas.engine_for(r, a.id);
       ++routed;
       out.replica_of[static_cast<std::size_t>(a.id)] = static_cast<int>(r);
-      engines[r]->arrive(a.id, a.time, done);
-      renew(r);
+      engines[e]->arrive(a.id, a.time, done);
+      renew(e);
     } else if (engine_at < never) {
       upcoming.pop();
       engines[first]->advance(arrivals_done, done);
@@ -184,8 +217,9 @@ ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerCo
   out.merged.end = start;
   for (const RequestRecord& r : table.records)
     if (r.rejected.empty()) out.merged.end = std::max(out.merged.end, r.finished);
-  if (engines.size() > 1) {
-    out.replicas.resize(engines.size());
+  const std::size_t n_replicas = replicas.count();
+  if (n_replicas > 1) {
+    out.replicas.resize(n_replicas);
     for (EngineRun& own : out.replicas) {
       own.pool = pool;
       own.start = own.end = start;
@@ -207,15 +241,23 @@ ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerCo
                                           ? run.kv_capped_smallest
                                           : std::min(out.merged.kv_capped_smallest, run.kv_capped_smallest);
     out.merged.kv_capped_batches += run.kv_capped_batches;
-    if (engines.size() > 1) {
-      EngineRun& own = out.replicas[r];
-      own.steps = std::move(run.steps);
-      own.itl = std::move(run.itl);
-      own.preemptions = run.preemptions;
-      own.batches = run.batches;
-      own.kv_capped_batches = run.kv_capped_batches;
-      own.kv_capped_smallest = run.kv_capped_smallest;
+    if (n_replicas > 1) {
+      EngineRun& own = out.replicas[r / static_cast<std::size_t>(group)];
+      own.steps.insert(own.steps.end(), run.steps.begin(), run.steps.end());
+      own.itl.insert(own.itl.end(), run.itl.begin(), run.itl.end());
+      own.preemptions += run.preemptions;
+      own.batches += run.batches;
+      if (run.kv_capped_batches > 0)
+        own.kv_capped_smallest = own.kv_capped_batches == 0 ? run.kv_capped_smallest
+                                                            : std::min(own.kv_capped_smallest, run.kv_capped_smallest);
+      own.kv_capped_batches += run.kv_capped_batches;
     }
+  }
+  // A replica of several engines (pipeline batches in flight): its steps in time order.
+  auto by_start = [](const StepRecord& a, const StepRecord& b) { return a.start < b.start; };
+  if (group > 1) {
+    std::stable_sort(out.merged.steps.begin(), out.merged.steps.end(), by_start);
+    for (EngineRun& own : out.replicas) std::stable_sort(own.steps.begin(), own.steps.end(), by_start);
   }
   out.merged.requests = std::move(table.records);
   return out;

@@ -17,11 +17,14 @@ struct ReplicasRun {
 };
 
 // Runs `requests` on one engine per clock (all with `config` and `pool`), each arrival routed
-// by `policy`. Closed-loop requests (Request::user >= 0) arrive `think` seconds after their
+// by `policy`. With `group` > 1, each replica is `group` consecutive engines (a pipeline of that
+// many stages runs as many batches in flight, each engine one of them): the policy picks the
+// replica, then the replica's engine with the fewest outstanding requests (for `prefix`, the
+// one holding the longest prefix) takes it; results are per replica. Closed-loop requests (Request::user >= 0) arrive `think` seconds after their
 // client's previous request finished, on whichever replica it finished; the first of each
 // client at 0. Requests longer than max_seq or than a pool are refused (recorded).
 [[nodiscard]] ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerConfig& config,
                                        const KvPool& pool, int64_t max_seq, double think,
-                                       const std::vector<StepClock*>& clocks, RouterPolicy policy);
+                                       const std::vector<StepClock*>& clocks, RouterPolicy policy, int group = 1);
 
 }  // namespace perfsim

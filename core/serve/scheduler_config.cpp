@@ -124,6 +124,11 @@ std::string describe(const SchedulerConfig& c, int64_t max_seq) {
   s += c.paged ? fmt::format(", paged KV ({} tokens/block)", c.block) : ", KV reserved per sequence";
   if (c.prefix_cache) s += ", prefix cache";
   if (c.kind == SchedulerKind::continuous && c.preemption == Preemption::swap) s += ", swap on preemption";
+  std::string engine;
+  if (c.tp > 1) engine = fmt::format("TP{}", c.tp);
+  if (c.pp > 1) engine += fmt::format("{}PP{}", engine.empty() ? "" : " × ", c.pp);
+  if (!engine.empty()) s += fmt::format("; {} engine{} of {} GPUs", engine, c.replicas > 1 ? "s" : "", c.tp * c.pp);
+  if (c.pp > 1) s += fmt::format(" ({} batches in flight)", c.pp);
   if (c.replicas > 1) s += fmt::format("; {} replicas, router {}", c.replicas, name_of(c.router));
   return s;
 }

@@ -40,6 +40,7 @@ struct SchedulerConfig {
   double gpu_memory = 0.9;      // fraction of GPU memory the engine may use
   double watermark = 0.01;      // fraction of blocks kept free at admission
   int replicas = 1;             // engines behind the router (the layout's dp)
+  int tp = 1, pp = 1;           // each engine's tensor-parallel GPUs and pipeline stages (the layout's)
   RouterPolicy router = RouterPolicy::round_robin;
 
   // Tokens one engine step may hold: chunked_prefill, else max_tokens, else max(max_seq, 2048).

@@ -34,22 +34,52 @@ KvPool kv_pool(StepPricer& pricer, const SchedulerConfig& c, const Hardware& hw,
   return pool;
 }
 
+std::string describe_engine_layout(const ParallelSpec& p) {
+  const int dp = std::max(1, p.dp), tp = std::max(1, p.tp), pp = std::max(1, p.pp);
+  std::string engine;
+  if (tp > 1) engine = fmt::format("TP{}", tp);
+  if (pp > 1) engine += fmt::format("{}PP{}", engine.empty() ? "" : " × ", pp);
+  const int gpus = dp * tp * pp;
+  const std::string count = fmt::format("{} GPU{}", gpus, gpus == 1 ? "" : "s");
+  if (dp == 1) return engine.empty() ? "one engine on 1 GPU" : fmt::format("one {} engine ({})", engine, count);
+  return engine.empty() ? fmt::format("{} replicas ({})", dp, count)
+                        : fmt::format("{} replicas of {} engines ({})", dp, engine, count);
+}
+
 ServePrediction predict_serving(const ModelConfig& m, const Hardware& hw, const ServeSpec& spec,
                                 const std::vector<Request>& requests, const std::vector<StackStep>& stack,
-                                std::size_t upto, int replicas) {
+                                std::size_t upto, const ParallelSpec& layout) {
   const auto start = std::chrono::steady_clock::now();
   ServePrediction out;
   out.config = scheduler_config(stack, upto);
-  out.config.replicas = std::max(1, replicas);
-  StepPricer pricer(m, hw, stack, upto);
+  out.layout.dp = std::max(1, layout.dp);
+  out.layout.tp = std::max(1, layout.tp);
+  out.layout.pp = std::max(1, layout.pp);
+  out.config.replicas = out.layout.dp;
+  out.config.tp = out.layout.tp;
+  out.config.pp = out.layout.pp;
+  StepPricer pricer(m, hw, stack, upto, out.layout);
   out.pool = kv_pool(pricer, out.config, hw, m.max_seq, m.name);
   pricer.set_swap_block_bytes(out.pool.block_bytes);
-  // Every replica prices its steps alike: one pricer (and its built graphs), a clock each.
-  std::vector<PricedClock> clocks(static_cast<std::size_t>(out.config.replicas), PricedClock(pricer));
+  // The batches a replica keeps in flight, each an engine loop with its share of the pool.
+  const int in_flight = out.layout.pp;
+  KvPool share = out.pool;
+  share.blocks = out.pool.blocks / in_flight;
+  if (share.blocks < 1)
+    throw DoesNotFit(fmt::format("{} on {}: the KV pool of {} blocks cannot hold a block for each of the pp = {} "
+                                 "batches in flight; use fewer stages or more memory",
+                                 m.name, hw.name, out.pool.blocks, in_flight));
+  // Every engine prices its steps alike: one pricer (and its built graphs), a clock each.
+  std::vector<PricedClock> clocks(static_cast<std::size_t>(out.config.replicas * in_flight), PricedClock(pricer));
   std::vector<StepClock*> engines;
   for (PricedClock& c : clocks) engines.push_back(&c);
-  ReplicasRun run = run_replicas(requests, out.config, out.pool, m.max_seq, spec.arrivals.think, engines,
-                                 out.config.router);
+  ReplicasRun run = run_replicas(requests, out.config, share, m.max_seq, spec.arrivals.think, engines,
+                                 out.config.router, in_flight);
+  if (in_flight > 1) {
+    // Report the replica's whole pool (its loops' shares summed).
+    run.merged.pool = out.pool;
+    for (EngineRun& r : run.replicas) r.pool = out.pool;
+  }
   out.run = std::move(run.merged);
   out.metrics = serve_metrics(out.run, spec.slo);
   if (out.config.replicas > 1) {

@@ -39,7 +39,8 @@ struct ReplicaSummary {
 
 struct ServePrediction {
   SchedulerConfig config;
-  KvPool pool;           // each replica's
+  ParallelSpec layout;   // dp replicas of tp × pp GPUs each
+  KvPool pool;           // each replica's (with pp stages, shared out among its pp batches in flight)
   EngineRun run;         // every request; the steps of every replica
   ServeMetrics metrics;  // the whole service
   std::vector<ReplicaSummary> replicas;  // with config.replicas > 1
@@ -48,11 +49,18 @@ struct ServePrediction {
   int64_t graph_builds = 0;
 };
 
-// Predicts stack step `upto` of a serving scenario on `hw` for `requests`, served by `replicas`
-// engines (one GPU each) behind the stack's router.
+// A serving layout in words: "one engine on 1 GPU", "one TP2 engine (2 GPUs)", "4 replicas of
+// TP2 × PP2 engines (16 GPUs)", "4 replicas (4 GPUs)".
+[[nodiscard]] std::string describe_engine_layout(const ParallelSpec& p);
+
+// Predicts stack step `upto` of a serving scenario on `hw` for `requests`, served by
+// `layout.dp` engines behind the stack's router, each over layout.tp × layout.pp GPUs. An engine
+// of pp > 1 stages keeps pp batches in flight, as vLLM's pipeline-parallel engine does: pp
+// engine loops each holding 1/pp of its KV pool, every step lasting the pipeline's latency
+// (the sum of its stages).
 [[nodiscard]] ServePrediction predict_serving(const ModelConfig& m, const Hardware& hw, const ServeSpec& spec,
                                               const std::vector<Request>& requests,
                                               const std::vector<StackStep>& stack, std::size_t upto,
-                                              int replicas = 1);
+                                              const ParallelSpec& layout = {});
 
 }  // namespace perfsim

@@ -26,8 +26,10 @@ double lerp(std::pair<double, double> at, double x1, double x2, double x) {
 }  // namespace
 
 StepPricer::StepPricer(const ModelConfig& m, const Hardware& hw, const std::vector<StackStep>& stack,
-                       std::size_t upto)
+                       std::size_t upto, const ParallelSpec& layout)
     : m_model(m), m_hw(hw) {
+  m_layout.tp = std::max(1, layout.tp);
+  m_layout.pp = std::max(1, layout.pp);
   for (std::size_t i = 0; i <= upto && i < stack.size(); ++i) {
     StackStep kept{stack[i].name, {}, stack[i].where};
     for (const PassSpec& p : stack[i].passes) {
@@ -45,12 +47,27 @@ StepPricer::StepPricer(const ModelConfig& m, const Hardware& hw, const std::vect
   // Two contexts to draw decode attention's line through, within the model's positions.
   m_kv2 = std::max<int64_t>(2, std::min<int64_t>(2048, m.max_seq - 1));
   m_kv1 = std::max<int64_t>(2, std::min<int64_t>(128, m_kv2 / 2));
-  const Graph g = build_stack_graph(m_model, decode(1, m_kv1), m_stack, m_stack.empty() ? 0 : m_stack.size() - 1,
-                                    BuildOptions::sampled(1));
-  for (const Tensor& t : g.tensors)
-    if (t.role == TensorRole::kv_cache && t.shape.size() >= 2)
-      m_kv_bytes_per_token += t.bytes() * t.count / static_cast<double>(t.shape[0] * t.shape[1]);
-  for (const Op& op : g.ops) m_step_ops += op.count;
+  for (int stage = 0; stage < m_layout.pp; ++stage) {
+    const Graph g = build_stack_graph(m_model, decode(1, m_kv1), m_stack, m_stack.empty() ? 0 : m_stack.size() - 1,
+                                      options(stage));
+    double kv = 0;
+    for (const Tensor& t : g.tensors)
+      if (t.role == TensorRole::kv_cache && t.shape.size() >= 2)
+        kv += t.bytes() * t.count / static_cast<double>(t.shape[0] * t.shape[1]);
+    m_kv_bytes_per_token = std::max(m_kv_bytes_per_token, kv);
+    // The host issues every stage's ops (one process per GPU, all issuing at once): the most of one.
+    double ops = 0;
+    for (const Op& op : g.ops) ops += op.count;
+    m_step_ops = std::max(m_step_ops, ops);
+  }
+}
+
+BuildOptions StepPricer::options(int stage) const {
+  BuildOptions o = BuildOptions::sampled(1);
+  o.parallel.tp = m_layout.tp;
+  o.parallel.pp = m_layout.pp;
+  o.stage = stage;
+  return o;
 }
 
 int64_t StepPricer::capture_size(int64_t n) {
@@ -70,23 +87,27 @@ Workload StepPricer::decode(int64_t batch, int64_t kv) const {
 }
 
 StepPricer::Parts StepPricer::priced(const Workload& w, bool graphed) {
-  Graph g = build_stack_graph(m_model, w, m_stack, m_stack.empty() ? 0 : m_stack.size() - 1,
-                              BuildOptions::sampled(1));
-  g.graphed = graphed;
-  ++m_builds;
-  const Prediction p = predict(g, m_hw);
-  // The head: the ops after the last layer (final norm, last-token slice, lm_head).
-  std::size_t head_from = g.ops.size();
-  for (std::size_t i = g.ops.size(); i-- > 0;) {
-    if (g.ops[i].layer >= 0) break;
-    head_from = i;
-  }
   Parts parts;
-  for (std::size_t i = 0; i < g.ops.size(); ++i) {
-    const double t = p.ops[i].time * g.ops[i].count;
-    if (i >= head_from) parts.head += t;
-    else if (attends(g.ops[i])) parts.attention += t;
-    else parts.dense += t;
+  for (int stage = 0; stage < m_layout.pp; ++stage) {
+    Graph g = build_stack_graph(m_model, w, m_stack, m_stack.empty() ? 0 : m_stack.size() - 1, options(stage));
+    g.graphed = graphed;
+    ++m_builds;
+    const Prediction p = predict(g, m_hw);
+    // The head: the ops after the last layer (final norm, last-token slice, lm_head, the
+    // vocabulary all-gather), but not a stage's send of its activations, which carries every token.
+    std::size_t head_from = g.ops.size();
+    for (std::size_t i = g.ops.size(); i-- > 0;) {
+      if (g.ops[i].layer >= 0) break;
+      head_from = i;
+    }
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      const double t = p.ops[i].time * g.ops[i].count;
+      const bool stage_edge =
+          g.ops[i].kind == OpKind::collective && g.ops[i].attrs.collective == Collective::send_recv;
+      if (i >= head_from && !stage_edge) parts.head += t;
+      else if (attends(g.ops[i])) parts.attention += t;
+      else parts.dense += t;
+    }
   }
   return parts;
 }
@@ -143,12 +164,16 @@ double StepPricer::prefill_attention(int64_t seqs, int64_t tokens, int64_t posit
 }
 
 double StepPricer::memory_besides_kv(int64_t step_tokens, int64_t max_seqs) {
+  // The GPU that holds the most besides its KV cache, over the stages.
   auto besides = [&](const Workload& w) {
-    const Graph g = build_stack_graph(m_model, w, m_stack, m_stack.empty() ? 0 : m_stack.size() - 1,
-                                      BuildOptions::sampled(1));
-    const MemoryBreakdown mem = predict_memory(g, m_hw, true);
-    auto kv = mem.by_role.find(TensorRole::kv_cache);
-    return mem.peak - (kv == mem.by_role.end() ? 0.0 : kv->second);
+    double most = 0;
+    for (int stage = 0; stage < m_layout.pp; ++stage) {
+      const Graph g = build_stack_graph(m_model, w, m_stack, m_stack.empty() ? 0 : m_stack.size() - 1, options(stage));
+      const MemoryBreakdown mem = predict_memory(g, m_hw, true);
+      auto kv = mem.by_role.find(TensorRole::kv_cache);
+      most = std::max(most, mem.peak - (kv == mem.by_role.end() ? 0.0 : kv->second));
+    }
+    return most;
   };
   const int64_t tokens = std::max<int64_t>(1, step_tokens);
   // Prompts fill the step: as many sequences of up to max_seq - 1 tokens as it takes.

@@ -14,6 +14,10 @@
 //   step's ops, the executed engine's preparation of each step, which calibration fits), + swap
 //   copies over the host link.
 // Pieces are memoised by their shape, so a simulation of many steps builds each shape once.
+// An engine over several GPUs (`layout`: tp tensor-parallel ranks, pp pipeline stages) prices
+// each stage's rank graph (its all-reduces and stage sends among the dense ops) and a step as
+// the sum over its stages: the latency of one batch through the pipeline. The KV bytes and the
+// memory besides them are one GPU's: the rank of the stage that holds the most.
 // With cuda_graphs in the stack, decode-only steps of up to 512 sequences replay a graph
 // captured for the next capture size (1, 2, 4, 8, then multiples of 8, as vLLM); other steps run
 // eagerly.
@@ -34,7 +38,8 @@ namespace perfsim {
 class StepPricer {
  public:
   // The graph passes of stack steps 0..upto (serving knobs, batch and kv_cache left out).
-  StepPricer(const ModelConfig& m, const Hardware& hw, const std::vector<StackStep>& stack, std::size_t upto);
+  StepPricer(const ModelConfig& m, const Hardware& hw, const std::vector<StackStep>& stack, std::size_t upto,
+             const ParallelSpec& layout = {});
 
   [[nodiscard]] double price(const EngineStep& step);
   // Of price(step), the host's part: host_overhead, and for an eager step engine_host_per_step
@@ -57,7 +62,9 @@ class StepPricer {
   // weights, and the activations and workspace of its largest step, the larger of a step of
   // `step_tokens` prompt tokens (logits for one row per prompt) and a decode step of
   // min(step_tokens, max_seqs) sequences (logits for each).
+  // With a layout: one GPU's, the stage of the most layers (its KV heads / tp).
   [[nodiscard]] double kv_bytes_per_token() const { return m_kv_bytes_per_token; }
+  [[nodiscard]] const ParallelSpec& layout() const { return m_layout; }
   [[nodiscard]] double memory_besides_kv(int64_t step_tokens, int64_t max_seqs = 1);
 
   [[nodiscard]] int64_t graph_builds() const { return m_builds; }
@@ -70,9 +77,11 @@ class StepPricer {
   };
   Parts priced(const Workload& w, bool graphed);
   Workload decode(int64_t batch, int64_t kv) const;
+  [[nodiscard]] BuildOptions options(int stage) const;
 
   ModelConfig m_model;
   Hardware m_hw;
+  ParallelSpec m_layout;           // tp and pp of one engine (dp = 1)
   std::vector<StackStep> m_stack;  // graph passes only
   bool m_cuda_graphs = false;
   double m_kv_bytes_per_token = 0;

@@ -90,6 +90,9 @@ TEST_CASE("dsl: serve{} errors name the field") {
                  "'scheduler' is a serving engine's knob"));
   CHECK(contains(err("e9.lua", head + "serve { arrivals = closed { users = 2 } }, sweep = { rate = {1} } }"),
                  "sweep.rate varies the arrival rate"));
-  CHECK(contains(err("e10.lua", head + "serve { arrivals = poisson { rate = 1 } }, parallel = { tp = 2 } }"),
-                 "runs each engine on one GPU"));
+  // tp and pp split an engine; what splits a training step or one sequence does not serve.
+  CHECK(contains(err("e10.lua", head + "serve { arrivals = poisson { rate = 1 } }, parallel = { cp = 2 } }"),
+                 "parallel: a serving engine does not take cp = 2"));
+  CHECK(contains(err("e11.lua", head + "serve { arrivals = poisson { rate = 1 } }, parallel = { dp = 2, zero = 1 } }"),
+                 "does not take zero/fsdp"));
 }

@@ -48,11 +48,12 @@ SchedulerConfig continuous(bool prefix_cache = false) {
 
 const KvPool pool{256, 4, 1.0};
 
-ReplicasRun run(const std::vector<Request>& reqs, int replicas, RouterPolicy policy, bool prefix_cache = false) {
-  std::vector<TokenClock> clocks(static_cast<std::size_t>(replicas));
+ReplicasRun run(const std::vector<Request>& reqs, int replicas, RouterPolicy policy, bool prefix_cache = false,
+                int in_flight = 1) {
+  std::vector<TokenClock> clocks(static_cast<std::size_t>(replicas * in_flight));
   std::vector<StepClock*> ptrs;
   for (TokenClock& c : clocks) ptrs.push_back(&c);
-  return run_replicas(reqs, continuous(prefix_cache), pool, 1024, 0, ptrs, policy);
+  return run_replicas(reqs, continuous(prefix_cache), pool, 1024, 0, ptrs, policy, in_flight);
 }
 
 }  // namespace
@@ -120,6 +121,32 @@ TEST_CASE("router: prefix-aware routing follows the replica that caches the prom
   const ReplicasRun lo = run(reqs, 2, RouterPolicy::least_outstanding, true);
   CHECK(lo.replica_of == std::vector<int>{0, 1, 0, 0});
   CHECK(lo.merged.requests[3].cached_tokens == 0);
+}
+
+TEST_CASE("router: a pipelined replica keeps a batch in flight per stage, each on its own engine loop") {
+  std::vector<Request> reqs;
+  for (int64_t i = 0; i < 4; ++i) reqs.push_back(request(i, 0, 16, 2));
+  // One replica of two batches in flight: within it, each request goes to the loop with the
+  // fewest outstanding (0, 1, 0, 1): each prefills 32 tokens (0.32 s) and decodes 2 (0.02 s),
+  // as two replicas would, but every request is the one replica's.
+  const ReplicasRun one = run(reqs, 1, RouterPolicy::round_robin, false, 2);
+  CHECK(one.replica_of == std::vector<int>{0, 0, 0, 0});
+  CHECK(one.replicas.empty());
+  for (const RequestRecord& r : one.merged.requests) {
+    CHECK(r.first_token == doctest::Approx(0.32));
+    CHECK(r.finished == doctest::Approx(0.34));
+  }
+  REQUIRE(one.merged.steps.size() == 4);
+  for (std::size_t i = 1; i < one.merged.steps.size(); ++i)
+    CHECK(one.merged.steps[i - 1].start <= one.merged.steps[i].start);  // in time order
+  // Two replicas of two in flight: round robin over the replicas (0, 1, 0, 1), then one request
+  // a loop: 16 tokens of prefill (0.16 s) and one decode (0.01 s) each.
+  const ReplicasRun two = run(reqs, 2, RouterPolicy::round_robin, false, 2);
+  CHECK(two.replica_of == std::vector<int>{0, 1, 0, 1});
+  REQUIRE(two.replicas.size() == 2);
+  CHECK(two.replicas[0].requests.size() == 2);
+  CHECK(two.replicas[0].steps.size() == 4);
+  for (const RequestRecord& r : two.merged.requests) CHECK(r.finished == doctest::Approx(0.17));
 }
 
 TEST_CASE("router: policy names") {

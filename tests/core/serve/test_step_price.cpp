@@ -17,11 +17,19 @@ namespace {
 
 std::vector<StackStep> stack(std::vector<PassSpec> passes) { return {StackStep{"s", std::move(passes), ""}}; }
 
-double graph_seconds(const ModelConfig& m, const Hardware& hw, const Workload& w, const std::vector<StackStep>& st) {
-  const Graph g = build_stack_graph(m, w, st, 0, BuildOptions::sampled(1));
+double graph_seconds(const ModelConfig& m, const Hardware& hw, const Workload& w, const std::vector<StackStep>& st,
+                     int tp = 1, int pp = 1, int stage = 0, int* collectives = nullptr) {
+  BuildOptions o = BuildOptions::sampled(1);
+  o.parallel.tp = tp;
+  o.parallel.pp = pp;
+  o.stage = stage;
+  const Graph g = build_stack_graph(m, w, st, 0, o);
   const Prediction p = predict(g, hw);
   double t = 0;
-  for (std::size_t i = 0; i < g.ops.size(); ++i) t += p.ops[i].time * g.ops[i].count;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    t += p.ops[i].time * g.ops[i].count;
+    if (collectives != nullptr && g.ops[i].kind == OpKind::collective) *collectives += 1;
+  }
   return t;
 }
 
@@ -49,6 +57,32 @@ TEST_CASE("serve price: a decode step of n sequences at one context is the decod
   // At a context between the two built ones the attention is on the line between them.
   const double a128 = pricer.decode_attention(8, 128), a2048 = pricer.decode_attention(8, 255);
   CHECK(pricer.decode_attention(8, 191.5) == doctest::Approx((a128 + a2048) / 2));
+}
+
+TEST_CASE("serve price: a TP2 engine's step is its rank graph, all-reduces included; a PP2 step sums its stages") {
+  const ModelConfig m = test_models::tiny_llama();  // 4 layers, 2 KV heads
+  const Hardware hw = test_models::h100_node();
+  const auto st = stack({{"bf16"}, {"flash_attention"}});
+  EngineStep step;
+  for (int i = 0; i < 8; ++i) step.seqs.push_back(SeqWork{i, 1, 127, true, false});
+  ParallelSpec tp2;
+  tp2.tp = 2;
+  StepPricer tp(m, hw, st, 0, tp2);
+  int collectives = 0;
+  const double rank = graph_seconds(m, hw, decode(8, 128), st, 2, 1, 0, &collectives);
+  CHECK(collectives > 0);  // the rank graph's all-reduces are in the price
+  CHECK(tp.price(step) == doctest::Approx(rank + hw.host_overhead));
+  // Each GPU holds one of the two KV heads: 256 bytes a token of the single GPU's 512.
+  CHECK(tp.kv_bytes_per_token() == doctest::Approx(256));
+  ParallelSpec pp2;
+  pp2.pp = 2;
+  StepPricer pp(m, hw, st, 0, pp2);
+  const double stages = graph_seconds(m, hw, decode(8, 128), st, 1, 2, 0) + graph_seconds(m, hw, decode(8, 128), st, 1, 2, 1);
+  CHECK(pp.price(step) == doctest::Approx(stages + hw.host_overhead));
+  CHECK(pp.kv_bytes_per_token() == doctest::Approx(256));  // two of the four layers a stage
+  // The latency through both stages is more than a single GPU's step (the stage send and receive).
+  StepPricer one(m, hw, st, 0);
+  CHECK(pp.price(step) > one.price(step));
 }
 
 TEST_CASE("serve price: a prompt's price is the prefill graph's") {
