@@ -107,14 +107,12 @@ std::string list_models(const std::string& module_path) {
                        columns, model_zoo(module_path));
 }
 
-// Serving knobs list with the graph passes: both are given as a step's passes and leave the
-// workload and the layout alone.
 const char* kind_name(OptimizationKind k) {
   switch (k) {
     case OptimizationKind::workload: return "workload";
     case OptimizationKind::parallel: return "parallel layout";
-    case OptimizationKind::graph:
-    case OptimizationKind::serve: return "graph pass";
+    case OptimizationKind::graph: return "graph pass";
+    case OptimizationKind::serve: return "serving knob";
   }
   return "?";
 }

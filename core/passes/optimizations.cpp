@@ -203,6 +203,18 @@ const std::vector<OptimizationInfo>& optimizations() {
                    "(fewest requests waiting or running), prefix (the replica caching most of its prompt, else "
                    "least_outstanding; needs prefix_cache)",
                    {"round_robin", "least_outstanding", "prefix"}),
+      serve_knob("prefill_engines",
+                 "serving, disaggregated (xPyD): engines that only prefill, each handing a request's KV blocks to a "
+                 "decode engine (set decode_engines too; 0 = off)",
+                 {.low = 0, .high = 4096, .text = "takes a whole number of engines from 0 to 4096"}),
+      serve_knob("decode_engines",
+                 "serving, disaggregated (xPyD): engines that decode the requests the prefill engines hand over "
+                 "(set prefill_engines too; 0 = off)",
+                 {.low = 0, .high = 4096, .text = "takes a whole number of engines from 0 to 4096"}),
+      serve_choice("kv_transfer",
+                   "serving, disaggregated: when a prompt's KV blocks go to the decode engine: after (the prompt's "
+                   "prefill done, default) or layerwise (each layer's as it is computed, overlapping the prefill)",
+                   {"after", "layerwise"}),
       serve_knob("gpu_memory",
                  "serving: fraction of GPU memory for weights, activations and the KV pool (vLLM's "
                  "gpu_memory_utilization, default 0.9)",

@@ -153,13 +153,37 @@ json step_json(const ServeStepResult& s) {
   // Behind a router: each replica's figures over the requests it was sent.
   if (!p.replicas.empty()) {
     json replicas = json::array();
-    for (const ReplicaSummary& r : p.replicas) replicas.push_back(serve_metrics_json(r.metrics));
+    for (const ReplicaSummary& r : p.replicas) {
+      json m = serve_metrics_json(r.metrics);
+      if (!r.role.empty()) m["role"] = r.role;
+      replicas.push_back(std::move(m));
+    }
     j["predicted"]["replicas"] = std::move(replicas);
     // Where each served request went, beside its figures in "requests".
     json replica = json::array();
     for (const RequestRecord& r : p.run.requests)
       if (r.rejected.empty()) replica.push_back(p.replica_of.at(static_cast<std::size_t>(r.request.id)));
     j["predicted"]["requests"]["replica"] = std::move(replica);
+  }
+  // Disaggregated: the transfer of each served request's KV, beside its figures in "requests".
+  if (p.transfers) {
+    const KvTransfers& k = *p.transfers;
+    json sent = json::array(), waited = json::array(), prefill = json::array();
+    for (const RequestRecord& r : p.run.requests) {
+      if (!r.rejected.empty()) continue;
+      const auto i = static_cast<std::size_t>(r.request.id);
+      sent.push_back(sig6(k.seconds[i]));
+      waited.push_back(sig6(k.exposed[i]));
+      prefill.push_back(k.prefill_of[i]);
+    }
+    j["disaggregated"] = {{"prefill_engines", p.config.prefill_engines},
+                          {"decode_engines", p.config.decode_engines},
+                          {"kv_transfer", p.config.kv_layerwise ? "layerwise" : "after"},
+                          {"link", k.one_node ? "nvlink" : "network"},
+                          {"kv_bytes_per_token_per_gpu", k.bytes_per_token}};
+    j["predicted"]["requests"]["kv_transfer_s"] = std::move(sent);
+    j["predicted"]["requests"]["kv_waited_s"] = std::move(waited);
+    j["predicted"]["requests"]["prefill_engine"] = std::move(prefill);
   }
   if (s.executed) j["executed"] = executed_json(*s.executed);
   json what_if = json::array();

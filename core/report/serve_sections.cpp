@@ -9,6 +9,7 @@
 
 #include "core/report/sections.hpp"
 #include "core/report/serve_json.hpp"
+#include "core/serve/simulate.hpp"
 #include "core/config/size_text.hpp"
 #include "core/units.hpp"
 
@@ -140,13 +141,87 @@ std::optional<ReportSection> replicas_section(const RunResult& r) {
   for (const ServeStepResult& s : r.serve)
     for (std::size_t i = 0; i < s.predicted.replicas.size(); ++i) {
       const ServeMetrics& m = s.predicted.replicas[i].metrics;
-      t.add_row({s.step, std::to_string(i), count(m.requests), count(m.steps), format_rate(m.output_throughput),
+      const std::string& role = s.predicted.replicas[i].role;
+      t.add_row({s.step, role.empty() ? std::to_string(i) : fmt::format("{} ({})", i, role), count(m.requests), count(m.steps), format_rate(m.output_throughput),
                  ms(m.ttft.median), ms(m.ttft.p99), ms(m.tpot.median), ms(m.e2e.p99), pct(m.kv_utilization_mean),
                  pct(m.prefix_hit_rate)});
     }
   if (t.empty()) return std::nullopt;
   sec.notes.push_back("each replica an engine on its own GPUs with the step's scheduler and KV pool; the router (engine "
                       "line) sends it these requests; out tok/s over the whole run");
+  bool disaggregated = false;
+  for (const ServeStepResult& s : r.serve) disaggregated = disaggregated || s.predicted.transfers.has_value();
+  if (disaggregated)
+    sec.notes.push_back("disaggregated: a prefill engine's requests end at their first token; a decode engine's "
+                        "latencies run from the arrival of a request's KV");
+  return sec;
+}
+
+// Steps over several GPUs: the layout and the figures per GPU, where steps of different GPU
+// counts compare.
+std::optional<ReportSection> layouts_section(const RunResult& r) {
+  ReportSection sec;
+  sec.title = "GPUs (predicted)";
+  TextTable& t = sec.table;
+  t.add_column("step", Align::left);
+  t.add_column("layout", Align::left);
+  for (const char* c : {"GPUs", "out tok/s/GPU", "goodput/GPU"}) t.add_column(c);
+  bool several = false;
+  for (const ServeStepResult& s : r.serve) {
+    if (!s.does_not_fit.empty()) continue;
+    const ServePrediction& p = s.predicted;
+    const SchedulerConfig& c = p.config;
+    const int engines = c.disaggregated() ? c.prefill_engines + c.decode_engines : p.layout.dp;
+    const int gpus = engines * p.layout.tp * p.layout.pp;
+    several = several || gpus > 1;
+    ParallelSpec engine = p.layout;
+    engine.dp = 1;
+    std::string layout = describe_engine_layout(engine);
+    if (c.disaggregated()) {
+      std::string word = p.layout.tp > 1 ? fmt::format("TP{}", p.layout.tp) : "";
+      if (p.layout.pp > 1) word += fmt::format("{}PP{}", word.empty() ? "" : " × ", p.layout.pp);
+      layout = fmt::format("{}P{}D, {} engines", c.prefill_engines, c.decode_engines, word.empty() ? "1-GPU" : word);
+    }
+    else if (p.layout.dp > 1) layout = describe_engine_layout(p.layout);
+    t.add_row({s.step, layout, std::to_string(gpus), format_rate(p.metrics.output_throughput / gpus),
+               format_sig3(p.metrics.goodput / gpus)});
+  }
+  if (!several) return std::nullopt;
+  sec.notes.push_back("out tok/s/GPU: the service's output tokens/s over every GPU it uses; goodput/GPU: requests/s "
+                      "meeting every SLO, over the same");
+  return sec;
+}
+
+// Disaggregated steps: the KV each request sent from its prefill engine to its decode engine.
+std::optional<ReportSection> transfers_section(const RunResult& r) {
+  ReportSection sec;
+  sec.title = "KV transfers, prefill to decode (predicted; ms)";
+  TextTable& t = sec.table;
+  t.add_column("step", Align::left);
+  for (const char* c : {"requests", "link", "KV/token/GPU", "mean MiB", "transfer p50", "transfer p99", "waited p50",
+                        "waited p99"})
+    t.add_column(c);
+  for (const ServeStepResult& s : r.serve) {
+    if (!s.predicted.transfers) continue;
+    const KvTransfers& k = *s.predicted.transfers;
+    std::vector<double> sent, waited;
+    double bytes = 0;
+    for (std::size_t i = 0; i < k.seconds.size(); ++i) {
+      if (k.seconds[i] < 0) continue;
+      sent.push_back(k.seconds[i]);
+      waited.push_back(k.exposed[i]);
+      bytes += static_cast<double>(s.predicted.run.requests[i].request.prompt) * k.bytes_per_token;
+    }
+    if (sent.empty()) continue;
+    const LatencyStats a = latency_stats(sent), b = latency_stats(waited);
+    t.add_row({s.step, count(static_cast<int64_t>(sent.size())), k.one_node ? "NVLink" : "network",
+               format_bytes(k.bytes_per_token), format_sig3(bytes / static_cast<double>(sent.size()) / (1 << 20)),
+               ms(a.median), ms(a.p99), ms(b.median), ms(b.p99)});
+  }
+  if (t.empty()) return std::nullopt;
+  sec.notes.push_back("transfer: a prompt's KV from a prefill GPU to a decode GPU (every GPU of the engine sends its "
+                      "share at once); waited: of it, what came after the prompt's last prefill step (all of it "
+                      "unless kv_transfer = \"layerwise\"); TTFT holds the prefill, the wait and the decode queue");
   return sec;
 }
 
@@ -272,7 +347,9 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
           s.predicted.config.paged ? "" : " (each sequence reserves max_seq without paged_kv)"));
   }
   out.push_back(std::move(eng));
+  if (std::optional<ReportSection> gpus = layouts_section(r)) out.push_back(std::move(*gpus));
   if (std::optional<ReportSection> rep = replicas_section(r)) out.push_back(std::move(*rep));
+  if (std::optional<ReportSection> kv = transfers_section(r)) out.push_back(std::move(*kv));
   if (executed) out.push_back(engine_steps_section(r, *measured_base));
 
   bool any_what_if = false;

@@ -66,7 +66,10 @@ class ContinuousScheduler final : public Scheduler {
       const int64_t id = s.waiting.front();
       Live& l = s.state(id);
       const PromptTokens p = s.prompt_of(id);
-      const int64_t base = l.swapped ? l.computed : s.kv->cached_prefix(p);
+      // K/V that came with the request count as computed at its first admission (at least the
+      // last prompt token is computed, for the logits of the next one).
+      const int64_t ready = l.admitted ? 0 : std::min(s.req(id).kv_ready, l.known(s.req(id)) - 1);
+      const int64_t base = l.swapped ? l.computed : std::max(s.kv->cached_prefix(p), ready);
       const int64_t left = l.known(s.req(id)) - base;
       if (!chunked && left > m_budget) break;
       const int64_t n = std::min(left, m_budget);
@@ -76,7 +79,7 @@ class ContinuousScheduler final : public Scheduler {
         step.swap_in_blocks += blocks_for(l.computed, s.kv->block_size()) - cached / s.kv->block_size();
         l.swapped = false;
       } else {
-        l.computed = cached;
+        l.computed = std::max(cached, ready);
       }
       RequestRecord& rec = s.record(id);
       if (!l.admitted) {

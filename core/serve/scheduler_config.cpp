@@ -66,6 +66,16 @@ void check(const SchedulerConfig& c, const StackStep& step, const std::vector<st
          "earlier step");
   if (c.kind == SchedulerKind::dynamic && c.preferred_batch > c.max_batch)
     fail(fmt::format("preferred_batch = {} is above max_batch = {}", c.preferred_batch, c.max_batch));
+  if ((c.prefill_engines > 0) != (c.decode_engines > 0))
+    fail(fmt::format("disaggregated serving needs both prefill_engines and decode_engines (got {} and {}); set "
+                     "both, or both to 0",
+                     c.prefill_engines, c.decode_engines));
+  if (c.disaggregated() && batch_sched)
+    fail(fmt::format("prefill_engines and decode_engines hand requests between engines that batch continuously; "
+                     "the scheduler here is {} (set scheduler = \"continuous\")",
+                     name_of(c.kind)));
+  if (here("kv_transfer") && !c.disaggregated())
+    fail("'kv_transfer' says when a disaggregated prefill sends its KV; set prefill_engines and decode_engines");
   if (c.max_tokens > 0 && c.chunked_prefill > 0)
     fail("set either max_tokens or chunked_prefill (with chunked prefill it is the tokens per step)");
 }
@@ -102,6 +112,9 @@ SchedulerConfig scheduler_config(const std::vector<StackStep>& stack, std::size_
       else if (p.name == "gpu_memory") c.gpu_memory = v;
       else if (p.name == "kv_watermark") c.watermark = v;
       else if (p.name == "router") (void)router_policy_of(*p.text, c.router);
+      else if (p.name == "prefill_engines") c.prefill_engines = static_cast<int>(v);
+      else if (p.name == "decode_engines") c.decode_engines = static_cast<int>(v);
+      else if (p.name == "kv_transfer") c.kv_layerwise = *p.text == "layerwise";
     }
     check(c, step, set_here);
   }
@@ -129,7 +142,11 @@ std::string describe(const SchedulerConfig& c, int64_t max_seq) {
   if (c.pp > 1) engine += fmt::format("{}PP{}", engine.empty() ? "" : " × ", c.pp);
   if (!engine.empty()) s += fmt::format("; {} engine{} of {} GPUs", engine, c.replicas > 1 ? "s" : "", c.tp * c.pp);
   if (c.pp > 1) s += fmt::format(" ({} batches in flight)", c.pp);
-  if (c.replicas > 1) s += fmt::format("; {} replicas, router {}", c.replicas, name_of(c.router));
+  if (c.disaggregated())
+    s += fmt::format("; disaggregated {}P{}D, KV sent {}", c.prefill_engines, c.decode_engines,
+                     c.kv_layerwise ? "layer by layer" : "after the prefill");
+  else if (c.replicas > 1)
+    s += fmt::format("; {} replicas, router {}", c.replicas, name_of(c.router));
   return s;
 }
 

@@ -42,6 +42,11 @@ struct SchedulerConfig {
   int replicas = 1;             // engines behind the router (the layout's dp)
   int tp = 1, pp = 1;           // each engine's tensor-parallel GPUs and pipeline stages (the layout's)
   RouterPolicy router = RouterPolicy::round_robin;
+  // Disaggregated prefill and decode (xPyD): engines that only prefill and engines that only
+  // decode, a request's KV blocks sent from the one to the other (0 and 0: off).
+  int prefill_engines = 0, decode_engines = 0;
+  bool kv_layerwise = false;  // each layer's KV sent as it is computed (kv_transfer = "layerwise")
+  [[nodiscard]] bool disaggregated() const { return prefill_engines > 0 && decode_engines > 0; }
 
   // Tokens one engine step may hold: chunked_prefill, else max_tokens, else max(max_seq, 2048).
   [[nodiscard]] int64_t step_tokens(int64_t max_seq) const;

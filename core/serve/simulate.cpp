@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "core/serve/disaggregated.hpp"
 #include "core/serve/router.hpp"
 #include "core/units.hpp"
 
@@ -61,6 +62,16 @@ ServePrediction predict_serving(const ModelConfig& m, const Hardware& hw, const 
   StepPricer pricer(m, hw, stack, upto, out.layout);
   out.pool = kv_pool(pricer, out.config, hw, m.max_seq, m.name);
   pricer.set_swap_block_bytes(out.pool.block_bytes);
+  if (out.config.disaggregated()) {
+    if (out.layout.dp > 1)
+      throw ConfigError(fmt::format("dp = {} with prefill_engines and decode_engines: a disaggregated service's "
+                                    "engines are its prefill_engines + decode_engines; leave dp = 1",
+                                    out.layout.dp));
+    out = predict_disaggregated(m, hw, spec, requests, std::move(out), pricer);
+    out.graph_builds = pricer.graph_builds();
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  }
   // The batches a replica keeps in flight, each an engine loop with its share of the pool.
   const int in_flight = out.layout.pp;
   KvPool share = out.pool;
@@ -85,7 +96,7 @@ ServePrediction predict_serving(const ModelConfig& m, const Hardware& hw, const 
   if (out.config.replicas > 1) {
     for (EngineRun& r : run.replicas) {
       ServeMetrics rm = serve_metrics(r, spec.slo);
-      out.replicas.push_back({std::move(rm), std::move(r)});
+      out.replicas.push_back({std::move(rm), std::move(r), ""});
     }
     out.replica_of = std::move(run.replica_of);
   }

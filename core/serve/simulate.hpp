@@ -1,6 +1,7 @@
 // The predicted serving run: the engine loop (engine.hpp) on a virtual clock whose steps take
 // the cost model's price (step_price.hpp), over a KV pool sized from the memory model.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,16 @@ class PricedClock final : public StepClock {
 struct ReplicaSummary {
   ServeMetrics metrics;  // over the requests the router sent it (durations from the run's start)
   EngineRun run;         // those requests and the replica's steps
+  std::string role;      // disaggregated: "prefill" or "decode" ("" otherwise)
+};
+
+// A disaggregated run's KV transfers (disaggregated.hpp), by request id.
+struct KvTransfers {
+  std::vector<double> seconds;  // the transfer of its prompt's KV (-1: refused before it)
+  std::vector<double> exposed;  // of it, what came after the prompt's last prefill step
+  std::vector<int> prefill_of;  // the prefill engine it ran on (-1: refused)
+  double bytes_per_token = 0;   // one GPU's share of a token's K/V
+  bool one_node = true;         // the engines' GPUs fit one node: NVLink (else the network)
 };
 
 struct ServePrediction {
@@ -45,6 +56,8 @@ struct ServePrediction {
   ServeMetrics metrics;  // the whole service
   std::vector<ReplicaSummary> replicas;  // with config.replicas > 1
   std::vector<int> replica_of;           // with config.replicas > 1: by request id, where it was sent
+                                         // (disaggregated: its decode engine, numbered after the prefill ones)
+  std::optional<KvTransfers> transfers;  // disaggregated prefill and decode
   double seconds = 0;      // host seconds the simulation took
   int64_t graph_builds = 0;
 };

@@ -18,6 +18,10 @@ struct Request {
   int64_t prefix_group = -1;  // shared prefix it starts with (-1: none)
   int64_t prefix_tokens = 0;  // tokens of that prefix (<= prompt)
   int user = -1;           // closed loop: the client that sends it
+  // Prompt tokens whose K/V arrive with the request (a disaggregated decode engine's request,
+  // its prefill done elsewhere): admitted holding them, it computes only the rest. Lost if the
+  // request is preempted by recompute.
+  int64_t kv_ready = 0;
 };
 
 // Draws spec.requests requests (open loop: arrival times from spec.arrivals; closed loop:
