@@ -75,7 +75,11 @@ std::vector<std::vector<std::string>> serve_csv_rows(const RunResult& r) {
     // Behind a router: a row per replica after the service's.
     for (std::size_t i = 0; i < s.predicted.replicas.size(); ++i)
       rows.push_back(row_of(s.hardware, &s.predicted.replicas[i].metrics, fmt::format("predicted replica {}", i)));
-    if (s.executed) rows.push_back(row_of(s.hardware, &s.executed->metrics, "measured"));
+    if (s.executed) {
+      rows.push_back(row_of(s.hardware, &s.executed->metrics, "measured"));
+      for (std::size_t i = 0; i < s.executed->replicas.size(); ++i)
+        rows.push_back(row_of(s.hardware, &s.executed->replicas[i].metrics, fmt::format("measured replica {}", i)));
+    }
     for (const ServeStepResult::WhatIf& w : s.what_if)
       rows.push_back(row_of(w.hardware, w.error.empty() ? &w.metrics : nullptr, "predicted"));
   }

@@ -131,20 +131,32 @@ ReportSection engine_steps_section(const RunResult& r, const ServeStepResult& ba
 // Each replica's share of a service behind a router (steps with dp > 1).
 std::optional<ReportSection> replicas_section(const RunResult& r) {
   ReportSection sec;
-  sec.title = "Replicas (predicted; ms)";
+  bool measured = false;
+  for (const ServeStepResult& s : r.serve) measured = measured || (s.executed && !s.executed->replicas.empty());
+  sec.title = measured ? "Replicas (predicted, and measured on ranks; ms)" : "Replicas (predicted; ms)";
   TextTable& t = sec.table;
   t.add_column("step", Align::left);
   t.add_column("replica");
+  if (measured) t.add_column("run", Align::left);
   for (const char* c : {"requests", "steps", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99", "KV use",
                         "prefix hit"})
     t.add_column(c);
+  auto row = [&](const ServeStepResult& s, const std::string& replica, const char* run, const ServeMetrics& m) {
+    std::vector<std::string> cells{s.step, replica};
+    if (measured) cells.emplace_back(run);
+    for (std::string c : {count(m.requests), count(m.steps), format_rate(m.output_throughput), ms(m.ttft.median),
+                          ms(m.ttft.p99), ms(m.tpot.median), ms(m.e2e.p99), pct(m.kv_utilization_mean),
+                          pct(m.prefix_hit_rate)})
+      cells.push_back(std::move(c));
+    t.add_row(std::move(cells));
+  };
   for (const ServeStepResult& s : r.serve)
     for (std::size_t i = 0; i < s.predicted.replicas.size(); ++i) {
-      const ServeMetrics& m = s.predicted.replicas[i].metrics;
       const std::string& role = s.predicted.replicas[i].role;
-      t.add_row({s.step, role.empty() ? std::to_string(i) : fmt::format("{} ({})", i, role), count(m.requests), count(m.steps), format_rate(m.output_throughput),
-                 ms(m.ttft.median), ms(m.ttft.p99), ms(m.tpot.median), ms(m.e2e.p99), pct(m.kv_utilization_mean),
-                 pct(m.prefix_hit_rate)});
+      const std::string replica = role.empty() ? std::to_string(i) : fmt::format("{} ({})", i, role);
+      row(s, replica, "predicted", s.predicted.replicas[i].metrics);
+      if (s.executed && i < s.executed->replicas.size())
+        row(s, replica, "measured", s.executed->replicas[i].metrics);
     }
   if (t.empty()) return std::nullopt;
   sec.notes.push_back("each replica an engine on its own GPUs with the step's scheduler and KV pool; the router (engine "

@@ -31,6 +31,9 @@ class ExecutedClock final : public StepClock {
   // after it.
   void prime(int64_t tokens);
 
+  // Time 0 is now (ranks serving side by side start together after a barrier).
+  void restart() { m_start = std::chrono::steady_clock::now(); }
+
   [[nodiscard]] double now() const override;
   void wait_until(double t) override;
   void run(const EngineStep& step) override;

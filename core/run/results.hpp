@@ -121,6 +121,8 @@ struct ServeStepResult {
     std::vector<ExecutedStep> steps;    // by run.steps: measured, and the cost model's price of the same batch
     double held_bytes = 0;              // weights and KV pages the backend held across steps
     double seconds = 0;                 // wall seconds of the whole run, setup included
+    // Replicas executed on ranks (serve_ranks.hpp): each replica's requests, steps and metrics.
+    std::vector<ReplicaSummary> replicas;
   };
   std::optional<Executed> executed;
 };
