@@ -17,11 +17,11 @@ namespace {
 
 class CpuEngineSession final : public EngineSession {
  public:
-  explicit CpuEngineSession(uint64_t seed) : m_seed(seed) {}
+  CpuEngineSession(uint64_t seed, Communicator* ranks) : m_seed(seed), m_ranks(ranks) {}
 
   StepTimes run_step(const Graph& g, const StepInputs& inputs) override {
     using clock = std::chrono::steady_clock;
-    GraphRunner runner(g, m_seed, nullptr, &m_shared);
+    GraphRunner runner(g, m_seed, ranks_for(g), &m_shared);
     const auto t0 = clock::now();
     for (const auto& [name, values] : inputs) runner.write(step_input_id(g, name, "cpu"), values);
     runner.run_once();
@@ -31,7 +31,7 @@ class CpuEngineSession final : public EngineSession {
 
   StepTimes run_step_ops(const Graph& g, const StepInputs& inputs) override {
     using clock = std::chrono::steady_clock;
-    GraphRunner runner(g, m_seed, nullptr, &m_shared);
+    GraphRunner runner(g, m_seed, ranks_for(g), &m_shared);
     const auto t0 = clock::now();
     for (const auto& [name, values] : inputs) runner.write(step_input_id(g, name, "cpu"), values);
     std::vector<std::vector<double>> per_op(g.ops.size());
@@ -56,7 +56,16 @@ class CpuEngineSession final : public EngineSession {
   [[nodiscard]] double held_bytes() const override { return m_shared.bytes(); }
 
  private:
+  // A tensor-parallel engine's step (collectives in it) runs on the ranks, its weights each
+  // rank's shard of the whole; a replica's step is its own rank's alone.
+  [[nodiscard]] Communicator* ranks_for(const Graph& g) const {
+    for (const Op& op : g.ops)
+      if (op.kind == OpKind::collective) return m_ranks;
+    return nullptr;
+  }
+
   uint64_t m_seed;
+  Communicator* m_ranks = nullptr;
   SharedTensors m_shared;
   std::vector<std::byte> m_swap, m_pool_side;
 };
@@ -64,8 +73,9 @@ class CpuEngineSession final : public EngineSession {
 }  // namespace
 
 std::unique_ptr<EngineSession> CpuBackend::open_engine(uint64_t seed) {
-  // Under ranks each rank serves its own engine (a replica): the step graphs hold no collectives.
-  return std::make_unique<CpuEngineSession>(seed);
+  // Under ranks each rank serves an engine of its own (a replica) or its share of one engine's
+  // steps (tensor parallelism).
+  return std::make_unique<CpuEngineSession>(seed, m_ranks);
 }
 
 }  // namespace perfsim::cpu

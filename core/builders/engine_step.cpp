@@ -24,8 +24,14 @@ void check_step(const ModelConfig& m, const EngineStepShape& s, const BuildOptio
     throw ConfigError(fmt::format("an executed serving engine runs models with rotary or ALiBi positions; '{}' "
                                   "learns its positions",
                                   m.name));
-  if (o.parallel.gpus() != 1 || o.parallel.ep > 1)
-    throw ConfigError("an executed serving engine runs on one GPU (no parallel layout yet)");
+  // One engine over tp GPUs (a rank's share of the heads and the MLP); replicas (dp) are
+  // engines of their own, not a layout inside one.
+  if (o.parallel.pp > 1 || o.parallel.cp > 1 || o.parallel.ep > 1 || o.parallel.sp || o.parallel.zero > 0)
+    throw ConfigError("an executed serving engine runs on one GPU or over tensor-parallel GPUs (tp): no pp, cp, "
+                      "ep, sp or zero");
+  if (o.parallel.tp > 1 && m.alibi)
+    throw ConfigError("an executed tensor-parallel serving engine runs rotary models (ALiBi's head slopes are "
+                      "not split over ranks)");
   if (s.q_len.empty() || s.q_len.size() != s.kv_len.size())
     throw std::invalid_argument("engine step: q_len and kv_len must name the same sequences, at least one");
   if (s.kv_block <= 0 || s.pool_blocks <= 0 || s.table_width <= 0)
@@ -77,7 +83,8 @@ Graph build_engine_step(const ModelConfig& m, const EngineStepShape& s, const Bu
                      DType::int32);
   v.query_start = b.input(std::string(engine_input::query_start), v.seqs + 1);
   v.kv_len = b.input(std::string(engine_input::kv_len), v.seqs);
-  int x = b.embed(tokens, mw, 1, v.tokens, 0);
+  // Under tensor parallelism each rank embeds its vocabulary slice, all-reduced into the rows.
+  int x = b.leave_tp("embedding", b.embed(tokens, mw, 1, v.tokens, 0), v.tokens, -1, Stage::forward);
 
   build::AttentionShape as;
   as.batch = 1;
@@ -107,7 +114,12 @@ Graph build_engine_step(const ModelConfig& m, const EngineStepShape& s, const Bu
     a.elements = s.sampled * h;
     b.op(OpKind::varlen_slice_last_token, "slice_last_token", {x, rows}, {kept}, a, -1, Stage::forward);
     const int xf = b.norm("final_norm", kept, mw.final_norm, s.sampled, -1);
-    (void)b.lm_head(xf, mw, s.sampled);
+    const int logits = b.lm_head(xf, mw, s.sampled);
+    // Each rank's vocabulary slice of the logits, gathered to sample from.
+    const build::RankShape& r = b.rank();
+    if (r.tensor_parallel())
+      (void)b.tp_collective("lm_head", Collective::all_gather, logits, {s.sampled, r.vocab * r.tp}, -1,
+                            Stage::forward);
   }
   Graph g = b.take();
   g.check();

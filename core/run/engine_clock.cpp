@@ -1,5 +1,7 @@
 #include "core/run/engine_clock.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -108,12 +110,75 @@ EngineStepPlan plan_graphed_step(const EngineStep& step, const KvPool& pool, int
   return plan;
 }
 
+namespace {
+
+// A step as rank 0 sends it to a tensor-parallel engine's other ranks: its shape and inputs
+// (an empty text: stop).
+std::string pack_step(const EngineStepShape& shape, const StepInputs& inputs) {
+  nlohmann::json j;
+  j["q"] = shape.q_len;
+  j["kv"] = shape.kv_len;
+  j["sampled"] = shape.sampled;
+  j["pool"] = {shape.pool_blocks, shape.kv_block, shape.table_width};
+  j["inputs"] = inputs;
+  return j.dump();
+}
+
+void unpack_step(const std::string& text, EngineStepShape& shape, StepInputs& inputs) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  shape.q_len = j.at("q").get<std::vector<int64_t>>();
+  shape.kv_len = j.at("kv").get<std::vector<int64_t>>();
+  shape.sampled = j.at("sampled").get<int64_t>();
+  shape.pool_blocks = j.at("pool").at(0).get<int64_t>();
+  shape.kv_block = j.at("pool").at(1).get<int64_t>();
+  shape.table_width = j.at("pool").at(2).get<int64_t>();
+  inputs = j.at("inputs").get<StepInputs>();
+}
+
+// Rank 0's text to every rank: its length, then its bytes.
+void broadcast_text(Communicator& ranks, std::string& text) {
+  int64_t n = static_cast<int64_t>(text.size());
+  ranks.broadcast(&n, sizeof n);
+  text.resize(static_cast<std::size_t>(n));
+  if (n > 0) ranks.broadcast(text.data(), n);
+}
+
+}  // namespace
+
 ExecutedClock::ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack,
-                             const KvPool& pool, uint64_t seed, bool cuda_graphs)
-    : m_session(session), m_model(m), m_stack(std::move(graph_stack)), m_cuda_graphs(cuda_graphs), m_pool(pool),
+                             const KvPool& pool, uint64_t seed, bool cuda_graphs, const BuildOptions& options,
+                             Communicator* followers)
+    : m_session(session), m_model(m), m_options(options), m_followers(followers), m_stack(std::move(graph_stack)),
+      m_cuda_graphs(cuda_graphs && followers == nullptr), m_pool(pool),
       m_table_width((m.max_seq + pool.block - 1) / pool.block), m_tokens(seed),
       m_start(std::chrono::steady_clock::now()) {
   m_session.forget_graphs();
+}
+
+ExecutedClock::~ExecutedClock() {
+  if (m_followers == nullptr) return;
+  std::string stop;
+  broadcast_text(*m_followers, stop);
+}
+
+void ExecutedClock::lead(const EngineStepShape& shape, const StepInputs& inputs) {
+  if (m_followers == nullptr) return;
+  std::string text = pack_step(shape, inputs);
+  broadcast_text(*m_followers, text);
+}
+
+void follow_engine(EngineSession& session, const ModelConfig& m, const std::vector<StackStep>& graph_stack,
+                   const BuildOptions& options, Communicator& ranks) {
+  session.forget_graphs();
+  for (;;) {
+    std::string text;
+    broadcast_text(ranks, text);
+    if (text.empty()) return;
+    EngineStepShape shape;
+    StepInputs inputs;
+    unpack_step(text, shape, inputs);
+    (void)session.run_step(engine_step_graph(m, shape, graph_stack, options), inputs);
+  }
 }
 
 void ExecutedClock::prime(int64_t tokens) {
@@ -128,6 +193,7 @@ void ExecutedClock::prime(int64_t tokens) {
     step.block_tables.emplace_back();
   }
   const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
+  lead(plan.shape, plan.inputs);
   (void)m_session.run_step(step_graph(plan.shape), plan.inputs);
   m_start = std::chrono::steady_clock::now();
 }
@@ -141,14 +207,17 @@ void ExecutedClock::wait_until(double t) {
                                               std::chrono::duration<double>(t)));
 }
 
-Graph engine_step_graph(const ModelConfig& m, const EngineStepShape& shape, const std::vector<StackStep>& graph_stack) {
-  Graph g = build_engine_step(m, shape);
+Graph engine_step_graph(const ModelConfig& m, const EngineStepShape& shape, const std::vector<StackStep>& graph_stack,
+                        const BuildOptions& options) {
+  Graph g = build_engine_step(m, shape, options);
   for (const StackStep& s : graph_stack)
     for (const PassSpec& p : s.passes) apply_graph_pass(p, g);
   return g;
 }
 
-Graph ExecutedClock::step_graph(const EngineStepShape& shape) const { return engine_step_graph(m_model, shape, m_stack); }
+Graph ExecutedClock::step_graph(const EngineStepShape& shape) const {
+  return engine_step_graph(m_model, shape, m_stack, m_options);
+}
 
 void ExecutedClock::run(const EngineStep& step) {
   const double t0 = now();
@@ -170,6 +239,7 @@ void ExecutedClock::run(const EngineStep& step) {
     t = m_session.run_graphed(bucket, [&] { return step_graph(plan.shape); }, plan.inputs, capture);
   } else {
     const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
+    lead(plan.shape, plan.inputs);
     t = m_session.run_step(step_graph(plan.shape), plan.inputs);
   }
   if (swap_out > 0) swaps += m_session.swap(swap_out, true);

@@ -11,6 +11,7 @@
 #include "core/builders/builders.hpp"
 #include "core/passes/passes.hpp"
 #include "core/run/backend.hpp"
+#include "core/run/communicator.hpp"
 #include "core/serve/engine.hpp"
 #include "core/serve/step_price.hpp"
 
@@ -22,8 +23,15 @@ class ExecutedClock final : public StepClock {
   // `cuda_graphs`, decode-only steps of up to 512 sequences replay a graph captured for their
   // capture size (StepPricer::capture_size), the clock stopped while one is captured (vLLM
   // captures before serving). `seed` draws the token ids.
+  // With `followers` (a tensor-parallel engine over every rank of the world, `options` its
+  // layout), each step's plan goes to the other ranks before this one runs it, and they run
+  // their share of it beside this one (follow_engine); they stop when the clock goes.
   ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack, const KvPool& pool,
-                uint64_t seed, bool cuda_graphs = false);
+                uint64_t seed, bool cuda_graphs = false, const BuildOptions& options = {},
+                Communicator* followers = nullptr);
+  ~ExecutedClock() override;
+  ExecutedClock(const ExecutedClock&) = delete;
+  ExecutedClock& operator=(const ExecutedClock&) = delete;
 
   // Before serving, as vLLM's start-up profiling run: one eager step of `tokens` prompt tokens
   // (in sequences of up to max_seq − 1, writing no KV rows) makes and fills the weights and
@@ -46,9 +54,13 @@ class ExecutedClock final : public StepClock {
  private:
   // The step's graph with the stack's graph passes.
   [[nodiscard]] Graph step_graph(const EngineStepShape& shape) const;
+  // Sends the followers the step to run (nothing without followers).
+  void lead(const EngineStepShape& shape, const StepInputs& inputs);
 
   EngineSession& m_session;
   ModelConfig m_model;
+  BuildOptions m_options;
+  Communicator* m_followers = nullptr;
   std::vector<StackStep> m_stack;
   bool m_cuda_graphs = false;   // decode-only steps replay graphs captured per padded size
   KvPool m_pool;
@@ -66,7 +78,12 @@ class ExecutedClock final : public StepClock {
 [[nodiscard]] std::vector<StackStep> engine_graph_stack(const std::vector<StackStep>& stack, std::size_t upto);
 // An engine step's graph (build_engine_step) with `graph_stack`'s passes applied.
 [[nodiscard]] Graph engine_step_graph(const ModelConfig& m, const EngineStepShape& shape,
-                                      const std::vector<StackStep>& graph_stack);
+                                      const std::vector<StackStep>& graph_stack, const BuildOptions& options = {});
+
+// A tensor-parallel engine's other ranks: runs each step rank 0's ExecutedClock sends (its
+// share of the heads and the MLP, the all-reduces with the others) until rank 0's clock stops.
+void follow_engine(EngineSession& session, const ModelConfig& m, const std::vector<StackStep>& graph_stack,
+                   const BuildOptions& options, Communicator& ranks);
 
 // The inputs (engine_input names) and the shape of an engine step: sequences reordered with
 // the decodes first (the order build_engine_step wants), each new token at its position and

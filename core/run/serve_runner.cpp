@@ -69,10 +69,13 @@ KvPool executed_pool(const KvPool& predicted, const std::vector<Request>& reques
 // The engine run of `requests` on the backend's engine session, on its wall clock. `before_start`
 // runs once the session is primed (or failed to be), before the clock starts: ranks serving side
 // by side meet there, so none waits for one that failed.
+// With `followers`, the engine is tensor-parallel over every rank (`options` its layout) and
+// this is rank 0, which schedules and sends each step to the others (follow_engine).
 ServeStepResult::Executed serve_on_clock(const Scenario& s, EngineSession& session, const Hardware& device_hw,
                                          const std::vector<Request>& requests, const std::vector<StackStep>& stack,
                                          std::size_t upto, const ServePrediction& predicted,
-                                         const std::function<void()>& before_start) {
+                                         const std::function<void()>& before_start, const BuildOptions& options = {},
+                                         Communicator* followers = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   ServeStepResult::Executed out;
   const KvPool pool = executed_pool(predicted.pool, requests);
@@ -81,7 +84,8 @@ ServeStepResult::Executed serve_on_clock(const Scenario& s, EngineSession& sessi
     for (const PassSpec& p : stack[i].passes) cuda_graphs = cuda_graphs || p.name == "cuda_graphs";
   std::optional<ExecutedClock> clock;
   try {
-    clock.emplace(session, s.model, engine_graph_stack(stack, upto), pool, s.serve->seed, cuda_graphs);
+    clock.emplace(session, s.model, engine_graph_stack(stack, upto), pool, s.serve->seed, cuda_graphs, options,
+                  followers);
     // The largest step the scheduler forms: its token budget (a static batch's padded prompts
     // may exceed it; 8,192 at most, vLLM's default profiling size).
     clock->prime(std::min<int64_t>(predicted.config.step_tokens(s.model.max_seq), 8192));
@@ -93,7 +97,9 @@ ServeStepResult::Executed serve_on_clock(const Scenario& s, EngineSession& sessi
   clock->restart();
   out.run = run_engine(requests, predicted.config, pool, s.model.max_seq, s.serve->arrivals.think, *clock);
   out.metrics = serve_metrics(out.run, s.serve->slo);
-  StepPricer pricer(s.model, device_hw, stack, upto);
+  ParallelSpec engine = predicted.layout;
+  engine.dp = 1;
+  StepPricer pricer(s.model, device_hw, stack, upto, engine);
   pricer.set_swap_block_bytes(pool.block_bytes);
   clock->price_steps(pricer);
   out.steps = clock->steps();
@@ -118,6 +124,33 @@ std::optional<ServeStepResult::Executed> execute_serving(const Scenario& s, Engi
   why = too_long(s, device_hw, predicted.run.end);
   if (!why.empty()) return std::nullopt;
   return serve_on_clock(s, session, device_hw, requests, stack, upto, predicted, [] {});
+}
+
+// One tensor-parallel engine over every rank: rank 0 schedules, runs its share of each step and
+// reports; the others run theirs as rank 0 sends them (a failure there ends every rank).
+std::optional<ServeStepResult::Executed> execute_tensor_parallel(const Scenario& s, EngineSession& session,
+                                                                 const Hardware& device_hw,
+                                                                 const std::vector<Request>& requests,
+                                                                 const std::vector<StackStep>& stack, std::size_t upto,
+                                                                 const ServePrediction& predicted, Communicator& ranks,
+                                                                 std::string& why) {
+  why = too_long(s, device_hw, predicted.run.end);
+  if (!why.empty()) return std::nullopt;
+  BuildOptions options;
+  options.parallel.tp = predicted.layout.tp;
+  if (ranks.rank() != 0) {
+    follow_engine(session, s.model, engine_graph_stack(stack, upto), options, ranks);
+    why = "rank 0 reports the engine";
+    return std::nullopt;
+  }
+  try {
+    return serve_on_clock(s, session, device_hw, requests, stack, upto, predicted, [] {}, options, &ranks);
+  } catch (const NotExecutable& e) {
+    why = e.what();
+  } catch (const ConfigError& e) {
+    why = e.what();
+  }
+  return std::nullopt;
 }
 
 // Replicas on ranks: this rank serves the requests the predicted run's router sent replica
@@ -243,6 +276,10 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
     const bool closed_loop = spec.arrivals.kind == ArrivalKind::closed;
     if (session == nullptr) {
       // nothing to run on (r.not_executed says why when execution was asked for)
+    } else if (replicas == 1 && layout.tp > 1 && layout.pp == 1 && !r.predicted.config.disaggregated() &&
+               rank_count == layout.tp) {
+      r.executed = execute_tensor_parallel(s, *session, primary, requests, stack, i, r.predicted, *hooks.ranks,
+                                           r.not_executed);
     } else if (replicas > 1 && one_gpu_engines && rank_count == replicas && !closed_loop) {
       r.executed = execute_replicas(s, *session, primary, requests, stack, i, r.predicted, *hooks.ranks,
                                     r.not_executed);
@@ -252,7 +289,8 @@ RunResult run_serving(const Scenario& s, Backend* backend, const Hardware* devic
               ? fmt::format("{} is predicted; its replicas execute on as many ranks (perfsim run --gpus {}, or "
                             "mpirun -np {})",
                             describe_engine_layout(layout), replicas, replicas)
-              : fmt::format("{} is predicted; executed runs serve one-GPU replicas of open-loop traffic, one a rank",
+              : fmt::format("{} is predicted; executed runs serve one-GPU replicas of open-loop traffic, one a "
+                            "rank, or one tensor-parallel engine over every rank (--gpus = tp)",
                             describe_engine_layout(layout));
     } else if (rank_count > 1 && hooks.ranks->rank() != 0) {
       r.not_executed = "one engine serves on rank 0";
