@@ -28,8 +28,9 @@ namespace {
 
 class CudaEngineSession final : public EngineSession {
  public:
-  CudaEngineSession(uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream)
-      : m_seed(seed), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_autotune_before(gemm.autotune()) {
+  CudaEngineSession(uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream, NcclRanks* ranks)
+      : m_seed(seed), m_alloc(alloc), m_gemm(gemm), m_stream(stream), m_ranks(ranks),
+        m_autotune_before(gemm.autotune()) {
     m_gemm.set_autotune(false);
     PERFSIM_CUDA_CHECK(cudaEventCreate(&m_swap_start));
     PERFSIM_CUDA_CHECK(cudaEventCreate(&m_swap_end));
@@ -48,7 +49,7 @@ class CudaEngineSession final : public EngineSession {
   StepTimes run_step(const Graph& g, const StepInputs& inputs) override {
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
-    GraphRunner runner(g, m_seed, m_alloc, m_gemm, m_stream, nullptr, &m_shared, false);
+    GraphRunner runner(g, m_seed, m_alloc, m_gemm, m_stream, ranks_for(g), &m_shared, false);
     for (const auto& [name, values] : inputs) runner.write(step_input_id(g, name, "cuda"), values);
     StepTimes t;
     t.device = runner.run_walled();  // synchronizes
@@ -59,7 +60,7 @@ class CudaEngineSession final : public EngineSession {
   StepTimes run_step_ops(const Graph& g, const StepInputs& inputs) override {
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
-    GraphRunner runner(g, m_seed, m_alloc, m_gemm, m_stream, nullptr, &m_shared, true);
+    GraphRunner runner(g, m_seed, m_alloc, m_gemm, m_stream, ranks_for(g), &m_shared, true);
     for (const auto& [name, values] : inputs) runner.write(step_input_id(g, name, "cuda"), values);
     std::vector<std::vector<double>> per_op(g.ops.size());
     StepTimes t;
@@ -136,6 +137,14 @@ class CudaEngineSession final : public EngineSession {
   [[nodiscard]] double held_bytes() const override { return m_shared.bytes(); }
 
  private:
+  // A tensor-parallel engine's step (collectives in it) runs on the ranks over NCCL, its weights
+  // each rank's shard of the whole; a replica's step is its own GPU's alone.
+  [[nodiscard]] NcclRanks* ranks_for(const Graph& g) const {
+    for (const Op& op : g.ops)
+      if (op.kind == OpKind::collective) return m_ranks;
+    return nullptr;
+  }
+
   struct Captured {
     std::unique_ptr<Graph> graph;  // the runner reads it: kept at a stable address
     std::unique_ptr<GraphRunner> runner;
@@ -145,6 +154,7 @@ class CudaEngineSession final : public EngineSession {
   CachingAllocator& m_alloc;
   GemmEngine& m_gemm;
   cudaStream_t m_stream;
+  NcclRanks* m_ranks = nullptr;
   bool m_autotune_before;  // the GEMM engine's setting, given back when the session closes
   SharedTensors m_shared;
   std::map<int64_t, Captured> m_captured;  // by padded batch size; destroyed before m_shared
@@ -158,8 +168,9 @@ class CudaEngineSession final : public EngineSession {
 }  // namespace
 
 std::unique_ptr<EngineSession> CudaBackend::open_engine(uint64_t seed) {
-  if (m_ranks != nullptr) throw NotExecutable("cuda backend runs a serving engine on one GPU only");
-  return std::make_unique<CudaEngineSession>(seed, *m_alloc, *m_gemm, m_stream);
+  // Under ranks each rank serves an engine of its own (a replica) or its share of one engine's
+  // steps (tensor parallelism, its collectives over NCCL).
+  return std::make_unique<CudaEngineSession>(seed, *m_alloc, *m_gemm, m_stream, m_ranks.get());
 }
 
 }  // namespace perfsim::cuda
