@@ -126,6 +126,21 @@ TEST_CASE("serving layout search: a larger batch ranks first on a backlog") {
   CHECK(best.cost_per_million == doctest::Approx(3.6 / (best.output_per_gpu * 3600) * 1e6));
 }
 
+TEST_CASE("serving layout search: a larger max_batch than the batch ever reached is not run again") {
+  // 24 requests of 8 tokens at 200/s: a few run at once, never 16, with the pool nearly empty.
+  ServeSearchSpace space;
+  space.gpus = 1;
+  space.max_batch = {32, 16};  // run smallest first whatever the order given
+  space.chunk = {0};
+  const ServeSearchResult r = search(traffic(), space);
+  REQUIRE(r.candidates.size() == 2);
+  CHECK(r.priced == 1);
+  CHECK(r.candidates[0].max_batch == 16);
+  CHECK(r.candidates[0].priced);
+  CHECK(r.candidates[1].max_batch == 32);
+  CHECK(r.candidates[1].pruned.rfind("same run as max_batch 16: at most ", 0) == 0);
+}
+
 TEST_CASE("serving layout search: engines without room for the KV cache are pruned") {
   Hardware hw = tiny_hardware();
   hw.memory_bytes = 1e4;  // not the weights of one layer
