@@ -146,8 +146,8 @@ ServeSearchResult search_serving_layouts(const ModelConfig& m, const Hardware& h
   out.slo = spec.slo;
   out.attainment = space.attainment;
   out.continuous = base.kind == SchedulerKind::continuous;
-  // A split hands each prompt to a decode engine when its KV arrives, which a closed loop's
-  // clients cannot wait on; and only continuous engines hand requests over.
+  // Splits only for open-loop traffic (the prefill engines run before the decode engines take
+  // the arrivals their transfers give) and continuous engines, which alone hand requests over.
   out.open_loop = spec.arrivals.kind != ArrivalKind::closed;
   out.requests = static_cast<int64_t>(requests.size());
 
