@@ -13,7 +13,12 @@
 #include "core/errors.hpp"
 #include "core/parallel/search.hpp"
 #include "core/report/report.hpp"
+#include "core/report/serve_search.hpp"
 #include "core/run/results.hpp"
+#include "core/run/serve_runner.hpp"
+#include "core/serve/layout_search.hpp"
+#include "core/serve/scheduler_config.hpp"
+#include "core/serve/traffic.hpp"
 #include "dsl/dsl.hpp"
 
 namespace perfsim {
@@ -29,6 +34,86 @@ Hardware search_hardware(const SearchArgs& a, const Scenario& s) {
   if (s.hardware.empty())
     throw ConfigError(fmt::format("{} lists no hardware; pass --hardware NAME", a.scenario));
   return s.hardware.front();
+}
+
+// Prints or writes a report.
+void emit(const SearchArgs& a, ReportFormat format, const std::string& text, std::size_t rows, const char* what) {
+  if (a.output.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  } else {
+    write_file_atomically(a.output, text);
+    fmt::print(stderr, "perfsim: wrote {} ({}, {} {})\n", a.output, name_of(format), rows, what);
+  }
+}
+
+// The options that shape a training or inference step's layout, which a service has no use for.
+void refuse_training_options(const SearchArgs& a) {
+  const std::pair<bool, const char*> given[] = {
+      {!a.micro_batch.empty(), "--micro-batch"}, {!a.zero.empty(), "--zero"},
+      {!a.interleave.empty(), "--interleave"},   {!a.ep.empty(), "--ep"},
+      {a.cp, "--cp"},                            {a.recompute, "--recompute"},
+      {a.uneven_pp, "--uneven-pp"},              {a.global_batch != 0, "--global-batch"}};
+  for (const auto& [set, name] : given)
+    if (set)
+      throw UsageError(fmt::format("{} does not apply to a serve{{}} scenario: its search tries engines (--tp, --pp), "
+                                   "replicas, prefill/decode splits and scheduler knobs; drop {}",
+                                   name, name));
+}
+
+// `perfsim search` on a serve{} scenario: the serving layouts of --gpus GPUs
+// (core/serve/layout_search.hpp).
+int search_serving(const SearchArgs& a, const Scenario& s, ReportFormat format, const std::string& note) {
+  refuse_training_options(a);
+  const ServeSpec& spec = *s.serve;
+  std::vector<StackStep> stack = s.stacks;
+  if (stack.empty()) stack.push_back(StackStep{"baseline", {}, ""});
+  const std::size_t step = stack.size() - 1;
+  const SchedulerConfig scheduler = scheduler_config(stack, step);
+  // The step's own service: its replicas, or its prefill and decode engines, of tp × pp GPUs.
+  const ParallelSpec own = step_parallel(s.parallel, stack, step);
+  const int own_gpus = (scheduler.disaggregated() ? scheduler.prefill_engines + scheduler.decode_engines : own.dp) *
+                       own.tp * own.pp;
+  ServeSearchSpace space;
+  space.gpus = a.gpus > 0 ? a.gpus : own_gpus;
+  if (a.gpus == 0 && own_gpus == 1)
+    throw UsageError(fmt::format("search needs --gpus N: {} serves its last step on a single GPU", a.scenario));
+  space.tp = a.tp;
+  space.pp = a.pp;
+  space.threads = a.threads;
+  const Hardware hw = search_hardware(a, s);
+  std::vector<Request> requests;
+  try {
+    requests = make_requests(spec, s.model.max_seq);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}{}", spec.where, e.what()));
+  }
+
+  ProgressLine line("search", progress_enabled(a.quiet));
+  if (line.enabled())
+    space.progress = [&line](std::size_t done, std::size_t total) {
+      line.update(fmt::format("{} of {} services predicted", done, total),
+                  static_cast<double>(done) / static_cast<double>(total));
+    };
+  const ServeSearchResult result = search_serving_layouts(s.model, hw, spec, requests, stack, space);
+  line.clear();
+  if (const std::string failure = serve_search_failure(result); !failure.empty()) throw ConfigError(failure);
+
+  ServeSearchReportInput in;
+  in.scenario = s.name;
+  in.file = s.file.empty() ? a.scenario : s.file;
+  in.result = &result;
+  in.top = a.top;
+  in.note = note;
+  in.traffic = describe(spec);
+  in.scheduler = describe(scheduler, s.model.max_seq);
+  in.step = fmt::format("{} (the last of {} stack step{}; its layout, max_batch and chunked_prefill searched)",
+                        stack[step].name, stack.size(), stack.size() == 1 ? "" : "s");
+  const std::string text = format == ReportFormat::json  ? format_serve_search_json(in)
+                           : format == ReportFormat::csv ? format_serve_search_csv(in)
+                                                         : format_serve_search_table(in);
+  emit(a, format, text, result.candidates.size(), "services");
+  return 0;
 }
 
 }  // namespace
@@ -59,7 +144,7 @@ void add_search_options(CLI::App& cmd, SearchArgs& a) {
   cmd.add_option("--tp", a.tp, "Tensor-parallel degrees to try (default: powers of two up to the GPUs of a node)")
       ->type_name("LIST")
       ->delimiter(',');
-  cmd.add_option("--pp", a.pp, "Pipeline degrees to try (default: divisors of --gpus up to the layers)")
+  cmd.add_option("--pp", a.pp, "Pipeline degrees to try (default: divisors of --gpus up to the layers; serving: 1,2,4)")
       ->type_name("LIST")
       ->delimiter(',');
   cmd.add_option("--zero", a.zero, "ZeRO stages to try (default: 0,1,2,3; 3 is FSDP's full_shard)")
@@ -97,7 +182,9 @@ void add_search_options(CLI::App& cmd, SearchArgs& a) {
   add_sandbox_options(cmd, a);
   cmd.footer(
       "Prediction only: each layout's ranks are built with one transformer layer and priced; docs/CLI.md "
-      "(perfsim search) states the space, the pruning and the limiter.");
+      "(perfsim search) states the space, the pruning and the limiter. A serve{} scenario is searched for serving "
+      "layouts instead (engines of --tp x --pp GPUs as replicas or prefill/decode splits, max_batch, "
+      "chunked_prefill): docs/SERVING.md (Layout search).");
 }
 
 int cmd_search(const SearchArgs& given) {
@@ -119,6 +206,8 @@ int cmd_search(const SearchArgs& given) {
   if (outcome.points.size() > 1)
     note = fmt::format("first point ({}) of {} of the sweep; search prices one point",
                        sweep_label(outcome.points.front().values), outcome.points.size());
+
+  if (s.serve) return search_serving(a, s, format, note);
 
   std::vector<StackStep> stack = s.stacks;
   if (stack.empty()) stack.push_back(StackStep{"baseline", {}, ""});
@@ -173,13 +262,7 @@ int cmd_search(const SearchArgs& given) {
   const std::string text = format == ReportFormat::json  ? format_search_json(in)
                            : format == ReportFormat::csv ? format_search_csv(in)
                                                          : format_search_table(in);
-  if (a.output.empty()) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-  } else {
-    write_file_atomically(a.output, text);
-    fmt::print(stderr, "perfsim: wrote {} ({}, {} layouts)\n", a.output, name_of(format), result.layouts.size());
-  }
+  emit(a, format, text, result.layouts.size(), "layouts");
   return 0;
 }
 
