@@ -182,13 +182,22 @@ json step_json(const ServeStepResult& s) {
     j["disaggregated"] = {{"prefill_engines", p.config.prefill_engines},
                           {"decode_engines", p.config.decode_engines},
                           {"kv_transfer", p.config.kv_layerwise ? "layerwise" : "after"},
-                          {"link", k.one_node ? "nvlink" : "network"},
+                          {"link", k.link},
                           {"kv_bytes_per_token_per_gpu", k.bytes_per_token}};
     j["predicted"]["requests"]["kv_transfer_s"] = std::move(sent);
     j["predicted"]["requests"]["kv_waited_s"] = std::move(waited);
     j["predicted"]["requests"]["prefill_engine"] = std::move(prefill);
   }
-  if (s.executed) j["executed"] = executed_json(*s.executed);
+  if (s.executed) {
+    j["executed"] = executed_json(*s.executed);
+    // Disaggregated on ranks: each served request's measured KV transfer, as in "requests".
+    if (!s.executed->kv_transfers.empty()) {
+      json sent = json::array();
+      for (const RequestRecord& r : s.executed->run.requests)
+        if (r.rejected.empty()) sent.push_back(sig6(s.executed->kv_transfers.at(static_cast<std::size_t>(r.request.id))));
+      j["executed"]["requests"]["kv_transfer_s"] = std::move(sent);
+    }
+  }
   json what_if = json::array();
   for (const ServeStepResult::WhatIf& w : s.what_if)
     what_if.push_back({{"hardware", w.hardware}, {"metrics", serve_metrics_json(w.metrics)}, {"error", w.error}});

@@ -207,12 +207,17 @@ std::optional<ReportSection> layouts_section(const RunResult& r) {
 // Disaggregated steps: the KV each request sent from its prefill engine to its decode engine.
 std::optional<ReportSection> transfers_section(const RunResult& r) {
   ReportSection sec;
-  sec.title = "KV transfers, prefill to decode (predicted; ms)";
+  bool measured = false;
+  for (const ServeStepResult& s : r.serve) measured = measured || (s.executed && !s.executed->kv_transfers.empty());
+  sec.title = measured ? "KV transfers, prefill to decode (predicted, and measured on ranks; ms)"
+                       : "KV transfers, prefill to decode (predicted; ms)";
   TextTable& t = sec.table;
   t.add_column("step", Align::left);
   for (const char* c : {"requests", "link", "KV/token/GPU", "mean MiB", "transfer p50", "transfer p99", "waited p50",
                         "waited p99"})
     t.add_column(c);
+  if (measured)
+    for (const char* c : {"meas p50", "meas p99"}) t.add_column(c);
   for (const ServeStepResult& s : r.serve) {
     if (!s.predicted.transfers) continue;
     const KvTransfers& k = *s.predicted.transfers;
@@ -226,14 +231,28 @@ std::optional<ReportSection> transfers_section(const RunResult& r) {
     }
     if (sent.empty()) continue;
     const LatencyStats a = latency_stats(sent), b = latency_stats(waited);
-    t.add_row({s.step, count(static_cast<int64_t>(sent.size())), k.one_node ? "NVLink" : "network",
-               format_bytes(k.bytes_per_token), format_sig3(bytes / static_cast<double>(sent.size()) / (1 << 20)),
-               ms(a.median), ms(a.p99), ms(b.median), ms(b.p99)});
+    std::vector<std::string> row{s.step, count(static_cast<int64_t>(sent.size())), k.link,
+                                 format_bytes(k.bytes_per_token),
+                                 format_sig3(bytes / static_cast<double>(sent.size()) / (1 << 20)),
+                                 ms(a.median), ms(a.p99), ms(b.median), ms(b.p99)};
+    if (measured) {
+      std::vector<double> got;
+      if (s.executed)
+        for (double v : s.executed->kv_transfers)
+          if (v >= 0) got.push_back(v);
+      const LatencyStats g = latency_stats(got);
+      row.push_back(got.empty() ? "—" : ms(g.median));
+      row.push_back(got.empty() ? "—" : ms(g.p99));
+    }
+    t.add_row(std::move(row));
   }
   if (t.empty()) return std::nullopt;
   sec.notes.push_back("transfer: a prompt's KV from a prefill GPU to a decode GPU (every GPU of the engine sends its "
                       "share at once); waited: of it, what came after the prompt's last prefill step (all of it "
                       "unless kv_transfer = \"layerwise\"); TTFT holds the prefill, the wait and the decode queue");
+  if (measured)
+    sec.notes.push_back("meas: the prompt's KV bytes sent from the prefill rank to the decode rank, timed to the "
+                        "decode rank's answer");
   return sec;
 }
 

@@ -62,4 +62,13 @@ class Communicator {
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
+// Rank 0's `text` to every rank (its length, then its bytes): every rank calls it, and every
+// rank's `text` is rank 0's after.
+inline void broadcast_text(Communicator& ranks, std::string& text) {
+  int64_t n = static_cast<int64_t>(text.size());
+  ranks.broadcast(&n, sizeof n);
+  text.resize(static_cast<std::size_t>(n));
+  if (n > 0) ranks.broadcast(text.data(), n);
+}
+
 }  // namespace perfsim

@@ -135,14 +135,6 @@ void unpack_step(const std::string& text, EngineStepShape& shape, StepInputs& in
   inputs = j.at("inputs").get<StepInputs>();
 }
 
-// Rank 0's text to every rank: its length, then its bytes.
-void broadcast_text(Communicator& ranks, std::string& text) {
-  int64_t n = static_cast<int64_t>(text.size());
-  ranks.broadcast(&n, sizeof n);
-  text.resize(static_cast<std::size_t>(n));
-  if (n > 0) ranks.broadcast(text.data(), n);
-}
-
 }  // namespace
 
 ExecutedClock::ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack,

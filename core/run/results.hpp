@@ -121,8 +121,12 @@ struct ServeStepResult {
     std::vector<ExecutedStep> steps;    // by run.steps: measured, and the cost model's price of the same batch
     double held_bytes = 0;              // weights and KV pages the backend held across steps
     double seconds = 0;                 // wall seconds of the whole run, setup included
-    // Replicas executed on ranks (serve_ranks.hpp): each replica's requests, steps and metrics.
+    // Replicas executed on ranks (serve_ranks.hpp): each replica's requests, steps and metrics
+    // (disaggregated: the prefill engine, then the decode engine).
     std::vector<ReplicaSummary> replicas;
+    // Disaggregated on ranks: by request id, the measured send of its prompt's KV bytes from the
+    // prefill rank to the decode rank (-1: refused before it).
+    std::vector<double> kv_transfers;
   };
   std::optional<Executed> executed;
 };

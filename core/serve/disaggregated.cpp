@@ -44,6 +44,9 @@ double kv_transfer_seconds(double bytes, const Hardware& hw, int gpus) {
   // Two GPUs of one node are adjacent; across nodes they are a node apart.
   const int stride = one_node ? 1 : hw.gpus_per_node;
   const std::optional<double> t = collective_time(Collective::send_recv, 2, bytes, hw, stride);
+  // Ranks of a CPU on one host hand the bytes over through its memory: one copy.
+  const double copy = hw.host_copy_bandwidth > 0 ? hw.host_copy_bandwidth : hw.memory_bandwidth;
+  if (!t && hw.kind == "cpu" && one_node && copy > 0) return bytes / copy;
   if (!t)
     throw ConfigError(fmt::format("{} describes no link between GPUs{} to price the KV transfer of disaggregated "
                                   "serving; give it nvlink or infiniband figures",
@@ -55,6 +58,34 @@ double kv_transfer_exposed(double seconds, bool layerwise, double prefill, int64
   if (!layerwise || layers <= 1) return seconds;
   const double l = static_cast<double>(layers);
   return std::max(seconds / l, seconds - prefill * (l - 1) / l);
+}
+
+EngineRun join_disaggregated(const std::vector<Request>& requests, const EngineRun& prefill, const EngineRun& decode,
+                             const std::vector<std::size_t>& original, const KvPool& pool) {
+  EngineRun run;
+  run.pool = pool;
+  run.requests = prefill.requests;
+  for (std::size_t i = 0; i < requests.size() && i < run.requests.size(); ++i) run.requests[i].request = requests[i];
+  for (std::size_t d = 0; d < original.size(); ++d) {
+    const std::size_t i = original[d];
+    const RequestRecord& rec = decode.requests.at(d);
+    RequestRecord& joined = run.requests.at(i);
+    joined.request = requests[i];
+    joined.rejected = rec.rejected;
+    joined.first_token = rec.first_token;
+    joined.finished = rec.finished;
+    joined.generated = rec.generated;
+    joined.preemptions += rec.preemptions;
+  }
+  run.start = std::min(prefill.start, decode.start);
+  run.end = run.start;
+  for (const RequestRecord& r : run.requests)
+    if (r.rejected.empty()) run.end = std::max(run.end, r.finished);
+  run.steps = prefill.steps;
+  run.steps.insert(run.steps.end(), decode.steps.begin(), decode.steps.end());
+  run.itl = decode.itl;
+  run.preemptions = prefill.preemptions + decode.preemptions;
+  return run;
 }
 
 ServePrediction predict_disaggregated(const ModelConfig& m, const Hardware& hw, const ServeSpec& spec,
@@ -83,6 +114,8 @@ ServePrediction predict_disaggregated(const ModelConfig& m, const Hardware& hw, 
   t.bytes_per_token = pricer.kv_bytes_per_token();
   const int gpus = (c.prefill_engines + c.decode_engines) * out.layout.tp * out.layout.pp;
   t.one_node = hw.gpus_per_node <= 0 || gpus <= hw.gpus_per_node;
+  const bool through_memory = hw.kind == "cpu" && hw.nvlink.bandwidth <= 0 && hw.pcie.bandwidth <= 0;
+  t.link = through_memory ? "host memory" : t.one_node ? "NVLink" : "network";
   t.seconds.assign(requests.size(), -1);
   t.exposed.assign(requests.size(), -1);
   t.prefill_of.assign(requests.size(), -1);
@@ -106,34 +139,13 @@ ServePrediction predict_disaggregated(const ModelConfig& m, const Hardware& hw, 
   ReplicasRun dec = run_replicas(decodes, c, share, m.max_seq, 0, decode.pointers, RouterPolicy::least_outstanding,
                                  in_flight);
 
-  // Per request: arrival and prefix hits from its prefill, its tokens from its decode.
+  out.run = join_disaggregated(requests, pre.merged, dec.merged, original, out.pool);
   EngineRun& run = out.run;
-  run = EngineRun{};
-  run.pool = out.pool;
-  run.requests = pre.merged.requests;
-  out.replica_of.assign(requests.size(), -1);
-  for (std::size_t d = 0; d < decodes.size(); ++d) {
-    const std::size_t i = original[d];
-    const RequestRecord& rec = dec.merged.requests[d];
-    RequestRecord& joined = run.requests[i];
-    joined.request = requests[i];
-    joined.rejected = rec.rejected;
-    joined.first_token = rec.first_token;
-    joined.finished = rec.finished;
-    joined.generated = rec.generated;
-    joined.preemptions += rec.preemptions;
-    out.replica_of[i] = c.prefill_engines + (dec.replica_of.empty() ? 0 : dec.replica_of[d]);
-  }
-  run.start = std::min(pre.merged.start, dec.merged.start);
-  run.end = run.start;
-  for (const RequestRecord& r : run.requests)
-    if (r.rejected.empty()) run.end = std::max(run.end, r.finished);
-  run.steps = pre.merged.steps;
-  run.steps.insert(run.steps.end(), dec.merged.steps.begin(), dec.merged.steps.end());
   std::stable_sort(run.steps.begin(), run.steps.end(),
                    [](const StepRecord& a, const StepRecord& b) { return a.start < b.start; });
-  run.itl = dec.merged.itl;
-  run.preemptions = pre.merged.preemptions + dec.merged.preemptions;
+  out.replica_of.assign(requests.size(), -1);
+  for (std::size_t d = 0; d < decodes.size(); ++d)
+    out.replica_of[original[d]] = c.prefill_engines + (dec.replica_of.empty() ? 0 : dec.replica_of[d]);
   out.metrics = serve_metrics(run, spec.slo);
   add_replicas(out, pre, "prefill", spec.slo);
   add_replicas(out, dec, "decode", spec.slo);
