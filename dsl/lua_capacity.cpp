@@ -115,6 +115,9 @@ int api_capacity(lua_State* L) {
   q.traffic = *s.serve;
   q.traffic.where.clear();  // errors name the perfsim.capacity{} call already
   q.stack = s.stacks;
+  // The replica: the last step's engine (its tp and pp); the plan finds how many.
+  q.layout = step_parallel(s.parallel, s.stacks, s.stacks.empty() ? 0 : s.stacks.size() - 1);
+  q.layout.dp = 1;
   f.read("target_rate", q.target_rate);
   f.read("low", q.low);
   f.read("high", q.high);
@@ -154,6 +157,8 @@ int api_capacity(lua_State* L) {
     if (q.target_rate > 0) set_number(L, "target_rate", q.target_rate);
   }
   set_number(L, "replicas", static_cast<double>(r.replicas));
+  set_number(L, "gpus_per_replica", r.gpus_per_replica);
+  set_number(L, "gpus", static_cast<double>(r.gpus));
   set_number(L, "tokens_per_s", r.tokens_per_second_at_max);
   set_number(L, "requests_per_s", r.requests_per_second_at_max);
   set_number(L, "price_per_hour", r.price_per_hour);

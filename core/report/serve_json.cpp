@@ -119,7 +119,11 @@ json step_figures_json(const ExecutedStepFigures& f) {
 json executed_json(const ServeStepResult::Executed& e) {
   const ExecutedStepSummary summary = summarize_executed_steps(e);
   json replicas = json::array();  // replicas executed on ranks: each one's measured metrics
-  for (const ReplicaSummary& r : e.replicas) replicas.push_back(serve_metrics_json(r.metrics));
+  for (const ReplicaSummary& r : e.replicas) {
+    json m = serve_metrics_json(r.metrics);
+    if (!r.role.empty()) m["role"] = r.role;
+    replicas.push_back(std::move(m));
+  }
   return {{"pool", pool_json(e.run.pool)},
           {"replicas", std::move(replicas)},
           {"metrics", serve_metrics_json(e.metrics)},

@@ -97,8 +97,14 @@ void add_engine_steps(const EngineRun& run, const std::vector<ExecutedStep>* exe
 
 // A request's life as async slices on its own track: the whole request, and inside it queued
 // (arrival to first scheduled), prefill (to its first token) and decode (to its last token).
+// A disaggregated request's hand-over: when its prefill ended and how long its KV took to reach
+// the decode engine.
+struct Handover {
+  double prefilled = -1, sent = 0;
+};
+
 // id2.local scopes the id to the process: the same request id recurs in every stack step.
-void add_request(const RequestRecord& r, int pid, json& events) {
+void add_request(const RequestRecord& r, int pid, json& events, Handover h = {}) {
   const json id{{"local", fmt::format("0x{:x}", r.request.id)}};
   const json args{{"prompt", r.request.prompt}, {"output", r.generated}, {"preemptions", r.preemptions}};
   // Appends the begin, returns the end: the whole request's end goes after its parts'.
@@ -117,7 +123,14 @@ void add_request(const RequestRecord& r, int pid, json& events) {
   const double at = r.request.arrival;
   json whole = slice(fmt::format("request {}", r.request.id), at, r.finished);
   events.push_back(slice("queued", at, r.admitted));
-  events.push_back(slice("prefill", r.admitted, r.first_token));
+  if (h.prefilled >= 0) {
+    // Prefill on one engine, the KV's trip, the wait for the decode engine's first step.
+    events.push_back(slice("prefill", r.admitted, h.prefilled));
+    events.push_back(slice("KV transfer", h.prefilled, h.prefilled + h.sent));
+    events.push_back(slice("decode queue", h.prefilled + h.sent, r.first_token));
+  } else {
+    events.push_back(slice("prefill", r.admitted, r.first_token));
+  }
   events.push_back(slice("decode", r.first_token, r.finished));
   events.push_back(std::move(whole));
 }
@@ -127,8 +140,10 @@ bool served(const RequestRecord& r) {
 }
 
 // One engine run of a stack step as its own process: its name says which run (`what`).
+// `prefilled` and `sent` (by request id, disaggregated): each request's hand-over.
 void add_run_process(const RunResult& r, const ServeStepResult& s, const EngineRun& run,
-                     const std::vector<ExecutedStep>* executed, const std::string& what, int pid, json& events) {
+                     const std::vector<ExecutedStep>* executed, const std::string& what, int pid, json& events,
+                     const std::vector<double>* prefilled = nullptr, const std::vector<double>* sent = nullptr) {
   std::vector<const RequestRecord*> traced;
   int64_t served_count = 0;
   double window_end = 0;
@@ -156,7 +171,19 @@ void add_run_process(const RunResult& r, const ServeStepResult& s, const EngineR
   events.push_back(metadata("thread_name", pid, engine_track, {{"name", "engine steps"}}));
   events.push_back(metadata("thread_name", pid, request_track, {{"name", "requests"}}));
   add_engine_steps(run, executed, window_end, pid, events);
-  for (const RequestRecord* q : traced) add_request(*q, pid, events);
+  for (const RequestRecord* q : traced) {
+    Handover h;
+    const auto id = static_cast<std::size_t>(q->request.id);
+    if (prefilled != nullptr && sent != nullptr && id < prefilled->size() && id < sent->size() &&
+        (*prefilled)[id] >= 0 && (*sent)[id] >= 0)
+      h = {(*prefilled)[id], (*sent)[id]};
+    add_request(*q, pid, events, h);
+  }
+}
+
+// "replica 2", or with a role "replica 0 (prefill)".
+std::string replica_name(std::size_t i, const std::string& role) {
+  return role.empty() ? fmt::format("replica {}", i) : fmt::format("replica {} ({})", i, role);
 }
 
 }  // namespace
@@ -164,16 +191,30 @@ void add_run_process(const RunResult& r, const ServeStepResult& s, const EngineR
 int add_serve_processes(const RunResult& r, int pid, nlohmann::ordered_json& events) {
   for (const ServeStepResult& s : r.serve) {
     if (!s.does_not_fit.empty()) continue;
-    // Behind a router: a process per replica, each with its own engine steps and requests.
-    if (!s.predicted.replicas.empty()) {
-      for (std::size_t i = 0; i < s.predicted.replicas.size(); ++i)
-        add_run_process(r, s, s.predicted.replicas[i].run, nullptr,
-                        fmt::format("predicted, {}, replica {}", s.hardware, i), ++pid, events);
-    } else {
-      add_run_process(r, s, s.predicted.run, nullptr, "predicted, " + s.hardware, ++pid, events);
+    // Behind a router (or disaggregated): a process per replica, each with its own engine steps
+    // and requests; a disaggregated service's requests with their hand-overs as well.
+    const ServePrediction& p = s.predicted;
+    if (p.transfers)
+      add_run_process(r, s, p.run, nullptr, "predicted, " + s.hardware, ++pid, events, &p.transfers->prefilled,
+                      &p.transfers->exposed);
+    if (!p.replicas.empty()) {
+      for (std::size_t i = 0; i < p.replicas.size(); ++i)
+        add_run_process(r, s, p.replicas[i].run, nullptr,
+                        fmt::format("predicted, {}, {}", s.hardware, replica_name(i, p.replicas[i].role)), ++pid,
+                        events);
+    } else if (!p.transfers) {
+      add_run_process(r, s, p.run, nullptr, "predicted, " + s.hardware, ++pid, events);
     }
-    // The executed run beside it, on the same time axis (seconds from the run's start).
-    if (s.executed) add_run_process(r, s, s.executed->run, &s.executed->steps, "measured, " + r.backend, ++pid, events);
+    // The executed run beside it, on the same time axis (seconds from the run's start), and its
+    // replicas when they ran on ranks.
+    if (!s.executed) continue;
+    const ServeStepResult::Executed& x = *s.executed;
+    const bool handed = !x.kv_transfers.empty();
+    add_run_process(r, s, x.run, &x.steps, "measured, " + r.backend, ++pid, events, handed ? &x.kv_prefilled : nullptr,
+                    handed ? &x.kv_transfers : nullptr);
+    for (std::size_t i = 0; i < x.replicas.size(); ++i)
+      add_run_process(r, s, x.replicas[i].run, nullptr,
+                      fmt::format("measured, {}, {}", r.backend, replica_name(i, x.replicas[i].role)), ++pid, events);
   }
   return pid;
 }

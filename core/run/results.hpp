@@ -127,6 +127,7 @@ struct ServeStepResult {
     // Disaggregated on ranks: by request id, the measured send of its prompt's KV bytes from the
     // prefill rank to the decode rank (-1: refused before it).
     std::vector<double> kv_transfers;
+    std::vector<double> kv_prefilled;  // and when its prefill ended on the prefill rank
   };
   std::optional<Executed> executed;
 };

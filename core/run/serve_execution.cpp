@@ -254,6 +254,9 @@ ExecutedServing execute_disaggregated(const ServeExecution& x, Communicator& ran
   out.replicas.push_back({serve_metrics(pre.run, slo), pre.run, "prefill"});
   out.replicas.push_back({serve_metrics(decoded.executed.run, slo), decoded.executed.run, "decode"});
   out.kv_transfers = std::move(sent);
+  out.kv_prefilled.assign(x.requests.size(), -1);
+  for (const RequestRecord& r : pre.run.requests)
+    if (r.rejected.empty()) out.kv_prefilled.at(static_cast<std::size_t>(r.request.id)) = r.first_token;
   return out;
 }
 

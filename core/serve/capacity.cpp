@@ -65,11 +65,27 @@ std::string misses(const ServeMetrics& m, const Slo& slo) {
   return out;
 }
 
+// One engine's layout: the query's tp and pp, one replica.
+ParallelSpec engine_layout(const CapacityQuery& q) {
+  ParallelSpec p;
+  p.tp = std::max(1, q.layout.tp);
+  p.pp = std::max(1, q.layout.pp);
+  return p;
+}
+
+// GPUs of one replica: its engines' (P + D with disaggregation) tp × pp each.
+int replica_gpus(const CapacityQuery& q) {
+  const std::vector<StackStep>& stack = stack_of(q);
+  const SchedulerConfig c = scheduler_config(stack, stack.size() - 1);
+  const ParallelSpec e = engine_layout(q);
+  return (c.disaggregated() ? c.prefill_engines + c.decode_engines : 1) * e.tp * e.pp;
+}
+
 // Runs the stack's last step over `spec`'s requests.
 ServePrediction simulate(const CapacityQuery& q, const ServeSpec& spec) {
   const std::vector<StackStep>& stack = stack_of(q);
   const std::vector<Request> requests = make_requests(spec, q.model.max_seq);
-  return predict_serving(q.model, q.hardware, spec, requests, stack, stack.size() - 1);
+  return predict_serving(q.model, q.hardware, spec, requests, stack, stack.size() - 1, engine_layout(q));
 }
 
 // The run's figures without the requests of ids below `skip` in its latencies and SLO
@@ -90,11 +106,14 @@ ServeMetrics without_first(ServePrediction p, int64_t skip, const Slo& slo) {
 
 void finish(CapacityResult& out, const CapacityQuery& q, int best) {
   out.price_per_hour = q.hardware.price_per_hour;
+  out.gpus_per_replica = replica_gpus(q);
+  out.gpus = out.replicas * out.gpus_per_replica;
   if (best < 0) return;
   const ServeMetrics& m = out.tried[static_cast<std::size_t>(best)].metrics;
   out.tokens_per_second_at_max = m.output_throughput;
   out.requests_per_second_at_max = m.request_throughput;
-  out.cost_per_million_tokens = cost_per_million_tokens(out.price_per_hour, m.output_throughput);
+  // Every GPU of the replica is paid for.
+  out.cost_per_million_tokens = cost_per_million_tokens(out.price_per_hour * out.gpus_per_replica, m.output_throughput);
 }
 
 }  // namespace
@@ -115,10 +134,12 @@ double cost_per_million_tokens(double price_per_hour, double tokens_per_second) 
 }
 
 int64_t RuleOfThumb::gpus_for_users(int64_t users) const {
-  return replicas_for(static_cast<double>(users), concurrency);
+  return replicas_for(static_cast<double>(users), concurrency) * std::max(1, inputs.gpus_per_engine);
 }
 
-int64_t RuleOfThumb::gpus_for_rate(double rate) const { return replicas_for(rate, requests_per_s_kv); }
+int64_t RuleOfThumb::gpus_for_rate(double rate) const {
+  return replicas_for(rate, requests_per_s_kv) * std::max(1, inputs.gpus_per_engine);
+}
 
 RuleOfThumb rule_of_thumb(const RuleOfThumbInputs& in) {
   RuleOfThumb r;
@@ -145,8 +166,9 @@ RuleOfThumb rule_of_thumb(const CapacityQuery& q) {
   const std::vector<StackStep>& stack = stack_of(q);
   const std::size_t upto = stack.size() - 1;
   const SchedulerConfig c = scheduler_config(stack, upto);
-  StepPricer pricer(q.model, q.hardware, stack, upto);
+  StepPricer pricer(q.model, q.hardware, stack, upto, engine_layout(q));
   RuleOfThumbInputs in;
+  in.gpus_per_engine = engine_layout(q).tp * engine_layout(q).pp;
   // What the engine holds besides the KV cache at a one-token step: the weights, and a
   // one-token step's activations, which are negligible beside them.
   in.weight_bytes = pricer.memory_besides_kv(1);

@@ -9,7 +9,8 @@
 // each metric's p99 on its own, since the 1% missing the TTFT bound need not be the 1% missing
 // the TPOT bound.
 //
-// A replica is one GPU running the stack's last step, as predict_serving runs it.
+// A replica is the stack's last step's engine, as predict_serving runs it: one GPU, an engine of
+// tp × pp GPUs (`layout`), or with prefill_engines and decode_engines, P + D such engines.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,6 +31,7 @@ struct CapacityQuery {
   // (poisson or gamma arrivals), plan_users the closed loop's users (its think time is kept).
   ServeSpec traffic;
   std::vector<StackStep> stack;  // steps 0..n-1 applied; the last is the configuration planned
+  ParallelSpec layout;           // each engine's tp and pp (dp is what the plan finds)
   double target_rate = 0;        // requests/s the fleet must serve (0 = none)
   double low = 0, high = 0;      // rate search bounds, requests/s (0 = automatic)
   double tolerance = 0.02;       // the rate search stops when (hi - lo) / lo is below it
@@ -58,6 +60,9 @@ struct RuleOfThumbInputs {
   double reserve_tokens = 0;
   double memory_bandwidth = 0;    // bytes/s
   int64_t max_batch = 0;          // the scheduler's cap on running sequences (0 = none)
+  // GPUs of one engine (tp × pp): the figures above are one GPU's share of the engine, which
+  // holds every running sequence's share; its concurrency is the engine's.
+  int gpus_per_engine = 1;
 };
 
 struct RuleOfThumb {
@@ -76,7 +81,7 @@ struct RuleOfThumb {
   double requests_per_s_kv = 0;
 
   // Users one GPU serves (each holds a running sequence) and GPUs for `users` or `rate`.
-  [[nodiscard]] double users_per_gpu() const { return concurrency; }
+  [[nodiscard]] double users_per_gpu() const { return concurrency / std::max(1, inputs.gpus_per_engine); }
   [[nodiscard]] int64_t gpus_for_users(int64_t users) const;
   [[nodiscard]] int64_t gpus_for_rate(double rate) const;  // at requests_per_s_kv
 };
@@ -91,12 +96,15 @@ struct CapacityResult {
   double max_rate = 0;            // plan_capacity: requests/s one replica serves within the SLO
   int64_t users_per_replica = 0;  // plan_users: concurrent users one replica serves within it
   int64_t replicas = 0;           // replicas the demand needs (0 when none was asked for)
+  int gpus_per_replica = 1;       // the GPUs of one replica (its engines' tp × pp GPUs)
+  int64_t gpus = 0;               // replicas × gpus_per_replica
   std::vector<CapacityPoint> tried;  // every run, in order (the saturation probe first)
   double saturation_rate = 0;     // requests/s of the probe that sends every request at once
   double tokens_per_second_at_max = 0;    // output tokens/s per replica at the planned load
   double requests_per_second_at_max = 0;  // completed requests/s per replica there
   double price_per_hour = 0;              // the hardware's, USD per GPU-hour (0 = unknown)
-  double cost_per_million_tokens = 0;     // USD per million output tokens (0 = price unknown)
+  double cost_per_million_tokens = 0;     // USD per million output tokens over the replica's GPUs
+                                          // (0 = price unknown)
   RuleOfThumb rule_of_thumb;
   std::string note;               // how the search ended
 };

@@ -119,12 +119,14 @@ ServePrediction predict_disaggregated(const ModelConfig& m, const Hardware& hw, 
   t.seconds.assign(requests.size(), -1);
   t.exposed.assign(requests.size(), -1);
   t.prefill_of.assign(requests.size(), -1);
+  t.prefilled.assign(requests.size(), -1);
   std::vector<Request> decodes;
   std::vector<std::size_t> original;  // decode request id -> request id
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const RequestRecord& p = pre.merged.requests[i];
     if (!p.rejected.empty()) continue;
     t.prefill_of[i] = pre.replica_of[i];
+    t.prefilled[i] = p.first_token;
     const double bytes = static_cast<double>(requests[i].prompt) * t.bytes_per_token;
     t.seconds[i] = kv_transfer_seconds(bytes, hw, gpus);
     t.exposed[i] = kv_transfer_exposed(t.seconds[i], c.kv_layerwise, p.first_token - p.admitted, m.layers);

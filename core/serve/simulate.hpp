@@ -44,6 +44,7 @@ struct KvTransfers {
   std::vector<double> seconds;  // the transfer of its prompt's KV (-1: refused before it)
   std::vector<double> exposed;  // of it, what came after the prompt's last prefill step
   std::vector<int> prefill_of;  // the prefill engine it ran on (-1: refused)
+  std::vector<double> prefilled;  // when its prefill ended: its first token on the prefill engine
   double bytes_per_token = 0;   // one GPU's share of a token's K/V
   bool one_node = true;         // the engines' GPUs fit one node: NVLink (else the network)
   std::string link;             // "NVLink", "network", or "host memory" (ranks of one CPU host)

@@ -294,3 +294,50 @@ TEST_CASE("serve trace: more than 1,000 requests: the first 1,000 and the engine
     CHECK(of(events, pid, "X").size() == within);
   }
 }
+
+TEST_CASE("serve trace: a disaggregated request's prefill, KV transfer and decode queue; a process per engine") {
+  const ModelConfig m = test_models::tiny_llama();
+  const Hardware hw = test_models::h100_node();
+  const ServeSpec spec = traffic(12, 100);
+  const std::vector<Request> requests = make_requests(spec, m.max_seq);
+  const std::vector<StackStep> steps = {
+      StackStep{"1P1D",
+                {PassSpec{"bf16"}, PassSpec{"flash_attention"}, PassSpec{"paged_kv"}, PassSpec{"prefill_engines", 1.0},
+                 PassSpec{"decode_engines", 1.0}},
+                ""}};
+  RunResult r;
+  r.scenario = "pd";
+  r.backend = "none";
+  ServeStepResult s;
+  s.step = "1P1D";
+  s.hardware = hw.name;
+  s.predicted = predict_serving(m, hw, spec, requests, steps, 0);
+  REQUIRE(s.predicted.transfers);
+  r.serve.push_back(s);
+  const json events = json::parse(format_trace({r}))["traceEvents"];
+  const int pid = pid_named(events, "serve · pd / 1P1D (predicted, test-h100)");
+  (void)pid_named(events, "serve · pd / 1P1D (predicted, test-h100, replica 0 (prefill))");
+  (void)pid_named(events, "serve · pd / 1P1D (predicted, test-h100, replica 1 (decode))");
+  const auto slices = slices_of(events, pid);
+  const KvTransfers& t = *s.predicted.transfers;
+  int checked = 0;
+  for (const RequestRecord* q : served(s.predicted.run)) {
+    const auto id = static_cast<std::size_t>(q->request.id);
+    const auto& list = slices.at(fmt::format("0x{:x}", q->request.id));
+    auto find = [&](const std::string& name) {
+      const auto it = std::find_if(list.begin(), list.end(), [&](const Slice& x) { return x.name == name; });
+      REQUIRE(it != list.end());
+      return *it;
+    };
+    // The transfer runs from the prefill's end for its exposed seconds; the decode queue then
+    // lasts to the decode engine's first token.
+    const Slice kv = find("KV transfer");
+    CHECK(kv.begin == approx(t.prefilled[id] * 1e6).epsilon(1e-6));
+    CHECK(kv.end - kv.begin == approx(t.exposed[id] * 1e6).epsilon(1e-3));
+    CHECK(find("prefill").end == approx(kv.begin).epsilon(1e-9));
+    CHECK(find("decode queue").begin == approx(kv.end).epsilon(1e-9));
+    CHECK(find("decode queue").end == approx(q->first_token * 1e6).epsilon(1e-6));
+    ++checked;
+  }
+  CHECK(checked == 12);
+}

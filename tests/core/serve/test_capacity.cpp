@@ -153,6 +153,28 @@ TEST_CASE("capacity: cost per million output tokens from the price per GPU-hour"
   CHECK(plan_capacity(q).cost_per_million_tokens == 0);
 }
 
+TEST_CASE("capacity: a replica of a TP2 engine counts, and pays for, its two GPUs") {
+  CapacityQuery q = tiny_query();
+  q.layout.tp = 2;
+  q.target_rate = 5000;
+  q.hardware.price_per_hour = 2.0;
+  const CapacityResult r = plan_capacity(q);
+  REQUIRE(r.max_rate > 0);
+  CHECK(r.gpus_per_replica == 2);
+  CHECK(r.gpus == 2 * r.replicas);
+  // Both GPUs of the replica are paid for: $4 an hour over its tokens.
+  CHECK(r.cost_per_million_tokens == approx(4.0 / (r.tokens_per_second_at_max * 3600) * 1e6));
+  // Its engine is the TP2 engine the prediction serves with: the same rate meets the same SLO.
+  ServeSpec spec = q.traffic;
+  spec.arrivals.rate = r.max_rate;
+  const auto requests = make_requests(spec, q.model.max_seq);
+  ParallelSpec tp2;
+  tp2.tp = 2;
+  CHECK(meets_slo(predict_serving(q.model, q.hardware, spec, requests, q.stack, 0, tp2).metrics, q.attainment));
+  // A one-GPU replica: one GPU.
+  CHECK(plan_capacity(tiny_query()).gpus_per_replica == 1);
+}
+
 TEST_CASE("capacity: the users search brackets the most concurrent users one replica serves") {
   CapacityQuery q = tiny_query();
   const CapacityResult r = plan_users(q, 100);
