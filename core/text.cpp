@@ -86,4 +86,13 @@ std::optional<std::string> read_text_file(const std::string& path) {
   return text.str();
 }
 
+std::string csv_join(const std::vector<std::string>& cells) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i) out += ',';
+    out += csv_quote(cells[i]);
+  }
+  return out + "\n";
+}
+
 }  // namespace perfsim

@@ -16,6 +16,8 @@ namespace perfsim {
 [[nodiscard]] std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates);
 // One CSV field, quoted (RFC 4180) when it holds a comma, a quote or a line break.
 [[nodiscard]] std::string csv_quote(std::string_view s);
+// One CSV line of `cells`, each csv_quote'd, ending in a newline.
+[[nodiscard]] std::string csv_join(const std::vector<std::string>& cells);
 // The fields of one CSV line as csv_quote writes them (a quoted field may hold commas; "" in it
 // is one quote); nullopt when a quoted field does not end on the line.
 [[nodiscard]] std::optional<std::vector<std::string>> split_csv_line(std::string_view line);

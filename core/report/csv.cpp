@@ -31,14 +31,6 @@ void add_unique(std::vector<T>& v, const T& x) {
   if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
 }
 
-std::string csv_line(const std::vector<std::string>& cells) {
-  std::string out;
-  for (std::size_t i = 0; i < cells.size(); ++i) {
-    if (i) out += ',';
-    out += csv_quote(cells[i]);
-  }
-  return out + "\n";
-}
 
 // Sweep keys lead; "model", "hardware" and "gpus" would repeat a later column's name, so those
 // are written sweep_model, sweep_hardware, sweep_gpus; so are keys named as a serve column
@@ -68,12 +60,12 @@ bool serving(const RunResult& r) { return !r.serve.empty(); }
 std::string serve_csv(const std::vector<RunResult>& points, const std::vector<std::string>& keys) {
   std::vector<std::string> header = sweep_columns(keys, serve_csv_columns());
   header.insert(header.end(), serve_csv_columns().begin(), serve_csv_columns().end());
-  std::string out = csv_line(header);
+  std::string out = csv_join(header);
   for (const RunResult& r : points)
     for (const auto& cells : serve_csv_rows(r)) {
       std::vector<std::string> row = sweep_cells(r, keys);
       row.insert(row.end(), cells.begin(), cells.end());
-      out += csv_line(row);
+      out += csv_join(row);
     }
   return out;
 }
@@ -135,7 +127,7 @@ std::string format_csv(const std::vector<RunResult>& points) {
                                               header.end(), name) -
                                     header.begin());
   };
-  std::string out = csv_line(header);
+  std::string out = csv_join(header);
 
   for (const RunResult& r : points) {
     if (serving(r)) {
@@ -148,7 +140,7 @@ std::string format_csv(const std::vector<RunResult>& points) {
         row[column("backend")] = r.backend;
         row[column("device")] = r.device;
         for (std::size_t c = 0; c < cells.size(); ++c) row[column(serve_csv_columns()[c])] = cells[c];
-        out += csv_line(row);
+        out += csv_join(row);
       }
       continue;
     }
@@ -200,7 +192,7 @@ std::string format_csv(const std::vector<RunResult>& points) {
         }
       }
       row.resize(header.size());  // the serve columns of a mixed report
-      out += csv_line(row);
+      out += csv_join(row);
     }
   }
   return out;

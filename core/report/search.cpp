@@ -255,11 +255,7 @@ std::string format_search_csv(const SearchReportInput& in) {
         c.recompute ? "true" : "false", num(c.tokens_per_second), num(c.tokens_per_second_per_gpu), num(c.mfu),
         num(c.step_time), num(c.bubble_fraction), num(c.bubble_time), num(c.exposed_communication),
         num(c.memory_peak), std::to_string(c.worst_rank), c.fits ? "true" : "false", name_of(c.limiter)};
-    for (std::size_t k = 0; k < cells.size(); ++k) {
-      if (k) out += ',';
-      out += csv_quote(cells[k]);
-    }
-    out += '\n';
+    out += csv_join(cells);
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include "core/report/text_table.hpp"
 #include "core/report/validation.hpp"
 #include "core/serve/layout_search.hpp"
+#include "core/serve/scheduler_config.hpp"
 #include "core/text.hpp"
 #include "core/units.hpp"
 
@@ -19,13 +20,6 @@ namespace perfsim {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::string engine_words(const ParallelSpec& p) {
-  std::string e;
-  if (p.tp > 1) e = fmt::format("TP{}", p.tp);
-  if (p.pp > 1) e += fmt::format("{}PP{}", e.empty() ? "" : " ", p.pp);
-  return e.empty() ? "1 GPU" : e;
-}
 
 std::string chunk_text(int64_t chunk) { return chunk > 0 ? std::to_string(chunk) : "off"; }
 
@@ -121,7 +115,7 @@ std::string format_serve_search_table(const ServeSearchReportInput& in) {
   std::vector<Pruned> groups;
   for (const ServeCandidate& c : r.candidates) {
     if (c.priced) continue;
-    const std::string e = engine_words(c.layout), kind = c.pruned.substr(0, c.pruned.find(':'));
+    const std::string e = engine_words(c.layout.tp, c.layout.pp), kind = c.pruned.substr(0, c.pruned.find(':'));
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Pruned& g) { return g.engine == e && g.kind == kind; });
     if (it == groups.end()) groups.push_back({e, kind, c.pruned, 1});
     else ++it->count;
@@ -230,11 +224,7 @@ std::string format_serve_search_csv(const ServeSearchReportInput& in) {
         c.priced ? num(m.ttft.p99) : "", c.priced ? num(m.tpot.p99) : "", c.priced ? num(m.slo_attainment) : "",
         c.priced ? std::to_string(m.preemptions) : "", c.priced && c.cost_per_million > 0 ? num(c.cost_per_million) : "",
         c.priced ? name_of(c.limiter) : "", c.pruned};
-    for (std::size_t k = 0; k < cells.size(); ++k) {
-      if (k) out += ',';
-      out += csv_quote(cells[k]);
-    }
-    out += '\n';
+    out += csv_join(cells);
   }
   return out;
 }

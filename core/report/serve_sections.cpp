@@ -190,9 +190,9 @@ std::optional<ReportSection> layouts_section(const RunResult& r) {
     engine.dp = 1;
     std::string layout = describe_engine_layout(engine);
     if (c.disaggregated()) {
-      std::string word = p.layout.tp > 1 ? fmt::format("TP{}", p.layout.tp) : "";
-      if (p.layout.pp > 1) word += fmt::format("{}PP{}", word.empty() ? "" : " × ", p.layout.pp);
-      layout = fmt::format("{}P{}D, {} engines", c.prefill_engines, c.decode_engines, word.empty() ? "1-GPU" : word);
+      const int engine_gpus = p.layout.tp * p.layout.pp;
+      layout = fmt::format("{}P{}D, {} engines", c.prefill_engines, c.decode_engines,
+                           engine_gpus > 1 ? engine_words(p.layout.tp, p.layout.pp) : "1-GPU");
     }
     else if (p.layout.dp > 1) layout = describe_engine_layout(p.layout);
     t.add_row({s.step, layout, std::to_string(gpus), format_rate(p.metrics.output_throughput / gpus),

@@ -113,9 +113,9 @@ ServePrediction predict_disaggregated(const ModelConfig& m, const Hardware& hw, 
   KvTransfers t;
   t.bytes_per_token = pricer.kv_bytes_per_token();
   const int gpus = (c.prefill_engines + c.decode_engines) * out.layout.tp * out.layout.pp;
-  t.one_node = hw.gpus_per_node <= 0 || gpus <= hw.gpus_per_node;
+  const bool one_node = hw.gpus_per_node <= 0 || gpus <= hw.gpus_per_node;
   const bool through_memory = hw.kind == "cpu" && hw.nvlink.bandwidth <= 0 && hw.pcie.bandwidth <= 0;
-  t.link = through_memory ? "host memory" : t.one_node ? "NVLink" : "network";
+  t.link = through_memory ? "host memory" : one_node ? "NVLink" : "network";
   t.seconds.assign(requests.size(), -1);
   t.exposed.assign(requests.size(), -1);
   t.prefill_of.assign(requests.size(), -1);

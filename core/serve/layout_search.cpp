@@ -117,10 +117,7 @@ ServeLimiter serve_limiter(const ServeMetrics& m, const Slo& slo, double attainm
 }
 
 std::string layout_words(const ServeCandidate& c) {
-  std::string engine;
-  if (c.layout.tp > 1) engine = fmt::format("TP{}", c.layout.tp);
-  if (c.layout.pp > 1) engine += fmt::format("{}PP{}", engine.empty() ? "" : " ", c.layout.pp);
-  if (engine.empty()) engine = "1 GPU";
+  const std::string engine = engine_words(c.layout.tp, c.layout.pp);
   if (c.disaggregated()) return fmt::format("{}P{}D × {}", c.prefill_engines, c.decode_engines, engine);
   if (c.layout.dp > 1) return fmt::format("{} × {}", c.layout.dp, engine);
   return engine;

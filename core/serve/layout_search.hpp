@@ -64,7 +64,7 @@ struct ServeCandidate {
   [[nodiscard]] int engines() const { return disaggregated() ? prefill_engines + decode_engines : layout.dp; }
 };
 
-// "TP8", "4 × TP2", "1P3D × TP4", "2 × TP4 PP2", "8 × 1 GPU".
+// "TP8", "4 × TP2", "1P3D × TP4", "2 × TP4 × PP2", "8 × 1 GPU".
 [[nodiscard]] std::string layout_words(const ServeCandidate& c);
 
 struct ServeSearchResult {

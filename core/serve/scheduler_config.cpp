@@ -121,6 +121,13 @@ SchedulerConfig scheduler_config(const std::vector<StackStep>& stack, std::size_
   return c;
 }
 
+std::string engine_words(int tp, int pp) {
+  std::string words;
+  if (tp > 1) words = fmt::format("TP{}", tp);
+  if (pp > 1) words += fmt::format("{}PP{}", words.empty() ? "" : " × ", pp);
+  return words.empty() ? "1 GPU" : words;
+}
+
 std::string describe(const SchedulerConfig& c, int64_t max_seq) {
   std::string s = name_of(c.kind);
   switch (c.kind) {
@@ -137,10 +144,8 @@ std::string describe(const SchedulerConfig& c, int64_t max_seq) {
   s += c.paged ? fmt::format(", paged KV ({} tokens/block)", c.block) : ", KV reserved per sequence";
   if (c.prefix_cache) s += ", prefix cache";
   if (c.kind == SchedulerKind::continuous && c.preemption == Preemption::swap) s += ", swap on preemption";
-  std::string engine;
-  if (c.tp > 1) engine = fmt::format("TP{}", c.tp);
-  if (c.pp > 1) engine += fmt::format("{}PP{}", engine.empty() ? "" : " × ", c.pp);
-  if (!engine.empty()) s += fmt::format("; {} engine{} of {} GPUs", engine, c.replicas > 1 ? "s" : "", c.tp * c.pp);
+  if (c.tp * c.pp > 1)
+    s += fmt::format("; {} engine{} of {} GPUs", engine_words(c.tp, c.pp), c.replicas > 1 ? "s" : "", c.tp * c.pp);
   if (c.pp > 1) s += fmt::format(" ({} batches in flight)", c.pp);
   if (c.disaggregated())
     s += fmt::format("; disaggregated {}P{}D, KV sent {}", c.prefill_engines, c.decode_engines,

@@ -59,6 +59,9 @@ struct SchedulerConfig {
 // without paged_kv).
 [[nodiscard]] SchedulerConfig scheduler_config(const std::vector<StackStep>& stack, std::size_t upto);
 
+// An engine's split in words: "TP2", "PP2", "TP2 × PP2"; "1 GPU" when it has one.
+[[nodiscard]] std::string engine_words(int tp, int pp);
+
 // "continuous, max 256 sequences, 2048 tokens/step, paged KV (16), prefix cache"
 [[nodiscard]] std::string describe(const SchedulerConfig& c, int64_t max_seq);
 [[nodiscard]] const char* name_of(SchedulerKind k);

@@ -37,9 +37,7 @@ KvPool kv_pool(StepPricer& pricer, const SchedulerConfig& c, const Hardware& hw,
 
 std::string describe_engine_layout(const ParallelSpec& p) {
   const int dp = std::max(1, p.dp), tp = std::max(1, p.tp), pp = std::max(1, p.pp);
-  std::string engine;
-  if (tp > 1) engine = fmt::format("TP{}", tp);
-  if (pp > 1) engine += fmt::format("{}PP{}", engine.empty() ? "" : " × ", pp);
+  const std::string engine = tp * pp > 1 ? engine_words(tp, pp) : "";
   const int gpus = dp * tp * pp;
   const std::string count = fmt::format("{} GPU{}", gpus, gpus == 1 ? "" : "s");
   if (dp == 1) return engine.empty() ? "one engine on 1 GPU" : fmt::format("one {} engine ({})", engine, count);

@@ -46,7 +46,6 @@ struct KvTransfers {
   std::vector<int> prefill_of;  // the prefill engine it ran on (-1: refused)
   std::vector<double> prefilled;  // when its prefill ended: its first token on the prefill engine
   double bytes_per_token = 0;   // one GPU's share of a token's K/V
-  bool one_node = true;         // the engines' GPUs fit one node: NVLink (else the network)
   std::string link;             // "NVLink", "network", or "host memory" (ranks of one CPU host)
 };
 

@@ -71,7 +71,7 @@ TEST_CASE("serving layout search: the candidates of 4 GPUs of a tiny Llama") {
   const ServeSearchResult r = search(traffic(), space);
   const std::multiset<std::string> expected = {"4 × 1 GPU", "1P3D × 1 GPU", "2P2D × 1 GPU", "3P1D × 1 GPU",
                                                "2 × PP2",   "1P1D × PP2",   "PP4",          "2 × TP2",
-                                               "1P1D × TP2", "TP2 PP2",     "TP4"};
+                                               "1P1D × TP2", "TP2 × PP2",     "TP4"};
   CHECK(layouts_of(r) == expected);
   CHECK(r.engines_skipped == 6);
   CHECK(r.priced == 10);
@@ -101,7 +101,7 @@ TEST_CASE("serving layout search: closed-loop traffic has no prefill/decode spli
   space.max_batch = {8};
   space.chunk = {0};
   const ServeSearchResult r = search(traffic(ArrivalKind::closed), space);
-  CHECK(layouts_of(r) == std::multiset<std::string>{"4 × 1 GPU", "2 × PP2", "PP4", "2 × TP2", "TP2 PP2", "TP4"});
+  CHECK(layouts_of(r) == std::multiset<std::string>{"4 × 1 GPU", "2 × PP2", "PP4", "2 × TP2", "TP2 × PP2", "TP4"});
   CHECK_FALSE(r.open_loop);
 }
 
@@ -210,7 +210,7 @@ TEST_CASE("serving layout search: layouts in words") {
   c.layout.dp = 2;
   c.layout.tp = 4;
   c.layout.pp = 2;
-  CHECK(layout_words(c) == "2 × TP4 PP2");
+  CHECK(layout_words(c) == "2 × TP4 × PP2");
 }
 
 TEST_CASE("serving layout search: a bad space is refused") {
