@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/cpu_graph_runner.hpp"
+#include "backends/cpu/kv_transfer.hpp"
 #include "backends/cpu/shared_tensors.hpp"
 #include "core/errors.hpp"
 
@@ -55,6 +56,13 @@ class CpuEngineSession final : public EngineSession {
 
   [[nodiscard]] double held_bytes() const override { return m_shared.bytes(); }
 
+  void send_pages(const std::vector<int64_t>& blocks, int peer) override {
+    send_kv_pages(m_shared, blocks, joined(), peer);
+  }
+  void receive_pages(const std::vector<int64_t>& blocks, int peer) override {
+    receive_kv_pages(m_shared, blocks, joined(), peer);
+  }
+
  private:
   // A tensor-parallel engine's step (collectives in it) runs on the ranks, its weights each
   // rank's shard of the whole; a replica's step is its own rank's alone.
@@ -62,6 +70,11 @@ class CpuEngineSession final : public EngineSession {
     for (const Op& op : g.ops)
       if (op.kind == OpKind::collective) return m_ranks;
     return nullptr;
+  }
+
+  [[nodiscard]] Communicator& joined() const {
+    if (m_ranks == nullptr) throw NotExecutable("cpu backend: KV pages move between ranks, and this engine runs alone");
+    return *m_ranks;
   }
 
   uint64_t m_seed;

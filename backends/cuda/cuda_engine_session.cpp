@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -20,6 +21,8 @@
 #include "backends/cuda/cuda_graph_runner.hpp"
 #include "backends/cuda/cuda_host_memory.hpp"
 #include "backends/cuda/cuda_shared_tensors.hpp"
+#include "backends/cuda/kernels/kv_pages.cuh"
+#include "backends/cuda/stream_wait.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim::cuda {
@@ -40,6 +43,8 @@ class CudaEngineSession final : public EngineSession {
     (void)cudaEventDestroy(m_swap_start);
     (void)cudaEventDestroy(m_swap_end);
     if (m_swap_device != nullptr) (void)cudaFree(m_swap_device);
+    if (m_message != nullptr) (void)cudaFree(m_message);
+    if (m_table != nullptr) (void)cudaFree(m_table);
     m_gemm.set_autotune(m_autotune_before);
     m_alloc.hold_cache(false);  // the captured graphs go with the session
   }
@@ -136,6 +141,10 @@ class CudaEngineSession final : public EngineSession {
 
   [[nodiscard]] double held_bytes() const override { return m_shared.bytes(); }
 
+  // The pages gathered into one device message, sent over NCCL, scattered on the other side.
+  void send_pages(const std::vector<int64_t>& blocks, int peer) override { move_pages(blocks, peer, true); }
+  void receive_pages(const std::vector<int64_t>& blocks, int peer) override { move_pages(blocks, peer, false); }
+
  private:
   // A tensor-parallel engine's step (collectives in it) runs on the ranks over NCCL, its weights
   // each rank's shard of the whole; a replica's step is its own GPU's alone.
@@ -143,6 +152,57 @@ class CudaEngineSession final : public EngineSession {
     for (const Op& op : g.ops)
       if (op.kind == OpKind::collective) return m_ranks;
     return nullptr;
+  }
+
+  void move_pages(const std::vector<int64_t>& blocks, int peer, bool send) {
+    if (m_ranks == nullptr)
+      throw NotExecutable("cuda backend: KV pages move between ranks, and this engine runs alone");
+    const std::vector<SharedTensors::Pages> pages = m_shared.kv_pages();
+    if (pages.empty()) throw NotExecutable("cuda backend: no KV pages to move yet");
+    const std::size_t block_bytes = pages.front().block_bytes;
+    std::vector<const void*> table;  // the tensors' addresses, then the block ids
+    for (const SharedTensors::Pages& p : pages) {
+      if (p.block_bytes != block_bytes)
+        throw NotExecutable("cuda backend: KV page tensors of different block sizes cannot move as one message");
+      for (int64_t b : blocks)
+        if (b < 0 || b >= p.blocks)
+          throw NotExecutable(fmt::format("cuda backend: KV block {} is outside the pool of {}", b, p.blocks));
+      table.push_back(p.data);
+    }
+    const std::size_t message = pages.size() * blocks.size() * block_bytes;
+    const std::size_t table_bytes = (pages.size() + blocks.size()) * sizeof(int64_t);
+    grow(m_message, m_message_bytes, message);
+    grow(m_table, m_table_bytes, table_bytes);
+    std::vector<std::byte> host(table_bytes);
+    std::memcpy(host.data(), table.data(), pages.size() * sizeof(void*));
+    std::memcpy(host.data() + pages.size() * sizeof(void*), blocks.data(), blocks.size() * sizeof(int64_t));
+    PERFSIM_CUDA_CHECK(cudaMemcpyAsync(m_table, host.data(), table_bytes, cudaMemcpyHostToDevice, m_stream));
+    auto* const* tensors = static_cast<void* const*>(m_table);
+    const auto* ids = reinterpret_cast<const int64_t*>(static_cast<const std::byte*>(m_table) +
+                                                       pages.size() * sizeof(void*));
+    const auto n = static_cast<int64_t>(blocks.size());
+    const auto t = static_cast<int64_t>(pages.size());
+    if (send) {
+      gather_kv_pages(tensors, ids, t, n, block_bytes, m_message, m_stream);
+      m_ranks->point_to_point(m_message, message, peer, true, m_stream, "KV pages sent");
+    } else {
+      m_ranks->point_to_point(m_message, message, peer, false, m_stream, "KV pages received");
+      scatter_kv_pages(tensors, ids, t, n, block_bytes, m_message, m_stream);
+    }
+    wait_stream(m_stream, m_ranks);
+  }
+
+  // A device buffer of at least `bytes` (grown by reallocation; kept for the session).
+  static void grow(void*& buffer, std::size_t& held, std::size_t bytes) {
+    if (bytes <= held) return;
+    if (buffer != nullptr) PERFSIM_CUDA_CHECK(cudaFree(buffer));
+    buffer = nullptr;
+    held = 0;
+    if (cudaMalloc(&buffer, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw NotExecutable("cuda backend: no device memory left for the KV pages' message");
+    }
+    held = bytes;
   }
 
   struct Captured {
@@ -163,6 +223,10 @@ class CudaEngineSession final : public EngineSession {
   void* m_swap_device = nullptr;
   std::size_t m_swap_bytes = 0;
   cudaEvent_t m_swap_start = nullptr, m_swap_end = nullptr;
+  void* m_message = nullptr;  // KV pages moving between ranks
+  std::size_t m_message_bytes = 0;
+  void* m_table = nullptr;    // their tensors' addresses and block ids, on the device
+  std::size_t m_table_bytes = 0;
 };
 
 }  // namespace

@@ -51,7 +51,7 @@ float kv_cache_scale(const Graph& g, int id) {
 GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc, GemmEngine& gemm, cudaStream_t stream,
                          NcclRanks* ranks, SharedTensors* shared, bool op_events)
     : m_graph(g), m_ranks(ranks), m_seed(seed), m_alloc(alloc), m_stream(stream),
-      m_trace(KernelTrace::requested() ? KernelTrace::get() : nullptr), m_op_events(op_events) {
+      m_op_events(op_events), m_trace(KernelTrace::requested() ? KernelTrace::get() : nullptr) {
   g.check();
   for (const Tensor& t : g.tensors) {
     if (elem_of(t.dtype) == Elem::unsupported)

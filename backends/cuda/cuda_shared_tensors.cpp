@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <map>
+
 #include "backends/cuda/cuda_check.hpp"
 #include "core/errors.hpp"
 #include "core/units.hpp"
@@ -35,6 +37,7 @@ SharedTensors::Slot SharedTensors::add(const Tensor& t, std::size_t bytes, bool 
     m_held.erase(it);
   }
   Held h;
+  h.kv = t.role == TensorRole::kv_cache;
   h.dtype = t.dtype;
   h.shape = t.shape;
   h.bytes = bytes;
@@ -57,6 +60,16 @@ double SharedTensors::bytes() const {
   double b = 0;
   for (const auto& [name, h] : m_held) b += static_cast<double>(h.bytes);
   return b;
+}
+
+std::vector<SharedTensors::Pages> SharedTensors::kv_pages() const {
+  std::map<std::string, Pages> sorted;
+  for (const auto& [name, h] : m_held)
+    if (h.kv && !h.shape.empty() && h.shape.front() > 0)
+      sorted[name] = {h.slot.data, h.shape.front(), h.bytes / static_cast<std::size_t>(h.shape.front())};
+  std::vector<Pages> out;
+  for (const auto& [name, p] : sorted) out.push_back(p);
+  return out;
 }
 
 }  // namespace perfsim::cuda

@@ -36,8 +36,18 @@ class SharedTensors {
   Slot add(const Tensor& t, std::size_t bytes, bool fp8);
   [[nodiscard]] double bytes() const;
 
+  // The KV cache tensors held (every layer's K and V pages), in name order: each one's first
+  // dimension its pool's blocks, a block `block_bytes` long (an fp8 cache's scale stays).
+  struct Pages {
+    void* data = nullptr;
+    int64_t blocks = 0;
+    std::size_t block_bytes = 0;
+  };
+  [[nodiscard]] std::vector<Pages> kv_pages() const;
+
  private:
   struct Held {
+    bool kv = false;
     DType dtype = DType::fp32;
     std::vector<int64_t> shape;
     std::size_t bytes = 0;

@@ -77,6 +77,12 @@ class NcclRanks {
   void all_reduce(float* data, std::size_t count, RankGroup group, Reduction r, cudaStream_t stream,
                   const std::string& what);
 
+  // `bytes` of device memory sent to (send) or received from world rank `peer` on `stream`
+  // (ncclSend / ncclRecv over a communicator of every rank of its own, made on first use: both
+  // ranks must then call at once); `what` names the transfer in error messages (a
+  // disaggregated engine's KV pages).
+  void point_to_point(void* data, std::size_t bytes, int peer, bool send, cudaStream_t stream, const std::string& what);
+
   // Makes every communicator `g`'s collectives need, before any of them is issued: in one order
   // on every rank (by group size, stride and lane), with nothing of this rank's on the GPU yet.
   // Made on first use instead, the communicators of different groups would be made in each
@@ -102,6 +108,7 @@ class NcclRanks {
   // the same group, for transfers that must not queue behind the group's other work.
   Comm& comm(RankGroup g, const std::string& what, int lane = 0);
   static constexpr int ring_lane = 2;  // ring attention's steps: a communicator of their own
+  static constexpr int point_to_point_lane = 4;  // point_to_point's transfers, apart from steps'
   // A pipeline's transfers go over its stages' group (places are stages), one communicator per
   // direction and edge colour (core/graph/pipeline_edge.hpp): lane 8 + 3·backward + colour. So
   // the two directions, each on streams of their own, never wait on one another (1F1B sends

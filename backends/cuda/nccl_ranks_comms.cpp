@@ -78,6 +78,9 @@ NcclRanks::~NcclRanks() = default;
 void NcclRanks::all_reduce(float*, std::size_t, RankGroup, Reduction, cudaStream_t, const std::string& what) {
   throw NotExecutable(fmt::format("'{}': perfsim was built without NCCL", what));
 }
+void NcclRanks::point_to_point(void*, std::size_t, int, bool, cudaStream_t, const std::string& what) {
+  throw NotExecutable(fmt::format("'{}': perfsim was built without NCCL", what));
+}
 void NcclRanks::check() {}
 void NcclRanks::abort() noexcept {
   if (m_abort_reason.empty()) m_abort_reason = "aborted";
@@ -149,6 +152,15 @@ void NcclRanks::all_reduce(float* data, std::size_t count, RankGroup group, Redu
   check_result(ncclAllReduce(data, data, count, ncclFloat32, r == Reduction::max ? ncclMax : ncclSum,
                              static_cast<ncclComm_t>(c.comm), stream),
                "ncclAllReduce", &c, group, what);
+}
+
+void NcclRanks::point_to_point(void* data, std::size_t bytes, int peer, bool send, cudaStream_t stream,
+                               const std::string& what) {
+  const RankGroup world{m_ranks.size(), 1};
+  Comm& c = comm(world, what, point_to_point_lane);
+  auto* nc = static_cast<ncclComm_t>(c.comm);
+  if (send) check_result(ncclSend(data, bytes, ncclInt8, peer, nc, stream), "ncclSend", &c, world, what);
+  else check_result(ncclRecv(data, bytes, ncclInt8, peer, nc, stream), "ncclRecv", &c, world, what);
 }
 
 void NcclRanks::check() {

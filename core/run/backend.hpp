@@ -84,6 +84,20 @@ class EngineSession {
   virtual double swap(double bytes, bool out) = 0;
   // Bytes the session holds across steps (weights and pages).
   [[nodiscard]] virtual double held_bytes() const = 0;
+  // A disaggregated engine's KV hand-off between ranks: the pages of `blocks` (ids in this
+  // session's pool; every layer's K and V) go to rank `peer`, which takes as many blocks into
+  // blocks of its own pool with receive_pages. Each returns once its side is done. Throws
+  // NotExecutable where the session cannot: not under ranks, or no pages made yet.
+  virtual void send_pages(const std::vector<int64_t>& blocks, int peer) {
+    (void)blocks;
+    (void)peer;
+    throw NotExecutable("this backend's engine does not send KV pages between ranks");
+  }
+  virtual void receive_pages(const std::vector<int64_t>& blocks, int peer) {
+    (void)blocks;
+    (void)peer;
+    throw NotExecutable("this backend's engine does not receive KV pages between ranks");
+  }
 };
 
 class Backend {

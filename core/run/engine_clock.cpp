@@ -241,6 +241,11 @@ void ExecutedClock::run(const EngineStep& step) {
   rec.device = t.device + swaps;
   rec.host = std::max(0.0, rec.wall - rec.device);
   m_steps.push_back(rec);
+  if (m_handoff) {
+    const auto h0 = std::chrono::steady_clock::now();
+    m_handoff(step);
+    m_start += std::chrono::steady_clock::now() - h0;
+  }
   // Priced after the run (price_steps), so the cost model's work does not delay the engine.
   EngineStep kept = step;
   kept.block_tables.clear();

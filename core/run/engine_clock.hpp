@@ -5,6 +5,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -47,6 +48,11 @@ class ExecutedClock final : public StepClock {
   void run(const EngineStep& step) override;
   [[nodiscard]] bool wants_block_tables() const override { return true; }
 
+  // After each step, `handoff` gets it with its block tables (a disaggregated prefill engine
+  // sends the pages of the prompts it ended). The clock stops while it runs: the transfer is
+  // priced beside the engine, not in its steps.
+  void set_handoff(std::function<void(const EngineStep&)> handoff) { m_handoff = std::move(handoff); }
+
   [[nodiscard]] const std::vector<ExecutedStep>& steps() const { return m_steps; }
   // Fills each step's `predicted` with the cost model's price of its batch (after the run).
   void price_steps(StepPricer& pricer);
@@ -68,6 +74,7 @@ class ExecutedClock final : public StepClock {
   std::mt19937_64 m_tokens;
   std::chrono::steady_clock::time_point m_start;
   std::vector<ExecutedStep> m_steps;
+  std::function<void(const EngineStep&)> m_handoff;
   std::vector<EngineStep> m_ran;  // the steps as run, for price_steps
 };
 

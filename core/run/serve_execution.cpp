@@ -35,13 +35,17 @@ KvPool executed_pool(const KvPool& predicted, const std::vector<Request>& reques
   return pool;
 }
 
-// The engine run of `requests` on the session, on its wall clock. `before_start` runs once the
-// session is primed (or failed to be), before the clock starts: ranks serving side by side meet
-// there, so none waits for one that failed. With `followers`, the engine is tensor-parallel over
-// every rank (`options` its layout) and this is rank 0, which schedules and sends each step to
-// the others (follow_engine).
-Executed serve_on_clock(const ServeExecution& x, const std::vector<Request>& requests,
-                        const std::function<void()>& before_start, const BuildOptions& options = {},
+// Runs once the session is primed, before the clock starts, with "" or why priming failed
+// (thrown again after it): ranks serving side by side meet there, so none waits for one that
+// failed. It may change the requests served (a decode engine learns its requests there).
+using BeforeStart = std::function<void(const std::string& failed, std::vector<Request>& requests)>;
+
+// The engine run of `requests` on the session, on its wall clock; its pool is sized for
+// `requests` as given. With `followers`, the engine is tensor-parallel over every rank
+// (`options` its layout) and this is rank 0, which schedules and sends each step to the others
+// (follow_engine). `handoff`: ExecutedClock::set_handoff.
+Executed serve_on_clock(const ServeExecution& x, std::vector<Request> requests, const BeforeStart& before_start,
+                        const std::function<void(const EngineStep&)>& handoff = {}, const BuildOptions& options = {},
                         Communicator* followers = nullptr) {
   const Scenario& s = x.scenario;
   const auto start = std::chrono::steady_clock::now();
@@ -57,11 +61,12 @@ Executed serve_on_clock(const ServeExecution& x, const std::vector<Request>& req
     // The largest step the scheduler forms: its token budget (a static batch's padded prompts
     // may exceed it; 8,192 at most, vLLM's default profiling size).
     clock->prime(std::min<int64_t>(x.predicted.config.step_tokens(s.model.max_seq), 8192));
-  } catch (...) {
-    before_start();
+  } catch (const std::exception& e) {
+    before_start(e.what(), requests);
     throw;
   }
-  before_start();
+  before_start("", requests);
+  if (handoff) clock->set_handoff(handoff);
   clock->restart();
   out.run = run_engine(requests, x.predicted.config, pool, s.model.max_seq, s.serve->arrivals.think, *clock);
   out.metrics = serve_metrics(out.run, s.serve->slo);
@@ -75,6 +80,8 @@ Executed serve_on_clock(const ServeExecution& x, const std::vector<Request>& req
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
+
+void alone(const std::string&, std::vector<Request>&) {}
 
 // Why the run would not be made ("" = it is made): its prediction lasts beyond
 // execute.serve_seconds.
@@ -103,7 +110,7 @@ std::string attempt(Run run) {
 ExecutedServing execute_serving(const ServeExecution& x, std::string& why) {
   why = too_long(x);
   if (!why.empty()) return std::nullopt;
-  return serve_on_clock(x, x.requests, [] {});
+  return serve_on_clock(x, x.requests, alone);
 }
 
 ExecutedServing execute_tensor_parallel(const ServeExecution& x, Communicator& ranks, std::string& why) {
@@ -118,7 +125,7 @@ ExecutedServing execute_tensor_parallel(const ServeExecution& x, Communicator& r
     return std::nullopt;
   }
   Executed out;
-  why = attempt([&] { out = serve_on_clock(x, x.requests, [] {}, options, &ranks); });
+  why = attempt([&] { out = serve_on_clock(x, x.requests, alone, {}, options, &ranks); });
   if (!why.empty()) return std::nullopt;
   return out;
 }
@@ -135,7 +142,9 @@ ExecutedServing execute_replicas(const ServeExecution& x, Communicator& ranks, s
       mine.push_back(own);
       share.ids.push_back(q.id);
     }
-  share.not_executed = attempt([&] { share.executed = serve_on_clock(x, mine, [&] { ranks.barrier(); }); });
+  share.not_executed = attempt([&] {
+    share.executed = serve_on_clock(x, mine, [&](const std::string&, std::vector<Request>&) { ranks.barrier(); });
+  });
   const std::vector<std::string> packed = ranks.gather_to_root(pack_replica(share));
   if (ranks.rank() != 0) {
     why = "rank 0 reports the replicas";
@@ -156,84 +165,120 @@ ExecutedServing execute_disaggregated(const ServeExecution& x, Communicator& ran
   why = too_long(x);
   if (!why.empty()) return std::nullopt;
   const bool prefill_rank = ranks.rank() == 0;
-  // Rank 0 runs every prompt to its first token.
-  std::vector<Request> prompts = x.requests;
-  for (Request& r : prompts) r.output = 1;
+  constexpr int header_tag = 41, ack_tag = 42;
+  std::byte ack{1};
+  // Once both engines are primed: the first failure of either, on both (a rank that did not
+  // fail throws it); else one untimed block sent, which makes the link (NCCL's communicator).
+  auto meet = [&](const std::string& failed) {
+    const std::vector<std::string> all = ranks.gather_to_root(failed);
+    std::string first;
+    for (std::size_t r = 0; r < all.size() && first.empty(); ++r)
+      if (!all[r].empty()) first = fmt::format("rank {}: {}", r, all[r]);
+    broadcast_text(ranks, first);
+    if (!first.empty()) {
+      if (failed.empty()) throw NotExecutable(first);
+      return false;
+    }
+    if (prefill_rank) x.session.send_pages({0}, 1);
+    else x.session.receive_pages({0}, 0);
+    return true;
+  };
+
+  // Rank 0 runs every prompt to its first token. After the step that ends a prompt, it sends
+  // the prompt's pages to rank 1 (a header of its id and block count first) and times the
+  // round until rank 1's answer that they are in; its clock stops meanwhile, as the transfer
+  // goes beside the engine. Then the plan: the served prompts in the order their prefills
+  // ended, each one's first token and transfer.
+  std::vector<double> sent(x.requests.size(), -1);
   Executed pre;
   std::string failed;
-  if (prefill_rank) failed = attempt([&] { pre = serve_on_clock(x, prompts, [] {}); });
-
-  // Then tells rank 1 what comes: the served prompts in the order their prefills ended, each
-  // one's KV bytes (its prompt tokens × one GPU's KV bytes a token), or why nothing does.
-  std::string text;
   if (prefill_rank) {
-    nlohmann::json j;
-    j["failed"] = failed;
-    std::vector<int64_t> order;
-    for (const RequestRecord& r : pre.run.requests)
-      if (failed.empty() && r.rejected.empty()) order.push_back(r.request.id);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return pre.run.requests[static_cast<std::size_t>(a)].first_token <
-             pre.run.requests[static_cast<std::size_t>(b)].first_token;
+    std::vector<Request> prompts = x.requests;
+    for (Request& r : prompts) r.output = 1;
+    bool linked = false;
+    auto handoff = [&](const EngineStep& step) {
+      for (std::size_t i = 0; i < step.seqs.size(); ++i) {
+        const SeqWork& w = step.seqs[i];
+        if (w.decodes() || !w.samples || w.padding || w.request < 0) continue;
+        const std::vector<int64_t>& blocks = step.block_tables.at(i);
+        const auto t0 = std::chrono::steady_clock::now();
+        const int64_t header[2] = {w.request, static_cast<int64_t>(blocks.size())};
+        ranks.send(header, sizeof header, 1, header_tag);
+        x.session.send_pages(blocks, 1);
+        ranks.recv(&ack, 1, 1, ack_tag);
+        sent.at(static_cast<std::size_t>(w.request)) =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    };
+    failed = attempt([&] {
+      pre = serve_on_clock(
+          x, prompts, [&](const std::string& f, std::vector<Request>&) { linked = meet(f); }, handoff);
     });
-    j["order"] = order;
-    j["first_token"] = nlohmann::json::array();
-    for (int64_t id : order) j["first_token"].push_back(pre.run.requests[static_cast<std::size_t>(id)].first_token);
-    text = j.dump();
-  }
-  broadcast_text(ranks, text);
-  const nlohmann::json plan = nlohmann::json::parse(text);
-  if (!plan.at("failed").get<std::string>().empty()) {
-    why = prefill_rank ? plan.at("failed").get<std::string>() : "rank 0 reports the run";
-    return std::nullopt;
-  }
-  const auto order = plan.at("order").get<std::vector<int64_t>>();
-  const auto first = plan.at("first_token").get<std::vector<double>>();
-
-  // The transfers, one after another: rank 0 sends a prompt's KV bytes and rank 1 answers with
-  // a byte once they are in; rank 0 times the round (the answer's latency included).
-  const double per_token = x.predicted.transfers ? x.predicted.transfers->bytes_per_token : 0;
-  std::vector<double> sent(x.requests.size(), -1);
-  std::vector<std::byte> buffer;
-  std::byte ack{1};
-  constexpr int kv_tag = 41, ack_tag = 42;
-  for (int64_t id : order) {
-    const auto bytes = static_cast<int64_t>(static_cast<double>(x.requests[static_cast<std::size_t>(id)].prompt) *
-                                            per_token);
-    buffer.resize(static_cast<std::size_t>(std::max<int64_t>(bytes, 1)));
-    if (prefill_rank) {
-      const auto t0 = std::chrono::steady_clock::now();
-      ranks.send(buffer.data(), bytes, 1, kv_tag);
-      ranks.recv(&ack, 1, 1, ack_tag);
-      sent[static_cast<std::size_t>(id)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } else {
-      ranks.recv(buffer.data(), bytes, 0, kv_tag);
-      ranks.send(&ack, 1, 0, ack_tag);
+    if (linked) {
+      const int64_t end[2] = {-1, 0};
+      ranks.send(end, sizeof end, 1, header_tag);
+      nlohmann::json j;
+      j["failed"] = failed;
+      std::vector<int64_t> order;
+      for (const RequestRecord& r : pre.run.requests)
+        if (failed.empty() && r.rejected.empty()) order.push_back(r.request.id);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return pre.run.requests[static_cast<std::size_t>(a)].first_token <
+               pre.run.requests[static_cast<std::size_t>(b)].first_token;
+      });
+      j["order"] = order;
+      j["first_token"] = nlohmann::json::array();
+      for (int64_t id : order) j["first_token"].push_back(pre.run.requests[static_cast<std::size_t>(id)].first_token);
+      j["sent"] = sent;
+      std::string text = j.dump();
+      broadcast_text(ranks, text);
     }
   }
-  // Rank 0's transfer times to rank 1, which decodes each request from its prefill's end plus
-  // its transfer, holding its prompt's K/V.
-  std::string times;
-  if (prefill_rank) times = nlohmann::json(sent).dump();
-  broadcast_text(ranks, times);
-  sent = nlohmann::json::parse(times).get<std::vector<double>>();
+
+  // Rank 1 primes its engine, takes each prompt's pages into its pool's first blocks as they
+  // come, then decodes each request from its prefill's end plus its transfer, holding its
+  // prompt's K/V (the scheduler places it on blocks of its own).
   ReplicaShare decoded;
   if (!prefill_rank) {
-    std::vector<Request> decodes;
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      Request d = x.requests[static_cast<std::size_t>(order[k])];
-      d.id = static_cast<int64_t>(k);
-      d.arrival = first[k] + sent[static_cast<std::size_t>(order[k])];
-      d.kv_ready = d.prompt;
-      decodes.push_back(d);
-      decoded.ids.push_back(order[k]);
-    }
-    // The decode run wants arrivals in time order, ids 0.. in that order.
-    decoded.not_executed = attempt([&] { decoded.executed = serve_on_clock(x, decodes, [] {}); });
+    auto receive = [&](const std::string& f, std::vector<Request>& requests) {
+      if (!meet(f)) return;
+      const KvPool pool = executed_pool(x.predicted.pool, x.requests);
+      for (;;) {
+        int64_t header[2] = {0, 0};
+        ranks.recv(header, sizeof header, 0, header_tag);
+        if (header[0] < 0) break;
+        std::vector<int64_t> blocks(static_cast<std::size_t>(header[1]));
+        for (std::size_t k = 0; k < blocks.size(); ++k) blocks[k] = static_cast<int64_t>(k) % pool.blocks;
+        x.session.receive_pages(blocks, 0);
+        ranks.send(&ack, 1, 0, ack_tag);
+      }
+      std::string text;
+      broadcast_text(ranks, text);
+      const nlohmann::json plan = nlohmann::json::parse(text);
+      if (!plan.at("failed").get<std::string>().empty()) throw NotExecutable("rank 0 reports the run");
+      const auto order = plan.at("order").get<std::vector<int64_t>>();
+      const auto first = plan.at("first_token").get<std::vector<double>>();
+      const auto times = plan.at("sent").get<std::vector<double>>();
+      // The decode run wants arrivals in time order, ids 0.. in that order.
+      requests.clear();
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        Request d = x.requests[static_cast<std::size_t>(order[k])];
+        d.id = static_cast<int64_t>(k);
+        d.arrival = first[k] + times.at(static_cast<std::size_t>(order[k]));
+        d.kv_ready = d.prompt;
+        requests.push_back(d);
+        decoded.ids.push_back(order[k]);
+      }
+    };
+    decoded.not_executed = attempt([&] { decoded.executed = serve_on_clock(x, x.requests, receive); });
   }
   const std::vector<std::string> packed = ranks.gather_to_root(prefill_rank ? std::string{} : pack_replica(decoded));
   if (!prefill_rank) {
     why = "rank 0 reports the run";
+    return std::nullopt;
+  }
+  if (!failed.empty()) {
+    why = failed;
     return std::nullopt;
   }
   decoded = unpack_replica(packed.at(1));

@@ -1,6 +1,11 @@
-// A tensor-parallel serving engine's step on CPU ranks against the same step on one rank: two
-// prompts (one after a first chunk on scattered pages) and a decode, packed as the engine packs
-// them; the TP2 step's gathered logits must be the single rank's (fp32: within 1e-4).
+// Serving engine steps on CPU ranks, checked against one rank.
+//   mpi_engine_check MODEL: a tensor-parallel engine's steps against the same steps on one rank:
+//     two prompts (one after a first chunk on scattered pages) and a decode, packed as the engine
+//     packs them; the TP steps' gathered logits must be the single rank's (fp32: within 1e-4).
+//   mpi_engine_check MODEL kv (2 ranks): a disaggregated engine's KV hand-off. Rank 0 prefills a
+//     prompt on pages 3, 0, 5 and sends them (cpu::send_kv_pages); rank 1, whose pool holds
+//     another prompt, takes them into pages 6, 2, 4. The prompt's next token decoded on each
+//     rank's pages must give the same logits exactly (without the pages, rank 1 reads zeros).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_graph_runner.hpp"
+#include "backends/cpu/kv_transfer.hpp"
 #include "backends/cpu/shared_tensors.hpp"
 #include "backends/mpi/mpi_world.hpp"
 #include "core/builders/builders.hpp"
@@ -59,8 +65,7 @@ std::pair<EngineStepShape, StepInputs> step_of(const ModelConfig& m, const std::
 // Runs the engine's steps in order on `shared` pages; returns the last step's logits (gathered
 // over the vocabulary slices under tensor parallelism).
 std::vector<float> run_steps(const ModelConfig& m, const std::vector<std::vector<Part>>& steps, int tp,
-                             Communicator* ranks) {
-  cpu::SharedTensors shared;
+                             Communicator* ranks, cpu::SharedTensors& shared) {
   BuildOptions o;
   o.parallel.tp = tp;
   std::vector<float> out;
@@ -81,12 +86,43 @@ std::vector<float> run_steps(const ModelConfig& m, const std::vector<std::vector
   return out;
 }
 
+int check_kv_hand_off(const ModelConfig& m, MpiWorld& world) {
+  if (world.size() != 2) {
+    if (world.rank() == 0) fmt::print(stderr, "the KV hand-off check runs on 2 ranks, not {}\n", world.size());
+    return 2;
+  }
+  cpu::SharedTensors shared;
+  const std::vector<int64_t> sent{3, 0, 5}, taken{6, 2, 4};
+  std::vector<int32_t> pages;
+  if (world.rank() == 0) {
+    (void)run_steps(m, {{Part{1, 0, 9, {3, 0, 5}}}}, 1, nullptr, shared);
+    cpu::send_kv_pages(shared, sent, world, 1);
+    pages = {3, 0, 5};
+  } else {
+    (void)run_steps(m, {{Part{4, 0, 12, {6, 2, 4}}}}, 1, nullptr, shared);
+    cpu::receive_kv_pages(shared, taken, world, 0);
+    pages = {6, 2, 4};
+  }
+  std::vector<float> logits = run_steps(m, {{Part{1, 9, 10, pages}}}, 1, nullptr, shared);
+  std::vector<float> other(logits.size());
+  if (world.rank() == 1) {
+    world.send(logits.data(), static_cast<int64_t>(logits.size() * sizeof(float)), 0, 7);
+    return 0;
+  }
+  world.recv(other.data(), static_cast<int64_t>(other.size() * sizeof(float)), 1, 7);
+  const bool ok = logits == other;
+  fmt::print("rank 0: a prompt's KV pages sent to rank 1 decode there as here: logits {} ({} values)\n",
+             ok ? "identical" : "DIFFER", logits.size());
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   MpiWorld world;
   const std::string model = argc > 1 ? argv[1] : "tiny-llama";
   const ModelConfig m = find_model(model);
+  if (argc > 2 && std::string(argv[2]) == "kv") return check_kv_hand_off(m, world);
   const int tp = world.size();
   // Step 1: a prompt of 9 tokens over pages 3, 0, 5 and the first 6 of another over pages 1, 7.
   // Step 2: a decode of the first (its 10th token) beside the rest of the second (tokens 6-12).
@@ -94,8 +130,9 @@ int main(int argc, char** argv) {
       {Part{1, 0, 9, {3, 0, 5}}, Part{4, 0, 6, {1, 7}}},
       {Part{1, 9, 10, {3, 0, 5}}, Part{4, 6, 13, {1, 7, 2, 9}}},
   };
-  const std::vector<float> whole = run_steps(m, steps, 1, nullptr);
-  const std::vector<float> gathered = run_steps(m, steps, tp, &world);
+  cpu::SharedTensors one, split_pages;
+  const std::vector<float> whole = run_steps(m, steps, 1, nullptr, one);
+  const std::vector<float> gathered = run_steps(m, steps, tp, &world, split_pages);
   // The all-gather lays the ranks' slices one after the other ([tp][rows][vocab / tp]); the
   // single rank's logits are [rows][vocab].
   std::vector<float> split(gathered.size());
