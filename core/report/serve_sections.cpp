@@ -251,8 +251,9 @@ std::optional<ReportSection> transfers_section(const RunResult& r) {
                       "share at once); waited: of it, what came after the prompt's last prefill step (all of it "
                       "unless kv_transfer = \"layerwise\"); TTFT holds the prefill, the wait and the decode queue");
   if (measured)
-    sec.notes.push_back("meas: the prompt's KV bytes sent from the prefill rank to the decode rank, timed to the "
-                        "decode rank's answer");
+    sec.notes.push_back("meas: the prompt's KV pages (every layer's K and V of its blocks) gathered, sent from the "
+                        "prefill rank to the decode rank and written into its pool, timed to the decode rank's "
+                        "answer");
   return sec;
 }
 

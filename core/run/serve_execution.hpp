@@ -39,8 +39,9 @@ using ExecutedServing = std::optional<ServeStepResult::Executed>;
 [[nodiscard]] ExecutedServing execute_replicas(const ServeExecution& x, Communicator& ranks, std::string& why);
 // One engine of tp = every rank: rank 0 schedules, every rank runs its share of each step.
 [[nodiscard]] ExecutedServing execute_tensor_parallel(const ServeExecution& x, Communicator& ranks, std::string& why);
-// 1P1D on two ranks: rank 0 prefills every request, sends each prompt's KV bytes to rank 1
-// (timed), and rank 1 decodes the requests as their KV arrived.
+// 1P1D on two ranks: rank 0 prefills every request and, after the step that ends a prompt,
+// sends its KV pages into rank 1's pool (timed, beside the engine); rank 1 then decodes the
+// requests as their KV arrived.
 [[nodiscard]] ExecutedServing execute_disaggregated(const ServeExecution& x, Communicator& ranks, std::string& why);
 
 }  // namespace perfsim

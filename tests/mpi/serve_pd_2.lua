@@ -1,5 +1,5 @@
 -- Prefill and decode on separate CPU ranks (1P1D, perfsim run --gpus 2 --backend cpu): rank 0
--- prefills every request and sends each prompt's KV bytes to rank 1, which decodes them; rank 0
+-- prefills every request and sends each prompt's KV pages to rank 1, which decodes them; rank 0
 -- reports the service, each engine and the transfers, predicted and measured.
 return scenario {
   name = "serve_pd_2",
