@@ -60,6 +60,9 @@ void add_plot_options(CLI::App& cmd, PlotArgs& a) {
       "  serve_step_error   serving, executed steps: each engine step's price against its measured\n"
       "                     time, decode-only and with prefill (measured runs are drawn beside the\n"
       "                     predicted ones in the other serving charts)\n"
+      "  serve_engines      serving with several engines (replicas, or prefill and decode\n"
+      "                     engines): requests, output tokens/s, TTFT and TPOT p50 of each engine\n"
+      "  serve_kv_transfer  disaggregated serving: the CDF of each prompt's KV transfer time\n"
       "Files: DIR/NAME.svg and DIR/NAME.png; written together or not at all. Needs python3 with\n"
       "matplotlib (Debian: python3-matplotlib, installed by make deps; PERFSIM_PYTHON picks the\n"
       "interpreter). docs/LOOKING_AT_A_RUN.md shows each chart and how to read it.");

@@ -988,6 +988,139 @@ def chart_serve_timeline(rep):
     return fig
 
 
+def engines_of(s, run="predicted"):
+    """The metrics of each engine of a stack step's run (a service of several), [] for one."""
+    engines = (s.get(run) or {}).get("replicas") if isinstance(s.get(run), dict) else None
+    return [e if isinstance(e, dict) else {} for e in engines] if isinstance(engines, list) else []
+
+
+def engine_names(s):
+    """Each engine of a stack step's service, as the report numbers them: a replica's number, or
+    a disaggregated service's role and number within its role."""
+    engines = engines_of(s)
+    seen = {}
+    names = []
+    for k, e in enumerate(engines):
+        role = (e or {}).get("role") or "replica"
+        seen[role] = seen.get(role, -1) + 1
+        names.append("%s %d" % (role, seen[role] if role != "replica" else k))
+    return names
+
+
+def chart_serve_engines(rep):
+    need_serve(rep)
+    chosen = [(i, s) for i, s in enumerate(rep.serve) if len(engines_of(s)) > 1]
+    if rep.step_name:
+        chosen = [(i, s) for i, s in chosen if step_key(s.get("step", "")) == step_key(rep.step_name)]
+    if not chosen:
+        raise Skip("no stack step serves with several engines (replicas, or prefill and decode engines)")
+    measured = any(executed(s) for _, s in chosen)
+    runs = RUNS if measured else RUNS[:1]
+    # The x axis: every engine of every chosen step, a gap between steps.
+    xs, labels, rows = [], [], []
+    for i, s in chosen:
+        for k, name in enumerate(engine_names(s)):
+            xs.append(len(xs) + (len({j for j, _ in chosen if j < i}) * 0.6))
+            labels.append("%s\n%s" % (name, s.get("step", "?")) if k == 0 else name)
+            rows.append((i, s, k))
+    panels = (("requests", "requests served", None), ("output_throughput", "output tokens/s", None),
+              ("ttft", "TTFT p50", "median"), ("tpot", "TPOT p50", "median"))
+    fig, axes = new_figure(max(7.0, 1.0 + 0.9 * len(xs)), 9.0, rows=len(panels), sharex=True)
+    width = 0.38 if measured else 0.6
+    for ax, (key, title, stat) in zip(axes, panels):
+        top = 0.0
+        for r, run in enumerate(runs):
+            values = []
+            for i, s, k in rows:
+                engines = engines_of(s, run)
+                e = engines[k] if k < len(engines) else {}
+                v = latency(e, key, stat) if stat else num(e.get(key))
+                values.append(v or 0.0)
+            top = max([top] + values)
+            dx = (r - 0.5) * width if measured else 0.0
+            bars(ax, [x + dx for x in xs], [0.0] * len(xs), values, width,
+                 "series-serve_engines-%s%s" % (key, "" if run == "predicted" else "-measured"),
+                 PREDICTED if run == "predicted" else MEASURED)
+            for x, v in zip(xs, values):
+                if v:
+                    text = fmt_time(v) if stat else ("%d" % v if key == "requests" else "%.0f" % v)
+                    ax.annotate(text, (x + dx, v), textcoords="offset points", xytext=(0, 2), ha="center",
+                                fontsize=7, bbox=LABEL_BOX)
+        if stat and top:
+            scale, unit = time_unit(top)
+            ax.set_ylim(0, top * 1.25)
+            ticks = ax.get_yticks()
+            ax.set_yticks(ticks)
+            ax.set_yticklabels(["%g" % (t / scale) for t in ticks])
+            ax.set_ylim(0, top * 1.25)
+            ax.set_ylabel("%s (%s)" % (title, unit))
+        else:
+            ax.set_ylim(0, (top or 1) * 1.25)
+            ax.set_ylabel(title)
+    axes[-1].set_xticks(xs)
+    axes[-1].set_xticklabels(labels, fontsize=8)
+    axes[-1].set_xlim(min(xs) - 0.7, max(xs) + 0.7)
+    for ax in axes:
+        ax.grid(axis="x", visible=False)
+    handles = [proxy(PREDICTED, "predicted")] + ([proxy(MEASURED, "measured on %s" % serve_backend(rep.point))]
+                                                  if measured else [])
+    axes[0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    note = ("each engine of a service with several: replicas behind the router, or a disaggregated service's "
+            "prefill and decode engines (a prefill engine's requests end at their first token, so it has no TPOT)")
+    if measured:
+        note += "; each replica or engine measured on a rank of its own"
+    finish(fig, "Serving engines — %s" % rep.label(), serve_line(rep) + "\n" + note)
+    return fig
+
+
+def chart_serve_kv_transfer(rep):
+    need_serve(rep)
+    chosen = [(i, s) for i, s in enumerate(rep.serve) if isinstance(s.get("disaggregated"), dict)]
+    if rep.step_name:
+        chosen = [(i, s) for i, s in chosen if step_key(s.get("step", "")) == step_key(rep.step_name)]
+    if not chosen:
+        raise Skip("no stack step disaggregates prefill and decode")
+    measured = any(executed(s) for _, s in chosen)
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8.0, 4.8))
+    drawn = False
+    for i, s in chosen:
+        for run in runs_of(s):
+            times = sorted(v for v in (num(x) for x in serve_part(s, "requests", run=run).get("kv_transfer_s") or [])
+                           if v is not None and v >= 0)
+            if not times:
+                continue
+            drawn = True
+            n = len(times)
+            d = s["disaggregated"]
+            label = "%s (%s, %s)" % (s.get("step", "?"), d.get("link", "?"), d.get("kv_transfer", "?"))
+            ax.step([v * 1e3 for v in times], [(j + 1) / n for j in range(n)], where="post", color=step_color(i),
+                    linewidth=1.4, label=label if run == "predicted" else None,
+                    gid="series-serve_kv_transfer-%s%d" % ("" if run == "predicted" else "measured-", i),
+                    **run_line(run, measured))
+    if not drawn:
+        raise Skip("no request's KV was transferred")
+    for q, text in ((0.5, "p50"), (0.99, "p99")):
+        ax.axhline(q, color="#999999", linewidth=0.7, linestyle=":")
+        ax.text(0.0, q, " " + text, transform=ax.get_yaxis_transform(), fontsize=7, color="#777777", va="bottom")
+    ax.set_xscale("log")
+    plain_log(ax, "x")
+    ax.set_xlabel("a prompt's KV transfer, prefill engine to decode engine (ms, log)")
+    ax.set_ylabel("fraction of transferred prompts")
+    ax.set_ylim(0, 1.03)
+    handles, _ = ax.get_legend_handles_labels()
+    if measured:
+        handles += run_handles(serve_backend(rep.point))
+    ax.legend(handles=handles, loc="lower right", title="step (link, when sent)", title_fontsize=8)
+    note = ("predicted: the prompt's KV bytes (one GPU's share) over the link, the whole transfer (the part that "
+            "waits after the prefill is in the report)")
+    if measured:
+        note += ("; measured: the prompt's KV pages gathered, sent from the prefill rank to the decode rank and "
+                 "written into its pool, to the decode rank's answer; dashed: predicted, solid: measured")
+    finish(fig, "KV transfers — %s" % rep.label(), serve_line(rep) + "\n" + note)
+    return fig
+
+
 def chart_serve_step_error(rep):
     need_serve(rep)
     chosen = list(enumerate(rep.serve))
@@ -1459,6 +1592,8 @@ SERVE_CHARTS = [
     ("serve_timeline", chart_serve_timeline),
     ("serve_load", chart_serve_load),
     ("serve_step_error", chart_serve_step_error),
+    ("serve_engines", chart_serve_engines),
+    ("serve_kv_transfer", chart_serve_kv_transfer),
 ]
 
 

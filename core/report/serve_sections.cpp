@@ -182,19 +182,8 @@ std::optional<ReportSection> layouts_section(const RunResult& r) {
   for (const ServeStepResult& s : r.serve) {
     if (!s.does_not_fit.empty()) continue;
     const ServePrediction& p = s.predicted;
-    const SchedulerConfig& c = p.config;
-    const int engines = c.disaggregated() ? c.prefill_engines + c.decode_engines : p.layout.dp;
-    const int gpus = engines * p.layout.tp * p.layout.pp;
+    const auto [layout, gpus] = describe_service(p);
     several = several || gpus > 1;
-    ParallelSpec engine = p.layout;
-    engine.dp = 1;
-    std::string layout = describe_engine_layout(engine);
-    if (c.disaggregated()) {
-      const int engine_gpus = p.layout.tp * p.layout.pp;
-      layout = fmt::format("{}P{}D, {} engines", c.prefill_engines, c.decode_engines,
-                           engine_gpus > 1 ? engine_words(p.layout.tp, p.layout.pp) : "1-GPU");
-    }
-    else if (p.layout.dp > 1) layout = describe_engine_layout(p.layout);
     t.add_row({s.step, layout, std::to_string(gpus), format_rate(p.metrics.output_throughput / gpus),
                format_sig3(p.metrics.goodput / gpus)});
   }

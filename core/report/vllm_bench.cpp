@@ -133,6 +133,10 @@ std::string format_vllm_bench_json(const RunResult& r, std::size_t step, const S
   // Extra keys, as vLLM's --metadata adds them: which run this is, and where it was executed.
   j["perfsim_run"] = measured ? "measured" : "predicted";
   if (measured) j["perfsim_backend"] = r.backend;
+  // The service behind the figures: its engines and GPUs (vLLM's benchmark sees one endpoint).
+  const ServiceWords service = describe_service(s.predicted);
+  j["perfsim_service"] = service.layout;
+  j["perfsim_gpus"] = service.gpus;
   j["model_id"] = r.model;
   j["tokenizer_id"] = r.model;
   j["num_prompts"] = m.requests;

@@ -45,6 +45,20 @@ std::string describe_engine_layout(const ParallelSpec& p) {
                         : fmt::format("{} replicas of {} engines ({})", dp, engine, count);
 }
 
+ServiceWords describe_service(const ServePrediction& p) {
+  const SchedulerConfig& c = p.config;
+  const int engine_gpus = std::max(1, p.layout.tp) * std::max(1, p.layout.pp);
+  ServiceWords w;
+  w.gpus = (c.disaggregated() ? c.prefill_engines + c.decode_engines : std::max(1, p.layout.dp)) * engine_gpus;
+  if (c.disaggregated()) {
+    w.layout = fmt::format("{}P{}D, {} engines", c.prefill_engines, c.decode_engines,
+                           engine_gpus > 1 ? engine_words(p.layout.tp, p.layout.pp) : "1-GPU");
+  } else {
+    w.layout = describe_engine_layout(p.layout);
+  }
+  return w;
+}
+
 ServePrediction predict_serving(const ModelConfig& m, const Hardware& hw, const ServeSpec& spec,
                                 const std::vector<Request>& requests, const std::vector<StackStep>& stack,
                                 std::size_t upto, const ParallelSpec& layout) {

@@ -66,6 +66,14 @@ struct ServePrediction {
 // A serving layout in words: "one engine on 1 GPU", "one TP2 engine (2 GPUs)", "4 replicas of
 // TP2 × PP2 engines (16 GPUs)", "4 replicas (4 GPUs)".
 [[nodiscard]] std::string describe_engine_layout(const ParallelSpec& p);
+// A predicted service in words (its layout: describe_engine_layout's, or "1P1D, TP2 engines" for
+// a disaggregated one) and the GPUs it takes (every engine's).
+struct ServiceWords {
+  std::string layout;
+  int gpus = 1;
+};
+
+[[nodiscard]] ServiceWords describe_service(const ServePrediction& p);
 
 // Predicts stack step `upto` of a serving scenario on `hw` for `requests`, served by
 // `layout.dp` engines behind the stack's router, each over layout.tp × layout.pp GPUs. An engine

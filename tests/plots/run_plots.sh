@@ -164,7 +164,18 @@ case $case_name in
     expect_err '^perfsim: plot: wrote 3 charts to .* \(serve_latency_cdf, serve_percentiles, serve_timeline\), each'
     grep -q 'roofline' "$tmp/err" && fail "a serving report's notes name the model steps' charts: $(cat "$tmp/err")"
     check "$tmp/charts" serve_latency_cdf=4 serve_percentiles=6 serve_timeline=4 \
-      --absent serve_load serve_step_error roofline stack memory op_classes scaling ranks validation || failed=1
+      --absent serve_load serve_step_error serve_engines serve_kv_transfer roofline stack memory op_classes scaling \
+      ranks validation || failed=1
+    expect_err '^perfsim: plot: skipped serve_engines: no stack step serves with several engines'
+    # A service of several engines (1P1D): each engine's bars (four panels) and the KV transfers.
+    run 0 run tests/mpi/serve_pd_2.lua --backend none -q -o "$tmp/pd.json"
+    run 0 plot "$tmp/pd.json" "$tmp/pd" -q
+    check "$tmp/pd" serve_engines=4 serve_kv_transfer=1 serve_latency_cdf=2 || failed=1
+    grep -q 'prefill 0' "$tmp/pd/serve_engines.svg" || fail "serve_engines: no prefill engine named"
+    # Two replicas: their bars, and no transfers.
+    run 0 run tests/mpi/serve_replicas_2.lua --backend none -q -o "$tmp/rep.json"
+    run 0 plot "$tmp/rep.json" "$tmp/rep" -q
+    check "$tmp/rep" serve_engines=4 --absent serve_kv_transfer || failed=1
     run 0 plot "$tmp/r.json" "$tmp/again" -q
     same_files "$tmp/charts" "$tmp/again"
     # --step: that step's timeline alone; a step the run does not hold names those it does.

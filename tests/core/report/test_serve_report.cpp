@@ -453,3 +453,57 @@ TEST_CASE("serve report: vLLM benchmark JSON traffic fields") {
   }
   SUBCASE("no such step") { CHECK_THROWS_AS((void)format_vllm_bench_json(r, 2), std::out_of_range); }
 }
+
+TEST_CASE("serve report: vLLM benchmark JSON of services of several engines") {
+  const ModelConfig m = test_models::tiny_llama();
+  const Hardware hw = test_models::h100_node();
+  const ServeSpec spec = small_traffic();
+  const std::vector<Request> requests = small_requests(m, spec);
+  const std::vector<PassSpec> base{PassSpec{"bf16"}, PassSpec{"flash_attention"}, PassSpec{"paged_kv"}};
+  RunResult r;
+  r.scenario = "services";
+  r.model = m.name;
+  r.backend = "none";
+  r.traffic = describe(spec);
+
+  // Two replicas behind round robin: the service's figures, every request of both replicas.
+  ParallelSpec two;
+  two.dp = 2;
+  ServeStepResult replicas;
+  replicas.step = "2 replicas";
+  replicas.predicted = predict_serving(m, hw, spec, requests, {StackStep{"2 replicas", base, ""}}, 0, two);
+  REQUIRE(replicas.predicted.replicas.size() == 2);
+  r.serve.push_back(replicas);
+  // 1P1D: each request's TTFT holds its KV transfer.
+  std::vector<PassSpec> pd = base;
+  pd.push_back(PassSpec{"prefill_engines", 1.0});
+  pd.push_back(PassSpec{"decode_engines", 1.0});
+  ServeStepResult split;
+  split.step = "1P1D";
+  split.predicted = predict_serving(m, hw, spec, requests, {StackStep{"1P1D", pd, ""}}, 0);
+  REQUIRE(split.predicted.transfers);
+  r.serve.push_back(split);
+
+  const json a = json::parse(format_vllm_bench_json(r, 0, &spec));
+  CHECK(a["perfsim_service"] == "2 replicas (2 GPUs)");
+  CHECK(a["perfsim_gpus"] == 2);
+  int64_t per_replica = 0;
+  for (const auto& rep : replicas.predicted.replicas) per_replica += rep.metrics.completed;
+  CHECK(a["completed"] == per_replica);
+  CHECK(a["ttfts"].size() == requests.size());
+
+  const json b = json::parse(format_vllm_bench_json(r, 1, &spec));
+  CHECK(b["perfsim_service"] == "1P1D, 1-GPU engines");
+  CHECK(b["perfsim_gpus"] == 2);
+  const KvTransfers& t = *split.predicted.transfers;
+  int checked = 0;
+  for (const RequestRecord& q : split.predicted.run.requests) {
+    if (!q.rejected.empty()) continue;
+    const auto id = static_cast<std::size_t>(q.request.id);
+    // vLLM's TTFT: arrival to first token, the prefill and the exposed transfer inside it.
+    CHECK(b["ttfts"][id].get<double>() == approx(q.first_token - q.request.arrival).epsilon(1e-5));
+    CHECK(q.first_token - q.request.arrival >= t.exposed[id] + (t.prefilled[id] - q.request.arrival) - 1e-9);
+    ++checked;
+  }
+  CHECK(checked > 0);
+}
