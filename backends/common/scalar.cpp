@@ -14,7 +14,8 @@ Storage storage_of(DType t) {
     case DType::fp16: return Storage::f16;
     case DType::int32: return Storage::i32;
     case DType::fp8: return Storage::f8e4m3;
-    case DType::int8: return Storage::unsupported;
+    case DType::int8:
+    case DType::int4: return Storage::unsupported;
   }
   return Storage::unsupported;
 }

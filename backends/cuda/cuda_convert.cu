@@ -22,7 +22,8 @@ Elem elem_of(DType t) {
     case DType::fp16: return Elem::f16;
     case DType::fp8: return Elem::e4m3;
     case DType::int32: return Elem::i32;
-    case DType::int8: return Elem::unsupported;
+    case DType::int8:
+    case DType::int4: return Elem::unsupported;
   }
   return Elem::unsupported;
 }

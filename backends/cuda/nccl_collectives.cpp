@@ -53,6 +53,7 @@ ncclDataType_t nccl_type(DType t) {
 #else
       break;
 #endif
+    case DType::int4: break;
   }
   throw NotExecutable(fmt::format("NCCL {} cannot carry {} tensors", nccl_version(), name_of(t)));
 }

@@ -13,6 +13,7 @@ double bytes_of(DType t) {
     case DType::fp16: return 2;
     case DType::fp8:
     case DType::int8: return 1;
+    case DType::int4: return 0.5;
   }
   return 4;
 }
@@ -26,6 +27,7 @@ std::string_view name_of(DType t) {
     case DType::fp8: return "fp8";
     case DType::int8: return "int8";
     case DType::int32: return "int32";
+    case DType::int4: return "int4";
   }
   return "?";
 }
@@ -39,6 +41,7 @@ std::optional<DType> parse_dtype(std::string_view s) {
   if (k == "float16" || k == "half") return DType::fp16;
   if (k == "e4m3" || k == "fp8_e4m3") return DType::fp8;
   if (k == "int32") return DType::int32;
+  if (k == "int4") return DType::int4;
   return std::nullopt;
 }
 

@@ -47,6 +47,7 @@ std::span<const DType> fallbacks(DType t) {
       return int8;
     case DType::fp32:
     case DType::int32:
+    case DType::int4:  // storage only: its ops compute in a wider type
       break;
   }
   return fp32;

@@ -2,6 +2,7 @@
 // One graph goes to both the cost model and a backend, so predictions and
 // measurements always describe the same operators.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -94,11 +95,25 @@ struct Tensor {
   // when parts are cut from parts: outermost first, each one's `whole` the part the one before
   // leaves (its `of` names the outermost whole's tensor too).
   std::vector<Shard> shard;
+  // A quantized weight (int8 or int4, quantize_weights): one bf16 scale per `quant_group`
+  // elements (a group of an output channel's inputs, or the whole channel), and with
+  // `quant_zeros` a bf16 zero point beside each (asymmetric int4, as AWQ and GPTQ store them).
+  // Its bytes() hold them. 0: not quantized.
+  int64_t quant_group = 0;
+  bool quant_zeros = false;
 
   // Throws ConfigError naming the tensor when the count overflows int64.
   [[nodiscard]] int64_t elements() const;
   [[nodiscard]] bool on_host() const { return residence != Residence::device; }
-  [[nodiscard]] double bytes() const { return static_cast<double>(elements()) * bytes_of(dtype); }
+  [[nodiscard]] double bytes() const {
+    const auto n = static_cast<double>(elements());
+    return n * bytes_of(dtype) + quant_bytes(n);
+  }
+  // The scales' (and zero points') bytes of `n` quantized elements.
+  [[nodiscard]] double quant_bytes(double n) const {
+    if (quant_group <= 0) return 0;
+    return std::ceil(n / static_cast<double>(quant_group)) * 2.0 * (quant_zeros ? 2 : 1);
+  }
 };
 
 // Whether a tensor lives for the whole step: its role's rule, unless it is transient.

@@ -106,6 +106,22 @@ const std::vector<OptimizationInfo>& optimizations() {
                  [](const PassSpec&, Graph& g) { passes::set_precision(g, DType::fp16); }),
       graph_pass("fp8", "linear-layer GEMMs compute in fp8; inference stores their weights in fp8",
                  [](const PassSpec&, Graph& g) { passes::apply_fp8(g); }),
+      graph_pass("int8_weights",
+                 "inference: linear-layer weights stored in int8 with a bf16 scale per output channel; GEMMs "
+                 "compute in the activations' type (W8A16): half of bf16's weight bytes",
+                 [](const PassSpec&, Graph& g) { passes::apply_weight_only(g, 8, 0); }),
+      graph_pass("int4_weights",
+                 "inference: linear-layer weights stored in int4 with a bf16 scale and zero point per group of N "
+                 "inputs (default 128, AWQ/GPTQ's layout); GEMMs compute in the activations' type (W4A16)",
+                 [](const PassSpec& p, Graph& g) {
+                   passes::apply_weight_only(g, 4, static_cast<int64_t>(p.value.value_or(default_quant_group)));
+                 },
+                 PassValue::optional,
+                 {.low = 8, .high = 1 << 20, .text = "takes the inputs per scale group, a whole number from 8 up"}),
+      graph_pass("w8a8",
+                 "inference: linear-layer GEMMs compute in int8 on int8 weights (a scale per output channel) and "
+                 "int8 activations (a scale per token), as SmoothQuant",
+                 [](const PassSpec&, Graph& g) { passes::apply_w8a8(g); }),
       graph_pass("fp8_kv",
                  "inference: the KV cache stored in fp8 (e4m3, one scale per tensor): half the bytes per token, "
                  "twice the sequences (needs flash_attention)",

@@ -12,6 +12,14 @@ void set_precision(Graph& g, DType t);
 void apply_tf32(Graph& g);
 // Linear-layer GEMMs compute in fp8; inference stores the weights only GEMMs read in fp8.
 void apply_fp8(Graph& g);
+// Inference: the weights only linear-layer GEMMs read stored in int8 or int4 (`bits`), with a
+// bf16 scale per `group` of each output channel's inputs (0: one per channel) and, for int4, a
+// bf16 zero point beside each (AWQ/GPTQ's layout); the GEMMs still compute in the activations'
+// type, dequantizing as they load (W8A16, W4A16). Throws ConfigError on a training step.
+void apply_weight_only(Graph& g, int bits, int64_t group);
+// Inference: linear-layer GEMMs compute in int8 on int8 weights with a scale per output channel
+// (activations quantized per token, as SmoothQuant's W8A8). Throws ConfigError on a training step.
+void apply_w8a8(Graph& g);
 // Inference: the KV cache (cache or pages) stored in fp8 e4m3 with a per-tensor scale (1),
 // half of bf16's bytes. Every op on the cache must have an fp8 path (the appends and the
 // flash kinds): throws ConfigError otherwise, or without a cache.

@@ -17,6 +17,8 @@ namespace perfsim {
 // paged_kv's rows per page when the step gives none (vLLM's default block size), and the most
 // it takes.
 inline constexpr int64_t default_kv_block = 16;
+// Inputs per scale group of int4 weights (int4_weights), AWQ's and GPTQ's usual 128.
+inline constexpr int64_t default_quant_group = 128;
 inline constexpr int64_t max_kv_block = 4096;
 
 // One pass by name, with an optional value (batch = 32, kv_cache = 0, paged_kv = 32) or, for

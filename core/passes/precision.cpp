@@ -1,5 +1,7 @@
 // Precision passes: fp32 / bf16 / fp16 (whole-graph formats, with fp32 master weights for
-// mixed-precision training), tf32 (GEMM compute mode), fp8 (linear-layer GEMMs) and fp8_kv (the KV cache).
+// mixed-precision training), tf32 (GEMM compute mode), fp8 (linear-layer GEMMs), fp8_kv (the KV cache)
+// and the quantized weights of inference (int8/int4 weight-only, W8A8).
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -104,19 +106,68 @@ void apply_tf32(Graph& g) {
     if (op.kind == OpKind::gemm && op.dtype == DType::fp32) op.dtype = DType::tf32;
 }
 
+namespace {
+
+// By tensor id, the inputs (K) of the first GEMM that reads each weight only GEMMs read; 0 for
+// every other tensor (a tied embedding table, also read by the lookup, keeps its format).
+std::vector<int64_t> gemm_only_weights(const Graph& g) {
+  std::vector<int64_t> k(g.tensors.size(), 0);
+  std::vector<char> other(g.tensors.size(), 0);
+  for (const Op& op : g.ops)
+    for (int id : op.inputs) {
+      const auto i = static_cast<std::size_t>(id);
+      if (op.kind != OpKind::gemm) other[i] = 1;
+      else if (k[i] == 0) k[i] = std::max<int64_t>(1, op.attrs.k);
+    }
+  for (const Tensor& x : g.tensors) {
+    const auto i = static_cast<std::size_t>(x.id);
+    if (x.role != TensorRole::weight || other[i]) k[i] = 0;
+  }
+  return k;
+}
+
+void refuse_training(const Graph& g, const char* pass) {
+  if (is_training_graph(g))
+    throw ConfigError(fmt::format("optimization '{}' quantizes weights after training: it applies to inference "
+                                  "(prefill, decode, serving), not to a training step",
+                                  pass));
+}
+
+}  // namespace
+
 void apply_fp8(Graph& g) {
   for (Op& op : g.ops)
     if (op.kind == OpKind::gemm) op.dtype = DType::fp8;
   if (is_training_graph(g)) return;  // training keeps weights in their precision
-  // Inference: weights read only by GEMMs are stored in fp8 (a tied embedding table, also
-  // read by the lookup, keeps its format).
-  std::vector<int> gemm_reads(g.tensors.size(), 0), other_reads(g.tensors.size(), 0);
-  for (const Op& op : g.ops)
-    for (int id : op.inputs) ++(op.kind == OpKind::gemm ? gemm_reads : other_reads)[static_cast<std::size_t>(id)];
+  // Inference: weights read only by GEMMs are stored in fp8.
+  const std::vector<int64_t> k = gemm_only_weights(g);
+  for (Tensor& x : g.tensors)
+    if (k[static_cast<std::size_t>(x.id)] > 0) x.dtype = DType::fp8;
+}
+
+void apply_weight_only(Graph& g, int bits, int64_t group) {
+  refuse_training(g, bits == 4 ? "int4_weights" : "int8_weights");
+  const std::vector<int64_t> k = gemm_only_weights(g);
   for (Tensor& x : g.tensors) {
-    const auto i = static_cast<std::size_t>(x.id);
-    if (x.role == TensorRole::weight && gemm_reads[i] > 0 && other_reads[i] == 0)
-      x.dtype = DType::fp8;
+    const int64_t inputs = k[static_cast<std::size_t>(x.id)];
+    if (inputs == 0) continue;
+    x.dtype = bits == 4 ? DType::int4 : DType::int8;
+    x.quant_group = group > 0 ? std::min(group, inputs) : inputs;
+    x.quant_zeros = bits == 4;
+  }
+}
+
+void apply_w8a8(Graph& g) {
+  refuse_training(g, "w8a8");
+  for (Op& op : g.ops)
+    if (op.kind == OpKind::gemm) op.dtype = DType::int8;
+  const std::vector<int64_t> k = gemm_only_weights(g);
+  for (Tensor& x : g.tensors) {
+    const int64_t inputs = k[static_cast<std::size_t>(x.id)];
+    if (inputs == 0) continue;
+    x.dtype = DType::int8;
+    x.quant_group = inputs;
+    x.quant_zeros = false;
   }
 }
 

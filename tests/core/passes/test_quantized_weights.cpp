@@ -1,0 +1,122 @@
+// Quantized weights of inference (int8_weights, int4_weights, w8a8): which tensors they store
+// in which format, the bytes of their scales, and a 70B model's memory in int4 against the
+// hand-worked figure.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "approx.hpp"
+#include "core/builders/builders.hpp"
+#include "core/cost/memory_model.hpp"
+#include "core/errors.hpp"
+#include "core/passes/passes.hpp"
+#include "graph_test_models.hpp"
+
+using namespace perfsim;
+using perfsim::test::approx;
+using namespace perfsim::test_models;
+
+namespace {
+
+Workload decode_w(int64_t prompt = 24) {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 1, w.prompt = prompt, w.new_tokens = 8;
+  return w;
+}
+
+Graph with(const ModelConfig& m, const Workload& w, const std::vector<PassSpec>& passes, int64_t layers = 2) {
+  const std::vector<StackStep> stack{{"step", passes, ""}};
+  return build_stack_graph(m, w, stack, 0, BuildOptions{layers});
+}
+
+double weight_bytes(const Graph& g) {
+  double b = 0;
+  for (const Tensor& t : g.tensors)
+    if (t.role == TensorRole::weight) b += t.bytes() * t.count;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("quantized weights: a tensor's bytes hold its scales and zero points") {
+  Tensor w;
+  w.shape = {4096, 4096};
+  w.dtype = DType::int4;
+  w.quant_group = 128;
+  w.quant_zeros = true;
+  // 16,777,216 weights at half a byte, and 131,072 groups with a bf16 scale and a bf16 zero.
+  CHECK(w.bytes() == 8388608.0 + 131072.0 * 4);
+  w.dtype = DType::int8;
+  w.quant_group = 4096;
+  w.quant_zeros = false;
+  // One bf16 scale per output channel.
+  CHECK(w.bytes() == 16777216.0 + 4096.0 * 2);
+}
+
+TEST_CASE("quantized weights: the passes store GEMM-only weights and keep the rest") {
+  const ModelConfig m = tiny_llama();
+  for (const char* name : {"int8_weights", "int4_weights", "w8a8"}) {
+    CAPTURE(name);
+    const std::string pass = name;
+    const Graph g = with(m, decode_w(), {PassSpec{"bf16"}, PassSpec{pass}});
+    int gemms = 0;
+    for (const Op& op : g.ops) {
+      if (op.kind != OpKind::gemm) continue;
+      ++gemms;
+      // Weight-only formats compute in the activations' type; W8A8 in int8.
+      CHECK(op.dtype == (pass == "w8a8" ? DType::int8 : DType::bf16));
+      const Tensor& w = g.tensor(op.inputs.at(1));
+      REQUIRE(w.role == TensorRole::weight);
+      CHECK(w.dtype == (pass == "int4_weights" ? DType::int4 : DType::int8));
+      // tiny-llama's GEMMs have K = 64 or 128 inputs: int4's groups of 128 are at most K.
+      CHECK(w.quant_group == (pass == "int4_weights" ? std::min<int64_t>(128, op.attrs.k) : op.attrs.k));
+      CHECK(w.quant_zeros == (pass == "int4_weights"));
+    }
+    CHECK(gemms > 0);
+    // The embedding table is read by the lookup: it keeps bf16, as do the norms' weights.
+    CHECK(g.tensors.front().dtype == DType::bf16);
+    for (const Tensor& t : g.tensors)
+      if (t.name.find("norm") != std::string::npos && t.role == TensorRole::weight) CHECK(t.dtype == DType::bf16);
+  }
+  // Groups of 32: four times the scales of groups of 128 on a 128-input GEMM.
+  const Graph g32 = with(m, decode_w(), {PassSpec{"bf16"}, PassSpec{"int4_weights", 32.0}});
+  for (const Op& op : g32.ops)
+    if (op.kind == OpKind::gemm) CHECK(g32.tensor(op.inputs.at(1)).quant_group == std::min<int64_t>(32, op.attrs.k));
+}
+
+TEST_CASE("quantized weights: a training step is refused") {
+  Workload w;
+  w.phase = Phase::train;
+  w.batch = 2, w.seq = 16;
+  for (const char* name : {"int8_weights", "int4_weights", "w8a8"}) {
+    CAPTURE(name);
+    try {
+      (void)with(tiny_llama(), w, {PassSpec{"bf16"}, PassSpec{name}});
+      FAIL("no error");
+    } catch (const ConfigError& e) {
+      CHECK(std::string(e.what()).find("applies to inference") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("quantized weights: Llama-3-70B in int4 fits one 80 GB GPU with room for its KV cache") {
+  const ModelConfig m = llama("llama-3-70b", 80, 8192, 64, 8, 28672, 128256, 8192);
+  const Graph bf16 = with(m, decode_w(8192), {PassSpec{"bf16"}, PassSpec{"kv_cache"}}, 80);
+  const Graph int4 = with(m, decode_w(8192), {PassSpec{"bf16"}, PassSpec{"kv_cache"}, PassSpec{"int4_weights"}}, 80);
+  // By hand: each layer's GEMM weights, q and o 8192², k and v 8192 × 1024, the MLP 3 × 8192 ×
+  // 28672: 855,638,016; 80 layers and the untied head (128,256 × 8192 = 1,050,673,152):
+  // 69,501,714,432 GEMM weights at 0.5 B plus a 4 B scale and zero per 128: 0.53125 B each,
+  // 36,922,785,792 B. The embedding table (2,101,346,304 B) and the 161 norms (2,637,824 B)
+  // stay bf16.
+  const double gemm_weights = 80.0 * (2 * 8192.0 * 8192 + 2 * 8192.0 * 1024 + 3 * 8192.0 * 28672) + 128256.0 * 8192;
+  CHECK(gemm_weights == 69501714432.0);
+  const double by_hand = gemm_weights * 0.53125 + 128256.0 * 8192 * 2 + 161 * 8192.0 * 2;
+  CHECK(weight_bytes(int4) == approx(by_hand).epsilon(1e-9));
+  // bf16: 141 GB of weights alone, which no 80 GB GPU holds; int4 leaves over 40 GB for KV.
+  CHECK(weight_bytes(bf16) > 140e9);
+  const MemoryBreakdown mem = predict_memory(int4);
+  CHECK(mem.peak < 80e9);
+  CHECK(80e9 - weight_bytes(int4) > 40e9);
+}
