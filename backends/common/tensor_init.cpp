@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "backends/common/parallel.hpp"
+#include "backends/common/quantized_weights.hpp"
 #include "backends/common/scalar.hpp"
 
 namespace perfsim::host {
@@ -228,6 +229,10 @@ void fill_persistent(const Graph& g, const std::vector<void*>& buffers, uint64_t
       auto* data = static_cast<int32_t*>(p);
       if (spec.kind == InitKind::block_table) fill_permutation(data, n, tseed);
       else fill_routing(data, n, spec);
+      continue;
+    }
+    if (const QuantLayout q = quant_layout(t); q.k > 0) {
+      fill_quantized(p, q, tseed);
       continue;
     }
     if (storage == Storage::unsupported) continue;

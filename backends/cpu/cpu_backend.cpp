@@ -78,8 +78,11 @@ std::string CpuBackend::unsupported_reason(const Op& op, const Graph& g) const {
     return fmt::format("cpu backend: ALiBi attention '{}' holds {} of {} heads (a tensor-parallel rank); its "
                        "slopes are not placed yet",
                        op.name, op.attrs.heads, op.attrs.alibi_heads);
-  for (DType t : {DType::fp8, DType::int8}) {
+  // A GEMM on a quantized weight runs in int8 (W8A8) or the activations' type (weight-only).
+  const bool quantized = op.kind == OpKind::gemm && op.inputs.size() > 1 && g.tensor(op.inputs[1]).quant_group > 0;
+  for (DType t : {DType::fp8, DType::int8, DType::int4}) {
     if (op.dtype != t && !has_dtype(op, g, t)) continue;
+    if (quantized && t != DType::fp8) continue;
     if (op.kind == OpKind::gemm) return fmt::format("cpu backend has no {} GEMM", name_of(t));
     return fmt::format("cpu backend has no {} {} kernel", name_of(t), name_of(op.kind));
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "backends/common/quantized_weights.hpp"
 #include "backends/cpu/cpu_collectives.hpp"
 #include "backends/cpu/host_names.hpp"
 #include "backends/cpu/cpu_vocab_parallel.hpp"
@@ -21,6 +22,7 @@ namespace perfsim::cpu {
 namespace {
 
 std::size_t bytes_of_tensor(const Tensor& t) {
+  if (const host::QuantLayout q = host::quant_layout(t); q.k > 0) return q.bytes();
   return static_cast<std::size_t>(t.elements()) * static_cast<std::size_t>(bytes_of(storage_of(t.dtype)));
 }
 
@@ -31,6 +33,13 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, Communicator* ranks, Sha
   g.check();
   for (const Tensor& t : g.tensors) {
     const Storage s = storage_of(t.dtype);
+    // int8 and int4 only as a quantized weight (its GEMM dequantizes it: backends/common/quantized_weights.hpp),
+    // on one rank (a shard would take values of its own, not its whole's).
+    if (host::quant_layout(t).k > 0) {
+      if (!t.shard.empty())
+        throw NotExecutable(fmt::format("cpu backend runs quantized weights on one rank: '{}' is a shard", t.name));
+      continue;
+    }
     // fp8 only as a KV cache: no CPU kernel reads fp8 weights or activations.
     if (s == Storage::unsupported || (s == Storage::f8e4m3 && !is_fp8_kv_cache(t)))
       throw NotExecutable(fmt::format("cpu backend cannot hold {} tensor '{}'", name_of(t.dtype), t.name));

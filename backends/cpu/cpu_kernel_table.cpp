@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "backends/common/quantized_weights.hpp"
+#include "backends/common/scalar.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/ops/context_parallel.hpp"
 #include "backends/ops/op_io.hpp"
@@ -31,10 +33,62 @@ void copy_if_distinct(const MixedCall& c, int from, int to) {
   copy_tensor(buffer(c, from), storage(c.g, from), buffer(c, to), storage(c.g, to), c.g.tensor(to).elements());
 }
 
+// A GEMM on a quantized weight (int8_weights, int4_weights, w8a8). Up to quantized_small_m rows
+// (decode): fused with the dequantization (host::quantized_gemv). More: the weight dequantized
+// into fp32 scratch first, and under W8A8 (an int8 GEMM) A's rows quantized to int8 as its kernel
+// reads them; then the float GEMM. Scratch: K·N floats, M·K more under W8A8, then the float
+// GEMM's workspace (core/cost/workspace.cpp prices the same).
+constexpr int64_t quantized_small_m = 8;  // core/cost/workspace.cpp prices the same
+
+void run_quantized_gemm(const MixedCall& c, const GemmShape& s, const GemmIds& id, const host::QuantLayout& q) {
+  const Storage ta = storage(c.g, id.a), tc = storage(c.g, id.c);
+  if (s.batch != 1 || s.trans_b || !is_float(ta) || !is_float(tc))
+    fail(c.op, "a quantized weight's GEMM takes one [K, N] weight and float activations");
+  const bool int8 = c.op.dtype == DType::int8;
+  if (s.m <= quantized_small_m) {
+    // A decode's few rows: fused, without the weight's fp32 copy (M·K + M·N floats of scratch).
+    auto* scratch = static_cast<float*>(c.scratch.get(static_cast<std::size_t>(s.m * (s.k + s.n)) * sizeof(float)));
+    float* rows = scratch;
+    float* out = scratch + s.m * s.k;
+    if (s.trans_a) fail(c.op, "a quantized weight's GEMM takes A stored [M, K]");
+    host::convert(buffer(c, id.a), ta, rows, Storage::f32, s.m * s.k);
+    if (int8) host::fake_quantize_rows(rows, s.m, s.k);
+    host::quantized_gemv(rows, s.m, buffer(c, id.b), q, out);
+    if (s.accumulate) {
+      std::vector<float> prev(static_cast<std::size_t>(s.m * s.n));
+      host::convert(buffer(c, id.c), tc, prev.data(), Storage::f32, s.m * s.n);
+      for (std::size_t i = 0; i < prev.size(); ++i) out[i] += prev[i];
+    }
+    host::convert(out, Storage::f32, buffer(c, id.c), tc, s.m * s.n);
+    return;
+  }
+  const int64_t ws = gemm_workspace_floats(s, int8 ? Storage::f32 : ta, Storage::f32, tc);
+  auto* scratch = static_cast<float*>(
+      c.scratch.get(static_cast<std::size_t>(q.k * q.n + (int8 ? s.m * s.k : 0) + ws) * sizeof(float)));
+  float* weight = scratch;
+  host::dequantize(buffer(c, id.b), q, weight);
+  const void* a = buffer(c, id.a);
+  Storage a_type = ta;
+  if (int8) {
+    float* rows = scratch + q.k * q.n;
+    if (s.trans_a) fail(c.op, "an int8 GEMM takes A stored [M, K]");
+    host::convert(a, ta, rows, Storage::f32, s.m * s.k);
+    host::fake_quantize_rows(rows, s.m, s.k);
+    a = rows;
+    a_type = Storage::f32;
+  }
+  float* workspace = scratch + q.k * q.n + (int8 ? s.m * s.k : 0);
+  gemm(a, a_type, weight, Storage::f32, buffer(c, id.c), tc, s, workspace);
+}
+
 void run_gemm(const MixedCall& c) {
   const GemmShape s = gemm_shape(c.op, c.g);
   const GemmIds id = gemm_ids(c.op);
   if (s.accumulate) copy_if_distinct(c, id.c_in, id.c);
+  if (const host::QuantLayout q = host::quant_layout(c.g.tensor(id.b)); q.k > 0) {
+    run_quantized_gemm(c, s, id, q);
+    return;
+  }
   const Storage ta = storage(c.g, id.a), tb = storage(c.g, id.b), tc = storage(c.g, id.c);
   for (Storage t : {ta, tb, tc})
     if (!is_float(t)) fail(c.op, fmt::format("gemm operands must be fp32/tf32/bf16/fp16, got {}", name_of(t)));

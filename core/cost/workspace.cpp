@@ -231,12 +231,26 @@ int64_t cpu_workspace(const Op& op, const Graph& g) {
   constexpr int64_t block_m = 256, block_n = 512, block_k = 512, small_m = 8;
   switch (op.kind) {
     case OpKind::gemm: {
-      const Storage a = storage(g, op.inputs.at(0)), b = storage(g, op.inputs.at(1)), c = storage(g, op.outputs.at(0));
-      if (a == Storage::f32 && b == Storage::f32 && c == Storage::f32) return 0;
+      Storage a = storage(g, op.inputs.at(0)), b = storage(g, op.inputs.at(1));
+      const Storage c = storage(g, op.outputs.at(0));
       const GemmDims d = gemm_dims(op, g);
-      if (d.m <= small_m && b != Storage::f32) return d.m * d.k * 4;
+      // A quantized weight: up to 8 rows fused with the dequantization (A and C in fp32);
+      // more, dequantized into fp32 first (K·N floats), and under W8A8 A's rows quantized
+      // through fp32 (M·K more); the float GEMM's scratch follows.
+      int64_t staged = 0;
+      if (g.tensor(op.inputs.at(1)).quant_group > 0 && d.m <= small_m) return d.m * (d.k + d.n) * 4;  // fused
+      if (g.tensor(op.inputs.at(1)).quant_group > 0) {
+        staged = d.k * d.n * 4;
+        b = Storage::f32;
+        if (op.dtype == DType::int8) {
+          staged += d.m * d.k * 4;
+          a = Storage::f32;
+        }
+      }
+      if (a == Storage::f32 && b == Storage::f32 && c == Storage::f32) return staged;
+      if (d.m <= small_m && b != Storage::f32) return staged + d.m * d.k * 4;
       const int64_t m = std::min(d.m, block_m), n = std::min(d.n, block_n), k = std::min(d.k, block_k);
-      return (m * k + k * n + m * n) * 4;
+      return staged + (m * k + k * n + m * n) * 4;
     }
     case OpKind::adamw:
     case OpKind::copy:

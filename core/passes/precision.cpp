@@ -146,13 +146,19 @@ void apply_fp8(Graph& g) {
 }
 
 void apply_weight_only(Graph& g, int bits, int64_t group) {
-  refuse_training(g, bits == 4 ? "int4_weights" : "int8_weights");
+  const char* pass = bits == 4 ? "int4_weights" : "int8_weights";
+  refuse_training(g, pass);
   const std::vector<int64_t> k = gemm_only_weights(g);
   for (Tensor& x : g.tensors) {
     const int64_t inputs = k[static_cast<std::size_t>(x.id)];
     if (inputs == 0) continue;
+    const int64_t per = group > 0 ? std::min(group, inputs) : inputs;
+    if (inputs % per != 0)
+      throw ConfigError(fmt::format("optimization '{}': groups of {} inputs do not divide the {} inputs of '{}'; "
+                                    "give a group size that divides every linear layer's inputs (e.g. 128 or 64)",
+                                    pass, per, inputs, x.name));
     x.dtype = bits == 4 ? DType::int4 : DType::int8;
-    x.quant_group = group > 0 ? std::min(group, inputs) : inputs;
+    x.quant_group = per;
     x.quant_zeros = bits == 4;
   }
 }

@@ -122,6 +122,25 @@ TEST_CASE("cpu backend graphs: fp32 peaks equal the memory model's for every pha
   }
 }
 
+TEST_CASE("cpu backend graphs: quantized weights execute, their peaks the memory model's, scratch included") {
+  // Prefill (rows above the fused path's 8: the weight dequantized into scratch) and decode of
+  // 2 sequences (fused), in int8, int4 (groups of 16) and W8A8.
+  Hardware cpu;
+  cpu.kind = "cpu";
+  const ModelConfig m = small(test_models::tiny_llama());
+  for (const Workload& w : every_phase(false)) {
+    if (w.phase == Phase::train) continue;
+    CAPTURE(name_of(w.phase));
+    for (const PassSpec& quant : {PassSpec{"int8_weights", std::nullopt}, PassSpec{"int4_weights", 16.0},
+                                  PassSpec{"w8a8", std::nullopt}}) {
+      CAPTURE(quant.name);
+      std::vector<StackStep> stack{{"step", {PassSpec{"bf16", std::nullopt}, quant}}};
+      const Graph g = build_stack_graph(m, w, stack, 0);
+      check_peak(g, predict_memory(g, cpu, false));
+    }
+  }
+}
+
 TEST_CASE("cpu backend graphs: 16-bit peaks equal the memory model's with a CPU profile, scratch included") {
   // bf16 GEMMs convert fp32 panels, and ops with an fp32 operand (the loss, LSE) stage converted
   // copies: the CPU profile plans both as workspace, byte for byte.
