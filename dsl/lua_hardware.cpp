@@ -119,7 +119,8 @@ const ScalarFields<Hardware>& hardware_scalars() {
       {"calibrated", &Hardware::calibrated},
       {"base", &Hardware::base},
       {"source", &Hardware::source},
-      {"price_per_hour", &Hardware::price_per_hour}};
+      {"price_per_hour", &Hardware::price_per_hour},
+      {"sparse_speedup", &Hardware::sparse_speedup}};
   return f;
 }
 

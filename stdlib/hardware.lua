@@ -105,6 +105,9 @@ local function gpu(e)
   e.engine_host_per_step = ENGINE_HOST_PER_STEP
   e.engine_host_per_op = ENGINE_HOST_PER_OP
   e.host_copy_bandwidth = e.host_copy_bandwidth or HOST_COPY_BANDWIDTH
+  -- 2:4 structured sparsity doubles the tensor-core peak from Ampere on (each datasheet's
+  -- "with sparsity" figures are twice the dense ones); Volta has none.
+  e.sparse_speedup = e.sparse_speedup or 2
   e.nvlink = link(e.nvlink or 0, NVLINK_LATENCY)
   e.pcie = link(e.pcie, PCIE_LATENCY)
   e.infiniband = link(INFINIBAND_NDR, IB_LATENCY)
@@ -121,6 +124,7 @@ local catalog = {
   -- (int8 via DP4A on CUDA cores; no tf32/bf16/fp8). SMs and L2: Volta whitepaper.
   gpu {
     name = "V100", aliases = {"v100-sxm2", "v100-32gb", "v100-sxm2-32gb"},
+    sparse_speedup = 1,  -- no sparse tensor cores
     peak_flops = {fp32 = 15.7 * T, tf32 = 0, bf16 = 0, fp16 = 125 * T, fp8 = 0, int8 = 62 * T},
     memory_bytes = 32 * GB, memory_bandwidth = 900 * GB, l2_bytes = 6 * MiB, sm_count = 80,
     gpus_per_node = HGX_GPUS,

@@ -53,6 +53,9 @@ void validate_numbers(const Hardware& hw, const std::string& where) {
   c.at_least_zero(hw.engine_host_per_op, "engine_host_per_op");
   c.at_least_zero(hw.engine_host_per_step, "engine_host_per_step");
   c.at_least_zero(hw.host_copy_bandwidth, "host_copy_bandwidth");
+  if (!(hw.sparse_speedup >= 1))
+    throw ConfigError(fmt::format("{}: sparse_speedup must be >= 1 (1: no sparse tensor cores; got {})", where,
+                                  hw.sparse_speedup));
   for (const auto& [field, link] : {std::pair<const char*, const Link*>{"nvlink", &hw.nvlink},
                                     {"pcie", &hw.pcie},
                                     {"infiniband", &hw.infiniband}}) {

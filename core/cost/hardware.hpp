@@ -71,6 +71,9 @@ struct Hardware {
   std::string base;            // calibrated profiles: the catalog entry they refine ("H100-SXM")
   std::string source;          // where the figures come from (datasheet URL, calibration file)
   double price_per_hour = 0;   // USD per GPU-hour (0 = unknown), with the source in stdlib/hardware.lua
+  // How much faster than the dense peak GEMMs on 2:4 sparse weights run (sparse_24): 2 on the
+  // sparse tensor cores of Ampere and later datasheets; 1 = none (priced dense).
+  double sparse_speedup = 1;
 
   [[nodiscard]] double peak(DType t) const { return peak_flops[static_cast<int>(t)]; }
   [[nodiscard]] bool supports(DType t) const { return peak(t) > 0; }

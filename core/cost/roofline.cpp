@@ -200,11 +200,15 @@ OpCost roofline_cost(const Op& op, double flops, double bytes, const Hardware& h
     // 2009).
     c.memory_time = c.bytes / (hw.memory_bandwidth * eff.memory[cls]);
   }
+  // A 2:4 sparse weight's GEMM skips the zeros on the sparse tensor cores: its dense FLOPs at
+  // sparse_speedup times the peak (NVIDIA's datasheets: 2× from Ampere on).
+  const double sparse = op.attrs.sparse_24 ? std::max(1.0, hw.sparse_speedup) : 1.0;
+  c.compute_time /= sparse;
   c.compute_bound = c.flops > 0 && c.compute_time >= c.memory_time;
   // A fitted table for this kernel replaces the class efficiencies: both roofs at the datasheet
   // peaks, divided by the efficiency measured for kernels of this kind and size.
   if (const std::optional<double> fitted = fitted_efficiency(op, c, hw)) {
-    c.compute_time = c.flops > 0 ? c.flops / hw.peak(c.priced_as) / *fitted : 0.0;
+    c.compute_time = c.flops > 0 ? c.flops / hw.peak(c.priced_as) / *fitted / sparse : 0.0;
     c.memory_time = c.bytes > 0 ? c.bytes / hw.memory_bandwidth / *fitted : 0.0;
     c.compute_bound = c.flops > 0 && c.compute_time >= c.memory_time;
     c.calibrated = true;

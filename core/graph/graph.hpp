@@ -101,12 +101,16 @@ struct Tensor {
   // Its bytes() hold them. 0: not quantized.
   int64_t quant_group = 0;
   bool quant_zeros = false;
+  // 2:4 structured sparsity (sparse_24): two of every four values kept, each with a 2-bit index
+  // (NVIDIA's compressed layout): half the values and an eighth of a byte per weight.
+  bool sparse_24 = false;
 
   // Throws ConfigError naming the tensor when the count overflows int64.
   [[nodiscard]] int64_t elements() const;
   [[nodiscard]] bool on_host() const { return residence != Residence::device; }
   [[nodiscard]] double bytes() const {
     const auto n = static_cast<double>(elements());
+    if (sparse_24) return n / 2 * bytes_of(dtype) + n / 8 + quant_bytes(n / 2);
     return n * bytes_of(dtype) + quant_bytes(n);
   }
   // The scales' (and zero points') bytes of `n` quantized elements.
@@ -153,6 +157,7 @@ struct OpAttrs {
   // tensor; 1 where a checkpoint brings none (vLLM's default).
   double kv_scale = 1;
   bool kv_fp8 = false;  // the op reads or writes an fp8 KV cache (its kernels differ: own curves)
+  bool sparse_24 = false;  // a GEMM on a 2:4 sparse weight (sparse_24): the sparse tensor cores' rate
   // The varlen kinds (a serving engine's packed step, core/builders/engine_step.cpp): T = rows
   // tokens of batch = S sequences in one tensor; seq_q, seq_kv: the longest query run and KV
   // length. varlen_flash_attention: query–key pairs scored over all sequences and heads' one

@@ -122,6 +122,10 @@ const std::vector<OptimizationInfo>& optimizations() {
                  "inference: linear-layer GEMMs compute in int8 on int8 weights (a scale per output channel) and "
                  "int8 activations (a scale per token), as SmoothQuant",
                  [](const PassSpec&, Graph& g) { passes::apply_w8a8(g); }),
+      graph_pass("sparse_24",
+                 "inference: linear-layer weights pruned 2:4 (half the values, 2-bit indices) and their GEMMs on "
+                 "the sparse tensor cores (the hardware's sparse_speedup, 2x from Ampere on); predicted only",
+                 [](const PassSpec&, Graph& g) { passes::apply_sparse_24(g); }),
       graph_pass("fp8_kv",
                  "inference: the KV cache stored in fp8 (e4m3, one scale per tensor): half the bytes per token, "
                  "twice the sequences (needs flash_attention)",

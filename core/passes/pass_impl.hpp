@@ -20,6 +20,10 @@ void apply_weight_only(Graph& g, int bits, int64_t group);
 // Inference: linear-layer GEMMs compute in int8 on int8 weights with a scale per output channel
 // (activations quantized per token, as SmoothQuant's W8A8). Throws ConfigError on a training step.
 void apply_w8a8(Graph& g);
+// Inference: the weights only linear-layer GEMMs read pruned 2:4 (two of every four values
+// kept, with 2-bit indices) and their GEMMs on the sparse tensor cores. Throws ConfigError on a
+// training step.
+void apply_sparse_24(Graph& g);
 // Inference: the KV cache (cache or pages) stored in fp8 e4m3 with a per-tensor scale (1),
 // half of bf16's bytes. Every op on the cache must have an fp8 path (the appends and the
 // flash kinds): throws ConfigError otherwise, or without a cache.

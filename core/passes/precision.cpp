@@ -1,6 +1,6 @@
 // Precision passes: fp32 / bf16 / fp16 (whole-graph formats, with fp32 master weights for
 // mixed-precision training), tf32 (GEMM compute mode), fp8 (linear-layer GEMMs), fp8_kv (the KV cache)
-// and the quantized weights of inference (int8/int4 weight-only, W8A8).
+// and the weight formats of inference (int8/int4 weight-only, W8A8, 2:4 sparsity).
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -128,7 +128,7 @@ std::vector<int64_t> gemm_only_weights(const Graph& g) {
 
 void refuse_training(const Graph& g, const char* pass) {
   if (is_training_graph(g))
-    throw ConfigError(fmt::format("optimization '{}' quantizes weights after training: it applies to inference "
+    throw ConfigError(fmt::format("optimization '{}' rewrites trained weights: it applies to inference "
                                   "(prefill, decode, serving), not to a training step",
                                   pass));
 }
@@ -175,6 +175,15 @@ void apply_w8a8(Graph& g) {
     x.quant_group = inputs;
     x.quant_zeros = false;
   }
+}
+
+void apply_sparse_24(Graph& g) {
+  refuse_training(g, "sparse_24");
+  const std::vector<int64_t> k = gemm_only_weights(g);
+  for (Tensor& x : g.tensors)
+    if (k[static_cast<std::size_t>(x.id)] > 0) x.sparse_24 = true;
+  for (Op& op : g.ops)
+    if (op.kind == OpKind::gemm && op.inputs.size() > 1 && g.tensor(op.inputs[1]).sparse_24) op.attrs.sparse_24 = true;
 }
 
 void apply_fp8_kv(Graph& g) {

@@ -11,6 +11,10 @@ int step_input_id(const Graph& g, const std::string& name, std::string_view back
 
 std::string graph_unsupported_reason(const Backend& b, const Graph& g) {
   for (const auto& op : g.ops) {
+    if (op.attrs.sparse_24)
+      return fmt::format("{} backend: 2:4 sparse GEMMs ('{}') are predicted only, with no sparse GEMM library "
+                         "(cuSPARSELt) in this build",
+                         b.name(), op.name);
     std::string why = b.unsupported_reason(op, g);
     if (!why.empty()) return why;
   }

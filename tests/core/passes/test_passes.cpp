@@ -79,7 +79,7 @@ TEST_CASE("passes: registry names and validation") {
     names.insert(o.name);
     CHECK_FALSE(o.summary.empty());
   }
-  CHECK(names == std::set<std::string>{"fp32", "tf32", "bf16", "fp16", "fp8", "int8_weights", "int4_weights", "w8a8", "fp8_kv", "flash_attention",
+  CHECK(names == std::set<std::string>{"fp32", "tf32", "bf16", "fp16", "fp8", "int8_weights", "int4_weights", "w8a8", "sparse_24", "fp8_kv", "flash_attention",
                                        "paged_kv", "fusion", "cuda_graphs", "fused_optimizer", "recompute",
                                        "pinned_memory", "prefetch", "kv_cache", "batch", "dp", "tp", "pp",
                                        "cp", "ep", "sp", "zero", "interleave", "scheduler", "max_batch", "max_wait", "preferred_batch", "max_tokens",

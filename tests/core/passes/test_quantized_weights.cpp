@@ -1,6 +1,6 @@
-// Quantized weights of inference (int8_weights, int4_weights, w8a8): which tensors they store
-// in which format, the bytes of their scales, and a 70B model's memory in int4 against the
-// hand-worked figure.
+// Weight formats of inference (int8_weights, int4_weights, w8a8, sparse_24): which tensors they
+// store in which format, the bytes of their scales and indices, a 70B model's memory in int4
+// against the hand-worked figure, and a sparse GEMM's rate.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -11,7 +11,9 @@
 #include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"
 #include "core/passes/passes.hpp"
+#include "core/cost/roofline.hpp"
 #include "graph_test_models.hpp"
+#include "hardware_test_util.hpp"
 
 using namespace perfsim;
 using perfsim::test::approx;
@@ -119,4 +121,41 @@ TEST_CASE("quantized weights: Llama-3-70B in int4 fits one 80 GB GPU with room f
   const MemoryBreakdown mem = predict_memory(int4);
   CHECK(mem.peak < 80e9);
   CHECK(80e9 - weight_bytes(int4) > 40e9);
+}
+
+TEST_CASE("2:4 sparsity: half the values with 2-bit indices, GEMMs at the sparse peak, predicted only") {
+  Tensor w;
+  w.shape = {4096, 4096};
+  w.dtype = DType::bf16;
+  w.sparse_24 = true;
+  // 8,388,608 kept bf16 values and as many 2-bit indices.
+  CHECK(w.bytes() == 8388608.0 * 2 + 8388608.0 / 4);
+
+  const Graph g = with(tiny_llama(), decode_w(), {PassSpec{"bf16"}, PassSpec{"sparse_24"}});
+  int sparse = 0;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::gemm) {
+      CHECK(op.attrs.sparse_24 == g.tensor(op.inputs.at(1)).sparse_24);
+      sparse += op.attrs.sparse_24 ? 1 : 0;
+    }
+  CHECK(sparse > 0);
+  CHECK(!g.tensors.front().sparse_24);  // the embedding table
+
+  // A compute-bound GEMM (4096³ in bf16): twice the rate on sparse tensor cores, the dense
+  // rate without them; its bytes and FLOPs are the same.
+  Hardware hw = h100_node();
+  Op op;
+  op.kind = OpKind::gemm;
+  op.dtype = DType::bf16;
+  op.attrs.m = op.attrs.n = op.attrs.k = 4096;
+  const double flops = 2.0 * 4096 * 4096 * 4096, bytes = 3.0 * 4096 * 4096 * 2;
+  const OpCost dense = roofline_cost(op, flops, bytes, hw, false);
+  op.attrs.sparse_24 = true;
+  hw.sparse_speedup = 2;
+  const OpCost on_sparse = roofline_cost(op, flops, bytes, hw, false);
+  REQUIRE(dense.compute_bound);
+  CHECK(on_sparse.compute_time == approx(dense.compute_time / 2).epsilon(1e-12));
+  CHECK(on_sparse.flops == dense.flops);
+  hw.sparse_speedup = 1;
+  CHECK(roofline_cost(op, flops, bytes, hw, false).compute_time == approx(dense.compute_time).epsilon(1e-12));
 }
