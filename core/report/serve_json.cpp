@@ -299,6 +299,12 @@ json serve_metrics_json(const ServeMetrics& m) {
   j["kv_utilization_mean"] = sig6(m.kv_utilization_mean);
   j["kv_utilization_max"] = sig6(m.kv_utilization_max);
   j["prefix_hit_rate"] = sig6(m.prefix_hit_rate);
+  if (m.verifies > 0)
+    j["speculative"] = {{"verifies", m.verifies},
+                        {"proposed", m.proposed},
+                        {"accepted", m.accepted},
+                        {"acceptance", sig6(m.acceptance_rate())},
+                        {"tokens_per_verify", sig6(m.tokens_per_verify())}};
   return j;
 }
 

@@ -128,6 +128,35 @@ ReportSection engine_steps_section(const RunResult& r, const ServeStepResult& ba
   return sec;
 }
 
+// Speculative decoding's figures per step that speculates: the drafts, their acceptance and
+// the tokens a verify pass yields, beside Leviathan et al.'s expectation.
+std::optional<ReportSection> speculative_section(const RunResult& r) {
+  ReportSection sec;
+  sec.title = "Speculative decoding (predicted; measured where executed)";
+  TextTable& t = sec.table;
+  t.add_column("step", Align::left);
+  t.add_column("run", Align::left);
+  for (const char* c : {"drafts/step", "acceptance", "verifies", "accepted rate", "tokens/verify", "expected"})
+    t.add_column(c);
+  for (const ServeStepResult& s : r.serve) {
+    const SchedulerConfig& c = s.predicted.config;
+    if (c.speculative <= 0 || !s.does_not_fit.empty()) continue;
+    const double expected = speculative_tokens_per_step(c.acceptance, c.speculative);
+    auto row = [&](const char* run, const ServeMetrics& m) {
+      t.add_row({s.step, run, std::to_string(c.speculative), format_sig3(c.acceptance), count(m.verifies),
+                 pct(m.acceptance_rate()), format_sig3(m.tokens_per_verify()), format_sig3(expected)});
+    };
+    row("predicted", s.predicted.metrics);
+    if (s.executed) row("measured", s.executed->metrics);
+  }
+  if (t.empty()) return std::nullopt;
+  sec.notes.push_back("drafts/step: k, the n-gram drafts each decode proposes; acceptance: the chance each is "
+                      "accepted, as set; accepted rate: the drafts the run accepted; tokens/verify: the tokens a "
+                      "verify pass yielded (its accepted drafts and the next token); expected: (1 − α^(k+1)) / "
+                      "(1 − α), Leviathan et al. 2023 (drafts near a request's end are fewer, so the run's is lower)");
+  return sec;
+}
+
 // Each replica's share of a service behind a router (steps with dp > 1).
 std::optional<ReportSection> replicas_section(const RunResult& r) {
   ReportSection sec;
@@ -370,6 +399,7 @@ std::vector<ReportSection> serve_sections(const RunResult& r) {
   out.push_back(std::move(eng));
   if (std::optional<ReportSection> gpus = layouts_section(r)) out.push_back(std::move(*gpus));
   if (std::optional<ReportSection> rep = replicas_section(r)) out.push_back(std::move(*rep));
+  if (std::optional<ReportSection> spec = speculative_section(r)) out.push_back(std::move(*spec));
   if (std::optional<ReportSection> kv = transfers_section(r)) out.push_back(std::move(*kv));
   if (executed) out.push_back(engine_steps_section(r, *measured_base));
 

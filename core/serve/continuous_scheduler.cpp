@@ -42,8 +42,17 @@ class ContinuousScheduler final : public Scheduler {
     for (std::size_t i = 0; i < s.running.size() && m_budget > 0; ++i) {
       const int64_t id = s.running[i];
       Live& l = s.state(id);
-      const int64_t n = std::min(l.known(s.req(id)) - l.computed, m_budget);
+      int64_t n = std::min(l.known(s.req(id)) - l.computed, m_budget);
       if (n <= 0) continue;
+      // A decode speculates: k drafts after its last token, all verified in one pass (no more
+      // than its output still needs beyond the bonus token, the model's positions or the budget).
+      int64_t proposed = 0;
+      if (s.config.speculative > 0 && n == 1 && l.computed >= s.req(id).prompt) {
+        proposed = std::min({s.config.speculative, s.req(id).output - l.generated - 1,
+                             s.max_seq - l.computed - 1, m_budget - 1});
+        proposed = std::max<int64_t>(proposed, 0);
+        n += proposed;
+      }
       bool kept = true;
       while (!s.kv->grow(id, l.computed + n)) {
         const int64_t victim = s.running.back();
@@ -55,6 +64,7 @@ class ContinuousScheduler final : public Scheduler {
       }
       if (!kept) break;
       add(step, id, n, l, s);
+      step.seqs.back().proposed = proposed;
     }
   }
 
@@ -98,7 +108,7 @@ class ContinuousScheduler final : public Scheduler {
     w.request = id;
     w.tokens = n;
     w.position = l.computed;
-    w.samples = l.computed + n == l.known(s.req(id));
+    w.samples = l.computed + n >= l.known(s.req(id));
     step.seqs.push_back(w);
     m_budget -= n;
   }

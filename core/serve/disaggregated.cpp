@@ -85,6 +85,9 @@ EngineRun join_disaggregated(const std::vector<Request>& requests, const EngineR
   run.steps.insert(run.steps.end(), decode.steps.begin(), decode.steps.end());
   run.itl = decode.itl;
   run.preemptions = prefill.preemptions + decode.preemptions;
+  run.verifies = decode.verifies;  // speculative decoding happens on the decode side
+  run.proposed = decode.proposed;
+  run.accepted = decode.accepted;
   return run;
 }
 

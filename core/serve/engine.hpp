@@ -74,6 +74,8 @@ struct EngineRun {
   // Static and dynamic batching: batches formed, and of them those held below max_batch while
   // more requests waited because their KV did not fit the pool (the smallest such batch).
   int64_t batches = 0, kv_capped_batches = 0, kv_capped_smallest = 0;
+  // Speculative decoding: verify passes, draft tokens they checked, and of those accepted.
+  int64_t verifies = 0, proposed = 0, accepted = 0;
   KvPool pool;
   double start = 0, end = 0;            // first arrival .. last token
 };

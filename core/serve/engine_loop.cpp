@@ -27,6 +27,28 @@ namespace {
 
 constexpr double never = std::numeric_limits<double>::infinity();
 
+// Of `proposed` draft tokens, how many a verify pass accepts: each with probability `alpha`
+// until the first rejection (Leviathan et al. 2023), drawn from a hash of the request and the
+// tokens it has, so a request accepts the same runs in every run of the same traffic.
+int64_t accepted_drafts(const Request& r, int64_t generated, int64_t proposed, double alpha) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (const int64_t v : {r.id, r.prompt, r.output, generated}) {
+    x ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ull + (x << 6) + (x >> 2);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+  }
+  int64_t a = 0;
+  while (a < proposed) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    if (static_cast<double>(x >> 11) * 0x1.0p-53 >= alpha) break;
+    ++a;
+  }
+  return a;
+}
+
 // Why a request can never be served with this engine ("" when it can).
 std::string refusal(const Request& r, const SchedulerConfig& c, const KvPool& pool, int64_t max_seq) {
   const int64_t total = r.prompt + r.output;
@@ -133,12 +155,22 @@ void EngineLoop::advance(bool arrivals_done, std::vector<Finished>& done) {
     if (w.padding || w.request < 0) continue;
     Live& l = s.state(w.request);
     RequestRecord& rec = s.record(w.request);
-    l.computed += w.tokens;
+    // A verify pass keeps its last token and the drafts accepted before the first rejection;
+    // the rejected rows stay in the sequence's blocks until the next pass overwrites them.
+    const int64_t accepted = w.proposed > 0 ? accepted_drafts(rec.request, l.generated, w.proposed, s.config.acceptance) : 0;
+    if (w.proposed > 0) {
+      ++m_run.verifies;
+      m_run.proposed += w.proposed;
+      m_run.accepted += accepted;
+    }
+    l.computed += w.proposed > 0 ? 1 + accepted : w.tokens;
     s.kv->mark_computed(w.request, l.computed);
     if (!w.samples || l.generated >= rec.request.output) continue;
-    ++l.generated;
+    // The tokens of one step arrive together: one gap between tokens, as a stream's chunk.
+    const int64_t before = l.generated;
+    l.generated = std::min(rec.request.output, before + 1 + accepted);
     rec.generated = l.generated;
-    if (l.generated == 1) rec.first_token = end;
+    if (before == 0) rec.first_token = end;
     else m_run.itl.push_back(end - m_table.last_token[static_cast<std::size_t>(w.request)]);
     m_table.last_token[static_cast<std::size_t>(w.request)] = end;
     if (l.generated < rec.request.output) continue;

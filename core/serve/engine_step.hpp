@@ -13,6 +13,9 @@ struct SeqWork {
   int64_t position = 0;   // tokens already in its KV cache
   bool samples = true;    // the step ends its known tokens and samples the next one
   bool padding = false;   // a finished sequence a static batch still carries (computed, unused)
+  // Speculative decoding: draft tokens this step verifies after the sequence's last token (its
+  // `tokens` = proposed + 1, each row sampled); 0 for a plain decode, a prompt or a chunk.
+  int64_t proposed = 0;
   // One token after cached ones: a decode (anything else is a prompt or a chunk of one).
   [[nodiscard]] bool decodes() const { return tokens == 1 && position > 0; }
 };
@@ -37,9 +40,11 @@ struct EngineStep {
       if (!s.decodes()) t += s.tokens;
     return t;
   }
+  // Rows whose logits the step computes: one a sampling sequence, every verified row of a
+  // speculative one.
   [[nodiscard]] int64_t sampled() const {
     int64_t n = 0;
-    for (const SeqWork& s : seqs) n += s.samples ? 1 : 0;
+    for (const SeqWork& s : seqs) n += s.samples ? 1 + s.proposed : 0;
     return n;
   }
 };

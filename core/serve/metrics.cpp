@@ -35,6 +35,9 @@ ServeMetrics serve_metrics(const EngineRun& run, const Slo& slo) {
   m.batches = run.batches;
   m.kv_capped_batches = run.kv_capped_batches;
   m.kv_capped_smallest = run.kv_capped_smallest;
+  m.verifies = run.verifies;
+  m.proposed = run.proposed;
+  m.accepted = run.accepted;
   m.steps = static_cast<int64_t>(run.steps.size());
   std::vector<double> ttft, tpot, e2e, queue;
   int64_t good = 0, prompt_tokens = 0, cached_tokens = 0;
@@ -94,6 +97,11 @@ ServeMetrics serve_metrics(const EngineRun& run, const Slo& slo) {
   }
   if (busy > 0) m.kv_utilization_mean = kv / busy;
   return m;
+}
+
+double speculative_tokens_per_step(double alpha, int64_t k) {
+  if (alpha >= 1) return static_cast<double>(k + 1);
+  return (1 - std::pow(alpha, static_cast<double>(k + 1))) / (1 - alpha);
 }
 
 }  // namespace perfsim

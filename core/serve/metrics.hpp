@@ -39,8 +39,22 @@ struct ServeMetrics {
   double prefix_hit_rate = 0;                   // prompt tokens found cached / prompt tokens
   // Static and dynamic batching (EngineRun): batches, those the KV pool held below max_batch.
   int64_t batches = 0, kv_capped_batches = 0, kv_capped_smallest = 0;
+  // Speculative decoding: verify passes, draft tokens checked and accepted; the tokens a verify
+  // pass yields on average (its accepted drafts and the token after them).
+  int64_t verifies = 0, proposed = 0, accepted = 0;
+  [[nodiscard]] double acceptance_rate() const {
+    return proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0;
+  }
+  [[nodiscard]] double tokens_per_verify() const {
+    return verifies > 0 ? static_cast<double>(accepted + verifies) / static_cast<double>(verifies) : 0;
+  }
 };
 
 [[nodiscard]] ServeMetrics serve_metrics(const EngineRun& run, const Slo& slo);
+
+// The tokens a speculative decode step yields on average when each of k drafts is accepted
+// with probability alpha until the first rejection, and one token follows the accepted ones:
+// (1 − α^(k+1)) / (1 − α) (Leviathan et al. 2023, eq. 1); k + 1 at α = 1.
+[[nodiscard]] double speculative_tokens_per_step(double alpha, int64_t k);
 
 }  // namespace perfsim

@@ -230,28 +230,24 @@ ReplicasRun run_replicas(const std::vector<Request>& requests, const SchedulerCo
       if (table.records[id].rejected.empty()) own.end = std::max(own.end, table.records[id].finished);
     }
   }
-  for (std::size_t r = 0; r < engines.size(); ++r) {
-    EngineRun& run = engines[r]->run();
-    out.merged.steps.insert(out.merged.steps.end(), run.steps.begin(), run.steps.end());
-    out.merged.itl.insert(out.merged.itl.end(), run.itl.begin(), run.itl.end());
-    out.merged.preemptions += run.preemptions;
-    out.merged.batches += run.batches;
+  // An engine's steps, gaps and counts added to a run that holds several.
+  auto add = [](EngineRun& into, const EngineRun& run) {
+    into.steps.insert(into.steps.end(), run.steps.begin(), run.steps.end());
+    into.itl.insert(into.itl.end(), run.itl.begin(), run.itl.end());
+    into.preemptions += run.preemptions;
+    into.batches += run.batches;
     if (run.kv_capped_batches > 0)
-      out.merged.kv_capped_smallest = out.merged.kv_capped_batches == 0
-                                          ? run.kv_capped_smallest
-                                          : std::min(out.merged.kv_capped_smallest, run.kv_capped_smallest);
-    out.merged.kv_capped_batches += run.kv_capped_batches;
-    if (n_replicas > 1) {
-      EngineRun& own = out.replicas[r / static_cast<std::size_t>(group)];
-      own.steps.insert(own.steps.end(), run.steps.begin(), run.steps.end());
-      own.itl.insert(own.itl.end(), run.itl.begin(), run.itl.end());
-      own.preemptions += run.preemptions;
-      own.batches += run.batches;
-      if (run.kv_capped_batches > 0)
-        own.kv_capped_smallest = own.kv_capped_batches == 0 ? run.kv_capped_smallest
-                                                            : std::min(own.kv_capped_smallest, run.kv_capped_smallest);
-      own.kv_capped_batches += run.kv_capped_batches;
-    }
+      into.kv_capped_smallest = into.kv_capped_batches == 0 ? run.kv_capped_smallest
+                                                            : std::min(into.kv_capped_smallest, run.kv_capped_smallest);
+    into.kv_capped_batches += run.kv_capped_batches;
+    into.verifies += run.verifies;
+    into.proposed += run.proposed;
+    into.accepted += run.accepted;
+  };
+  for (std::size_t r = 0; r < engines.size(); ++r) {
+    const EngineRun& run = engines[r]->run();
+    add(out.merged, run);
+    if (n_replicas > 1) add(out.replicas[r / static_cast<std::size_t>(group)], run);
   }
   // A replica of several engines (pipeline batches in flight): its steps in time order.
   auto by_start = [](const StepRecord& a, const StepRecord& b) { return a.start < b.start; };

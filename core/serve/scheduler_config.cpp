@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
+#include "core/units.hpp"
 
 namespace perfsim {
 
@@ -66,6 +67,15 @@ void check(const SchedulerConfig& c, const StackStep& step, const std::vector<st
          "earlier step");
   if (c.kind == SchedulerKind::dynamic && c.preferred_batch > c.max_batch)
     fail(fmt::format("preferred_batch = {} is above max_batch = {}", c.preferred_batch, c.max_batch));
+  if (c.speculative > 0 && batch_sched)
+    fail(fmt::format("'speculative' verifies draft tokens inside continuous batching; the scheduler here is {} (set "
+                     "scheduler = \"continuous\")",
+                     name_of(c.kind)));
+  if (c.speculative > 0 && c.acceptance <= 0)
+    fail("'speculative' needs 'acceptance', the chance each draft token is accepted (e.g. {speculative = 4, "
+         "acceptance = 0.7})");
+  if (here("acceptance") && c.speculative == 0)
+    fail("'acceptance' is the draft tokens' acceptance of speculative decoding: set 'speculative' too");
   if ((c.prefill_engines > 0) != (c.decode_engines > 0))
     fail(fmt::format("disaggregated serving needs both prefill_engines and decode_engines (got {} and {}); set "
                      "both, or both to 0",
@@ -115,6 +125,8 @@ SchedulerConfig scheduler_config(const std::vector<StackStep>& stack, std::size_
       else if (p.name == "prefill_engines") c.prefill_engines = static_cast<int>(v);
       else if (p.name == "decode_engines") c.decode_engines = static_cast<int>(v);
       else if (p.name == "kv_transfer") c.kv_layerwise = *p.text == "layerwise";
+      else if (p.name == "speculative") c.speculative = static_cast<int64_t>(v);
+      else if (p.name == "acceptance") c.acceptance = v;
     }
     check(c, step, set_here);
   }
@@ -139,6 +151,9 @@ std::string describe(const SchedulerConfig& c, int64_t max_seq) {
     case SchedulerKind::continuous:
       s += fmt::format(", max {} sequences, {} tokens/step", c.max_batch, c.step_tokens(max_seq));
       if (c.chunked_prefill > 0) s += ", chunked prefill";
+      if (c.speculative > 0)
+        s += fmt::format(", speculative {} n-gram drafts a step (acceptance {})", c.speculative,
+                         format_sig3(c.acceptance));
       break;
   }
   s += c.paged ? fmt::format(", paged KV ({} tokens/block)", c.block) : ", KV reserved per sequence";

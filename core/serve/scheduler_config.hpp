@@ -46,6 +46,11 @@ struct SchedulerConfig {
   // decode, a request's KV blocks sent from the one to the other (0 and 0: off).
   int prefill_engines = 0, decode_engines = 0;
   bool kv_layerwise = false;  // each layer's KV sent as it is computed (kv_transfer = "layerwise")
+  // Speculative decoding (continuous): k draft tokens a decode step (n-gram prompt lookup, no
+  // device work), verified in one pass of k + 1 tokens; each draft accepted with probability
+  // `acceptance`, the first rejection ending the run (Leviathan et al. 2023). 0: off.
+  int64_t speculative = 0;
+  double acceptance = 0;
   [[nodiscard]] bool disaggregated() const { return prefill_engines > 0 && decode_engines > 0; }
 
   // Tokens one engine step may hold: chunked_prefill, else max_tokens, else max(max_seq, 2048).

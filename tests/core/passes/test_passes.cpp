@@ -83,7 +83,7 @@ TEST_CASE("passes: registry names and validation") {
                                        "paged_kv", "fusion", "cuda_graphs", "fused_optimizer", "recompute",
                                        "pinned_memory", "prefetch", "kv_cache", "batch", "dp", "tp", "pp",
                                        "cp", "ep", "sp", "zero", "interleave", "scheduler", "max_batch", "max_wait", "preferred_batch", "max_tokens",
-                   "chunked_prefill", "prefix_cache", "preemption", "gpu_memory", "kv_watermark", "router", "prefill_engines", "decode_engines", "kv_transfer"});
+                   "chunked_prefill", "prefix_cache", "preemption", "gpu_memory", "kv_watermark", "router", "prefill_engines", "decode_engines", "kv_transfer", "speculative", "acceptance"});
   CHECK(config_error({"flash_atention", {}}) ==
         "unknown optimization 'flash_atention' (did you mean 'flash_attention'?)");
   CHECK(config_error({"batch", {}}).find("needs a value") != std::string::npos);
