@@ -49,7 +49,8 @@ struct BuildOptions {
 // The metadata the step reads are int32 inputs named in engine_input, filled by whoever runs
 // the step: token ids [T], positions [T], page slots [T] (page·kv_block + row, where each new
 // K/V row goes), the block table [S, table_width], query starts [S + 1], KV lengths [S], and
-// the rows that sample [sampled] (the head runs on those only). The pages are each layer's
+// the rows that sample [sampled] (the head runs on those only: a sequence's last row, or every
+// row of a speculative verify). The pages are each layer's
 // "layerN.attn.k_pages" / "v_pages" [pool_blocks, kv_block, kv_heads, head_dim]. Rotary or
 // ALiBi models (ALiBi reads no positions) on one GPU; the graph is fp32 until precision passes
 // run.

@@ -46,8 +46,10 @@ void check_step(const ModelConfig& m, const EngineStepShape& s, const BuildOptio
     if (decode && !decodes) throw std::invalid_argument("engine step: decodes must come first");
     decodes = decodes && decode;
   }
-  if (s.sampled < 0 || s.sampled > static_cast<int64_t>(s.q_len.size()))
-    throw std::invalid_argument("engine step: more sampling rows than sequences");
+  // A sequence samples its last row, a speculative verify every row it checks.
+  int64_t rows = 0;
+  for (int64_t q : s.q_len) rows += q;
+  if (s.sampled < 0 || s.sampled > rows) throw std::invalid_argument("engine step: more sampling rows than rows");
 }
 
 }  // namespace

@@ -64,7 +64,9 @@ EngineStepPlan plan_engine_step(const EngineStep& step, const KvPool& pool, int6
       table.push_back(static_cast<std::size_t>(c) < blocks.size() ? static_cast<int32_t>(blocks[static_cast<std::size_t>(c)]) : 0);
     query_start.push_back(query_start.back() + static_cast<int32_t>(w.tokens));
     kv_len.push_back(static_cast<int32_t>(kv));
-    if (w.samples) sample_rows.push_back(query_start.back() - 1);
+    // A sampling sequence's last row; a speculative verify's every row (its drafts' checks).
+    if (w.samples)
+      for (int64_t r = w.proposed; r >= 0; --r) sample_rows.push_back(query_start.back() - 1 - static_cast<int32_t>(r));
   }
   sh.sampled = static_cast<int64_t>(sample_rows.size());
   plan.inputs = {{engine_input::tokens, std::move(ids)},

@@ -312,11 +312,6 @@ ExecutedServing execute_step(const ServeExecution& x, Communicator* ranks, std::
   const int replicas = std::max(1, layout.dp);
   const bool split = layout.tp > 1 || layout.pp > 1;
   const bool open_loop = x.scenario.serve->arrivals.kind != ArrivalKind::closed;
-  if (c.speculative > 0) {
-    why = "speculative decoding is predicted; the executed engine does not verify draft tokens yet (its steps "
-          "sample one row a sequence)";
-    return std::nullopt;
-  }
   if (c.disaggregated()) {
     if (c.prefill_engines == 1 && c.decode_engines == 1 && !split && rank_count == 2)
       return execute_disaggregated(x, *ranks, why);

@@ -247,6 +247,55 @@ TEST_CASE("cpu engine: an executed run serves every request to its output length
   }
 }
 
+TEST_CASE("cpu engine: an executed run decodes speculatively, each verify pass sampling its every row") {
+  const ModelConfig m = test_models::tiny_llama();
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 4; ++i) {
+    Request r;
+    r.id = i;
+    r.prompt = 6 + 2 * i;
+    r.output = 9 + i;
+    requests.push_back(r);
+  }
+  SchedulerConfig c;
+  c.kind = SchedulerKind::continuous;
+  c.paged = true;
+  c.block = 4;
+  c.watermark = 0;
+  c.speculative = 3;
+  c.acceptance = 0.6;
+  KvPool pool;
+  pool.blocks = 32;
+  pool.block = 4;
+  pool.block_bytes = 1024;
+  cpu::CpuBackend backend;
+  const auto session = backend.open_engine(seed);
+  ExecutedClock clock(*session, m, {}, pool, 1);
+  const EngineRun run = run_engine(requests, c, pool, m.max_seq, 0, clock);
+  for (const RequestRecord& r : run.requests) {
+    CHECK(r.rejected.empty());
+    CHECK(r.generated == r.request.output);
+  }
+  CHECK(run.verifies > 0);
+  CHECK(run.accepted > 0);
+  CHECK(run.accepted < run.proposed);
+  // Fewer steps than tokens: the verify passes yielded several tokens each.
+  int64_t tokens = 0;
+  for (const Request& r : requests) tokens += r.output;
+  CHECK(static_cast<int64_t>(run.steps.size()) < tokens);
+  // The predicted run of the same traffic accepts the same drafts (drawn per request).
+  class Instant final : public StepClock {
+   public:
+    [[nodiscard]] double now() const override { return t; }
+    void wait_until(double u) override { t = std::max(t, u); }
+    void run(const EngineStep&) override { t += 1e-3; }
+    double t = 0;
+  } instant;
+  const EngineRun predicted = run_engine(requests, c, pool, m.max_seq, 0, instant);
+  CHECK(predicted.accepted == run.accepted);
+  CHECK(predicted.verifies == run.verifies);
+}
+
 TEST_CASE("cpu engine: a step timed op by op gives each op its time and the same logits") {
   const ModelConfig m = test_models::tiny_llama();
   const std::vector<int32_t> ids = ids_of(12, 5);
