@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/cost/cost_model.hpp"
 #include "core/cost/roofline.hpp"
@@ -204,10 +205,18 @@ double StepPricer::price(const EngineStep& step) {
   int64_t decodes = 0;
   double kv_sum = 0;
   std::map<std::pair<int64_t, int64_t>, int64_t> chunks;  // (tokens, position) -> sequences
+  // Speculative verify passes by rows: their count and the sum of their positions. They run
+  // together in the step's one variable-length kernel, alike but for their contexts, so each
+  // group is priced as one batch at its mean position (not a launch a sequence, as a chunk is).
+  std::map<int64_t, std::pair<int64_t, double>> verifies;
   for (const SeqWork& s : step.seqs) {
     if (s.decodes()) {
       ++decodes;
       kv_sum += static_cast<double>(s.position + 1);
+    } else if (s.proposed > 0) {
+      auto& [seqs, positions] = verifies[s.tokens];
+      ++seqs;
+      positions += static_cast<double>(s.position);
     } else {
       ++chunks[{s.tokens, s.position}];
     }
@@ -223,6 +232,9 @@ double StepPricer::price(const EngineStep& step) {
   t += dense(step.tokens()) + head(step.sampled());
   if (decodes > 0) t += decode_attention(decodes, kv_sum / static_cast<double>(decodes));
   for (const auto& [shape, seqs] : chunks) t += prefill_attention(seqs, shape.first, shape.second);
+  for (const auto& [rows, group] : verifies)
+    t += prefill_attention(group.first, rows,
+                           static_cast<int64_t>(std::llround(group.second / static_cast<double>(group.first))));
   return t;
 }
 

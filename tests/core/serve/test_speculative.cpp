@@ -155,3 +155,30 @@ TEST_CASE("speculative decoding: its knobs' errors") {
                PassSpec{"acceptance", 0.7}})
             .empty());
 }
+
+TEST_CASE("speculative decoding: a step's verify passes are priced as one batch at their mean position") {
+  // 40 verifies of 5 rows at positions 600..795 run in the step's one variable-length kernel:
+  // priced as 40 sequences at position 697.5 (rounded), not as 40 launches of one sequence.
+  const ModelConfig m = test_models::llama3_8b();
+  const Hardware hw = test_models::h100_node();
+  const std::vector<StackStep> stack{{"step", {PassSpec{"bf16"}, PassSpec{"flash_attention"}, PassSpec{"paged_kv"}}, ""}};
+  StepPricer pricer(m, hw, stack, 0);
+  auto step_at = [](const std::vector<int64_t>& positions) {
+    EngineStep step;
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+      SeqWork w;
+      w.request = static_cast<int64_t>(i);
+      w.position = positions[i];
+      w.tokens = 5;
+      w.proposed = 4;
+      step.seqs.push_back(w);
+    }
+    return step;
+  };
+  std::vector<int64_t> spread, mean;
+  for (int64_t i = 0; i < 40; ++i) {
+    spread.push_back(600 + 5 * i);
+    mean.push_back(698);
+  }
+  CHECK(pricer.price(step_at(spread)) == doctest::Approx(pricer.price(step_at(mean))).epsilon(1e-12));
+}
