@@ -303,7 +303,31 @@ def view_serve(names):
     return out + table(["step"] + [w for _, _, w in SERVE_FIGURES], rows, "l" + "r" * len(SERVE_FIGURES))
 
 
-VIEWS = {"serve": view_serve, "published": view_published, "text": view_text, "overall": view_overall, "steps": view_steps, "speedups": view_speedups,
+def view_serve_speedups(names):
+    """serve_speedups EXECUTED.json: each stack step's speedup over the first step, TPOT p50 and
+    output tokens/s, measured and predicted; error = (predicted - measured) / measured."""
+    run = load(names[0])
+    steps = run["results"][0]["serve"]["steps"]
+    first = steps[0]
+    rows = []
+    for s in steps[1:]:
+        cells = [s["step"]]
+        for key, stat, lower_is_better in (("tpot", "median", True), ("output_throughput", None, False)):
+            def ratio(side):
+                a = first[side]["metrics"][key]
+                b = s[side]["metrics"][key]
+                if stat:
+                    a, b = a[stat], b[stat]
+                return (a / b if lower_is_better else b / a) if a and b else None
+            me, pr = ratio("executed"), ratio("predicted")
+            cells += [f"{me:.2f}×" if me else "—", f"{pr:.2f}×" if pr else "—",
+                      pct((pr - me) / me, True) if me and pr else "—"]
+        rows.append(cells)
+    head = ["step", "TPOT p50 speedup, measured", "predicted", "error", "output tok/s, measured", "predicted", "error"]
+    return f"Against `{first['step']}`, from `docs/results/{names[0]}`.\n\n" + table(head, rows, "l" + "r" * 6)
+
+
+VIEWS = {"serve": view_serve, "serve_speedups": view_serve_speedups, "published": view_published, "text": view_text, "overall": view_overall, "steps": view_steps, "speedups": view_speedups,
          "classes": view_classes, "op_times": view_op_times, "collectives": view_collectives, "ranks": view_ranks}
 
 
