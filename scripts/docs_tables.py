@@ -288,7 +288,7 @@ def view_serve(names):
     m = manifest()
     out = "".join(f"Source: `docs/results/{n}`, written by `{m.get(n, {}).get('command', '?')}`"
                   f"{'; measured ' + m[n]['measured'] if m.get(n, {}).get('measured', '').startswith('2') else ''}.\n\n"
-                  for n in names)
+                  for n in dict.fromkeys(names))  # an executed run holds its own prediction: once
     ex = executed["results"][0]["serve"]["steps"]
     pr = predicted["results"][0]["serve"]["steps"]
     rows = []
