@@ -28,25 +28,34 @@ const uint16_t* scales_of(const void* data, const QuantLayout& q) {
 }  // namespace
 
 void fill_quantized(void* data, const QuantLayout& q, uint64_t seed) {
+  // In chunks of whole bytes on every thread: a 7B model's weights are billions of values.
   auto* values = static_cast<uint8_t*>(data);
+  const auto bytes = static_cast<int64_t>(q.value_bytes());
   const int64_t n = q.k * q.n;
-  if (q.int4) {
-    std::memset(values, 0, q.value_bytes());
-    for (int64_t i = 0; i < n; ++i) {
-      const auto v = static_cast<uint8_t>(mix(seed ^ static_cast<uint64_t>(i)) % 16);
-      values[i / 2] = static_cast<uint8_t>(values[i / 2] | (i % 2 == 0 ? v : v << 4));
+  parallel_for(bytes, 1 << 16, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      if (!q.int4) {
+        values[b] = static_cast<uint8_t>(
+            static_cast<int8_t>(static_cast<int>(mix(seed ^ static_cast<uint64_t>(b)) % 255) - 127));
+        continue;
+      }
+      uint8_t v = 0;
+      for (int64_t i = 2 * b; i < std::min(2 * b + 2, n); ++i) {
+        const auto nib = static_cast<uint8_t>(mix(seed ^ static_cast<uint64_t>(i)) % 16);
+        v = static_cast<uint8_t>(v | (i % 2 == 0 ? nib : nib << 4));
+      }
+      values[b] = v;
     }
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      values[i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(mix(seed ^ static_cast<uint64_t>(i)) % 255) - 127));
-  }
+  });
   const int64_t groups = q.n * q.groups_per_channel();
   uint16_t* scales = scales_of(data, q);
   const float base = q.int4 ? 0.02f / 8 : 0.02f / 127;
-  for (int64_t g = 0; g < groups; ++g) {
-    const double u = static_cast<double>(mix(~seed ^ static_cast<uint64_t>(g)) >> 11) * 0x1.0p-53;
-    scales[g] = bf16(base * static_cast<float>(0.5 + u)).bits;
-  }
+  parallel_for(groups, 1 << 14, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const double u = static_cast<double>(mix(~seed ^ static_cast<uint64_t>(g)) >> 11) * 0x1.0p-53;
+      scales[g] = bf16(base * static_cast<float>(0.5 + u)).bits;
+    }
+  });
   if (q.zeros) {
     uint16_t* zeros = scales + groups;
     for (int64_t g = 0; g < groups; ++g) zeros[g] = bf16(8.0f).bits;

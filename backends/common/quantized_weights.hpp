@@ -3,10 +3,13 @@
 // scales and zero points, and the host's reference of filling and dequantizing it.
 //   values: int8, one a byte (−127..127), or int4, two a byte (0..15; element i = k·N + n in
 //           byte i / 2, the low nibble for even i), in that order;
-//   scales: bf16 [N][K / group], one per group of `group` inputs of each output channel;
-//   zeros:  bf16 [N][K / group] beside them when the format has zero points (int4).
-// Element (k, n) = (q − zero) · scale with the scale and zero of group n·(K / group) + k / group
-// (zero 0 without zero points).
+//   scales: bf16 [K / group][N], one per group of `group` inputs of each output channel, a
+//           row of N per group as GPTQ stores them (a GPU thread reading N-consecutive values
+//           reads N-consecutive scales);
+//   zeros:  bf16 [K / group][N] beside them when the format has zero points (int4).
+// Element (k, n) = (q − zero) · scale with the scale and zero of group (k / group)·N + n
+// (zero 0 without zero points). A GPU backend may store a weight otherwise (W8A8's int8 GEMM
+// reads [N, K]); what it computes is this layout's values.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -31,7 +34,7 @@ struct QuantLayout {
   [[nodiscard]] std::size_t bytes() const {
     return value_bytes() + static_cast<std::size_t>(n * groups_per_channel()) * 2 * (zeros ? 2 : 1);
   }
-  [[nodiscard]] int64_t group_of(int64_t row, int64_t col) const { return col * groups_per_channel() + row / group; }
+  [[nodiscard]] int64_t group_of(int64_t row, int64_t col) const { return row / group * n + col; }
 };
 
 // The layout of weight `t` ([K, N], quant_group > 0); nullopt-like k = 0 for any other tensor.

@@ -136,7 +136,9 @@ std::vector<float> GraphRunner::read(int id) const {
   if (p == nullptr) throw std::logic_error(fmt::format("cpu backend: tensor '{}' is not live", t.name));
   std::vector<float> out(static_cast<std::size_t>(t.elements()));
   const Storage s = storage_of(t.dtype);
-  if (s == Storage::i32) {
+  if (const host::QuantLayout q = host::quant_layout(t); q.k > 0) {
+    host::dequantize(p, q, out.data());  // the weight it stands for
+  } else if (s == Storage::i32) {
     const auto* ids = static_cast<const int32_t*>(p);
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(ids[i]);
   } else {

@@ -11,6 +11,7 @@
 #include "backends/ops/context_parallel.hpp"
 #include "backends/ops/op_io.hpp"
 #include "backends/ops/op_shapes.hpp"
+#include "core/cost/kernel_paths.hpp"
 #include "core/errors.hpp"
 
 namespace perfsim::cpu {
@@ -38,7 +39,7 @@ void copy_if_distinct(const MixedCall& c, int from, int to) {
 // into fp32 scratch first, and under W8A8 (an int8 GEMM) A's rows quantized to int8 as its kernel
 // reads them; then the float GEMM. Scratch: K·N floats, M·K more under W8A8, then the float
 // GEMM's workspace (core/cost/workspace.cpp prices the same).
-constexpr int64_t quantized_small_m = 8;  // core/cost/workspace.cpp prices the same
+constexpr int64_t quantized_small_m = quantized_fused_rows;  // core/cost/kernel_paths.hpp
 
 void run_quantized_gemm(const MixedCall& c, const GemmShape& s, const GemmIds& id, const host::QuantLayout& q) {
   const Storage ta = storage(c.g, id.a), tc = storage(c.g, id.c);

@@ -73,13 +73,16 @@ GemmEngine::GemmEngine() {
   PERFSIM_CUDA_CHECK(cudaMalloc(&m_workspace, workspace_bytes));
 }
 
+void GemmEngine::destroy(Plan& p) {
+  (void)cublasLtMatrixLayoutDestroy(p.a);
+  (void)cublasLtMatrixLayoutDestroy(p.b);
+  (void)cublasLtMatrixLayoutDestroy(p.c);
+  (void)cublasLtMatmulDescDestroy(p.desc);
+}
+
 GemmEngine::~GemmEngine() {
-  for (auto& [key, p] : m_plans) {
-    (void)cublasLtMatrixLayoutDestroy(p.a);
-    (void)cublasLtMatrixLayoutDestroy(p.b);
-    (void)cublasLtMatrixLayoutDestroy(p.c);
-    (void)cublasLtMatmulDescDestroy(p.desc);
-  }
+  for (auto& [key, p] : m_plans) destroy(p);
+  for (auto& [key, p] : m_int8_plans) destroy(p);
   (void)cudaFree(m_workspace);
   if (m_flush != nullptr) (void)cudaFree(m_flush);
   (void)cublasLtDestroy(m_handle);

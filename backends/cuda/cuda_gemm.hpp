@@ -61,6 +61,14 @@ class GemmEngine {
   void gemm(const GemmOperand& a, const GemmOperand& b, void* c, Elem c_type, const ops::GemmShape& s,
             bool tf32, cudaStream_t stream);
 
+  // W8A8 (cuda_int8_gemm.cpp): c [m, n] int32 = a [m, k] int8 · w^T with w stored [n, k] int8,
+  // the only form cuBLASLt's int8 tensor-core kernels take (TN). Plans cached per shape, with
+  // cuBLASLt's first heuristic algorithm. Asynchronous on `stream`, capturable once planned.
+  void int8_gemm(const int8_t* a, const int8_t* w_nk, int32_t* c, int64_t m, int64_t n, int64_t k,
+                 cudaStream_t stream);
+  // "" when int8_gemm() runs this shape; otherwise why not.
+  [[nodiscard]] static std::string int8_unsupported(int64_t m, int64_t n, int64_t k);
+
   // "" when gemm() runs these types and this layout directly; otherwise why not.
   [[nodiscard]] static std::string unsupported(Elem a, Elem b, Elem c, const ops::GemmShape& s);
 
@@ -97,6 +105,8 @@ class GemmEngine {
   void tune(Plan& p, const GemmOperand& a, const GemmOperand& b, Elem c_type, const ops::GemmShape& s, float beta,
             cudaStream_t stream);
 
+  static void destroy(Plan& p);
+
   // The L2 flush buffer, allocated at the first tuning (0 bytes: none could be).
   void ensure_flush_buffer();
 
@@ -106,6 +116,7 @@ class GemmEngine {
   std::size_t m_flush_bytes = 0;
   bool m_flush_tried = false;
   std::map<Key, Plan> m_plans;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Plan> m_int8_plans;  // by m, n, k
   bool m_autotune = true;
   NcclRanks* m_ranks = nullptr;
 };

@@ -19,6 +19,8 @@
 #include "backends/common/scalar.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_convert.hpp"
+#include "backends/cuda/cuda_quantized_gemm.hpp"
+#include "backends/common/quantized_weights.hpp"
 #include "backends/cuda/cuda_vocab_parallel.hpp"
 #include "backends/cuda/stream_wait.hpp"
 #include "backends/common/op_spans.hpp"
@@ -31,6 +33,7 @@ namespace perfsim::cuda {
 namespace {
 
 std::size_t bytes_of_tensor(const Tensor& t) {
+  if (const host::QuantLayout q = host::quant_layout(t); q.k > 0) return q.bytes();
   return static_cast<std::size_t>(t.elements()) * static_cast<std::size_t>(bytes_of(elem_of(t.dtype)));
 }
 
@@ -54,6 +57,11 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
       m_op_events(op_events), m_trace(KernelTrace::requested() ? KernelTrace::get() : nullptr) {
   g.check();
   for (const Tensor& t : g.tensors) {
+    // int8 and int4 only as a quantized weight, which its GEMMs read (cuda_quantized_gemm.hpp).
+    if (host::quant_layout(t).k > 0) {
+      if (t.on_host()) throw NotExecutable(fmt::format("cuda backend keeps no quantized weight in host memory ('{}')", t.name));
+      continue;
+    }
     if (elem_of(t.dtype) == Elem::unsupported)
       throw NotExecutable(fmt::format("cuda backend cannot hold {} tensor '{}'", name_of(t.dtype), t.name));
     if (t.on_host() && elem_of(t.dtype) == Elem::e4m3)
@@ -70,6 +78,7 @@ GraphRunner::GraphRunner(const Graph& g, uint64_t seed, CachingAllocator& alloc,
   }
   if (m_ranks != nullptr) m_ranks->prepare(g);
   m_plan = plan_streams(g);
+  m_int8_gemm_weights = int8_gemm_weights(g);
   m_exec = std::make_unique<OpExecutor>(g, alloc, gemm, stream, ranks);
   m_waits_elsewhere.assign(g.ops.size(), 0);
   bool joined = false;  // stream 0 has joined a side stream since its last op
@@ -283,6 +292,10 @@ void GraphRunner::fill_persistent_tensors() {
       }
       PERFSIM_CUDA_CHECK(cudaMemcpy(m_buffers[id], q.data(), n, cudaMemcpyHostToDevice));
       PERFSIM_CUDA_CHECK(cudaMemcpy(m_scales[id], &scale, sizeof(float), cudaMemcpyHostToDevice));
+    } else if (m_int8_gemm_weights[id] != 0) {  // W8A8: values stored [N, K]
+      std::vector<unsigned char> nk(host.size());
+      transpose_quantized_values(t, host.data(), nk.data(), true);
+      PERFSIM_CUDA_CHECK(cudaMemcpy(m_buffers[id], nk.data(), nk.size(), cudaMemcpyHostToDevice));
     } else {
       PERFSIM_CUDA_CHECK(cudaMemcpy(m_buffers[id], host.data(), host.size(), cudaMemcpyHostToDevice));
     }
@@ -616,6 +629,15 @@ std::vector<float> GraphRunner::read(int id) const {
   else PERFSIM_CUDA_CHECK(cudaMemcpy(host.data(), p, host.size(), cudaMemcpyDeviceToHost));
   std::vector<float> out(n);
   const Elem e = elem_of(t.dtype);
+  if (const host::QuantLayout q = host::quant_layout(t); q.k > 0) {  // the weight it stands for
+    if (m_int8_gemm_weights[static_cast<std::size_t>(id)] != 0) {
+      std::vector<unsigned char> kn(host.size());
+      transpose_quantized_values(t, host.data(), kn.data(), false);
+      host.swap(kn);
+    }
+    host::dequantize(host.data(), q, out.data());
+    return out;
+  }
   if (e == Elem::i32) {
     for (std::size_t i = 0; i < n; ++i) {
       int32_t v = 0;

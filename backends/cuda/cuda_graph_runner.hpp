@@ -144,6 +144,7 @@ class GraphRunner {
   bool m_counts_gemm_workspace = false;   // the GEMM engine's workspace is counted in m_alloc
   std::vector<std::vector<int>> m_frees;  // by op index: activations released after it
   std::vector<char> m_borrowed;           // by tensor id: held by SharedTensors, not released here
+  std::vector<char> m_int8_gemm_weights;  // by tensor id: a W8A8 weight, its values stored [N, K]
   std::vector<char> m_filled;             // by tensor id: persistent and not to be filled (shared, as found; or KV pages)
   bool m_op_events = true;
   std::vector<cudaEvent_t> m_events;      // [2 * ops]: start, end of each op (on its stream)

@@ -20,6 +20,7 @@
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_fp8_activation.hpp"
 #include "backends/cuda/cuda_kernel_table.hpp"
+#include "backends/cuda/cuda_quantized_gemm.hpp"
 #include "backends/cuda/stream_wait.hpp"
 #include "core/cost/workspace.hpp"
 #include "core/errors.hpp"
@@ -126,8 +127,9 @@ std::string op_unsupported_reason(const Op& op, const Graph& g) {
     return "cuda backend runs one GPU for now: collectives (NCCL, several GPUs) are not executed yet";
   if (op.kind == OpKind::host)
     return fmt::format("cuda backend does not run host ops ('{}'): they have no kernel to time", op.name);
+  if (std::string why = quantized_gemm_unsupported_reason(op, g); !why.empty()) return why;
   for (int id : op.inputs)
-    if (elem(g, id) == Elem::unsupported)
+    if (elem(g, id) == Elem::unsupported && !(op.kind == OpKind::gemm && g.tensor(id).quant_group > 0))
       return fmt::format("cuda backend cannot hold {} tensor '{}'", name_of(g.tensor(id).dtype), g.tensor(id).name);
   for (int id : op.outputs)
     if (elem(g, id) == Elem::unsupported)
@@ -289,7 +291,8 @@ const ops::KernelTable<OpExecutor::OwnPath>& OpExecutor::own_paths() {
 bool OpExecutor::runs(OpKind k) { return own_paths().has(k) || typed_kernels<float>().has(k); }
 
 void OpExecutor::run_any_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales, bool) {
-  if (touches_fp8(op, m_graph)) run_fp8_gemm(op, buf, scales);
+  if (op.inputs.size() > 1 && m_graph.tensor(op.inputs[1]).quant_group > 0) run_quantized_gemm(op, buf);
+  else if (touches_fp8(op, m_graph)) run_fp8_gemm(op, buf, scales);
   else run_gemm(op, buf, scales);
 }
 
@@ -329,10 +332,14 @@ void OpExecutor::run_host_copy(const Op& op, const std::vector<void*>& buf, bool
 }
 
 void OpExecutor::run_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>&) {
+  if (ops::gemm_shape(op, m_graph).accumulate) copy_if_distinct(buf, op.inputs[2], op.outputs[0]);
+  run_float_gemm(op, buf, std::nullopt);
+}
+
+void OpExecutor::run_float_gemm(const Op& op, const std::vector<void*>& buf, const std::optional<GemmOperand>& b_ready) {
   const Graph& g = m_graph;
   const ops::GemmShape s = ops::gemm_shape(op, g);
   const int a = op.inputs[0], b = op.inputs[1], c = op.outputs[0];
-  if (s.accumulate) copy_if_distinct(buf, op.inputs[2], c);
   const bool tf32 = op.dtype == DType::tf32;
   Elem in = elem_of(op.dtype);
   if (!is_float(in)) in = elem(g, a);
@@ -345,7 +352,7 @@ void OpExecutor::run_gemm(const Op& op, const std::vector<void*>& buf, const std
     convert(p, have, q, in, n, m_stream);
     return {q, in, nullptr};
   };
-  const GemmOperand ga = staged_input(a), gb = staged_input(b);
+  const GemmOperand ga = staged_input(a), gb = b_ready ? *b_ready : staged_input(b);
   // C in its own storage when cuBLASLt writes it, else through an fp32 copy.
   const Elem c_have = elem(g, c);
   const Elem c_kernel = GemmEngine::unsupported(in, in, c_have, s).empty() ? c_have : Elem::f32;

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,10 @@ class OpExecutor {
   void run_adamw(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales, bool capturing);
   void run_copy(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales, bool capturing);
   void run_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales);
+  // run_gemm after C holds what it accumulates onto; b_ready: a B operand already in the op's
+  // float type (a dequantized weight) instead of the graph's.
+  void run_float_gemm(const Op& op, const std::vector<void*>& buf, const std::optional<GemmOperand>& b_ready);
+  void run_quantized_gemm(const Op& op, const std::vector<void*>& buf);  // cuda_quantized_gemm.cpp
   void run_fp8_gemm(const Op& op, const std::vector<void*>& buf, const std::vector<float*>& scales);
   void run_generic(const Op& op, const std::vector<void*>& buf);
   void run_host_copy(const Op& op, const std::vector<void*>& buf, bool capturing);

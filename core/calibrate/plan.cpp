@@ -223,6 +223,26 @@ CalibrationPlan cuda_plan(bool quick) {
       for (const Workload& w : {decode(1, 256), decode(4, 1536), decode(16, 1536), prefill(2, 2560)})
         p.kernels.push_back({m, w, stack_of({"bf16", "fp8", "flash_attention", "fusion"}), false});
   }
+  // Quantized weights (their GEMMs' own curves: "int4w", "int8w" up to quantized_fused_rows
+  // rows, "int4w_dq", "int8w_dq" beyond, and W8A8's int8 GEMMs): decode steps on both sides of
+  // the fused kernel's limit and a prompt, on the untied models (a tied lm_head keeps bf16).
+  {
+    const std::vector<Workload> weight_only =
+        quick ? std::vector<Workload>{decode(1, 512), decode(16, 2048), prefill(1, 1536)}
+              : std::vector<Workload>{decode(1, 256), decode(4, 768), decode(8, 1536), decode(16, 1536),
+                                      decode(32, 1536), prefill(2, 2560)};
+    const std::vector<Workload> w8a8 = quick ? std::vector<Workload>{decode(1, 512), prefill(1, 1536)}
+                                             : std::vector<Workload>{decode(1, 256), decode(16, 1536), prefill(2, 2560)};
+    const std::vector<ModelConfig> models =
+        quick ? std::vector<ModelConfig>{a} : std::vector<ModelConfig>{a, llama_like("cal-llama-3584", 3584, 28, 4, 9600, 65536)};
+    for (const ModelConfig& m : models) {
+      for (const char* format : {"int4_weights", "int8_weights"})
+        for (const Workload& w : weight_only)
+          p.kernels.push_back({m, w, stack_of({"bf16", "flash_attention", "fusion", format}), false});
+      for (const Workload& w : w8a8)
+        p.kernels.push_back({m, w, stack_of({"bf16", "flash_attention", "fusion", "w8a8"}), false});
+    }
+  }
   // An fp8 KV cache's kernels (their own curves, "..._fp8kv"): decode over a contiguous and a
   // paged cache, for GQA groups of 5 and 1 (the decode kernel's row families), and a prompt
   // appended to one.

@@ -263,6 +263,11 @@ std::string_view unpaged_calibration_variant(const Op& op) {
   // A varlen step's longest query run is seq_q: a decode only when every sequence decodes.
   if (op.kind == OpKind::varlen_flash_attention) return op.attrs.seq_q == 1 ? "decode" : "";
   if (is_decode_attention(op.kind, op.attrs.seq_q)) return "decode";
+  if (op.kind == OpKind::gemm && op.attrs.weight_bits > 0 && op.dtype != DType::int8) {
+    const bool fused = op.attrs.m * std::max<int64_t>(op.attrs.batch, 1) <= quantized_fused_rows;
+    if (op.attrs.weight_bits == 4) return fused ? "int4w" : "int4w_dq";
+    return fused ? "int8w" : "int8w_dq";
+  }
   if (op.kind == OpKind::gemm && !gemm_rows_aligned(op)) return "unaligned";
   if (op.kind == OpKind::adamw && op.attrs.passes <= 1) return "fused";
   return {};

@@ -109,15 +109,20 @@ struct Calibration {
 //   "fused"     AdamW streaming its tensors once (the multi-tensor kernel), against the
 //               per-tensor, multi-pass one;
 //   "paged"     the kinds that read KV pages (paged and varlen KV appends and attention);
-//               a profile without their curve prices them by the unpaged one.
+//               a profile without their curve prices them by the unpaged one;
+//   "int4w", "int8w"  a GEMM on an int4 or int8 weight-only weight (OpAttrs::weight_bits)
+//               of at most quantized_fused_rows rows, which dequantizes as it streams the
+//               weight; "int4w_dq", "int8w_dq" one of more rows, which dequantizes the weight
+//               into a float copy first. A profile without their curves prices them by the
+//               float GEMM's grid. W8A8 GEMMs compute in int8: their key's dtype sets them apart.
 [[nodiscard]] std::string_view calibration_variant(const Op& op);
 // The variant of an op on an fp8 KV cache (OpAttrs::kv_fp8): "fp8kv" after its own,
 // "paged_fp8kv", "decode_fp8kv"; its fallback is the 16-bit cache's curve.
 [[nodiscard]] std::string fp8_kv_variant(std::string_view variant);
 // The variant the op would have with a contiguous cache: its paged curve's fallback.
 [[nodiscard]] std::string_view unpaged_calibration_variant(const Op& op);
-inline constexpr std::array<std::string_view, 4> calibration_variants = {"decode", "unaligned", "fused",
-                                                                         "paged"};
+inline constexpr std::array<std::string_view, 8> calibration_variants = {
+    "decode", "unaligned", "fused", "paged", "int4w", "int8w", "int4w_dq", "int8w_dq"};
 // An unaligned GEMM's finer variant: cuBLAS picks its kernel by the layout and by which
 // operands have unaligned rows, so the forward, dgrad and wgrad of one odd-vocabulary lm_head
 // run at different speeds. "unaligned_" + the layout (n or t for A, then B) + "_" + the

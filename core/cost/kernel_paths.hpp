@@ -3,6 +3,7 @@
 // (calibration.hpp, finer variants), and the workspace it plans is the one that path needs
 // (workspace.cpp). One definition for both sides.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace perfsim {
@@ -21,6 +22,25 @@ inline constexpr int64_t cross_entropy_row_cache_bytes = int64_t{110} << 10;
 [[nodiscard]] constexpr bool flash_bwd_splits_gqa_group(int64_t element_bytes, int64_t head_dim, int64_t heads,
                                                         int64_t kv_heads) {
   return element_bytes == 2 && (head_dim == 64 || head_dim == 128) && kv_heads > 0 && heads > kv_heads;
+}
+
+// GEMMs on weight-only quantized weights (int8_weights, int4_weights): up to this many rows
+// (a decode step's) stream the weight once, dequantizing as they read it (the CUDA kernel
+// kernels/quantized_gemm.cu, the CPU's host::quantized_gemv); more rows dequantize the weight
+// into a float copy first and run the float GEMM.
+inline constexpr int64_t quantized_fused_rows = 8;
+// The CUDA fused kernel: CTAs of 256 columns (a warp reads a row's 256 values) over `splits`
+// slices of K, each writing fp32 partial sums [splits][m][n] that a second kernel adds up.
+// Enough slices for about two CTAs per SM, each of at least 64 rows, and no more than keep
+// the partials' traffic (written and read) under an eighth of the weight's bytes.
+inline constexpr int64_t quantized_gemv_tile_n = 256;
+[[nodiscard]] constexpr int64_t quantized_gemv_splits(int64_t m, int64_t n, int64_t k, int64_t bits, int sm_count) {
+  const int64_t blocks_n = std::max<int64_t>(1, (n + quantized_gemv_tile_n - 1) / quantized_gemv_tile_n);
+  const int64_t target = 2 * int64_t{std::max(sm_count, 1)};
+  const int64_t wanted = (target + blocks_n - 1) / blocks_n;
+  const int64_t by_traffic = std::max<int64_t>(1, k * bits / (512 * std::max<int64_t>(m, 1)));
+  const int64_t by_rows = std::max<int64_t>(1, k / 64);
+  return std::clamp<int64_t>(wanted, 1, std::min(by_traffic, by_rows));
 }
 
 }  // namespace perfsim

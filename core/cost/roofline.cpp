@@ -114,7 +114,9 @@ std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Har
     for (const std::string_view v : {calibration_variant(op), unpaged_calibration_variant(op)})
       if (curve == cal.kernels.end()) curve = cal.kernels.find(calibration_key(op.kind, c.priced_as, p.compute_bound, v));
   if (curve == cal.kernels.end() && op.kind != OpKind::gemm) curve = other_precision_curve(op, p, c.priced_as, cal);
-  if (op.kind == OpKind::gemm && (gemm_rows_aligned(op) || curve == cal.kernels.end())) {
+  // A GEMM on a weight-only quantized weight reads its own curve where the profile has one.
+  const bool own_curve = op.attrs.weight_bits > 0 && curve != cal.kernels.end();
+  if (op.kind == OpKind::gemm && ((gemm_rows_aligned(op) && !own_curve) || curve == cal.kernels.end())) {
     if (auto it = cal.gemm.find(c.priced_as); it != cal.gemm.end())
       return it->second.at(static_cast<double>(op.attrs.m * op.attrs.batch),
                            static_cast<double>(op.attrs.n), static_cast<double>(op.attrs.k));

@@ -158,6 +158,9 @@ struct OpAttrs {
   double kv_scale = 1;
   bool kv_fp8 = false;  // the op reads or writes an fp8 KV cache (its kernels differ: own curves)
   bool sparse_24 = false;  // a GEMM on a 2:4 sparse weight (sparse_24): the sparse tensor cores' rate
+  // A GEMM on a quantized weight (int8_weights, int4_weights, w8a8): its bits (8 or 4; 0 for a
+  // float weight). Its kernels are others than a float GEMM's: curves of their own.
+  int weight_bits = 0;
   // The varlen kinds (a serving engine's packed step, core/builders/engine_step.cpp): T = rows
   // tokens of batch = S sequences in one tensor; seq_q, seq_kv: the longest query run and KV
   // length. varlen_flash_attention: query–key pairs scored over all sequences and heads' one

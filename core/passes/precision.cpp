@@ -133,6 +133,13 @@ void refuse_training(const Graph& g, const char* pass) {
                                   pass));
 }
 
+// Tells each GEMM on a quantized weight its bits (OpAttrs::weight_bits).
+void mark_quantized_gemms(Graph& g, int bits) {
+  for (Op& op : g.ops)
+    if (op.kind == OpKind::gemm && op.inputs.size() > 1 && g.tensor(op.inputs[1]).quant_group > 0)
+      op.attrs.weight_bits = bits;
+}
+
 }  // namespace
 
 void apply_fp8(Graph& g) {
@@ -161,6 +168,7 @@ void apply_weight_only(Graph& g, int bits, int64_t group) {
     x.quant_group = per;
     x.quant_zeros = bits == 4;
   }
+  mark_quantized_gemms(g, bits);
 }
 
 void apply_w8a8(Graph& g) {
@@ -175,6 +183,7 @@ void apply_w8a8(Graph& g) {
     x.quant_group = inputs;
     x.quant_zeros = false;
   }
+  mark_quantized_gemms(g, 8);
 }
 
 void apply_sparse_24(Graph& g) {

@@ -77,3 +77,22 @@ TEST_CASE("quantized weights: W8A8's rows quantized to int8 steps of max|row| / 
   CHECK(x[6] == doctest::Approx(2.0f));
   CHECK(x[7] == doctest::Approx(std::nearbyint(-0.3f / (2.0f / 127)) * (2.0f / 127)));
 }
+
+TEST_CASE("quantized weights: scales are a row of N per group of K, as GPTQ stores them") {
+  QuantLayout q;
+  q.k = 4, q.n = 2, q.group = 2;  // int8, two groups per channel
+  std::vector<uint8_t> data(q.bytes());
+  REQUIRE(q.bytes() == 8 + 2 * 2 * 2);
+  for (std::size_t i = 0; i < 8; ++i) data[i] = 1;  // every value 1
+  // Scales [K / group][N]: group 0 of channels 0 and 1, then group 1 of both.
+  const float scales[4] = {1.0f, 2.0f, 4.0f, 8.0f};
+  for (std::size_t s = 0; s < 4; ++s) {
+    const uint16_t b = bf16(scales[s]).bits;
+    data[8 + 2 * s] = static_cast<uint8_t>(b & 0xFF);
+    data[8 + 2 * s + 1] = static_cast<uint8_t>(b >> 8);
+  }
+  std::vector<float> w(8);
+  dequantize(data.data(), q, w.data());
+  // Rows k = 0, 1 read group 0's scales; rows 2, 3 group 1's.
+  CHECK(w == std::vector<float>{1, 2, 1, 2, 4, 8, 4, 8});
+}
