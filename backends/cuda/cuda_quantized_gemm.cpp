@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "backends/common/parallel.hpp"
@@ -98,11 +99,8 @@ void OpExecutor::run_quantized_gemm(const Op& op, const std::vector<void*>& buf)
                        s.accumulate, m_stream);
     return;
   }
-  if (s.m <= quantized_fused_rows && quantized_gemv_fits(w)) {
-    const int64_t splits = quantized_gemv_splits_here(s.m, s.n, s.k, w.int4 ? 4 : 8);
-    auto* partials = static_cast<float*>(scratch(static_cast<std::size_t>(splits * s.m * s.n) * sizeof(float)));
-    quantized_gemv(a_ptr, a_type, s.m, w, splits, partials, m_stream);
-    sum_gemv_partials(partials, splits, s.m, s.n, c_ptr, c_type, s.accumulate, m_stream);
+  if (quantized_gemv_fits(w, s.m) && reinterpret_cast<std::uintptr_t>(a_ptr) % 16 == 0) {
+    quantized_gemv(a_ptr, a_type, s.m, w, quantized_gemv_splits_here(s.n, s.k), c_ptr, c_type, s.accumulate, m_stream);
     return;
   }
   // More rows: the weight as floats of the op's type, then the float GEMM's path.

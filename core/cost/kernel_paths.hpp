@@ -29,18 +29,27 @@ inline constexpr int64_t cross_entropy_row_cache_bytes = int64_t{110} << 10;
 // kernels/quantized_gemm.cu, the CPU's host::quantized_gemv); more rows dequantize the weight
 // into a float copy first and run the float GEMM.
 inline constexpr int64_t quantized_fused_rows = 8;
-// The CUDA fused kernel: CTAs of 256 columns (a warp reads a row's 256 values) over `splits`
-// slices of K, each writing fp32 partial sums [splits][m][n] that a second kernel adds up.
-// Enough slices for about two CTAs per SM, each of at least 64 rows, and no more than keep
-// the partials' traffic (written and read) under an eighth of the weight's bytes.
-inline constexpr int64_t quantized_gemv_tile_n = 256;
-[[nodiscard]] constexpr int64_t quantized_gemv_splits(int64_t m, int64_t n, int64_t k, int64_t bits, int sm_count) {
-  const int64_t blocks_n = std::max<int64_t>(1, (n + quantized_gemv_tile_n - 1) / quantized_gemv_tile_n);
-  const int64_t target = 2 * int64_t{std::max(sm_count, 1)};
-  const int64_t wanted = (target + blocks_n - 1) / blocks_n;
-  const int64_t by_traffic = std::max<int64_t>(1, k * bits / (512 * std::max<int64_t>(m, 1)));
-  const int64_t by_rows = std::max<int64_t>(1, k / 64);
-  return std::clamp<int64_t>(wanted, 1, std::min(by_traffic, by_rows));
+// The CUDA fused kernel (kernels/quantized_gemm.cu): a CTA per 256 columns and slice of K,
+// the weight streamed through shared memory in stages of 32 rows (cp.async, 8 in flight); the
+// slices of one column tile form a thread-block cluster whose CTAs add their sums through
+// distributed shared memory and write C: one kernel, no workspace. It takes n and k multiples
+// of 32 and groups of whole stages; other weights dequantize first whatever their rows.
+inline constexpr int64_t quantized_gemv_tile = 256;
+inline constexpr int64_t quantized_gemv_stage_rows = 32;
+inline constexpr int64_t quantized_gemv_max_splits = 8;  // a portable cluster's CTAs
+[[nodiscard]] constexpr bool quantized_gemv_takes(int64_t m, int64_t n, int64_t k, int64_t group) {
+  return m >= 1 && m <= quantized_fused_rows && n % 32 == 0 && k % quantized_gemv_stage_rows == 0 && group > 0 &&
+         group % quantized_gemv_stage_rows == 0;
+}
+// Slices of K (a power of two up to quantized_gemv_max_splits): enough CTAs for two per SM,
+// each slice at least 8 stages.
+[[nodiscard]] constexpr int64_t quantized_gemv_splits(int64_t n, int64_t k, int sm_count) {
+  const int64_t tiles = std::max<int64_t>(1, (n + quantized_gemv_tile - 1) / quantized_gemv_tile);
+  int64_t s = 1;
+  while (s < quantized_gemv_max_splits && tiles * s < 2 * int64_t{std::max(sm_count, 1)} &&
+         k >= 2 * s * 8 * quantized_gemv_stage_rows)
+    s *= 2;
+  return s;
 }
 
 }  // namespace perfsim

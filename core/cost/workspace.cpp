@@ -86,22 +86,13 @@ int64_t gemm_workspace(const Op& op, const Graph& g) {
 }
 
 // run_quantized_gemm (backends/cuda/cuda_quantized_gemm.cpp): W8A8 quantizes A's rows to int8
-// (m·k bytes, m float scales) and takes the int32 product (m·n words); a weight-only GEMM of
-// few rows writes the fused kernel's fp32 partials [splits][m][n]; one of more rows
-// dequantizes the weight into the op's float type and runs the float GEMM's path (the staged
-// B that gemm_workspace plans is that copy).
-int64_t quantized_gemm_workspace(const Op& op, const Graph& g, const Hardware& hw) {
+// (m·k bytes, m float scales) and takes the int32 product (m·n words); a weight-only GEMM the
+// fused kernel takes needs none; any other dequantizes the weight into the op's float type and
+// runs the float GEMM's path (the staged B that gemm_workspace plans is that copy).
+int64_t quantized_gemm_workspace(const Op& op, const Graph& g) {
   const GemmDims d = gemm_dims(op, g);
-  const Tensor& w = g.tensor(op.inputs.at(1));
   if (op.dtype == DType::int8) return aligned(d.m * d.k) + aligned(d.m * 4) + aligned(d.m * d.n * 4);
-  // The fused kernel's vector loads: n a multiple of 8 and 16-byte aligned scales (and zeros)
-  // after the values (quantized_gemv_fits).
-  const bool int4 = w.dtype == DType::int4;
-  const int64_t values = int4 ? (d.k * d.n + 1) / 2 : d.k * d.n;
-  const int64_t scales = d.n * (d.k / std::max<int64_t>(w.quant_group, 1)) * 2;
-  const bool fits = d.n % 8 == 0 && values % 16 == 0 && (values + scales) % 16 == 0;
-  if (d.m <= quantized_fused_rows && fits)
-    return aligned(quantized_gemv_splits(d.m, d.n, d.k, int4 ? 4 : 8, hw.sm_count) * d.m * d.n * 4);
+  if (quantized_gemv_takes(d.m, d.n, d.k, g.tensor(op.inputs.at(1)).quant_group)) return 0;
   return gemm_workspace(op, g);
 }
 
@@ -306,7 +297,7 @@ double workspace_with(const Op& op, const Graph& g, const Hardware& hw, const st
       return static_cast<double>(aligned(y.elements() * size_of(storage_of(host.dtype))));
     }
     case OpKind::gemm:
-      if (g.tensor(op.inputs.at(1)).quant_group > 0) return static_cast<double>(quantized_gemm_workspace(op, g, hw));
+      if (g.tensor(op.inputs.at(1)).quant_group > 0) return static_cast<double>(quantized_gemm_workspace(op, g));
       return static_cast<double>(touches_fp8(op, g) ? fp8_gemm_workspace(op, g, b_transposed) : gemm_workspace(op, g));
     default: return static_cast<double>(generic_workspace(op, g, hw));
   }

@@ -83,31 +83,41 @@ Graph step(Phase phase, int64_t batch, const std::vector<std::string>& passes) {
 }  // namespace
 
 TEST_CASE("cuda quantized: the fused GEMV matches the host product over slices and groups") {
-  // 776 columns: three whole CTAs and a partial one; groups of 64 and 40 (a group boundary
-  // inside a warp's chunk of rows); 1, 3 and 8 rows; the planned slices and 7.
+  // 800 columns: three whole CTAs and a partial one; groups of 32 and 128; 1, 3 and 8 rows;
+  // the planned slices, 1 and 8 (a cluster of 8); C written in fp32, and in bf16 onto what it holds.
   for (const bool int4 : {true, false})
-    for (const int64_t group : {int64_t{64}, int64_t{40}})
+    for (const int64_t group : {int64_t{32}, int64_t{128}})
       for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}}) {
         CAPTURE(int4);
         CAPTURE(group);
         CAPTURE(m);
-        const int64_t k = 1200, n = 776;
+        const int64_t k = 1280, n = 800;
         const HostWeight w = make_weight(k, n, group, int4, 31 + static_cast<uint64_t>(m));
         const DeviceBuffer dw = to_device(w.data);
         const QuantWeightView v = view(w, dw);
-        REQUIRE(quantized_gemv_fits(v));
+        REQUIRE(quantized_gemv_fits(v, m));
         const auto a = rounded<host::bf16>(random_vec(static_cast<std::size_t>(m * k), 7, 1.0f));
         const DeviceBuffer da = to_device(to_storage<host::bf16>(a));
         const std::vector<float> want = reference(a, m, w);
-        for (const int64_t splits : {quantized_gemv_splits_here(m, n, k, int4 ? 4 : 8), int64_t{7}}) {
+        for (const int64_t splits : {quantized_gemv_splits_here(n, k), int64_t{1}, int64_t{8}}) {
           CAPTURE(splits);
-          DeviceBuffer partials = poisoned<float>(static_cast<std::size_t>(splits * m * n));
           DeviceBuffer c = poisoned<float>(static_cast<std::size_t>(m * n));
-          quantized_gemv(da.get(), Elem::bf16, m, v, splits, partials.as<float>(), nullptr);
-          sum_gemv_partials(partials.as<float>(), splits, m, n, c.get(), Elem::f32, false, nullptr);
+          quantized_gemv(da.get(), Elem::bf16, m, v, splits, c.get(), Elem::f32, false, nullptr);
           CHECK(rel_err(from_device<float>(c, static_cast<std::size_t>(m * n)), want) < 1e-5);
         }
+        const auto c0 = rounded<host::bf16>(random_vec(static_cast<std::size_t>(m * n), 3, 0.1f));
+        const DeviceBuffer dc = to_device(to_storage<host::bf16>(c0));
+        quantized_gemv(da.get(), Elem::bf16, m, v, 4, dc.get(), Elem::bf16, true, nullptr);
+        std::vector<float> sum = want;
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += c0[i];
+        CHECK(rel_err(to_floats(from_device<host::bf16>(dc, sum.size())), sum) < 1e-2);
       }
+  // Groups of 40 are not whole stages of 32 rows: the GEMM dequantizes first.
+  const HostWeight odd = make_weight(1280, 800, 40, true, 3);
+  const DeviceBuffer dodd = to_device(odd.data);
+  CHECK_FALSE(quantized_gemv_fits(view(odd, dodd), 1));
+  CHECK(quantized_gemv_splits(4096, 4096, 132) == 8);   // 16 tiles of 256 columns
+  CHECK(quantized_gemv_splits(128256, 4096, 132) == 1);  // lm_head: 501 tiles already
 }
 
 TEST_CASE("cuda quantized: dequantization matches the host's, vector and scalar paths") {

@@ -1,9 +1,12 @@
 // GEMMs on quantized weights (quantized_gemm.cuh).
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/kernels/attention_device.cuh"
 #include "backends/cuda/kernels/kernel_util.cuh"
 #include "backends/cuda/kernels/quantized_gemm.cuh"
 #include "core/cost/kernel_paths.hpp"
@@ -12,164 +15,254 @@ namespace perfsim::cuda {
 
 namespace {
 
+namespace cg = cooperative_groups;
 using detail::from_f32;
 using detail::to_f32;
 
-constexpr int gemv_threads = 256;  // 8 warps over the same 256 columns, each a chunk of rows
+constexpr int gemv_threads = 256;  // 8 warps; a thread owns 8 columns of the CTA's 256
 constexpr int gemv_warps = gemv_threads / 32;
-constexpr int gemv_cols = 8;       // columns a thread owns: 4 bytes of int4, 8 of int8 per row
-constexpr int gemv_unroll = 8;     // rows whose weight loads are in flight at once per thread
-static_assert(gemv_threads / gemv_warps * gemv_cols == 256, "a warp covers the CTA's 256 columns");
+constexpr int gemv_tile = static_cast<int>(quantized_gemv_tile);
+constexpr int gemv_rows = static_cast<int>(quantized_gemv_stage_rows);
+constexpr int gemv_stages = 8;     // stages of the pipeline; all but one in flight
+constexpr int dequant_cols = 8;    // the dequantization kernel's columns per thread
+static_assert(gemv_tile == 32 * 8 && gemv_rows % gemv_warps == 0, "a lane's 8 columns, whole rows per warp");
 
 // 2^23 + v as a float: v sits in the mantissa of 0x4B000000 (exact for v < 2^23). Widening a
 // small integer this way costs a logic op and a subtraction instead of a slow int-to-float.
 constexpr float magic = 8388608.0f;
 
-// A row's 8 values of a thread's columns, dequantized: (q − zero) · scale = q · s − zero · s.
-__device__ __forceinline__ void dequant8(uint32_t word, const float (&s)[gemv_cols], const float (&zs)[gemv_cols],
-                                         float (&w)[gemv_cols]) {  // int4, the low nibble first
-#pragma unroll
-  for (int c = 0; c < gemv_cols; ++c) {
-    const float q = __uint_as_float(0x4B000000u | ((word >> (4 * c)) & 0xFu)) - magic;
-    w[c] = fmaf(q, s[c], -zs[c]);
+// A thread's row of C columns of the weight: C/2 bytes of int4 or C bytes of int8, as words.
+template <bool Int4, int C>
+struct RowBits {
+  static constexpr int bytes = Int4 ? C / 2 : C;
+  static constexpr int words = bytes / 4;
+  static_assert(bytes % 4 == 0 && bytes <= 8, "4 or 8 bytes a row");
+  uint32_t w[words];
+  __device__ __forceinline__ void load(const uint8_t* p) {  // global memory
+    if constexpr (words == 2) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+      w[0] = v.x, w[1] = v.y;
+    } else {
+      w[0] = __ldg(reinterpret_cast<const uint32_t*>(p));
+    }
   }
-}
-__device__ __forceinline__ void dequant8(uint2 word, const float (&s)[gemv_cols], const float (&)[gemv_cols],
-                                         float (&w)[gemv_cols]) {  // int8: q + 128 = byte ^ 0x80
-  const uint32_t half[2] = {word.x ^ 0x80808080u, word.y ^ 0x80808080u};
+  __device__ __forceinline__ void load_shared(const uint8_t* p) {
+    if constexpr (words == 2) {
+      const uint2 v = *reinterpret_cast<const uint2*>(p);
+      w[0] = v.x, w[1] = v.y;
+    } else {
+      w[0] = *reinterpret_cast<const uint32_t*>(p);
+    }
+  }
+  // The C values dequantized: (q − zero) · scale = q · s − zero · s (zs = zero · s).
+  __device__ __forceinline__ void dequantize(const float (&s)[C], const float (&zs)[C], float (&out)[C]) const {
 #pragma unroll
-  for (int c = 0; c < gemv_cols; ++c) {
-    // Bytes [q + 128, 0, 0, 0x4B]: the float 2^23 + 128 + q.
-    const uint32_t bits = __byte_perm(half[c / 4], 0x4B000000u, 0x7540u | static_cast<uint32_t>(c % 4));
-    w[c] = (__uint_as_float(bits) - (magic + 128.0f)) * s[c];
+    for (int c = 0; c < C; ++c) {
+      if constexpr (Int4) {  // eight nibbles a word, the low nibble first
+        const float q = __uint_as_float(0x4B000000u | ((w[c / 8] >> (4 * (c % 8))) & 0xFu)) - magic;
+        out[c] = fmaf(q, s[c], -zs[c]);
+      } else {  // four bytes a word; q + 128 = byte ^ 0x80, placed as [q + 128, 0, 0, 0x4B]
+        const uint32_t bits = __byte_perm(w[c / 4] ^ 0x80808080u, 0x4B000000u, 0x7540u | static_cast<uint32_t>(c % 4));
+        out[c] = (__uint_as_float(bits) - (magic + 128.0f)) * s[c];
+      }
+    }
+  }
+};
+
+// 8 bf16 values at p (16-byte aligned, global or shared), as floats.
+__device__ __forceinline__ void load_bf16x8(const void* p, float (&out)[8]) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const auto* h = reinterpret_cast<const __nv_bfloat16*>(&v);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) out[j] = __bfloat162float(h[j]);
+}
+
+// One pipeline stage in shared memory: 32 rows of the tile's weight, the group's scales and
+// zeros for the tile (the stage lies in one group), and the 32 values of each row of A.
+template <class TA, int M, bool Int4>
+struct GemvStage {
+  static constexpr int row_bytes = Int4 ? gemv_tile / 2 : gemv_tile;
+  static constexpr int weight_bytes = gemv_rows * row_bytes;
+  static constexpr int scale_bytes = gemv_tile * 2;
+  static constexpr int a_chunks = gemv_rows * static_cast<int>(sizeof(TA)) / 16;  // per row of A
+  static constexpr int bytes = weight_bytes + 2 * scale_bytes + M * a_chunks * 16;
+  static constexpr std::size_t smem = gemv_stages * static_cast<std::size_t>(bytes) + M * gemv_tile * sizeof(float);
+  static_assert(M * a_chunks + 64 <= gemv_threads, "a thread a chunk of scales, zeros and A");
+};
+
+__device__ __forceinline__ void store_c(void* c, int c_type, int64_t i, float v, bool accumulate) {
+  switch (c_type) {
+    case 0: {
+      float* p = static_cast<float*>(c);
+      p[i] = accumulate ? p[i] + v : v;
+      break;
+    }
+    case 1: {
+      auto* p = static_cast<__nv_bfloat16*>(c);
+      p[i] = from_f32<__nv_bfloat16>(accumulate ? to_f32(p[i]) + v : v);
+      break;
+    }
+    default: {
+      auto* p = static_cast<__half*>(c);
+      p[i] = from_f32<__half>(accumulate ? to_f32(p[i]) + v : v);
+    }
   }
 }
 
-template <bool Int4> struct RowWord;
-template <> struct RowWord<true> {
-  using type = uint32_t;
-  __device__ static type load(const uint8_t* values, int64_t k, int64_t n, int64_t n0) {
-    return __ldg(reinterpret_cast<const uint32_t*>(values + (k * n + n0) / 2));
-  }
-};
-template <> struct RowWord<false> {
-  using type = uint2;
-  __device__ static type load(const uint8_t* values, int64_t k, int64_t n, int64_t n0) {
-    return __ldg(reinterpret_cast<const uint2*>(values + k * n + n0));
-  }
-};
-
-// blockIdx.x: 256 columns; blockIdx.y: a slice of k_per_split rows, split among the warps in
-// contiguous chunks. Each warp's sums are added over the warps in shared memory, one row of A
-// at a time, and the CTA writes its slice's partial sums.
+// blockIdx.x: 256 columns; blockIdx.y: a slice of k_per_split rows (a multiple of 32). The
+// slice streams through the stages; each warp takes 4 of a stage's rows, each lane 8 columns.
+// The warps' sums meet in shared memory, then the cluster's CTAs (the slices of this column
+// tile) each add up a share of the tile over all of them and write it into C.
 template <class TA, int M, bool Int4>
 __global__ void __launch_bounds__(gemv_threads)
     quantized_gemv_kernel(const TA* __restrict__ a, int m_rows, const uint8_t* __restrict__ values,
                           const __nv_bfloat16* __restrict__ scales, const __nv_bfloat16* __restrict__ zeros, int64_t k,
-                          int64_t n, int64_t group, int64_t k_per_split, float* __restrict__ partials) {
-  __shared__ float sums[gemv_warps][256];
-  using Word = typename RowWord<Int4>::type;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 256 + lane * gemv_cols;
-  const int64_t split_begin = static_cast<int64_t>(blockIdx.y) * k_per_split;
-  const int64_t split_end = min(k, split_begin + k_per_split);
-  const int64_t per_warp = (k_per_split + gemv_warps - 1) / gemv_warps;
-  const int64_t kb = split_begin + warp * per_warp, ke = min(split_end, kb + per_warp);
+                          int64_t n, int64_t group, int64_t k_per_split, void* c, int c_type, bool accumulate) {
+  using S = GemvStage<TA, M, Int4>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* tile_sums = reinterpret_cast<float*>(smem + gemv_stages * S::bytes);  // [M][256]
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * gemv_tile;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * k_per_split;
+  const int64_t k1 = min(k, k0 + k_per_split);
+  const int stages = k1 > k0 ? static_cast<int>((k1 - k0) / gemv_rows) : 0;
 
-  float acc[M][gemv_cols];
+  auto issue = [&](int st) {
+    if (st < stages) {
+      uint8_t* buf = smem + (st % gemv_stages) * S::bytes;
+      const int64_t row0 = k0 + static_cast<int64_t>(st) * gemv_rows;
+      constexpr int per_row = S::row_bytes / 16, per_chunk = Int4 ? 32 : 16;  // chunks a row, columns a chunk
+      for (int i = tid; i < gemv_rows * per_row; i += gemv_threads) {
+        const int r = i / per_row, ch = i % per_row;
+        const int64_t col = col0 + ch * per_chunk;
+        const bool ok = col < n;
+        const int64_t at = (row0 + r) * n + (ok ? col : 0);
+        attn_detail::cp_async_16(buf + r * S::row_bytes + ch * 16, values + (Int4 ? at / 2 : at), ok);
+      }
+      const int64_t g = row0 / group;
+      if (tid < 32) {
+        const int64_t col = col0 + tid * 8;
+        attn_detail::cp_async_16(buf + S::weight_bytes + tid * 16, scales + g * n + (col < n ? col : 0), col < n);
+      } else if (tid < 64) {
+        const int64_t col = col0 + (tid - 32) * 8;
+        if (zeros != nullptr)
+          attn_detail::cp_async_16(buf + S::weight_bytes + S::scale_bytes + (tid - 32) * 16,
+                                   zeros + g * n + (col < n ? col : 0), col < n);
+      } else if (tid < 64 + M * S::a_chunks) {
+        const int i = tid - 64, r = i / S::a_chunks, ch = i % S::a_chunks;
+        const bool ok = r < m_rows;
+        attn_detail::cp_async_16(buf + S::weight_bytes + 2 * S::scale_bytes + i * 16,
+                                 a + static_cast<int64_t>(ok ? r : 0) * k + row0 + ch * (16 / sizeof(TA)), ok);
+      }
+    }
+    attn_detail::cp_async_commit();  // an empty group past the end keeps the count
+  };
+
+  float acc[M][8];
 #pragma unroll
   for (int r = 0; r < M; ++r)
 #pragma unroll
-    for (int c = 0; c < gemv_cols; ++c) acc[r][c] = 0.0f;
+    for (int j = 0; j < 8; ++j) acc[r][j] = 0.0f;
 
-  if (n0 < n && kb < ke) {
-    float s[gemv_cols], zs[gemv_cols];
-    int64_t group_end = 0;
-    auto load_group = [&](int64_t row) {
-      const int64_t g = row / group;
-      group_end = (g + 1) * group;
-      const uint4 sv = __ldg(reinterpret_cast<const uint4*>(scales + g * n + n0));
-      const auto* sp = reinterpret_cast<const __nv_bfloat16*>(&sv);
-      uint4 zv = make_uint4(0, 0, 0, 0);
-      if (zeros != nullptr) zv = __ldg(reinterpret_cast<const uint4*>(zeros + g * n + n0));
-      const auto* zp = reinterpret_cast<const __nv_bfloat16*>(&zv);
 #pragma unroll
-      for (int c = 0; c < gemv_cols; ++c) {
-        s[c] = __bfloat162float(sp[c]);
-        zs[c] = zeros != nullptr ? __bfloat162float(zp[c]) * s[c] : 0.0f;
-      }
-    };
-    load_group(kb);
-    for (int64_t row = kb; row < ke; row += gemv_unroll) {
-      Word words[gemv_unroll];
+  for (int st = 0; st < gemv_stages - 1; ++st) issue(st);
+  for (int st = 0; st < stages; ++st) {
+    issue(st + gemv_stages - 1);
+    attn_detail::cp_async_wait<gemv_stages - 1>();
+    __syncthreads();
+    const uint8_t* buf = smem + (st % gemv_stages) * S::bytes;
+    float s[8], zs[8];
+    load_bf16x8(buf + S::weight_bytes + lane * 16, s);
+    if (zeros != nullptr) {
+      load_bf16x8(buf + S::weight_bytes + S::scale_bytes + lane * 16, zs);
 #pragma unroll
-      for (int u = 0; u < gemv_unroll; ++u)
-        words[u] = row + u < ke ? RowWord<Int4>::load(values, row + u, n, n0) : Word{};
+      for (int j = 0; j < 8; ++j) zs[j] *= s[j];
+    } else {
 #pragma unroll
-      for (int u = 0; u < gemv_unroll; ++u) {
-        if (row + u < ke) {
-          if (row + u >= group_end) load_group(row + u);
-          float w[gemv_cols];
-          dequant8(words[u], s, zs, w);
+      for (int j = 0; j < 8; ++j) zs[j] = 0.0f;
+    }
+    const auto* xa = reinterpret_cast<const TA*>(buf + S::weight_bytes + 2 * S::scale_bytes);
 #pragma unroll
-          for (int r = 0; r < M; ++r) {
-            if (r < m_rows) {
-              const float x = to_f32(a[static_cast<int64_t>(r) * k + row + u]);
+    for (int i = 0; i < gemv_rows / gemv_warps; ++i) {
+      const int r = warp + i * gemv_warps;
+      RowBits<Int4, 8> bits;
+      bits.load_shared(buf + r * S::row_bytes + lane * RowBits<Int4, 8>::bytes);
+      float w[8];
+      bits.dequantize(s, zs, w);
 #pragma unroll
-              for (int c = 0; c < gemv_cols; ++c) acc[r][c] = fmaf(x, w[c], acc[r][c]);
-            }
-          }
+      for (int m = 0; m < M; ++m) {
+        if (m < m_rows) {
+          const float x = to_f32(xa[m * gemv_rows + r]);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[m][j] = fmaf(x, w[j], acc[m][j]);
         }
       }
     }
+    __syncthreads();  // the next issue overwrites this buffer
   }
+  attn_detail::cp_async_wait<0>();
+  __syncthreads();
 
+  // The warps' sums, row by row of A, through the (now idle) stage buffers.
+  auto* red = reinterpret_cast<float*>(smem);  // [8 warps][256]
 #pragma unroll
-  for (int r = 0; r < M; ++r) {
-    if (r >= m_rows) break;  // the same for every thread: the barriers below stay uniform
-#pragma unroll
-    for (int c = 0; c < gemv_cols; ++c) sums[warp][lane * gemv_cols + c] = acc[r][c];
+  for (int m = 0; m < M; ++m) {
+    if (m >= m_rows) break;  // the same for every thread: the barriers stay uniform
+    *reinterpret_cast<float4*>(red + warp * gemv_tile + lane * 8) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+    *reinterpret_cast<float4*>(red + warp * gemv_tile + lane * 8 + 4) =
+        make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
     __syncthreads();
     float total = 0;
 #pragma unroll
-    for (int w = 0; w < gemv_warps; ++w) total += sums[w][threadIdx.x];
-    const int64_t col = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
-    if (col < n) partials[(static_cast<int64_t>(blockIdx.y) * m_rows + r) * n + col] = total;
+    for (int w = 0; w < gemv_warps; ++w) total += red[w * gemv_tile + tid];
+    tile_sums[m * gemv_tile + tid] = total;
     __syncthreads();
   }
+
+  // The cluster's slices of this tile: CTA `rank` adds up its share over all of them.
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int ranks = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int total = m_rows * gemv_tile, share = (total + ranks - 1) / ranks;
+  for (int i = rank * share + tid; i < min(total, (rank + 1) * share); i += gemv_threads) {
+    float v = 0;
+    for (int q = 0; q < ranks; ++q) v += cluster.map_shared_rank(tile_sums, q)[i];
+    const int64_t col = col0 + i % gemv_tile;
+    if (col < n) store_c(c, c_type, static_cast<int64_t>(i / gemv_tile) * n + col, v, accumulate);
+  }
+  cluster.sync();  // the other CTAs still read this one's sums
 }
 
-template <class TA, bool Int4>
-void launch_gemv(const void* a, int64_t m, const QuantWeightView& w, int64_t splits, float* partials,
-                 cudaStream_t stream) {
+template <class TA, int M, bool Int4>
+void launch_gemv(const void* a, int64_t m, const QuantWeightView& w, int64_t splits, void* c, Elem c_type,
+                 bool accumulate, cudaStream_t stream) {
+  using S = GemvStage<TA, M, Int4>;
+  const auto kernel = quantized_gemv_kernel<TA, M, Int4>;
+  static const bool sized = [&] {  // dynamic shared memory beyond 48 KiB, once per kernel
+    PERFSIM_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::smem)));
+    return true;
+  }();
+  (void)sized;
   const auto* values = static_cast<const uint8_t*>(w.data);
   const auto* scales = reinterpret_cast<const __nv_bfloat16*>(values + w.scale_offset);
   const auto* zeros = w.zeros ? reinterpret_cast<const __nv_bfloat16*>(values + w.zero_offset) : nullptr;
-  const int64_t k_per_split = ((w.k + splits - 1) / splits + gemv_warps - 1) / gemv_warps * gemv_warps;
-  const dim3 grid(static_cast<unsigned>((w.n + 255) / 256), static_cast<unsigned>(splits));
-  const auto* x = static_cast<const TA*>(a);
-  const int rows = static_cast<int>(m);
-#define PERFSIM_GEMV(M_)                                                                                      \
-  quantized_gemv_kernel<TA, M_, Int4><<<grid, gemv_threads, 0, stream>>>(x, rows, values, scales, zeros, w.k, \
-                                                                         w.n, w.group, k_per_split, partials)
-  if (m <= 1) PERFSIM_GEMV(1);
-  else if (m <= 2) PERFSIM_GEMV(2);
-  else if (m <= 4) PERFSIM_GEMV(4);
-  else if (m <= 8) PERFSIM_GEMV(8);
-  else throw std::logic_error("quantized_gemv: more than 8 rows (the GEMM dequantizes first)");
-#undef PERFSIM_GEMV
-  PERFSIM_CUDA_CHECK(cudaGetLastError());
-}
-
-template <class TC>
-__global__ void sum_partials_kernel(const float* __restrict__ partials, int64_t splits, int64_t count, TC* c,
-                                    bool accumulate) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float total = accumulate ? to_f32(c[i]) : 0.0f;
-    for (int64_t s = 0; s < splits; ++s) total += partials[s * count + i];
-    c[i] = from_f32<TC>(total);
-  }
+  const int64_t k_per_split = ((w.k + splits - 1) / splits + gemv_rows - 1) / gemv_rows * gemv_rows;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>((w.n + gemv_tile - 1) / gemv_tile), static_cast<unsigned>(splits));
+  cfg.blockDim = dim3(gemv_threads);
+  cfg.dynamicSmemBytes = S::smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 1;
+  cluster.val.clusterDim.y = static_cast<unsigned>(splits);
+  cluster.val.clusterDim.z = 1;
+  cfg.attrs = &cluster;
+  cfg.numAttrs = 1;
+  const int type = c_type == Elem::f32 ? 0 : c_type == Elem::bf16 ? 1 : 2;
+  PERFSIM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<const TA*>(a), static_cast<int>(m), values, scales,
+                                        zeros, w.k, w.n, w.group, k_per_split, c, type, accumulate));
 }
 
 // blockIdx.y (strided): rows of the weight; each thread 8 columns.
@@ -177,18 +270,20 @@ template <class TO, bool Int4>
 __global__ void dequantize_kernel(const uint8_t* __restrict__ values, const __nv_bfloat16* __restrict__ scales,
                                   const __nv_bfloat16* __restrict__ zeros, int64_t k, int64_t n, int64_t group,
                                   TO* __restrict__ out) {
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * gemv_cols;
+  constexpr int C = dequant_cols;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * C;
   if (n0 >= n) return;
   for (int64_t row = blockIdx.y; row < k; row += gridDim.y) {
     const int64_t g = row / group;
-    float s[gemv_cols], zs[gemv_cols], w[gemv_cols];
+    float s[C], zs[C], w[C];
+    load_bf16x8(scales + g * n + n0, s);
+    if (zeros != nullptr) load_bf16x8(zeros + g * n + n0, zs);
 #pragma unroll
-    for (int c = 0; c < gemv_cols; ++c) {
-      s[c] = __bfloat162float(scales[g * n + n0 + c]);
-      zs[c] = zeros != nullptr ? __bfloat162float(zeros[g * n + n0 + c]) * s[c] : 0.0f;
-    }
-    dequant8(RowWord<Int4>::load(values, row, n, n0), s, zs, w);
-    detail::store_f32<TO, gemv_cols>(out + row * n + n0, w);
+    for (int c = 0; c < C; ++c) zs[c] = zeros != nullptr ? zs[c] * s[c] : 0.0f;
+    RowBits<Int4, C> bits;
+    bits.load(values + (row * n + n0) / (Int4 ? 2 : 1));
+    bits.dequantize(s, zs, w);
+    detail::store_f32<TO, C>(out + row * n + n0, w);
   }
 }
 
@@ -213,9 +308,11 @@ void launch_dequantize(const QuantWeightView& w, void* out, cudaStream_t stream)
   const auto* scales = reinterpret_cast<const __nv_bfloat16*>(values + w.scale_offset);
   const auto* zeros = w.zeros ? reinterpret_cast<const __nv_bfloat16*>(values + w.zero_offset) : nullptr;
   auto* o = static_cast<TO*>(out);
-  if (quantized_gemv_fits(w) && detail::aligned(16, o)) {
+  const bool vectors = w.n % dequant_cols == 0 && w.scale_offset % 16 == 0 && (!w.zeros || w.zero_offset % 16 == 0) &&
+                       detail::aligned(16, w.data, o);
+  if (vectors) {
     const int threads = 128;
-    const dim3 grid(static_cast<unsigned>((w.n / gemv_cols + threads - 1) / threads),
+    const dim3 grid(static_cast<unsigned>((w.n / dequant_cols + threads - 1) / threads),
                     static_cast<unsigned>(std::min<int64_t>(w.k, 65535)));
     if (w.int4) dequantize_kernel<TO, true><<<grid, threads, 0, stream>>>(values, scales, zeros, w.k, w.n, w.group, o);
     else dequantize_kernel<TO, false><<<grid, threads, 0, stream>>>(values, scales, zeros, w.k, w.n, w.group, o);
@@ -262,17 +359,18 @@ void by_float_type(Elem e, const char* who, Args&&... args) {
 }
 
 template <class TA> struct GemvLaunch {
-  static void run(const void* a, int64_t m, const QuantWeightView& w, int64_t splits, float* partials,
-                  cudaStream_t stream) {
-    if (w.int4) launch_gemv<TA, true>(a, m, w, splits, partials, stream);
-    else launch_gemv<TA, false>(a, m, w, splits, partials, stream);
+  static void run(const void* a, int64_t m, const QuantWeightView& w, int64_t splits, void* c, Elem c_type,
+                  bool accumulate, cudaStream_t stream) {
+    if (m <= 1) by_bits<1>(a, m, w, splits, c, c_type, accumulate, stream);
+    else if (m <= 2) by_bits<2>(a, m, w, splits, c, c_type, accumulate, stream);
+    else if (m <= 4) by_bits<4>(a, m, w, splits, c, c_type, accumulate, stream);
+    else by_bits<8>(a, m, w, splits, c, c_type, accumulate, stream);
   }
-};
-template <class TC> struct SumLaunch {
-  static void run(const float* partials, int64_t splits, int64_t count, void* c, bool accumulate, cudaStream_t stream) {
-    sum_partials_kernel<TC><<<detail::grid_for(count, 256), 256, 0, stream>>>(partials, splits, count,
-                                                                             static_cast<TC*>(c), accumulate);
-    PERFSIM_CUDA_CHECK(cudaGetLastError());
+  template <int M>
+  static void by_bits(const void* a, int64_t m, const QuantWeightView& w, int64_t splits, void* c, Elem c_type,
+                      bool accumulate, cudaStream_t stream) {
+    if (w.int4) launch_gemv<TA, M, true>(a, m, w, splits, c, c_type, accumulate, stream);
+    else launch_gemv<TA, M, false>(a, m, w, splits, c, c_type, accumulate, stream);
   }
 };
 template <class TO> struct DequantLaunch {
@@ -295,26 +393,22 @@ template <class TC> struct ScaleLaunch {
 
 }  // namespace
 
-int64_t quantized_gemv_splits_here(int64_t m, int64_t n, int64_t k, int64_t bits) {
-  return quantized_gemv_splits(m, n, k, bits, detail::sm_count());
+int64_t quantized_gemv_splits_here(int64_t n, int64_t k) { return quantized_gemv_splits(n, k, detail::sm_count()); }
+
+bool quantized_gemv_fits(const QuantWeightView& w, int64_t m) {
+  return quantized_gemv_takes(m, w.n, w.k, w.group) && w.scale_offset % 16 == 0 &&
+         (!w.zeros || w.zero_offset % 16 == 0) && detail::aligned(16, w.data);
 }
 
-bool quantized_gemv_fits(const QuantWeightView& w) {
-  return w.n % gemv_cols == 0 && w.scale_offset % 16 == 0 && (!w.zeros || w.zero_offset % 16 == 0) &&
-         detail::aligned(16, w.data);
-}
-
-void quantized_gemv(const void* a, Elem a_type, int64_t m, const QuantWeightView& w, int64_t splits, float* partials,
-                    cudaStream_t stream) {
-  if (m <= 0 || w.n <= 0 || w.k <= 0) return;
-  if (!quantized_gemv_fits(w)) throw std::logic_error("quantized_gemv: the weight's columns or scales are not aligned");
-  by_float_type<GemvLaunch>(a_type, "quantized_gemv", a, m, w, splits, partials, stream);
-}
-
-void sum_gemv_partials(const float* partials, int64_t splits, int64_t m, int64_t n, void* c, Elem c_type,
-                       bool accumulate, cudaStream_t stream) {
-  if (m * n <= 0) return;
-  by_float_type<SumLaunch>(c_type, "sum_gemv_partials", partials, splits, m * n, c, accumulate, stream);
+void quantized_gemv(const void* a, Elem a_type, int64_t m, const QuantWeightView& w, int64_t splits, void* c,
+                    Elem c_type, bool accumulate, cudaStream_t stream) {
+  if (m <= 0 || w.n <= 0) return;
+  if (!quantized_gemv_fits(w, m) || !detail::aligned(16, a) || splits < 1 || splits > quantized_gemv_max_splits)
+    throw std::logic_error("quantized_gemv: a weight, A or split the fused kernel does not take");
+  if (c_type != Elem::f32 && c_type != Elem::bf16 && c_type != Elem::f16)
+    throw std::logic_error("quantized_gemv: C must be f32, bf16 or f16");
+  by_float_type<GemvLaunch>(a_type, "quantized_gemv", a, m, w, splits, c, c_type, accumulate, stream);
+  PERFSIM_CUDA_CHECK(cudaGetLastError());
 }
 
 void dequantize_weight(const QuantWeightView& w, void* out, Elem out_type, cudaStream_t stream) {
