@@ -238,9 +238,13 @@ void launch_gemv(const void* a, int64_t m, const QuantWeightView& w, int64_t spl
                  bool accumulate, cudaStream_t stream) {
   using S = GemvStage<TA, M, Int4>;
   const auto kernel = quantized_gemv_kernel<TA, M, Int4>;
-  static const bool sized = [&] {  // dynamic shared memory beyond 48 KiB, once per kernel
+  // Dynamic shared memory beyond 48 KiB, and all of L1 as shared memory: several CTAs a SM
+  // keep their stages in flight (once per kernel).
+  static const bool sized = [&] {
     PERFSIM_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::smem)));
+    PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            cudaSharedmemCarveoutMaxShared));
     return true;
   }();
   (void)sized;
