@@ -29,25 +29,26 @@ inline constexpr int64_t cross_entropy_row_cache_bytes = int64_t{110} << 10;
 // kernels/quantized_gemm.cu, the CPU's host::quantized_gemv); more rows dequantize the weight
 // into a float copy first and run the float GEMM.
 inline constexpr int64_t quantized_fused_rows = 8;
-// The CUDA fused kernel (kernels/quantized_gemm.cu): a CTA per 256 columns and slice of K,
-// the weight streamed through shared memory in stages of 32 rows (cp.async, 8 in flight); the
-// slices of one column tile form a thread-block cluster whose CTAs add their sums through
-// distributed shared memory and write C: one kernel, no workspace. It takes n and k multiples
-// of 32 and groups of whole stages; other weights dequantize first whatever their rows.
+// The CUDA fused kernel (kernels/quantized_gemm.cu): a CTA of 16 warps per 256 columns and
+// slice of K, each warp a chunk of the slice's rows read straight from memory 8 at a time,
+// each lane 8 columns; the slices of one column tile form a thread-block cluster whose CTAs
+// add their sums through distributed shared memory and write C: one kernel, no workspace. It
+// takes n and k multiples of 8 and groups of whole batches of 8 rows; other weights dequantize
+// first whatever their rows.
 inline constexpr int64_t quantized_gemv_tile = 256;
-inline constexpr int64_t quantized_gemv_stage_rows = 32;
-inline constexpr int64_t quantized_gemv_max_splits = 8;  // a portable cluster's CTAs
+inline constexpr int64_t quantized_gemv_batch_rows = 8;
+inline constexpr int64_t quantized_gemv_max_splits = 16;  // a cluster's CTAs (16: Hopper's non-portable size)
 [[nodiscard]] constexpr bool quantized_gemv_takes(int64_t m, int64_t n, int64_t k, int64_t group) {
-  return m >= 1 && m <= quantized_fused_rows && n % 32 == 0 && k % quantized_gemv_stage_rows == 0 && group > 0 &&
-         group % quantized_gemv_stage_rows == 0;
+  return m >= 1 && m <= quantized_fused_rows && n % 8 == 0 && k % quantized_gemv_batch_rows == 0 && group > 0 &&
+         group % quantized_gemv_batch_rows == 0;
 }
 // Slices of K (a power of two up to quantized_gemv_max_splits): enough CTAs for two per SM,
-// each slice at least 8 stages.
+// each warp of a slice at least a batch of rows.
 [[nodiscard]] constexpr int64_t quantized_gemv_splits(int64_t n, int64_t k, int sm_count) {
   const int64_t tiles = std::max<int64_t>(1, (n + quantized_gemv_tile - 1) / quantized_gemv_tile);
   int64_t s = 1;
   while (s < quantized_gemv_max_splits && tiles * s < 2 * int64_t{std::max(sm_count, 1)} &&
-         k >= 2 * s * 8 * quantized_gemv_stage_rows)
+         k >= 2 * s * 16 * quantized_gemv_batch_rows)
     s *= 2;
   return s;
 }

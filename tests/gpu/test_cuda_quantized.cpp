@@ -83,10 +83,12 @@ Graph step(Phase phase, int64_t batch, const std::vector<std::string>& passes) {
 }  // namespace
 
 TEST_CASE("cuda quantized: the fused GEMV matches the host product over slices and groups") {
-  // 800 columns: three whole CTAs and a partial one; groups of 32 and 128; 1, 3 and 8 rows;
-  // the planned slices, 1 and 8 (a cluster of 8); C written in fp32, and in bf16 onto what it holds.
+  // 800 columns: three whole CTAs and a partial one; groups of 32, 40 and 128; 1, 3 and 8
+  // rows; the planned slices, 1 and 16 (a cluster of 16, some slices empty); C written in
+  // fp32, and in bf16 onto what it holds. The int4 sums pass through 1 + q/128 (widen in
+  // kernels/quantized_gemm.cu): a few ulps more than the host's product, far under bf16's.
   for (const bool int4 : {true, false})
-    for (const int64_t group : {int64_t{32}, int64_t{128}})
+    for (const int64_t group : {int64_t{32}, int64_t{40}, int64_t{128}})
       for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}}) {
         CAPTURE(int4);
         CAPTURE(group);
@@ -99,11 +101,11 @@ TEST_CASE("cuda quantized: the fused GEMV matches the host product over slices a
         const auto a = rounded<host::bf16>(random_vec(static_cast<std::size_t>(m * k), 7, 1.0f));
         const DeviceBuffer da = to_device(to_storage<host::bf16>(a));
         const std::vector<float> want = reference(a, m, w);
-        for (const int64_t splits : {quantized_gemv_splits_here(n, k), int64_t{1}, int64_t{8}}) {
+        for (const int64_t splits : {quantized_gemv_splits_here(n, k), int64_t{1}, int64_t{16}}) {
           CAPTURE(splits);
           DeviceBuffer c = poisoned<float>(static_cast<std::size_t>(m * n));
           quantized_gemv(da.get(), Elem::bf16, m, v, splits, c.get(), Elem::f32, false, nullptr);
-          CHECK(rel_err(from_device<float>(c, static_cast<std::size_t>(m * n)), want) < 1e-5);
+          CHECK(rel_err(from_device<float>(c, static_cast<std::size_t>(m * n)), want) < 1e-4);
         }
         const auto c0 = rounded<host::bf16>(random_vec(static_cast<std::size_t>(m * n), 3, 0.1f));
         const DeviceBuffer dc = to_device(to_storage<host::bf16>(c0));
@@ -112,11 +114,11 @@ TEST_CASE("cuda quantized: the fused GEMV matches the host product over slices a
         for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += c0[i];
         CHECK(rel_err(to_floats(from_device<host::bf16>(dc, sum.size())), sum) < 1e-2);
       }
-  // Groups of 40 are not whole stages of 32 rows: the GEMM dequantizes first.
-  const HostWeight odd = make_weight(1280, 800, 40, true, 3);
+  // Groups of 20 are not whole batches of 8 rows: the GEMM dequantizes first.
+  const HostWeight odd = make_weight(1280, 800, 20, true, 3);
   const DeviceBuffer dodd = to_device(odd.data);
   CHECK_FALSE(quantized_gemv_fits(view(odd, dodd), 1));
-  CHECK(quantized_gemv_splits(4096, 4096, 132) == 8);   // 16 tiles of 256 columns
+  CHECK(quantized_gemv_splits(4096, 4096, 132) == 16);  // 16 tiles of 256 columns
   CHECK(quantized_gemv_splits(128256, 4096, 132) == 1);  // lm_head: 501 tiles already
 }
 

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.hpp"
-#include "backends/cuda/kernels/attention_device.cuh"
 #include "backends/cuda/kernels/kernel_util.cuh"
 #include "backends/cuda/kernels/quantized_gemm.cuh"
 #include "core/cost/kernel_paths.hpp"
@@ -19,16 +18,16 @@ namespace cg = cooperative_groups;
 using detail::from_f32;
 using detail::to_f32;
 
-constexpr int gemv_threads = 256;  // 8 warps; a thread owns 8 columns of the CTA's 256
-constexpr int gemv_warps = gemv_threads / 32;
-constexpr int gemv_tile = static_cast<int>(quantized_gemv_tile);
-constexpr int gemv_rows = static_cast<int>(quantized_gemv_stage_rows);
-constexpr int gemv_stages = 8;     // stages of the pipeline; all but one in flight
-constexpr int dequant_cols = 8;    // the dequantization kernel's columns per thread
-static_assert(gemv_tile == 32 * 8 && gemv_rows % gemv_warps == 0, "a lane's 8 columns, whole rows per warp");
+// Warps of a CTA, all over the same columns, each a chunk of rows: 16 for one or two rows of A,
+// 8 for more (whose sums take twice the registers).
+template <int M> inline constexpr int gemv_warps = M <= 2 ? 16 : 8;
+constexpr int gemv_tile = static_cast<int>(quantized_gemv_tile);  // a lane's 8 columns × 32
+constexpr int gemv_batch = static_cast<int>(quantized_gemv_batch_rows);
+constexpr int dequant_cols = 8;  // the dequantization kernel's columns per thread
+static_assert(gemv_tile == 32 * 8 && gemv_batch == 8, "a lane's 8 columns; 8 rows of A in one 16-byte load");
 
 // 2^23 + v as a float: v sits in the mantissa of 0x4B000000 (exact for v < 2^23). Widening a
-// small integer this way costs a logic op and a subtraction instead of a slow int-to-float.
+// small integer this way costs a byte permute and a subtraction instead of a slow int-to-float.
 constexpr float magic = 8388608.0f;
 
 // A thread's row of C columns of the weight: C/2 bytes of int4 or C bytes of int8, as words.
@@ -38,20 +37,12 @@ struct RowBits {
   static constexpr int words = bytes / 4;
   static_assert(bytes % 4 == 0 && bytes <= 8, "4 or 8 bytes a row");
   uint32_t w[words];
-  __device__ __forceinline__ void load(const uint8_t* p) {  // global memory
+  __device__ __forceinline__ void load(const uint8_t* p) {
     if constexpr (words == 2) {
       const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
       w[0] = v.x, w[1] = v.y;
     } else {
       w[0] = __ldg(reinterpret_cast<const uint32_t*>(p));
-    }
-  }
-  __device__ __forceinline__ void load_shared(const uint8_t* p) {
-    if constexpr (words == 2) {
-      const uint2 v = *reinterpret_cast<const uint2*>(p);
-      w[0] = v.x, w[1] = v.y;
-    } else {
-      w[0] = *reinterpret_cast<const uint32_t*>(p);
     }
   }
   // The C values dequantized: (q − zero) · scale = q · s − zero · s (zs = zero · s).
@@ -69,26 +60,36 @@ struct RowBits {
   }
 };
 
-// 8 bf16 values at p (16-byte aligned, global or shared), as floats.
+// A lane's 8 codes of one row as floats, the fused kernel's way:
+//   int4: v = 1 + q/128, q placed by a byte permute under the exponent of 1.0 (each byte's low
+//         nibble is an even column, its high nibble the next one), so no subtraction per value;
+//         Σ x·q over a batch is 128·(Σ x·v − Σ x);
+//   int8: v = q exactly (2^23 + q + 128 less its offset), Σ x·q directly.
+template <bool Int4>
+__device__ __forceinline__ void widen(const RowBits<Int4, 8>& r, float (&v)[8]) {
+  if constexpr (Int4) {
+    const uint32_t lo = (r.w[0] & 0x0F0F0F0Fu) | 0x80808080u, hi = ((r.w[0] >> 4) & 0x0F0F0F0Fu) | 0x80808080u;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {  // bytes [0, 0, 0x80 | q, 0x3F]
+      v[2 * b] = __uint_as_float(__byte_perm(lo, 0x3F000000u, 0x7054u | (static_cast<uint32_t>(b) << 8)));
+      v[2 * b + 1] = __uint_as_float(__byte_perm(hi, 0x3F000000u, 0x7054u | (static_cast<uint32_t>(b) << 8)));
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const uint32_t bits = __byte_perm(r.w[c / 4] ^ 0x80808080u, 0x4B000000u, 0x7540u | static_cast<uint32_t>(c % 4));
+      v[c] = __uint_as_float(bits) - (magic + 128.0f);
+    }
+  }
+}
+
+// 8 bf16 values at p (16-byte aligned), as floats.
 __device__ __forceinline__ void load_bf16x8(const void* p, float (&out)[8]) {
-  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
   const auto* h = reinterpret_cast<const __nv_bfloat16*>(&v);
 #pragma unroll
   for (int j = 0; j < 8; ++j) out[j] = __bfloat162float(h[j]);
 }
-
-// One pipeline stage in shared memory: 32 rows of the tile's weight, the group's scales and
-// zeros for the tile (the stage lies in one group), and the 32 values of each row of A.
-template <class TA, int M, bool Int4>
-struct GemvStage {
-  static constexpr int row_bytes = Int4 ? gemv_tile / 2 : gemv_tile;
-  static constexpr int weight_bytes = gemv_rows * row_bytes;
-  static constexpr int scale_bytes = gemv_tile * 2;
-  static constexpr int a_chunks = gemv_rows * static_cast<int>(sizeof(TA)) / 16;  // per row of A
-  static constexpr int bytes = weight_bytes + 2 * scale_bytes + M * a_chunks * 16;
-  static constexpr std::size_t smem = gemv_stages * static_cast<std::size_t>(bytes) + M * gemv_tile * sizeof(float);
-  static_assert(M * a_chunks + 64 <= gemv_threads, "a thread a chunk of scales, zeros and A");
-};
 
 __device__ __forceinline__ void store_c(void* c, int c_type, int64_t i, float v, bool accumulate) {
   switch (c_type) {
@@ -109,113 +110,91 @@ __device__ __forceinline__ void store_c(void* c, int c_type, int64_t i, float v,
   }
 }
 
-// blockIdx.x: 256 columns; blockIdx.y: a slice of k_per_split rows (a multiple of 32). The
-// slice streams through the stages; each warp takes 4 of a stage's rows, each lane 8 columns.
-// The warps' sums meet in shared memory, then the cluster's CTAs (the slices of this column
-// tile) each add up a share of the tile over all of them and write it into C.
+// blockIdx.x: 256 columns; blockIdx.y: a slice of K, split among the 16 warps in chunks of
+// whole batches of 8 rows. Per batch a lane loads its 8 rows' codes, the batch's group scales
+// (and zeros) and 8 values of each row of A, sums x·v per column, then folds the batch into its
+// sums with the scales. The warps' sums meet in shared memory; the cluster's CTAs (the slices
+// of this column tile) each add up a share of the tile over all of them and write it into C.
 template <class TA, int M, bool Int4>
-__global__ void __launch_bounds__(gemv_threads)
+__global__ void __launch_bounds__(32 * gemv_warps<M>)
     quantized_gemv_kernel(const TA* __restrict__ a, int m_rows, const uint8_t* __restrict__ values,
                           const __nv_bfloat16* __restrict__ scales, const __nv_bfloat16* __restrict__ zeros, int64_t k,
                           int64_t n, int64_t group, int64_t k_per_split, void* c, int c_type, bool accumulate) {
-  using S = GemvStage<TA, M, Int4>;
-  extern __shared__ __align__(16) uint8_t smem[];
-  float* tile_sums = reinterpret_cast<float*>(smem + gemv_stages * S::bytes);  // [M][256]
+  constexpr int warps = gemv_warps<M>, threads = 32 * warps;
+  __shared__ __align__(16) float red[warps][gemv_tile];
+  __shared__ float tile_sums[M][gemv_tile];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * gemv_tile;
-  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * k_per_split;
-  const int64_t k1 = min(k, k0 + k_per_split);
-  const int stages = k1 > k0 ? static_cast<int>((k1 - k0) / gemv_rows) : 0;
-
-  auto issue = [&](int st) {
-    if (st < stages) {
-      uint8_t* buf = smem + (st % gemv_stages) * S::bytes;
-      const int64_t row0 = k0 + static_cast<int64_t>(st) * gemv_rows;
-      constexpr int per_row = S::row_bytes / 16, per_chunk = Int4 ? 32 : 16;  // chunks a row, columns a chunk
-      for (int i = tid; i < gemv_rows * per_row; i += gemv_threads) {
-        const int r = i / per_row, ch = i % per_row;
-        const int64_t col = col0 + ch * per_chunk;
-        const bool ok = col < n;
-        const int64_t at = (row0 + r) * n + (ok ? col : 0);
-        attn_detail::cp_async_16(buf + r * S::row_bytes + ch * 16, values + (Int4 ? at / 2 : at), ok);
-      }
-      const int64_t g = row0 / group;
-      if (tid < 32) {
-        const int64_t col = col0 + tid * 8;
-        attn_detail::cp_async_16(buf + S::weight_bytes + tid * 16, scales + g * n + (col < n ? col : 0), col < n);
-      } else if (tid < 64) {
-        const int64_t col = col0 + (tid - 32) * 8;
-        if (zeros != nullptr)
-          attn_detail::cp_async_16(buf + S::weight_bytes + S::scale_bytes + (tid - 32) * 16,
-                                   zeros + g * n + (col < n ? col : 0), col < n);
-      } else if (tid < 64 + M * S::a_chunks) {
-        const int i = tid - 64, r = i / S::a_chunks, ch = i % S::a_chunks;
-        const bool ok = r < m_rows;
-        attn_detail::cp_async_16(buf + S::weight_bytes + 2 * S::scale_bytes + i * 16,
-                                 a + static_cast<int64_t>(ok ? r : 0) * k + row0 + ch * (16 / sizeof(TA)), ok);
-      }
-    }
-    attn_detail::cp_async_commit();  // an empty group past the end keeps the count
-  };
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * gemv_tile, n0 = col0 + lane * 8;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * k_per_split, k1 = min(k, k0 + k_per_split);
+  const int64_t per_warp = (k_per_split / warps + gemv_batch - 1) / gemv_batch * gemv_batch;
+  const int64_t kb = k0 + warp * per_warp, ke = min(k1, kb + per_warp);
 
   float acc[M][8];
 #pragma unroll
-  for (int r = 0; r < M; ++r)
+  for (int m = 0; m < M; ++m)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[r][j] = 0.0f;
+    for (int j = 0; j < 8; ++j) acc[m][j] = 0.0f;
 
+  if (n0 < n) {
+    for (int64_t row = kb; row < ke; row += gemv_batch) {
+      RowBits<Int4, 8> codes[gemv_batch];
 #pragma unroll
-  for (int st = 0; st < gemv_stages - 1; ++st) issue(st);
-  for (int st = 0; st < stages; ++st) {
-    issue(st + gemv_stages - 1);
-    attn_detail::cp_async_wait<gemv_stages - 1>();
-    __syncthreads();
-    const uint8_t* buf = smem + (st % gemv_stages) * S::bytes;
-    float s[8], zs[8];
-    load_bf16x8(buf + S::weight_bytes + lane * 16, s);
-    if (zeros != nullptr) {
-      load_bf16x8(buf + S::weight_bytes + S::scale_bytes + lane * 16, zs);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) zs[j] *= s[j];
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) zs[j] = 0.0f;
-    }
-    const auto* xa = reinterpret_cast<const TA*>(buf + S::weight_bytes + 2 * S::scale_bytes);
-#pragma unroll
-    for (int i = 0; i < gemv_rows / gemv_warps; ++i) {
-      const int r = warp + i * gemv_warps;
-      RowBits<Int4, 8> bits;
-      bits.load_shared(buf + r * S::row_bytes + lane * RowBits<Int4, 8>::bytes);
-      float w[8];
-      bits.dequantize(s, zs, w);
+      for (int u = 0; u < gemv_batch; ++u) codes[u].load(values + ((row + u) * n + n0) / (Int4 ? 2 : 1));
+      const int64_t g = row / group;
+      float s[8], z[8];
+      load_bf16x8(scales + g * n + n0, s);
+      if (zeros != nullptr) load_bf16x8(zeros + g * n + n0, z);
+      float x[M][gemv_batch];
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        if (m < m_rows) {
-          const float x = to_f32(xa[m * gemv_rows + r]);
+        if (m < m_rows) detail::load_f32<TA, gemv_batch>(a + static_cast<int64_t>(m) * k + row, x[m]);
+        else
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[m][j] = fmaf(x, w[j], acc[m][j]);
+          for (int u = 0; u < gemv_batch; ++u) x[m][u] = 0.0f;
+      }
+      float dot[M][8], xsum[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        xsum[m] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dot[m][j] = 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < gemv_batch; ++u) {
+        float v[8];
+        widen<Int4>(codes[u], v);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          xsum[m] += x[m][u];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) dot[m][j] = fmaf(x[m][u], v[j], dot[m][j]);
         }
       }
+      // Σ x·(q − zero)·s over the batch.
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float xq = Int4 ? 128.0f * (dot[m][j] - xsum[m]) : dot[m][j];
+          const float zero = zeros != nullptr ? z[j] : 0.0f;
+          acc[m][j] = fmaf(s[j], xq - zero * xsum[m], acc[m][j]);
+        }
     }
-    __syncthreads();  // the next issue overwrites this buffer
   }
-  attn_detail::cp_async_wait<0>();
-  __syncthreads();
 
-  // The warps' sums, row by row of A, through the (now idle) stage buffers.
-  auto* red = reinterpret_cast<float*>(smem);  // [8 warps][256]
+  // The warps' sums, row by row of A.
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     if (m >= m_rows) break;  // the same for every thread: the barriers stay uniform
-    *reinterpret_cast<float4*>(red + warp * gemv_tile + lane * 8) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
-    *reinterpret_cast<float4*>(red + warp * gemv_tile + lane * 8 + 4) =
-        make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
+    *reinterpret_cast<float4*>(&red[warp][lane * 8]) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+    *reinterpret_cast<float4*>(&red[warp][lane * 8 + 4]) = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
     __syncthreads();
-    float total = 0;
+    if (tid < gemv_tile) {
+      float total = 0;
 #pragma unroll
-    for (int w = 0; w < gemv_warps; ++w) total += red[w * gemv_tile + tid];
-    tile_sums[m * gemv_tile + tid] = total;
+      for (int w = 0; w < warps; ++w) total += red[w][tid];
+      tile_sums[m][tid] = total;
+    }
     __syncthreads();
   }
 
@@ -224,9 +203,9 @@ __global__ void __launch_bounds__(gemv_threads)
   cluster.sync();
   const int ranks = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
   const int total = m_rows * gemv_tile, share = (total + ranks - 1) / ranks;
-  for (int i = rank * share + tid; i < min(total, (rank + 1) * share); i += gemv_threads) {
+  for (int i = rank * share + tid; i < min(total, (rank + 1) * share); i += threads) {
     float v = 0;
-    for (int q = 0; q < ranks; ++q) v += cluster.map_shared_rank(tile_sums, q)[i];
+    for (int q = 0; q < ranks; ++q) v += cluster.map_shared_rank(&tile_sums[0][0], q)[i];
     const int64_t col = col0 + i % gemv_tile;
     if (col < n) store_c(c, c_type, static_cast<int64_t>(i / gemv_tile) * n + col, v, accumulate);
   }
@@ -236,26 +215,20 @@ __global__ void __launch_bounds__(gemv_threads)
 template <class TA, int M, bool Int4>
 void launch_gemv(const void* a, int64_t m, const QuantWeightView& w, int64_t splits, void* c, Elem c_type,
                  bool accumulate, cudaStream_t stream) {
-  using S = GemvStage<TA, M, Int4>;
   const auto kernel = quantized_gemv_kernel<TA, M, Int4>;
-  // Dynamic shared memory beyond 48 KiB, and all of L1 as shared memory: several CTAs a SM
-  // keep their stages in flight (once per kernel).
-  static const bool sized = [&] {
-    PERFSIM_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::smem)));
-    PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                            cudaSharedmemCarveoutMaxShared));
+  static const bool sized = [&] {  // clusters of 16 CTAs (Hopper's non-portable size), once per kernel
+    PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     return true;
   }();
   (void)sized;
   const auto* values = static_cast<const uint8_t*>(w.data);
   const auto* scales = reinterpret_cast<const __nv_bfloat16*>(values + w.scale_offset);
   const auto* zeros = w.zeros ? reinterpret_cast<const __nv_bfloat16*>(values + w.zero_offset) : nullptr;
-  const int64_t k_per_split = ((w.k + splits - 1) / splits + gemv_rows - 1) / gemv_rows * gemv_rows;
+  const int64_t rows = gemv_warps<M> * gemv_batch;  // a slice: whole batches for every warp
+  const int64_t k_per_split = ((w.k + splits - 1) / splits + rows - 1) / rows * rows;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>((w.n + gemv_tile - 1) / gemv_tile), static_cast<unsigned>(splits));
-  cfg.blockDim = dim3(gemv_threads);
-  cfg.dynamicSmemBytes = S::smem;
+  cfg.blockDim = dim3(32 * gemv_warps<M>);
   cfg.stream = stream;
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
