@@ -3,7 +3,7 @@
 // linear layers and lm_head, the dequantize-then-cuBLASLt path the backend takes beyond 8 rows,
 // W8A8's int8 GEMM, and cuBLASLt's bf16 GEMM (perfsim's GemmEngine, autotuned). Each row gives
 // the bytes the kernel must read, its median time (CUDA events, warm-up, weights rotating over
-// copies that together exceed L2) and its roofline share: bytes / time over the device-to-device
+// copies that together exceed L2; 20 launches back to back per timing) and its roofline share: bytes / time over the device-to-device
 // copy bandwidth measured in the same run.
 //   bench_quantized [iters=50]
 // A report: exits 0 unless a CUDA call fails. The markdown table is printed last.
@@ -24,7 +24,25 @@ namespace {
 
 namespace gpu = perfsim::cuda;
 using perfsim::bench::alloc_filled;
-using perfsim::bench::time_median;
+
+// Median GPU time of one launch: launches back to back between two events, 20 at a time over
+// the rotating weights (a lone decode GEMM of a few µs would otherwise time the launch gap).
+template <class F>
+double time_median(F&& launch, int sets, int iters, cudaEvent_t e0, cudaEvent_t e1) {
+  constexpr int per_timing = 20;
+  for (int i = 0; i < 3; ++i) launch(i % sets);
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+    PERFSIM_CUDA_CHECK(cudaEventRecord(e0));
+    for (int j = 0; j < per_timing; ++j) launch((i * per_timing + j) % sets);
+    PERFSIM_CUDA_CHECK(cudaEventRecord(e1));
+    PERFSIM_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    PERFSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1e-3 / per_timing);
+  }
+  return perfsim::bench::median(t);
+}
 
 struct Shape {
   const char* name;

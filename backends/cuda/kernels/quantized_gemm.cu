@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/kernels/attention_device.cuh"
 #include "backends/cuda/kernels/kernel_util.cuh"
 #include "backends/cuda/kernels/quantized_gemm.cuh"
 #include "core/cost/kernel_paths.hpp"
@@ -43,6 +44,14 @@ struct RowBits {
       w[0] = v.x, w[1] = v.y;
     } else {
       w[0] = __ldg(reinterpret_cast<const uint32_t*>(p));
+    }
+  }
+  __device__ __forceinline__ void load_shared(const uint8_t* p) {
+    if constexpr (words == 2) {
+      const uint2 v = *reinterpret_cast<const uint2*>(p);
+      w[0] = v.x, w[1] = v.y;
+    } else {
+      w[0] = *reinterpret_cast<const uint32_t*>(p);
     }
   }
   // The C values dequantized: (q − zero) · scale = q · s − zero · s (zs = zero · s).
@@ -110,14 +119,16 @@ __device__ __forceinline__ void store_c(void* c, int c_type, int64_t i, float v,
   }
 }
 
-// blockIdx.x: 256 columns; blockIdx.y: a slice of K, split among the 16 warps in chunks of
+// The int8 kernel: as quantized_gemv_kernel, but each warp loads its batches' codes straight
+// into registers (8 bytes a lane a row: two CTAs a SM already keep HBM busy).
+// blockIdx.x: 256 columns; blockIdx.y: a slice of K, split among the warps in chunks of
 // whole batches of 8 rows. Per batch a lane loads its 8 rows' codes, the batch's group scales
 // (and zeros) and 8 values of each row of A, sums x·v per column, then folds the batch into its
 // sums with the scales. The warps' sums meet in shared memory; the cluster's CTAs (the slices
 // of this column tile) each add up a share of the tile over all of them and write it into C.
 template <class TA, int M, bool Int4>
 __global__ void __launch_bounds__(32 * gemv_warps<M>)
-    quantized_gemv_kernel(const TA* __restrict__ a, int m_rows, const uint8_t* __restrict__ values,
+    quantized_gemv_direct_kernel(const TA* __restrict__ a, int m_rows, const uint8_t* __restrict__ values,
                           const __nv_bfloat16* __restrict__ scales, const __nv_bfloat16* __restrict__ zeros, int64_t k,
                           int64_t n, int64_t group, int64_t k_per_split, void* c, int c_type, bool accumulate) {
   constexpr int warps = gemv_warps<M>, threads = 32 * warps;
@@ -212,15 +223,180 @@ __global__ void __launch_bounds__(32 * gemv_warps<M>)
   cluster.sync();  // the other CTAs still read this one's sums
 }
 
+// One warp's pipeline stage in shared memory: a batch of 8 rows of the tile's codes and the 8
+// values of each row of A over them.
+template <class TA, int M, bool Int4>
+struct WarpStage {
+  static constexpr int row_bytes = Int4 ? gemv_tile / 2 : gemv_tile;
+  static constexpr int code_bytes = gemv_batch * row_bytes;
+  static constexpr int a_chunks = gemv_batch * static_cast<int>(sizeof(TA)) / 16;  // per row of A
+  static constexpr int bytes = code_bytes + M * a_chunks * 16;
+  // Batches a warp has in flight (one more is being summed): as deep as two CTAs a SM allow.
+  static constexpr int stages = Int4 ? 4 : 2;
+  static constexpr std::size_t smem = static_cast<std::size_t>(gemv_warps<M>) * stages * bytes;
+  static_assert(M * a_chunks <= 32, "a lane a chunk of A");
+};
+
+// blockIdx.x: 256 columns; blockIdx.y: a slice of K, split among the warps in chunks of whole
+// batches of 8 rows. Each warp streams its chunk through its own stages in shared memory
+// (cp.async, `stages` − 1 batches in flight: the bytes in flight need no registers), each lane
+// then sums its 8 columns over a batch (x·v per column, Σ x) and folds the batch into its sums
+// with the group's scales and zeros. The warps' sums meet in shared memory; the cluster's CTAs
+// (the slices of this column tile) each add up a share of the tile over all of them into C.
+template <class TA, int M, bool Int4>
+__global__ void __launch_bounds__(32 * gemv_warps<M>)
+    quantized_gemv_kernel(const TA* __restrict__ a, int m_rows, const uint8_t* __restrict__ values,
+                          const __nv_bfloat16* __restrict__ scales, const __nv_bfloat16* __restrict__ zeros, int64_t k,
+                          int64_t n, int64_t group, int64_t k_per_split, void* c, int c_type, bool accumulate) {
+  using S = WarpStage<TA, M, Int4>;
+  constexpr int warps = gemv_warps<M>, threads = 32 * warps;
+  extern __shared__ __align__(16) uint8_t stage_smem[];
+  __shared__ __align__(16) float red[warps][gemv_tile];
+  __shared__ float tile_sums[M][gemv_tile];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  uint8_t* stages = stage_smem + static_cast<std::size_t>(warp) * S::stages * S::bytes;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * gemv_tile, n0 = col0 + lane * 8;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * k_per_split, k1 = min(k, k0 + k_per_split);
+  const int64_t per_warp = (k_per_split / warps + gemv_batch - 1) / gemv_batch * gemv_batch;
+  const int64_t kb = k0 + warp * per_warp, ke = min(k1, kb + per_warp);
+  const int batches = ke > kb ? static_cast<int>((ke - kb) / gemv_batch) : 0;
+
+  auto issue = [&](int b) {
+    if (b < batches) {
+      uint8_t* buf = stages + (b % S::stages) * S::bytes;
+      const int64_t row0 = kb + static_cast<int64_t>(b) * gemv_batch;
+      constexpr int per_row = S::row_bytes / 16, per_chunk = Int4 ? 32 : 16;  // chunks a row, columns a chunk
+#pragma unroll
+      for (int i = lane; i < gemv_batch * per_row; i += 32) {
+        const int r = i / per_row, ch = i % per_row;
+        const int64_t col = col0 + ch * per_chunk;
+        const bool ok = col < n;
+        const int64_t at = (row0 + r) * n + (ok ? col : 0);
+        attn_detail::cp_async_16(buf + r * S::row_bytes + ch * 16, values + (Int4 ? at / 2 : at), ok);
+      }
+      if (lane < M * S::a_chunks) {
+        const int m = lane / S::a_chunks, ch = lane % S::a_chunks;
+        const bool ok = m < m_rows;
+        attn_detail::cp_async_16(buf + S::code_bytes + lane * 16,
+                                 a + static_cast<int64_t>(ok ? m : 0) * k + row0 + ch * (16 / sizeof(TA)), ok);
+      }
+    }
+    attn_detail::cp_async_commit();  // an empty group past the end keeps the count
+  };
+
+  float acc[M][8];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[m][j] = 0.0f;
+
+  const bool live = n0 < n;
+#pragma unroll
+  for (int b = 0; b < S::stages - 1; ++b) issue(b);
+  float s[8], z[8];
+  int64_t group_end = -1;
+  for (int b = 0; b < batches; ++b) {
+    issue(b + S::stages - 1);
+    const int64_t row0 = kb + static_cast<int64_t>(b) * gemv_batch;
+    if (live && row0 >= group_end) {  // a new group's scales (and zeros), once per group
+      const int64_t g = row0 / group;
+      group_end = (g + 1) * group;
+      load_bf16x8(scales + g * n + n0, s);
+      if (zeros != nullptr) load_bf16x8(zeros + g * n + n0, z);
+    }
+    attn_detail::cp_async_wait<S::stages - 1>();
+    __syncwarp();  // the other lanes' copies of this batch are complete too
+    const uint8_t* buf = stages + (b % S::stages) * S::bytes;
+    if (live) {
+      float x[M][gemv_batch];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        if (m < m_rows) detail::load_f32<TA, gemv_batch>(reinterpret_cast<const TA*>(buf + S::code_bytes) + m * gemv_batch, x[m]);
+        else
+#pragma unroll
+          for (int u = 0; u < gemv_batch; ++u) x[m][u] = 0.0f;
+      }
+      float dot[M][8], xsum[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        xsum[m] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dot[m][j] = 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < gemv_batch; ++u) {
+        RowBits<Int4, 8> codes;
+        codes.load_shared(buf + u * S::row_bytes + lane * RowBits<Int4, 8>::bytes);
+        float v[8];
+        widen<Int4>(codes, v);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          xsum[m] += x[m][u];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) dot[m][j] = fmaf(x[m][u], v[j], dot[m][j]);
+        }
+      }
+      // Σ x·(q − zero)·s over the batch.
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float xq = Int4 ? 128.0f * (dot[m][j] - xsum[m]) : dot[m][j];
+          const float zero = zeros != nullptr ? z[j] : 0.0f;
+          acc[m][j] = fmaf(s[j], xq - zero * xsum[m], acc[m][j]);
+        }
+    }
+    __syncwarp();  // every lane is done with this buffer before it is refilled
+  }
+  attn_detail::cp_async_wait<0>();
+
+  // The warps' sums, row by row of A.
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    if (m >= m_rows) break;  // the same for every thread: the barriers stay uniform
+    *reinterpret_cast<float4*>(&red[warp][lane * 8]) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+    *reinterpret_cast<float4*>(&red[warp][lane * 8 + 4]) = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
+    __syncthreads();
+    if (tid < gemv_tile) {
+      float total = 0;
+#pragma unroll
+      for (int w = 0; w < warps; ++w) total += red[w][tid];
+      tile_sums[m][tid] = total;
+    }
+    __syncthreads();
+  }
+
+  // The cluster's slices of this tile: CTA `rank` adds up its share over all of them.
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int ranks = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int total = m_rows * gemv_tile, share = (total + ranks - 1) / ranks;
+  for (int i = rank * share + tid; i < min(total, (rank + 1) * share); i += threads) {
+    float v = 0;
+    for (int q = 0; q < ranks; ++q) v += cluster.map_shared_rank(&tile_sums[0][0], q)[i];
+    const int64_t col = col0 + i % gemv_tile;
+    if (col < n) store_c(c, c_type, static_cast<int64_t>(i / gemv_tile) * n + col, v, accumulate);
+  }
+  cluster.sync();  // the other CTAs still read this one's sums
+}
+
 template <class TA, int M, bool Int4>
 void launch_gemv(const void* a, int64_t m, const QuantWeightView& w, int64_t splits, void* c, Elem c_type,
                  bool accumulate, cudaStream_t stream) {
-  const auto kernel = quantized_gemv_kernel<TA, M, Int4>;
-  static const bool sized = [&] {  // clusters of 16 CTAs (Hopper's non-portable size), once per kernel
+  using S = WarpStage<TA, M, Int4>;
+  const auto kernel = Int4 ? quantized_gemv_kernel<TA, M, Int4> : quantized_gemv_direct_kernel<TA, M, Int4>;
+  const std::size_t smem = Int4 ? S::smem : 0;
+  // Once per kernel: its stages' shared memory (beyond 48 KiB), all of L1 as shared memory (two
+  // CTAs a SM), clusters of 16 CTAs (Hopper's non-portable size).
+  static const bool configured = [&] {
+    PERFSIM_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            cudaSharedmemCarveoutMaxShared));
     PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     return true;
   }();
-  (void)sized;
+  (void)configured;
   const auto* values = static_cast<const uint8_t*>(w.data);
   const auto* scales = reinterpret_cast<const __nv_bfloat16*>(values + w.scale_offset);
   const auto* zeros = w.zeros ? reinterpret_cast<const __nv_bfloat16*>(values + w.zero_offset) : nullptr;
@@ -229,6 +405,7 @@ void launch_gemv(const void* a, int64_t m, const QuantWeightView& w, int64_t spl
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>((w.n + gemv_tile - 1) / gemv_tile), static_cast<unsigned>(splits));
   cfg.blockDim = dim3(32 * gemv_warps<M>);
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
