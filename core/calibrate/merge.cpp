@@ -7,11 +7,13 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <tuple>
 
 #include "core/calibrate/fit.hpp"
 #include "core/cost/calibration.hpp"
+#include "core/cost/kernel_paths.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_kind.hpp"
 #include "core/config/dtype.hpp"
@@ -136,6 +138,13 @@ void update_saved_points(std::vector<SavedPoint>& points, PointUpdates& updates)
       continue;
     }
     const int64_t gemm_rows = p.m * std::max<int64_t>(p.batch, 1);
+    // A fused quantized GEMM's kernel per rows of A (quantized_rows_variant).
+    if (*kind == OpKind::gemm && p.finer_key.empty() && (p.key.ends_with("/int4w") || p.key.ends_with("/int8w")) &&
+        gemm_rows > 0 && gemm_rows <= quantized_fused_rows) {
+      p.finer_key = p.key + "_r" + std::to_string(quantized_rows_class(gemm_rows));
+      ++updates.quantized_rows;
+      continue;
+    }
     if (*kind == OpKind::gemm && p.finer_key.find("/unaligned_") != std::string::npos &&
         !p.finer_key.ends_with("_skinny") && gemm_rows > 0 && gemm_rows <= skinny_gemm_rows) {
       p.finer_key += "_skinny";

@@ -35,6 +35,7 @@ struct PointUpdates {
   std::size_t rekeyed = 0;        // one-sequence KV appends and slices given their contiguous-copy curve
   std::size_t cross_entropy = 0;  // cross-entropy points given the curve of their kernel path
   std::size_t skinny_gemms = 0;   // unaligned GEMMs of at most skinny_gemm_rows rows given their skinny curve
+  std::size_t quantized_rows = 0; // fused quantized GEMMs given the curve of their rows (quantized_rows_variant)
   std::size_t repriced = 0;       // embeddings priced with each learned-position row once
 };
 

@@ -218,7 +218,15 @@ std::string cross_entropy_variant(const Op& op) {
   return packed ? v : v + "_scalar";
 }
 
+std::string quantized_rows_variant(const Op& op) {
+  if (op.kind != OpKind::gemm || op.attrs.weight_bits <= 0 || op.dtype == DType::int8) return {};
+  const int64_t rows = op.attrs.m * std::max<int64_t>(op.attrs.batch, 1);
+  if (rows > quantized_fused_rows) return {};
+  return fmt::format("int{}w_r{}", op.attrs.weight_bits, quantized_rows_class(rows));
+}
+
 std::string finer_calibration_variant(const Op& op) {
+  if (std::string v = quantized_rows_variant(op); !v.empty()) return v;
   if (op.kind == OpKind::gemm) return gemm_layout_variant(op);
   if (std::string v = copy_rows_variant(op); !v.empty()) return v;
   if (std::string v = cross_entropy_variant(op); !v.empty()) return v;
@@ -238,6 +246,10 @@ bool is_calibration_variant(std::string_view v) {
   if (std::find(calibration_variants.begin(), calibration_variants.end(), v) != calibration_variants.end())
     return true;
   if (v == "decode_q1" || v == "decode_q4" || v == "decode_qn" || v == "contiguous") return true;
+  for (std::string_view bits : {"int4w_r", "int8w_r"})
+    if (v.starts_with(bits) && (v.substr(bits.size()) == "1" || v.substr(bits.size()) == "2" ||
+                                v.substr(bits.size()) == "4" || v.substr(bits.size()) == "8"))
+      return true;
   for (std::string_view path : {"regs", "smem", "two_sweeps"})
     if (v == path || (v.starts_with(path) && v.substr(path.size()) == "_scalar")) return true;
   // unaligned_<layout>_<operands>: layout two of n/t, operands a non-empty ordered subset of abc.

@@ -134,6 +134,13 @@ inline constexpr std::array<std::string_view, 8> calibration_variants = {
 // the pooled "unaligned" curve is the fallback.
 inline constexpr int64_t skinny_gemm_rows = 8;
 [[nodiscard]] std::string gemm_layout_variant(const Op& op);
+// A fused quantized GEMM's finer variant: the kernel is instantiated for 1, 2, 4 or 8 rows of
+// A (kernels/quantized_gemm.cu) and streams the same weight bytes at speeds that fall with the
+// rows it sums (a decode step of 8 sequences ran its int4 GEMMs at a third of one sequence's
+// rate on an H200), so "int4w_r1", "int4w_r2", "int4w_r4", "int4w_r8" (int8w likewise): the
+// pooled "int4w" curve is the fallback. Empty for every other op.
+[[nodiscard]] std::string quantized_rows_variant(const Op& op);
+
 // Decode attention's finer variant: the split-KV kernel serves the query rows that share a
 // K/V row (GQA group × query rows) 1 at a time, up to 4 in one pass, or in several passes, and
 // runs at different speeds for the same bytes (MHA near the copy bandwidth, groups of 4 at

@@ -29,6 +29,10 @@ inline constexpr int64_t cross_entropy_row_cache_bytes = int64_t{110} << 10;
 // kernels/quantized_gemm.cu, the CPU's host::quantized_gemv); more rows dequantize the weight
 // into a float copy first and run the float GEMM.
 inline constexpr int64_t quantized_fused_rows = 8;
+// The fused kernels' instantiation for `rows` rows of A: 1, 2, 4 or 8.
+[[nodiscard]] constexpr int64_t quantized_rows_class(int64_t rows) {
+  return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
+}
 // The CUDA fused kernel (kernels/quantized_gemm.cu): a CTA of 16 warps per 256 columns and
 // slice of K, each warp a chunk of the slice's rows read straight from memory 8 at a time,
 // each lane 8 columns; the slices of one column tile form a thread-block cluster whose CTAs

@@ -1,5 +1,5 @@
--- Validation of int4 weight-only weights in decode: Llama-3-8B steps at batch 1 (every layer
--- executed: a decode step streams the whole model's weights, which is what the format changes),
+-- Validation of int4 weight-only weights in decode: Llama-3-8B steps at batch 1 (two layers
+-- executed and the rest scaled, as every validation scenario does; lm_head runs whole),
 -- from a CUDA-graphed FlashAttention step in bf16 to the same step with int4 weights in groups
 -- of 128 with zero points (AWQ's and GPTQ's usual layout).
 -- `perfsim validate --quick` sets quick=true: a small Llama-style model sized for the CPU backend.

@@ -1,5 +1,5 @@
--- Validation of int8 weight-only weights in decode: Llama-3-8B steps at batch 1 (every layer
--- executed: a decode step streams the whole model's weights, which is what the format changes),
+-- Validation of int8 weight-only weights in decode: Llama-3-8B steps at batch 1 (two layers
+-- executed and the rest scaled, as every validation scenario does; lm_head runs whole),
 -- from a CUDA-graphed FlashAttention step in bf16 to the same step with int8 weights, one
 -- scale per output channel.
 -- `perfsim validate --quick` sets quick=true: a small Llama-style model sized for the CPU backend.

@@ -1,4 +1,4 @@
--- Validation of W8A8 in prefill: Llama-3-8B prompts of 2 × 1024 tokens (every layer executed),
+-- Validation of W8A8 in prefill: Llama-3-8B prompts of 2 × 1024 tokens (two layers executed, the rest scaled),
 -- from a CUDA-graphed FlashAttention step in bf16 to the same step with int8 weights (a scale
 -- per output channel) and int8 activations (a scale per token) on the int8 tensor cores.
 -- `perfsim validate --quick` sets quick=true: a small Llama-style model sized for the CPU backend.

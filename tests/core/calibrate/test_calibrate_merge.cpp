@@ -256,3 +256,30 @@ TEST_CASE("calibrate merge: the shape and bytes columns are read back, and optio
   CHECK(bare[0].batch == 0);
   CHECK(bare[0].bytes == 0);
 }
+
+TEST_CASE("calibrate merge: fused quantized GEMMs get the curve of their rows") {
+  // The fused kernel is instantiated for 1, 2, 4 or 8 rows: 3 rows read the 4-row curve; 16
+  // rows dequantize first (their "_dq" key has no finer curve); a point keyed already stays.
+  SavedPoint one;
+  one.key = "gemm/bf16/memory/int4w", one.dtype = "bf16", one.m = 1, one.n = 4096, one.k = 4096, one.batch = 1;
+  SavedPoint three = one;
+  three.m = 3;
+  SavedPoint int8 = one;
+  int8.key = "gemm/bf16/memory/int8w", int8.m = 8;
+  SavedPoint dq = one;
+  dq.key = "gemm/bf16/memory/int4w_dq", dq.m = 16;
+  SavedPoint keyed = one;
+  keyed.finer_key = "gemm/bf16/memory/int4w_r1";
+  std::vector<SavedPoint> points{one, three, int8, dq, keyed};
+  PointUpdates u;
+  update_saved_points(points, u);
+  CHECK(u.quantized_rows == 3);
+  CHECK(points[0].finer_key == "gemm/bf16/memory/int4w_r1");
+  CHECK(points[1].finer_key == "gemm/bf16/memory/int4w_r4");
+  CHECK(points[2].finer_key == "gemm/bf16/memory/int8w_r8");
+  CHECK(points[3].finer_key.empty());
+  CHECK(points[4].finer_key == "gemm/bf16/memory/int4w_r1");
+  PointUpdates again;
+  update_saved_points(points, again);
+  CHECK(again.quantized_rows == 0);
+}

@@ -3,6 +3,8 @@
 // against the hand-worked figure, and a sparse GEMM's rate.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -11,7 +13,9 @@
 #include "core/cost/memory_model.hpp"
 #include "core/errors.hpp"
 #include "core/passes/passes.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/cost/roofline.hpp"
+#include "core/cost/workspace.hpp"
 #include "graph_test_models.hpp"
 #include "hardware_test_util.hpp"
 
@@ -158,4 +162,60 @@ TEST_CASE("2:4 sparsity: half the values with 2-bit indices, GEMMs at the sparse
   CHECK(on_sparse.flops == dense.flops);
   hw.sparse_speedup = 1;
   CHECK(roofline_cost(op, flops, bytes, hw, false).compute_time == approx(dense.compute_time).epsilon(1e-12));
+}
+
+TEST_CASE("quantized weights: GEMMs on them are priced from curves of their own kernels") {
+  const ModelConfig m = tiny_llama();
+  Workload w = decode_w();
+  w.batch = 3;
+  const Graph g4 = with(m, w, {PassSpec{"bf16"}, PassSpec{"int4_weights"}});
+  const Graph w8 = with(m, w, {PassSpec{"bf16"}, PassSpec{"w8a8"}});
+  Workload p;
+  p.phase = Phase::prefill;
+  p.batch = 2, p.prompt = 16;
+  const Graph g8 = with(m, p, {PassSpec{"bf16"}, PassSpec{"int8_weights"}});
+  auto first_gemm = [](const Graph& g) -> const Op& {
+    for (const Op& op : g.ops)
+      if (op.kind == OpKind::gemm) return op;
+    throw std::logic_error("no gemm");
+  };
+  // Three decode rows: the fused kernel's 4-row instantiation, pooled under "int4w".
+  const Op& d = first_gemm(g4);
+  CHECK(d.attrs.weight_bits == 4);
+  CHECK(calibration_variant(d) == "int4w");
+  CHECK(finer_calibration_variant(d) == "int4w_r4");
+  // 32 prompt rows dequantize first; W8A8 computes in int8 (its key's dtype), no variant.
+  const Op& pre = first_gemm(g8);
+  CHECK(pre.attrs.weight_bits == 8);
+  CHECK(calibration_variant(pre) == "int8w_dq");
+  CHECK(finer_calibration_variant(pre).empty());
+  const Op& a8 = first_gemm(w8);
+  CHECK(a8.dtype == DType::int8);
+  CHECK(calibration_variant(a8).empty());
+  CHECK(is_calibration_variant("int4w_r8"));
+  CHECK_FALSE(is_calibration_variant("int4w_r3"));
+}
+
+TEST_CASE("quantized weights: the CUDA workspace of their GEMMs, by path") {
+  // A decode's fused GEMV needs none; W8A8 m·k int8 codes, m row scales and the m·n int32
+  // product, each rounded up to the workspace alignment; a prompt dequantizes the [K, N] weight
+  // into bf16 first.
+  const Hardware hw = h100_node();
+  const ModelConfig m = tiny_llama();
+  const Graph fused = with(m, decode_w(), {PassSpec{"bf16"}, PassSpec{"int4_weights"}});
+  const Graph w8 = with(m, decode_w(), {PassSpec{"bf16"}, PassSpec{"w8a8"}});
+  Workload p;
+  p.phase = Phase::prefill;
+  p.batch = 2, p.prompt = 16;
+  const Graph dq = with(m, p, {PassSpec{"bf16"}, PassSpec{"int4_weights"}});
+  auto gemm_workspace = [&](const Graph& g, const char* name) {
+    for (const Op& op : g.ops)
+      if (op.name == name) return workspace_bytes(op, g, hw);
+    throw std::logic_error(name);
+  };
+  CHECK(gemm_workspace(fused, "layer0.mlp.gate_proj") == 0);
+  const auto align = [](double b) { return std::ceil(b / workspace_alignment) * workspace_alignment; };
+  // gate_proj of tiny-llama: k = 64 inputs, n = 128 outputs, one decode row.
+  CHECK(gemm_workspace(w8, "layer0.mlp.gate_proj") == align(1 * 64) + align(1 * 4) + align(1 * 128 * 4));
+  CHECK(gemm_workspace(dq, "layer0.mlp.gate_proj") == align(64 * 128 * 2));
 }
