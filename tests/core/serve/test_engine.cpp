@@ -9,36 +9,13 @@
 #include "core/serve/engine.hpp"
 #include "core/serve/kv_blocks.hpp"
 #include "core/serve/metrics.hpp"
+#include "serve_test_util.hpp"
 
 using namespace perfsim;
+using test::FixedClock;
+using test::request;
 
 namespace {
-
-// Every step lasts `seconds`; the steps are kept for inspection.
-class FixedClock final : public StepClock {
- public:
-  explicit FixedClock(double seconds) : m_step(seconds) {}
-  [[nodiscard]] double now() const override { return m_now; }
-  void wait_until(double t) override { m_now = std::max(m_now, t); }
-  void run(const EngineStep& step) override {
-    steps.push_back(step);
-    m_now += m_step;
-  }
-  std::vector<EngineStep> steps;
-
- private:
-  double m_step;
-  double m_now = 0;
-};
-
-Request request(int64_t id, double arrival, int64_t prompt, int64_t output) {
-  Request r;
-  r.id = id;
-  r.arrival = arrival;
-  r.prompt = prompt;
-  r.output = output;
-  return r;
-}
 
 SchedulerConfig continuous(bool chunked = false) {
   SchedulerConfig c;

@@ -8,8 +8,10 @@
 #include "core/serve/engine.hpp"
 #include "core/serve/metrics.hpp"
 #include "core/serve/router.hpp"
+#include "serve_test_util.hpp"
 
 using namespace perfsim;
+using test::request;
 
 namespace {
 
@@ -23,18 +25,6 @@ class TokenClock final : public StepClock {
  private:
   double m_now = 0;
 };
-
-Request request(int64_t id, double arrival, int64_t prompt, int64_t output, int prefix_group = -1,
-                int64_t prefix_tokens = 0) {
-  Request r;
-  r.id = id;
-  r.arrival = arrival;
-  r.prompt = prompt;
-  r.output = output;
-  r.prefix_group = prefix_group;
-  r.prefix_tokens = prefix_tokens;
-  return r;
-}
 
 SchedulerConfig continuous(bool prefix_cache = false) {
   SchedulerConfig c;

@@ -14,24 +14,13 @@
 #include "core/serve/step_price.hpp"
 #include "graph_test_models.hpp"
 #include "hardware_test_util.hpp"
+#include "serve_test_util.hpp"
 
 using namespace perfsim;
+using test::FixedClock;
+using test::request;
 
 namespace {
-
-class FixedClock final : public StepClock {
- public:
-  [[nodiscard]] double now() const override { return m_now; }
-  void wait_until(double t) override { m_now = std::max(m_now, t); }
-  void run(const EngineStep& step) override {
-    steps.push_back(step);
-    m_now += 1;
-  }
-  std::vector<EngineStep> steps;
-
- private:
-  double m_now = 0;
-};
 
 SchedulerConfig speculative(int64_t k, double alpha) {
   SchedulerConfig c;
@@ -42,15 +31,6 @@ SchedulerConfig speculative(int64_t k, double alpha) {
   c.speculative = k;
   c.acceptance = alpha;
   return c;
-}
-
-Request request(int64_t id, double arrival, int64_t prompt, int64_t output) {
-  Request r;
-  r.id = id;
-  r.arrival = arrival;
-  r.prompt = prompt;
-  r.output = output;
-  return r;
 }
 
 }  // namespace
