@@ -63,6 +63,8 @@ void add_plot_options(CLI::App& cmd, PlotArgs& a) {
       "  serve_engines      serving with several engines (replicas, or prefill and decode\n"
       "                     engines): requests, output tokens/s, TTFT and TPOT p50 of each engine\n"
       "  serve_kv_transfer  disaggregated serving: the CDF of each prompt's KV transfer time\n"
+      "  serve_speculative  speculative decoding: the tokens a verify pass yielded against\n"
+      "                     (1 - a^(k+1)) / (1 - a), and each step's TPOT p50\n"
       "Files: DIR/NAME.svg and DIR/NAME.png; written together or not at all. Needs python3 with\n"
       "matplotlib (Debian: python3-matplotlib, installed by make deps; PERFSIM_PYTHON picks the\n"
       "interpreter). docs/LOOKING_AT_A_RUN.md shows each chart and how to read it.");

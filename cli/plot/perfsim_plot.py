@@ -1121,6 +1121,76 @@ def chart_serve_kv_transfer(rep):
     return fig
 
 
+def chart_serve_speculative(rep):
+    """Speculative decoding: the tokens a verify pass yielded against Leviathan et al.'s
+    expectation, and each step's TPOT p50 beside the plain steps', predicted and measured."""
+    need_serve(rep)
+    # A step speculates when it says so (its drafts and acceptance) or its run verified drafts
+    # (reports written before the step said so).
+    spec = [(i, s) for i, s in enumerate(rep.serve)
+            if isinstance(s.get("speculative"), dict) or serve_part(s, "metrics", "speculative")]
+    if not spec:
+        raise Skip("no stack step decodes speculatively")
+    names = [s.get("step", "?") for s in rep.serve]
+    measured = any(executed(s) for s in rep.serve)
+    fig, (top, low) = new_figure(8.0, 7.0, rows=2, sharex=True)
+    width = 0.36 if measured else 0.6
+    expected_drawn = False
+    for i, s in spec:
+        d = s.get("speculative") if isinstance(s.get("speculative"), dict) else {}
+        for j, run in enumerate(runs_of(s)):
+            sp = serve_part(s, "metrics", "speculative", run=run)
+            v = num(sp.get("tokens_per_verify"))
+            if v is None:
+                continue
+            x = i + ((j - 0.5) * width if measured else 0.0)
+            bars(top, [x], [0], [v], width, "series-serve_speculative-tokens-%s%d" % ("" if run == "predicted" else
+                                                                                      "measured-", i),
+                 step_color(i), hatch="///" if run == "executed" else None)
+            top.annotate("%.2f" % v, (x, v), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
+        e = num(d.get("expected_tokens_per_verify"))
+        if e is not None:
+            expected_drawn = True
+            top.scatter([i], [e], marker="_", s=900, linewidths=2.0, color="#222222", zorder=3,
+                        gid="series-serve_speculative-expected-%d" % i)
+            top.annotate("k = %s, α = %s" % (d.get("drafts", "?"), d.get("acceptance", "?")), (i, e),
+                         textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7, color="#222222")
+    top.set_ylim(0, max([num((s.get("speculative") or {}).get("drafts")) or
+                         num(serve_part(s, "metrics", "speculative").get("tokens_per_verify")) or 1
+                         for _, s in spec]) + 1.5)
+    top.set_ylabel("tokens per verify pass")
+    step_axis(top, names)
+    tpots = {run: [latency(serve_part(s, "metrics", run=run), "tpot", "median") for s in rep.serve]
+             for run in (RUNS if measured else RUNS[:1])}
+    values = [v for vs in tpots.values() for v in vs if v]
+    if not values:
+        raise Skip("no TPOT: no step served a request of several output tokens")
+    scale, unit = time_unit(max(values))
+    for run, vs in tpots.items():
+        pts = [(i, v) for i, v in enumerate(vs) if v]
+        low.plot([x for x, _ in pts], [v / scale for _, v in pts], marker="o", color=P50, linewidth=1.2,
+                 gid="series-serve_speculative-tpot%s" % ("" if run == "predicted" else "-measured"),
+                 **run_line(run, measured))
+        for x, v in pts:
+            low.annotate(fmt_time(v), (x, v / scale), textcoords="offset points",
+                         xytext=(0, -11 if run == "predicted" else 5), ha="center", fontsize=7, color=P50,
+                         bbox=LABEL_BOX)
+    low.set_ylim(0, max(values) / scale * 1.25)
+    low.set_ylabel("TPOT p50 (%s)" % unit)
+    step_axis(low, names)
+    handles = [proxy("#222222", "expected, (1 − α^(k+1)) / (1 − α)", marker="_")] if expected_drawn else []
+    note = ("top: the tokens a verify pass yielded (its accepted drafts and the next token), the run's mean, against "
+            "Leviathan et al.'s expectation (drafts near a request's end are fewer, so the run's is lower); "
+            "below: TPOT p50 of every step, the plain ones beside")
+    if measured:
+        handles.append(proxy("#bbbbbb", "measured", hatch="///"))
+        handles += run_handles(serve_backend(rep.point), "o")
+        note += "; the executed engine draws the predicted run's accepted lengths, so its tokens per verify match"
+    top.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    finish(fig, "Speculative decoding — %s" % rep.label(), serve_line(rep) + "\n" + note)
+    return fig
+
+
 def chart_serve_step_error(rep):
     need_serve(rep)
     chosen = list(enumerate(rep.serve))
@@ -1594,6 +1664,7 @@ SERVE_CHARTS = [
     ("serve_step_error", chart_serve_step_error),
     ("serve_engines", chart_serve_engines),
     ("serve_kv_transfer", chart_serve_kv_transfer),
+    ("serve_speculative", chart_serve_speculative),
 ]
 
 

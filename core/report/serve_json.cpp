@@ -13,6 +13,8 @@
 #include <map>
 #include <vector>
 
+#include "core/serve/metrics.hpp"
+
 namespace perfsim {
 
 namespace {
@@ -154,6 +156,13 @@ json step_json(const ServeStepResult& s) {
   // Each replica's engine: tp GPUs a stage, pp stages; the service's GPUs.
   j["layout"] = {{"dp", p.layout.dp}, {"tp", p.layout.tp}, {"pp", p.layout.pp}, {"gpus", p.layout.dp * p.layout.tp * p.layout.pp}};
   j["router"] = name_of(p.config.router);
+  // Speculative decoding as set: k drafts a step accepted at α each, and Leviathan et al.'s
+  // expected tokens a verify pass (the runs' figures are in each run's metrics).
+  if (p.config.speculative > 0)
+    j["speculative"] = {{"drafts", p.config.speculative},
+                        {"acceptance", sig6(p.config.acceptance)},
+                        {"expected_tokens_per_verify",
+                         sig6(speculative_tokens_per_step(p.config.acceptance, p.config.speculative))}};
   j["predicted"] = {{"metrics", serve_metrics_json(p.metrics)},
                     {"requests", requests_json(p.run)},
                     {"timeline", timeline_json(p.run)}};

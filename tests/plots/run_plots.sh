@@ -164,9 +164,21 @@ case $case_name in
     expect_err '^perfsim: plot: wrote 3 charts to .* \(serve_latency_cdf, serve_percentiles, serve_timeline\), each'
     grep -q 'roofline' "$tmp/err" && fail "a serving report's notes name the model steps' charts: $(cat "$tmp/err")"
     check "$tmp/charts" serve_latency_cdf=4 serve_percentiles=6 serve_timeline=4 \
-      --absent serve_load serve_step_error serve_engines serve_kv_transfer roofline stack memory op_classes scaling \
-      ranks validation || failed=1
+      --absent serve_load serve_step_error serve_engines serve_kv_transfer serve_speculative roofline stack memory \
+      op_classes scaling ranks validation || failed=1
     expect_err '^perfsim: plot: skipped serve_engines: no stack step serves with several engines'
+    expect_err '^perfsim: plot: skipped serve_speculative: no stack step decodes speculatively'
+    # Speculative decoding, predicted: the tokens a verify yielded and the expectation, the TPOT
+    # line; executed on the CPU backend, the measured bar and line beside them.
+    run 0 run tests/plots/serve_tiny.lua --backend none -q --set speculative=true -o "$tmp/spec.json"
+    run 0 plot "$tmp/spec.json" "$tmp/spec" -q
+    check "$tmp/spec" serve_speculative=3 || failed=1
+    grep -q 'k = 3, α = 0.6' "$tmp/spec/serve_speculative.svg" || fail "serve_speculative: k and α not named"
+    run 0 run tests/plots/serve_tiny.lua --backend cpu -q --set speculative=true -o "$tmp/spec_x.json"
+    run 0 plot "$tmp/spec_x.json" "$tmp/spec_x" -q
+    check "$tmp/spec_x" serve_speculative=5 || failed=1
+    grep -q 'id="series-serve_speculative-tokens-measured-2"' "$tmp/spec_x/serve_speculative.svg" ||
+      fail "serve_speculative: no measured bar of the speculative step"
     # A service of several engines (1P1D): each engine's bars (four panels) and the KV transfers.
     run 0 run tests/mpi/serve_pd_2.lua --backend none -q -o "$tmp/pd.json"
     run 0 plot "$tmp/pd.json" "$tmp/pd" -q
