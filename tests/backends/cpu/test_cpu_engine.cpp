@@ -17,12 +17,31 @@
 #include "core/serve/engine.hpp"
 #include "core/serve/metrics.hpp"
 #include "graph_test_models.hpp"
+#include "serve_test_util.hpp"
 
 using namespace perfsim;
 
 namespace {
 
 constexpr uint64_t seed = 7;
+
+// Continuous batching over pages of 4 rows, no watermark; a pool of 32 such pages.
+SchedulerConfig paged_continuous() {
+  SchedulerConfig c;
+  c.kind = SchedulerKind::continuous;
+  c.paged = true;
+  c.block = 4;
+  c.watermark = 0;
+  return c;
+}
+
+KvPool small_pool() {
+  KvPool pool;
+  pool.blocks = 32;
+  pool.block = 4;
+  pool.block_bytes = 1024;
+  return pool;
+}
 
 int tensor_named(const Graph& g, const std::string& name) {
   const int id = g.find_tensor(name);
@@ -202,24 +221,10 @@ TEST_CASE("cpu engine: an executed run serves every request to its output length
     CAPTURE(fp8_pool);
     const ModelConfig m = test_models::tiny_llama();
     std::vector<Request> requests;
-    for (int64_t i = 0; i < 6; ++i) {
-      Request r;
-      r.id = i;
-      r.arrival = i < 3 ? 0.0 : 0.001;
-      r.prompt = 5 + 3 * i;
-      r.output = 2 + i % 3;
-      requests.push_back(r);
-    }
-    SchedulerConfig c;
-    c.kind = SchedulerKind::continuous;
-    c.paged = true;
-    c.block = 4;
+    for (int64_t i = 0; i < 6; ++i) requests.push_back(test::request(i, i < 3 ? 0.0 : 0.001, 5 + 3 * i, 2 + i % 3));
+    SchedulerConfig c = paged_continuous();
     c.chunked_prefill = 8;
-    c.watermark = 0;
-    KvPool pool;
-    pool.blocks = 32;
-    pool.block = 4;
-    pool.block_bytes = 1024;
+    const KvPool pool = small_pool();
     cpu::CpuBackend backend;
     const auto session = backend.open_engine(seed);
     std::vector<StackStep> graph_stack;
@@ -250,24 +255,11 @@ TEST_CASE("cpu engine: an executed run serves every request to its output length
 TEST_CASE("cpu engine: an executed run decodes speculatively, each verify pass sampling its every row") {
   const ModelConfig m = test_models::tiny_llama();
   std::vector<Request> requests;
-  for (int64_t i = 0; i < 4; ++i) {
-    Request r;
-    r.id = i;
-    r.prompt = 6 + 2 * i;
-    r.output = 9 + i;
-    requests.push_back(r);
-  }
-  SchedulerConfig c;
-  c.kind = SchedulerKind::continuous;
-  c.paged = true;
-  c.block = 4;
-  c.watermark = 0;
+  for (int64_t i = 0; i < 4; ++i) requests.push_back(test::request(i, 0.0, 6 + 2 * i, 9 + i));
+  SchedulerConfig c = paged_continuous();
   c.speculative = 3;
   c.acceptance = 0.6;
-  KvPool pool;
-  pool.blocks = 32;
-  pool.block = 4;
-  pool.block_bytes = 1024;
+  const KvPool pool = small_pool();
   cpu::CpuBackend backend;
   const auto session = backend.open_engine(seed);
   ExecutedClock clock(*session, m, {}, pool, 1);
