@@ -57,17 +57,23 @@ struct Row {
 
 constexpr std::size_t rotate_bytes = 256u << 20;  // weight copies per case: at least this much
 
-// Device copies of one random quantized weight (host layout, filled once).
-std::vector<void*> quantized_copies(int64_t k, int64_t n, bool int4, int64_t group, bool transposed_values) {
-  perfsim::host::QuantLayout q;
-  q.k = k, q.n = n, q.group = group, q.int4 = int4, q.zeros = int4;
+// The graph's tensor of a [k, n] weight in int4 (groups with zero points) or int8: its layout
+// (host::quant_layout) and device view (cuda::quant_view) come from it, as the backend's do.
+perfsim::Tensor weight_tensor(int64_t k, int64_t n, bool int4, int64_t group) {
+  perfsim::Tensor t;
+  t.shape = {k, n};
+  t.dtype = int4 ? perfsim::DType::int4 : perfsim::DType::int8;
+  t.quant_group = group;
+  t.quant_zeros = int4;
+  return t;
+}
+
+// Device copies of one random quantized weight (host layout, filled once; W8A8's values [N, K]).
+std::vector<void*> quantized_copies(const perfsim::Tensor& t, bool transposed_values) {
+  const perfsim::host::QuantLayout q = perfsim::host::quant_layout(t);
   std::vector<unsigned char> h(q.bytes());
   perfsim::host::fill_quantized(h.data(), q, 7);
   if (transposed_values) {
-    perfsim::Tensor t;
-    t.shape = {k, n};
-    t.dtype = perfsim::DType::int8;
-    t.quant_group = group;
     std::vector<unsigned char> nk(h.size());
     gpu::transpose_quantized_values(t, h.data(), nk.data(), true);
     h.swap(nk);
@@ -81,15 +87,6 @@ std::vector<void*> quantized_copies(int64_t k, int64_t n, bool int4, int64_t gro
     out.push_back(p);
   }
   return out;
-}
-
-gpu::QuantWeightView view_of(void* data, int64_t k, int64_t n, bool int4, int64_t group) {
-  perfsim::host::QuantLayout q;
-  q.k = k, q.n = n, q.group = group, q.int4 = int4, q.zeros = int4;
-  gpu::QuantWeightView v;
-  v.data = data, v.k = k, v.n = n, v.group = group, v.int4 = int4, v.zeros = int4;
-  v.scale_offset = q.scale_offset(), v.zero_offset = q.zero_offset();
-  return v;
 }
 
 double copy_bandwidth(int iters, cudaEvent_t e0, cudaEvent_t e1) {
@@ -144,16 +141,15 @@ int main(int argc, char** argv) {
       }
       for (const bool int4 : {true, false}) {
         const int64_t group = int4 ? 128 : k;
-        std::vector<void*> ws = quantized_copies(k, n, int4, group, false);
-        const gpu::QuantWeightView v0 = view_of(ws[0], k, n, int4, group);
-        perfsim::host::QuantLayout q;
-        q.k = k, q.n = n, q.group = group, q.int4 = int4, q.zeros = int4;
-        const double bytes = static_cast<double>(q.bytes());
+        const perfsim::Tensor weight = weight_tensor(k, n, int4, group);
+        std::vector<void*> ws = quantized_copies(weight, false);
+        const gpu::QuantWeightView v0 = gpu::quant_view(weight, ws[0]);
+        const double bytes = static_cast<double>(perfsim::host::quant_layout(weight).bytes());
         if (gpu::quantized_gemv_fits(v0, m)) {
           const int64_t splits = gpu::quantized_gemv_splits_here(n, k);
           const double t = time_median(
               [&](int r) {
-                gpu::quantized_gemv(a, gpu::Elem::bf16, m, view_of(ws[static_cast<std::size_t>(r)], k, n, int4, group),
+                gpu::quantized_gemv(a, gpu::Elem::bf16, m, gpu::quant_view(weight, ws[static_cast<std::size_t>(r)]),
                                     splits, c, gpu::Elem::bf16, false, nullptr);
               },
               static_cast<int>(ws.size()), iters, e0, e1);
@@ -165,7 +161,7 @@ int main(int argc, char** argv) {
           s.m = m, s.n = n, s.k = k;
           const double t = time_median(
               [&](int r) {
-                gpu::dequantize_weight(view_of(ws[static_cast<std::size_t>(r)], k, n, int4, group), dense,
+                gpu::dequantize_weight(gpu::quant_view(weight, ws[static_cast<std::size_t>(r)]), dense,
                                        gpu::Elem::bf16, nullptr);
                 gemm.gemm({a, gpu::Elem::bf16, nullptr}, {dense, gpu::Elem::bf16, nullptr}, c, gpu::Elem::bf16, s,
                           false, nullptr);
@@ -178,9 +174,9 @@ int main(int argc, char** argv) {
       }
       // W8A8: activations quantized per row, cuBLASLt int8, scales applied.
       {
-        std::vector<void*> ws = quantized_copies(k, n, false, k, true);
-        perfsim::host::QuantLayout q;
-        q.k = k, q.n = n, q.group = k;
+        const perfsim::Tensor weight = weight_tensor(k, n, false, k);
+        std::vector<void*> ws = quantized_copies(weight, true);
+        const perfsim::host::QuantLayout q = perfsim::host::quant_layout(weight);
         int8_t* qa = nullptr;
         float* row_scales = nullptr;
         int32_t* acc = nullptr;
