@@ -1,7 +1,8 @@
 // The CUDA backend's serving engine: weights and KV pages in SharedTensors (allocated once,
 // kept across steps), one GraphRunner per step without per-op events, each step one eager
 // pass (run_walled) timed by events on the stream, or a replay of the CUDA graph captured for
-// its padded batch size (kept with its runner for the session); swaps copy between the page
+// its padded batch size (kept with its runner for the session; a tensor-parallel step's NCCL
+// all-reduces captured inside it); swaps copy between the page
 // pool and pinned host memory. While graphs are captured the allocator keeps its cached
 // blocks (CachingAllocator::hold_cache): their activations live there between replays.
 // GEMMs keep cuBLASLt's first heuristic algorithm while a session is open, as a serving
@@ -85,7 +86,10 @@ class CudaEngineSession final : public EngineSession {
       Captured c;
       c.graph = std::make_unique<Graph>(build());
       const auto t0 = clock::now();
-      c.runner = std::make_unique<GraphRunner>(*c.graph, m_seed, m_alloc, m_gemm, m_stream, nullptr, &m_shared, false);
+      // A tensor-parallel step's all-reduces are captured with it: every rank replays its graph
+      // of the key together (follow_engine), NCCL meeting inside the graphs.
+      c.runner = std::make_unique<GraphRunner>(*c.graph, m_seed, m_alloc, m_gemm, m_stream, ranks_for(*c.graph),
+                                               &m_shared, false);
       for (const auto& [name, values] : inputs) c.runner->write(step_input_id(*c.graph, name, "cuda"), values);
       StepTimes t;
       t.device = c.runner->run_walled();

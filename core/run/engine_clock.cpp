@@ -1,13 +1,13 @@
 #include "core/run/engine_clock.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <thread>
 
 #include "core/errors.hpp"
+#include "core/run/engine_step_message.hpp"
 
 namespace perfsim {
 
@@ -112,38 +112,11 @@ EngineStepPlan plan_graphed_step(const EngineStep& step, const KvPool& pool, int
   return plan;
 }
 
-namespace {
-
-// A step as rank 0 sends it to a tensor-parallel engine's other ranks: its shape and inputs
-// (an empty text: stop).
-std::string pack_step(const EngineStepShape& shape, const StepInputs& inputs) {
-  nlohmann::json j;
-  j["q"] = shape.q_len;
-  j["kv"] = shape.kv_len;
-  j["sampled"] = shape.sampled;
-  j["pool"] = {shape.pool_blocks, shape.kv_block, shape.table_width};
-  j["inputs"] = inputs;
-  return j.dump();
-}
-
-void unpack_step(const std::string& text, EngineStepShape& shape, StepInputs& inputs) {
-  const nlohmann::json j = nlohmann::json::parse(text);
-  shape.q_len = j.at("q").get<std::vector<int64_t>>();
-  shape.kv_len = j.at("kv").get<std::vector<int64_t>>();
-  shape.sampled = j.at("sampled").get<int64_t>();
-  shape.pool_blocks = j.at("pool").at(0).get<int64_t>();
-  shape.kv_block = j.at("pool").at(1).get<int64_t>();
-  shape.table_width = j.at("pool").at(2).get<int64_t>();
-  inputs = j.at("inputs").get<StepInputs>();
-}
-
-}  // namespace
-
 ExecutedClock::ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack,
                              const KvPool& pool, uint64_t seed, bool cuda_graphs, const BuildOptions& options,
                              Communicator* followers)
     : m_session(session), m_model(m), m_options(options), m_followers(followers), m_stack(std::move(graph_stack)),
-      m_cuda_graphs(cuda_graphs && followers == nullptr), m_pool(pool),
+      m_cuda_graphs(cuda_graphs), m_pool(pool),
       m_table_width((m.max_seq + pool.block - 1) / pool.block), m_tokens(seed),
       m_start(std::chrono::steady_clock::now()) {
   m_session.forget_graphs();
@@ -155,23 +128,31 @@ ExecutedClock::~ExecutedClock() {
   broadcast_text(*m_followers, stop);
 }
 
-void ExecutedClock::lead(const EngineStepShape& shape, const StepInputs& inputs) {
+void ExecutedClock::lead(const EngineStepShape& shape, const StepInputs& inputs, int64_t graph_key) {
   if (m_followers == nullptr) return;
-  std::string text = pack_step(shape, inputs);
-  broadcast_text(*m_followers, text);
+  std::string bytes = pack_step_message({graph_key, shape, inputs});
+  broadcast_text(*m_followers, bytes);
 }
 
 void follow_engine(EngineSession& session, const ModelConfig& m, const std::vector<StackStep>& graph_stack,
                    const BuildOptions& options, Communicator& ranks) {
   session.forget_graphs();
+  std::set<int64_t> captured;
   for (;;) {
-    std::string text;
-    broadcast_text(ranks, text);
-    if (text.empty()) return;
-    EngineStepShape shape;
-    StepInputs inputs;
-    unpack_step(text, shape, inputs);
-    (void)session.run_step(engine_step_graph(m, shape, graph_stack, options), inputs);
+    std::string bytes;
+    broadcast_text(ranks, bytes);
+    if (bytes.empty()) return;
+    const EngineStepMessage step = unpack_step_message(bytes);
+    if (step.graph_key == 0) {
+      (void)session.run_step(engine_step_graph(m, step.shape, graph_stack, options), step.inputs);
+      continue;
+    }
+    // Rank 0 replays its graph of this key: so does this rank, its all-reduces meeting rank 0's
+    // inside the graphs. After a capture, rank 0 waits at a barrier for this one's.
+    double capture = 0;
+    (void)session.run_graphed(
+        step.graph_key, [&] { return engine_step_graph(m, step.shape, graph_stack, options); }, step.inputs, capture);
+    if (captured.insert(step.graph_key).second) ranks.barrier();
   }
 }
 
@@ -187,7 +168,7 @@ void ExecutedClock::prime(int64_t tokens) {
     step.block_tables.emplace_back();
   }
   const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
-  lead(plan.shape, plan.inputs);
+  lead(plan.shape, plan.inputs, 0);
   (void)m_session.run_step(step_graph(plan.shape), plan.inputs);
   m_start = std::chrono::steady_clock::now();
 }
@@ -230,10 +211,18 @@ void ExecutedClock::run(const EngineStep& step) {
     const int64_t max_kv = std::min(m_model.max_seq, m_table_width * m_pool.block);
     const EngineStepPlan plan =
         plan_graphed_step(step, m_pool, m_table_width, m_model.vocab, m_tokens, bucket, max_kv);
+    lead(plan.shape, plan.inputs, bucket);
     t = m_session.run_graphed(bucket, [&] { return step_graph(plan.shape); }, plan.inputs, capture);
+    if (m_captured.insert(bucket).second && m_followers != nullptr) {
+      // The other ranks captured theirs too: their capture is set-up as well, so the clock
+      // waits for it stopped (follow_engine meets this barrier after its capture).
+      const auto b0 = std::chrono::steady_clock::now();
+      m_followers->barrier();
+      capture += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    }
   } else {
     const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
-    lead(plan.shape, plan.inputs);
+    lead(plan.shape, plan.inputs, 0);
     t = m_session.run_step(step_graph(plan.shape), plan.inputs);
   }
   if (swap_out > 0) swaps += m_session.swap(swap_out, true);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "core/builders/builders.hpp"
@@ -26,7 +27,8 @@ class ExecutedClock final : public StepClock {
   // captures before serving). `seed` draws the token ids.
   // With `followers` (a tensor-parallel engine over every rank of the world, `options` its
   // layout), each step's plan goes to the other ranks before this one runs it, and they run
-  // their share of it beside this one (follow_engine); they stop when the clock goes.
+  // their share of it beside this one (follow_engine), replaying their own graph of a step
+  // this rank replays (its collectives captured in it); they stop when the clock goes.
   ExecutedClock(EngineSession& session, const ModelConfig& m, std::vector<StackStep> graph_stack, const KvPool& pool,
                 uint64_t seed, bool cuda_graphs = false, const BuildOptions& options = {},
                 Communicator* followers = nullptr);
@@ -60,8 +62,9 @@ class ExecutedClock final : public StepClock {
  private:
   // The step's graph with the stack's graph passes.
   [[nodiscard]] Graph step_graph(const EngineStepShape& shape) const;
-  // Sends the followers the step to run (nothing without followers).
-  void lead(const EngineStepShape& shape, const StepInputs& inputs);
+  // Sends the followers the step to run, eagerly or (graph_key > 0) from their graph of that
+  // key (nothing without followers).
+  void lead(const EngineStepShape& shape, const StepInputs& inputs, int64_t graph_key);
 
   EngineSession& m_session;
   ModelConfig m_model;
@@ -69,6 +72,7 @@ class ExecutedClock final : public StepClock {
   Communicator* m_followers = nullptr;
   std::vector<StackStep> m_stack;
   bool m_cuda_graphs = false;   // decode-only steps replay graphs captured per padded size
+  std::set<int64_t> m_captured;  // the padded sizes captured so far (on every rank alike)
   KvPool m_pool;
   int64_t m_table_width = 0;
   std::mt19937_64 m_tokens;

@@ -1,6 +1,7 @@
 -- One tiny serving engine split over two CPU ranks (tensor parallelism: each rank holds half the
 -- heads and the MLP, the all-reduces inside every engine step), perfsim run --gpus 2 --backend
--- cpu: rank 0 schedules and reports predicted against measured.
+-- cpu: rank 0 schedules and reports predicted against measured; then with cuda_graphs, its
+-- decode steps sent with their capture size and run padded to it on every rank.
 return scenario {
   name = "serve_tp_2",
   model = "tiny-llama", hardware = "H100-SXM",
@@ -13,5 +14,6 @@ return scenario {
   },
   stacks = {
     step("TP2", "flash_attention", "paged_kv", {scheduler = "continuous"}),
+    step("TP2 graphed", "cuda_graphs"),
   },
 }
