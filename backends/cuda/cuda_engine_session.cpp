@@ -16,6 +16,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_check.hpp"
@@ -70,7 +71,15 @@ class CudaEngineSession final : public EngineSession {
     for (const auto& [name, values] : inputs) runner.write(step_input_id(g, name, "cuda"), values);
     std::vector<std::vector<double>> per_op(g.ops.size());
     StepTimes t;
-    t.device = runner.run_once(&per_op);  // synchronizes
+    // The stream held until every op is issued, so an op's events time the device's work, not
+    // the host's pace of issuing it; a hold that timed out (the host blocked while issuing)
+    // leaves no times, and the step runs again unheld.
+    if (const std::optional<double> held = runner.run_held(&per_op)) {
+      t.device = *held;
+    } else {
+      for (auto& samples : per_op) samples.clear();
+      t.device = runner.run_once(&per_op);  // synchronizes
+    }
     t.wall = std::chrono::duration<double>(clock::now() - t0).count();
     for (const auto& samples : per_op) t.ops.push_back(samples.empty() ? 0.0 : samples.back());
     return t;

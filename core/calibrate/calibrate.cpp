@@ -8,6 +8,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "core/calibrate/engine_attention.hpp"
 #include "core/calibrate/engine_host.hpp"
 #include "core/calibrate/sweeps.hpp"
 #include "core/errors.hpp"
@@ -64,6 +65,8 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   SweepSummary kernels;
   kernels.sweep = "kernels";
   sweep_kernels(ctx, launch_graph, fit, samples, kernels);
+  SweepSummary engine_attention;
+  sweep_engine_attention(ctx, launch_graph, fit, engine_attention);
   hw.calibration.kernels = fit.curves();
   r.points = fit.recorded();
   drop_curves_shadowed_by_tables(hw.calibration.gemm, hw.calibration.kernels);
@@ -130,6 +133,7 @@ CalibrateResult calibrate(Backend& b, const Hardware& base, const CalibrationPla
   r.sweeps.push_back(launch);
   for (SweepSummary& s : gemm) r.sweeps.push_back(std::move(s));
   r.sweeps.push_back(kernels);
+  r.sweeps.push_back(engine_attention);
   r.sweeps.push_back(engine);
   r.sweeps.push_back(copies);
   r.sweeps.push_back(coll);

@@ -257,6 +257,20 @@ CalibrationPlan cuda_plan(bool quick) {
       }
     p.kernels.push_back({a, prefill(1, 1536), stack_of({"bf16", "flash_attention", "fp8_kv", "fusion"}), false});
   }
+  // The serving engine's decode attention (its varlen kernel over pages, another kernel than
+  // the split-KV one the paged cases time) for GQA groups of 5, 4 and 1, at a 16-bit and an fp8
+  // cache: from one short sequence to 128 of them, as a busy engine's decode steps run.
+  {
+    const ModelConfig g4 = llama_like("cal-llama-2048-g4", 2048, 16, 4, 5632, 16384);
+    const std::vector<std::pair<int64_t, int64_t>> steps =
+        quick ? std::vector<std::pair<int64_t, int64_t>>{{1, 512}, {16, 2048}}
+              : std::vector<std::pair<int64_t, int64_t>>{{1, 256}, {1, 4096}, {4, 1536}, {8, 768}, {16, 3072},
+                                                         {32, 1536}, {64, 1024}, {128, 1536}};
+    const std::vector<ModelConfig> models = quick ? std::vector<ModelConfig>{a, gpt} : std::vector<ModelConfig>{a, g4, gpt};
+    for (const ModelConfig& m : models)
+      for (const bool fp8 : {false, true})
+        for (const auto& [seqs, context] : steps) p.engine_attention.push_back({m, seqs, context, fp8});
+  }
   // From 4 KiB: token uploads are a few KiB, and the latency is the fit's intercept.
   p.copy_bytes = quick ? std::vector<double>{4 << 10, 64 << 10, 1 << 20, 16 << 20, 128 << 20}
                        : std::vector<double>{4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20,

@@ -35,6 +35,15 @@ struct KernelCase {
   bool eager_pair = false;             // also run eagerly: pairs for launch_eager
 };
 
+// Decode steps of the serving engine, as it runs them (its step graph on an engine session):
+// `seqs` sequences at `context` keys each, over a paged cache (fp8 when `fp8_kv`); their varlen
+// attention kernels feed the "varlen_decode" curves.
+struct EngineAttentionCase {
+  ModelConfig model;
+  int64_t seqs = 1, context = 512;
+  bool fp8_kv = false;
+};
+
 struct CalibrationPlan {
   std::string mode;                    // "full" or "quick"
   RunOptions run;
@@ -49,6 +58,7 @@ struct CalibrationPlan {
   // makes): only the grid's unaligned cells run, into curves of their own (empty dtypes: none).
   GemmSweepPlan unaligned_gemm;
   std::vector<KernelCase> kernels;
+  std::vector<EngineAttentionCase> engine_attention;  // empty: no such sweep
   int launch_chain_ops = 200;
   int64_t launch_chain_elements = 256;
   std::vector<double> copy_bytes;      // empty: no host-link sweep

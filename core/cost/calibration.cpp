@@ -267,8 +267,20 @@ bool is_calibration_variant(std::string_view v) {
 }
 
 std::string_view calibration_variant(const Op& op) {
+  if (op.kind == OpKind::varlen_flash_attention && op.attrs.seq_q == 1) return "varlen_decode";
   if (reads_kv_pages(op.kind)) return "paged";
   return unpaged_calibration_variant(op);
+}
+
+std::vector<std::string> curve_variants(const Op& op) {
+  std::vector<std::string> bits16{std::string(calibration_variant(op))};
+  if (bits16.front() == "varlen_decode") bits16.emplace_back("paged");
+  if (reads_kv_pages(op.kind)) bits16.emplace_back(unpaged_calibration_variant(op));
+  if (!op.attrs.kv_fp8) return bits16;
+  std::vector<std::string> out;
+  for (const std::string& v : bits16) out.push_back(fp8_kv_variant(v));
+  out.insert(out.end(), bits16.begin(), bits16.end());
+  return out;
 }
 
 std::string_view unpaged_calibration_variant(const Op& op) {

@@ -110,6 +110,9 @@ struct Calibration {
 //               per-tensor, multi-pass one;
 //   "paged"     the kinds that read KV pages (paged and varlen KV appends and attention);
 //               a profile without their curve prices them by the unpaged one;
+//   "varlen_decode"  the serving engine's varlen attention when every sequence decodes (one
+//               query row each): another kernel than the split-KV decode kernel the "paged"
+//               curve times; a profile without its curve prices it by "paged";
 //   "int4w", "int8w"  a GEMM on an int4 or int8 weight-only weight (OpAttrs::weight_bits)
 //               of at most quantized_fused_rows rows, which dequantizes as it streams the
 //               weight; "int4w_dq", "int8w_dq" one of more rows, which dequantizes the weight
@@ -121,8 +124,12 @@ struct Calibration {
 [[nodiscard]] std::string fp8_kv_variant(std::string_view variant);
 // The variant the op would have with a contiguous cache: its paged curve's fallback.
 [[nodiscard]] std::string_view unpaged_calibration_variant(const Op& op);
-inline constexpr std::array<std::string_view, 8> calibration_variants = {
-    "decode", "unaligned", "fused", "paged", "int4w", "int8w", "int4w_dq", "int8w_dq"};
+// The variants whose curves may price the op, best first: its own, then (varlen decode) the
+// paged one, then (ops reading pages) the unpaged one; on an fp8 KV cache each of those as
+// fp8 ("..._fp8kv") first, then the 16-bit cache's in the same order.
+[[nodiscard]] std::vector<std::string> curve_variants(const Op& op);
+inline constexpr std::array<std::string_view, 9> calibration_variants = {
+    "decode", "unaligned", "fused", "paged", "varlen_decode", "int4w", "int8w", "int4w_dq", "int8w_dq"};
 // An unaligned GEMM's finer variant: cuBLAS picks its kernel by the layout and by which
 // operands have unaligned rows, so the forward, dgrad and wgrad of one odd-vocabulary lm_head
 // run at different speeds. "unaligned_" + the layout (n or t for A, then B) + "_" + the

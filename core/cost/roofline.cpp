@@ -107,12 +107,10 @@ std::optional<double> fitted_efficiency(const Op& op, const OpCost& c, const Har
   if (cal.empty() || (c.flops <= 0 && c.bytes <= 0)) return std::nullopt;
   const CalibrationPoint p = calibration_point(op, c, hw);
   auto curve = p.finer_key.empty() ? cal.kernels.end() : cal.kernels.find(p.finer_key);
-  if (curve == cal.kernels.end()) curve = cal.kernels.find(p.key);
-  if (curve == cal.kernels.end() && !p.fallback_key.empty()) curve = cal.kernels.find(p.fallback_key);
-  // An fp8 KV cache without curves of its own: the 16-bit cache's, paged then unpaged.
-  if (curve == cal.kernels.end() && op.attrs.kv_fp8)
-    for (const std::string_view v : {calibration_variant(op), unpaged_calibration_variant(op)})
-      if (curve == cal.kernels.end()) curve = cal.kernels.find(calibration_key(op.kind, c.priced_as, p.compute_bound, v));
+  // Then the op's own curve and its fallbacks (curve_variants): varlen decode attention's,
+  // the paged kernel's, the unpaged one's; an fp8 KV cache's before the 16-bit cache's.
+  for (const std::string& v : curve_variants(op))
+    if (curve == cal.kernels.end()) curve = cal.kernels.find(calibration_key(op.kind, c.priced_as, p.compute_bound, v));
   if (curve == cal.kernels.end() && op.kind != OpKind::gemm) curve = other_precision_curve(op, p, c.priced_as, cal);
   // A GEMM on a weight-only quantized weight reads its own curve where the profile has one.
   const bool own_curve = op.attrs.weight_bits > 0 && curve != cal.kernels.end();
@@ -133,24 +131,17 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
   const bool compute_bound = c.flops > 0 && compute >= memory;
   const std::string finer = finer_calibration_variant(op);
   const double roofline = std::max(compute, memory);
-  CalibrationPoint p{calibration_key(op.kind, c.priced_as, compute_bound, calibration_variant(op)),
+  // The key is the op's own curve, the fallback the next of curve_variants: a paged op's
+  // unpaged curve, varlen decode attention's paged one. An fp8 KV cache's kernels are others
+  // than the 16-bit cache's: curves of their own, the 16-bit cache's where a profile has none
+  // (fitted_efficiency reads them all in order); their points feed no finer 16-bit curve.
+  const std::vector<std::string> variants = curve_variants(op);
+  CalibrationPoint p{calibration_key(op.kind, c.priced_as, compute_bound, variants.front()),
                      roofline, compute_bound, roofline / static_cast<double>(batched_gemm_calls(op)),
-                     finer.empty() ? std::string() : calibration_key(op.kind, c.priced_as, compute_bound, finer),
-                     {}};
-  if (reads_kv_pages(op.kind))
-    p.fallback_key = calibration_key(op.kind, c.priced_as, compute_bound, unpaged_calibration_variant(op));
-  // An fp8 KV cache's kernels are others than the 16-bit cache's: curves of their own, and the
-  // 16-bit cache's curve where a profile has none. Their points feed no finer 16-bit curve.
-  // A paged op's fallback is its unpaged fp8 curve (a prompt's appends measure it), as at 16
-  // bits; fitted_efficiency then tries the 16-bit cache's curves.
-  if (op.attrs.kv_fp8) {
-    const std::string_view variant = calibration_variant(op);
-    p.fallback_key = reads_kv_pages(op.kind)
-                         ? calibration_key(op.kind, c.priced_as, compute_bound, fp8_kv_variant(unpaged_calibration_variant(op)))
-                         : p.key;
-    p.key = calibration_key(op.kind, c.priced_as, compute_bound, fp8_kv_variant(variant));
-    p.finer_key.clear();
-  }
+                     finer.empty() || op.attrs.kv_fp8 ? std::string()
+                                                      : calibration_key(op.kind, c.priced_as, compute_bound, finer),
+                     variants.size() > 1 ? calibration_key(op.kind, c.priced_as, compute_bound, variants[1])
+                                         : std::string()};
   return p;
 }
 

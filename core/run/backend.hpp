@@ -65,7 +65,8 @@ class EngineSession {
   // written before it runs. Throws NotExecutable when the step cannot run.
   virtual StepTimes run_step(const Graph& g, const StepInputs& inputs) = 0;
   // run_step, each op timed on its own (CUDA: an event pair around each op, which the step's
-  // device time then includes): StepTimes::ops. For looking into one step, not for serving.
+  // device time then includes, the stream held until the step is issued): StepTimes::ops. For
+  // looking into one step and calibrating the engine's kernels, not for serving.
   virtual StepTimes run_step_ops(const Graph& g, const StepInputs& inputs) = 0;
   // A step replayed from a CUDA graph captured for `key` (its padded batch size): the first
   // step of a key runs eagerly from build()'s graph and is then captured (its seconds in

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/cost/cost_model.hpp"
+#include "core/builders/builders.hpp"
 #include "core/cost/roofline.hpp"
 
 namespace perfsim {
@@ -61,6 +62,15 @@ StepPricer::StepPricer(const ModelConfig& m, const Hardware& hw, const std::vect
     for (const Op& op : g.ops) ops += op.count;
     m_step_ops = std::max(m_step_ops, ops);
   }
+  // The executed engine's kernels attend over pages with its varlen kernel: one stage, flash
+  // attention and paged KV in the stack, a model it runs (rotary, or ALiBi on one GPU).
+  bool flash = false, paged = false;
+  for (const StackStep& st : m_stack)
+    for (const PassSpec& p : st.passes) {
+      flash = flash || p.name == "flash_attention";
+      paged = paged || p.name == "paged_kv";
+    }
+  m_engine_attention = flash && paged && m_layout.pp == 1 && (m.rope || (m.alibi && m_layout.tp == 1));
 }
 
 BuildOptions StepPricer::options(int stage) const {
@@ -135,11 +145,34 @@ double StepPricer::decode_attention(int64_t seqs, double mean_kv, bool graphed) 
   auto& memo = m_decode[graphed ? 1 : 0];
   auto it = memo.find(seqs);
   if (it == memo.end()) {
-    const double a1 = priced(decode(seqs, m_kv1), graphed).attention;
-    const double a2 = priced(decode(seqs, m_kv2), graphed).attention;
+    const double a1 = m_engine_attention ? engine_decode_attention(seqs, m_kv1, graphed)
+                                         : priced(decode(seqs, m_kv1), graphed).attention;
+    const double a2 = m_engine_attention ? engine_decode_attention(seqs, m_kv2, graphed)
+                                         : priced(decode(seqs, m_kv2), graphed).attention;
     it = memo.emplace(seqs, std::make_pair(a1, a2)).first;
   }
   return lerp(it->second, static_cast<double>(m_kv1), static_cast<double>(m_kv2), mean_kv);
+}
+
+double StepPricer::engine_decode_attention(int64_t seqs, int64_t kv, bool graphed) {
+  EngineStepShape shape;
+  shape.q_len.assign(static_cast<std::size_t>(seqs), 1);
+  shape.kv_len.assign(static_cast<std::size_t>(seqs), kv);
+  shape.sampled = seqs;
+  shape.table_width = (m_model.max_seq + shape.kv_block - 1) / shape.kv_block;
+  shape.pool_blocks = seqs * ((kv + shape.kv_block - 1) / shape.kv_block) + 1;
+  Graph g = build_engine_step(m_model, shape, options(0));
+  // The stack's graph passes but flash attention and paged KV, which the engine's step has built in.
+  for (const StackStep& st : m_stack)
+    for (const PassSpec& p : st.passes)
+      if (p.name != "flash_attention" && p.name != "paged_kv") apply_graph_pass(p, g);
+  g.graphed = graphed;
+  ++m_builds;
+  const Prediction p = predict(g, m_hw);
+  double t = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (attends(g.ops[i])) t += p.ops[i].time * g.ops[i].count;
+  return t;
 }
 
 double StepPricer::prefill_attention(int64_t seqs, int64_t tokens, int64_t position) {

@@ -5,8 +5,11 @@
 //   dense(T)             every op outside attention over the T tokens (norms, projections,
 //                        MLP, embedding), from a decode graph of batch T
 // + head(S)              final norm and lm_head over the S sequences that sample
-// + decode attention     one op over the n decoding sequences at their mean context (the
-//                        decode graph of batch n; linear in the context between two builds)
+// + decode attention     one op over the n decoding sequences at their mean context (linear in
+//                        the context between two builds): the executed engine's step graph of
+//                        n decodes (its varlen kernel over pages) when the stack has flash
+//                        attention and paged KV and the engine is one stage; else the decode
+//                        graph of batch n
 // + prefill attention    per prompt chunk of q tokens after p cached ones (a prefill graph with
 //                        `cached` = p; linear in p between two builds)
 // + KV appends and host work (hardware.host_overhead per step, the engine's scheduling and
@@ -77,6 +80,9 @@ class StepPricer {
   };
   Parts priced(const Workload& w, bool graphed);
   Workload decode(int64_t batch, int64_t kv) const;
+  // Decode attention (and KV appends) of `seqs` sequences at `kv` keys as the executed engine
+  // runs it: its step graph's varlen kernel over pages (build_engine_step).
+  double engine_decode_attention(int64_t seqs, int64_t kv, bool graphed);
   [[nodiscard]] BuildOptions options(int stage) const;
 
   ModelConfig m_model;
@@ -84,6 +90,7 @@ class StepPricer {
   ParallelSpec m_layout;           // tp and pp of one engine (dp = 1)
   std::vector<StackStep> m_stack;  // graph passes only
   bool m_cuda_graphs = false;
+  bool m_engine_attention = false;  // decode attention priced from the engine's step graph
   double m_kv_bytes_per_token = 0;
   int64_t m_builds = 0;
   double m_step_ops = 0;  // ops of one engine step over all layers (for hardware.engine_host_per_op)

@@ -119,6 +119,46 @@ __device__ __forceinline__ void store_c(void* c, int c_type, int64_t i, float v,
   }
 }
 
+// Both GEMV kernels' end: each lane's sums of its 8 columns (acc, rows of A by 8 columns) meet
+// the other warps' in shared memory, row by row; then the cluster's CTAs (the slices of K of
+// this column tile) each add up a share of the tile over all of them, through distributed
+// shared memory, and write it into C.
+template <int M>
+__device__ __forceinline__ void sum_tile_into_c(const float (&acc)[M][8], int m_rows, int64_t col0, int64_t n, void* c,
+                                                int c_type, bool accumulate) {
+  constexpr int warps = gemv_warps<M>, threads = 32 * warps;
+  __shared__ __align__(16) float red[warps][gemv_tile];
+  __shared__ float tile_sums[M][gemv_tile];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    if (m >= m_rows) break;  // the same for every thread: the barriers stay uniform
+    *reinterpret_cast<float4*>(&red[warp][lane * 8]) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+    *reinterpret_cast<float4*>(&red[warp][lane * 8 + 4]) = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
+    __syncthreads();
+    if (tid < gemv_tile) {
+      float total = 0;
+#pragma unroll
+      for (int w = 0; w < warps; ++w) total += red[w][tid];
+      tile_sums[m][tid] = total;
+    }
+    __syncthreads();
+  }
+
+  // The cluster's slices of this tile: CTA `rank` adds up its share over all of them.
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int ranks = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int total = m_rows * gemv_tile, share = (total + ranks - 1) / ranks;
+  for (int i = rank * share + tid; i < min(total, (rank + 1) * share); i += threads) {
+    float v = 0;
+    for (int q = 0; q < ranks; ++q) v += cluster.map_shared_rank(&tile_sums[0][0], q)[i];
+    const int64_t col = col0 + i % gemv_tile;
+    if (col < n) store_c(c, c_type, static_cast<int64_t>(i / gemv_tile) * n + col, v, accumulate);
+  }
+  cluster.sync();  // the other CTAs still read this one's sums
+}
+
 // The int8 kernel: as quantized_gemv_kernel, but each warp loads its batches' codes straight
 // into registers (8 bytes a lane a row: two CTAs a SM already keep HBM busy).
 // blockIdx.x: 256 columns; blockIdx.y: a slice of K, split among the warps in chunks of
@@ -131,9 +171,7 @@ __global__ void __launch_bounds__(32 * gemv_warps<M>)
     quantized_gemv_direct_kernel(const TA* __restrict__ a, int m_rows, const uint8_t* __restrict__ values,
                           const __nv_bfloat16* __restrict__ scales, const __nv_bfloat16* __restrict__ zeros, int64_t k,
                           int64_t n, int64_t group, int64_t k_per_split, void* c, int c_type, bool accumulate) {
-  constexpr int warps = gemv_warps<M>, threads = 32 * warps;
-  __shared__ __align__(16) float red[warps][gemv_tile];
-  __shared__ float tile_sums[M][gemv_tile];
+  constexpr int warps = gemv_warps<M>;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * gemv_tile, n0 = col0 + lane * 8;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * k_per_split, k1 = min(k, k0 + k_per_split);
@@ -193,34 +231,7 @@ __global__ void __launch_bounds__(32 * gemv_warps<M>)
     }
   }
 
-  // The warps' sums, row by row of A.
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    if (m >= m_rows) break;  // the same for every thread: the barriers stay uniform
-    *reinterpret_cast<float4*>(&red[warp][lane * 8]) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
-    *reinterpret_cast<float4*>(&red[warp][lane * 8 + 4]) = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
-    __syncthreads();
-    if (tid < gemv_tile) {
-      float total = 0;
-#pragma unroll
-      for (int w = 0; w < warps; ++w) total += red[w][tid];
-      tile_sums[m][tid] = total;
-    }
-    __syncthreads();
-  }
-
-  // The cluster's slices of this tile: CTA `rank` adds up its share over all of them.
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  const int ranks = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
-  const int total = m_rows * gemv_tile, share = (total + ranks - 1) / ranks;
-  for (int i = rank * share + tid; i < min(total, (rank + 1) * share); i += threads) {
-    float v = 0;
-    for (int q = 0; q < ranks; ++q) v += cluster.map_shared_rank(&tile_sums[0][0], q)[i];
-    const int64_t col = col0 + i % gemv_tile;
-    if (col < n) store_c(c, c_type, static_cast<int64_t>(i / gemv_tile) * n + col, v, accumulate);
-  }
-  cluster.sync();  // the other CTAs still read this one's sums
+  sum_tile_into_c<M>(acc, m_rows, col0, n, c, c_type, accumulate);
 }
 
 // One warp's pipeline stage in shared memory: a batch of 8 rows of the tile's codes and the 8
@@ -249,10 +260,8 @@ __global__ void __launch_bounds__(32 * gemv_warps<M>)
                           const __nv_bfloat16* __restrict__ scales, const __nv_bfloat16* __restrict__ zeros, int64_t k,
                           int64_t n, int64_t group, int64_t k_per_split, void* c, int c_type, bool accumulate) {
   using S = WarpStage<TA, M, Int4>;
-  constexpr int warps = gemv_warps<M>, threads = 32 * warps;
+  constexpr int warps = gemv_warps<M>;
   extern __shared__ __align__(16) uint8_t stage_smem[];
-  __shared__ __align__(16) float red[warps][gemv_tile];
-  __shared__ float tile_sums[M][gemv_tile];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   uint8_t* stages = stage_smem + static_cast<std::size_t>(warp) * S::stages * S::bytes;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * gemv_tile, n0 = col0 + lane * 8;
@@ -350,41 +359,18 @@ __global__ void __launch_bounds__(32 * gemv_warps<M>)
   }
   attn_detail::cp_async_wait<0>();
 
-  // The warps' sums, row by row of A.
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    if (m >= m_rows) break;  // the same for every thread: the barriers stay uniform
-    *reinterpret_cast<float4*>(&red[warp][lane * 8]) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
-    *reinterpret_cast<float4*>(&red[warp][lane * 8 + 4]) = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
-    __syncthreads();
-    if (tid < gemv_tile) {
-      float total = 0;
-#pragma unroll
-      for (int w = 0; w < warps; ++w) total += red[w][tid];
-      tile_sums[m][tid] = total;
-    }
-    __syncthreads();
-  }
-
-  // The cluster's slices of this tile: CTA `rank` adds up its share over all of them.
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  const int ranks = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
-  const int total = m_rows * gemv_tile, share = (total + ranks - 1) / ranks;
-  for (int i = rank * share + tid; i < min(total, (rank + 1) * share); i += threads) {
-    float v = 0;
-    for (int q = 0; q < ranks; ++q) v += cluster.map_shared_rank(&tile_sums[0][0], q)[i];
-    const int64_t col = col0 + i % gemv_tile;
-    if (col < n) store_c(c, c_type, static_cast<int64_t>(i / gemv_tile) * n + col, v, accumulate);
-  }
-  cluster.sync();  // the other CTAs still read this one's sums
+  sum_tile_into_c<M>(acc, m_rows, col0, n, c, c_type, accumulate);
 }
 
 template <class TA, int M, bool Int4>
 void launch_gemv(const void* a, int64_t m, const QuantWeightView& w, int64_t splits, void* c, Elem c_type,
                  bool accumulate, cudaStream_t stream) {
   using S = WarpStage<TA, M, Int4>;
-  const auto kernel = Int4 ? quantized_gemv_kernel<TA, M, Int4> : quantized_gemv_direct_kernel<TA, M, Int4>;
+  // Only the kernel of this format is instantiated: int4's pipelined one, int8's direct one.
+  const auto kernel = [] {
+    if constexpr (Int4) return quantized_gemv_kernel<TA, M, Int4>;
+    else return quantized_gemv_direct_kernel<TA, M, Int4>;
+  }();
   const std::size_t smem = Int4 ? S::smem : 0;
   // Once per kernel: its stages' shared memory (beyond 48 KiB), all of L1 as shared memory (two
   // CTAs a SM), clusters of 16 CTAs (Hopper's non-portable size).

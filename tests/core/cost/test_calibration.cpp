@@ -5,6 +5,7 @@
 
 #include "approx.hpp"
 #include "calibration_test_util.hpp"
+#include "core/builders/builders.hpp"
 #include "core/cost/calibration.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/cost/roofline.hpp"
@@ -544,4 +545,35 @@ TEST_CASE("calibration: ops on an fp8 KV cache have curves of their own, the 16-
   CHECK(is_calibration_variant("paged_fp8kv"));
   CHECK(is_calibration_variant("fp8kv"));
   CHECK_FALSE(is_calibration_variant("wide_fp8kv"));
+}
+
+TEST_CASE("calibration: the engine's varlen decode attention reads its own curve, else the paged kernel's") {
+  EngineStepShape s;
+  s.q_len = {1, 1, 1};
+  s.kv_len = {40, 90, 17};
+  s.sampled = 3;
+  s.pool_blocks = 32;
+  s.kv_block = 16;
+  s.table_width = 8;
+  Graph g = build_engine_step(test_models::tiny_llama(), s);
+  apply_graph_pass(PassSpec{"bf16", {}}, g);
+  Hardware hw = bare_gpu();
+  const Op* attention = nullptr;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::varlen_flash_attention) attention = &op;
+  REQUIRE(attention != nullptr);
+  const CalibrationPoint p = calibration_point(*attention, predict_op(*attention, g, hw), hw);
+  CHECK(p.key == "flash_attention/bf16/memory/varlen_decode");
+  CHECK(p.fallback_key == "flash_attention/bf16/memory/paged");
+  // Only the paged kernel's curve: the op reads it (0.2), as before it had one of its own.
+  hw.calibration.kernels["flash_attention/bf16/memory/paged"] = EfficiencyCurve{{1e-9, 1e-3}, {0.2, 0.2}};
+  hw.calibration.kernels["flash_attention/bf16/memory/decode"] = EfficiencyCurve{{1e-9, 1e-3}, {0.1, 0.1}};
+  OpCost c = predict_op(*attention, g, hw);
+  CHECK(c.memory_time == approx(c.bytes / hw.memory_bandwidth / 0.2));
+  // Its own curve (0.5) wins over both.
+  hw.calibration.kernels["flash_attention/bf16/memory/varlen_decode"] = EfficiencyCurve{{1e-9, 1e-3}, {0.5, 0.5}};
+  c = predict_op(*attention, g, hw);
+  CHECK(c.memory_time == approx(c.bytes / hw.memory_bandwidth / 0.5));
+  CHECK(is_calibration_variant("varlen_decode"));
+  CHECK(is_calibration_variant("varlen_decode_fp8kv"));
 }

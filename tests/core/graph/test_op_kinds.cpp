@@ -122,10 +122,19 @@ TEST_CASE("op kinds: paged and varlen kinds share their dense kind's curves and 
   CHECK(calibration_key(OpKind::varlen_rope, DType::fp32, false) == "rope/fp32/memory");
   Op varlen = op_of(OpKind::varlen_flash_attention, 16);
   varlen.attrs.seq_q = 1;
-  CHECK(calibration_variant(varlen) == "paged");
+  // Decodes only: the engine's varlen kernel has a curve of its own, then the paged kernel's,
+  // then the contiguous decode kernel's.
+  CHECK(calibration_variant(varlen) == "varlen_decode");
   CHECK(unpaged_calibration_variant(varlen) == "decode");
+  CHECK(curve_variants(varlen) == std::vector<std::string>{"varlen_decode", "paged", "decode"});
+  varlen.attrs.kv_fp8 = true;
+  CHECK(curve_variants(varlen) == std::vector<std::string>{"varlen_decode_fp8kv", "paged_fp8kv", "decode_fp8kv",
+                                                            "varlen_decode", "paged", "decode"});
+  varlen.attrs.kv_fp8 = false;
   varlen.attrs.seq_q = 3;  // a step with a longer query run: not a decode
+  CHECK(calibration_variant(varlen) == "paged");
   CHECK(unpaged_calibration_variant(varlen).empty());
+  CHECK(curve_variants(varlen) == std::vector<std::string>{"paged", ""});
   CHECK(calibration_variant(op_of(OpKind::varlen_rope, 0)).empty());
   CHECK(calibration_variant(op_of(OpKind::paged_kv_append, 16)) == "paged");
 

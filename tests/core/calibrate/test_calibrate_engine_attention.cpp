@@ -1,0 +1,42 @@
+// The engine attention sweep on the CPU backend: the engine's decode steps run on an engine
+// session, and their varlen attention ops (only they) become points of the varlen_decode curves.
+#include <doctest/doctest.h>
+
+#include "backends/cpu/cpu_backend.hpp"
+#include "core/calibrate/engine_attention.hpp"
+#include "dsl/dsl.hpp"
+#include "graph_test_models.hpp"
+
+using namespace perfsim;
+
+TEST_CASE("calibrate: the engine attention sweep times the engine's varlen decode kernels, 16-bit and fp8") {
+  cpu::CpuBackend backend;
+  const Hardware base = find_hardware(backend.device().catalog_name);
+  CalibrationPlan plan;
+  plan.run.seed = 3;
+  const ModelConfig m = test_models::tiny_llama();
+  plan.engine_attention = {{m, 2, 40, false}, {m, 5, 100, false}, {m, 3, 64, true}};
+  const SweepContext ctx{backend, base, plan, {}};
+  CurveFitter fit;
+  SweepSummary s;
+  sweep_engine_attention(ctx, 0.0, fit, s);
+  CHECK(s.graphs == 3);
+  int bits16 = 0, fp8 = 0;
+  for (const MeasuredPoint& p : fit.recorded()) {
+    CHECK(p.op.kind == OpKind::varlen_flash_attention);
+    CHECK(p.op.attrs.seq_q == 1);
+    CHECK(p.measured_seconds > 0);
+    if (p.curve.key.ends_with("/varlen_decode")) ++bits16;
+    if (p.curve.key.ends_with("/varlen_decode_fp8kv")) ++fp8;
+  }
+  // One attention op per layer of each step graph.
+  CHECK(bits16 == 2 * m.layers);
+  CHECK(fp8 == m.layers);
+  const auto curves = fit.curves();
+  CHECK(curves.size() == 2);
+
+  CalibrationPlan none;
+  SweepSummary skipped;
+  sweep_engine_attention(SweepContext{backend, base, none, {}}, 0.0, fit, skipped);
+  CHECK(skipped.fitted == "skipped: no cases in this plan");
+}
