@@ -80,15 +80,17 @@ void sweep_engine_attention(const SweepContext& ctx, double launch_graph, CurveF
       const ModelConfig& m = c->model;
       const int64_t table_width = (m.max_seq + block - 1) / block;
       const EngineStepPlan plan = plan_engine_step(decode_step(*c, pool.blocks, rng), pool, table_width, m.vocab, rng);
-      const Graph g = engine_step_graph(m, plan.shape, stack);
-      std::vector<std::vector<double>> samples(g.ops.size());
+      Graph g;
+      std::vector<std::vector<double>> samples;
       try {
+        g = engine_step_graph(m, plan.shape, stack);
+        samples.resize(g.ops.size());
         for (int i = 0; i < warm_steps + timed_steps; ++i) {
           const StepTimes t = session->run_step_ops(g, plan.inputs);
           if (i < warm_steps) continue;
           for (std::size_t op = 0; op < g.ops.size() && op < t.ops.size(); ++op) samples[op].push_back(t.ops[op]);
         }
-      } catch (const NotExecutable& e) {
+      } catch (const std::exception& e) {  // NotExecutable, ConfigError
         // A step this backend cannot run (a head size its kernels lack): the others still count.
         skipped.push_back(fmt::format("{} {}x{}{}: {}", m.name, c->seqs, c->context, c->fp8_kv ? " fp8" : "", e.what()));
         clock.step();

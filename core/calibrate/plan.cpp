@@ -266,7 +266,9 @@ CalibrationPlan cuda_plan(bool quick) {
         quick ? std::vector<std::pair<int64_t, int64_t>>{{1, 512}, {16, 2048}}
               : std::vector<std::pair<int64_t, int64_t>>{{1, 256}, {1, 4096}, {4, 1536}, {8, 768}, {16, 3072},
                                                          {32, 1536}, {64, 1024}, {128, 1536}};
-    const std::vector<ModelConfig> models = quick ? std::vector<ModelConfig>{a, gpt} : std::vector<ModelConfig>{a, g4, gpt};
+    // Multi-head KV (Llama-2-7B's group of 1) on a rotary model: the engine runs no learned positions.
+    const ModelConfig mha = llama_like("cal-llama-2048-mha", 2048, 16, 16, 5632, 16384);
+    const std::vector<ModelConfig> models = quick ? std::vector<ModelConfig>{a, mha} : std::vector<ModelConfig>{a, g4, mha};
     for (const ModelConfig& m : models)
       for (const bool fp8 : {false, true})
         for (const auto& [seqs, context] : steps) p.engine_attention.push_back({m, seqs, context, fp8});

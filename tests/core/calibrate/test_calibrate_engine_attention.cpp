@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "core/builders/builders.hpp"
 #include "core/calibrate/engine_attention.hpp"
+#include "core/calibrate/plan.hpp"
 #include "dsl/dsl.hpp"
 #include "graph_test_models.hpp"
 
@@ -39,4 +41,18 @@ TEST_CASE("calibrate: the engine attention sweep times the engine's varlen decod
   SweepSummary skipped;
   sweep_engine_attention(SweepContext{backend, base, none, {}}, 0.0, fit, skipped);
   CHECK(skipped.fitted == "skipped: no cases in this plan");
+}
+
+TEST_CASE("calibrate: every engine attention case of the plans is a step the engine builds") {
+  for (const bool quick : {true, false})
+    for (const char* backend : {"cuda", "cpu"})
+      for (const EngineAttentionCase& c : make_calibration_plan(backend, quick).engine_attention) {
+        EngineStepShape s;
+        s.q_len.assign(static_cast<std::size_t>(c.seqs), 1);
+        s.kv_len.assign(static_cast<std::size_t>(c.seqs), c.context);
+        s.sampled = c.seqs;
+        s.table_width = (c.model.max_seq + 15) / 16;
+        s.pool_blocks = c.seqs * s.table_width + 1;
+        CHECK_NOTHROW((void)build_engine_step(c.model, s));
+      }
 }
