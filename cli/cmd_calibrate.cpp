@@ -95,6 +95,9 @@ int merge_points(const CalibrateArgs& a) {
   if (const std::size_t n = m.updated.quantized_rows; n > 0)
     updates.push_back(fmt::format("{} quantized GEMM{} given the curve of {} rows", n, n == 1 ? "" : "s",
                                   n == 1 ? "its" : "their"));
+  if (const std::size_t n = m.updated.varlen_rows; n > 0)
+    updates.push_back(fmt::format("{} varlen decode attention{} given the curve of {} GQA group", n, n == 1 ? "" : "s",
+                                  n == 1 ? "its" : "their"));
   if (const std::size_t n = m.updated.repriced; n > 0)
     updates.push_back(fmt::format("{} embedding{} with each position row counted once", n, n == 1 ? "" : "s"));
   if (!updates.empty())

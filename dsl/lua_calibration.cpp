@@ -134,7 +134,8 @@ void read_kernels(lua_State* L, int index, Calibration& cal, const std::string& 
     if (!ok)
       throw ConfigError(fmt::format(
           "{}: key '{}' must read kind/dtype/bound[/variant] (variant: decode, paged, fused, contiguous, "
-          "unaligned[_<layout>_<operands>], decode_q1/q4/qn, or one of them with _fp8kv), "
+          "unaligned[_<layout>_<operands>], decode_q1/q4/qn, varlen_decode[_q1/q4/qn], int4w, int8w, or "
+          "one of them with _fp8kv), "
           "e.g. \"rmsnorm/bf16/memory\"",
           what, key));
     // Curves are keyed by kind family (calibration_key): a key naming a paged or varlen kind

@@ -87,6 +87,8 @@ std::vector<SavedPoint> read_points_csv(const std::string& text, const std::stri
       p.rows = static_cast<int64_t>(optional("rows"));
       p.cols = static_cast<int64_t>(optional("cols"));
       p.seq_q = static_cast<int64_t>(optional("seq_q"));
+      p.heads = static_cast<int64_t>(optional("heads"));
+      p.kv_heads = static_cast<int64_t>(optional("kv_heads"));
       p.bytes = optional("bytes");
     } catch (const std::invalid_argument&) {
       throw fail(line_no, fmt::format("column '{}' is not a number: '{}'", current, field(current)));
@@ -124,6 +126,23 @@ void update_saved_points(std::vector<SavedPoint>& points, PointUpdates& updates)
   for (SavedPoint& p : points) {
     const std::optional<OpKind> kind = kind_of_key(p.key);
     if (!kind) continue;
+    // The engine's varlen decode attention per GQA group (varlen_rows_variant).
+    if (*kind == OpKind::flash_attention && p.finer_key.empty() && p.heads > 0) {
+      constexpr std::string_view fp8 = "_fp8kv";
+      const bool on_fp8 = p.key.ends_with(fp8);
+      const std::string_view base = std::string_view(p.key).substr(0, p.key.size() - (on_fp8 ? fp8.size() : 0));
+      if (base.ends_with("/varlen_decode")) {
+        Op op;
+        op.kind = OpKind::varlen_flash_attention;
+        op.attrs.seq_q = 1;
+        op.attrs.heads = p.heads;
+        op.attrs.kv_heads = p.kv_heads;
+        const std::string rows = varlen_rows_variant(op);
+        p.finer_key = std::string(base.substr(0, base.rfind('/') + 1)) + (on_fp8 ? fp8_kv_variant(rows) : rows);
+        ++updates.varlen_rows;
+        continue;
+      }
+    }
     // An fp8 KV cache's appends quantize each row: no contiguous-copy curve of theirs.
     if (p.key.find("fp8kv") != std::string::npos) continue;
     const Op probe = variant_probe(p, *kind);

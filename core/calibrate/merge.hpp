@@ -19,7 +19,7 @@ struct SavedPoint {
   int64_t m = 0, n = 0, k = 0;
   // The op's shape and traffic where the file has them (0 otherwise): what
   // update_saved_points reads.
-  int64_t batch = 0, rows = 0, cols = 0, seq_q = 0;
+  int64_t batch = 0, rows = 0, cols = 0, seq_q = 0, heads = 0, kv_heads = 0;
   double bytes = 0;
   double curve_seconds = 0;
   double efficiency = 0;
@@ -37,6 +37,7 @@ struct PointUpdates {
   std::size_t skinny_gemms = 0;   // unaligned GEMMs of at most skinny_gemm_rows rows given their skinny curve
   std::size_t quantized_rows = 0; // fused quantized GEMMs given the curve of their rows (quantized_rows_variant)
   std::size_t repriced = 0;       // embeddings priced with each learned-position row once
+  std::size_t varlen_rows = 0;    // varlen decode attention given the curve of its GQA group
 };
 
 // Brings points written by an earlier version of the cost model up to date, recognized by what
@@ -49,7 +50,9 @@ struct PointUpdates {
 //   curve's skinny one (gemm_layout_variant);
 // - an embedding whose bytes count a learned-position row per token (ids + 3 rows of
 //   `cols` per token) counts each of its seq_q position rows once (op_bytes): its roofline and
-//   efficiency scale by the new bytes over the old.
+//   efficiency scale by the new bytes over the old;
+// - a varlen decode attention point with no finer key gets the curve of its GQA group
+//   (varlen_rows_variant).
 void update_saved_points(std::vector<SavedPoint>& points, PointUpdates& updates);
 
 struct MergeSummary {

@@ -225,7 +225,16 @@ std::string quantized_rows_variant(const Op& op) {
   return fmt::format("int{}w_r{}", op.attrs.weight_bits, quantized_rows_class(rows));
 }
 
+std::string varlen_rows_variant(const Op& op) {
+  const OpAttrs& a = op.attrs;
+  if (op.kind != OpKind::varlen_flash_attention || a.seq_q != 1) return {};
+  const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  const int64_t group = kv_heads > 0 ? a.heads / kv_heads : 1;
+  return group <= 1 ? "varlen_decode_q1" : group <= 4 ? "varlen_decode_q4" : "varlen_decode_qn";
+}
+
 std::string finer_calibration_variant(const Op& op) {
+  if (std::string v = varlen_rows_variant(op); !v.empty()) return v;
   if (std::string v = quantized_rows_variant(op); !v.empty()) return v;
   if (op.kind == OpKind::gemm) return gemm_layout_variant(op);
   if (std::string v = copy_rows_variant(op); !v.empty()) return v;
@@ -241,11 +250,14 @@ bool is_calibration_variant(std::string_view v) {
   if (v == "fp8kv") return true;
   if (constexpr std::string_view fp8 = "_fp8kv"; v.ends_with(fp8)) {
     const std::string_view base = v.substr(0, v.size() - fp8.size());
-    return std::find(calibration_variants.begin(), calibration_variants.end(), base) != calibration_variants.end();
+    if (std::find(calibration_variants.begin(), calibration_variants.end(), base) != calibration_variants.end())
+      return true;
+    return base == "varlen_decode_q1" || base == "varlen_decode_q4" || base == "varlen_decode_qn";
   }
   if (std::find(calibration_variants.begin(), calibration_variants.end(), v) != calibration_variants.end())
     return true;
   if (v == "decode_q1" || v == "decode_q4" || v == "decode_qn" || v == "contiguous") return true;
+  if (v == "varlen_decode_q1" || v == "varlen_decode_q4" || v == "varlen_decode_qn") return true;
   for (std::string_view bits : {"int4w_r", "int8w_r"})
     if (v.starts_with(bits) && (v.substr(bits.size()) == "1" || v.substr(bits.size()) == "2" ||
                                 v.substr(bits.size()) == "4" || v.substr(bits.size()) == "8"))

@@ -170,8 +170,15 @@ inline constexpr int64_t skinny_gemm_rows = 8;
 // "two_sweeps", with "_scalar" appended for the element-by-element loads; empty for every
 // other op.
 [[nodiscard]] std::string cross_entropy_variant(const Op& op);
-// The variant read before calibration_variant's: gemm_layout_variant, copy_rows_variant,
-// cross_entropy_variant or decode_rows_variant.
+// The serving engine's varlen decode attention by query heads per KV head (the GQA group):
+// its kernel reads a sequence's K/V once per query head, so at the same KV bytes a group of 4
+// or 5 runs at a quarter to a fifth of multi-head attention's rate (an H200: 0.42-0.54 of the
+// roofline for groups of 1, 0.16-0.20 for 4, 0.10-0.14 for 5). "varlen_decode_q1" (a group of
+// 1), "varlen_decode_q4" (2 to 4), "varlen_decode_qn" (more); empty for every other op.
+[[nodiscard]] std::string varlen_rows_variant(const Op& op);
+// The variant read before calibration_variant's: varlen_rows_variant, quantized_rows_variant,
+// gemm_layout_variant, copy_rows_variant, cross_entropy_variant or decode_rows_variant (on an
+// fp8 KV cache only varlen_rows_variant's, as "..._fp8kv").
 [[nodiscard]] std::string finer_calibration_variant(const Op& op);
 // Whether `variant` is one calibration_variant() or finer_calibration_variant() can return.
 [[nodiscard]] bool is_calibration_variant(std::string_view variant);

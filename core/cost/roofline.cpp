@@ -129,17 +129,18 @@ CalibrationPoint calibration_point(const Op& op, const OpCost& c, const Hardware
   const double compute = c.flops > 0 && hw.peak(c.priced_as) > 0 ? c.flops / hw.peak(c.priced_as) : 0.0;
   const double memory = c.bytes > 0 && hw.memory_bandwidth > 0 ? c.bytes / hw.memory_bandwidth : 0.0;
   const bool compute_bound = c.flops > 0 && compute >= memory;
-  const std::string finer = finer_calibration_variant(op);
+  std::string finer = finer_calibration_variant(op);
+  if (op.attrs.kv_fp8) finer = varlen_rows_variant(op).empty() ? std::string() : fp8_kv_variant(finer);
   const double roofline = std::max(compute, memory);
   // The key is the op's own curve, the fallback the next of curve_variants: a paged op's
   // unpaged curve, varlen decode attention's paged one. An fp8 KV cache's kernels are others
   // than the 16-bit cache's: curves of their own, the 16-bit cache's where a profile has none
-  // (fitted_efficiency reads them all in order); their points feed no finer 16-bit curve.
+  // (fitted_efficiency reads them all in order); their points feed no finer 16-bit curve (the
+  // engine's varlen decode attention feeds its fp8 curve by GQA group).
   const std::vector<std::string> variants = curve_variants(op);
   CalibrationPoint p{calibration_key(op.kind, c.priced_as, compute_bound, variants.front()),
                      roofline, compute_bound, roofline / static_cast<double>(batched_gemm_calls(op)),
-                     finer.empty() || op.attrs.kv_fp8 ? std::string()
-                                                      : calibration_key(op.kind, c.priced_as, compute_bound, finer),
+                     finer.empty() ? std::string() : calibration_key(op.kind, c.priced_as, compute_bound, finer),
                      variants.size() > 1 ? calibration_key(op.kind, c.priced_as, compute_bound, variants[1])
                                          : std::string()};
   return p;
