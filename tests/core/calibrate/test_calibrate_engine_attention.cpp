@@ -34,8 +34,11 @@ TEST_CASE("calibrate: the engine attention sweep times the engine's varlen decod
   // One attention op per layer of each step graph.
   CHECK(bits16 == 2 * m.layers);
   CHECK(fp8 == m.layers);
+  // Each precision's curve and its GQA group's (tiny-llama: 4 heads over 2 KV heads).
   const auto curves = fit.curves();
-  CHECK(curves.size() == 2);
+  CHECK(curves.size() == 4);
+  CHECK(curves.count("flash_attention/fp32/memory/varlen_decode_q4") + curves.count("flash_attention/bf16/memory/varlen_decode_q4") == 1);
+  for (const auto& [key, curve] : curves) CHECK(key.find("/varlen_decode") != std::string::npos);
 
   CalibrationPlan none;
   SweepSummary skipped;

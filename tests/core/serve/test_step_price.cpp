@@ -2,6 +2,7 @@
 // exact where it was built, CUDA-graph capture sizes, and the KV pool's size by hand.
 #include <doctest/doctest.h>
 
+#include "core/builders/builders.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/errors.hpp"
 #include "core/passes/passes.hpp"
@@ -213,4 +214,42 @@ TEST_CASE("serve knobs: cumulative, reset by a new scheduler, contradictions ref
   CHECK_THROWS_AS(validate(PassSpec{"gpu_memory", 1.5}), ConfigError);
   CHECK_THROWS_AS(validate(PassSpec{"max_batch", 0.0}), ConfigError);
   CHECK_THROWS_AS(validate(PassSpec{"bf16", std::nullopt, "yes"}), ConfigError);
+}
+
+TEST_CASE("serve price: with flash attention and paged KV, decode attention is the engine's varlen kernel") {
+  const ModelConfig m = test_models::tiny_llama();
+  Hardware hw = test_models::h100_node();
+  const auto st = stack({{"bf16"}, {"flash_attention"}, {"paged_kv"}});
+  // The engine's step graph of 8 decodes at 128 keys: its attention ops (varlen attention and
+  // the K/V appends), priced as the step price sums them.
+  EngineStepShape s;
+  s.q_len.assign(8, 1);
+  s.kv_len.assign(8, 128);
+  s.sampled = 8;
+  s.table_width = (m.max_seq + 15) / 16;
+  s.pool_blocks = 8 * 8 + 1;
+  auto engine_attention = [&](const Hardware& h) {
+    Graph g = build_engine_step(m, s, BuildOptions::sampled(1));
+    apply_graph_pass(PassSpec{"bf16", {}}, g);
+    const Prediction p = predict(g, h);
+    double t = 0, varlen = 0;
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      const Op& op = g.ops[i];
+      if (op.layer < 0 || (op.kind != OpKind::varlen_flash_attention && op.kind != OpKind::varlen_kv_append)) continue;
+      t += p.ops[i].time * op.count;
+      if (op.kind == OpKind::varlen_flash_attention) varlen += p.ops[i].time * op.count;
+    }
+    return std::make_pair(t, varlen);
+  };
+  CHECK(StepPricer(m, hw, st, 0).decode_attention(8, 128) == doctest::Approx(engine_attention(hw).first));
+  // A profile curve for the varlen kernel of this GQA group (2 query heads a KV head) moves it,
+  // where the split-KV kernel's paged curve did before.
+  hw.calibration.kernels["flash_attention/bf16/memory/varlen_decode_q4"] = EfficiencyCurve{{1e-12, 1.0}, {0.05, 0.05}};
+  const auto slow = engine_attention(hw);
+  CHECK(StepPricer(m, hw, st, 0).decode_attention(8, 128) == doctest::Approx(slow.first));
+  CHECK(slow.second > engine_attention(test_models::h100_node()).second * 2);
+  // Without paged KV the decode graph's contiguous attention prices it (the curve is not read).
+  const auto flat = stack({{"bf16"}, {"flash_attention"}});
+  CHECK(StepPricer(m, hw, flat, 0).decode_attention(8, 128) ==
+        doctest::Approx(StepPricer(m, test_models::h100_node(), flat, 0).decode_attention(8, 128)));
 }
