@@ -67,9 +67,10 @@ int slice_last(GraphBuilder& b, int x, int64_t batch, int64_t seq) {
 
 // A forward over `seq` new tokens per sequence at positions `position`.., attention over them
 // (and, after cached tokens, over the cache too); with `cache_capacity` > 0 the fresh K/V are
-// also appended to a cache of that capacity.
+// also appended to a cache of that capacity. The head runs over each sequence's last row, or
+// over every row with `every_row` (a speculative verify pass checks each draft's logits).
 Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& o, int64_t seq,
-                   int64_t cache_capacity, int64_t position = 0) {
+                   int64_t cache_capacity, int64_t position = 0, bool every_row = false) {
   GraphBuilder b(m, w, o);
   const ModelWeights mw = b.add_weights();
   // Context parallelism: the rank holds seq/cp tokens of every sequence and caches their K/V,
@@ -95,7 +96,10 @@ Graph full_forward(const ModelConfig& m, const Workload& w, const BuildOptions& 
   x = stage_output(b, x, t);
   // With context parallelism the graph is rank 0's, which holds the last chunk of every
   // sequence (rank.hpp) and so its last token: it runs the head.
-  if (x >= 0) add_head(b, slice_last(b, x, batch, seq), mw, batch);
+  if (x >= 0) {
+    if (every_row) add_head(b, x, mw, t);
+    else add_head(b, slice_last(b, x, batch, seq), mw, batch);
+  }
   return b.take();
 }
 
@@ -116,6 +120,16 @@ Graph build_decode(const ModelConfig& m, const Workload& w, const BuildOptions& 
   if (!w.kv_cache) {
     // Without a cache every step recomputes the context and the new token from scratch.
     Graph g = full_forward(m, w, o, context + 1, 0);
+    g.check();
+    return g;
+  }
+  if (w.draft_tokens > 0) {
+    // Speculative decoding's verify pass: the last accepted token and k drafts per sequence,
+    // appended to the cache and attending it causally, with logits for every row (each draft
+    // is checked against them). Rejected drafts' rows are later overwritten, not removed.
+    if (o.parallel.cp > 1) throw ConfigError("a speculative verify pass cannot be split over context-parallel ranks");
+    build::check_positions(m, w.prompt + w.new_tokens + w.draft_tokens, "decode (prompt + new_tokens + speculative)");
+    Graph g = full_forward(m, w, o, w.draft_tokens + 1, w.prompt + w.new_tokens + w.draft_tokens, context, true);
     g.check();
     return g;
   }

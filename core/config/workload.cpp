@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/errors.hpp"
 #include "core/config/size_text.hpp"
 
@@ -24,9 +26,12 @@ std::string describe_sizes(const Workload& w) {
       if (w.cached > 0) return fmt::format("prefill batch={} prompt={} cached={}", w.batch, w.prompt, w.cached);
       return fmt::format("prefill batch={} prompt={}", w.batch, w.prompt);
     case Phase::decode:
-      return fmt::format("decode batch={} prompt={} new_tokens={} (step at context {}{})",
+      return fmt::format("decode batch={} prompt={} new_tokens={} (step at context {}{}{})",
                          w.batch, w.prompt, w.new_tokens, w.decode_context(),
-                         w.kv_cache ? "" : ", no KV cache");
+                         w.kv_cache ? "" : ", no KV cache",
+                         w.draft_tokens > 0 ? fmt::format(", {} draft tokens a step at acceptance {}",
+                                                          w.draft_tokens, w.acceptance)
+                                            : std::string());
     case Phase::train:
       return fmt::format("train micro_batch={} seq={} grad_accum={}", w.batch, w.seq,
                          w.grad_accum);
@@ -39,10 +44,16 @@ std::string describe_sizes(const Workload& w) {
 double Workload::tokens_per_step() const {
   switch (phase) {
     case Phase::prefill: return static_cast<double>(batch * (prompt - cached));
-    case Phase::decode: return static_cast<double>(batch);
+    case Phase::decode:
+      return static_cast<double>(batch) * (draft_tokens > 0 ? speculative_tokens_per_step(acceptance, draft_tokens) : 1.0);
     case Phase::train: return static_cast<double>(batch * seq * grad_accum);
   }
   return 1;
+}
+
+double speculative_tokens_per_step(double alpha, int64_t k) {
+  if (alpha >= 1) return static_cast<double>(k + 1);
+  return (1 - std::pow(alpha, static_cast<double>(k + 1))) / (1 - alpha);
 }
 
 std::string describe(const Workload& w) {
@@ -80,6 +91,15 @@ void validate(const Workload& w) {
     if (w.cached < 0 || (w.cached > 0 && (w.phase != Phase::prefill || w.cached >= w.prompt)))
       throw ConfigError(fmt::format("{}: cached must be from 0 to prompt − 1 = {} (a prefill computes at least one token; got {})",
                                     phase, w.prompt - 1, w.cached));
+    if (w.draft_tokens < 0 || (w.draft_tokens > 0 && w.phase != Phase::decode))
+      throw ConfigError(fmt::format("{}: speculative decoding verifies drafts in decode steps (draft tokens {})", phase,
+                                    w.draft_tokens));
+    if (w.draft_tokens > 0 && !(w.acceptance > 0 && w.acceptance <= 1))
+      throw ConfigError(fmt::format("{}: 'speculative' needs 'acceptance', the chance each draft token is accepted, "
+                                    "above 0 and at most 1 (e.g. {{speculative = 4, acceptance = 0.7}})", phase));
+    if (w.draft_tokens > 0 && !w.kv_cache)
+      throw ConfigError(fmt::format("{}: speculative decoding verifies drafts against the KV cache; kv_cache is off",
+                                    phase));
     if (w.phase == Phase::decode) {
       positive(w.new_tokens, "new_tokens");
       at_most(w.new_tokens, "new_tokens", max_sequence, "tokens");

@@ -21,12 +21,23 @@ struct Workload {
   // The inputs (token ids, targets) start in host memory and each step uploads them to the
   // device (copy ops); false: they are already on the device.
   bool host_data = false;
+  // decode: speculative decoding (stack knobs `speculative`, `acceptance`): each step verifies
+  // `draft_tokens` drafted tokens per sequence in one pass of draft_tokens + 1 rows, each draft
+  // accepted with probability `acceptance` until the first rejection. 0: plain decoding.
+  int64_t draft_tokens = 0;
+  double acceptance = 0;
 
   // Decode graphs describe one step at the mean context of the generation.
   [[nodiscard]] int64_t decode_context() const { return prompt + new_tokens / 2; }
-  // Tokens of useful work per graph execution; throughput and speedups use it.
+  // Tokens of useful work per graph execution; throughput and speedups use it (a speculative
+  // decode step: the tokens one verify pass yields on average, per sequence).
   [[nodiscard]] double tokens_per_step() const;
 };
+
+// The tokens a speculative decode step yields on average when each of k drafts is accepted
+// with probability alpha until the first rejection, and one token follows the accepted ones:
+// (1 − α^(k+1)) / (1 − α) (Leviathan et al. 2023, eq. 1); k + 1 at α = 1.
+[[nodiscard]] double speculative_tokens_per_step(double alpha, int64_t k);
 
 [[nodiscard]] std::string describe(const Workload& w);
 [[nodiscard]] const char* name_of(Phase p);

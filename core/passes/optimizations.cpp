@@ -235,15 +235,22 @@ const std::vector<OptimizationInfo>& optimizations() {
                    "serving, disaggregated: when a prompt's KV blocks go to the decode engine: after (the prompt's "
                    "prefill done, default) or layerwise (each layer's as it is computed, overlapping the prefill)",
                    {"after", "layerwise"}),
-      serve_knob("speculative",
-                 "serving, continuous batching: decode speculatively, k draft tokens a step from n-gram prompt "
-                 "lookup, verified in one pass of k + 1 tokens (set acceptance too; 0 = off)",
-                 {.low = 0, .high = 16, .text = "takes the draft tokens a step, a whole number from 0 to 16"}),
-      serve_knob("acceptance",
-                 "serving, speculative: the chance each draft token is accepted (Leviathan et al.'s alpha; the "
-                 "engine draws accepted lengths from it, seeded)",
-                 {.low = 0, .high = 1, .low_open = true, .whole = false,
-                  .text = "takes a probability above 0 and at most 1"}),
+      // Workload passes: a decode step takes them (its verify pass); a serving engine reads them
+      // off the stack too (core/serve/scheduler_config.cpp).
+      workload_pass(
+          "speculative",
+          "decode and serving (continuous batching): decode speculatively, k draft tokens a step from n-gram "
+          "prompt lookup, verified in one pass of k + 1 tokens per sequence (set acceptance too; 0 = off)",
+          [](const PassSpec& p, Workload& w) { w.draft_tokens = static_cast<int64_t>(*p.value); }, PassValue::required,
+          {.low = 0, .high = 16, .text = "takes the draft tokens a step, a whole number from 0 to 16"},
+          "speculative = 4"),
+      workload_pass(
+          "acceptance",
+          "speculative decoding: the chance each draft token is accepted (Leviathan et al.'s alpha; a decode step "
+          "yields its expected tokens, a serving engine draws accepted lengths from it, seeded)",
+          [](const PassSpec& p, Workload& w) { w.acceptance = *p.value; }, PassValue::required,
+          {.low = 0, .high = 1, .low_open = true, .whole = false, .text = "takes a probability above 0 and at most 1"},
+          "acceptance = 0.7"),
       serve_knob("gpu_memory",
                  "serving: fraction of GPU memory for weights, activations and the KV pool (vLLM's "
                  "gpu_memory_utilization, default 0.9)",

@@ -148,6 +148,11 @@ json step_object(const StepResult& s, const StepFigures& f) {
   j["step"] = s.step;
   j["applied"] = s.graph.applied;
   j["tokens_per_step"] = f.tokens_per_step;
+  // A speculative decode step: its drafts, their acceptance and a verify pass's expected yield.
+  if (const Workload& w = s.graph.workload; w.phase == Phase::decode && w.draft_tokens > 0)
+    j["speculative"] = {{"drafts", w.draft_tokens},
+                        {"acceptance", w.acceptance},
+                        {"expected_tokens_per_verify", speculative_tokens_per_step(w.acceptance, w.draft_tokens)}};
   j["layers_total"] = s.graph.layers_total;
   j["layers_built"] = s.graph.layers_built;
   j["graphed"] = s.graph.graphed;

@@ -101,6 +101,16 @@ ReportSection step_time_section(const RunResult& r, const std::vector<StepFigure
     t.add_row(std::move(row));
   }
   s.notes.push_back("speedup: throughput (tokens/s) relative to the first step");
+  // Speculative steps: their time is one verify pass, their tokens the pass's expected yield.
+  for (const StepResult& st : r.steps) {
+    const Workload& w = st.graph.workload;
+    if (w.phase != Phase::decode || w.draft_tokens <= 0) continue;
+    s.notes.push_back(fmt::format(
+        "{}: speculative, {} draft tokens a step at acceptance {}: one verify pass of {} tokens per sequence yields "
+        "{:.3g} on average, (1 − α^(k+1)) / (1 − α); tok/s counts those{}",
+        st.step, w.draft_tokens, w.acceptance, w.draft_tokens + 1,
+        speculative_tokens_per_step(w.acceptance, w.draft_tokens), exec ? " (measured too: the pass is timed, the yield expected)" : ""));
+  }
   if (exec) s.notes.push_back("time err: (predicted − measured) / measured");
   if (exec && repeats > 0)
     s.notes.push_back(fmt::format(

@@ -88,6 +88,36 @@ void validate_serving(const Scenario& s) {
     serves(step_parallel(s.parallel, s.stacks, i), fmt::format("{}step '{}': ", s.stacks[i].where, s.stacks[i].name));
 }
 
+// Speculative decoding's knobs on a decode workload: each step's workload (its passes and the
+// earlier steps') is checked as it will be built; a training or prefill workload has no decode
+// steps to speculate in. (A serving scenario's are its scheduler's: scheduler_config checks them.)
+void validate_speculation(const Scenario& s) {
+  if (s.serve) return;
+  Workload w = s.workload;
+  for (const StackStep& step : s.stacks) {
+    bool acceptance = false, speculative = false;
+    for (const PassSpec& p : step.passes) {
+      acceptance = acceptance || p.name == "acceptance";
+      speculative = speculative || p.name == "speculative";
+    }
+    if ((acceptance || speculative) && s.workload.phase != Phase::decode)
+      throw ConfigError(fmt::format("{}step '{}': '{}' verifies draft tokens in decode steps; this workload is {} "
+                                    "(use decode{{...}} or serve{{...}})",
+                                    step.where, step.name, speculative ? "speculative" : "acceptance",
+                                    name_of(s.workload.phase)));
+    for (const PassSpec& p : step.passes) (void)apply_workload_pass(p, w);
+    if (acceptance && w.draft_tokens == 0)
+      throw ConfigError(fmt::format("{}step '{}': 'acceptance' is the draft tokens' acceptance of speculative "
+                                    "decoding: set 'speculative' too",
+                                    step.where, step.name));
+    try {
+      validate(w);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}step '{}': {}", step.where, step.name, e.what()));
+    }
+  }
+}
+
 }  // namespace
 
 void validate(const Scenario& s) {
@@ -108,6 +138,7 @@ void validate(const Scenario& s) {
           fmt::format("stack step {} has no name; name it like \"+flash_attention\"", i + 1));
     for (const PassSpec& p : step.passes) validate(p);
   }
+  validate_speculation(s);
   // The layout of every step: the scenario's, changed by the steps' parallel passes. A layout
   // a step's pass makes invalid is that step's error.
   validate(s.parallel, s.model, s.workload);

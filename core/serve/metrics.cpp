@@ -99,9 +99,5 @@ ServeMetrics serve_metrics(const EngineRun& run, const Slo& slo) {
   return m;
 }
 
-double speculative_tokens_per_step(double alpha, int64_t k) {
-  if (alpha >= 1) return static_cast<double>(k + 1);
-  return (1 - std::pow(alpha, static_cast<double>(k + 1))) / (1 - alpha);
-}
 
 }  // namespace perfsim

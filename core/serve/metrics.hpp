@@ -9,6 +9,7 @@
 
 #include "core/serve/engine.hpp"
 #include "core/config/serve.hpp"
+#include "core/config/workload.hpp"
 
 namespace perfsim {
 
@@ -52,9 +53,6 @@ struct ServeMetrics {
 
 [[nodiscard]] ServeMetrics serve_metrics(const EngineRun& run, const Slo& slo);
 
-// The tokens a speculative decode step yields on average when each of k drafts is accepted
-// with probability alpha until the first rejection, and one token follows the accepted ones:
-// (1 − α^(k+1)) / (1 − α) (Leviathan et al. 2023, eq. 1); k + 1 at α = 1.
-[[nodiscard]] double speculative_tokens_per_step(double alpha, int64_t k);
+// speculative_tokens_per_step: core/config/workload.hpp.
 
 }  // namespace perfsim

@@ -109,7 +109,9 @@ SchedulerConfig scheduler_config(const std::vector<StackStep>& stack, std::size_
         c.block = static_cast<int64_t>(p.value.value_or(static_cast<double>(default_kv_block)));
         continue;
       }
-      if (!is_kind(p, OptimizationKind::serve)) continue;
+      // Speculative decoding's knobs are workload passes (a decode step takes them too).
+      const bool speculation = p.name == "speculative" || p.name == "acceptance";
+      if (!is_kind(p, OptimizationKind::serve) && !speculation) continue;
       set_here.push_back(p.name);
       const double v = p.value.value_or(1);
       if (p.name == "max_batch") c.max_batch = static_cast<int64_t>(v);

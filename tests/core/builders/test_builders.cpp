@@ -94,6 +94,33 @@ TEST_CASE("builders: decode step with a KV cache (Llama style)") {
   CHECK(role_bytes(g, TensorRole::weight) == 4.0 * static_cast<double>(m.params()));
 }
 
+TEST_CASE("builders: a speculative decode step is one verify pass of k + 1 rows per sequence") {
+  const ModelConfig m = tiny_llama();
+  Workload w = decode(3, 20, 10);
+  w.draft_tokens = 4;
+  w.acceptance = 0.7;
+  const Graph g = build_graph(m, w, {});
+  const int64_t context = 25, rows = 5;  // the last accepted token and 4 drafts
+  // The rows attend the cache and each other causally, after the context.
+  const Op& s = op_named(g, "layer2.attn.scores");
+  CHECK(s.attrs.seq_q == rows);
+  CHECK(s.attrs.seq_kv == context + rows);
+  CHECK(s.attrs.causal);
+  CHECK(s.attrs.kv_capacity == 20 + 10 + 4);  // room for a step's drafts past the generation
+  CHECK(op_named(g, "layer1.attn.k_append").attrs.position == context);
+  CHECK(op_named(g, "layer0.attn.q_proj").attrs.m == 3 * rows);
+  // Logits for every row (each draft is checked), no slice of the last one.
+  CHECK(op_named(g, "lm_head").attrs.m == 3 * rows);
+  CHECK(count_kind(g, OpKind::slice_last_token) == 0);
+  // Its yield: 3 sequences × (1 − 0.7^5) / (1 − 0.7) = 3 × 2.7731 tokens.
+  CHECK(g.workload.tokens_per_step() == approx(3 * 2.7731).epsilon(1e-4));
+  // A model that learns its positions needs the drafts' positions in its table.
+  const ModelConfig gpt = tiny_gpt();
+  w.prompt = gpt.max_seq - 10;
+  CHECK_NOTHROW((void)build_graph(gpt, decode(3, gpt.max_seq - 10, 10), {}));
+  CHECK_THROWS_AS((void)build_graph(gpt, w, {}), ConfigError);
+}
+
 TEST_CASE("builders: decode without a KV cache recomputes the context") {
   Workload w = decode(2, 20, 10);
   w.kv_cache = false;

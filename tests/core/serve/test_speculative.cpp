@@ -162,3 +162,19 @@ TEST_CASE("speculative decoding: a step's verify passes are priced as one batch 
   }
   CHECK(pricer.price(step_at(spread)) == doctest::Approx(pricer.price(step_at(mean))).epsilon(1e-12));
 }
+
+TEST_CASE("speculative: a decode workload's knobs are checked where the step sets them") {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 2, w.prompt = 16, w.new_tokens = 8;
+  w.draft_tokens = 3;
+  CHECK_THROWS_WITH_AS(validate(w), doctest::Contains("needs 'acceptance'"), ConfigError);
+  w.acceptance = 0.5;
+  CHECK_NOTHROW(validate(w));
+  CHECK(w.tokens_per_step() == doctest::Approx(2 * 1.875));  // (1 − 0.5^4) / 0.5
+  w.kv_cache = false;
+  CHECK_THROWS_WITH_AS(validate(w), doctest::Contains("kv_cache is off"), ConfigError);
+  w.kv_cache = true;
+  w.phase = Phase::prefill;
+  CHECK_THROWS_WITH_AS(validate(w), doctest::Contains("verifies drafts in decode steps"), ConfigError);
+}
