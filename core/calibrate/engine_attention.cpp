@@ -82,6 +82,12 @@ void sweep_engine_attention(const SweepContext& ctx, double launch_graph, CurveF
       const EngineStepPlan plan = plan_engine_step(decode_step(*c, pool.blocks, rng), pool, table_width, m.vocab, rng);
       Graph g;
       std::vector<std::vector<double>> samples;
+      // A step the engine or this backend cannot run (a model it refuses, a head size its
+      // kernels lack) is skipped and named; the others still count. Device faults end the sweep.
+      auto skip = [&](const std::exception& e) {
+        skipped.push_back(fmt::format("{} {}x{}{}: {}", m.name, c->seqs, c->context, c->fp8_kv ? " fp8" : "", e.what()));
+        clock.step();
+      };
       try {
         g = engine_step_graph(m, plan.shape, stack);
         samples.resize(g.ops.size());
@@ -90,10 +96,11 @@ void sweep_engine_attention(const SweepContext& ctx, double launch_graph, CurveF
           if (i < warm_steps) continue;
           for (std::size_t op = 0; op < g.ops.size() && op < t.ops.size(); ++op) samples[op].push_back(t.ops[op]);
         }
-      } catch (const std::exception& e) {  // NotExecutable, ConfigError
-        // A step this backend cannot run (a head size its kernels lack): the others still count.
-        skipped.push_back(fmt::format("{} {}x{}{}: {}", m.name, c->seqs, c->context, c->fp8_kv ? " fp8" : "", e.what()));
-        clock.step();
+      } catch (const NotExecutable& e) {
+        skip(e);
+        continue;
+      } catch (const ConfigError& e) {
+        skip(e);
         continue;
       }
       // Only the attention: the step's other ops are the kernel cases' (timed in graphs there).
