@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "core/errors.hpp"
@@ -134,6 +135,19 @@ void ExecutedClock::lead(const EngineStepShape& shape, const StepInputs& inputs,
   broadcast_text(*m_followers, bytes);
 }
 
+void ExecutedClock::led(const std::function<void()>& run) const {
+  if (m_followers == nullptr) return run();
+  try {
+    run();
+  } catch (const NotExecutable& e) {
+    throw std::runtime_error(fmt::format("rank 0 failed a tensor-parallel engine step the other ranks had begun: {}",
+                                         e.what()));
+  } catch (const ConfigError& e) {
+    throw std::runtime_error(fmt::format("rank 0 failed a tensor-parallel engine step the other ranks had begun: {}",
+                                         e.what()));
+  }
+}
+
 void follow_engine(EngineSession& session, const ModelConfig& m, const std::vector<StackStep>& graph_stack,
                    const BuildOptions& options, Communicator& ranks) {
   session.forget_graphs();
@@ -169,7 +183,7 @@ void ExecutedClock::prime(int64_t tokens) {
   }
   const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
   lead(plan.shape, plan.inputs, 0);
-  (void)m_session.run_step(step_graph(plan.shape), plan.inputs);
+  led([&] { (void)m_session.run_step(step_graph(plan.shape), plan.inputs); });
   m_start = std::chrono::steady_clock::now();
 }
 
@@ -212,7 +226,7 @@ void ExecutedClock::run(const EngineStep& step) {
     const EngineStepPlan plan =
         plan_graphed_step(step, m_pool, m_table_width, m_model.vocab, m_tokens, bucket, max_kv);
     lead(plan.shape, plan.inputs, bucket);
-    t = m_session.run_graphed(bucket, [&] { return step_graph(plan.shape); }, plan.inputs, capture);
+    led([&] { t = m_session.run_graphed(bucket, [&] { return step_graph(plan.shape); }, plan.inputs, capture); });
     if (m_captured.insert(bucket).second && m_followers != nullptr) {
       // The other ranks captured theirs too: their capture is set-up as well, so the clock
       // waits for it stopped (follow_engine meets this barrier after its capture).
@@ -223,7 +237,7 @@ void ExecutedClock::run(const EngineStep& step) {
   } else {
     const EngineStepPlan plan = plan_engine_step(step, m_pool, m_table_width, m_model.vocab, m_tokens);
     lead(plan.shape, plan.inputs, 0);
-    t = m_session.run_step(step_graph(plan.shape), plan.inputs);
+    led([&] { t = m_session.run_step(step_graph(plan.shape), plan.inputs); });
   }
   if (swap_out > 0) swaps += m_session.swap(swap_out, true);
   // A capture is set-up, not serving: the clock stops for it.

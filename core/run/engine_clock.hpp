@@ -65,6 +65,11 @@ class ExecutedClock final : public StepClock {
   // Sends the followers the step to run, eagerly or (graph_key > 0) from their graph of that
   // key (nothing without followers).
   void lead(const EngineStepShape& shape, const StepInputs& inputs, int64_t graph_key);
+  // Runs this rank's share of a step it led. With followers, a failure is no longer a step
+  // that could not run (NotExecutable, ConfigError, which the run reports and goes on from):
+  // the others are inside the step's collectives, so it is rethrown as an error that ends
+  // every rank.
+  void led(const std::function<void()>& run) const;
 
   EngineSession& m_session;
   ModelConfig m_model;
