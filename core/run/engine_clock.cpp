@@ -12,27 +12,6 @@
 
 namespace perfsim {
 
-namespace {
-
-bool serving_only_pass(const PassSpec& p) {
-  if (p.name == "flash_attention" || p.name == "paged_kv" || p.name == "cuda_graphs") return true;
-  const OptimizationInfo* o = find_optimization(p.name);
-  return o != nullptr && o->kind != OptimizationKind::graph;
-}
-
-}  // namespace
-
-std::vector<StackStep> engine_graph_stack(const std::vector<StackStep>& stack, std::size_t upto) {
-  std::vector<StackStep> out;
-  for (std::size_t i = 0; i <= upto && i < stack.size(); ++i) {
-    StackStep kept{stack[i].name, {}, stack[i].where};
-    for (const PassSpec& p : stack[i].passes)
-      if (!serving_only_pass(p)) kept.passes.push_back(p);
-    out.push_back(std::move(kept));
-  }
-  return out;
-}
-
 EngineStepPlan plan_engine_step(const EngineStep& step, const KvPool& pool, int64_t table_width, int64_t vocab,
                                 std::mt19937_64& tokens) {
   if (step.block_tables.size() != step.seqs.size())
@@ -137,14 +116,16 @@ void ExecutedClock::lead(const EngineStepShape& shape, const StepInputs& inputs,
 
 void ExecutedClock::led(const std::function<void()>& run) const {
   if (m_followers == nullptr) return run();
+  auto fatal = [](const std::exception& e) {
+    return std::runtime_error(
+        fmt::format("rank 0 failed a tensor-parallel engine step the other ranks had begun: {}", e.what()));
+  };
   try {
     run();
   } catch (const NotExecutable& e) {
-    throw std::runtime_error(fmt::format("rank 0 failed a tensor-parallel engine step the other ranks had begun: {}",
-                                         e.what()));
+    throw fatal(e);
   } catch (const ConfigError& e) {
-    throw std::runtime_error(fmt::format("rank 0 failed a tensor-parallel engine step the other ranks had begun: {}",
-                                         e.what()));
+    throw fatal(e);
   }
 }
 
@@ -194,14 +175,6 @@ double ExecutedClock::now() const {
 void ExecutedClock::wait_until(double t) {
   std::this_thread::sleep_until(m_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                               std::chrono::duration<double>(t)));
-}
-
-Graph engine_step_graph(const ModelConfig& m, const EngineStepShape& shape, const std::vector<StackStep>& graph_stack,
-                        const BuildOptions& options) {
-  Graph g = build_engine_step(m, shape, options);
-  for (const StackStep& s : graph_stack)
-    for (const PassSpec& p : s.passes) apply_graph_pass(p, g);
-  return g;
 }
 
 Graph ExecutedClock::step_graph(const EngineStepShape& shape) const {

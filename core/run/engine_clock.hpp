@@ -15,6 +15,7 @@
 #include "core/run/backend.hpp"
 #include "core/run/communicator.hpp"
 #include "core/serve/engine.hpp"
+#include "core/serve/engine_graph.hpp"
 #include "core/serve/step_price.hpp"
 
 namespace perfsim {
@@ -86,15 +87,6 @@ class ExecutedClock final : public StepClock {
   std::function<void(const EngineStep&)> m_handoff;
   std::vector<EngineStep> m_ran;  // the steps as run, for price_steps
 };
-
-// The graph passes of stack steps 0..upto that the executed engine's step graphs take: the
-// precision and fusion passes. Its attention is always the paged varlen flash attention
-// (flash_attention and paged_kv are built in), the serving knobs steer the scheduler, and
-// cuda_graphs is the session's to honour.
-[[nodiscard]] std::vector<StackStep> engine_graph_stack(const std::vector<StackStep>& stack, std::size_t upto);
-// An engine step's graph (build_engine_step) with `graph_stack`'s passes applied.
-[[nodiscard]] Graph engine_step_graph(const ModelConfig& m, const EngineStepShape& shape,
-                                      const std::vector<StackStep>& graph_stack, const BuildOptions& options = {});
 
 // A tensor-parallel engine's other ranks: runs each step rank 0's ExecutedClock sends (its
 // share of the heads and the MLP, the all-reduces with the others) until rank 0's clock stops.

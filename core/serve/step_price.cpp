@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "core/cost/cost_model.hpp"
-#include "core/builders/builders.hpp"
 #include "core/cost/roofline.hpp"
+#include "core/serve/engine_graph.hpp"
 
 namespace perfsim {
 
@@ -71,6 +71,7 @@ StepPricer::StepPricer(const ModelConfig& m, const Hardware& hw, const std::vect
       paged = paged || p.name == "paged_kv";
     }
   m_engine_attention = flash && paged && m_layout.pp == 1 && (m.rope || (m.alibi && m_layout.tp == 1));
+  if (m_engine_attention) m_engine_stack = engine_graph_stack(m_stack, m_stack.empty() ? 0 : m_stack.size() - 1);
 }
 
 BuildOptions StepPricer::options(int stage) const {
@@ -161,11 +162,7 @@ double StepPricer::engine_decode_attention(int64_t seqs, int64_t kv, bool graphe
   shape.sampled = seqs;
   shape.table_width = (m_model.max_seq + shape.kv_block - 1) / shape.kv_block;
   shape.pool_blocks = seqs * ((kv + shape.kv_block - 1) / shape.kv_block) + 1;
-  Graph g = build_engine_step(m_model, shape, options(0));
-  // The stack's graph passes but flash attention and paged KV, which the engine's step has built in.
-  for (const StackStep& st : m_stack)
-    for (const PassSpec& p : st.passes)
-      if (p.name != "flash_attention" && p.name != "paged_kv") apply_graph_pass(p, g);
+  Graph g = engine_step_graph(m_model, shape, m_engine_stack, options(0));
   g.graphed = graphed;
   ++m_builds;
   const Prediction p = predict(g, m_hw);

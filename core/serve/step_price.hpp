@@ -89,6 +89,7 @@ class StepPricer {
   Hardware m_hw;
   ParallelSpec m_layout;           // tp and pp of one engine (dp = 1)
   std::vector<StackStep> m_stack;  // graph passes only
+  std::vector<StackStep> m_engine_stack;  // those the executed engine's step graph takes
   bool m_cuda_graphs = false;
   bool m_engine_attention = false;  // decode attention priced from the engine's step graph
   double m_kv_bytes_per_token = 0;
