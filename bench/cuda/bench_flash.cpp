@@ -2,9 +2,10 @@
 // shape (median of the timed launches). FLOPs count the full seq_q × seq_kv rectangle even
 // when causal (the project's convention, as Megatron): forward 4·b·H·sq·skv·d, backward
 // 2.5× that. Decode reports GB/s of K/V read (the bytes that bound it).
-//   bench_flash fwd|bwd|bwd_whole_group|decode dtype(bf16|fp16|fp32) b sq skv H Hkv d causal(0|1) [block_m] [iters]
+//   bench_flash fwd|bwd|bwd_whole_group|decode|decode_cc|decode_tc dtype(bf16|fp16|fp32) b sq skv H Hkv d causal(0|1) [block_m] [iters]
 // (bwd: block_m is the backward's kv tile, block_n of flash_attention_bwd, and the forward's;
-// bwd_whole_group: the backward with one CTA per kv head over its whole GQA group.)
+// bwd_whole_group: the backward with one CTA per kv head over its whole GQA group; decode_cc,
+// decode_tc: decode with its CUDA-core or its packed tensor-core kernel forced.)
 // Host-only C++ (linked against perfsim_cuda) so it builds without CUDA enabled in bench/.
 // bench/cuda/bench_attention.py runs it next to PyTorch SDPA on the same shapes.
 #include <cuda_bf16.h>
@@ -98,16 +99,19 @@ void run(const std::string& mode, const char* dtype, const AttnShape& a, int blo
                    iters);
     rate = 2.5 * fwd_flops / (ms * 1e-3) / 1e12;
     cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(ws);
-  } else if (mode == "decode") {
+  } else if (mode == "decode" || mode == "decode_cc" || mode == "decode_tc") {
     void* ws = nullptr;
     PERFSIM_CUDA_CHECK(cudaMalloc(&ws, size_t(gpu::decode_attention_workspace_bytes(a))));
-    ms = median_ms([&] { gpu::decode_attention(q, k, v, o, lse, a, ws, nullptr); }, iters);
+    const gpu::DecodeKernel kernel = mode == "decode_cc"   ? gpu::DecodeKernel::cuda_cores
+                                     : mode == "decode_tc" ? gpu::DecodeKernel::tensor_cores
+                                                           : gpu::DecodeKernel::automatic;
+    ms = median_ms([&] { gpu::decode_attention(q, k, v, o, lse, a, ws, nullptr, kernel); }, iters);
     const double kv_bytes = 2.0 * a.batch * a.seq_kv * a.kv_heads * a.head_dim * sizeof(T);
     rate = kv_bytes / (ms * 1e-3) / 1e9;
     unit = "gbps";
     cudaFree(ws);
   } else {
-    std::fprintf(stderr, "unknown mode %s (fwd, bwd, bwd_whole_group, decode)\n", mode.c_str());
+    std::fprintf(stderr, "unknown mode %s (fwd, bwd, bwd_whole_group, decode, decode_cc, decode_tc)\n", mode.c_str());
     std::exit(2);
   }
   PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -124,7 +128,8 @@ void run(const std::string& mode, const char* dtype, const AttnShape& a, int blo
 int main(int argc, char** argv) {
   if (argc < 10) {
     std::fprintf(stderr,
-                 "usage: %s fwd|bwd|bwd_whole_group|decode bf16|fp16|fp32 b sq skv H Hkv d causal [block_m] [iters]\n",
+                 "usage: %s fwd|bwd|bwd_whole_group|decode|decode_cc|decode_tc bf16|fp16|fp32 b sq skv H Hkv d causal "
+                 "[block_m] [iters]\n",
                  argv[0]);
     return 2;
   }

@@ -51,6 +51,14 @@ Workload decode(int64_t batch, int64_t context) {
   return w;
 }
 
+// A speculative decode step: one verify pass of `drafts` + 1 rows a sequence.
+Workload verify(int64_t batch, int64_t context, int64_t drafts) {
+  Workload w = decode(batch, context);
+  w.draft_tokens = drafts;
+  w.acceptance = 0.5;  // prices the yield only; the pass is the same at any acceptance
+  return w;
+}
+
 Workload prefill(int64_t batch, int64_t seq) {
   Workload w;
   w.phase = Phase::prefill;
@@ -187,8 +195,12 @@ CalibrationPlan cuda_plan(bool quick) {
     // heads) take 3 splits, 6 per SM, whose efficiency the points around it do not give
     // (Llama-3-8B at batch 32 ran at 0.59 of its roofline, read as 0.49 between them).
     const ModelConfig g4 = llama_like("cal-llama-2048-g4", 2048, 16, 4, 5632, 16384);
+    // Verify passes of 4 drafted tokens (20 rows a KV head: decode_qn) from one sequence to 256,
+    // and 128 sequences decoding, where the packed kernel's tiles fill the GPU several times.
     add_decode_cases(p.kernels, g4,
-                     {decode(1, 512), decode(4, 768), decode(8, 1536), decode(16, 3072), decode(32, 6144), decode(64, 1536)});
+                     {decode(1, 512), decode(4, 768), decode(8, 1536), decode(16, 3072), decode(32, 6144),
+                      decode(64, 1536), decode(128, 1536), verify(1, 1024, 4), verify(16, 1536, 4), verify(64, 1024, 4),
+                      verify(256, 1024, 4)});
     add_decode_cases(p.kernels, a, {decode(4, 768)});
     // Materialized and flash attention backward at a longer training sequence: their curves
     // would otherwise end at 2 x 768. Materialized attention (fp32 and bf16) between that and

@@ -148,12 +148,13 @@ inline constexpr int64_t skinny_gemm_rows = 8;
 // pooled "int4w" curve is the fallback. Empty for every other op.
 [[nodiscard]] std::string quantized_rows_variant(const Op& op);
 
-// Decode attention's finer variant: the split-KV kernel serves the query rows that share a
-// K/V row (GQA group × query rows) 1 at a time, up to 4 in one pass, or in several passes, and
-// runs at different speeds for the same bytes (MHA near the copy bandwidth, groups of 4 at
-// 53–74% of it, groups of 5–7 read K/V twice). "decode_q1", "decode_q4" (2–4 rows) or
-// "decode_qn" (more) for flash_attention (a contiguous cache) at decode sizes; empty for
-// every other op. Its curve is read first; the pooled "decode" curve is the fallback.
+// Decode attention's finer variant by the query rows that share a K/V row (GQA group × query
+// rows): one row runs the CUDA-core split-KV kernel, several the tensor-core kernel with the
+// group packed into a 64-row tile (decode_takes_tensor_cores, kernel_paths.hpp), whose rate
+// for the same bytes still depends on how much of its tile is used. "decode_q1", "decode_q4"
+// (2–4 rows: a Llama-3 decode) or "decode_qn" (more: groups of 5–8, verify passes) for
+// flash_attention (a contiguous cache) at decode sizes; empty for every other op. Its curve is
+// read first; the pooled "decode" curve is the fallback.
 [[nodiscard]] std::string decode_rows_variant(const Op& op);
 // A strided copy's finer variant: kv_append (a contiguous cache) and slice_last_token copy
 // one block of rows per sequence (a 2-D copy of `batch` rows); with one sequence it is a

@@ -113,7 +113,8 @@ size_t lse_elems(const AttnShape& a) { return size_t(a.batch * a.heads * a.seq_q
 enum class Fwd { flash, decode };
 
 template <class C>
-void check_forward(const AttnShape& a, Fwd path, int block_m = 0, uint32_t seed = 1) {
+void check_forward(const AttnShape& a, Fwd path, int block_m = 0, uint32_t seed = 1,
+                   gpu::DecodeKernel kernel = gpu::DecodeKernel::automatic) {
   using G = dev_t<C>;
   const auto q = random_vec<C>(q_elems(a), seed);
   const auto k = random_vec<C>(kv_elems(a), seed + 1);
@@ -133,7 +134,7 @@ void check_forward(const AttnShape& a, Fwd path, int block_m = 0, uint32_t seed 
     DeviceBuf ws(size_t(gpu::decode_attention_workspace_bytes(a)));
     ws.poison();
     gpu::decode_attention(dev<G>(dq), dev<G>(dk), dev<G>(dv), dev<G>(d_o), dev<float>(d_lse), a,
-                          ws.p, nullptr);
+                          ws.p, nullptr, kernel);
     PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());  // before ws is freed
   }
   PERFSIM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -210,13 +211,38 @@ TEST_CASE("cuda decode attention split-KV matches the CPU on a partly filled cac
   check_forward<host::half>(shape(2, 1, 333, 16, 2, 64, false, 333), Fwd::decode);
 }
 
+TEST_CASE("cuda decode attention: the CUDA-core and the packed tensor-core kernels agree with the CPU") {
+  using K = gpu::DecodeKernel;
+  for (const K kernel : {K::cuda_cores, K::tensor_cores})
+    for (bool causal : {false, true}) {
+      CAPTURE(int(kernel));
+      CAPTURE(causal);
+      // A verify pass: 16 sequences of 5 queries, GQA 32:8 (20 rows a KV head).
+      check_forward<host::bf16>(shape(16, 5, 1157, 32, 8, 128, causal, 1200), Fwd::decode, 0, 3, kernel);
+      // One sequence, a long cache: many splits, the last ones past seq_kv once rounded to tiles.
+      check_forward<host::bf16>(shape(1, 3, 4001, 8, 2, 64, causal, 4096), Fwd::decode, 0, 4, kernel);
+      // 72 rows a KV head (group 8 × 9 queries): two tiles of 64 rows, or one of 128.
+      check_forward<host::half>(shape(2, 9, 700, 16, 2, 128, causal, 700), Fwd::decode, 0, 5, kernel);
+      // 1 row a KV head, and a cache shorter than one tile.
+      check_forward<host::bf16>(shape(3, 1, 37, 4, 4, 64, causal, 40), Fwd::decode, 0, 6, kernel);
+    }
+  // The automatic choice is the rule the cost model prices (core/cost/kernel_paths.hpp).
+  CHECK_FALSE(perfsim::decode_takes_tensor_cores(1, 2, 128));
+  CHECK(perfsim::decode_takes_tensor_cores(4, 2, 128));
+  CHECK_FALSE(perfsim::decode_takes_tensor_cores(20, 4, 128));
+  CHECK_FALSE(perfsim::decode_takes_tensor_cores(20, 2, 256));
+}
+
 TEST_CASE("cuda paged decode attention reads K/V through a block table") {
   using C = host::bf16;
   using G = __nv_bfloat16;
-  // 16-row pages take the shift-and-mask path, 12-row pages the division.
+  // 16-row pages take the shift-and-mask path, 12-row pages the division; one query a
+  // sequence runs the CUDA-core kernel, a causal verify pass of 5 the packed tensor-core one.
+  for (const int64_t seq_q : {1, 5})
   for (const int block_size : {16, 12}) {
+    CAPTURE(seq_q);
     CAPTURE(block_size);
-    const AttnShape a = shape(2, 1, 300, 8, 2, 128, false);
+    const AttnShape a = shape(2, seq_q, 300, 8, 2, 128, seq_q > 1);
     const int max_blocks = (int(a.seq_kv) + block_size - 1) / block_size;  // 19 or 25
     const int num_blocks = int(a.batch) * max_blocks + 5;                  // spare pages
     const int64_t row = a.kv_heads * a.head_dim;

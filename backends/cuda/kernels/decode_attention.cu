@@ -2,7 +2,12 @@
 // Q [b, seq_q, H, d]; K, V [b, kv_capacity, Hkv, d] or pages [num_blocks, block_size, Hkv, d]
 // through block_table [b, max_blocks]; O like Q; LSE [b, H, seq_q] fp32.
 //
-// Kernel 1: one CTA of 4 warps per (split, kv head, batch); splits are sized so that the
+// Kernel 1 computes each split's partial, by one of two kernels (decode_takes_tensor_cores,
+// core/cost/kernel_paths.hpp): with several query rows a KV head in bf16/fp16 at head_dim 64 or
+// 128, the tensor-core flash kernel with the GQA group packed into one tile
+// (detail::flash_decode_partials, flash_attention.cu), which reads each K/V row once for all
+// the rows; else the CUDA-core kernel below.
+// CUDA-core kernel: one CTA of 4 warps per (split, kv head, batch); splits are sized so that the
 // grid fills every SM several times (decode_attention_splits). Its rows are the query rows
 // of every head of the GQA group (group·seq_q), so each K/V row is read from memory once per
 // group. A K/V row of d elements is read by L = min(32, d/pack) lanes with 16-byte loads, so a
@@ -239,7 +244,7 @@ bool split_kernel_head_dim(int64_t d) { return d == 32 || d == 64 || d == 128 ||
 
 template <class T, class Kv, class Rows>
 void launch_decode(const T* q, const Kv* k, const Kv* v, T* o, float* lse, const AttnShape& a,
-                   void* workspace, Rows rows, cudaStream_t stream) {
+                   void* workspace, Rows rows, DecodeKernel kernel, cudaStream_t stream) {
   if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     throw ConfigError("decode_attention: heads must be a positive multiple of kv_heads");
   if (a.seq_q <= 0 || a.batch <= 0) return;
@@ -254,21 +259,34 @@ void launch_decode(const T* q, const Kv* k, const Kv* v, T* o, float* lse, const
   p.part_ml = p.part_acc + slots * a.head_dim;
   const dim3 grid(unsigned(splits), unsigned(a.kv_heads), unsigned(a.batch));
   const bool one_row = a.group() * a.seq_q == 1;
+  const bool tensor_cores = kernel == DecodeKernel::tensor_cores ||
+                            (kernel == DecodeKernel::automatic &&
+                             decode_takes_tensor_cores(a.group() * a.seq_q, int64_t(sizeof(T)), a.head_dim));
+  if (tensor_cores && !detail::flash_decode_takes(a, int(sizeof(T))))
+    throw ConfigError("decode_attention: the tensor-core kernel takes bf16/fp16 with head_dim 64 or 128");
   auto launch = [&](auto d_c) {
     constexpr int D = decltype(d_c)::value;
     if (one_row) decode_split_kernel<T, Kv, D, 1><<<grid, k_warps * 32, 0, stream>>>(p, rows);
     else decode_split_kernel<T, Kv, D, 4><<<grid, k_warps * 32, 0, stream>>>(p, rows);
   };
-  switch (a.head_dim) {
-    case 32: launch(std::integral_constant<int, 32>{}); break;
-    case 64: launch(std::integral_constant<int, 64>{}); break;
-    case 128: launch(std::integral_constant<int, 128>{}); break;
-    case 256: launch(std::integral_constant<int, 256>{}); break;
-    default:
-      throw ConfigError("decode_attention: head_dim " + std::to_string(a.head_dim) +
-                        " unsupported (32, 64, 128 or 256)");
+  if (tensor_cores) {
+    if constexpr (!std::is_same_v<T, float>) {
+      detail::DecodePages pages;
+      if constexpr (std::is_same_v<Rows, PagedRows>) pages = {rows.table, rows.block_size, rows.max_blocks};
+      detail::flash_decode_partials(q, k, v, pages, a, splits, p.part_acc, p.part_ml, stream);
+    }
+  } else {
+    switch (a.head_dim) {
+      case 32: launch(std::integral_constant<int, 32>{}); break;
+      case 64: launch(std::integral_constant<int, 64>{}); break;
+      case 128: launch(std::integral_constant<int, 128>{}); break;
+      case 256: launch(std::integral_constant<int, 256>{}); break;
+      default:
+        throw ConfigError("decode_attention: head_dim " + std::to_string(a.head_dim) +
+                          " unsupported (32, 64, 128 or 256)");
+    }
+    PERFSIM_CUDA_CHECK_LAUNCH();
   }
-  PERFSIM_CUDA_CHECK_LAUNCH();
   const int64_t out_rows = a.batch * a.heads * a.seq_q;
   decode_combine_kernel<T><<<dim3(unsigned(out_rows), unsigned(a.head_dim / 32)),
                              dim3(32, k_combine_lanes), 0, stream>>>(p, int(a.head_dim), o, lse);
@@ -294,28 +312,30 @@ int64_t decode_attention_workspace_bytes(const AttnShape& a) {
 
 template <class T, class Kv>
 void decode_attention(const T* q, const Kv* k, const Kv* v, T* o, float* lse, const AttnShape& a,
-                      void* workspace, cudaStream_t stream) {
+                      void* workspace, cudaStream_t stream, DecodeKernel kernel) {
   if (a.seq_kv > a.kv_capacity) throw ConfigError("decode_attention: seq_kv exceeds kv_capacity");
   // Query rows skipped (a ring-attention block's) are the flash kernel's to leave empty.
   if (!split_kernel_head_dim(a.head_dim) || a.q_first > 0) return flash_attention(q, k, v, o, lse, a, stream);
-  launch_decode(q, k, v, o, lse, a, workspace, ContiguousRows{a.kv_capacity}, stream);
+  launch_decode(q, k, v, o, lse, a, workspace, ContiguousRows{a.kv_capacity}, kernel, stream);
 }
 
 template <class T, class Kv>
 void paged_decode_attention(const T* q, const Kv* k_pages, const Kv* v_pages,
                             const int32_t* block_table, int block_size, int max_blocks, T* o,
-                            float* lse, const AttnShape& a, void* workspace, cudaStream_t stream) {
+                            float* lse, const AttnShape& a, void* workspace, cudaStream_t stream,
+                            DecodeKernel kernel) {
   if (block_size <= 0 || int64_t(block_size) * max_blocks < a.seq_kv)
     throw ConfigError("paged_decode_attention: block_size·max_blocks must cover seq_kv");
   launch_decode(q, k_pages, v_pages, o, lse, a, workspace,
-                PagedRows{block_table, block_size, max_blocks, log2_if_power_of_two(block_size)}, stream);
+                PagedRows{block_table, block_size, max_blocks, log2_if_power_of_two(block_size)}, kernel, stream);
 }
 
 #define PERFSIM_CUDA_INSTANTIATE_DECODE(T, Kv)                                                        \
   template void decode_attention<T, Kv>(const T*, const Kv*, const Kv*, T*, float*, const AttnShape&, \
-                                        void*, cudaStream_t);                                       \
+                                        void*, cudaStream_t, DecodeKernel);                         \
   template void paged_decode_attention<T, Kv>(const T*, const Kv*, const Kv*, const int32_t*, int, int, \
-                                              T*, float*, const AttnShape&, void*, cudaStream_t);
+                                              T*, float*, const AttnShape&, void*, cudaStream_t,   \
+                                              DecodeKernel);
 PERFSIM_CUDA_INSTANTIATE_DECODE(float, float)
 PERFSIM_CUDA_INSTANTIATE_DECODE(__nv_bfloat16, __nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_DECODE(__half, __half)

@@ -12,10 +12,18 @@
 #include <cstdint>
 
 #include "backends/ops/kernel_shapes.hpp"
+#include "core/cost/kernel_paths.hpp"
 
 namespace perfsim::cuda {
 
 using ops::AttnShape;
+
+// Which kernel computes the splits' partials. automatic: decode_takes_tensor_cores
+// (core/cost/kernel_paths.hpp, the rule the cost model prices) picks the tensor-core flash
+// kernel with the GQA group packed (flash_decode_partials) for several query rows a KV head (a
+// GQA group, a verify pass), else the CUDA-core kernel. The others force one (benchmarks and
+// tests compare them; tensor_cores needs bf16/fp16 and head_dim 64 or 128).
+enum class DecodeKernel { automatic, cuda_cores, tensor_cores };
 
 // Number of kv splits the launchers use for a shape: enough CTAs (splits × kv heads × batch)
 // for 4 per SM of the current device, each split at least 64 kv positions, at most 256 splits.
@@ -27,7 +35,7 @@ using ops::AttnShape;
 // split-KV kernel; other head_dims fall back to flash_attention (no workspace used).
 template <class T, class Kv>
 void decode_attention(const T* q, const Kv* k, const Kv* v, T* o, float* lse, const AttnShape& a,
-                      void* workspace, cudaStream_t stream);
+                      void* workspace, cudaStream_t stream, DecodeKernel kernel = DecodeKernel::automatic);
 
 // Paged cache: K, V pages [num_blocks, block_size, Hkv, d]; block_table int32
 // [b, max_blocks] maps kv position j of batch b to page block_table[b][j / block_size],
@@ -35,6 +43,7 @@ void decode_attention(const T* q, const Kv* k, const Kv* v, T* o, float* lse, co
 template <class T, class Kv>
 void paged_decode_attention(const T* q, const Kv* k_pages, const Kv* v_pages,
                             const int32_t* block_table, int block_size, int max_blocks, T* o,
-                            float* lse, const AttnShape& a, void* workspace, cudaStream_t stream);
+                            float* lse, const AttnShape& a, void* workspace, cudaStream_t stream,
+                            DecodeKernel kernel = DecodeKernel::automatic);
 
 }  // namespace perfsim::cuda

@@ -61,6 +61,12 @@ struct FwdParams {
   float scale;    // 1/sqrt(d) times K's scale (kv_scale_of)
   int q_first;    // rows before it see nothing: O 0, LSE −inf (a ring-attention block)
   float v_scale;  // V's scale
+  // Packed GQA (decode's split-KV partials, flash_decode_partials): where each split leaves its
+  // unnormalized accumulator [splits, b, H, seq_q, d] and (max, denominator) [.., 2], as
+  // decode_attention.cu's combine kernel reads them; keys [split·split_len, +split_len).
+  float* part_acc = nullptr;
+  float* part_ml = nullptr;
+  int splits = 1, split_len = 0, batch = 0;
 };
 
 // The sequence a CTA works on: its query rows are Q/O rows q_row0.. (of H·d elements), q_len
@@ -106,6 +112,20 @@ struct VarlenRows {
   __device__ int64_t row(const SeqView&, int page, int j) const { return pages.row(page, j); }
 };
 
+// Q [b, seq_q, H, d] as DenseRows; K/V pages [num_blocks, block, Hkv, d] through table
+// [b, max_blocks] (paged_decode_attention's layout); LSE [b, H, seq_q].
+struct PagedDenseRows {
+  const int32_t* table;
+  int seq_q, seq_kv, max_blocks;
+  detail::PageDivider pages;
+  __device__ SeqView seq(int b, int heads) const {
+    return {int64_t(b) * seq_q, int64_t(b) * heads * seq_q, seq_q, int64_t(b) * max_blocks, seq_q, seq_kv};
+  }
+  __device__ int entry(const SeqView& s, int j) const { return __ldg(table + s.key + pages.page(j)); }
+  __device__ bool shared_entry(int n) const { return pages.block % n == 0; }
+  __device__ int64_t row(const SeqView&, int page, int j) const { return pages.row(page, j); }
+};
+
 constexpr int k_block_n = 64;
 constexpr int k_warps = 4;
 
@@ -115,17 +135,17 @@ __device__ __forceinline__ int swz(int row, int ch) {
   return row * D + ((ch ^ (row & 7)) << 3);
 }
 
-// cp.async of `R` rows × D columns (row stride `stride` elements) into a swizzled tile;
-// rows >= valid are filled with zeros.
-template <class T, int D, int R>
-__device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int valid, int tid) {
+// cp.async of `R` rows × D columns into a swizzled tile, row r from row_at(r); rows >= valid
+// are filled with zeros.
+template <class T, int D, int R, class RowAt>
+__device__ __forceinline__ void load_tile(T* s, RowAt row_at, int valid, int tid) {
   constexpr int chunks_per_row = D / 8;
 #pragma unroll
   for (int c = tid; c < R * chunks_per_row; c += k_warps * 32) {
     const int row = c / chunks_per_row;
     const int ch = c % chunks_per_row;
     const bool ok = row < valid;
-    cp_async_16(s + swz<D>(row, ch), g + (ok ? row : 0) * stride + ch * 8, ok);
+    cp_async_16(s + swz<D>(row, ch), row_at(ok ? row : 0) + ch * 8, ok);
   }
 }
 
@@ -166,7 +186,11 @@ constexpr int tc_smem_bytes() {
   else return (BM + 4 * k_block_n) * D * int(sizeof(T));
 }
 
-template <class T, class Kv, int D, int WM, class Rows>
+// Packed: the CTA's rows are the (head, query) pairs of one KV head's GQA group, row r being
+// head kh·group + r / seq_q, query r % seq_q, so each K/V tile serves the whole group (decode
+// and verify passes: a few queries a sequence); blockIdx.x = query tile · splits + split, and
+// the CTA leaves split-KV partials (FwdParams) instead of O and LSE. q_first must be 0.
+template <class T, class Kv, int D, int WM, class Rows, bool Packed = false>
 __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams p, Rows rows) {
   constexpr bool kFp8 = kv_is_fp8<T, Kv>;
   constexpr int BM = 16 * k_warps * WM;
@@ -183,29 +207,39 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
   auto in_off = [](int r, int ch) { return kFp8 ? r * D + ch * 16 : swz<D>(r, ch); };
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal tiles first
-  const int h = blockIdx.y;
-  const int kh = h / p.group;
+  // Non-packed: longest causal tiles first.
+  const int m_block = Packed ? int(blockIdx.x) / p.splits : int(gridDim.x - 1 - blockIdx.x);
+  const int split = Packed ? int(blockIdx.x) % p.splits : 0;
+  const int kh = Packed ? int(blockIdx.y) : int(blockIdx.y) / p.group;
   const SeqView sq = rows.seq(blockIdx.z, p.heads);
   const int seq_q = sq.q_len, seq_kv = sq.kv_len;
+  const int tile_rows = Packed ? p.group * seq_q : seq_q;  // rows of all this CTA's tiles
+  // Head and query of tile row `row` (counted from the first tile's).
+  auto head_of = [&](int row) { return Packed ? kh * p.group + row / seq_q : int(blockIdx.y); };
+  auto query_of = [&](int row) { return Packed ? row % seq_q : row; };
   const int i0 = m_block * BM;
-  if (i0 >= seq_q) return;  // a shorter sequence of a packed step
-  const int rows_valid = min(BM, seq_q - i0);
+  if (i0 >= tile_rows) return;  // a shorter sequence of a packed step
+  const int rows_valid = min(BM, tile_rows - i0);
 
   const int64_t q_stride = int64_t(p.heads) * D;
   const int64_t kv_stride = int64_t(p.kv_heads) * D;
-  const T* q = static_cast<const T*>(p.q) + (sq.q_row0 + i0) * q_stride + int64_t(h) * D;
+  const T* q = static_cast<const T*>(p.q) + sq.q_row0 * q_stride;
   const Kv* k = static_cast<const Kv*>(p.k) + int64_t(kh) * D;
   const Kv* v = static_cast<const Kv*>(p.v) + int64_t(kh) * D;
 
-  // Causal: the tile's last row sees the most; rows see kv < seq_kv - seq_q + row + 1.
+  // Causal: the tile's last row sees the most; rows see kv < seq_kv - seq_q + row + 1. A packed
+  // tile holds every query of a head, so it reads its split whole and masks the last seq_q keys.
   const int diag = seq_kv - seq_q;  // query row i sees kv < diag + i + 1
-  const int kv_end = i0 + rows_valid <= p.q_first ? 0
-                     : p.causal ? max(0, min(seq_kv, diag + i0 + rows_valid))
-                                : seq_kv;
-  const int mask_from = p.causal ? min(seq_kv, diag + i0 + 1) : seq_kv;  // tiles past need masks
-  const bool skips_rows = i0 < p.q_first;  // rows before q_first are masked whole
-  const int n_tiles = (kv_end + BN - 1) / BN;
+  const int kv_lo = Packed ? split * p.split_len : 0;
+  const int kv_hi = Packed ? min(seq_kv, kv_lo + p.split_len) : seq_kv;  // keys past it: masked
+  const int kv_end = Packed                        ? kv_hi
+                     : i0 + rows_valid <= p.q_first ? 0
+                     : p.causal                     ? max(0, min(seq_kv, diag + i0 + rows_valid))
+                                                    : seq_kv;
+  const int mask_from = Packed ? (p.causal ? min(kv_hi, diag + 1) : kv_hi)
+                               : (p.causal ? min(seq_kv, diag + i0 + 1) : seq_kv);  // tiles past need masks
+  const bool skips_rows = !Packed && i0 < p.q_first;  // rows before q_first are masked whole
+  const int n_tiles = kv_end > kv_lo ? (kv_end - kv_lo + BN - 1) / BN : 0;
 
   // K/V tiles: this thread copies 16-byte chunk kv_ch of the KV_ROWS consecutive tile rows
   // from kv_r0. Where those rows always share a page (block a multiple of KV_ROWS, vLLM's 16),
@@ -242,13 +276,14 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
     }
   };
 
-  load_tile<T, D, BM>(q_s, q, q_stride, rows_valid, tid);
+  load_tile<T, D, BM>(
+      q_s, [&](int r) { return q + query_of(i0 + r) * q_stride + int64_t(head_of(i0 + r)) * D; }, rows_valid, tid);
   if (n_tiles > 0) {
-    locate(0);
-    load_kv(0, 0);
+    locate(kv_lo);
+    load_kv(0, kv_lo);
   }
   cp_async_commit();
-  if (n_tiles > 1) locate(BN);
+  if (n_tiles > 1) locate(kv_lo + BN);
 
   const int g = lane / 4, t4 = lane % 4;
   const int wrow0 = warp * 16 * WM;  // first tile row of this warp
@@ -272,7 +307,7 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<0>();
     __syncthreads();
-    const int j0 = t * BN;
+    const int j0 = kv_lo + t * BN;
     if (t + 1 < n_tiles) {
       load_kv((t + 1) & 1, j0 + BN);
       if (t + 2 < n_tiles) locate(j0 + 2 * BN);  // consumed next iteration: no stall here
@@ -319,7 +354,9 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int row = i0 + wrow0 + mi * 16 + g + 8 * hh;
-          const int vis = row < p.q_first ? 0 : p.causal ? min(seq_kv, diag + row + 1) : seq_kv;
+          const int vis = !Packed && row < p.q_first ? 0
+                          : p.causal                 ? min(kv_hi, diag + query_of(row) + 1)
+                                                     : kv_hi;
 #pragma unroll
           for (int nb = 0; nb < BN / 8; ++nb)
 #pragma unroll
@@ -395,15 +432,29 @@ __global__ void __launch_bounds__(k_warps * 32, 2) flash_fwd_tc_kernel(FwdParams
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int row = i0 + wrow0 + mi * 16 + g + 8 * hh;
-      if (row >= seq_q) continue;
+      if (row >= tile_rows) continue;
+      if constexpr (Packed) {  // the split's partial, in the natural-log domain of scaled scores
+        const int64_t slot =
+            ((int64_t(split) * p.batch + blockIdx.z) * p.heads + head_of(row)) * seq_q + query_of(row);
+        float* part = p.part_acc + slot * D + 2 * t4;
+#pragma unroll
+        for (int nb = 0; nb < D / 8; ++nb)
+          *reinterpret_cast<float2*>(part + nb * 8) =
+              make_float2(acc[mi][nb][2 * hh] * p.v_scale, acc[mi][nb][2 * hh + 1] * p.v_scale);
+        if (t4 == 0) {
+          p.part_ml[slot * 2] = m_run[mi][hh] * k_ln2;
+          p.part_ml[slot * 2 + 1] = l;
+        }
+        continue;
+      }
       const float inv = l > 0.f ? p.v_scale / l : 0.f;
-      T* orow = o + (sq.q_row0 + row) * q_stride + int64_t(h) * D + 2 * t4;
+      T* orow = o + (sq.q_row0 + row) * q_stride + int64_t(head_of(row)) * D + 2 * t4;
 #pragma unroll
       for (int nb = 0; nb < D / 8; ++nb)
         *reinterpret_cast<uint32_t*>(orow + nb * 8) =
             pack2<T>(acc[mi][nb][2 * hh] * inv, acc[mi][nb][2 * hh + 1] * inv);
       if (t4 == 0)
-        p.lse[sq.lse0 + h * sq.lse_head + row] =
+        p.lse[sq.lse0 + head_of(row) * sq.lse_head + row] =
             l > 0.f ? m_run[mi][hh] * k_ln2 + logf(l) : -INFINITY;
     }
 }
@@ -543,6 +594,60 @@ void varlen_flash_prefill(const T* q, const Kv* k_pages, const Kv* v_pages, cons
   launch_fwd<T, Kv>(p, rows, int(a.head_dim), int(a.max_q), int(seqs), 64, stream);
 }
 
+bool flash_decode_takes(const AttnShape& a, int element_bytes) {
+  return element_bytes == 2 && (a.head_dim == 64 || a.head_dim == 128) && a.q_first == 0;
+}
+
+template <class T, class Kv>
+void flash_decode_partials(const T* q, const Kv* k, const Kv* v, const DecodePages& pages, const AttnShape& a,
+                           int splits, float* part_acc, float* part_ml, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>) {
+    throw ConfigError("flash_decode_partials: the tensor-core kernel takes bf16 or fp16");
+  } else {
+    if (!flash_decode_takes(a, int(sizeof(T))))
+      throw ConfigError("flash_decode_partials: head_dim must be 64 or 128, with no skipped query rows");
+    if (a.seq_q <= 0 || a.batch <= 0) return;
+    const float kv_scale = kv_scale_of<T, Kv>(a.kv, "decode_attention");
+    FwdParams p{q, k, v, nullptr, nullptr, int(a.heads), int(a.kv_heads), int(a.group()), a.causal,
+                a.scale() * kv_scale, 0, kv_scale};
+    // Splits of whole 64-key tiles, so no tile crosses a split (the last ones may hold no key:
+    // their partials say so, max −inf and denominator 0).
+    const int per_split = int((a.seq_kv + splits - 1) / splits);
+    p.split_len = std::max(k_block_n, (per_split + k_block_n - 1) / k_block_n * k_block_n);
+    p.splits = splits;
+    p.batch = int(a.batch);
+    p.part_acc = part_acc;
+    p.part_ml = part_ml;
+    const int rows_per_head = int(a.group() * a.seq_q);
+    auto launch = [&](auto d_c, auto wm_c, const auto& rows) {
+      constexpr int D = decltype(d_c)::value, WM = decltype(wm_c)::value, BM = 16 * k_warps * WM;
+      using Rows = std::decay_t<decltype(rows)>;
+      constexpr int smem = tc_smem_bytes<T, Kv, D, WM>();
+      auto kernel = flash_fwd_tc_kernel<T, Kv, D, WM, Rows, true>;
+      PERFSIM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      const int tiles = (rows_per_head + BM - 1) / BM;
+      const dim3 grid(unsigned(tiles * splits), unsigned(a.kv_heads), unsigned(a.batch));
+      kernel<<<grid, k_warps * 32, smem, stream>>>(p, rows);
+      PERFSIM_CUDA_CHECK_LAUNCH();
+    };
+    // 64-row tiles up to 64 rows a KV head (a group of 8 verifying 8 tokens), 128 beyond.
+    auto by_tile = [&](auto d_c, const auto& rows) {
+      if (rows_per_head <= 64) launch(d_c, std::integral_constant<int, 1>{}, rows);
+      else launch(d_c, std::integral_constant<int, 2>{}, rows);
+    };
+    auto by_dim = [&](const auto& rows) {
+      if (a.head_dim == 64) by_tile(std::integral_constant<int, 64>{}, rows);
+      else by_tile(std::integral_constant<int, 128>{}, rows);
+    };
+    if (pages.table == nullptr) {
+      by_dim(DenseRows{int(a.seq_q), int(a.seq_kv), a.kv_capacity});
+    } else {
+      by_dim(PagedDenseRows{pages.table, int(a.seq_q), int(a.seq_kv), pages.max_blocks,
+                            PageDivider::make(pages.block_size)});
+    }
+  }
+}
+
 }  // namespace detail
 
 #define PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(T, Kv)                                                        \
@@ -550,7 +655,9 @@ void varlen_flash_prefill(const T* q, const Kv* k_pages, const Kv* v_pages, cons
                                        cudaStream_t, int);                                               \
   template void detail::varlen_flash_prefill<T, Kv>(const T*, const Kv*, const Kv*, const int32_t*,      \
                                                     const int32_t*, const int32_t*, T*, float*,          \
-                                                    const ops::VarlenAttnShape&, int64_t, cudaStream_t);
+                                                    const ops::VarlenAttnShape&, int64_t, cudaStream_t); \
+  template void detail::flash_decode_partials<T, Kv>(const T*, const Kv*, const Kv*, const detail::DecodePages&, \
+                                                     const AttnShape&, int, float*, float*, cudaStream_t);
 PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(float, float)
 PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__nv_bfloat16, __nv_bfloat16)
 PERFSIM_CUDA_INSTANTIATE_FLASH_FWD(__half, __half)

@@ -55,4 +55,29 @@ template <class T>
 void attn_merge(const T* o_a, const float* lse_a, const T* o_b, const float* lse_b, T* o, float* lse,
                 const AttnShape& a, cudaStream_t stream);
 
+namespace detail {
+
+// Where decode_attention's K/V live: contiguous [b, kv_capacity, Hkv, d] (table null) or pages
+// [num_blocks, block_size, Hkv, d] through table [b, max_blocks].
+struct DecodePages {
+  const int32_t* table = nullptr;
+  int block_size = 0, max_blocks = 0;
+};
+
+// Whether flash_decode_partials takes a shape: storage of 2 bytes, head_dim 64 or 128, no
+// skipped query rows (q_first 0).
+[[nodiscard]] bool flash_decode_takes(const AttnShape& a, int element_bytes);
+
+// decode_attention's split-KV partials by the tensor-core flash kernel with the GQA group
+// packed: one CTA per (query tile, split, kv head, batch) whose rows are every (head, query) of
+// the group, so each K/V row is read once for all of them (decode_attention.cu's CUDA-core
+// kernel reads it once per 4 rows). Writes the unnormalized accumulator [splits, b, H, seq_q,
+// d] and (max, denominator) [splits, b, H, seq_q, 2], natural-log domain of scaled scores, for
+// decode_attention's combine kernel. Splits cover whole 64-key tiles.
+template <class T, class Kv>
+void flash_decode_partials(const T* q, const Kv* k, const Kv* v, const DecodePages& pages, const AttnShape& a,
+                           int splits, float* part_acc, float* part_ml, cudaStream_t stream);
+
+}  // namespace detail
+
 }  // namespace perfsim::cuda
