@@ -48,6 +48,9 @@ local COMPUTE_EFFICIENCY = {
                     -- Background guide, docs.nvidia.com/deeplearning/performance)
   attention = 0.5,  -- FlashAttention-2 forward reaches 50-73% of A100 peak (Dao 2023, arXiv:2307.08691);
                     -- unfused attention runs small per-head GEMMs that do no better
+  conv = 0.6,       -- a convolution runs as an implicit GEMM (NVIDIA, Convolutional Layers User's
+                    -- Guide, docs.nvidia.com/deeplearning/performance): its gathers and a CNN's
+                    -- small channel counts keep it below a GEMM of its size
   norm = 0.5,       -- the classes below are memory-bound; their compute figure rarely binds,
   pointwise = 0.5,  -- half of peak is a neutral default
   embedding = 0.5,
@@ -62,12 +65,14 @@ local COMPUTE_EFFICIENCY = {
 -- kernel it timed (stdlib/profiles/h100-local.lua: gemm 0.664, attention 0.387);
 -- FlashAttention-2 reaches 35-37% of H100 peak forward (Shah et al. 2024, FlashAttention-3,
 -- arXiv:2407.08608, Fig. 5), in line with it.
-local HOPPER_COMPUTE = {gemm = 0.66, attention = 0.39}
+-- Convolutions are given the GEMM's Hopper share less the same gap as above, until calibrated.
+local HOPPER_COMPUTE = {gemm = 0.66, attention = 0.39, conv = 0.53}
 
 -- Fraction of the HBM bandwidth reached per op class (documented defaults, not measurements).
 local MEMORY_EFFICIENCY = {
   gemm = 0.8,           -- weight-streaming GEMV/skinny GEMMs (decode) reach ~80% of HBM bandwidth
   attention = 0.8,      -- decode attention streaming the KV cache (FlashDecoding-style kernels) ~80%
+  conv = 0.8,           -- a depthwise or 1×1 convolution over a large map streams like a GEMV
   norm = 0.8,           -- row reductions: streaming with a short reduction tail
   pointwise = 0.85,     -- streaming kernels reach ~80-90% of HBM bandwidth (BabelStream on HBM GPUs)
   embedding = 0.6,      -- row gathers touch scattered rows; lower than a stream

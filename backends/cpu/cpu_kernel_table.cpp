@@ -257,6 +257,70 @@ const KernelTable<TypedKernel<T>> typed_table{
        const auto io = c.template view<UnaryIO<T>>();
        gelu(io.x, io.y, elementwise_count(c.op, c.g));
      }},
+    {OpKind::relu,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<UnaryIO<T>>();
+       relu(io.x, io.y, elementwise_count(c.op, c.g));
+     }},
+    {OpKind::relu_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<ReluBwdIO<T>>();
+       relu_bwd(io.y, io.dy, io.dx, elementwise_count(c.op, c.g));
+     }},
+    {OpKind::conv2d,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<Conv2dIO<T>>();
+       conv2d(io.x, io.w, io.y, conv_shape(c.op, c.g));
+     }},
+    {OpKind::conv2d_dgrad,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<Conv2dDgradIO<T>>();
+       conv2d_dgrad(io.dy, io.w, io.dx, conv_shape(c.op, c.g));
+     }},
+    {OpKind::conv2d_wgrad,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<Conv2dWgradIO<T>>();
+       conv2d_wgrad(io.x, io.dy, io.dw, conv_shape(c.op, c.g));
+     }},
+    {OpKind::maxpool,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<UnaryIO<T>>();
+       maxpool(io.x, io.y, conv_shape(c.op, c.g));
+     }},
+    {OpKind::maxpool_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<MaxpoolBwdIO<T>>();
+       maxpool_bwd(io.x, io.dy, io.dx, conv_shape(c.op, c.g));
+     }},
+    {OpKind::avgpool,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<UnaryIO<T>>();
+       avgpool(io.x, io.y, conv_shape(c.op, c.g));
+     }},
+    {OpKind::avgpool_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<UnaryIO<T>>();
+       avgpool_bwd(io.x, io.y, conv_shape(c.op, c.g));
+     }},
+    {OpKind::batchnorm,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<BatchnormIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       batchnorm(io.x, io.gamma, io.beta, io.y, io.mean, io.rstd, rc.rows, rc.cols, static_cast<float>(c.op.attrs.eps));
+     }},
+    {OpKind::batchnorm_infer,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<BatchnormInferIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       batchnorm_infer(io.x, io.gamma, io.beta, io.mean, io.var, io.y, rc.rows, rc.cols,
+                       static_cast<float>(c.op.attrs.eps));
+     }},
+    {OpKind::batchnorm_bwd,
+     [](const TypedCall<T>& c) {
+       const auto io = c.template view<BatchnormBwdIO<T>>();
+       const RowsCols rc = row_shape(c.op, c.g);
+       batchnorm_bwd(io.x, io.gamma, io.mean, io.rstd, io.dy, io.dx, io.dgamma, io.dbeta, rc.rows, rc.cols);
+     }},
     {OpKind::gelu_bwd,
      [](const TypedCall<T>& c) {
        const auto io = c.template view<GeluBwdIO<T>>();

@@ -21,6 +21,7 @@ namespace perfsim::cpu {
 using ops::AdamWGroup;
 using ops::AdamWParams;
 using ops::AttnShape;
+using ops::ConvShape;
 using ops::EmbeddingShape;
 using ops::GemmShape;
 using ops::KvAppendShape;
@@ -101,6 +102,24 @@ template <class T> void silu_mul(const T* gate, const T* up, T* y, int64_t n);
 template <class T> void silu_mul_bwd(const T* gate, const T* up, const T* dy, T* dgate, T* dup,
                                      int64_t n);
 template <class T> void residual_add(const T* a, const T* b, T* out, int64_t n);
+template <class T> void relu(const T* x, T* y, int64_t n);
+template <class T> void relu_bwd(const T* y, const T* dy, T* dx, int64_t n);  // dx = dy where y > 0
+
+// ---- cpu_conv.cpp, cpu_pool.cpp, cpu_batchnorm.cpp (NHWC images, core/graph/op_kind.hpp) ---
+template <class T> void conv2d(const T* x, const T* w, T* y, const ConvShape& s);
+template <class T> void conv2d_dgrad(const T* dy, const T* w, T* dx, const ConvShape& s);
+template <class T> void conv2d_wgrad(const T* x, const T* dy, T* dw, const ConvShape& s);
+template <class T> void maxpool(const T* x, T* y, const ConvShape& s);
+template <class T> void maxpool_bwd(const T* x, const T* dy, T* dx, const ConvShape& s);
+template <class T> void avgpool(const T* x, T* y, const ConvShape& s);
+template <class T> void avgpool_bwd(const T* dy, T* dx, const ConvShape& s);
+// x, y [rows, cols] (rows = batch·height·width, cols = channels); mean, rstd, var [cols] fp32.
+template <class T> void batchnorm(const T* x, const T* gamma, const T* beta, T* y, float* mean, float* rstd,
+                                  int64_t rows, int64_t cols, float eps);
+template <class T> void batchnorm_infer(const T* x, const T* gamma, const T* beta, const float* mean,
+                                        const float* var, T* y, int64_t rows, int64_t cols, float eps);
+template <class T> void batchnorm_bwd(const T* x, const T* gamma, const float* mean, const float* rstd, const T* dy,
+                                      T* dx, T* dgamma, T* dbeta, int64_t rows, int64_t cols);
 template <class T> void rope(const T* x, T* y, const RopeShape& r);
 // The inverse rotation (the transpose of rope's Jacobian).
 template <class T> void rope_bwd(const T* dy, T* dx, const RopeShape& r);

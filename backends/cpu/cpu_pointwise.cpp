@@ -1,4 +1,4 @@
-// Elementwise kernels: GELU (tanh approximation, Hendrycks & Gimpel 2016), SwiGLU's
+// Elementwise kernels: ReLU, GELU (tanh approximation, Hendrycks & Gimpel 2016), SwiGLU's
 // silu(gate)·up (Shazeer 2020), their backward passes, the residual add, and rotary
 // position embeddings (RoFormer, Su et al. 2021, "rotate half" pairing (i, i + d/2)), also at
 // explicit per-token positions (rope_at, a serving engine's packed step).
@@ -76,6 +76,16 @@ void silu_mul_bwd(const T* gate, const T* up, const T* dy, T* dgate, T* dup, int
 }
 
 template <class T>
+void relu(const T* x, T* y, int64_t n) {
+  for_elements(n, [&](int64_t i) { y[i] = from_f32<T>(std::max(to_f32(x[i]), 0.0f)); });
+}
+
+template <class T>
+void relu_bwd(const T* y, const T* dy, T* dx, int64_t n) {
+  for_elements(n, [&](int64_t i) { dx[i] = to_f32(y[i]) > 0.0f ? dy[i] : from_f32<T>(0.0f); });
+}
+
+template <class T>
 void residual_add(const T* a, const T* b, T* out, int64_t n) {
   for_elements(n, [&](int64_t i) { out[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i])); });
 }
@@ -144,6 +154,8 @@ void rope_at(const T* x, const int32_t* positions, T* y, const RopeShape& r) {
   template void silu_mul<T>(const T*, const T*, T*, int64_t);                     \
   template void silu_mul_bwd<T>(const T*, const T*, const T*, T*, T*, int64_t);   \
   template void residual_add<T>(const T*, const T*, T*, int64_t);                 \
+  template void relu<T>(const T*, T*, int64_t);                                   \
+  template void relu_bwd<T>(const T*, const T*, T*, int64_t);                     \
   template void rope<T>(const T*, T*, const RopeShape&);                          \
   template void rope_bwd<T>(const T*, T*, const RopeShape&);                      \
   template void rope_at<T>(const T*, const int32_t*, T*, const RopeShape&);

@@ -81,6 +81,20 @@ struct RopeShape {
   [[nodiscard]] constexpr int64_t position_of(int64_t t) const { return sequence_position(t, seq, position, chunk, second); }
 };
 
+// A convolution or a pooling window over NHWC images (core/graph/graph.hpp, ConvGeometry):
+// x [batch, height, width, channels]; conv2d's w [filters, kernel_h, kernel_w, channels /
+// groups]; y [batch, out_h, out_w, filters] (a pool: filters = channels). Tap (r, s) of output
+// (p, q) reads input row p·stride − pad + r·dilation, column q·stride − pad + s·dilation
+// (outside the image: zero for a convolution, skipped by a pool).
+struct ConvShape {
+  int64_t batch = 1, height = 0, width = 0, channels = 0, filters = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride = 1, pad = 0, dilation = 1, groups = 1;
+  int64_t out_h = 0, out_w = 0;
+  [[nodiscard]] constexpr int64_t x_elements() const { return batch * height * width * channels; }
+  [[nodiscard]] constexpr int64_t y_elements() const { return batch * out_h * out_w * filters; }
+  [[nodiscard]] constexpr int64_t w_elements() const { return filters * kernel_h * kernel_w * (channels / groups); }
+};
+
 // ids [tokens] int32 in [0, vocab); table [vocab, hidden]; positions [max_positions, hidden]
 // (optional, learned); x [tokens, hidden]. Token t sits at sequence_position(t, ...).
 struct EmbeddingShape {

@@ -145,6 +145,46 @@ template <class T> struct EmbeddingBwdIO {
     return {ids, dx, r.out<T>(), r.out_if_present<T>()};
   }
 };
+// ---- convolutional networks (NHWC) ----------------------------------------------------------
+template <class T> struct Conv2dIO {  // conv2d {x, w} -> {y}
+  const T *x, *w; T* y;
+  static Conv2dIO read(OperandReader& r) { return {r.in<T>(), r.in<T>(), r.out<T>()}; }
+};
+template <class T> struct Conv2dDgradIO {
+  const T *dy, *w; T* dx;
+  static Conv2dDgradIO read(OperandReader& r) { return {r.in<T>(), r.in<T>(), r.out<T>()}; }
+};
+template <class T> struct Conv2dWgradIO {
+  const T *x, *dy; T* dw;
+  static Conv2dWgradIO read(OperandReader& r) { return {r.in<T>(), r.in<T>(), r.out<T>()}; }
+};
+template <class T> struct BatchnormIO {
+  const T *x, *gamma, *beta; T* y; float *mean, *rstd;
+  static BatchnormIO read(OperandReader& r) {
+    return {r.in<T>(), r.in<T>(), r.in<T>(), r.out<T>(), r.out<float>(), r.out<float>()};
+  }
+};
+template <class T> struct BatchnormInferIO {
+  const T *x, *gamma, *beta; const float *mean, *var; T* y;
+  static BatchnormInferIO read(OperandReader& r) {
+    return {r.in<T>(), r.in<T>(), r.in<T>(), r.in<float>(), r.in<float>(), r.out<T>()};
+  }
+};
+template <class T> struct BatchnormBwdIO {
+  const T *x, *gamma; const float *mean, *rstd; const T* dy; T *dx, *dgamma, *dbeta;
+  static BatchnormBwdIO read(OperandReader& r) {
+    return {r.in<T>(), r.in<T>(), r.in<float>(), r.in<float>(), r.in<T>(), r.out<T>(), r.out<T>(), r.out<T>()};
+  }
+};
+template <class T> struct ReluBwdIO {
+  const T *y, *dy; T* dx;
+  static ReluBwdIO read(OperandReader& r) { return {r.in<T>(), r.in<T>(), r.out<T>()}; }
+};
+template <class T> struct MaxpoolBwdIO {
+  const T *x, *dy; T* dx;
+  static MaxpoolBwdIO read(OperandReader& r) { return {r.in<T>(), r.in<T>(), r.out<T>()}; }
+};
+
 template <class T> struct CrossEntropyIO {
   const T* logits; const int32_t* targets; float* loss; T* dlogits /* nullptr: forward only */;
   static CrossEntropyIO read(OperandReader& r) {

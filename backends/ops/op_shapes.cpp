@@ -232,6 +232,9 @@ RowsCols row_shape(const Op& op, const Graph& g) {
     case OpKind::add_rmsnorm: in_layout = "xxc", out_layout = "xx"; break;
     case OpKind::add_layernorm: in_layout = "xxcc", out_layout = "xx"; break;
     case OpKind::cross_entropy: in_layout = "xr", out_layout = "rx"; break;
+    case OpKind::batchnorm: in_layout = "xcc", out_layout = "xcc"; break;
+    case OpKind::batchnorm_infer: in_layout = "xcccc", out_layout = "x"; break;
+    case OpKind::batchnorm_bwd: in_layout = "xcccx", out_layout = "xcc"; break;
     default: break;
   }
   auto check = [&](const Tensor& t, char what) {
@@ -249,6 +252,75 @@ int64_t elementwise_count(const Op& op, const Graph& g) {
   for (int id : op.inputs) expect_elements(op, g.tensor(id), n, "elementwise");
   for (int id : op.outputs) expect_elements(op, g.tensor(id), n, "elementwise");
   return n;
+}
+
+ConvShape conv_shape(const Op& op, const Graph& g) {
+  const OpAttrs& at = op.attrs;
+  const ConvGeometry& c = at.conv;
+  ConvShape s;
+  s.batch = std::max<int64_t>(1, at.batch);
+  s.height = c.height, s.width = c.width, s.channels = c.channels, s.filters = c.filters;
+  s.kernel_h = c.kernel_h, s.kernel_w = c.kernel_w, s.stride = c.stride, s.pad = c.pad;
+  s.dilation = c.dilation, s.groups = c.groups;
+  expect_positive(op, s.height, "conv.height");
+  expect_positive(op, s.width, "conv.width");
+  expect_positive(op, s.channels, "conv.channels");
+  expect_positive(op, s.filters, "conv.filters");
+  expect_positive(op, s.kernel_h, "conv.kernel_h");
+  expect_positive(op, s.kernel_w, "conv.kernel_w");
+  expect_positive(op, s.stride, "conv.stride");
+  expect_positive(op, s.dilation, "conv.dilation");
+  expect_positive(op, s.groups, "conv.groups");
+  if (s.pad < 0) fail(op, fmt::format("attribute conv.pad must be >= 0 (is {})", s.pad));
+  if (s.channels % s.groups != 0 || s.filters % s.groups != 0)
+    fail(op, fmt::format("channels ({}) and filters ({}) must be multiples of groups ({})", s.channels, s.filters,
+                         s.groups));
+  s.out_h = c.out_h(), s.out_w = c.out_w();
+  if (s.out_h <= 0 || s.out_w <= 0)
+    fail(op, fmt::format("a {}×{} window (dilation {}) does not fit a {}×{} image padded by {}", s.kernel_h,
+                         s.kernel_w, s.dilation, s.height, s.width, s.pad));
+  const bool pool = class_of(op.kind) != OpClass::conv;
+  if (pool && (s.filters != s.channels || s.groups != 1))
+    fail(op, fmt::format("a pool keeps its channels: filters ({}) must equal channels ({}), groups 1", s.filters,
+                         s.channels));
+  if (pool && 2 * s.pad > std::min(s.kernel_h, s.kernel_w))
+    fail(op, fmt::format("a pool's padding ({}) may be at most half its window ({}×{})", s.pad, s.kernel_h,
+                         s.kernel_w));
+  const int64_t x = s.x_elements(), y = s.y_elements(), w = s.w_elements();
+  auto expect = [&](const Tensor& t, int64_t n, const char* layout) { expect_elements(op, t, n, layout); };
+  switch (op.kind) {
+    case OpKind::conv2d:
+      expect(input(op, g, 0), x, "x: [batch, height, width, channels]");
+      expect(input(op, g, 1), w, "w: [filters, kernel_h, kernel_w, channels / groups]");
+      expect(output(op, g, 0), y, "y: [batch, out_h, out_w, filters]");
+      break;
+    case OpKind::conv2d_dgrad:
+      expect(input(op, g, 0), y, "dy: [batch, out_h, out_w, filters]");
+      expect(input(op, g, 1), w, "w: [filters, kernel_h, kernel_w, channels / groups]");
+      expect(output(op, g, 0), x, "dx: [batch, height, width, channels]");
+      break;
+    case OpKind::conv2d_wgrad:
+      expect(input(op, g, 0), x, "x: [batch, height, width, channels]");
+      expect(input(op, g, 1), y, "dy: [batch, out_h, out_w, filters]");
+      expect(output(op, g, 0), w, "dw: [filters, kernel_h, kernel_w, channels / groups]");
+      break;
+    case OpKind::maxpool:
+    case OpKind::avgpool:
+      expect(input(op, g, 0), x, "x: [batch, height, width, channels]");
+      expect(output(op, g, 0), y, "y: [batch, out_h, out_w, channels]");
+      break;
+    case OpKind::maxpool_bwd:
+      expect(input(op, g, 0), x, "x: [batch, height, width, channels]");
+      expect(input(op, g, 1), y, "dy: [batch, out_h, out_w, channels]");
+      expect(output(op, g, 0), x, "dx: [batch, height, width, channels]");
+      break;
+    case OpKind::avgpool_bwd:
+      expect(input(op, g, 0), y, "dy: [batch, out_h, out_w, channels]");
+      expect(output(op, g, 0), x, "dx: [batch, height, width, channels]");
+      break;
+    default: fail(op, "is not a convolution or a pool");
+  }
+  return s;
 }
 
 RopeShape rope_shape(const Op& op, const Graph& g) {
@@ -585,7 +657,11 @@ void check_op(const Op& op, const Graph& g) {
     case OpKind::varlen_flash_attention: (void)varlen_attn_shape(op, g); break;
     case OpKind::layernorm: case OpKind::layernorm_bwd: case OpKind::rmsnorm:
     case OpKind::rmsnorm_bwd: case OpKind::add_rmsnorm: case OpKind::add_layernorm:
-    case OpKind::cross_entropy: (void)row_shape(op, g); break;
+    case OpKind::cross_entropy: case OpKind::batchnorm: case OpKind::batchnorm_infer:
+    case OpKind::batchnorm_bwd: (void)row_shape(op, g); break;
+    case OpKind::conv2d: case OpKind::conv2d_dgrad: case OpKind::conv2d_wgrad: case OpKind::maxpool:
+    case OpKind::maxpool_bwd: case OpKind::avgpool: case OpKind::avgpool_bwd: (void)conv_shape(op, g); break;
+    case OpKind::relu: case OpKind::relu_bwd:
     case OpKind::gelu: case OpKind::gelu_bwd: case OpKind::silu_mul: case OpKind::silu_mul_bwd:
     case OpKind::residual_add: case OpKind::copy: (void)elementwise_count(op, g); break;
     case OpKind::rope: case OpKind::varlen_rope: case OpKind::rope_bwd: (void)rope_shape(op, g); break;

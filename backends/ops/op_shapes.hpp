@@ -55,6 +55,10 @@ void check_arity(const Op& op);
 // Pointwise ops and copies: every operand holds this many elements.
 [[nodiscard]] int64_t elementwise_count(const Op& op, const Graph& g);
 [[nodiscard]] RopeShape rope_shape(const Op& op, const Graph& g);
+// conv2d, conv2d_dgrad, conv2d_wgrad, maxpool(_bwd), avgpool(_bwd): the geometry of attrs.conv
+// checked (positive sizes, channels and filters divisible by groups, an output of at least one
+// pixel, a pool keeping its channels) and the operands' sizes against it.
+[[nodiscard]] ConvShape conv_shape(const Op& op, const Graph& g);
 [[nodiscard]] EmbeddingShape embedding_shape(const Op& op, const Graph& g);
 [[nodiscard]] KvAppendShape kv_append_shape(const Op& op, const Graph& g);
 // The page pool of a paged_kv_append, paged_flash_attention or varlen_flash_attention

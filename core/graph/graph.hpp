@@ -132,6 +132,19 @@ void for_each_whole_run(const Tensor& t, int rank,
                         const std::function<void(int64_t local, int64_t whole, int64_t count)>& fn);
 
 // Shape attributes. Which fields matter depends on the op kind (see op_kind.hpp).
+// A convolution's or a pooling window's geometry (NHWC): the input [batch, height, width,
+// channels], windows of kernel_h × kernel_w taps `dilation` apart, moved by `stride`, over an
+// input padded by `pad` on every side; conv2d's filters [filters, kernel_h, kernel_w, channels /
+// groups] give the output [batch, out_h, out_w, filters]; a pool keeps its channels (filters =
+// channels).
+struct ConvGeometry {
+  int64_t height = 0, width = 0, channels = 0, filters = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride = 1, pad = 0, dilation = 1, groups = 1;
+  [[nodiscard]] int64_t out_h() const { return (height + 2 * pad - dilation * (kernel_h - 1) - 1) / stride + 1; }
+  [[nodiscard]] int64_t out_w() const { return (width + 2 * pad - dilation * (kernel_w - 1) - 1) / stride + 1; }
+  bool operator==(const ConvGeometry&) const = default;
+};
+
 struct OpAttrs {
   // gemm: C[m,n] = op(A)[m,k]·op(B)[k,n]; trans_a: A stored [k,m]; trans_b: B stored [n,k].
   int64_t m = 0, n = 0, k = 0;
@@ -169,7 +182,10 @@ struct OpAttrs {
   // KV head, Σ_s kv_len[s], for bytes (K and V: 2·cols·kv_heads·head_dim elements).
   double kv_pairs = 0;
   int64_t decode_seqs = 0;
-  // norms, softmax, cross-entropy: [rows, cols]; pointwise: elements
+  // conv2d, conv2d_dgrad, conv2d_wgrad, maxpool(_bwd), avgpool(_bwd); with `batch`.
+  ConvGeometry conv;
+  // norms, softmax, cross-entropy, batchnorm (rows = batch·height·width, cols = channels):
+  // [rows, cols]; pointwise: elements
   int64_t rows = 0, cols = 0;
   int64_t elements = 0;
   double eps = 1e-5;

@@ -95,6 +95,20 @@ constexpr KindRow kind_rows[] = {
      "ye experts:i32 slots:i32 weights:f32 -> y"},
     {K::moe_combine_bwd, "moe_combine_bwd", C::pointwise, K::moe_combine_bwd, false, K::moe_combine_bwd,
      "dy ye experts:i32 slots:i32 weights:f32 -> dye dweights:f32"},
+    {K::conv2d, "conv2d", C::conv, K::conv2d, false, K::conv2d, "x w -> y"},
+    {K::conv2d_dgrad, "conv2d_dgrad", C::conv, K::conv2d_dgrad, false, K::conv2d_dgrad, "dy w -> dx"},
+    {K::conv2d_wgrad, "conv2d_wgrad", C::conv, K::conv2d_wgrad, false, K::conv2d_wgrad, "x dy -> dw"},
+    {K::batchnorm, "batchnorm", C::norm, K::batchnorm, false, K::batchnorm, "x gamma beta -> y mean:f32 rstd:f32"},
+    {K::batchnorm_infer, "batchnorm_infer", C::norm, K::batchnorm_infer, false, K::batchnorm_infer,
+     "x gamma beta mean:f32 var:f32 -> y"},
+    {K::batchnorm_bwd, "batchnorm_bwd", C::norm, K::batchnorm_bwd, false, K::batchnorm_bwd,
+     "x gamma mean:f32 rstd:f32 dy -> dx dgamma dbeta"},
+    {K::relu, "relu", C::pointwise, K::relu, false, K::relu, "x -> y"},
+    {K::relu_bwd, "relu_bwd", C::pointwise, K::relu_bwd, false, K::relu_bwd, "y dy -> dx"},
+    {K::maxpool, "maxpool", C::pointwise, K::maxpool, false, K::maxpool, "x -> y"},
+    {K::maxpool_bwd, "maxpool_bwd", C::pointwise, K::maxpool_bwd, false, K::maxpool_bwd, "x dy -> dx"},
+    {K::avgpool, "avgpool", C::pointwise, K::avgpool, false, K::avgpool, "x -> y"},
+    {K::avgpool_bwd, "avgpool_bwd", C::pointwise, K::avgpool_bwd, false, K::avgpool_bwd, "dy -> dx"},
     {K::copy, "copy", C::memory, K::copy, false, K::copy, "x -> y"},
     {K::collective, "collective", C::communication, K::collective, false, K::collective, "... -> ..."},
     {K::host, "host", C::host, K::host, false, K::host, "... -> ..."},
@@ -150,6 +164,7 @@ std::string_view name_of(OpClass c) {
   switch (c) {
     case OpClass::gemm: return "gemm";
     case OpClass::attention: return "attention";
+    case OpClass::conv: return "conv";
     case OpClass::norm: return "norm";
     case OpClass::pointwise: return "pointwise";
     case OpClass::embedding: return "embedding";

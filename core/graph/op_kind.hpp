@@ -84,6 +84,23 @@ enum class OpKind {
                       // y[t] = Σ_j weights[t,j]·ye[e_j, s_j] over the kept slots
   moe_combine_bwd,    // {dy[T,h], ye, experts, slots, weights} -> {dye[E,C,h], dweights[T,k] fp32}:
                       // dye[e_j,s_j] = weights[t,j]·dy[t] (unused rows 0); dweights = dy[t]·ye[e_j,s_j]
+  // Convolutional networks, NHWC (attrs.conv: x [batch, height, width, channels], y [batch,
+  // out_h, out_w, filters]); filters w [filters, kernel_h, kernel_w, channels / groups].
+  conv2d,             // {x, w} -> {y}: cross-correlation with stride, padding (zeros), dilation, groups
+  conv2d_dgrad,       // {dy, w} -> {dx}: the gradient of x
+  conv2d_wgrad,       // {x, dy} -> {dw}: the gradient of w (summed over the batch)
+  batchnorm,          // {x[rows, C], gamma, beta} -> {y, mean[C] fp32, rstd[C] fp32}: per-channel
+                      // statistics of the batch (rows = batch·height·width), biased variance
+  batchnorm_infer,    // {x, gamma, beta, mean[C] fp32, var[C] fp32} -> {y}: running statistics
+  batchnorm_bwd,      // {x, gamma, mean, rstd, dy} -> {dx, dgamma, dbeta}
+  relu,               // {x} -> {y = max(x, 0)}
+  relu_bwd,           // {y, dy} -> {dx = dy where y > 0}
+  maxpool,            // {x} -> {y}: max over each window (attrs.conv, filters = channels); padding
+                      // never wins
+  maxpool_bwd,        // {x, dy} -> {dx}: dy to each window's first maximum, summed where windows overlap
+  avgpool,            // {x} -> {y}: mean over each window's in-bounds elements (a window of the
+                      // whole image is global average pooling)
+  avgpool_bwd,        // {dy} -> {dx}: each dy shared out over its window's in-bounds elements
   copy,               // {x} -> {y}: same bytes; the residences say the direction: upload
                       // (host x), download (host y) or device to device
   collective,         // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
@@ -95,13 +112,13 @@ inline constexpr std::size_t op_kind_count = static_cast<std::size_t>(OpKind::ho
 [[nodiscard]] constexpr OpKind op_kind_at(std::size_t i) { return static_cast<OpKind>(i); }
 
 // Report groups. Efficiency tables are keyed by class, not kind.
-enum class OpClass { gemm, attention, norm, pointwise, embedding, loss, optimizer, memory,
+enum class OpClass { gemm, attention, conv, norm, pointwise, embedding, loss, optimizer, memory,
                      communication, host };
 
 inline constexpr OpClass all_op_classes[] = {
-    OpClass::gemm,     OpClass::attention, OpClass::norm,   OpClass::pointwise,
-    OpClass::embedding, OpClass::loss,     OpClass::optimizer, OpClass::memory,
-    OpClass::communication, OpClass::host};
+    OpClass::gemm,      OpClass::attention, OpClass::conv,      OpClass::norm,
+    OpClass::pointwise, OpClass::embedding, OpClass::loss,      OpClass::optimizer,
+    OpClass::memory,    OpClass::communication, OpClass::host};
 
 enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
 inline constexpr Collective all_collectives[] = {Collective::all_reduce, Collective::all_gather,

@@ -21,6 +21,21 @@ double score_elements(const OpAttrs& a) {
 
 double row_elements(const OpAttrs& a) { return d(a.rows) * d(a.cols); }
 
+// A convolution's multiply-adds: every output element [batch, out_h, out_w, filters] sums its
+// window over the channels of its group, kernel_h·kernel_w·channels / groups products. Its data
+// and weight gradients are products of the same size (the usual convention, as for GEMMs).
+double conv_macs(const OpAttrs& a) {
+  const ConvGeometry& c = a.conv;
+  return d(a.batch) * d(c.out_h()) * d(c.out_w()) * d(c.filters) * d(c.kernel_h) * d(c.kernel_w) *
+         d(c.channels / std::max<int64_t>(c.groups, 1));
+}
+
+// A pooling window's taps per output element [batch, out_h, out_w, channels].
+double pool_taps(const OpAttrs& a) {
+  const ConvGeometry& c = a.conv;
+  return d(a.batch) * d(c.out_h()) * d(c.out_w()) * d(c.channels) * d(c.kernel_h) * d(c.kernel_w);
+}
+
 // Routing choices T·k of a mixture-of-experts op, and how many of them can hold a slot: at
 // most the E·C rows of the expert buffers (fewer choices than rows: all of them, the ideal
 // balanced routing; metrics cannot know which tokens a router drops).
@@ -112,6 +127,24 @@ double op_flops(const Op& op, const Graph& g) {
     case OpKind::moe_combine: return 2.0 * moe_kept(a) * d(a.cols);
     // dye = w·dy (a multiply) and dweights = dy·ye (a multiply-add) per kept element.
     case OpKind::moe_combine_bwd: return 3.0 * moe_kept(a) * d(a.cols);
+    // Convolutions: 2 FLOPs per multiply-add, forward and each gradient alike.
+    case OpKind::conv2d:
+    case OpKind::conv2d_dgrad:
+    case OpKind::conv2d_wgrad: return 2.0 * conv_macs(a);
+    // Batch norm (Ioffe & Szegedy 2015, Alg. 1): the mean and the variance (a sum and a sum of
+    // squares: 3), then (x − μ)·rstd·γ + β (3); with running statistics only the last (3); the
+    // backward sums dy and dy·x̂ per channel (4) and forms dx (6).
+    case OpKind::batchnorm: return 6.0 * row_elements(a);
+    case OpKind::batchnorm_infer: return 3.0 * row_elements(a);
+    case OpKind::batchnorm_bwd: return 10.0 * row_elements(a);
+    case OpKind::relu:
+    case OpKind::relu_bwd: return d(a.elements);
+    // A comparison or an add per window tap; the backward visits each window again (max: to
+    // find its first maximum; mean: to share dy out).
+    case OpKind::maxpool:
+    case OpKind::maxpool_bwd:
+    case OpKind::avgpool:
+    case OpKind::avgpool_bwd: return pool_taps(a);
     case OpKind::moe_dispatch:  // a row copy
     case OpKind::kv_append:
     case OpKind::paged_kv_append:
@@ -134,7 +167,10 @@ double op_matmul_flops(const Op& op, const Graph& g, bool model) {
     case OpKind::attn_scores_bwd:
     case OpKind::flash_attention:
     case OpKind::paged_flash_attention:
-    case OpKind::varlen_flash_attention: return op_flops(op, g);
+    case OpKind::varlen_flash_attention:
+    case OpKind::conv2d:
+    case OpKind::conv2d_dgrad:
+    case OpKind::conv2d_wgrad: return op_flops(op, g);
     // dQ, dK, dV and dP: four products of the forward's size; the fifth rebuilds S.
     case OpKind::flash_attention_bwd: return model ? 0.8 * op_flops(op, g) : op_flops(op, g);
     default: return 0.0;

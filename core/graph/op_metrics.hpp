@@ -15,7 +15,7 @@ namespace perfsim {
 [[nodiscard]] double graph_flops(const Graph& g);
 // The FLOPs of an op's matrix products, what model FLOP utilisation counts (Narayanan et al.
 // 2021, §5.1, eq. 3; Chowdhery et al. 2022, PaLM, App. B): GEMMs, attention's Q·K^T and P·V and
-// their gradients; 0 for element-wise work (softmax, norms, activations, losses, AdamW).
+// their gradients, convolutions and theirs; 0 for element-wise work (softmax, norms, activations, losses, AdamW).
 // `model`: without what a kernel recomputes inside itself (flash attention's backward rebuilds
 // S, so it counts 2× its forward instead of the 2.5× it performs).
 [[nodiscard]] double op_matmul_flops(const Op& op, const Graph& g, bool model);

@@ -23,6 +23,16 @@ std::string op_shape_text(const Op& op, const Graph& g) {
     std::string s = fmt::format("{}×{}×{}", a.m, a.n, a.k);
     return a.batch > 1 ? fmt::format("{}×({})", a.batch, s) : s;
   }
+  // A convolution or a pool: its input image, window and output channels.
+  if ((class_of(op.kind) == OpClass::conv || op.kind == OpKind::maxpool || op.kind == OpKind::maxpool_bwd ||
+       op.kind == OpKind::avgpool || op.kind == OpKind::avgpool_bwd) &&
+      a.conv.height > 0) {
+    const ConvGeometry& c = a.conv;
+    std::string s = fmt::format("n{} {}×{}×{} {}×{}/{} → {}×{}×{}", a.batch, c.height, c.width, c.channels,
+                                c.kernel_h, c.kernel_w, c.stride, c.out_h(), c.out_w(), c.filters);
+    if (c.groups > 1) s += fmt::format(" g{}", c.groups);
+    return s;
+  }
   // A paged cache (paged_kv, a serving engine's step) adds its rows per page.
   const std::string paged = reads_kv_pages(op.kind) ? fmt::format(" pages of {}", a.kv_block) : "";
   if (class_of(op.kind) == OpClass::attention && a.heads > 0)

@@ -42,8 +42,8 @@ return profile {
   nvlink = {bandwidth = 4.5e+11, latency = 2e-06},
   infiniband = {bandwidth = 5e+10, latency = 5e-06},
   gpus_per_node = 8,  -- a collective over more GPUs crosses nodes (infiniband)
-  compute_efficiency = {gemm = 0.664058, attention = 0.386695, norm = 0.5, pointwise = 0.5, embedding = 0.5, loss = 0.5, optimizer = 0.5, memory = 0.5},
-  memory_efficiency = {gemm = 0.477892, attention = 0.349605, norm = 0.0931827, pointwise = 0.74696, embedding = 0.0844073, loss = 0.546055, optimizer = 1.87996, memory = 0.021939, communication = 0.8},
+  compute_efficiency = {gemm = 0.664058, attention = 0.386695, conv = 0.53, norm = 0.5, pointwise = 0.5, embedding = 0.5, loss = 0.5, optimizer = 0.5, memory = 0.5},
+  memory_efficiency = {gemm = 0.477892, attention = 0.349605, conv = 0.8, norm = 0.0931827, pointwise = 0.74696, embedding = 0.0844073, loss = 0.546055, optimizer = 1.87996, memory = 0.021939, communication = 0.8},
   -- GEMM efficiency (roofline time / measured time) over m x n x k; m counts every row
   -- of a batched product. efficiency[i][j][l] is at m[i], n[j], k[l].
   gemm = {

@@ -61,8 +61,8 @@ return profile {
   nvlink = {bandwidth = 4.5e+11, latency = 2e-06},
   infiniband = {bandwidth = 5e+10, latency = 5e-06},
   gpus_per_node = 8,  -- a collective over more GPUs crosses nodes (infiniband)
-  compute_efficiency = {gemm = 0.643879, attention = 0.381826, norm = 0.5, pointwise = 0.5, embedding = 0.5, loss = 0.5, optimizer = 0.5, memory = 0.5},
-  memory_efficiency = {gemm = 0.389164, attention = 0.293078, norm = 0.0597775, pointwise = 0.508272, embedding = 0.0824327, loss = 0.400315, optimizer = 1.64472, memory = 0.0251464, communication = 0.8},
+  compute_efficiency = {gemm = 0.643879, attention = 0.381826, conv = 0.53, norm = 0.5, pointwise = 0.5, embedding = 0.5, loss = 0.5, optimizer = 0.5, memory = 0.5},
+  memory_efficiency = {gemm = 0.389164, attention = 0.293078, conv = 0.8, norm = 0.0597775, pointwise = 0.508272, embedding = 0.0824327, loss = 0.400315, optimizer = 1.64472, memory = 0.0251464, communication = 0.8},
   -- GEMM efficiency (roofline time / measured time) over m x n x k; m counts every row
   -- of a batched product. efficiency[i][j][l] is at m[i], n[j], k[l].
   gemm = {

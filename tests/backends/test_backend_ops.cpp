@@ -73,7 +73,9 @@ TEST_CASE("backend ops: every sample runs on the CPU, finite, repeatable and clo
         // and so then may everything after them.
         // Samples of another structure at low precision (AdamW's fp32 master and its copy) have
         // no fp32 twin to compare with.
-        bool same_choices = reference[j].graph.tensors.size() == s.graph.tensors.size();
+        // A max pool's backward routes dy to each window's maximum, which rounding to 16 bits
+        // can tie or reorder: its outputs are compared at fp32 only.
+        bool same_choices = reference[j].graph.tensors.size() == s.graph.tensors.size() && k != OpKind::maxpool_bwd;
         for (std::size_t o = 0; o < outs.size(); ++o)
           if (same_choices && s.graph.tensor(outs[o]).dtype == DType::int32 && got[o] != want[o]) same_choices = false;
         for (std::size_t o = 0; o < outs.size(); ++o) {

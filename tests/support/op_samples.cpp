@@ -217,6 +217,18 @@ std::vector<OpSample> rows_cols(OpKind k, DType d) {
         s.in("a", x), s.in("b", x), s.in("gamma", c), s.in("beta", c), s.out("sum", x), s.out("y", x);
         break;
       case OpKind::cross_entropy: s.in("logits", x), s.in("targets", r), s.out("loss", r), s.out("dlogits", x); break;
+      case OpKind::batchnorm:
+        s.in("x", x), s.in("gamma", c), s.in("beta", c), s.out("y", x), s.out("mean", c), s.out("rstd", c);
+        break;
+      case OpKind::batchnorm_infer:
+        // Running statistics are persistent buffers (ones at initialization: a positive variance).
+        s.in("x", x), s.in("gamma", c), s.in("beta", c), s.in("running_mean", c, TensorRole::weight),
+            s.in("running_var", c, TensorRole::weight), s.out("y", x);
+        break;
+      case OpKind::batchnorm_bwd:
+        s.in("x", x), s.in("gamma", c), s.in("mean", c), s.in("rstd", c), s.in("dy", x), s.out("dx", x),
+            s.out("dgamma", c), s.out("dbeta", c);
+        break;
       default: return {};
     }
     s.attrs().rows = rows, s.attrs().cols = cols;
@@ -243,9 +255,51 @@ std::vector<OpSample> pointwise(OpKind k, DType d) {
       case OpKind::silu_mul: s.in("gate", x), s.in("up", x), s.out("y", x); break;
       case OpKind::silu_mul_bwd: s.in("gate", x), s.in("up", x), s.in("dy", x), s.out("dgate", x), s.out("dup", x); break;
       case OpKind::residual_add: s.in("a", x), s.in("b", x), s.out("out", x); break;
+      case OpKind::relu: s.in("x", x), s.out("y", x); break;
+      case OpKind::relu_bwd: s.in("y", x), s.in("dy", x), s.out("dx", x); break;
       default: return {};
     }
     s.attrs().elements = n;
+    out.push_back(s.done());
+  }
+  return out;
+}
+
+// ---- convolutions and pools (NHWC) ------------------------------------------------------------
+std::vector<OpSample> conv(OpKind k, DType d) {
+  struct Case {
+    const char* name;
+    ConvGeometry c;
+    int64_t batch;
+  };
+  const bool pool = class_of(k) != OpClass::conv;
+  std::vector<Case> cases;
+  if (pool) {
+    cases = {{"3x3/2 pad 1", {9, 7, 5, 5, 3, 3, 2, 1, 1, 1}, 2}, {"global", {4, 5, 6, 6, 4, 5, 1, 0, 1, 1}, 3}};
+  } else {
+    cases = {{"3x3 pad 1", {7, 6, 5, 8, 3, 3, 1, 1, 1, 1}, 2},
+             {"7x7/2 pad 3", {11, 9, 3, 6, 7, 7, 2, 3, 1, 1}, 1},
+             {"1x1/2", {6, 6, 8, 12, 1, 1, 2, 0, 1, 1}, 2},
+             {"grouped 3x3, dilation 2", {8, 8, 6, 9, 3, 3, 1, 2, 2, 3}, 2}};
+  }
+  std::vector<OpSample> out;
+  for (const Case& c : cases) {
+    Sample s(k, d, c.name);
+    const Shape x{c.batch, c.c.height, c.c.width, c.c.channels};
+    const Shape y{c.batch, c.c.out_h(), c.c.out_w(), c.c.filters};
+    const Shape w{c.c.filters, c.c.kernel_h, c.c.kernel_w, c.c.channels / c.c.groups};
+    switch (k) {
+      case OpKind::conv2d: s.in("x", x), s.in("w", w, TensorRole::weight), s.out("y", y); break;
+      case OpKind::conv2d_dgrad: s.in("dy", y), s.in("w", w, TensorRole::weight), s.out("dx", x); break;
+      case OpKind::conv2d_wgrad: s.in("x", x), s.in("dy", y), s.out("dw", w); break;
+      case OpKind::maxpool:
+      case OpKind::avgpool: s.in("x", x), s.out("y", y); break;
+      case OpKind::maxpool_bwd: s.in("x", x), s.in("dy", y), s.out("dx", x); break;
+      case OpKind::avgpool_bwd: s.in("dy", y), s.out("dx", x); break;
+      default: return {};
+    }
+    s.attrs().batch = c.batch;
+    s.attrs().conv = c.c;
     out.push_back(s.done());
   }
   return out;
@@ -451,7 +505,19 @@ std::vector<OpSample> family_samples(OpKind k, DType d) {
     case OpKind::rmsnorm_bwd:
     case OpKind::add_rmsnorm:
     case OpKind::add_layernorm:
-    case OpKind::cross_entropy: return rows_cols(k, d);
+    case OpKind::cross_entropy:
+    case OpKind::batchnorm:
+    case OpKind::batchnorm_infer:
+    case OpKind::batchnorm_bwd: return rows_cols(k, d);
+    case OpKind::conv2d:
+    case OpKind::conv2d_dgrad:
+    case OpKind::conv2d_wgrad:
+    case OpKind::maxpool:
+    case OpKind::maxpool_bwd:
+    case OpKind::avgpool:
+    case OpKind::avgpool_bwd: return conv(k, d);
+    case OpKind::relu:
+    case OpKind::relu_bwd:
     case OpKind::gelu:
     case OpKind::gelu_bwd:
     case OpKind::silu_mul:

@@ -244,3 +244,34 @@ TEST_CASE("op metrics: every flash attention kind's products are model FLOPs") {
     }
   }
 }
+
+TEST_CASE("op metrics: ResNet-50's stem convolution, 118 M multiply-adds an image") {
+  // 224×224×3 through 64 filters of 7×7, stride 2, padding 3: a 112×112 output, each element
+  // 7·7·3 = 147 multiply-adds: 112·112·64·147 = 118,013,952 per image (He et al. 2016 count
+  // ResNet-50 at 3.8–4.1 G multiply-adds, the stem about 3% of it).
+  Graph g;
+  const int x = add(g, "x", {2, 224, 224, 3}, DType::bf16);
+  const int w = add(g, "w", {64, 7, 7, 3}, DType::bf16, TensorRole::weight);
+  const int y = add(g, "y", {2, 112, 112, 64}, DType::bf16);
+  Op op = make(OpKind::conv2d, {x, w}, {y});
+  op.dtype = DType::bf16;
+  op.attrs.batch = 2;
+  op.attrs.conv = ConvGeometry{224, 224, 3, 64, 7, 7, 2, 3, 1, 1};
+  CHECK(op.attrs.conv.out_h() == 112);
+  CHECK(op_flops(op, g) == approx(2.0 * 2 * 118013952.0));
+  CHECK(op_matmul_flops(op, g, true) == approx(op_flops(op, g)));
+  // Every operand once: 2·224·224·3 + 64·7·7·3 + 2·112·112·64 bf16 elements.
+  CHECK(op_bytes(op, g) == approx(2.0 * (2 * 224 * 224 * 3 + 64 * 7 * 7 * 3 + 2 * 112 * 112 * 64)));
+  // Its data and weight gradients are products of the same size.
+  op.kind = OpKind::conv2d_wgrad;
+  CHECK(op_flops(op, g) == approx(2.0 * 2 * 118013952.0));
+  // A grouped convolution sums over its group's channels only: 4 groups, a quarter.
+  op.kind = OpKind::conv2d;
+  op.attrs.conv = ConvGeometry{56, 56, 128, 128, 3, 3, 1, 1, 1, 4};
+  CHECK(op_flops(op, g) == approx(2.0 * 2 * 56 * 56 * 128 * 9 * 32));
+  // The stem's 3×3/2 max pool over the 112×112 map: 9 comparisons an output element.
+  op.kind = OpKind::maxpool;
+  op.attrs.conv = ConvGeometry{112, 112, 64, 64, 3, 3, 2, 1, 1, 1};
+  CHECK(op.attrs.conv.out_h() == 56);
+  CHECK(op_flops(op, g) == approx(2.0 * 56 * 56 * 64 * 9));
+}
