@@ -84,17 +84,20 @@ std::string experts(const ModelConfig& m) {
 }
 
 std::string list_models(const std::string& module_path) {
+  // Image models have no transformer dimensions: a dash, and their residual blocks as layers.
   const auto number = [](int64_t ModelConfig::*field) {
-    return [field](const ModelConfig& m) { return std::to_string(m.*field); };
+    return [field](const ModelConfig& m) { return m.cnn ? std::string("—") : std::to_string(m.*field); };
   };
   const std::vector<Column<ModelConfig>> columns = {
       {"name", left, [](const ModelConfig& m) { return m.name; }},
       {"style", left,
-       [](const ModelConfig& m) { return m.activation == Activation::swiglu ? "llama" : "gpt"; }},
-      {"layers", right, number(&ModelConfig::layers)},
+       [](const ModelConfig& m) { return m.cnn ? "cnn" : m.activation == Activation::swiglu ? "llama" : "gpt"; }},
+      {"layers", right,
+       [](const ModelConfig& m) { return std::to_string(m.cnn ? m.cnn->blocks() : m.layers); }},
       {"hidden", right, number(&ModelConfig::hidden)},
       {"heads", right, number(&ModelConfig::heads)},
-      {"kv heads", right, [](const ModelConfig& m) { return std::to_string(m.kv_heads_or_heads()); }},
+      {"kv heads", right,
+       [](const ModelConfig& m) { return m.cnn ? std::string("—") : std::to_string(m.kv_heads_or_heads()); }},
       {"ffn", right, number(&ModelConfig::ffn_hidden)},
       {"vocab", right, number(&ModelConfig::vocab)},
       {"max seq", right, number(&ModelConfig::max_seq)},
@@ -103,6 +106,7 @@ std::string list_models(const std::string& module_path) {
       {"active", right, [](const ModelConfig& m) { return params(static_cast<double>(m.active_params())); }},
   };
   return catalog_table("Model zoo (llama: rmsnorm, SwiGLU, rotary; gpt: layernorm, GELU, learned positions; "
+                       "cnn: a ResNet-style image classifier, its layers the residual blocks; "
                        "active: parameters one token uses)",
                        columns, model_zoo(module_path));
 }

@@ -208,6 +208,10 @@ int cmd_search(const SearchArgs& given) {
                        sweep_label(outcome.points.front().values), outcome.points.size());
 
   if (s.serve) return search_serving(a, s, format, note);
+  if (s.model.image_model())
+    throw UsageError(fmt::format("search lays a transformer out over GPUs; {} runs image model '{}', which runs on "
+                                 "one GPU for now",
+                                 a.scenario, s.model.name));
 
   std::vector<StackStep> stack = s.stacks;
   if (stack.empty()) stack.push_back(StackStep{"baseline", {}, ""});

@@ -6,6 +6,7 @@
 
 #include "core/errors.hpp"
 #include "core/text.hpp"
+#include "dsl/lua_cnn_model.hpp"
 #include "dsl/lua_fields.hpp"
 
 namespace perfsim::dsl {
@@ -80,13 +81,18 @@ Collective to_collective(const std::string& name, const std::string& what) {
 const std::vector<std::string>& model_fields() {
   static const std::vector<std::string> f = [] {
     std::vector<std::string> keys = model_scalars().keys();
-    keys.insert(keys.end(), {"activation", "norm", "aliases"});
+    keys.insert(keys.end(), {"kind", "activation", "norm", "aliases"});
     return keys;
   }();
   return f;
 }
 
 void read_model_fields(lua_State* L, int index, ModelConfig& m, const std::string& what) {
+  if (m.cnn) {  // overrides of an image model
+    read_cnn_fields(L, index, *m.cnn, what);
+    m.name = m.cnn->name;
+    return;
+  }
   const FieldReader r(L, index, what, model_fields());
   model_scalars().read(r, m);
   if (auto a = r.string("activation")) m.activation = parse_choice(*a, activations, what, "activation");
@@ -96,6 +102,20 @@ void read_model_fields(lua_State* L, int index, ModelConfig& m, const std::strin
 ModelConfig to_model(lua_State* L, int index, const std::string& what) {
   ModelConfig m;
   m.name = "custom";
+  if (is_cnn_table(L, index, what)) {
+    CnnConfig c;
+    c.name = "custom";
+    c.stages.clear();
+    read_cnn_fields(L, index, c, what);
+    if (c.stages.empty())
+      throw ConfigError(fmt::format("{}: missing field 'stages' (an image model needs its stages, e.g. "
+                                    "stages = {{{{3, 64, 1}}, {{4, 128, 2}}}}; or use a zoo name such as "
+                                    "model(\"resnet-50\"))",
+                                    what));
+    m.name = c.name;
+    m.cnn = std::move(c);
+    return m;
+  }
   read_model_fields(L, index, m, what);
   const FieldReader r(L, index, what, model_fields());
   for (const char* f : {"layers", "hidden", "heads", "ffn_hidden", "vocab", "max_seq"})
@@ -108,6 +128,10 @@ ModelConfig to_model(lua_State* L, int index, const std::string& what) {
 }
 
 void push_model(lua_State* L, const ModelConfig& m) {
+  if (m.cnn) {
+    push_cnn_model(L, *m.cnn);
+    return;
+  }
   lua_createtable(L, 0, 19);
   model_scalars().push(L, m);
   set_number(L, "kv_heads", static_cast<double>(m.kv_heads_or_heads()));  // 0 reads as "= heads"

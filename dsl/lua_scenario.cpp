@@ -240,17 +240,34 @@ BuiltScenario build_scenario(lua_State* L, int index, const std::string& what,
     throw ConfigError(fmt::format(
         "{} needs workload = prefill{{...}}, decode{{...}} or train{{...}}", what));
   if (is_serve_table(L, -1)) {
+    if (s.model.image_model())
+      throw ConfigError(fmt::format("{}: model '{}' is an image classifier: serve{{}} runs language models (use "
+                                    "train{{}} or prefill{{}} for a batch of images)",
+                                    what, s.model.name));
     s.serve = to_serve(L, -1, "serve{}", context(L).dir);
     s.workload = serve_decode_step(*s.serve, s.model);
   } else {
     s.workload = to_workload(L, -1, "workload");
+    s.workload.images = s.model.image_model();  // an image model's batch is of images
   }
   r.read("host_data", s.workload.host_data);
   r.push("parallel");
   s.parallel = read_parallel(L, lua_gettop(L));
   r.push("stacks");
   s.stacks = read_stacks(L, lua_gettop(L));
-  if (r.push("execute") != LUA_TNIL) s.execute = to_execute(L, lua_gettop(L));
+  if (r.push("execute") != LUA_TNIL) {
+    s.execute = to_execute(L, lua_gettop(L));
+    bool layers = false;  // execute = false is a boolean
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "layers");
+      layers = !lua_isnil(L, -1);
+      lua_pop(L, 1);
+    }
+    if (layers && s.model.image_model())
+      throw ConfigError(fmt::format("{}: execute.layers samples transformer layers; model '{}' runs every distinct "
+                                    "block (a stage's repeated blocks are counted): leave it out",
+                                    what, s.model.name));
+  }
   if (r.push("published") != LUA_TNIL) s.published = read_published(L, lua_gettop(L));
   SweepCatalog named;
   r.push("sweep");

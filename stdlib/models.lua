@@ -27,6 +27,17 @@ local function moe(m, fields)
   return m
 end
 
+-- ResNet (He et al. 2016, "Deep Residual Learning for Image Recognition", Table 1) at 224×224,
+-- torchvision's v1.5 (the stride on each bottleneck's 3×3): stages of {blocks, width, stride};
+-- bottleneck blocks put out 4 × width channels.
+local function resnet(name, blocks, bottleneck, aliases)
+  return {
+    kind = "cnn", name = name, aliases = aliases, image = 224, in_channels = 3, stem_width = 64,
+    stages = {{blocks[1], 64, 1}, {blocks[2], 128, 2}, {blocks[3], 256, 2}, {blocks[4], 512, 2}},
+    bottleneck = bottleneck, classes = 1000,
+  }
+end
+
 return {
   -- GPT-2: Radford et al. 2019; https://huggingface.co/openai-community/gpt2/blob/main/config.json
   gpt("gpt2", 12, 768, 12, 3072, {aliases = {"gpt2-small", "gpt-2"}}),
@@ -52,7 +63,15 @@ return {
   -- (14.3B, 2.7B active). Its shared expert's sigmoid gate (2,048 weights a layer) is left out.
   moe(llama("qwen1.5-moe-a2.7b", 24, 2048, 16, 16, 5632, 151936, 8192, {"qwen-moe", "qwen1.5-moe"}),
       {experts = 60, top_k = 4, expert_ffn_hidden = 1408, shared_experts = 4}),
+  -- Image classifiers (kind = "cnn"): 11.7 M, 21.8 M, 25.6 M, 44.5 M and 60.2 M parameters.
+  resnet("resnet-18", {2, 2, 2, 2}, false, {"resnet18"}),
+  resnet("resnet-34", {3, 4, 6, 3}, false, {"resnet34"}),
+  resnet("resnet-50", {3, 4, 6, 3}, true, {"resnet50", "rn50"}),
+  resnet("resnet-101", {3, 4, 23, 3}, true, {"resnet101"}),
+  resnet("resnet-152", {3, 8, 36, 3}, true, {"resnet152"}),
   -- Test models: small enough to execute every layer in unit tests.
+  {kind = "cnn", name = "tiny-resnet", image = 32, in_channels = 3, stem_width = 8,
+   stages = {{2, 8, 1}, {2, 16, 2}}, bottleneck = true, classes = 10},
   llama("tiny-llama", 2, 64, 4, 2, 128, 256, 256),
   moe(llama("tiny-moe", 2, 64, 4, 2, 128, 256, 256), {experts = 8, top_k = 2, expert_ffn_hidden = 64}),
   gpt("tiny-gpt", 2, 64, 4, 256, {vocab = 256, max_seq = 256}),

@@ -389,7 +389,8 @@ def chart_stack(rep):
     bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     step_axis(bottom, names)
     finish(fig, "Optimization stack — %s" % rep.label(),
-          rep.device_line(steps[0]) + "\nsteps are cumulative; speedup is tokens/s over the first step")
+          rep.device_line(steps[0]) + "\nsteps are cumulative; speedup is %s/s over the first step"
+          % rep.point.get("throughput_unit", "tokens"))
     return fig
 
 

@@ -1,10 +1,22 @@
-// Entry point of the graph builders: picks the builder for the workload's phase.
-// The builders themselves live in inference.cpp and train.cpp.
+// Entry point of the graph builders: picks the builder for the model and the workload's phase.
+// The builders themselves live in inference.cpp and train.cpp (transformers) and cnn.cpp.
 #include "core/builders/builders.hpp"
+
+#include <fmt/format.h>
+
+#include "core/builders/cnn.hpp"
+#include "core/errors.hpp"
 
 namespace perfsim {
 
 Graph build_graph(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
+  if (m.cnn) {
+    if (o.parallel.gpus() > 1 || o.parallel.ep > 1)
+      throw ConfigError(fmt::format("model '{}': image models run on one GPU for now (parallel layouts, data "
+                                    "parallelism included, are for transformers)",
+                                    m.name));
+    return build_cnn(*m.cnn, w);
+  }
   switch (w.phase) {
     case Phase::prefill: return build_prefill(m, w, o);
     case Phase::decode: return build_decode(m, w, o);

@@ -70,6 +70,10 @@ int64_t ModelConfig::active_layer_params() const {
 int64_t ModelConfig::non_layer_params() const { return non_layer<int64_t>(*this); }
 
 void validate(const ModelConfig& m) {
+  if (m.cnn) {
+    validate(*m.cnn);
+    return;
+  }
   auto positive = [&](int64_t v, const char* field) {
     if (v <= 0)
       throw ConfigError(fmt::format("model '{}': {} must be > 0 (got {})", m.name, field, v));

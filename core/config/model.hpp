@@ -1,7 +1,10 @@
 // Transformer model configuration (decoder-only, GPT or Llama style).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "core/config/cnn.hpp"
 
 namespace perfsim {
 
@@ -34,8 +37,12 @@ struct ModelConfig {
   // Rows each expert's buffer holds: capacity_factor · tokens · top_k / experts (tokens past it
   // are dropped at that expert). 1.25 is GShard's and Switch Transformer's training default.
   double capacity_factor = 1.25;
+  // An image classifier (core/config/cnn.hpp) instead of a transformer: the transformer fields
+  // above stay 0 and every count comes from it.
+  std::optional<CnnConfig> cnn;
 
-  [[nodiscard]] int64_t head_dim() const { return hidden / heads; }
+  [[nodiscard]] bool image_model() const { return cnn.has_value(); }
+  [[nodiscard]] int64_t head_dim() const { return heads > 0 ? hidden / heads : 0; }
   [[nodiscard]] int64_t kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   [[nodiscard]] int64_t kv_dim() const { return kv_heads_or_heads() * head_dim(); }
   [[nodiscard]] bool moe() const { return experts > 0; }
@@ -47,8 +54,12 @@ struct ModelConfig {
   [[nodiscard]] int64_t active_layer_params() const;
   // Embedding (+ learned positions) + lm_head when not tied + final norm.
   [[nodiscard]] int64_t non_layer_params() const;
-  [[nodiscard]] int64_t params() const { return layers * layer_params() + non_layer_params(); }
-  [[nodiscard]] int64_t active_params() const { return layers * active_layer_params() + non_layer_params(); }
+  [[nodiscard]] int64_t params() const {
+    return cnn ? cnn->params() : layers * layer_params() + non_layer_params();
+  }
+  [[nodiscard]] int64_t active_params() const {
+    return cnn ? cnn->params() : layers * active_layer_params() + non_layer_params();
+  }
 };
 
 // Bounds no real model approaches, chosen so params() and every tensor a graph builds from the

@@ -21,6 +21,9 @@ const char* name_of(Phase p) {
 namespace {
 
 std::string describe_sizes(const Workload& w) {
+  if (w.images)
+    return w.phase == Phase::train ? fmt::format("train batch={} images", w.batch)
+                                   : fmt::format("inference batch={} images", w.batch);
   switch (w.phase) {
     case Phase::prefill:
       if (w.cached > 0) return fmt::format("prefill batch={} prompt={} cached={}", w.batch, w.prompt, w.cached);
@@ -42,6 +45,7 @@ std::string describe_sizes(const Workload& w) {
 }  // namespace
 
 double Workload::tokens_per_step() const {
+  if (images) return static_cast<double>(batch * (phase == Phase::train ? grad_accum : 1));
   switch (phase) {
     case Phase::prefill: return static_cast<double>(batch * (prompt - cached));
     case Phase::decode:

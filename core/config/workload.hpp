@@ -21,6 +21,9 @@ struct Workload {
   // The inputs (token ids, targets) start in host memory and each step uploads them to the
   // device (copy ops); false: they are already on the device.
   bool host_data = false;
+  // The batch is of images (an image model, core/config/cnn.hpp): a step's items are its
+  // images, counted by tokens_per_step() and reported as images/s (unit_name()).
+  bool images = false;
   // decode: speculative decoding (stack knobs `speculative`, `acceptance`): each step verifies
   // `draft_tokens` drafted tokens per sequence in one pass of draft_tokens + 1 rows, each draft
   // accepted with probability `acceptance` until the first rejection. 0: plain decoding.
@@ -29,6 +32,8 @@ struct Workload {
 
   // Decode graphs describe one step at the mean context of the generation.
   [[nodiscard]] int64_t decode_context() const { return prompt + new_tokens / 2; }
+  // What a step's items are, for rates: "img" for an image model's batch, else "tok".
+  [[nodiscard]] const char* unit_name() const { return images ? "img" : "tok"; }
   // Tokens of useful work per graph execution; throughput and speedups use it (a speculative
   // decode step: the tokens one verify pass yields on average, per sequence).
   [[nodiscard]] double tokens_per_step() const;

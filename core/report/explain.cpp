@@ -42,16 +42,21 @@ std::string format_explain(const ExplainInput& in) {
                                              p.profile));
   header.emplace_back("workload", describe(g.workload));
   if (!in.serve_note.empty()) header.emplace_back("serving", in.serve_note);
-  if (g.layers_built < g.layers_total)
+  if (g.workload.images)
+    header.emplace_back("graph", fmt::format("{} distinct blocks of {} built: each stage's first, and one "
+                                             "whose ops stand for the rest (count)",
+                                             g.layers_built, g.layers_total));
+  else if (g.layers_built < g.layers_total)
     header.emplace_back("graph", fmt::format("{} of {} transformer layers built; each layer op "
                                              "stands for {:g} (count)",
                                              g.layers_built, g.layers_total, g.layer_scale()));
-  header.emplace_back("step time", fmt::format("{} (timeline {} + host overhead {}); {} tok/s; "
+  header.emplace_back("step time", fmt::format("{} (timeline {} + host overhead {}); {} {}/s; "
                                                "MFU {:.1f}%",
                                                format_duration(step),
                                                format_duration(step - p.host_time),
                                                format_duration(p.host_time),
-                                               format_rate(p.tokens_per_second(g)), p.mfu * 100));
+                                               format_rate(p.tokens_per_second(g)), g.workload.unit_name(),
+                                               p.mfu * 100));
   header.emplace_back("memory", fmt::format("model peak {} ({}), during {}", format_bytes(p.memory.peak),
                                             p.fits ? "fits" : "does not fit", p.memory.peak_at));
   if (p.memory.host_bytes > 0)

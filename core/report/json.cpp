@@ -294,6 +294,8 @@ std::string format_json(const std::vector<RunResult>& points) {
     j["model_params"] = r.model_params;
     j["model_active_params"] = r.model_active_params;
     j["workload"] = r.workload;
+    // What the steps' tokens_per_step and tokens_per_s count: tokens, or an image model's images.
+    j["throughput_unit"] = r.unit == "img" ? "images" : "tokens";
     j["backend"] = r.backend;
     j["unsafe"] = r.unsafe;
     j["device"] = r.device;

@@ -75,8 +75,8 @@ ReportSection step_time_section(const RunResult& r, const std::vector<StepFigure
   if (exec) t.add_column("meas time"), t.add_column("time err"), t.add_column("spread");
   t.add_column("pred speedup");
   if (exec) t.add_column("meas speedup");
-  t.add_column("pred tok/s");
-  if (exec) t.add_column("meas tok/s");
+  t.add_column(fmt::format("pred {}/s", r.unit));
+  if (exec) t.add_column(fmt::format("meas {}/s", r.unit));
   t.add_column("pred MFU");
   if (exec) t.add_column("meas MFU");
   if (any_note) t.add_column("note", Align::left);
@@ -100,7 +100,8 @@ ReportSection step_time_section(const RunResult& r, const std::vector<StepFigure
     if (any_note) row.push_back(f.note);
     t.add_row(std::move(row));
   }
-  s.notes.push_back("speedup: throughput (tokens/s) relative to the first step");
+  s.notes.push_back(r.unit == "img" ? "speedup: throughput (images/s) relative to the first step"
+                                    : "speedup: throughput (tokens/s) relative to the first step");
   // Speculative steps: their time is one verify pass, their tokens the pass's expected yield.
   for (const StepResult& st : r.steps) {
     const Workload& w = st.graph.workload;
@@ -286,14 +287,14 @@ ReportSection class_section(const RunResult& r) {
   return s;
 }
 
-ReportSection what_if_section(const std::vector<WhatIfFigures>& wi) {
+ReportSection what_if_section(const std::vector<WhatIfFigures>& wi, const std::string& unit) {
   ReportSection s;
   s.title = "What-if on other hardware (predicted)";
   TextTable& t = s.table;
   t.add_column("hardware", Align::left);
   t.add_column("step", Align::left);
   t.add_column("step time");
-  t.add_column("tok/s");
+  t.add_column(fmt::format("{}/s", unit));
   t.add_column("speedup");
   t.add_column("MFU");
   t.add_column("model peak");
@@ -382,7 +383,7 @@ ReportDocument build_report_document(const RunResult& r, std::size_t index, std:
   d.sections.push_back(memory_section(r, figs));
   d.sections.push_back(class_section(r));
   const auto wi = what_if_figures(r);
-  if (!wi.empty()) d.sections.push_back(what_if_section(wi));
+  if (!wi.empty()) d.sections.push_back(what_if_section(wi, r.unit));
   return d;
 }
 
@@ -404,8 +405,9 @@ std::optional<ReportSection> build_sweep_summary(const std::vector<RunResult>& p
   t.add_column("step", Align::left);
   t.add_column("pred time");
   if (exec) t.add_column("meas time");
-  t.add_column("pred tok/s");
-  if (exec) t.add_column("meas tok/s");
+  const std::string unit = points.front().unit;
+  t.add_column(fmt::format("pred {}/s", unit));
+  if (exec) t.add_column(fmt::format("meas {}/s", unit));
   t.add_column("pred model peak");
   t.add_column("fits", Align::left);
   // Layouts over several GPUs add their per-GPU figures; a gpus axis adds the scaling

@@ -138,6 +138,7 @@ struct RunResult {
   int64_t model_params = 0;             // parameters of the whole model (report header)
   int64_t model_active_params = 0;      // those one token uses (mixture of experts: top_k experts)
   std::string workload;                 // describe(Workload) of the base workload
+  std::string unit = "tok";             // what rates count: "tok", or "img" for an image model's batches
   std::string backend;                  // "none" when only predicting
   std::string device;
   std::string sampling;                 // e.g. "executed 2 of 32 layers; times scaled by 16"

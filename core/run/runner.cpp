@@ -20,6 +20,10 @@ constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 // `g` is the first step's graph (a pipeline's: stage 0's, whose layers are its own).
 std::string sampling_text(const Graph& g, bool executing, int pipeline_stages) {
   const char* verb = executing ? "executed" : "built";
+  if (g.workload.images)  // an image model (core/builders/cnn.cpp)
+    return fmt::format("{} {} distinct blocks of {}: each stage's first, and one standing for the rest "
+                       "(its times and memory counted for each)",
+                       verb, g.layers_built, g.layers_total);
   if (g.layers_built <= 0 || g.layers_built >= g.layers_total)
     return fmt::format("all layers {}", verb);
   const std::string of_what = pipeline_stages > 1
@@ -146,6 +150,7 @@ RunResult run_scenario(const Scenario& s, Backend* backend, const Hardware* devi
 
   RunResult out = run_header(s, backend);
   out.workload = describe(s.workload);
+  out.unit = s.workload.unit_name();
   out.device = backend != nullptr ? x.device.name : primary.name;
   out.steps.reserve(stack.size());
   for (std::size_t i = 0; i < stack.size(); ++i) {

@@ -120,9 +120,57 @@ void validate_speculation(const Scenario& s) {
 
 }  // namespace
 
+// An image model (core/config/cnn.hpp): a batch of images trained or inferred on one GPU.
+void validate_image_model(const Scenario& s) {
+  const std::string& name = s.model.name;
+  if (s.serve)
+    throw ConfigError(fmt::format("model '{}' is an image classifier: serve{{}} runs language models (use train{{}} "
+                                  "or prefill{{}} for a batch of images)",
+                                  name));
+  if (s.workload.phase == Phase::decode)
+    throw ConfigError(fmt::format("model '{}' is an image classifier: use train{{}} or prefill{{}} (inference over "
+                                  "a batch of images), not decode{{}}",
+                                  name));
+  if (!s.workload.images)
+    throw ConfigError(fmt::format("model '{}' is an image classifier but the workload is not a batch of images "
+                                  "(Workload::images)",
+                                  name));
+  if (s.workload.grad_accum > 1)
+    throw ConfigError(fmt::format("model '{}': grad_accum is not supported for image models yet (got {})", name,
+                                  s.workload.grad_accum));
+  // Recomputation re-runs a transformer layer's forward in its backward; a CNN's blocks keep
+  // their own counts (core/builders/cnn.cpp), which it would overwrite.
+  for (const StackStep& step : s.stacks)
+    for (const PassSpec& p : step.passes)
+      if (p.name == "recompute")
+        throw ConfigError(fmt::format("{}step '{}': recompute is for transformer layers; model '{}' keeps every "
+                                      "activation its backward reads",
+                                      step.where, step.name, name));
+  for (std::size_t i = 0; i <= s.stacks.size(); ++i) {
+    const ParallelSpec p = i == 0 ? s.parallel : step_parallel(s.parallel, s.stacks, i - 1);
+    if (p.gpus() > 1 || p.ep > 1 || p.zero > 0 || p.fsdp != FsdpStrategy::none || p.sp)
+      throw ConfigError(fmt::format("{}model '{}': image models run on one GPU for now (parallel layouts, data "
+                                    "parallelism included, are for transformers)",
+                                    i == 0 ? std::string() : fmt::format("step '{}': ", s.stacks[i - 1].name), name));
+  }
+}
+
 void validate(const Scenario& s) {
   validate(s.model);
   validate(s.workload);
+  if (s.model.image_model()) {
+    validate_image_model(s);
+    if (s.hardware.empty())
+      throw ConfigError(fmt::format(
+          "scenario '{}': no hardware given; name at least one profile (see `perfsim list hardware`)", s.name));
+    for (const Hardware& hw : s.hardware) validate_hardware(hw);
+    for (const StackStep& step : s.stacks)
+      for (const PassSpec& p : step.passes) validate(p);
+    return;
+  }
+  if (s.workload.images)
+    throw ConfigError(fmt::format("model '{}' is a language model: the workload cannot be a batch of images",
+                                  s.model.name));
   validate_serving(s);
   if (s.hardware.empty())
     throw ConfigError(fmt::format(

@@ -128,7 +128,7 @@ TEST_CASE("dsl: hardware lookup ignores case and knows aliases") {
 
 TEST_CASE("dsl: the model zoo has the published dimensions") {
   const std::vector<ModelConfig> zoo = model_zoo();
-  CHECK(zoo.size() == 16);
+  CHECK(zoo.size() == 22);
   for (const ModelConfig& m : zoo) {
     CAPTURE(m.name);
     CHECK_NOTHROW(validate(m));
@@ -157,6 +157,18 @@ TEST_CASE("dsl: the model zoo has the published dimensions") {
   CHECK(l405.layers == 126);
   CHECK(l405.hidden == 16384);
   CHECK(l405.max_seq == 131072);
+  // ResNets (kind = "cnn"): torchvision's parameter counts; an alias finds ResNet-50.
+  const ModelConfig rn50 = find_model("rn50");
+  REQUIRE(rn50.image_model());
+  CHECK(rn50.name == "resnet-50");
+  CHECK(rn50.params() == 25557032);
+  CHECK(rn50.cnn->image == 224);
+  CHECK(rn50.cnn->stages.size() == 4);
+  CHECK(rn50.cnn->stages[2].blocks == 6);
+  CHECK(find_model("resnet-18").params() == 11689512);
+  CHECK(find_model("resnet-34").params() == 21797672);
+  CHECK(find_model("resnet-152").params() == 60192808);
+  CHECK_FALSE(find_model("resnet-18").cnn->bottleneck);
   const ModelConfig tiny = find_model("tiny-llama");
   CHECK(tiny.layers == 2);
   CHECK(tiny.hidden == 64);
