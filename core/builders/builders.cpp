@@ -11,9 +11,11 @@ namespace perfsim {
 
 Graph build_graph(const ModelConfig& m, const Workload& w, const BuildOptions& o) {
   if (m.cnn) {
-    if (o.parallel.gpus() > 1 || o.parallel.ep > 1)
-      throw ConfigError(fmt::format("model '{}': image models run on one GPU for now (parallel layouts, data "
-                                    "parallelism included, are for transformers)",
+    // Data parallelism is applied to the built rank graph (core/parallel/data_parallel.hpp).
+    const ParallelSpec& p = o.parallel;
+    if (p.tp > 1 || p.pp > 1 || p.cp > 1 || p.ep > 1 || p.sp)
+      throw ConfigError(fmt::format("model '{}': image models are laid out by data parallelism only (dp, zero); "
+                                    "tp, pp, cp, ep and sp split transformer layers",
                                     m.name));
     return build_cnn(*m.cnn, w);
   }

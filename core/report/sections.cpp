@@ -141,7 +141,7 @@ ReportSection layout_section(const RunResult& r, const std::vector<StepFigures>&
   t.add_column("step", Align::left);
   t.add_column("layout", Align::left);
   t.add_column("GPUs");
-  t.add_column("tok/s/GPU");
+  t.add_column(fmt::format("{}/s/GPU", r.unit));
   t.add_column("MFU");
   t.add_column("bubble");
   t.add_column("comm");
@@ -167,7 +167,8 @@ ReportSection layout_section(const RunResult& r, const std::vector<StepFigures>&
                format_duration(l.communication), format_duration(l.exposed_communication), exposed_kinds(l),
                format_bytes(l.memory_worst), format_bytes(l.memory_least)});
   }
-  s.notes.push_back("tok/s/GPU: every replica's tokens per second over every GPU of the layout");
+  s.notes.push_back(r.unit == "img" ? "img/s/GPU: every replica's images per second over every GPU of the layout"
+                                    : "tok/s/GPU: every replica's tokens per second over every GPU of the layout");
   if (any_hfu)
     s.notes.push_back("MFU (HFU): HFU also counts the products recomputed (recompute, flash attention's backward)");
   // An inference pipeline's bubble is no simulated schedule: one batch passes the stages in turn.

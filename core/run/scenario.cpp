@@ -148,9 +148,10 @@ void validate_image_model(const Scenario& s) {
                                       step.where, step.name, name));
   for (std::size_t i = 0; i <= s.stacks.size(); ++i) {
     const ParallelSpec p = i == 0 ? s.parallel : step_parallel(s.parallel, s.stacks, i - 1);
-    if (p.gpus() > 1 || p.ep > 1 || p.zero > 0 || p.fsdp != FsdpStrategy::none || p.sp)
-      throw ConfigError(fmt::format("{}model '{}': image models run on one GPU for now (parallel layouts, data "
-                                    "parallelism included, are for transformers)",
+    if (p.tp > 1 || p.pp > 1 || p.cp > 1 || p.ep > 1 || p.sp || p.zero > 2 || p.fsdp == FsdpStrategy::full_shard ||
+        p.fsdp == FsdpStrategy::hybrid_shard)
+      throw ConfigError(fmt::format("{}model '{}': image models are laid out by data parallelism only (dp, zero up "
+                                    "to 2): tp, pp, cp, ep, sp and sharded weights split transformer layers",
                                     i == 0 ? std::string() : fmt::format("step '{}': ", s.stacks[i - 1].name), name));
   }
 }
