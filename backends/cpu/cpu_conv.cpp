@@ -5,6 +5,7 @@
 // the weight gradient multiplies dy's columns by the rows. Rows are unfolded a block of pixels at
 // a time, so the scratch stays bounded whatever the batch. Accumulation is fp32 (OpenBLAS sgemm).
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "backends/common/parallel.hpp"
@@ -67,7 +68,7 @@ std::vector<float> filters_f32(const T* w, const ConvShape& s) {
 }  // namespace
 
 template <class T>
-void conv2d(const T* x, const T* w, T* y, const ConvShape& s) {
+void conv2d(const T* x, const T* w, const T* bias, T* y, const ConvShape& s) {
   const int64_t cg = s.channels / s.groups, kg = s.filters / s.groups, len = s.kernel_h * s.kernel_w * cg;
   const int64_t pixels = s.batch * s.out_h * s.out_w, step = block_rows(len);
   const std::vector<float> wf = filters_f32(w, s);
@@ -81,7 +82,17 @@ void conv2d(const T* x, const T* w, T* y, const ConvShape& s) {
       blas::sgemm(false, true, rows, kg, len, 1.0f, col.data(), len, wf.data() + g * kg * len, len, 0.0f,
                   out.data() + g * kg, s.filters);
     }
-    for (int64_t i = 0; i < rows * s.filters; ++i) y[m0 * s.filters + i] = from_f32<T>(out[static_cast<std::size_t>(i)]);
+    // The epilogue: the bias, then the ReLU of a folded conv+BN+ReLU.
+    std::vector<float> b(static_cast<std::size_t>(s.filters), 0.0f);
+    if (bias != nullptr)
+      for (int64_t k = 0; k < s.filters; ++k) b[static_cast<std::size_t>(k)] = to_f32(bias[k]);
+    const float floor = s.relu ? 0.0f : -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = out.data() + r * s.filters;
+      T* dst = y + (m0 + r) * s.filters;
+      for (int64_t k = 0; k < s.filters; ++k)
+        dst[k] = from_f32<T>(std::max(src[k] + b[static_cast<std::size_t>(k)], floor));
+    }
   }
 }
 
@@ -145,7 +156,7 @@ void conv2d_wgrad(const T* x, const T* dy, T* dw, const ConvShape& s) {
 }
 
 #define PERFSIM_INSTANTIATE_CONV(T)                                       \
-  template void conv2d<T>(const T*, const T*, T*, const ConvShape&);       \
+  template void conv2d<T>(const T*, const T*, const T*, T*, const ConvShape&); \
   template void conv2d_dgrad<T>(const T*, const T*, T*, const ConvShape&); \
   template void conv2d_wgrad<T>(const T*, const T*, T*, const ConvShape&);
 PERFSIM_CPU_INSTANTIATE(PERFSIM_INSTANTIATE_CONV)

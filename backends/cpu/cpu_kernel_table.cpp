@@ -270,7 +270,7 @@ const KernelTable<TypedKernel<T>> typed_table{
     {OpKind::conv2d,
      [](const TypedCall<T>& c) {
        const auto io = c.template view<Conv2dIO<T>>();
-       conv2d(io.x, io.w, io.y, conv_shape(c.op, c.g));
+       conv2d(io.x, io.w, io.bias, io.y, conv_shape(c.op, c.g));
      }},
     {OpKind::conv2d_dgrad,
      [](const TypedCall<T>& c) {

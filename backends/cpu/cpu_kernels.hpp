@@ -106,7 +106,8 @@ template <class T> void relu(const T* x, T* y, int64_t n);
 template <class T> void relu_bwd(const T* y, const T* dy, T* dx, int64_t n);  // dx = dy where y > 0
 
 // ---- cpu_conv.cpp, cpu_pool.cpp, cpu_batchnorm.cpp (NHWC images, core/graph/op_kind.hpp) ---
-template <class T> void conv2d(const T* x, const T* w, T* y, const ConvShape& s);
+// bias [filters] (nullptr: none) added to y, then max(y, 0) when s.relu.
+template <class T> void conv2d(const T* x, const T* w, const T* bias, T* y, const ConvShape& s);
 template <class T> void conv2d_dgrad(const T* dy, const T* w, T* dx, const ConvShape& s);
 template <class T> void conv2d_wgrad(const T* x, const T* dy, T* dw, const ConvShape& s);
 template <class T> void maxpool(const T* x, T* y, const ConvShape& s);

@@ -90,6 +90,7 @@ struct ConvShape {
   int64_t batch = 1, height = 0, width = 0, channels = 0, filters = 0;
   int64_t kernel_h = 1, kernel_w = 1, stride = 1, pad = 0, dilation = 1, groups = 1;
   int64_t out_h = 0, out_w = 0;
+  bool relu = false;  // conv2d: max(·, 0) after the bias
   [[nodiscard]] constexpr int64_t x_elements() const { return batch * height * width * channels; }
   [[nodiscard]] constexpr int64_t y_elements() const { return batch * out_h * out_w * filters; }
   [[nodiscard]] constexpr int64_t w_elements() const { return filters * kernel_h * kernel_w * (channels / groups); }

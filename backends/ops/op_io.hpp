@@ -146,9 +146,14 @@ template <class T> struct EmbeddingBwdIO {
   }
 };
 // ---- convolutional networks (NHWC) ----------------------------------------------------------
-template <class T> struct Conv2dIO {  // conv2d {x, w} -> {y}
-  const T *x, *w; T* y;
-  static Conv2dIO read(OperandReader& r) { return {r.in<T>(), r.in<T>(), r.out<T>()}; }
+template <class T> struct Conv2dIO {  // conv2d {x, w (, bias)} -> {y}
+  const T *x, *w, *bias /* nullptr: none */; T* y;
+  static Conv2dIO read(OperandReader& r) {
+    const T* x = r.in<T>();
+    const T* w = r.in<T>();
+    const T* bias = r.in_if_present<T>();
+    return {x, w, bias, r.out<T>()};
+  }
 };
 template <class T> struct Conv2dDgradIO {
   const T *dy, *w; T* dx;

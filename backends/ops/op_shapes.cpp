@@ -262,6 +262,8 @@ ConvShape conv_shape(const Op& op, const Graph& g) {
   s.height = c.height, s.width = c.width, s.channels = c.channels, s.filters = c.filters;
   s.kernel_h = c.kernel_h, s.kernel_w = c.kernel_w, s.stride = c.stride, s.pad = c.pad;
   s.dilation = c.dilation, s.groups = c.groups;
+  s.relu = at.conv_relu;
+  if (s.relu && op.kind != OpKind::conv2d) fail(op, "conv_relu applies to conv2d only");
   expect_positive(op, s.height, "conv.height");
   expect_positive(op, s.width, "conv.width");
   expect_positive(op, s.channels, "conv.channels");
@@ -293,6 +295,7 @@ ConvShape conv_shape(const Op& op, const Graph& g) {
       expect(input(op, g, 0), x, "x: [batch, height, width, channels]");
       expect(input(op, g, 1), w, "w: [filters, kernel_h, kernel_w, channels / groups]");
       expect(output(op, g, 0), y, "y: [batch, out_h, out_w, filters]");
+      if (op.inputs.size() > 2) expect(input(op, g, 2), s.filters, "bias: [filters]");
       break;
     case OpKind::conv2d_dgrad:
       expect(input(op, g, 0), y, "dy: [batch, out_h, out_w, filters]");

@@ -184,6 +184,7 @@ struct OpAttrs {
   int64_t decode_seqs = 0;
   // conv2d, conv2d_dgrad, conv2d_wgrad, maxpool(_bwd), avgpool(_bwd); with `batch`.
   ConvGeometry conv;
+  bool conv_relu = false;          // conv2d: max(·, 0) after the bias (a folded conv+BN+ReLU)
   // norms, softmax, cross-entropy, batchnorm (rows = batch·height·width, cols = channels):
   // [rows, cols]; pointwise: elements
   int64_t rows = 0, cols = 0;

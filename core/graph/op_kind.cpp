@@ -95,7 +95,7 @@ constexpr KindRow kind_rows[] = {
      "ye experts:i32 slots:i32 weights:f32 -> y"},
     {K::moe_combine_bwd, "moe_combine_bwd", C::pointwise, K::moe_combine_bwd, false, K::moe_combine_bwd,
      "dy ye experts:i32 slots:i32 weights:f32 -> dye dweights:f32"},
-    {K::conv2d, "conv2d", C::conv, K::conv2d, false, K::conv2d, "x w -> y"},
+    {K::conv2d, "conv2d", C::conv, K::conv2d, false, K::conv2d, "x w bias? -> y"},
     {K::conv2d_dgrad, "conv2d_dgrad", C::conv, K::conv2d_dgrad, false, K::conv2d_dgrad, "dy w -> dx"},
     {K::conv2d_wgrad, "conv2d_wgrad", C::conv, K::conv2d_wgrad, false, K::conv2d_wgrad, "x dy -> dw"},
     {K::batchnorm, "batchnorm", C::norm, K::batchnorm, false, K::batchnorm, "x gamma beta -> y mean:f32 rstd:f32"},

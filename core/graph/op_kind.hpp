@@ -86,7 +86,9 @@ enum class OpKind {
                       // dye[e_j,s_j] = weights[t,j]·dy[t] (unused rows 0); dweights = dy[t]·ye[e_j,s_j]
   // Convolutional networks, NHWC (attrs.conv: x [batch, height, width, channels], y [batch,
   // out_h, out_w, filters]); filters w [filters, kernel_h, kernel_w, channels / groups].
-  conv2d,             // {x, w} -> {y}: cross-correlation with stride, padding (zeros), dilation, groups
+  conv2d,             // {x, w} (+ bias[filters]) -> {y}: cross-correlation with stride, padding (zeros),
+                      // dilation, groups; the bias added, then max(y, 0) with attrs.conv_relu (an
+                      // inference conv with its batch norm and ReLU folded in, the fusion pass)
   conv2d_dgrad,       // {dy, w} -> {dx}: the gradient of x
   conv2d_wgrad,       // {x, dy} -> {dw}: the gradient of w (summed over the batch)
   batchnorm,          // {x[rows, C], gamma, beta} -> {y, mean[C] fp32, rstd[C] fp32}: per-channel

@@ -128,7 +128,10 @@ double op_flops(const Op& op, const Graph& g) {
     // dye = w·dy (a multiply) and dweights = dy·ye (a multiply-add) per kept element.
     case OpKind::moe_combine_bwd: return 3.0 * moe_kept(a) * d(a.cols);
     // Convolutions: 2 FLOPs per multiply-add, forward and each gradient alike.
+    // A folded conv+BN+ReLU adds its bias and its ReLU, one FLOP each an output element.
     case OpKind::conv2d:
+      return 2.0 * conv_macs(a) + (d(op.inputs.size() > 2 ? 1 : 0) + (a.conv_relu ? 1.0 : 0.0)) *
+                                      d(a.batch) * d(a.conv.out_h()) * d(a.conv.out_w()) * d(a.conv.filters);
     case OpKind::conv2d_dgrad:
     case OpKind::conv2d_wgrad: return 2.0 * conv_macs(a);
     // Batch norm (Ioffe & Szegedy 2015, Alg. 1): the mean and the variance (a sum and a sum of
@@ -168,9 +171,9 @@ double op_matmul_flops(const Op& op, const Graph& g, bool model) {
     case OpKind::flash_attention:
     case OpKind::paged_flash_attention:
     case OpKind::varlen_flash_attention:
-    case OpKind::conv2d:
     case OpKind::conv2d_dgrad:
     case OpKind::conv2d_wgrad: return op_flops(op, g);
+    case OpKind::conv2d: return 2.0 * conv_macs(op.attrs);  // not a folded bias or ReLU
     // dQ, dK, dV and dP: four products of the forward's size; the fifth rebuilds S.
     case OpKind::flash_attention_bwd: return model ? 0.8 * op_flops(op, g) : op_flops(op, g);
     default: return 0.0;

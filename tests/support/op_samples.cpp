@@ -278,6 +278,7 @@ std::vector<OpSample> conv(OpKind k, DType d) {
     cases = {{"3x3/2 pad 1", {9, 7, 5, 5, 3, 3, 2, 1, 1, 1}, 2}, {"global", {4, 5, 6, 6, 4, 5, 1, 0, 1, 1}, 3}};
   } else {
     cases = {{"3x3 pad 1", {7, 6, 5, 8, 3, 3, 1, 1, 1, 1}, 2},
+             {"folded bias and relu", {7, 6, 5, 8, 3, 3, 1, 1, 1, 1}, 2},
              {"7x7/2 pad 3", {11, 9, 3, 6, 7, 7, 2, 3, 1, 1}, 1},
              {"1x1/2", {6, 6, 8, 12, 1, 1, 2, 0, 1, 1}, 2},
              {"grouped 3x3, dilation 2", {8, 8, 6, 9, 3, 3, 1, 2, 2, 3}, 2}};
@@ -289,7 +290,11 @@ std::vector<OpSample> conv(OpKind k, DType d) {
     const Shape y{c.batch, c.c.out_h(), c.c.out_w(), c.c.filters};
     const Shape w{c.c.filters, c.c.kernel_h, c.c.kernel_w, c.c.channels / c.c.groups};
     switch (k) {
-      case OpKind::conv2d: s.in("x", x), s.in("w", w, TensorRole::weight), s.out("y", y); break;
+      case OpKind::conv2d:
+        s.in("x", x), s.in("w", w, TensorRole::weight);
+        if (std::string(c.name) == "folded bias and relu") s.in("bias", {c.c.filters}), s.attrs().conv_relu = true;
+        s.out("y", y);
+        break;
       case OpKind::conv2d_dgrad: s.in("dy", y), s.in("w", w, TensorRole::weight), s.out("dx", x); break;
       case OpKind::conv2d_wgrad: s.in("x", x), s.in("dy", y), s.out("dw", w); break;
       case OpKind::maxpool:

@@ -71,7 +71,7 @@ TEST_CASE("cpu conv2d matches the convolution's definition; its gradients are it
     const auto w = random_vec(static_cast<std::size_t>(s.w_elements()), 2);
     const auto dy = random_vec(static_cast<std::size_t>(s.y_elements()), 3);
     std::vector<float> y(static_cast<std::size_t>(s.y_elements())), dx(x.size()), dw(w.size());
-    conv2d(x.data(), w.data(), y.data(), s);
+    conv2d(x.data(), w.data(), static_cast<const float*>(nullptr), y.data(), s);
     CHECK(rel_err(y, direct_conv(x, w, s)) < 1e-5);
     conv2d_dgrad(dy.data(), w.data(), dx.data(), s);
     conv2d_wgrad(x.data(), dy.data(), dw.data(), s);
@@ -81,13 +81,29 @@ TEST_CASE("cpu conv2d matches the convolution's definition; its gradients are it
   }
 }
 
+TEST_CASE("cpu conv2d's epilogue: a bias per filter, then the ReLU of a folded conv+BN+ReLU") {
+  ConvShape s = conv_cases[3];  // grouped, dilated
+  const auto x = random_vec(static_cast<std::size_t>(s.x_elements()), 12);
+  const auto w = random_vec(static_cast<std::size_t>(s.w_elements()), 13);
+  const auto bias = random_vec(static_cast<std::size_t>(s.filters), 14);
+  std::vector<double> want = direct_conv(x, w, s);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, want[i] + bias[i % std::size_t(s.filters)]);
+  s.relu = true;
+  std::vector<float> y(want.size());
+  conv2d(x.data(), w.data(), bias.data(), y.data(), s);
+  CHECK(rel_err(y, want) < 1e-5);
+  int zeros = 0;
+  for (float v : y) zeros += v == 0.0f ? 1 : 0;
+  CHECK(zeros > 0);  // the ReLU cut something
+}
+
 TEST_CASE("cpu conv2d at bf16 stays close to fp32") {
   const ConvShape s = conv_cases[0];
   const auto x = random_vec(static_cast<std::size_t>(s.x_elements()), 4);
   const auto w = random_vec(static_cast<std::size_t>(s.w_elements()), 5);
   const auto xb = to_storage<bf16>(x), wb = to_storage<bf16>(w);
   std::vector<bf16> yb(static_cast<std::size_t>(s.y_elements()));
-  conv2d(xb.data(), wb.data(), yb.data(), s);
+  conv2d(xb.data(), wb.data(), static_cast<const bf16*>(nullptr), yb.data(), s);
   CHECK(rel_err(to_floats(yb), direct_conv(x, w, s)) < 2e-2);
 }
 

@@ -7,7 +7,9 @@
 #include <map>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "core/builders/builders.hpp"
 #include "core/builders/cnn.hpp"
+#include "core/passes/passes.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/errors.hpp"
 #include "core/graph/op_metrics.hpp"
@@ -134,4 +136,40 @@ TEST_CASE("build_cnn: a ResNet-50 training step is priced; the convolutions hold
   CHECK(p.time_by_class.at(OpClass::conv) > 0.5 * p.step_time);
   // 3 × the forward's 2·4.09 G FLOPs an image, less the stem's data gradient.
   CHECK(graph_flops(g) / 32 == doctest::Approx(3 * 2 * 4.09e9).epsilon(0.03));
+}
+
+TEST_CASE("fusion folds an inference conv's batch norm and ReLU into its epilogue") {
+  ModelConfig m;
+  m.name = "resnet-18";
+  m.cnn = resnet(18);
+  Workload w = images(Phase::prefill, 8);
+  w.images = true;
+  const std::vector<StackStep> stack = {StackStep{"+fusion", {PassSpec{"fusion", std::nullopt}}, ""}};
+  const Graph plain = build_graph(m, w);
+  const Graph fused = build_stack_graph(m, w, stack, 0);
+  int norms = 0, relu_epilogues = 0, biased = 0, relus = 0;
+  for (const Op& op : fused.ops) {
+    norms += op.kind == OpKind::batchnorm_infer ? 1 : 0;
+    relus += op.kind == OpKind::relu ? 1 : 0;
+    if (op.kind != OpKind::conv2d) continue;
+    biased += op.inputs.size() == 3 ? 1 : 0;
+    relu_epilogues += op.attrs.conv_relu ? 1 : 0;
+  }
+  CHECK(norms == 0);  // every conv's norm folded
+  // The convs whose norm a ReLU follows: the stem and each block's first (basic blocks: one of
+  // two); the ReLU after each block's addition stays an op.
+  CHECK(relu_epilogues == 1 + 8);
+  CHECK(biased == 1 + 8 * 2 + 3);  // and the three projecting shortcuts
+  CHECK(relus == 8);
+  // The model's work is the same, its bytes fewer: two element-wise passes a conv gone.
+  CHECK(graph_flops(fused) < graph_flops(plain));
+  const Hardware hw = test_models::h100_node();
+  CHECK(predict(fused, hw).step_time < 0.9 * predict(plain, hw).step_time);
+  // Training graphs keep their norms (batch statistics cannot be folded).
+  Workload t = images(Phase::train, 8);
+  t.images = true;
+  const Graph train = build_stack_graph(m, t, stack, 0);
+  int train_norms = 0;
+  for (const Op& op : train.ops) train_norms += op.kind == OpKind::batchnorm ? 1 : 0;
+  CHECK(train_norms > 0);
 }
