@@ -209,8 +209,8 @@ int cmd_search(const SearchArgs& given) {
 
   if (s.serve) return search_serving(a, s, format, note);
   if (s.model.image_model())
-    throw UsageError(fmt::format("search lays a transformer out over GPUs; {} runs image model '{}', which runs on "
-                                 "one GPU for now",
+    throw UsageError(fmt::format("search lays a transformer out over GPUs; {} runs image model '{}', which is laid "
+                                 "out by data parallelism only: run it with parallel = {{dp = N}} (or a dp step)",
                                  a.scenario, s.model.name));
 
   std::vector<StackStep> stack = s.stacks;
