@@ -74,6 +74,10 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const ConvShape& s) {
   const std::vector<float> wf = filters_f32(w, s);
   std::vector<float> col(static_cast<std::size_t>(std::min(step, pixels) * len));
   std::vector<float> out(static_cast<std::size_t>(std::min(step, pixels) * s.filters));
+  std::vector<float> b(static_cast<std::size_t>(s.filters), 0.0f);  // the epilogue's bias
+  if (bias != nullptr)
+    for (int64_t k = 0; k < s.filters; ++k) b[static_cast<std::size_t>(k)] = to_f32(bias[k]);
+  const float floor = s.relu ? 0.0f : -std::numeric_limits<float>::infinity();
   for (int64_t m0 = 0; m0 < pixels; m0 += step) {
     const int64_t rows = std::min(step, pixels - m0);
     for (int64_t g = 0; g < s.groups; ++g) {
@@ -83,10 +87,6 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const ConvShape& s) {
                   out.data() + g * kg, s.filters);
     }
     // The epilogue: the bias, then the ReLU of a folded conv+BN+ReLU.
-    std::vector<float> b(static_cast<std::size_t>(s.filters), 0.0f);
-    if (bias != nullptr)
-      for (int64_t k = 0; k < s.filters; ++k) b[static_cast<std::size_t>(k)] = to_f32(bias[k]);
-    const float floor = s.relu ? 0.0f : -std::numeric_limits<float>::infinity();
     for (int64_t r = 0; r < rows; ++r) {
       const float* src = out.data() + r * s.filters;
       T* dst = y + (m0 + r) * s.filters;

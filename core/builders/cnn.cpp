@@ -34,12 +34,10 @@ struct Param {
   int layer = -1;
 };
 
+// What a pool's backward reads: its input and its window.
 struct Pool {
-  OpKind kind;
-  std::string name;
-  Map in, out;
+  Map in;
   OpAttrs attrs;
-  int layer;
 };
 
 // A residual block: its units (conv → BN (→ ReLU)) from first_unit, main_units of them on the
@@ -196,7 +194,7 @@ class CnnBuilder {
     const int64_t side = a.conv.out_h();
     const Map y{tensor(name, map_shape(side, x.channels), TensorRole::activation), side, x.channels};
     op(kind, name, {x.id}, {y.id}, a, Stage::forward);
-    m_pools.push_back({kind, name, x, y, a, m_layer});
+    m_pools.push_back({x, a});
     return y;
   }
 

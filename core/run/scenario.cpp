@@ -32,7 +32,7 @@ void validate_execute(const ExecuteOptions& e, const ModelConfig& m) {
   if (e.layers < 0)
     throw ConfigError(
         fmt::format("execute.layers must be >= 0 (got {}); 0 executes all layers", e.layers));
-  if (e.layers > m.layers)
+  if (!m.image_model() && e.layers > m.layers)  // an image model builds its distinct blocks whole
     throw ConfigError(
         fmt::format("execute.layers = {} exceeds {}'s {} layers; use 0 for all layers", e.layers,
                     m.name, m.layers));
@@ -159,27 +159,19 @@ void validate_image_model(const Scenario& s) {
 void validate(const Scenario& s) {
   validate(s.model);
   validate(s.workload);
-  if (s.model.image_model()) {
-    validate_image_model(s);
-    if (s.hardware.empty())
-      throw ConfigError(fmt::format(
-          "scenario '{}': no hardware given; name at least one profile (see `perfsim list hardware`)", s.name));
-    for (const Hardware& hw : s.hardware) validate_hardware(hw);
-    for (const StackStep& step : s.stacks)
-      for (const PassSpec& p : step.passes) validate(p);
-    return;
-  }
-  if (s.workload.images)
+  const bool images = s.model.image_model();
+  if (images) validate_image_model(s);
+  else if (s.workload.images)
     throw ConfigError(fmt::format("model '{}' is a language model: the workload cannot be a batch of images",
                                   s.model.name));
-  validate_serving(s);
+  else validate_serving(s);
   if (s.hardware.empty())
     throw ConfigError(fmt::format(
         "scenario '{}': no hardware given; name at least one profile (see `perfsim list hardware`)",
         s.name));
   for (const Hardware& hw : s.hardware) validate_hardware(hw);
   validate_execute(s.execute, s.model);
-  validate_context(s.workload, s.model);
+  if (!images) validate_context(s.workload, s.model);  // the context a KV cache holds
   for (std::size_t i = 0; i < s.stacks.size(); ++i) {
     const StackStep& step = s.stacks[i];
     if (step.name.empty())
@@ -187,6 +179,7 @@ void validate(const Scenario& s) {
           fmt::format("stack step {} has no name; name it like \"+flash_attention\"", i + 1));
     for (const PassSpec& p : step.passes) validate(p);
   }
+  if (images) return;  // its layouts are checked by validate_image_model
   validate_speculation(s);
   // The layout of every step: the scenario's, changed by the steps' parallel passes. A layout
   // a step's pass makes invalid is that step's error.
